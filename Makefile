@@ -1,0 +1,38 @@
+# xtalk: `make demo` sets everything up and runs the quickstart; `make test` runs every test.
+PY      ?= python3
+VENV    := .venv
+BIN     := $(VENV)/bin
+AGENT   := agent/target/release/xtalk-agent
+AGENT_SRC := agent/Cargo.toml $(shell find agent/src -name '*.rs' 2>/dev/null)
+
+.PHONY: all setup demo test test-agent test-py bench clean
+
+all: demo
+
+$(AGENT): $(AGENT_SRC)
+	cargo build --release --manifest-path agent/Cargo.toml
+
+$(BIN)/.installed: pyproject.toml $(AGENT)
+	test -x $(BIN)/python || $(PY) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q -e '.[test]'
+	touch $@
+
+setup: $(AGENT) $(BIN)/.installed
+
+demo: setup
+	$(BIN)/xtalk run examples/quickstart.toml
+
+test-agent: $(AGENT)
+	cargo test --release --manifest-path agent/Cargo.toml
+
+test-py: setup
+	$(BIN)/python -m pytest -q -rs
+
+test: test-agent test-py
+
+bench: setup
+	$(BIN)/python -m bench
+
+clean:
+	rm -rf $(VENV) agent/target build *.egg-info src/*.egg-info

@@ -32,7 +32,7 @@ test-py: setup
 test: test-agent test-py
 
 bench: setup
-	$(BIN)/python -m bench
+	@for f in bench/*.py; do echo "== $$f"; PYTHONPATH=src $(BIN)/python $$f || exit 1; done
 
 clean:
 	rm -rf $(VENV) agent/target build *.egg-info src/*.egg-info

@@ -1,0 +1,172 @@
+//! Checks a parsed plan against itself and against this machine (CPUs, privileges,
+//! memory) before anything is started. Every error names the field and the fix.
+
+use crate::plan::{err, Body, Enemy, Load, Placement, Plan, PlanError, Sched, Victim, PLAN_VERSION};
+use crate::observe::machine;
+
+/// Smallest SCHED_DEADLINE runtime the kernel accepts (2^10 ns, sched/deadline.c).
+const DL_MIN_RUNTIME_NS: u64 = 1 << 10;
+
+pub fn check(plan: &Plan) -> Result<(), PlanError> {
+    if plan.version != PLAN_VERSION {
+        return err("version", format!("plan version {} is not supported; this agent reads version {PLAN_VERSION}", plan.version));
+    }
+    if plan.run_id.is_empty() || plan.run_id.contains('/') {
+        return err("run_id", "must be a non-empty name without '/'");
+    }
+    if !(plan.settle_ms >= 0.0 && plan.settle_ms <= 60_000.0) {
+        return err("settle_ms", "must be between 0 and 60000");
+    }
+    let online = machine::online_cpus();
+    let allowed = machine::allowed_cpus();
+    check_victim(&plan.victim, &online, &allowed)?;
+    let mut footprint = victim_footprint(&plan.victim.body);
+    for (i, e) in plan.enemies.iter().enumerate() {
+        check_enemy(i, e, &online, &allowed)?;
+        if plan.enemies[..i].iter().any(|o| o.name == e.name) {
+            return err(format!("enemies[{i}].name"), format!("'{}' is used twice; give each enemy its own name", e.name));
+        }
+        footprint += e.load.footprint();
+    }
+    let avail = machine::mem_available_bytes();
+    if avail > 0 && footprint > avail / 10 * 9 {
+        return err("enemies", format!("victim and enemies need {} MiB but only {} MiB are available; use smaller buffers",
+            footprint >> 20, avail >> 20));
+    }
+    let needed_s = plan.settle_ms / 1e3 + plan.victim.total_jobs() as f64 * plan.victim.period_ns as f64 / 1e9;
+    if !(plan.timeout_s > needed_s) {
+        return err("timeout_s", format!("{} s is shorter than the run itself ({needed_s:.3} s); raise it", plan.timeout_s));
+    }
+    Ok(())
+}
+
+fn victim_footprint(b: &Body) -> u64 {
+    match b {
+        Body::Chase { bytes, .. } | Body::Sum { bytes } => *bytes,
+        Body::Pi { .. } => 0,
+    }
+}
+
+fn check_victim(v: &Victim, online: &[usize], allowed: &[usize]) -> Result<(), PlanError> {
+    match &v.body {
+        Body::Chase { bytes, accesses, .. } => {
+            if *bytes < 128 {
+                return err("victim.body.bytes", "must be at least 128 (two cache lines)");
+            }
+            if *accesses == Some(0) {
+                return err("victim.body.accesses", "must be at least 1, or absent for one pass over the buffer");
+            }
+        }
+        Body::Sum { bytes } if *bytes < 8 => return err("victim.body.bytes", "must be at least 8"),
+        Body::Pi { iterations } if *iterations == 0 => return err("victim.body.iterations", "must be at least 1"),
+        _ => {}
+    }
+    if v.period_ns < 10_000 {
+        return err("victim.period_ns", "must be at least 10000 (10 us)");
+    }
+    if v.jobs == 0 {
+        return err("victim.jobs", "must be at least 1");
+    }
+    if v.deadline_ns == Some(0) {
+        return err("victim.deadline_ns", "must be positive, or absent for deadline = period");
+    }
+    check_placement("victim", &v.placement, online, allowed)?;
+    check_sched("victim", &v.sched, &v.placement, online)?;
+    check_lock("victim", v.lock_memory, victim_footprint(&v.body))
+}
+
+fn check_enemy(i: usize, e: &Enemy, online: &[usize], allowed: &[usize]) -> Result<(), PlanError> {
+    let at = format!("enemies[{i}]");
+    if e.name.is_empty() {
+        return err(format!("{at}.name"), "must not be empty");
+    }
+    match &e.load {
+        Load::Read { bytes } | Load::Write { bytes } if *bytes < 4096 => {
+            return err(format!("{at}.load.bytes"), "must be at least 4096");
+        }
+        Load::Chase { elements, element_bytes, .. } => {
+            if *elements < 2 {
+                return err(format!("{at}.load.elements"), "must be at least 2");
+            }
+            if *element_bytes < 8 || element_bytes % 8 != 0 {
+                return err(format!("{at}.load.element_bytes"), "must be a multiple of 8, at least 8");
+            }
+        }
+        _ => {}
+    }
+    check_placement(&at, &e.placement, online, allowed)?;
+    check_sched(&at, &e.sched, &e.placement, online)?;
+    check_lock(&at, e.lock_memory, e.load.footprint())
+}
+
+fn check_placement(at: &str, p: &Placement, online: &[usize], allowed: &[usize]) -> Result<(), PlanError> {
+    let Some(cpus) = &p.cpus else { return Ok(()) };
+    if cpus.is_empty() {
+        return err(format!("{at}.placement.cpus"), "is empty; list CPUs or leave it out to run unpinned");
+    }
+    for (k, c) in cpus.iter().enumerate() {
+        if !online.contains(c) {
+            return err(format!("{at}.placement.cpus[{k}]"), format!("CPU {c} does not exist or is offline; online CPUs: {}", machine::cpu_list(online)));
+        }
+        if !allowed.contains(c) {
+            return err(format!("{at}.placement.cpus[{k}]"), format!("CPU {c} is outside this process's cpuset; allowed: {}", machine::cpu_list(allowed)));
+        }
+        if cpus[..k].contains(c) {
+            return err(format!("{at}.placement.cpus[{k}]"), format!("CPU {c} is listed twice"));
+        }
+    }
+    Ok(())
+}
+
+fn check_sched(at: &str, s: &Sched, p: &Placement, online: &[usize]) -> Result<(), PlanError> {
+    let f = |k: &str| format!("{at}.sched.{k}");
+    let privileged = machine::has_cap_sys_nice();
+    match *s {
+        Sched::Other { nice } => {
+            if !(-20..=19).contains(&nice) {
+                return err(f("nice"), format!("{nice} is out of range; use -20..19"));
+            }
+            if nice < 0 && !privileged && machine::rlimit_nice_floor() > nice {
+                return err(f("nice"), "a negative nice needs CAP_SYS_NICE or RLIMIT_NICE; run as root or use nice >= 0");
+            }
+        }
+        Sched::Fifo { priority } | Sched::Rr { priority } => {
+            if !(1..=99).contains(&priority) {
+                return err(f("priority"), format!("{priority} is out of range; use 1..99"));
+            }
+            if !privileged && (machine::rlimit_rtprio() as i64) < priority as i64 {
+                return err(f("policy"), "a real-time policy needs CAP_SYS_NICE (or RLIMIT_RTPRIO); run as root or use policy 'other'");
+            }
+        }
+        Sched::Deadline { runtime_ns, deadline_ns, period_ns } => {
+            if runtime_ns < DL_MIN_RUNTIME_NS {
+                return err(f("runtime_ns"), format!("must be at least {DL_MIN_RUNTIME_NS} ns"));
+            }
+            if runtime_ns > deadline_ns {
+                return err(f("runtime_ns"), format!("runtime {runtime_ns} > deadline {deadline_ns}; SCHED_DEADLINE needs runtime <= deadline <= period"));
+            }
+            if deadline_ns > period_ns {
+                return err(f("deadline_ns"), format!("deadline {deadline_ns} > period {period_ns}; SCHED_DEADLINE needs runtime <= deadline <= period"));
+            }
+            if !privileged {
+                return err(f("policy"), "SCHED_DEADLINE needs CAP_SYS_NICE; run as root or use policy 'other'");
+            }
+            if let Some(cpus) = &p.cpus {
+                if online.iter().any(|c| !cpus.contains(c)) {
+                    return err(format!("{at}.placement.cpus"), "SCHED_DEADLINE tasks may not be pinned to a subset of the root domain; leave placement unpinned (or use an exclusive cpuset)");
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+fn check_lock(at: &str, lock: bool, footprint: u64) -> Result<(), PlanError> {
+    if lock && !machine::has_cap_ipc_lock() {
+        let lim = machine::rlimit_memlock();
+        if lim != u64::MAX && lim < footprint + (64 << 20) {
+            return err(format!("{at}.lock_memory"), format!("needs CAP_IPC_LOCK or RLIMIT_MEMLOCK >= {} MiB (now {} KiB); run as root or set lock_memory = false", (footprint >> 20) + 64, lim >> 10));
+        }
+    }
+    Ok(())
+}

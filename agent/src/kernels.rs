@@ -1,0 +1,141 @@
+//! Memory kernels shared by victim bodies and enemies: a seeded PRNG and pointer-chase
+//! cycles laid out one node per `stride_words` u64 words.
+
+/// xorshift64*: deterministic, seedable, good enough for shuffles.
+pub struct Rng(u64);
+
+impl Rng {
+    pub fn new(seed: u64) -> Rng {
+        Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1)
+    }
+    pub fn next(&mut self) -> u64 {
+        let mut x = self.0;
+        x ^= x >> 12;
+        x ^= x << 25;
+        x ^= x >> 27;
+        self.0 = x;
+        x.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+    /// Uniform in [0, n).
+    pub fn below(&mut self, n: u64) -> u64 {
+        ((self.next() as u128 * n as u128) >> 64) as u64
+    }
+}
+
+/// A u64 buffer in its own anonymous mapping, 2 MiB aligned, optionally backed by
+/// transparent huge pages (MADV_HUGEPAGE), so TLB reach is a chosen property of a run
+/// rather than an accident of malloc.
+pub struct Buffer {
+    ptr: *mut u64,
+    words: usize,
+    raw: *mut libc::c_void,
+    map_len: usize,
+}
+
+unsafe impl Send for Buffer {}
+
+const HUGE: usize = 2 << 20;
+
+impl Buffer {
+    pub fn zeroed(words: usize, huge_pages: bool) -> Buffer {
+        let len = (words.max(1) * 8 + HUGE - 1) / HUGE * HUGE;
+        let map_len = len + HUGE;
+        let raw = unsafe {
+            libc::mmap(std::ptr::null_mut(), map_len, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_PRIVATE | libc::MAP_ANONYMOUS, -1, 0)
+        };
+        assert!(raw != libc::MAP_FAILED, "mmap of {map_len} bytes failed: {}", std::io::Error::last_os_error());
+        let aligned = ((raw as usize + HUGE - 1) / HUGE * HUGE) as *mut libc::c_void;
+        let advice = if huge_pages { libc::MADV_HUGEPAGE } else { libc::MADV_NOHUGEPAGE };
+        unsafe { libc::madvise(aligned, len, advice) };
+        Buffer { ptr: aligned as *mut u64, words, raw, map_len }
+    }
+}
+
+impl Drop for Buffer {
+    fn drop(&mut self) {
+        unsafe { libc::munmap(self.raw, self.map_len) };
+    }
+}
+
+impl std::ops::Deref for Buffer {
+    type Target = [u64];
+    fn deref(&self) -> &[u64] {
+        unsafe { std::slice::from_raw_parts(self.ptr, self.words) }
+    }
+}
+
+impl std::ops::DerefMut for Buffer {
+    fn deref_mut(&mut self) -> &mut [u64] {
+        unsafe { std::slice::from_raw_parts_mut(self.ptr, self.words) }
+    }
+}
+
+/// Build a single cycle over `nodes` nodes: node i's first word holds the word offset of
+/// the next node. Random order uses Sattolo's algorithm (one cycle through every node),
+/// so a walk of `nodes` steps touches each node exactly once.
+pub fn chase_cycle(nodes: usize, stride_words: usize, random: bool, seed: u64, huge_pages: bool) -> Buffer {
+    let mut buf = Buffer::zeroed(nodes * stride_words, huge_pages);
+    let mut order: Vec<usize> = (0..nodes).collect();
+    if random {
+        let mut rng = Rng::new(seed);
+        for i in (1..nodes).rev() {
+            let j = rng.below(i as u64) as usize;
+            order.swap(i, j);
+        }
+    }
+    for k in 0..nodes {
+        let from = order[k];
+        let to = order[(k + 1) % nodes];
+        buf[from * stride_words] = (to * stride_words) as u64;
+        // Fill the rest of the node so its pages are really backed.
+        for w in 1..stride_words {
+            buf[from * stride_words + w] = w as u64;
+        }
+    }
+    buf
+}
+
+/// Follow `steps` links from word offset `at`; returns where the walk ended.
+#[inline(never)]
+pub fn chase(buf: &[u64], mut at: u64, steps: u64) -> u64 {
+    for _ in 0..steps {
+        at = unsafe { *buf.get_unchecked(at as usize) };
+    }
+    at
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    #[test]
+    fn random_cycle_visits_every_node_once() {
+        for &random in &[true, false] {
+            let n = 1000;
+            let buf = chase_cycle(n, 8, random, 7, false);
+            let mut seen = vec![false; n];
+            let mut at = 0u64;
+            for _ in 0..n {
+                let node = at as usize / 8;
+                assert!(!seen[node], "node visited twice");
+                seen[node] = true;
+                at = buf[at as usize];
+            }
+            assert_eq!(at, 0, "walk of n steps returns to the start");
+            assert!(seen.iter().all(|&s| s));
+        }
+    }
+    #[test]
+    fn buffers_are_aligned_and_writable() {
+        for &huge in &[true, false] {
+            let mut b = Buffer::zeroed(1000, huge);
+            assert_eq!(b.as_ptr() as usize % (2 << 20), 0);
+            b[999] = 7;
+            assert_eq!(b.iter().sum::<u64>(), 7);
+        }
+    }
+    #[test]
+    fn rng_below_stays_in_range() {
+        let mut r = Rng::new(1);
+        assert!((0..10_000).all(|_| r.below(13) < 13));
+    }
+}

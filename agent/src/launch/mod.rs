@@ -1,0 +1,289 @@
+//! One run: fork the enemies and the victim, release them through the barrier, block
+//! until the victim ends (or the watchdog or a signal ends the run), then stop and reap
+//! every child and write the run's outcome. Nothing in the agent polls while measuring.
+
+pub mod setup;
+pub mod shm;
+pub mod signals;
+
+use crate::enemies;
+use crate::observe::{clock::mono_ns, env};
+use crate::plan::Plan;
+use crate::record::jobs::JobLog;
+use crate::victims;
+use serde_json::{json, Value};
+use shm::Shared;
+use std::path::Path;
+use std::sync::atomic::Ordering;
+
+/// Exit codes of `xtalk-agent run` (documented in docs/agent.md).
+pub const EXIT_COMPLETED: i32 = 0;
+pub const EXIT_FAILED: i32 = 1;
+pub const EXIT_BAD_INPUT: i32 = 2;
+pub const EXIT_INTERNAL: i32 = 3;
+pub const EXIT_INTERRUPTED: i32 = 130;
+
+#[derive(Clone, Copy, PartialEq, Debug)]
+enum Role {
+    Victim,
+    Enemy(usize),
+}
+
+struct Child {
+    pid: libc::pid_t,
+    role: Role,
+    status: Option<libc::c_int>,
+}
+
+fn describe(status: libc::c_int) -> String {
+    if libc::WIFEXITED(status) {
+        format!("exited with status {}", libc::WEXITSTATUS(status))
+    } else if libc::WIFSIGNALED(status) {
+        let s = libc::WTERMSIG(status);
+        let name = unsafe { std::ffi::CStr::from_ptr(libc::strsignal(s)) }.to_string_lossy().into_owned();
+        format!("killed by signal {s} ({name})")
+    } else {
+        format!("status {status}")
+    }
+}
+
+/// Reap every child that has ended; returns how many were reaped.
+fn reap(children: &mut [Child]) -> usize {
+    let mut n = 0;
+    loop {
+        let mut st = 0;
+        let pid = unsafe { libc::waitpid(-1, &mut st, libc::WNOHANG) };
+        if pid <= 0 {
+            return n;
+        }
+        if let Some(c) = children.iter_mut().find(|c| c.pid == pid) {
+            c.status = Some(st);
+            n += 1;
+        }
+    }
+}
+
+fn alive(children: &[Child]) -> impl Iterator<Item = &Child> {
+    children.iter().filter(|c| c.status.is_none())
+}
+
+/// Signal the live children matching `pred`, then wait up to `grace_ns` for them to end.
+fn end_children(children: &mut [Child], pred: impl Fn(&Child) -> bool, sig: libc::c_int, grace_ns: i64) {
+    for c in alive(children).filter(|c| pred(c)) {
+        unsafe { libc::kill(c.pid, sig) };
+    }
+    let until = mono_ns() + grace_ns;
+    while alive(children).any(|c| pred(c)) {
+        reap(children);
+        if !alive(children).any(|c| pred(c)) || signals::wait_until(until).is_none() && mono_ns() >= until {
+            break;
+        }
+    }
+    reap(children);
+}
+
+/// Write JSON to `path` atomically (temporary file, fsync, rename).
+pub fn write_json_atomic(path: &Path, v: &Value) -> std::io::Result<()> {
+    use std::io::Write;
+    let tmp = path.with_extension("json.tmp");
+    let mut f = std::fs::File::create(&tmp)?;
+    f.write_all(serde_json::to_string_pretty(v).unwrap().as_bytes())?;
+    f.sync_all()?;
+    std::fs::rename(&tmp, path)
+}
+
+fn unix_ns() -> i64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as i64).unwrap_or(0)
+}
+
+fn fork_child(f: impl FnOnce()) -> Result<libc::pid_t, String> {
+    match unsafe { libc::fork() } {
+        -1 => Err(format!("fork: {}", std::io::Error::last_os_error())),
+        0 => {
+            signals::reset_in_child();
+            f();
+            unsafe { libc::_exit(0) }
+        }
+        pid => Ok(pid),
+    }
+}
+
+/// Execute `plan`, writing `run.json` and `jobs.bin` under `out`. Returns the exit code.
+pub fn execute(plan: &Plan, out: &Path, exit_with_parent: bool) -> Result<i32, String> {
+    let run_json = out.join("run.json");
+    let mut doc = json!({
+        "run_id": plan.run_id,
+        "status": "running",
+        "plan": plan,
+        "environment": env::collect(),
+        "started_unix_ns": unix_ns(),
+    });
+    write_json_atomic(&run_json, &doc).map_err(|e| format!("{}: {e}", run_json.display()))?;
+    let v = &plan.victim;
+    let log = JobLog::create(&out.join("jobs.bin"), v.total_jobs(), v.period_ns, v.deadline()).map_err(|e| format!("jobs.bin: {e}"))?;
+    let shared = Shared::new(1 + plan.enemies.len() as u32).map_err(|e| format!("shared control block: {e}"))?;
+    signals::block_watched();
+    if exit_with_parent {
+        // The host may die (even by SIGKILL): tear the run down rather than outlive it.
+        unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM as libc::c_ulong, 0, 0, 0) };
+    }
+    let me = unsafe { libc::getpid() };
+    let begin = mono_ns();
+    let deadline = begin + (plan.timeout_s * 1e9) as i64;
+    let settle_ns = (plan.settle_ms * 1e6) as i64;
+    let mut children: Vec<Child> = Vec::new();
+    let mut status = "completed";
+    let mut reason: Option<String> = None;
+
+    for (i, e) in plan.enemies.iter().enumerate() {
+        match fork_child(|| enemies::enemy_main(i, e, &shared, me)) {
+            Ok(pid) => children.push(Child { pid, role: Role::Enemy(i), status: None }),
+            Err(m) => {
+                status = "failed";
+                reason = Some(m);
+                break;
+            }
+        }
+    }
+    if reason.is_none() {
+        match fork_child(|| victims::victim_main(v, &shared, &log, me, settle_ns, plan.enemies.len())) {
+            Ok(pid) => children.push(Child { pid, role: Role::Victim, status: None }),
+            Err(m) => {
+                status = "failed";
+                reason = Some(m);
+            }
+        }
+    }
+
+    // Phase 1: every process set up and past the barrier (the victim says so with SIGUSR1).
+    let mut measuring = false;
+    while reason.is_none() {
+        match signals::wait_until(deadline) {
+            None => {
+                status = "timeout";
+                reason = Some(format!("set-up did not finish within timeout_s = {}", plan.timeout_s));
+            }
+            Some(libc::SIGUSR1) => {
+                measuring = true;
+                break;
+            }
+            Some(libc::SIGCHLD) => {
+                reap(&mut children);
+                if let Some(c) = children.iter().find(|c| c.status.is_some()) {
+                    let slot = match c.role {
+                        Role::Victim => &shared.ctl().victim,
+                        Role::Enemy(i) => &shared.ctl().enemies[i],
+                    };
+                    status = "failed";
+                    reason = Some(slot.message().unwrap_or_else(|| format!("{} {} during set-up", name_of(plan, c.role), describe(c.status.unwrap()))));
+                }
+            }
+            Some(sig) => {
+                status = "interrupted";
+                reason = Some(format!("agent received signal {sig} during set-up"));
+            }
+        }
+    }
+
+    // Phase 2: block until the victim ends, the watchdog fires or we are told to stop.
+    let mut notes: Vec<String> = Vec::new();
+    while measuring && reason.is_none() {
+        match signals::wait_until(deadline) {
+            None => {
+                status = "timeout";
+                reason = Some(format!("victim still running after timeout_s = {}", plan.timeout_s));
+            }
+            Some(libc::SIGCHLD) => {
+                reap(&mut children);
+                if let Some(c) = children.iter().find(|c| c.role == Role::Victim && c.status.is_some()) {
+                    let st = c.status.unwrap();
+                    if !(libc::WIFEXITED(st) && libc::WEXITSTATUS(st) == 0) {
+                        status = "failed";
+                        reason = Some(format!("victim {}", describe(st)));
+                    }
+                    break;
+                }
+            }
+            Some(libc::SIGUSR1) => {}
+            Some(sig) => {
+                status = "interrupted";
+                reason = Some(format!("agent received signal {sig}"));
+            }
+        }
+    }
+
+    // Teardown: victim first (its jobs are already in the log), then the enemies.
+    shared.ctl().stop.store(1, Ordering::SeqCst);
+    end_children(&mut children, |c| c.role == Role::Victim, libc::SIGTERM, 1_000_000_000);
+    for c in alive(&children) {
+        unsafe { libc::kill(c.pid, libc::SIGCONT) };
+    }
+    end_children(&mut children, |c| c.role != Role::Victim, 0, 2_000_000_000);
+    end_children(&mut children, |_| true, libc::SIGKILL, 5_000_000_000);
+    signals::unblock_watched();
+    log.flush();
+
+    for c in &children {
+        if let (Role::Enemy(i), Some(st)) = (c.role, c.status) {
+            let stopped = shared.ctl().enemies[i].stopped_ns.load(Ordering::Acquire) != 0;
+            if measuring && !stopped {
+                notes.push(format!("enemy {} ended before it was stopped: {}", plan.enemies[i].name, describe(st)));
+            }
+        }
+    }
+    let victim_status = children.iter().find(|c| c.role == Role::Victim).and_then(|c| c.status).map(describe);
+    doc["status"] = json!(status);
+    doc["reason"] = json!(reason);
+    doc["notes"] = json!(notes);
+    doc["victim_exit"] = json!(victim_status);
+    doc["jobs_recorded"] = json!(log.count());
+    doc["jobs_planned"] = json!(v.total_jobs());
+    doc["t0_ns"] = json!(log.header().t0_ns);
+    doc["enemies"] = enemy_results(plan, &shared);
+    doc["ended_unix_ns"] = json!(unix_ns());
+    write_json_atomic(&run_json, &doc).map_err(|e| format!("{}: {e}", run_json.display()))?;
+    Ok(match status {
+        "completed" => EXIT_COMPLETED,
+        "interrupted" => EXIT_INTERRUPTED,
+        _ => EXIT_FAILED,
+    })
+}
+
+fn name_of(plan: &Plan, r: Role) -> String {
+    match r {
+        Role::Victim => "victim".into(),
+        Role::Enemy(i) => format!("enemy {}", plan.enemies[i].name),
+    }
+}
+
+/// What each enemy achieved: over its whole life and over the victim's measured window.
+fn enemy_results(plan: &Plan, shared: &Shared) -> Value {
+    let ctl = shared.ctl();
+    let w0 = ctl.window_start_ns.load(Ordering::Acquire);
+    let w1 = ctl.window_end_ns.load(Ordering::Acquire);
+    let window_s = if w0 > 0 && w1 > w0 { Some((w1 - w0) as f64 / 1e9) } else { None };
+    let list: Vec<Value> = plan
+        .enemies
+        .iter()
+        .enumerate()
+        .map(|(i, e)| {
+            let s = &ctl.enemies[i];
+            let ops = s.ops.load(Ordering::Acquire);
+            let (a, b) = (s.started_ns.load(Ordering::Acquire), s.stopped_ns.load(Ordering::Acquire));
+            let seconds = if a > 0 && b > a { Some((b - a) as f64 / 1e9) } else { None };
+            let window_ops = window_s.map(|_| ctl.ops_at_end[i].load(Ordering::Relaxed).saturating_sub(ctl.ops_at_start[i].load(Ordering::Relaxed)));
+            json!({
+                "name": e.name,
+                "kind": e.load.kind(),
+                "unit": enemies::unit(&e.load),
+                "ops": ops,
+                "seconds": seconds,
+                "rate": seconds.map(|s| ops as f64 / s),
+                "window_ops": window_ops,
+                "window_rate": window_s.zip(window_ops).map(|(s, o)| o as f64 / s),
+                "setup_error": s.message(),
+            })
+        })
+        .collect();
+    json!(list)
+}

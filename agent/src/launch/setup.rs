@@ -1,0 +1,101 @@
+//! What a freshly forked child does to itself before its work: die with the agent, take
+//! its CPU placement and scheduling policy, lock its memory. Errors come back as text for
+//! the child's slot; the agent reports them.
+
+use crate::plan::{Placement, Sched};
+
+fn os_err(what: &str) -> String {
+    format!("{what}: {}", std::io::Error::last_os_error())
+}
+
+/// Die with the parent, so that no child outlives an agent killed by SIGKILL.
+pub fn die_with_parent(parent: libc::pid_t) -> Result<(), String> {
+    if unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong, 0, 0, 0) } != 0 {
+        return Err(os_err("prctl(PR_SET_PDEATHSIG)"));
+    }
+    // The parent may have died between fork and prctl.
+    if unsafe { libc::getppid() } != parent {
+        unsafe { libc::_exit(1) };
+    }
+    Ok(())
+}
+
+/// Name the process (15 bytes at most) so ps, top and kernel traces show its role.
+pub fn set_name(name: &str) {
+    let mut buf = [0u8; 16];
+    let n = name.len().min(15);
+    buf[..n].copy_from_slice(&name.as_bytes()[..n]);
+    unsafe { libc::prctl(libc::PR_SET_NAME, buf.as_ptr() as libc::c_ulong, 0, 0, 0) };
+}
+
+pub fn apply_placement(p: &Placement) -> Result<(), String> {
+    let Some(cpus) = &p.cpus else { return Ok(()) };
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    for &c in cpus {
+        unsafe { libc::CPU_SET(c, &mut set) };
+    }
+    if unsafe { libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) } != 0 {
+        return Err(os_err("sched_setaffinity"));
+    }
+    Ok(())
+}
+
+/// struct sched_attr of sched_setattr(2), version 0 layout (48 bytes).
+#[repr(C)]
+#[derive(Default)]
+struct SchedAttr {
+    size: u32,
+    sched_policy: u32,
+    sched_flags: u64,
+    sched_nice: i32,
+    sched_priority: u32,
+    sched_runtime: u64,
+    sched_deadline: u64,
+    sched_period: u64,
+}
+
+const SCHED_DEADLINE: u32 = 6;
+/// Children of a real-time task start as SCHED_OTHER, so helpers never inherit the policy.
+const SCHED_FLAG_RESET_ON_FORK: u64 = 1;
+
+pub fn apply_sched(s: &Sched) -> Result<(), String> {
+    let mut a = SchedAttr { size: std::mem::size_of::<SchedAttr>() as u32, sched_flags: SCHED_FLAG_RESET_ON_FORK, ..Default::default() };
+    match *s {
+        Sched::Other { nice } => {
+            a.sched_policy = libc::SCHED_OTHER as u32;
+            a.sched_nice = nice;
+        }
+        Sched::Fifo { priority } => {
+            a.sched_policy = libc::SCHED_FIFO as u32;
+            a.sched_priority = priority as u32;
+        }
+        Sched::Rr { priority } => {
+            a.sched_policy = libc::SCHED_RR as u32;
+            a.sched_priority = priority as u32;
+        }
+        Sched::Deadline { runtime_ns, deadline_ns, period_ns } => {
+            a.sched_policy = SCHED_DEADLINE;
+            a.sched_runtime = runtime_ns;
+            a.sched_deadline = deadline_ns;
+            a.sched_period = period_ns;
+        }
+    }
+    let rc = unsafe { libc::syscall(libc::SYS_sched_setattr, 0, &a as *const SchedAttr, 0u32) };
+    if rc != 0 {
+        let e = std::io::Error::last_os_error();
+        let hint = match (e.raw_os_error(), s) {
+            (Some(libc::EBUSY), Sched::Deadline { .. }) => " (SCHED_DEADLINE admission refused: total bandwidth over the limit)",
+            (Some(libc::EPERM), _) => " (not permitted: needs CAP_SYS_NICE)",
+            _ => "",
+        };
+        return Err(format!("sched_setattr({s:?}): {e}{hint}"));
+    }
+    Ok(())
+}
+
+pub fn lock_memory() -> Result<(), String> {
+    if unsafe { libc::mlockall(libc::MCL_CURRENT | libc::MCL_FUTURE) } != 0 {
+        return Err(os_err("mlockall"));
+    }
+    Ok(())
+}

@@ -1,0 +1,93 @@
+//! The control block shared by the agent, the victim and the enemies: a process-shared
+//! barrier (seed 000 §6.5.2), the stop flag and one slot per enemy for its achieved work.
+//! It lives in an anonymous shared mapping, so nothing outlives the processes.
+
+use std::sync::atomic::{AtomicI64, AtomicU32, AtomicU64, Ordering};
+
+pub const MAX_ENEMIES: usize = 256;
+pub const MSG_LEN: usize = 200;
+
+#[repr(C)]
+pub struct Slot {
+    /// Work done so far (bytes or accesses; unit given by the enemy kind).
+    pub ops: AtomicU64,
+    pub started_ns: AtomicI64,
+    pub stopped_ns: AtomicI64,
+    /// Non-zero: setup failed, message in `msg`.
+    pub failed: AtomicU32,
+    pub msg: [u8; MSG_LEN],
+}
+
+#[repr(C)]
+pub struct Control {
+    pub barrier: libc::pthread_barrier_t,
+    pub stop: AtomicU32,
+    /// Enemy work counters snapshotted by the victim at the start and end of its window.
+    pub window_start_ns: AtomicI64,
+    pub window_end_ns: AtomicI64,
+    pub ops_at_start: [AtomicU64; MAX_ENEMIES],
+    pub ops_at_end: [AtomicU64; MAX_ENEMIES],
+    pub victim: Slot,
+    pub enemies: [Slot; MAX_ENEMIES],
+}
+
+pub struct Shared {
+    ptr: *mut Control,
+}
+
+unsafe impl Send for Shared {}
+unsafe impl Sync for Shared {}
+
+impl Shared {
+    /// Map the control block and initialise a barrier for `parties` processes.
+    pub fn new(parties: u32) -> std::io::Result<Shared> {
+        let len = std::mem::size_of::<Control>();
+        let p = unsafe {
+            libc::mmap(std::ptr::null_mut(), len, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_SHARED | libc::MAP_ANONYMOUS, -1, 0)
+        };
+        if p == libc::MAP_FAILED {
+            return Err(std::io::Error::last_os_error());
+        }
+        let ptr = p as *mut Control;
+        unsafe {
+            let mut attr: libc::pthread_barrierattr_t = std::mem::zeroed();
+            libc::pthread_barrierattr_init(&mut attr);
+            libc::pthread_barrierattr_setpshared(&mut attr, libc::PTHREAD_PROCESS_SHARED);
+            libc::pthread_barrier_init(&mut (*ptr).barrier, &attr, parties);
+            libc::pthread_barrierattr_destroy(&mut attr);
+        }
+        Ok(Shared { ptr })
+    }
+
+    pub fn ctl(&self) -> &Control {
+        unsafe { &*self.ptr }
+    }
+
+    /// Wait until every party has arrived.
+    pub fn barrier_wait(&self) {
+        unsafe { libc::pthread_barrier_wait(&mut (*self.ptr).barrier) };
+    }
+
+    pub fn stopping(&self) -> bool {
+        self.ctl().stop.load(Ordering::Relaxed) != 0
+    }
+}
+
+impl Slot {
+    pub fn fail(&self, msg: &str) {
+        let bytes = msg.as_bytes();
+        let n = bytes.len().min(MSG_LEN - 1);
+        let dst = self.msg.as_ptr() as *mut u8;
+        unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), dst, n) };
+        unsafe { *dst.add(n) = 0 };
+        self.failed.store(1, Ordering::Release);
+    }
+
+    pub fn message(&self) -> Option<String> {
+        if self.failed.load(Ordering::Acquire) == 0 {
+            return None;
+        }
+        let end = self.msg.iter().position(|&b| b == 0).unwrap_or(MSG_LEN);
+        Some(String::from_utf8_lossy(&self.msg[..end]).into_owned())
+    }
+}

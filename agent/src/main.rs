@@ -1,0 +1,98 @@
+//! xtalk-agent: executes one run plan on the target. Thin command line; see launch/.
+mod check;
+mod enemies;
+mod kernels;
+mod launch;
+mod observe;
+mod plan;
+mod record;
+mod victims;
+
+use clap::{Parser, Subcommand};
+use std::path::PathBuf;
+use std::process::exit;
+
+#[derive(Parser)]
+#[command(name = "xtalk-agent", version, about = "xtalk on-target agent: runs a victim beside enemies and records every job")]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Execute a run plan (JSON; '-' reads stdin). Exit: 0 completed, 1 failed or timed out
+    /// (results written), 2 bad input (nothing started), 3 internal error, 130 interrupted.
+    Run {
+        plan: PathBuf,
+        #[arg(long)]
+        out: PathBuf,
+        /// End the run (as for SIGTERM) if the process that started the agent dies.
+        #[arg(long)]
+        exit_with_parent: bool,
+    },
+    /// Validate a run plan against the schema and this machine; print "ok".
+    Check { plan: PathBuf },
+    /// Print a job log (jobs.bin) as CSV.
+    Dump { jobs: PathBuf },
+    /// Print this machine's environment as JSON.
+    Sysinfo,
+}
+
+fn die(code: i32, msg: String) -> ! {
+    eprintln!("xtalk-agent: {msg}");
+    exit(code)
+}
+
+fn load_plan(path: &PathBuf) -> plan::Plan {
+    let text = if path.as_os_str() == "-" {
+        let mut s = String::new();
+        std::io::Read::read_to_string(&mut std::io::stdin(), &mut s).map(|_| s)
+    } else {
+        std::fs::read_to_string(path)
+    }
+    .unwrap_or_else(|e| die(launch::EXIT_BAD_INPUT, format!("plan: cannot read {}: {e}", path.display())));
+    let p = plan::parse(&text).unwrap_or_else(|e| die(launch::EXIT_BAD_INPUT, format!("plan: {e}")));
+    if let Err(e) = check::check(&p) {
+        die(launch::EXIT_BAD_INPUT, format!("plan: {e}"));
+    }
+    p
+}
+
+fn main() {
+    let cli = Cli::parse();
+    match cli.cmd {
+        Cmd::Run { plan, out, exit_with_parent } => {
+            let p = load_plan(&plan);
+            if out.join("run.json").exists() {
+                die(launch::EXIT_BAD_INPUT, format!("--out: {} already holds a run; choose an empty directory", out.display()));
+            }
+            if let Err(e) = std::fs::create_dir_all(&out) {
+                die(launch::EXIT_BAD_INPUT, format!("--out: cannot create {}: {e}", out.display()));
+            }
+            match launch::execute(&p, &out, exit_with_parent) {
+                Ok(code) => exit(code),
+                Err(e) => die(launch::EXIT_INTERNAL, e),
+            }
+        }
+        Cmd::Check { plan } => {
+            load_plan(&plan);
+            println!("ok");
+        }
+        Cmd::Dump { jobs } => {
+            let (_, _, recs) = record::jobs::read_file(&jobs).unwrap_or_else(|e| die(launch::EXIT_BAD_INPUT, format!("{}: {e}", jobs.display())));
+            use std::io::Write;
+            let mut w = std::io::BufWriter::new(std::io::stdout().lock());
+            let out = || -> std::io::Result<()> {
+                writeln!(w, "job,release_ns,wakeup_ns,start_ns,end_ns,cpu_time_ns,nvcsw,nivcsw,cpu_start,cpu_end,flags")?;
+                for r in recs {
+                    writeln!(w, "{},{},{},{},{},{},{},{},{},{},{}", r.job, r.release_ns, r.wakeup_ns, r.start_ns, r.end_ns, r.cpu_time_ns, r.nvcsw, r.nivcsw, r.cpu_start, r.cpu_end, r.flags)?;
+                }
+                w.flush()
+            };
+            // A closed pipe (`| head`) is not an error worth a panic.
+            let _ = out();
+        }
+        Cmd::Sysinfo => println!("{}", serde_json::to_string_pretty(&observe::env::collect()).unwrap()),
+    }
+}

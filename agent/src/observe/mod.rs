@@ -1,0 +1,4 @@
+//! What the agent sees of the machine and of each job: clocks, machine facts, environment.
+pub mod clock;
+pub mod env;
+pub mod machine;

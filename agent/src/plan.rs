@@ -1,0 +1,203 @@
+//! The run plan: the only contract between host and agent (schema/run-plan.schema.json).
+//!
+//! Parsing is strict (unknown keys are errors) and validation names the offending field
+//! and the fix, so bad input stops before anything is started.
+
+use serde::{Deserialize, Serialize};
+use std::fmt;
+
+pub const PLAN_VERSION: u32 = 1;
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Plan {
+    pub version: u32,
+    pub run_id: String,
+    /// Whole-run watchdog, from the first fork to the victim's exit.
+    pub timeout_s: f64,
+    /// Time the enemies run alone after the barrier, before the victim's first release.
+    #[serde(default = "default_settle_ms")]
+    pub settle_ms: f64,
+    pub victim: Victim,
+    #[serde(default)]
+    pub enemies: Vec<Enemy>,
+    /// Free-form labels copied into run.json (experiment, scenario, repetition...).
+    #[serde(default)]
+    pub labels: std::collections::BTreeMap<String, String>,
+}
+
+fn default_settle_ms() -> f64 {
+    200.0
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Victim {
+    pub body: Body,
+    pub period_ns: u64,
+    /// Relative deadline; the period when absent (implicit deadline).
+    #[serde(default)]
+    pub deadline_ns: Option<u64>,
+    pub jobs: u64,
+    #[serde(default)]
+    pub warmup_jobs: u64,
+    #[serde(default)]
+    pub placement: Placement,
+    #[serde(default)]
+    pub sched: Sched,
+    #[serde(default)]
+    pub lock_memory: bool,
+    /// Back buffers with transparent huge pages (MADV_HUGEPAGE) instead of 4 KiB pages.
+    #[serde(default)]
+    pub huge_pages: bool,
+}
+
+impl Victim {
+    pub fn deadline(&self) -> u64 {
+        self.deadline_ns.unwrap_or(self.period_ns)
+    }
+    pub fn total_jobs(&self) -> u64 {
+        self.warmup_jobs + self.jobs
+    }
+}
+
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum Order {
+    #[default]
+    Random,
+    Linear,
+}
+
+/// The work one victim job does (victims/ has one file per body).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "lowercase", deny_unknown_fields)]
+pub enum Body {
+    /// Dependent loads, one per cache line, over `bytes`; `accesses` per job (default: one pass).
+    Chase {
+        bytes: u64,
+        #[serde(default)]
+        order: Order,
+        #[serde(default)]
+        accesses: Option<u64>,
+        #[serde(default)]
+        seed: u64,
+    },
+    /// Sum of a u64 array of `bytes`.
+    Sum { bytes: u64 },
+    /// pi/4 series in registers only (seed 000 §6.4.2).
+    Pi { iterations: u64 },
+}
+
+/// The load one enemy generates until stopped (enemies/ has one file per kind).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "lowercase", deny_unknown_fields)]
+pub enum Load {
+    Read { bytes: u64 },
+    Write { bytes: u64 },
+    /// Linked list of `elements` nodes of `element_bytes` (seed 003: 900 000 nodes, ~200 MB).
+    Chase {
+        elements: u64,
+        #[serde(default = "default_element_bytes")]
+        element_bytes: u64,
+        #[serde(default)]
+        order: Order,
+        #[serde(default)]
+        seed: u64,
+    },
+    Pi {},
+}
+
+fn default_element_bytes() -> u64 {
+    64
+}
+
+impl Load {
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Load::Read { .. } => "read",
+            Load::Write { .. } => "write",
+            Load::Chase { .. } => "chase",
+            Load::Pi {} => "pi",
+        }
+    }
+    /// Bytes of memory the enemy allocates.
+    pub fn footprint(&self) -> u64 {
+        match self {
+            Load::Read { bytes } | Load::Write { bytes } => *bytes,
+            Load::Chase { elements, element_bytes, .. } => elements * element_bytes,
+            Load::Pi {} => 0,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Enemy {
+    pub name: String,
+    pub load: Load,
+    #[serde(default)]
+    pub placement: Placement,
+    #[serde(default)]
+    pub sched: Sched,
+    #[serde(default)]
+    pub lock_memory: bool,
+    #[serde(default)]
+    pub huge_pages: bool,
+}
+
+/// CPU placement: a pinned CPU list, or unpinned (`cpus` null or absent).
+#[derive(Debug, Clone, Serialize, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct Placement {
+    #[serde(default)]
+    pub cpus: Option<Vec<usize>>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(tag = "policy", rename_all = "lowercase", deny_unknown_fields)]
+pub enum Sched {
+    Other {
+        #[serde(default)]
+        nice: i32,
+    },
+    Fifo { priority: i32 },
+    Rr { priority: i32 },
+    Deadline { runtime_ns: u64, deadline_ns: u64, period_ns: u64 },
+}
+
+impl Default for Sched {
+    fn default() -> Self {
+        Sched::Other { nice: 0 }
+    }
+}
+
+/// A validation failure: the field (dotted path) and what to do about it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PlanError {
+    pub field: String,
+    pub message: String,
+}
+
+impl fmt::Display for PlanError {
+    fn fmt(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        write!(f, "{}: {}", self.field, self.message)
+    }
+}
+
+pub fn err<T>(field: impl Into<String>, message: impl Into<String>) -> Result<T, PlanError> {
+    Err(PlanError { field: field.into(), message: message.into() })
+}
+
+/// Parse a plan strictly; the error names the JSON path.
+pub fn parse(text: &str) -> Result<Plan, PlanError> {
+    let de = &mut serde_json::Deserializer::from_str(text);
+    serde_path_to_error::deserialize(de).map_err(|e| {
+        let path = e.path().to_string();
+        let inner = e.into_inner().to_string();
+        PlanError {
+            field: if path == "." { "plan".into() } else { path },
+            message: format!("{inner}; see `xtalk plan --schema`"),
+        }
+    })
+}

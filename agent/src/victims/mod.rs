@@ -1,0 +1,115 @@
+//! The periodic victim: one process, one thread, absolute-time releases; every job is
+//! recorded into the job log. Bodies (what a job computes) are one file each, registered
+//! in `build`.
+
+mod chase;
+mod pi;
+pub use pi::leibniz;
+mod sum;
+
+use crate::launch::setup;
+use crate::launch::shm::Shared;
+use crate::observe::clock::{ctx_switches, current_cpu, mono_ns, sleep_until, thread_cpu_ns};
+use crate::plan::{Body, Victim};
+use crate::record::jobs::{JobLog, JobRecord, FLAG_MIGRATED, FLAG_MISSED, FLAG_WARMUP};
+use std::sync::atomic::Ordering;
+
+/// The work of one job. Returns a value derived from the work so it cannot be elided.
+pub trait JobBody {
+    fn run_job(&mut self) -> u64;
+}
+
+/// Registry of victim bodies.
+pub fn build(body: &Body, huge_pages: bool) -> Box<dyn JobBody> {
+    match *body {
+        Body::Chase { bytes, order, accesses, seed } => Box::new(chase::Chase::new(bytes, order, accesses, seed, huge_pages)),
+        Body::Sum { bytes } => Box::new(sum::Sum::new(bytes, huge_pages)),
+        Body::Pi { iterations } => Box::new(pi::Pi::new(iterations)),
+    }
+}
+
+/// Entry point of the forked victim process. Never returns.
+pub fn victim_main(v: &Victim, shared: &Shared, log: &JobLog, parent: libc::pid_t, settle_ns: i64, enemies: usize) -> ! {
+    let slot = &shared.ctl().victim;
+    setup::set_name("xt-victim");
+    let ready = setup::die_with_parent(parent)
+        .and_then(|_| setup::apply_placement(&v.placement))
+        .and_then(|_| setup::apply_sched(&v.sched))
+        .and_then(|_| if v.lock_memory { setup::lock_memory() } else { Ok(()) });
+    if let Err(msg) = ready {
+        slot.fail(&format!("victim: {msg}"));
+        unsafe { libc::_exit(3) };
+    }
+    let mut body = build(&v.body, v.huge_pages);
+    body.run_job(); // warm caches and page tables before the window, outside the record
+    log.prefault();
+    shared.barrier_wait();
+    unsafe { libc::kill(parent, libc::SIGUSR1) };
+    periodic(v, body.as_mut(), log, shared, settle_ns, enemies);
+    unsafe { libc::_exit(0) }
+}
+
+fn snapshot(shared: &Shared, enemies: usize, at_start: bool, t: i64) {
+    let ctl = shared.ctl();
+    for i in 0..enemies {
+        let ops = ctl.enemies[i].ops.load(Ordering::Relaxed);
+        let dst = if at_start { &ctl.ops_at_start[i] } else { &ctl.ops_at_end[i] };
+        dst.store(ops, Ordering::Relaxed);
+    }
+    let w = if at_start { &ctl.window_start_ns } else { &ctl.window_end_ns };
+    w.store(t, Ordering::Release);
+}
+
+/// The measured loop: sleep to the absolute release, time the body, record the job.
+fn periodic(v: &Victim, body: &mut dyn JobBody, log: &JobLog, shared: &Shared, settle_ns: i64, enemies: usize) {
+    let period = v.period_ns as i64;
+    let deadline = v.deadline() as i64;
+    let t0 = mono_ns() + settle_ns;
+    log.set_t0(t0);
+    let mut sink = 0u64;
+    let mut last_end = t0;
+    for k in 0..v.total_jobs() {
+        let release = t0 + k as i64 * period;
+        if k == v.warmup_jobs {
+            snapshot(shared, enemies, true, release);
+        }
+        sleep_until(release);
+        let wakeup = mono_ns();
+        let (vcs0, ivcs0) = ctx_switches();
+        let cpu0 = current_cpu();
+        let c0 = thread_cpu_ns();
+        let start = mono_ns();
+        sink ^= body.run_job();
+        let end = mono_ns();
+        let c1 = thread_cpu_ns();
+        let cpu1 = current_cpu();
+        let (vcs1, ivcs1) = ctx_switches();
+        let mut flags = 0;
+        if k < v.warmup_jobs {
+            flags |= FLAG_WARMUP;
+        }
+        if end > release + deadline {
+            flags |= FLAG_MISSED;
+        }
+        if cpu0 != cpu1 {
+            flags |= FLAG_MIGRATED;
+        }
+        log.push(k, &JobRecord {
+            job: k,
+            release_ns: release,
+            wakeup_ns: wakeup,
+            start_ns: start,
+            end_ns: end,
+            cpu_time_ns: c1 - c0,
+            nvcsw: vcs1 - vcs0,
+            nivcsw: ivcs1 - ivcs0,
+            cpu_start: cpu0,
+            cpu_end: cpu1,
+            flags,
+            reserved: 0,
+        });
+        last_end = end;
+    }
+    snapshot(shared, enemies, false, last_end);
+    std::hint::black_box(sink);
+}

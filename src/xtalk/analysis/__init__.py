@@ -1,0 +1,1 @@
+"""Analysis of job tables: slowdown and confidence intervals."""

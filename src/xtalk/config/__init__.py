@@ -1,0 +1,1 @@
+"""Experiment files: schema, units, expansion into run plans."""

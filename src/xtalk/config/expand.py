@@ -1,0 +1,134 @@
+"""Experiment -> one run plan per (scenario, repetition), in interleaved order.
+
+Scenarios are shuffled independently inside every repetition (seeded), so runs of one
+scenario never form a block and a slow drift of the machine cannot pass for interference.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+
+from ..errors import UsageError
+from ..plan import (ChaseBody, ChaseLoad, DeadlineSched, Enemy, FifoSched, OtherSched, PiBody, PiLoad,
+                    Placement, Plan, ReadLoad, RrSched, SumBody, Victim, WriteLoad)
+from ..targets.agent import TargetFacts
+from . import units
+from .experiment import EnemySpec, Experiment, SchedSpec, ScenarioSpec
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """One run of an experiment: its place in the order, scenario, repetition and plan."""
+
+    index: int
+    scenario: str
+    repetition: int
+    plan: Plan
+
+    @property
+    def run_id(self) -> str:
+        return self.plan.run_id
+
+    def expected_seconds(self) -> float:
+        v = self.plan.victim
+        return self.plan.settle_ms / 1e3 + (v.jobs + v.warmup_jobs) * v.period_ns / 1e9
+
+
+def interleave(scenarios: list[str], repetitions: int, seed: int) -> list[tuple[int, str]]:
+    """(repetition, scenario) pairs: every repetition holds each scenario once, in a
+    random order of its own."""
+    rng = random.Random(seed)
+    order = []
+    for r in range(repetitions):
+        names = list(scenarios)
+        rng.shuffle(names)
+        order.extend((r, n) for n in names)
+    return order
+
+
+def _sched(s: SchedSpec, field: str, period_ns: int):
+    if s.policy == "other":
+        return OtherSched(nice=s.nice)
+    if s.policy == "fifo":
+        return FifoSched(priority=s.priority)
+    if s.policy == "rr":
+        return RrSched(priority=s.priority)
+    r = s.reservation
+    return DeadlineSched(
+        runtime_ns=units.duration_ns(r.runtime, f"{field}.reservation.runtime"),
+        deadline_ns=units.duration_ns(r.deadline, f"{field}.reservation.deadline") if r.deadline is not None else period_ns,
+        period_ns=units.duration_ns(r.period, f"{field}.reservation.period") if r.period is not None else period_ns,
+    )
+
+
+def _victim(exp: Experiment, facts: TargetFacts) -> Victim:
+    v = exp.victim
+    period = units.duration_ns(v.period, "victim.period")
+    if v.body == "chase":
+        body = ChaseBody(bytes=units.size_bytes(v.bytes, "victim.bytes", facts.caches), order=v.order, accesses=v.accesses, seed=v.seed)
+    elif v.body == "sum":
+        body = SumBody(bytes=units.size_bytes(v.bytes, "victim.bytes", facts.caches))
+    else:
+        body = PiBody(iterations=v.iterations)
+    return Victim(
+        body=body,
+        period_ns=period,
+        deadline_ns=units.duration_ns(v.deadline, "victim.deadline") if v.deadline is not None else None,
+        jobs=v.jobs,
+        warmup_jobs=v.warmup_jobs,
+        placement=Placement(cpus=units.cpu_set(v.cpus, "victim.cpus", facts.online_cpus)),
+        sched=_sched(v, "victim", period),
+        lock_memory=v.lock_memory,
+        huge_pages=v.huge_pages,
+    )
+
+
+def _load(e: EnemySpec, field: str, facts: TargetFacts):
+    if e.kind == "read":
+        return ReadLoad(bytes=units.size_bytes(e.bytes, f"{field}.bytes", facts.caches))
+    if e.kind == "write":
+        return WriteLoad(bytes=units.size_bytes(e.bytes, f"{field}.bytes", facts.caches))
+    if e.kind == "chase":
+        elements = e.elements or max(2, units.size_bytes(e.bytes, f"{field}.bytes", facts.caches) // e.element_bytes)
+        return ChaseLoad(elements=elements, element_bytes=e.element_bytes, order=e.order, seed=e.seed)
+    return PiLoad()
+
+
+def _enemies(sc: ScenarioSpec, si: int, victim: Victim, facts: TargetFacts, period_ns: int) -> list[Enemy]:
+    out: list[Enemy] = []
+    for k, e in enumerate(sc.enemies):
+        field = f"scenario[{si}].enemies[{k}]"
+        cpus = units.cpu_set(e.cpus, f"{field}.cpus", facts.online_cpus, victim.placement.cpus)
+        load = _load(e, field, facts)
+        sched = _sched(e, field, period_ns)
+        base = e.name or e.kind
+        groups = [[c] for c in cpus] if (e.per_cpu and cpus) else [cpus]
+        for g in groups:
+            name = f"{base}@{g[0]}" if e.per_cpu else (base if len(sc.enemies) == 1 else f"{base}.{k}")
+            out.append(Enemy(name=name, load=load, placement=Placement(cpus=g), sched=sched, lock_memory=e.lock_memory,
+                             huge_pages=e.huge_pages))
+    return out
+
+
+def expand(exp: Experiment, facts: TargetFacts, labels: dict[str, str] | None = None) -> list[RunSpec]:
+    """Resolve units and placements against the target and build every run's plan."""
+    try:
+        victim = _victim(exp, facts)
+        settle_ms = units.duration_ns(exp.settle, "settle") / 1e6
+        scenarios = exp.scenarios()
+        enemies = {sc.name: _enemies(sc, i, victim, facts, victim.period_ns)
+                   for i, sc in enumerate(s for s in exp.scenario) } if exp.scenario else {}
+        enemies.setdefault("solo", [])
+        run_s = settle_ms / 1e3 + (victim.jobs + victim.warmup_jobs) * victim.period_ns / 1e9
+        timeout_s = units.duration_ns(exp.timeout, "timeout") / 1e9 if exp.timeout is not None else 2 * run_s + 30
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+    runs = []
+    width = len(str(len(scenarios) * exp.repetitions))
+    for i, (rep, name) in enumerate(interleave([s.name for s in scenarios], exp.repetitions, exp.seed)):
+        run_id = f"{i:0{width}d}-{name}-r{rep}"
+        plan = Plan(run_id=run_id, timeout_s=timeout_s, settle_ms=settle_ms, victim=victim, enemies=enemies[name],
+                    labels={**(labels or {}), "experiment": exp.name, "scenario": name, "repetition": str(rep)})
+        runs.append(RunSpec(index=i, scenario=name, repetition=rep, plan=plan))
+    return runs

@@ -1,0 +1,175 @@
+"""The experiment file (TOML): one victim, enemy scenarios, placement, policy, repetitions.
+
+Parsing is strict: an unknown key, a wrong type or a missing field is reported as one line
+`FILE: field: problem; fix`. See examples/quickstart.toml and docs/experiments.md.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+from typing import Literal, Optional, Union
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from ..errors import UsageError
+
+Duration = Union[int, float, str]
+Size = Union[int, float, str]
+Cpus = Union[int, str, list[int]]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Reservation(_Strict):
+    """SCHED_DEADLINE parameters; deadline and period default to the victim's period."""
+
+    runtime: Duration
+    deadline: Optional[Duration] = None
+    period: Optional[Duration] = None
+
+
+class SchedSpec(_Strict):
+    """Placement and scheduling of one process."""
+
+    cpus: Optional[Cpus] = None
+    policy: Literal["other", "fifo", "rr", "deadline"] = "other"
+    priority: Optional[int] = Field(default=None, ge=1, le=99)
+    nice: int = Field(default=0, ge=-20, le=19)
+    reservation: Optional[Reservation] = None
+    lock_memory: bool = False
+    huge_pages: bool = Field(default=False, description="back buffers with transparent huge pages")
+
+    @model_validator(mode="after")
+    def _policy_fields(self):
+        if self.policy in ("fifo", "rr") and self.priority is None:
+            raise ValueError(f"policy '{self.policy}' needs 'priority' (1..99)")
+        if self.policy == "deadline" and self.reservation is None:
+            raise ValueError("policy 'deadline' needs a 'reservation' table with runtime (and optionally deadline, period)")
+        if self.policy != "deadline" and self.reservation is not None:
+            raise ValueError("'reservation' is only for policy 'deadline'")
+        return self
+
+
+class VictimSpec(SchedSpec):
+    body: Literal["chase", "sum", "pi"]
+    bytes: Optional[Size] = None
+    order: Literal["random", "linear"] = "random"
+    accesses: Optional[int] = Field(default=None, ge=1)
+    iterations: Optional[int] = Field(default=None, ge=1)
+    seed: int = Field(default=0, ge=0)
+    period: Duration = "10ms"
+    deadline: Optional[Duration] = None
+    jobs: int = Field(ge=1)
+    warmup_jobs: int = Field(default=10, ge=0)
+
+    @model_validator(mode="after")
+    def _body_fields(self):
+        if self.body in ("chase", "sum") and self.bytes is None:
+            raise ValueError(f"body '{self.body}' needs 'bytes' (e.g. \"llc/4\" or \"8MiB\")")
+        if self.body == "pi" and self.iterations is None:
+            raise ValueError("body 'pi' needs 'iterations'")
+        return self
+
+
+class EnemySpec(SchedSpec):
+    kind: Literal["read", "write", "chase", "pi"]
+    name: Optional[str] = None
+    bytes: Optional[Size] = None
+    elements: Optional[int] = Field(default=None, ge=2)
+    element_bytes: int = Field(default=64, ge=8, multiple_of=8)
+    order: Literal["random", "linear"] = "random"
+    seed: int = Field(default=0, ge=0)
+    per_cpu: bool = Field(default=False, description="one copy pinned on each CPU of `cpus`")
+
+    @model_validator(mode="after")
+    def _kind_fields(self):
+        if self.kind in ("read", "write") and self.bytes is None:
+            raise ValueError(f"enemy '{self.kind}' needs 'bytes' (e.g. \"4*llc\")")
+        if self.kind == "chase" and self.elements is None and self.bytes is None:
+            raise ValueError("enemy 'chase' needs 'elements' or 'bytes'")
+        if self.per_cpu and self.cpus is None:
+            raise ValueError("'per_cpu' needs 'cpus' (e.g. \"others\")")
+        return self
+
+
+class ScenarioSpec(_Strict):
+    name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9_.+-]+$")
+    description: str = ""
+    enemies: list[EnemySpec] = []
+
+
+class Experiment(_Strict):
+    name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9_.+-]+$")
+    description: str = ""
+    repetitions: int = Field(default=3, ge=1)
+    seed: int = Field(default=0, ge=0, description="seed of the interleaving order")
+    settle: Duration = "200ms"
+    timeout: Optional[Duration] = None
+    results: str = "results"
+    victim: VictimSpec
+    scenario: list[ScenarioSpec] = []
+
+    @model_validator(mode="after")
+    def _scenarios(self):
+        names = [s.name for s in self.scenario]
+        for n in names:
+            if names.count(n) > 1:
+                raise ValueError(f"scenario name '{n}' is used twice; give each scenario its own name")
+        for s in self.scenario:
+            if s.name == "solo" and s.enemies:
+                raise ValueError("scenario 'solo' is the victim alone and may not have enemies; rename it")
+        return self
+
+    def scenarios(self) -> list[ScenarioSpec]:
+        """All scenarios, `solo` (no enemies) always first."""
+        if any(s.name == "solo" for s in self.scenario):
+            return sorted(self.scenario, key=lambda s: s.name != "solo")
+        return [ScenarioSpec(name="solo", description="the victim alone")] + list(self.scenario)
+
+
+def _path(loc: tuple) -> str:
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        elif part in ("function-after",) or str(part).startswith("function-"):
+            continue
+        else:
+            out += ("." if out else "") + str(part)
+    return out or "(top level)"
+
+
+def _fix(err: dict, model_fields: list[str]) -> str:
+    kind = err["type"]
+    if kind == "extra_forbidden":
+        return "unknown key; remove it or check its spelling"
+    if kind == "missing":
+        return "required; add it"
+    msg = err["msg"]
+    return msg[len("Value error, "):] if msg.startswith("Value error, ") else msg
+
+
+def format_validation_error(source: str, e: ValidationError) -> str:
+    """One line for the first problem: `SOURCE: field: what is wrong; fix`."""
+    err = e.errors()[0]
+    return f"{source}: {_path(err['loc'])}: {_fix(err, [])}"
+
+
+def load(path: Union[str, Path]) -> Experiment:
+    """Read and validate an experiment file; raise UsageError with one clear line."""
+    p = Path(path)
+    try:
+        text = p.read_text()
+    except OSError as e:
+        raise UsageError(f"{p}: cannot read: {e.strerror}") from None
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as e:
+        raise UsageError(f"{p}: not valid TOML: {e}") from None
+    try:
+        return Experiment.model_validate(data)
+    except ValidationError as e:
+        raise UsageError(format_validation_error(str(p), e)) from None

@@ -1,0 +1,1 @@
+"""Renderings of results: the summary table (terminal, Markdown, JSON)."""

@@ -1,0 +1,95 @@
+"""The per-scenario summary table printed at the end of `xtalk run` and written as
+summary.md and summary.json in the results directory."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pandas as pd
+from rich.console import Console
+from rich.table import Table
+
+from ..analysis.slowdown import summarize
+from ..store import Results
+
+
+def _f(x: float, nd: int = 3) -> str:
+    return "–" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.{nd}f}"
+
+
+def _ci(row, stat: str) -> str:
+    p, lo, hi = (getattr(row, f"slowdown_{stat}{k}") for k in ("", "_lo", "_hi"))
+    if isinstance(lo, float) and math.isnan(lo):
+        return _f(p, 2)
+    return f"{p:.2f} [{lo:.2f}, {hi:.2f}]"
+
+
+def enemy_rates(runs: pd.DataFrame) -> dict[str, str]:
+    """Per scenario: each enemy kind's mean achieved rate over the victim's window."""
+    out = {}
+    for s, g in runs.groupby("scenario"):
+        acc: dict[tuple[str, str], list[float]] = {}
+        for enemies in g.enemies:
+            for e in enemies or []:
+                if e.get("window_rate") is not None:
+                    acc.setdefault((e["kind"], e["unit"]), []).append(e["window_rate"])
+        parts = []
+        for (kind, unit), rates in acc.items():
+            mean = sum(rates) / len(rates)
+            parts.append(f"{kind} {mean / 1e9:.2f} GB/s" if unit == "bytes" else f"{kind} {mean / 1e6:.1f} M{unit}/s")
+        out[s] = ", ".join(parts)
+    return out
+
+
+COLUMNS = [("scenario", "scenario"), ("runs", "runs ok"), ("jobs", "jobs"), ("median_response_ms", "median resp ms"),
+           ("p99_response_ms", "p99 resp ms"), ("max_response_ms", "max resp ms"), ("max_exec_ms", "max exec ms"),
+           ("deadline_misses", "misses"), ("slowdown_median", "slowdown median [95% CI]"),
+           ("slowdown_max", "slowdown max [95% CI]")]
+
+
+def _cells(row) -> list[str]:
+    return [row.scenario, f"{row.runs_ok}/{row.runs}", str(row.jobs), _f(row.median_response_ms), _f(row.p99_response_ms),
+            _f(row.max_response_ms), _f(row.max_exec_ms), str(row.deadline_misses), _ci(row, "median"), _ci(row, "max")]
+
+
+def summary_table(results: Results) -> pd.DataFrame:
+    """The summary as a DataFrame (the Python API behind the table)."""
+    runs = results.runs()
+    jobs = results.jobs()
+    if jobs.empty:
+        jobs = pd.DataFrame(columns=["run_id", "scenario", "exec_ns", "response_ns", "missed", "migrated"])
+    table = summarize(jobs, runs)
+    rates = enemy_rates(runs)
+    table["enemy_rate"] = table.scenario.map(lambda s: rates.get(s, ""))
+    return table
+
+
+def to_markdown(table: pd.DataFrame, title: str) -> str:
+    lines = [f"# {title}", "", "Slowdown: ratio of execution-time statistics against `solo`, 95 % bootstrap CI over runs and jobs.", "",
+             "| " + " | ".join(h for _, h in COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
+    for row in table.itertuples():
+        lines.append("| " + " | ".join(_cells(row)) + " |")
+    lines += [""] + [f"- enemies in `{row.scenario}`: {row.enemy_rate} (achieved over the victim's window, per copy)"
+                     for row in table.itertuples() if row.enemy_rate]
+    return "\n".join(lines) + "\n"
+
+
+def write_summary(results: Results, console: Console | None = None) -> pd.DataFrame:
+    """Compute the summary, print it, and write summary.md and summary.json."""
+    table = summary_table(results)
+    title = results.path.name
+    (results.path / "summary.md").write_text(to_markdown(table, title))
+    (results.path / "summary.json").write_text(json.dumps(json.loads(table.to_json(orient="records")), indent=2))
+    if console is not None:
+        t = Table(title=title)
+        for _, h in COLUMNS:
+            t.add_column(h, justify="left" if h == "scenario" else "right")
+        for row in table.itertuples():
+            t.add_row(*_cells(row))
+        console.print(t)
+        for row in table.itertuples():
+            if row.enemy_rate:
+                console.print(f"  enemies in {row.scenario}: {row.enemy_rate} per copy, over the victim's window")
+        console.print(f"results: {results.path}")
+    return table

@@ -1,0 +1,88 @@
+"""`xtalk run`: an experiment from file to summary table.
+
+Validate everything (the file, then every distinct plan through the agent) before the first
+run starts; run in interleaved order with a progress bar; summarise at the end.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+from rich.console import Console
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+from . import __version__, config
+from .config.expand import RunSpec, expand
+from .config.experiment import load
+from .report.summary import write_summary
+from .store import open as open_results
+from .targets.agent import check_plan, find_agent, local_facts
+from .targets.local import run_plan
+
+#: Per-run cost beyond the measured window (fork, buffer set-up, teardown, conversion).
+RUN_OVERHEAD_S = 0.6
+
+
+def git_commit() -> str:
+    """The checkout's commit when running from one, else "unknown"."""
+    root = Path(__file__).resolve().parents[2]
+    try:
+        out = subprocess.run(["git", "-C", str(root), "rev-parse", "--short", "HEAD"], capture_output=True, text=True, timeout=5)
+        return out.stdout.strip() or "unknown"
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+
+
+def prepare(path: Path) -> tuple[config.experiment.Experiment, list[RunSpec], Path]:
+    """Load, resolve and check an experiment; nothing is started. Returns its runs."""
+    exp = load(path)
+    agent = find_agent()
+    facts = local_facts(agent)
+    runs = expand(exp, facts, labels={"xtalk_version": __version__, "git_commit": git_commit()})
+    seen = set()
+    for r in runs:
+        if r.scenario not in seen:
+            seen.add(r.scenario)
+            check_plan(r.plan.to_json(), agent)
+    return exp, runs, agent
+
+
+def run_experiment(path: Path, results: Path | None = None, console: Console | None = None) -> Path:
+    """Run every run of the experiment; return the results directory."""
+    console = console or Console()
+    exp, runs, agent = prepare(Path(path))
+    stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
+    base = Path(results) if results else Path(exp.results)
+    out = base / f"{exp.name}-{stamp}"
+    k = 1
+    while out.exists():
+        out = base / f"{exp.name}-{stamp}-{k}"
+        k += 1
+    (out / "runs").mkdir(parents=True)
+    shutil.copy(path, out / "experiment.toml")
+    (out / "experiment.json").write_text(json.dumps({
+        "experiment": json.loads(exp.model_dump_json()),
+        "agent": str(agent),
+        "order": [{"run_id": r.run_id, "scenario": r.scenario, "repetition": r.repetition} for r in runs],
+    }, indent=2))
+    total = sum(r.expected_seconds() + RUN_OVERHEAD_S for r in runs)
+    console.print(f"[bold]{exp.name}[/]: {len(runs)} runs ({len(runs) // exp.repetitions} scenarios × {exp.repetitions}), about {total:.0f} s → {out}")
+    failed = 0
+    with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.fields[runs]}"),
+                  TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(), console=console, transient=False) as bar:
+        task = bar.add_task("starting", total=total, runs=f"0/{len(runs)}")
+        for i, r in enumerate(runs):
+            bar.update(task, description=f"{r.scenario} (rep {r.repetition})")
+            meta = run_plan(r.plan, out / "runs" / r.run_id, agent)
+            if meta.get("status") != "completed":
+                failed += 1
+                bar.console.print(f"[yellow]run {r.run_id}: {meta.get('status')}: {meta.get('reason')}[/]")
+            bar.update(task, advance=r.expected_seconds() + RUN_OVERHEAD_S, runs=f"{i + 1}/{len(runs)}")
+    table = write_summary(open_results(out), console=console)
+    if failed:
+        console.print(f"[yellow]{failed} run(s) did not complete; their partial jobs are kept and counted above.[/]")
+    return out

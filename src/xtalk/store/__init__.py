@@ -1,0 +1,99 @@
+"""Results store: one directory per experiment, one sub-directory per run.
+
+    RESULTS/experiment.json        the resolved experiment and the run order
+    RESULTS/runs/<run_id>/plan.json, run.json, jobs.bin, jobs.parquet, agent.log
+    RESULTS/summary.{md,json}
+
+`open(path).jobs()` gives every job with its run's labels as a pandas DataFrame, through
+DuckDB over the per-run Parquet files.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import duckdb
+import pandas as pd
+
+from .jobs import convert_run, read_job_log  # noqa: F401
+
+RUN_COLUMNS = ["run_id", "scenario", "configuration", "repetition", "status"]
+
+
+class Results:
+    """A results directory (an experiment)."""
+
+    def __init__(self, path: Path):
+        self.path = Path(path)
+        if not (self.path / "runs").is_dir():
+            raise FileNotFoundError(f"{self.path}: not an xtalk results directory (no runs/)")
+
+    def run_dirs(self) -> list[Path]:
+        return sorted(p for p in (self.path / "runs").iterdir() if p.is_dir())
+
+    def runs(self) -> pd.DataFrame:
+        """One row per run: labels, status, reason, jobs recorded, enemy rates."""
+        rows = []
+        for d in self.run_dirs():
+            meta = read_run_json(d)
+            if meta is None:
+                continue
+            labels = meta.get("plan", {}).get("labels", {})
+            rows.append({
+                "run_id": meta.get("run_id", d.name),
+                "scenario": labels.get("scenario", ""),
+                "configuration": labels.get("configuration", "default"),
+                "repetition": int(labels.get("repetition", 0)),
+                "status": meta.get("status", "unknown"),
+                "reason": meta.get("reason"),
+                "jobs_recorded": meta.get("jobs_recorded"),
+                "jobs_planned": meta.get("jobs_planned"),
+                "enemies": meta.get("enemies", []),
+                "dir": str(d),
+            })
+        return pd.DataFrame(rows, columns=RUN_COLUMNS + ["reason", "jobs_recorded", "jobs_planned", "enemies", "dir"])
+
+    def ensure_parquet(self) -> list[Path]:
+        """Convert any job log not yet converted (e.g. after a crash) and list the files."""
+        files = []
+        for d in self.run_dirs():
+            if convert_run(d) is not None:
+                files.append(d / "jobs.parquet")
+        return files
+
+    def connect(self) -> duckdb.DuckDBPyConnection:
+        """A DuckDB connection with views `jobs` and `runs` over this experiment."""
+        files = self.ensure_parquet()
+        con = duckdb.connect()
+        runs = self.runs().drop(columns=["enemies"])
+        con.register("runs_df", runs)
+        con.execute("CREATE VIEW runs AS SELECT * FROM runs_df")
+        if files:
+            lst = ", ".join("'" + str(f).replace("'", "''") + "'" for f in files)
+            con.execute(f"""CREATE VIEW jobs AS
+                SELECT r.run_id, r.scenario, r.configuration, r.repetition, j.* EXCLUDE (filename)
+                FROM read_parquet([{lst}], filename = true) j
+                JOIN runs r ON r.dir = regexp_replace(j.filename, '/jobs.parquet$', '')""")
+        return con
+
+    def jobs(self, measured_only: bool = True) -> pd.DataFrame:
+        """Every job of every run, with run_id, scenario, configuration and repetition."""
+        con = self.connect()
+        if not self.ensure_parquet():
+            return pd.DataFrame()
+        where = "WHERE NOT warmup" if measured_only else ""
+        return con.execute(f"SELECT * FROM jobs {where} ORDER BY run_id, job").df()
+
+
+def read_run_json(run_dir: Path) -> dict | None:
+    p = Path(run_dir) / "run.json"
+    try:
+        return json.loads(p.read_text())
+    except (OSError, json.JSONDecodeError):
+        return None
+
+
+def open(path) -> Results:  # noqa: A001 - the public API reads as xtalk.store.open(path)
+    """Open a results directory."""
+    return Results(Path(path))

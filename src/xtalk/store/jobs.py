@@ -1,0 +1,84 @@
+"""Job logs: the agent's `jobs.bin` (see docs/results.md) into a job table and Parquet.
+
+Only the records the victim published (the header's `count`) are read, so a log left by a
+victim or agent killed mid-run reads back exactly the jobs finished before the kill.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+MAGIC = b"XTJOBS01"
+HEADER = np.dtype([("magic", "S8"), ("version", "<u4"), ("record_size", "<u4"), ("capacity", "<u8"), ("count", "<u8"),
+                   ("period_ns", "<u8"), ("deadline_ns", "<u8"), ("t0_ns", "<i8"), ("reserved", "<u8")])
+RECORD = np.dtype([("job", "<u8"), ("release_ns", "<i8"), ("wakeup_ns", "<i8"), ("start_ns", "<i8"), ("end_ns", "<i8"),
+                   ("cpu_time_ns", "<i8"), ("nvcsw", "<i8"), ("nivcsw", "<i8"), ("cpu_start", "<i4"), ("cpu_end", "<i4"),
+                   ("flags", "<u4"), ("reserved", "<u4")])
+FLAG_WARMUP, FLAG_MISSED, FLAG_MIGRATED = 1, 2, 4
+assert HEADER.itemsize == 64 and RECORD.itemsize == 80
+
+
+class JobLogError(Exception):
+    pass
+
+
+def read_job_log(path: Path) -> pd.DataFrame:
+    """The job table of one run: raw fields plus derived exec/response/wake-up latency."""
+    raw = Path(path).read_bytes()
+    if len(raw) < HEADER.itemsize or raw[:8] != MAGIC:
+        raise JobLogError(f"{path}: not an xtalk job log")
+    h = np.frombuffer(raw, HEADER, count=1)[0]
+    if h["record_size"] != RECORD.itemsize:
+        raise JobLogError(f"{path}: record size {h['record_size']} not supported")
+    fits = (len(raw) - HEADER.itemsize) // RECORD.itemsize
+    count = int(min(h["count"], h["capacity"], fits))
+    rec = np.frombuffer(raw, RECORD, count=count, offset=HEADER.itemsize)
+    flags = rec["flags"]
+    df = pd.DataFrame({
+        "job": rec["job"].astype(np.int64),
+        "warmup": (flags & FLAG_WARMUP) != 0,
+        "release_ns": rec["release_ns"],
+        "wakeup_ns": rec["wakeup_ns"],
+        "start_ns": rec["start_ns"],
+        "end_ns": rec["end_ns"],
+        "cpu_time_ns": rec["cpu_time_ns"],
+        "cpu_start": rec["cpu_start"],
+        "cpu_end": rec["cpu_end"],
+        "migrated": (flags & FLAG_MIGRATED) != 0,
+        "nvcsw": rec["nvcsw"],
+        "nivcsw": rec["nivcsw"],
+        "missed": (flags & FLAG_MISSED) != 0,
+    })
+    df["period_ns"] = np.int64(h["period_ns"])
+    df["deadline_ns"] = np.int64(h["deadline_ns"])
+    df["exec_ns"] = df["end_ns"] - df["start_ns"]
+    df["response_ns"] = df["end_ns"] - df["release_ns"]
+    df["wakeup_latency_ns"] = df["wakeup_ns"] - df["release_ns"]
+    return df
+
+
+def write_parquet_atomic(df: pd.DataFrame, path: Path) -> None:
+    """Write Parquet so that readers see the whole file or none of it."""
+    tmp = path.with_suffix(".parquet.tmp")
+    pq.write_table(pa.Table.from_pandas(df, preserve_index=False), tmp)
+    with open(tmp, "rb") as f:
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def convert_run(run_dir: Path) -> pd.DataFrame | None:
+    """jobs.bin -> jobs.parquet for one run directory (idempotent). None when no log."""
+    src, dst = run_dir / "jobs.bin", run_dir / "jobs.parquet"
+    if dst.exists() and (not src.exists() or dst.stat().st_mtime >= src.stat().st_mtime):
+        return pd.read_parquet(dst)
+    if not src.exists():
+        return None
+    df = read_job_log(src)
+    write_parquet_atomic(df, dst)
+    return df

@@ -1,0 +1,1 @@
+"""Where runs execute. `local` drives the agent on this machine."""

@@ -1,0 +1,89 @@
+"""Finding the agent binary and asking it about the target."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+from ..errors import AgentError, UsageError
+
+AGENT_NAME = "xtalk-agent"
+
+
+def find_agent() -> Path:
+    """The agent: $XTALK_AGENT, the checkout's release build (running from a checkout,
+    where `make` keeps it current), beside this Python (pip install), or on PATH."""
+    env = os.environ.get("XTALK_AGENT")
+    if env:
+        p = Path(env)
+        if not (p.is_file() and os.access(p, os.X_OK)):
+            raise AgentError(f"XTALK_AGENT={env} is not an executable file; unset it or point it at xtalk-agent")
+        return p
+    checkout = Path(__file__).resolve().parents[3]
+    candidates = [checkout / "agent" / "target" / "release" / AGENT_NAME, Path(sys.executable).parent / AGENT_NAME]
+    found = shutil.which(AGENT_NAME)
+    if found:
+        candidates.append(Path(found))
+    for c in candidates:
+        if c.is_file() and os.access(c, os.X_OK):
+            return c
+    raise AgentError("xtalk-agent not found; run `make setup` (or `pip install .`), or set XTALK_AGENT")
+
+
+@dataclass(frozen=True)
+class TargetFacts:
+    """What the host needs to know about the target to resolve an experiment."""
+
+    online_cpus: list[int]
+    caches: dict[str, int]  # "l1d", "l2", "llc" -> bytes
+    environment: dict
+
+
+def _caches(env: dict) -> dict[str, int]:
+    out: dict[str, int] = {}
+    levels = [c for c in env["cpu"]["caches"] if c.get("size_bytes")]
+    for c in levels:
+        if c["level"] == 1 and c["type"] in ("Data", "Unified"):
+            out["l1d"] = c["size_bytes"]
+        elif c["level"] == 2 and c["type"] in ("Unified", "Data"):
+            out["l2"] = c["size_bytes"]
+    unified = [c for c in levels if c["type"] == "Unified"]
+    if unified:
+        out["llc"] = max(unified, key=lambda c: c["level"])["size_bytes"]
+    return out
+
+
+def _cpu_list(text: str) -> list[int]:
+    cpus: list[int] = []
+    for part in text.split(","):
+        if part:
+            a, _, b = part.partition("-")
+            cpus.extend(range(int(a), int(b or a) + 1))
+    return cpus
+
+
+@lru_cache(maxsize=None)
+def local_facts(agent: Path | None = None) -> TargetFacts:
+    """Ask the local agent for the machine's environment."""
+    agent = agent or find_agent()
+    out = subprocess.run([str(agent), "sysinfo"], capture_output=True, text=True)
+    if out.returncode != 0:
+        raise AgentError(f"{agent} sysinfo failed: {out.stderr.strip()}")
+    env = json.loads(out.stdout)
+    return TargetFacts(_cpu_list(env["cpu"]["online"]), _caches(env), env)
+
+
+def check_plan(plan_json: str, agent: Path | None = None) -> None:
+    """Have the agent validate a plan against the machine; UsageError with its one line."""
+    agent = agent or find_agent()
+    out = subprocess.run([str(agent), "check", "-"], input=plan_json, capture_output=True, text=True)
+    if out.returncode == 2:
+        raise UsageError(out.stderr.strip().removeprefix("xtalk-agent: "))
+    if out.returncode != 0:
+        raise AgentError(f"agent check failed: {out.stderr.strip()}")

@@ -1,0 +1,58 @@
+import numpy as np
+import pandas as pd
+import pytest
+
+from xtalk.analysis.slowdown import ratio_ci, summarize
+
+
+def groups(rng, scale, k=3, n=400):
+    return [rng.lognormal(np.log(scale), 0.05, n) * rng.normal(1, 0.01) for _ in range(k)]
+
+
+def test_a_real_slowdown_is_bracketed_and_excludes_one():
+    rng = np.random.default_rng(1)
+    point, lo, hi = ratio_ci(groups(rng, 2.0), groups(rng, 1.0))
+    assert 1.9 < point < 2.1 and lo < point < hi
+    assert lo > 1.5 and hi < 2.6
+
+
+def test_single_runs_fall_back_to_the_job_bootstrap():
+    rng = np.random.default_rng(2)
+    point, lo, hi = ratio_ci([rng.normal(10, 1, 500)], [rng.normal(10, 1, 500)])
+    assert lo < 1 < hi and hi - lo < 0.05
+
+
+def test_between_run_spread_widens_the_interval():
+    """Same jobs per run, but runs that disagree: the CI must reflect the run spread."""
+    rng = np.random.default_rng(3)
+    tight = [rng.normal(10, 0.1, 300) for _ in range(4)]
+    spread = [rng.normal(m, 0.1, 300) for m in (9, 10, 11, 12)]
+    _, lo1, hi1 = ratio_ci(tight, tight)
+    _, lo2, hi2 = ratio_ci(spread, tight)
+    assert (hi2 - lo2) > 5 * (hi1 - lo1)
+
+
+def test_bad_statistic_is_refused():
+    with pytest.raises(ValueError, match="stat"):
+        ratio_ci([np.ones(3)], [np.ones(3)], stat="mean")
+
+
+def test_empty_scenario_gives_nan():
+    assert all(np.isnan(ratio_ci([], [np.ones(5)])))
+
+
+def test_summary_rows_per_scenario():
+    rng = np.random.default_rng(4)
+    jobs, runs = [], []
+    for s, scale in (("solo", 1.0), ("read", 1.5)):
+        for r in range(3):
+            e = (rng.lognormal(0, 0.05, 200) * scale * 1e6).astype(np.int64)
+            jobs.append(pd.DataFrame({"run_id": f"{s}{r}", "scenario": s, "exec_ns": e, "response_ns": e + 1000,
+                                      "missed": e > 1.4e6, "migrated": False}))
+            runs.append({"run_id": f"{s}{r}", "scenario": s, "status": "completed"})
+    t = summarize(pd.concat(jobs), pd.DataFrame(runs)).set_index("scenario")
+    assert list(t.index) == ["solo", "read"]
+    assert t.loc["solo", "slowdown_median"] == 1.0
+    assert 1.4 < t.loc["read", "slowdown_median"] < 1.6 and t.loc["read", "slowdown_median_lo"] > 1.2
+    assert t.loc["read", "jobs"] == 600 and t.loc["read", "runs_ok"] == 3
+    assert t.loc["read", "deadline_misses"] > t.loc["solo", "deadline_misses"]

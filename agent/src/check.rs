@@ -2,7 +2,7 @@
 //! memory) before anything is started. Every error names the field and the fix.
 
 use crate::plan::{err, Body, Enemy, Load, Placement, Plan, PlanError, Sched, Victim, PLAN_VERSION};
-use crate::observe::machine;
+use crate::observe::{machine, perf};
 
 /// Smallest SCHED_DEADLINE runtime the kernel accepts (2^10 ns, sched/deadline.c).
 const DL_MIN_RUNTIME_NS: u64 = 1 << 10;
@@ -70,9 +70,30 @@ fn check_victim(v: &Victim, online: &[usize], allowed: &[usize]) -> Result<(), P
     if v.deadline_ns == Some(0) {
         return err("victim.deadline_ns", "must be positive, or absent for deadline = period");
     }
+    check_counters(v)?;
     check_placement("victim", &v.placement, online, allowed)?;
     check_sched("victim", &v.sched, &v.placement, online)?;
     check_lock("victim", v.lock_memory, victim_footprint(&v.body))
+}
+
+fn check_counters(v: &Victim) -> Result<(), PlanError> {
+    if v.counters.len() > perf::MAX_EVENTS {
+        return err("victim.counters", format!("{} counters; at most {} per run", v.counters.len(), perf::MAX_EVENTS));
+    }
+    for (i, c) in v.counters.iter().enumerate() {
+        let field = format!("victim.counters[{i}].event");
+        let spec = perf::resolve(&c.event).or_else(|e| err(&field, e))?;
+        if let Err(why) = perf::probe(&spec, v.counters_exclude_kernel) {
+            if !c.optional {
+                return err(field, format!("'{}' cannot be counted here: {why}; this machine offers: {}; or mark it optional = true",
+                    c.event, perf::available(v.counters_exclude_kernel).join(", ")));
+            }
+        }
+        if v.counters[..i].iter().any(|o| o.event == c.event) {
+            return err(field, format!("'{}' is listed twice", c.event));
+        }
+    }
+    Ok(())
 }
 
 fn check_enemy(i: usize, e: &Enemy, online: &[usize], allowed: &[usize]) -> Result<(), PlanError> {

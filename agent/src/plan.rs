@@ -50,6 +50,21 @@ pub struct Victim {
     /// Back buffers with transparent huge pages (MADV_HUGEPAGE) instead of 4 KiB pages.
     #[serde(default)]
     pub huge_pages: bool,
+    /// Counters read around every job, in one group (observe/perf.rs).
+    #[serde(default)]
+    pub counters: Vec<Counter>,
+    /// Count user space only (needed with perf_event_paranoid >= 2 when not root).
+    #[serde(default)]
+    pub counters_exclude_kernel: bool,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Counter {
+    pub event: String,
+    /// Skip (with a note in run.json) rather than refuse the plan when the machine lacks it.
+    #[serde(default)]
+    pub optional: bool,
 }
 
 impl Victim {

@@ -89,11 +89,16 @@ def summary(results: Path = typer.Argument(..., help="results directory of an ex
 
 
 @command
-def sysinfo():
-    """Print what the agent reports about this machine (JSON)."""
+def sysinfo(as_json: bool = typer.Option(False, "--json", help="the agent's whole environment document")):
+    """What this machine offers: kernel, caches, PMU and events, tracefs, cgroups, policies."""
+    from .report.sysinfo import show
     from .targets.agent import local_facts
 
-    print(json.dumps(local_facts().environment, indent=2))
+    env = local_facts().environment
+    if as_json:
+        print(json.dumps(env, indent=2))
+    else:
+        show(env, console)
 
 
 def _mount_optional():

@@ -107,6 +107,13 @@ class DeadlineSched(_Strict):
 Sched = Annotated[Union[OtherSched, FifoSched, RrSched, DeadlineSched], Field(discriminator="policy")]
 
 
+class Counter(_Strict):
+    """A counter read around every job: a perf event name, a raw code r<hex> or a sysfs alias."""
+
+    event: str = Field(min_length=1)
+    optional: bool = False
+
+
 class Victim(_Strict):
     body: Body
     period_ns: int = Field(ge=10_000)
@@ -117,6 +124,8 @@ class Victim(_Strict):
     sched: Sched = OtherSched()
     lock_memory: bool = False
     huge_pages: bool = False
+    counters: list[Counter] = []
+    counters_exclude_kernel: bool = False
 
 
 class Enemy(_Strict):

@@ -9,6 +9,8 @@ pub mod signals;
 use crate::enemies;
 use crate::observe::{clock::mono_ns, env};
 use crate::plan::Plan;
+use crate::observe::perf;
+use crate::record::counters::CounterLog;
 use crate::record::jobs::JobLog;
 use crate::victims;
 use serde_json::{json, Value};
@@ -121,6 +123,13 @@ pub fn execute(plan: &Plan, out: &Path, exit_with_parent: bool) -> Result<i32, S
     write_json_atomic(&run_json, &doc).map_err(|e| format!("{}: {e}", run_json.display()))?;
     let v = &plan.victim;
     let log = JobLog::create(&out.join("jobs.bin"), v.total_jobs(), v.period_ns, v.deadline()).map_err(|e| format!("jobs.bin: {e}"))?;
+    let (events, skipped) = perf::select(&v.counters, v.counters_exclude_kernel);
+    let counter_log = if events.is_empty() {
+        None
+    } else {
+        Some(CounterLog::create(&out.join("counters.bin"), v.total_jobs(), events.len()).map_err(|e| format!("counters.bin: {e}"))?)
+    };
+    let counters = counter_log.as_ref().map(|log| victims::Counters { events: &events, exclude_kernel: v.counters_exclude_kernel, log });
     let shared = Shared::new(1 + plan.enemies.len() as u32).map_err(|e| format!("shared control block: {e}"))?;
     signals::block_watched();
     if exit_with_parent {
@@ -146,7 +155,7 @@ pub fn execute(plan: &Plan, out: &Path, exit_with_parent: bool) -> Result<i32, S
         }
     }
     if reason.is_none() {
-        match fork_child(|| victims::victim_main(v, &shared, &log, me, settle_ns, plan.enemies.len())) {
+        match fork_child(|| victims::victim_main(v, &shared, &log, counters.as_ref(), me, settle_ns, plan.enemies.len())) {
             Ok(pid) => children.push(Child { pid, role: Role::Victim, status: None }),
             Err(m) => {
                 status = "failed";
@@ -222,6 +231,9 @@ pub fn execute(plan: &Plan, out: &Path, exit_with_parent: bool) -> Result<i32, S
     end_children(&mut children, |_| true, libc::SIGKILL, 5_000_000_000);
     signals::unblock_watched();
     log.flush();
+    if let Some(c) = &counter_log {
+        c.flush();
+    }
 
     for c in &children {
         if let (Role::Enemy(i), Some(st)) = (c.role, c.status) {
@@ -240,6 +252,16 @@ pub fn execute(plan: &Plan, out: &Path, exit_with_parent: bool) -> Result<i32, S
     doc["jobs_planned"] = json!(v.total_jobs());
     doc["t0_ns"] = json!(log.header().t0_ns);
     doc["enemies"] = enemy_results(plan, &shared);
+    doc["counters"] = json!({
+        "events": events.iter().map(|e| e.name.clone()).collect::<Vec<_>>(),
+        "skipped": skipped.iter().map(|(n, why)| json!({"event": n, "reason": why})).collect::<Vec<_>>(),
+        "exclude_kernel": v.counters_exclude_kernel,
+        "core_pmu": perf::core_pmu(),
+    });
+    if !skipped.is_empty() {
+        notes.push(format!("counters not read on this machine: {} ({})", skipped.iter().map(|(n, _)| n.as_str()).collect::<Vec<_>>().join(", "), skipped[0].1));
+        doc["notes"] = json!(notes);
+    }
     doc["ended_unix_ns"] = json!(unix_ns());
     write_json_atomic(&run_json, &doc).map_err(|e| format!("{}: {e}", run_json.display()))?;
     Ok(match status {

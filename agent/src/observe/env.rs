@@ -175,6 +175,7 @@ pub fn collect() -> Value {
             "container": container,
         },
         "time_sync_services": time_sync_services(),
+        "capabilities": super::capabilities::collect(),
         "agent_version": env!("CARGO_PKG_VERSION"),
     })
 }

@@ -1,4 +1,6 @@
 //! What the agent sees of the machine and of each job: clocks, machine facts, environment.
+pub mod capabilities;
 pub mod clock;
 pub mod env;
 pub mod machine;
+pub mod perf;

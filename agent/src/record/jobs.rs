@@ -5,7 +5,7 @@
 //! locked before the measured window. A reader trusts only the first `count` records.
 //! Layout documented in docs/results.md; the host reads it with numpy.
 
-use std::fs::OpenOptions;
+use super::mapped::MappedFile;
 use std::io;
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -50,25 +50,13 @@ const _: () = assert!(std::mem::size_of::<JobRecord>() == 80);
 
 /// A mapped job log. Created by the agent before fork; the victim inherits the mapping.
 pub struct JobLog {
-    base: *mut u8,
-    len: usize,
+    map: MappedFile,
 }
-
-unsafe impl Send for JobLog {}
 
 impl JobLog {
     /// Create `path` sized for `capacity` records and map it shared.
     pub fn create(path: &Path, capacity: u64, period_ns: u64, deadline_ns: u64) -> io::Result<JobLog> {
-        let len = 64 + capacity as usize * 80;
-        let f = OpenOptions::new().read(true).write(true).create(true).truncate(true).open(path)?;
-        f.set_len(len as u64)?;
-        let base = unsafe {
-            libc::mmap(std::ptr::null_mut(), len, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_SHARED, std::os::fd::AsRawFd::as_raw_fd(&f), 0)
-        };
-        if base == libc::MAP_FAILED {
-            return Err(io::Error::last_os_error());
-        }
-        let log = JobLog { base: base as *mut u8, len };
+        let log = JobLog { map: MappedFile::create(path, 64 + capacity as usize * 80)? };
         let h = log.header_mut();
         h.magic = MAGIC;
         h.version = 1;
@@ -82,21 +70,16 @@ impl JobLog {
     }
 
     fn header_mut(&self) -> &mut Header {
-        unsafe { &mut *(self.base as *mut Header) }
+        unsafe { &mut *(self.map.base as *mut Header) }
     }
 
     pub fn header(&self) -> &Header {
-        unsafe { &*(self.base as *const Header) }
+        unsafe { &*(self.map.base as *const Header) }
     }
 
     /// Touch every page so no page fault happens in the measured window.
     pub fn prefault(&self) {
-        let page = 4096;
-        let mut off = 64;
-        while off < self.len {
-            unsafe { std::ptr::write_volatile(self.base.add(off), 0) };
-            off += page;
-        }
+        self.map.prefault(64);
     }
 
     pub fn set_t0(&self, t0: i64) {
@@ -106,7 +89,7 @@ impl JobLog {
     /// Store record `k` and publish it. Caller guarantees k == count and k < capacity.
     #[inline(always)]
     pub fn push(&self, k: u64, rec: &JobRecord) {
-        unsafe { std::ptr::write(self.base.add(64 + k as usize * 80) as *mut JobRecord, *rec) };
+        unsafe { std::ptr::write(self.map.base.add(64 + k as usize * 80) as *mut JobRecord, *rec) };
         self.header().count.store(k + 1, Ordering::Release);
     }
 
@@ -116,13 +99,7 @@ impl JobLog {
 
     /// Ask the kernel to write the log out now (after the measured window).
     pub fn flush(&self) {
-        unsafe { libc::msync(self.base as *mut libc::c_void, self.len, libc::MS_SYNC) };
-    }
-}
-
-impl Drop for JobLog {
-    fn drop(&mut self) {
-        unsafe { libc::munmap(self.base as *mut libc::c_void, self.len) };
+        self.map.flush();
     }
 }
 

@@ -1,3 +1,5 @@
-//! Job records: fixed-size rows in a file-backed shared mapping, so that whatever was
-//! recorded survives the death of the victim or of the agent itself.
+//! Records of the measured window: fixed-size rows in file-backed shared mappings, so that
+//! whatever was recorded survives the death of the victim or of the agent itself.
+pub mod counters;
 pub mod jobs;
+pub mod mapped;

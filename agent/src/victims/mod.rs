@@ -11,7 +11,16 @@ use crate::launch::setup;
 use crate::launch::shm::Shared;
 use crate::observe::clock::{ctx_switches, current_cpu, mono_ns, sleep_until, thread_cpu_ns};
 use crate::plan::{Body, Victim};
+use crate::observe::perf::{EventSpec, Group, Reading};
+use crate::record::counters::CounterLog;
 use crate::record::jobs::{JobLog, JobRecord, FLAG_MIGRATED, FLAG_MISSED, FLAG_WARMUP};
+
+/// The counters the victim reads around each job, and where their deltas go.
+pub struct Counters<'a> {
+    pub events: &'a [EventSpec],
+    pub exclude_kernel: bool,
+    pub log: &'a CounterLog,
+}
 use std::sync::atomic::Ordering;
 
 /// The work of one job. Returns a value derived from the work so it cannot be elided.
@@ -29,7 +38,7 @@ pub fn build(body: &Body, huge_pages: bool) -> Box<dyn JobBody> {
 }
 
 /// Entry point of the forked victim process. Never returns.
-pub fn victim_main(v: &Victim, shared: &Shared, log: &JobLog, parent: libc::pid_t, settle_ns: i64, enemies: usize) -> ! {
+pub fn victim_main(v: &Victim, shared: &Shared, log: &JobLog, counters: Option<&Counters>, parent: libc::pid_t, settle_ns: i64, enemies: usize) -> ! {
     let slot = &shared.ctl().victim;
     setup::set_name("xt-victim");
     let ready = setup::die_with_parent(parent)
@@ -40,12 +49,24 @@ pub fn victim_main(v: &Victim, shared: &Shared, log: &JobLog, parent: libc::pid_
         slot.fail(&format!("victim: {msg}"));
         unsafe { libc::_exit(3) };
     }
+    // Counters are opened by the victim thread itself: they count this thread only.
+    let mut group = match counters.map(|c| Group::open(c.events, c.exclude_kernel)).transpose() {
+        Ok(g) => g,
+        Err(msg) => {
+            slot.fail(&format!("victim counters: {msg}"));
+            unsafe { libc::_exit(3) };
+        }
+    };
     let mut body = build(&v.body, v.huge_pages);
     body.run_job(); // warm caches and page tables before the window, outside the record
     log.prefault();
+    if let Some(c) = counters {
+        c.log.prefault();
+    }
     shared.barrier_wait();
     unsafe { libc::kill(parent, libc::SIGUSR1) };
-    periodic(v, body.as_mut(), log, shared, settle_ns, enemies);
+    let probe = group.as_mut().zip(counters.map(|c| c.log));
+    periodic(v, body.as_mut(), log, probe, shared, settle_ns, enemies);
     unsafe { libc::_exit(0) }
 }
 
@@ -61,7 +82,8 @@ fn snapshot(shared: &Shared, enemies: usize, at_start: bool, t: i64) {
 }
 
 /// The measured loop: sleep to the absolute release, time the body, record the job.
-fn periodic(v: &Victim, body: &mut dyn JobBody, log: &JobLog, shared: &Shared, settle_ns: i64, enemies: usize) {
+fn periodic(v: &Victim, body: &mut dyn JobBody, log: &JobLog, mut counters: Option<(&mut Group, &CounterLog)>, shared: &Shared, settle_ns: i64, enemies: usize) {
+    let (mut before, mut after) = (Reading::default(), Reading::default());
     let period = v.period_ns as i64;
     let deadline = v.deadline() as i64;
     let t0 = mono_ns() + settle_ns;
@@ -78,9 +100,15 @@ fn periodic(v: &Victim, body: &mut dyn JobBody, log: &JobLog, shared: &Shared, s
         let (vcs0, ivcs0) = ctx_switches();
         let cpu0 = current_cpu();
         let c0 = thread_cpu_ns();
+        if let Some((g, _)) = counters.as_mut() {
+            g.read(&mut before);
+        }
         let start = mono_ns();
         sink ^= body.run_job();
         let end = mono_ns();
+        if let Some((g, _)) = counters.as_mut() {
+            g.read(&mut after);
+        }
         let c1 = thread_cpu_ns();
         let cpu1 = current_cpu();
         let (vcs1, ivcs1) = ctx_switches();
@@ -108,6 +136,9 @@ fn periodic(v: &Victim, body: &mut dyn JobBody, log: &JobLog, shared: &Shared, s
             flags,
             reserved: 0,
         });
+        if let Some((_, clog)) = counters.as_ref() {
+            clog.push(k, k, &before, &after);
+        }
         last_end = end;
     }
     snapshot(shared, enemies, false, last_end);

@@ -10,7 +10,7 @@ import random
 from dataclasses import dataclass
 
 from ..errors import UsageError
-from ..plan import (ChaseBody, ChaseLoad, DeadlineSched, Enemy, FifoSched, OtherSched, PiBody, PiLoad,
+from ..plan import (ChaseBody, ChaseLoad, Counter, DeadlineSched, Enemy, FifoSched, OtherSched, PiBody, PiLoad,
                     Placement, Plan, ReadLoad, RrSched, SumBody, Victim, WriteLoad)
 from ..targets.agent import TargetFacts
 from . import units
@@ -81,6 +81,8 @@ def _victim(exp: Experiment, facts: TargetFacts) -> Victim:
         sched=_sched(v, "victim", period),
         lock_memory=v.lock_memory,
         huge_pages=v.huge_pages,
+        counters=[Counter(event=c) if isinstance(c, str) else Counter(event=c.event, optional=c.optional) for c in v.counters],
+        counters_exclude_kernel=v.counters_exclude_kernel,
     )
 
 

@@ -53,6 +53,11 @@ class SchedSpec(_Strict):
         return self
 
 
+class CounterSpec(_Strict):
+    event: str = Field(min_length=1)
+    optional: bool = False
+
+
 class VictimSpec(SchedSpec):
     body: Literal["chase", "sum", "pi"]
     bytes: Optional[Size] = None
@@ -64,6 +69,8 @@ class VictimSpec(SchedSpec):
     deadline: Optional[Duration] = None
     jobs: int = Field(ge=1)
     warmup_jobs: int = Field(default=10, ge=0)
+    counters: list[Union[str, CounterSpec]] = Field(default=[], description="events read around every job")
+    counters_exclude_kernel: bool = False
 
     @model_validator(mode="after")
     def _body_fields(self):

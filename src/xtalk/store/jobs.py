@@ -63,6 +63,35 @@ def read_job_log(path: Path) -> pd.DataFrame:
     return df
 
 
+COUNTER_MAGIC = b"XTCNTR01"
+
+
+def counter_column(event: str) -> str:
+    """Column name of a counter: `ctr_` + the event with non-identifier characters as `_`."""
+    return "ctr_" + "".join(ch if ch.isalnum() else "_" for ch in event).strip("_")
+
+
+def read_counter_log(path: Path, events: list[str]) -> pd.DataFrame:
+    """Per-job counter deltas: `job`, `ctr_enabled_ns`, `ctr_running_ns`, one `ctr_<event>`
+    column per event. A value whose group never ran (running 0) is missing, not zero."""
+    raw = Path(path).read_bytes()
+    if len(raw) < 64 or raw[:8] != COUNTER_MAGIC:
+        raise JobLogError(f"{path}: not an xtalk counter log")
+    record_size, capacity, count, n = (int(np.frombuffer(raw, "<u4", 1, 12)[0]), int(np.frombuffer(raw, "<u8", 1, 16)[0]),
+                                       int(np.frombuffer(raw, "<u8", 1, 24)[0]), int(np.frombuffer(raw, "<u4", 1, 32)[0]))
+    if n != len(events) or record_size != 24 + 8 * n:
+        raise JobLogError(f"{path}: {n} counters recorded but run.json names {len(events)}")
+    count = min(count, capacity, (len(raw) - 64) // record_size)
+    rec = np.frombuffer(raw, "<u8", count * (3 + n), 64).reshape(count, 3 + n)
+    running = rec[:, 2]
+    df = pd.DataFrame({"job": rec[:, 0].astype(np.int64), "ctr_enabled_ns": rec[:, 1].astype(np.int64),
+                       "ctr_running_ns": running.astype(np.int64)})
+    for i, e in enumerate(events):
+        df[counter_column(e)] = pd.array(np.where(running > 0, rec[:, 3 + i], 0).astype(np.int64), dtype="Int64")
+        df.loc[running == 0, counter_column(e)] = pd.NA
+    return df
+
+
 def write_parquet_atomic(df: pd.DataFrame, path: Path) -> None:
     """Write Parquet so that readers see the whole file or none of it."""
     tmp = path.with_suffix(".parquet.tmp")
@@ -80,5 +109,16 @@ def convert_run(run_dir: Path) -> pd.DataFrame | None:
     if not src.exists():
         return None
     df = read_job_log(src)
+    events = _counter_events(run_dir)
+    if events and (run_dir / "counters.bin").exists():
+        df = df.merge(read_counter_log(run_dir / "counters.bin", events), on="job", how="left")
     write_parquet_atomic(df, dst)
     return df
+
+
+def _counter_events(run_dir: Path) -> list[str]:
+    import json
+    try:
+        return json.loads((run_dir / "run.json").read_text()).get("counters", {}).get("events", [])
+    except (OSError, ValueError):
+        return []

@@ -1,0 +1,52 @@
+"""`xtalk sysinfo`: what this target offers for measurement and isolation, in one table."""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.table import Table
+
+
+def _yes(v) -> str:
+    return "yes" if v else "no"
+
+
+def rows(env: dict) -> list[tuple[str, str]]:
+    """(item, value) pairs, from the agent's environment document."""
+    k, cpu, cap = env["kernel"], env["cpu"], env.get("capabilities", {})
+    pmu = cap.get("pmu", {})
+    caches = ", ".join(f"L{c['level']} {c['type'].lower()} {c['size_bytes'] >> 10} KiB" for c in cpu["caches"] if c.get("size_bytes"))
+    hw = pmu.get("core_pmu")
+    cg = cap.get("cgroups", {})
+    v1 = sorted({c for m in cg.get("v1", []) for c in m["controllers"]})
+    v2 = sorted({c for m in cg.get("v2", []) for c in m["controllers"]})
+    virt = env["virtualization"]
+    return [
+        ("kernel", f"{k['release']} ({'PREEMPT_RT' if k['preempt_rt'] else 'stock'}, HZ={k.get('hz') or '?'})"),
+        ("cpu", f"{cpu['model']} × {cpu['count']} (online {cpu['online']})"),
+        ("caches", caches),
+        ("isolated CPUs / nohz_full", f"{cpu.get('isolated') or '-'} / {k.get('nohz_full') or '-'}"),
+        ("clocksource", env["clocksource"]["current"] or "?"),
+        ("virtualization", (f"hypervisor {virt['vendor']}" if virt["hypervisor"] else "none") + (", container" if virt["container"] else "")),
+        ("time-sync services", ", ".join(env["time_sync_services"]) or "none running"),
+        ("hardware PMU", f"{hw} ({len(pmu.get('sysfs_events') or [])} sysfs events, rdpmc={pmu.get('rdpmc')})" if hw
+         else "not available: hardware counters cannot be read; software events only"),
+        ("countable events", ", ".join(pmu.get("countable", [])) or "none"),
+        ("perf_event_paranoid", str(pmu.get("perf_event_paranoid"))),
+        ("tracefs", cap.get("tracefs", {}).get("mount") or "not mounted (mount -t tracefs nodev /sys/kernel/tracing)"),
+        ("cgroup v1 controllers", ", ".join(v1) or "none"),
+        ("cgroup v2 controllers", ", ".join(v2) or "none"),
+        ("RT group scheduling", _yes(cg.get("rt_group_scheduling") or k.get("rt_group_sched"))),
+        ("RT throttling", f"{k.get('sched_rt_runtime_us')} / {k.get('sched_rt_period_us')} us"),
+        ("SCHED_DEADLINE", _yes(cap.get("sched_deadline"))),
+        ("resctrl (cache/memory partitioning)", ("mounted at " + cap["resctrl"]["mount"]) if cap.get("resctrl", {}).get("mount")
+         else ("supported, not mounted" if cap.get("resctrl", {}).get("supported") else "not supported")),
+    ]
+
+
+def show(env: dict, console: Console) -> None:
+    t = Table(title="this target", show_header=False)
+    t.add_column("item", style="bold")
+    t.add_column("value")
+    for item, value in rows(env):
+        t.add_row(item, value)
+    console.print(t)

@@ -2,7 +2,7 @@
 //! memory) before anything is started. Every error names the field and the fix.
 
 use crate::plan::{err, Body, Enemy, Load, Placement, Plan, PlanError, Sched, Victim, PLAN_VERSION};
-use crate::observe::{machine, perf};
+use crate::observe::{machine, perf, trace};
 
 /// Smallest SCHED_DEADLINE runtime the kernel accepts (2^10 ns, sched/deadline.c).
 const DL_MIN_RUNTIME_NS: u64 = 1 << 10;
@@ -16,6 +16,9 @@ pub fn check(plan: &Plan) -> Result<(), PlanError> {
     }
     if !(plan.settle_ms >= 0.0 && plan.settle_ms <= 60_000.0) {
         return err("settle_ms", "must be between 0 and 60000");
+    }
+    if let Some(t) = &plan.trace {
+        check_trace(t)?;
     }
     let online = machine::online_cpus();
     let allowed = machine::allowed_cpus();
@@ -74,6 +77,30 @@ fn check_victim(v: &Victim, online: &[usize], allowed: &[usize]) -> Result<(), P
     check_placement("victim", &v.placement, online, allowed)?;
     check_sched("victim", &v.sched, &v.placement, online)?;
     check_lock("victim", v.lock_memory, victim_footprint(&v.body))
+}
+
+fn check_trace(t: &crate::plan::Trace) -> Result<(), PlanError> {
+    if !(64..=1 << 20).contains(&t.buffer_kb) {
+        return err("trace.buffer_kb", "must be between 64 and 1048576 (KiB per CPU)");
+    }
+    if t.events.is_empty() {
+        return err("trace.events", "is empty; leave it out for the default set");
+    }
+    if unsafe { libc::geteuid() } != 0 {
+        return err("trace", "kernel tracing needs root (tracefs); run as root or leave trace out");
+    }
+    trace::with_tracefs(|root| {
+        for (i, ev) in t.events.iter().enumerate() {
+            if let Err(why) = trace::event_dir(root, ev) {
+                return Err(PlanError { field: format!("trace.events[{i}]"), message: format!("{why}; this kernel offers {}", trace::offered(root)) }.to_string());
+            }
+        }
+        Ok(())
+    })
+    .map_err(|m| match m.split_once(": ") {
+        Some((f, rest)) if f.starts_with("trace.events[") => PlanError { field: f.into(), message: rest.into() },
+        _ => PlanError { field: "trace".into(), message: m },
+    })
 }
 
 fn check_counters(v: &Victim) -> Result<(), PlanError> {

@@ -21,9 +21,31 @@ pub struct Plan {
     pub victim: Victim,
     #[serde(default)]
     pub enemies: Vec<Enemy>,
+    /// Kernel trace of the measured window (tracefs, private instance).
+    #[serde(default)]
+    pub trace: Option<Trace>,
     /// Free-form labels copied into run.json (experiment, scenario, repetition...).
     #[serde(default)]
     pub labels: std::collections::BTreeMap<String, String>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Trace {
+    /// "subsystem:event" names; the default set feeds the culprit analysis.
+    #[serde(default = "default_trace_events")]
+    pub events: Vec<String>,
+    /// Ring buffer per CPU, KiB.
+    #[serde(default = "default_buffer_kb")]
+    pub buffer_kb: u32,
+}
+
+fn default_trace_events() -> Vec<String> {
+    crate::observe::trace::DEFAULT_EVENTS.iter().map(|s| s.to_string()).collect()
+}
+
+fn default_buffer_kb() -> u32 {
+    8192
 }
 
 fn default_settle_ms() -> f64 {

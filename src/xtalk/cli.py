@@ -101,6 +101,63 @@ def sysinfo(as_json: bool = typer.Option(False, "--json", help="the agent's whol
         show(env, console)
 
 
+def _run_dir(run: Path) -> Path:
+    if not (run / "run.json").exists():
+        raise UsageError(f"{run}: not a run directory (no run.json); give RESULTS/runs/<run>")
+    return run
+
+
+@command
+def blame(run: Path = typer.Argument(..., help="a run directory (RESULTS/runs/<run>) recorded with [trace]"),
+          top: int = typer.Option(10, help="culprits to list")):
+    """Rank what ran on the victim's CPU during its jobs (kernel trace), overall and in the slowest jobs."""
+    import pandas as pd
+    from rich.table import Table
+
+    from .store.jobs import convert_run
+    from .trace.culprits import rank
+
+    run = _run_dir(run)
+    jobs = convert_run(run)
+    if not (run / "culprits.parquet").exists():
+        raise UsageError(f"{run}: no kernel trace; add a [trace] table to the experiment and run it as root")
+    culprits = pd.read_parquet(run / "culprits.parquet")
+    measured = jobs[~jobs.warmup]
+    slow = measured[measured.exec_ns >= measured.exec_ns.quantile(0.99)].job
+    for title, c in (("all jobs", culprits), (f"slowest 1 % of jobs ({len(slow)})", culprits[culprits.job.isin(slow)])):
+        t = Table(title=f"culprits on the victim's CPU: {title}")
+        for h in ("kind", "name", "jobs hit", "total ms", "max µs"):
+            t.add_column(h, justify="left" if h in ("kind", "name") else "right")
+        for r in rank(c).head(top).itertuples():
+            t.add_row(r.kind, str(r.name), str(r.jobs_hit), f"{r.total_ns / 1e6:.3f}", f"{r.max_ns / 1e3:.1f}")
+        console.print(t)
+    if "trace_preemptions" in measured:
+        console.print(f"{len(measured)} jobs: {int(measured.trace_preemptions.sum())} preemptions, "
+                      f"{measured.trace_runnable_ns.sum() / 1e6:.3f} ms runnable but not running, "
+                      f"{int(measured.trace_migrations.sum())} migrations, "
+                      f"{measured.trace_irq_ns.sum() / 1e6:.3f} ms in hard IRQs, {measured.trace_softirq_ns.sum() / 1e6:.3f} ms in softirqs")
+
+
+@command
+def perfetto(run: Path = typer.Argument(..., help="a run directory recorded with [trace]"),
+             out: Optional[Path] = typer.Option(None, "-o", "--out", help="output file (default RUN/trace.perfetto.json)")):
+    """Export a run as a trace that ui.perfetto.dev opens: CPUs, processes, the victim's jobs."""
+    import json as _json
+
+    from .store.jobs import convert_run
+    from .trace import perfetto as pf
+    from .trace.parse import parse_file
+    from .trace.run import labels
+
+    run = _run_dir(run)
+    if not (run / "trace.txt").exists():
+        raise UsageError(f"{run}: no kernel trace (trace.txt); add a [trace] table to the experiment")
+    jobs = convert_run(run)
+    meta = _json.loads((run / "run.json").read_text())
+    path = pf.write(parse_file(run / "trace.txt"), jobs, labels(meta), out or run / "trace.perfetto.json")
+    console.print(f"wrote {path}: open it at https://ui.perfetto.dev")
+
+
 def _mount_optional():
     """Sub-command groups that live in their own packages."""
     for name, module in (("model", "xtalk.model.cli"), ("sched", "xtalk.sched.cli")):

@@ -137,6 +137,16 @@ class Enemy(_Strict):
     huge_pages: bool = False
 
 
+class Trace(_Strict):
+    """Kernel trace of the measured window through tracefs (root only)."""
+
+    events: list[str] = Field(default=["sched:sched_switch", "sched:sched_wakeup", "sched:sched_migrate_task",
+                                       "irq:irq_handler_entry", "irq:irq_handler_exit", "irq:softirq_entry",
+                                       "irq:softirq_exit", "timer:hrtimer_expire_entry", "timer:hrtimer_expire_exit"],
+                              min_length=1)
+    buffer_kb: int = Field(default=8192, ge=64, le=1 << 20)
+
+
 class Plan(_Strict):
     """Everything one run needs; the agent executes exactly this."""
 
@@ -146,6 +156,7 @@ class Plan(_Strict):
     settle_ms: float = Field(default=200.0, ge=0, le=60_000)
     victim: Victim
     enemies: list[Enemy] = []
+    trace: Optional[Trace] = None
     labels: dict[str, str] = {}
 
     def to_json(self) -> str:

@@ -9,7 +9,7 @@ pub mod signals;
 use crate::enemies;
 use crate::observe::{clock::mono_ns, env};
 use crate::plan::Plan;
-use crate::observe::perf;
+use crate::observe::{perf, trace};
 use crate::record::counters::CounterLog;
 use crate::record::jobs::JobLog;
 use crate::victims;
@@ -130,6 +130,10 @@ pub fn execute(plan: &Plan, out: &Path, exit_with_parent: bool) -> Result<i32, S
         Some(CounterLog::create(&out.join("counters.bin"), v.total_jobs(), events.len()).map_err(|e| format!("counters.bin: {e}"))?)
     };
     let counters = counter_log.as_ref().map(|log| victims::Counters { events: &events, exclude_kernel: v.counters_exclude_kernel, log });
+    let tracer = match &plan.trace {
+        Some(t) => Some(trace::Tracer::setup(&t.events, t.buffer_kb).map_err(|e| format!("trace: {e}"))?),
+        None => None,
+    };
     let shared = Shared::new(1 + plan.enemies.len() as u32).map_err(|e| format!("shared control block: {e}"))?;
     signals::block_watched();
     if exit_with_parent {
@@ -174,6 +178,9 @@ pub fn execute(plan: &Plan, out: &Path, exit_with_parent: bool) -> Result<i32, S
             }
             Some(libc::SIGUSR1) => {
                 measuring = true;
+                if let Some(t) = &tracer {
+                    t.on();
+                }
                 break;
             }
             Some(libc::SIGCHLD) => {
@@ -221,6 +228,9 @@ pub fn execute(plan: &Plan, out: &Path, exit_with_parent: bool) -> Result<i32, S
         }
     }
 
+    if let Some(t) = &tracer {
+        t.off();
+    }
     // Teardown: victim first (its jobs are already in the log), then the enemies.
     shared.ctl().stop.store(1, Ordering::SeqCst);
     end_children(&mut children, |c| c.role == Role::Victim, libc::SIGTERM, 1_000_000_000);
@@ -248,6 +258,14 @@ pub fn execute(plan: &Plan, out: &Path, exit_with_parent: bool) -> Result<i32, S
     doc["reason"] = json!(reason);
     doc["notes"] = json!(notes);
     doc["victim_exit"] = json!(victim_status);
+    doc["pids"] = json!({
+        "agent": me,
+        "victim": children.iter().find(|c| c.role == Role::Victim).map(|c| c.pid),
+        "enemies": children.iter().filter_map(|c| match c.role {
+            Role::Enemy(i) => Some((plan.enemies[i].name.clone(), json!(c.pid))),
+            _ => None,
+        }).collect::<serde_json::Map<String, Value>>(),
+    });
     doc["jobs_recorded"] = json!(log.count());
     doc["jobs_planned"] = json!(v.total_jobs());
     doc["t0_ns"] = json!(log.header().t0_ns);
@@ -258,6 +276,13 @@ pub fn execute(plan: &Plan, out: &Path, exit_with_parent: bool) -> Result<i32, S
         "exclude_kernel": v.counters_exclude_kernel,
         "core_pmu": perf::core_pmu(),
     });
+    if let Some(t) = tracer {
+        doc["trace"] = match t.save(&out.join("trace.txt")) {
+            Ok(lost) => json!({"events": t.events, "file": "trace.txt", "lost_events": lost, "clock": "mono"}),
+            Err(e) => json!({"events": t.events, "error": e}),
+        };
+        drop(t); // instance removed, tracefs unmounted if this run mounted it
+    }
     if !skipped.is_empty() {
         notes.push(format!("counters not read on this machine: {} ({})", skipped.iter().map(|(n, _)| n.as_str()).collect::<Vec<_>>().join(", "), skipped[0].1));
         doc["notes"] = json!(notes);

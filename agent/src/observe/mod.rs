@@ -4,3 +4,4 @@ pub mod clock;
 pub mod env;
 pub mod machine;
 pub mod perf;
+pub mod trace;

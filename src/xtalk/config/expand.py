@@ -10,7 +10,7 @@ import random
 from dataclasses import dataclass
 
 from ..errors import UsageError
-from ..plan import (ChaseBody, ChaseLoad, Counter, DeadlineSched, Enemy, FifoSched, OtherSched, PiBody, PiLoad,
+from ..plan import (ChaseBody, ChaseLoad, Counter, Trace, DeadlineSched, Enemy, FifoSched, OtherSched, PiBody, PiLoad,
                     Placement, Plan, ReadLoad, RrSched, SumBody, Victim, WriteLoad)
 from ..targets.agent import TargetFacts
 from . import units
@@ -126,11 +126,14 @@ def expand(exp: Experiment, facts: TargetFacts, labels: dict[str, str] | None = 
         timeout_s = units.duration_ns(exp.timeout, "timeout") / 1e9 if exp.timeout is not None else 2 * run_s + 30
     except ValueError as e:
         raise UsageError(str(e)) from None
+    trace = None
+    if exp.trace is not None:
+        trace = Trace(buffer_kb=exp.trace.buffer_kb, **({"events": exp.trace.events} if exp.trace.events else {}))
     runs = []
     width = len(str(len(scenarios) * exp.repetitions))
     for i, (rep, name) in enumerate(interleave([s.name for s in scenarios], exp.repetitions, exp.seed)):
         run_id = f"{i:0{width}d}-{name}-r{rep}"
-        plan = Plan(run_id=run_id, timeout_s=timeout_s, settle_ms=settle_ms, victim=victim, enemies=enemies[name],
+        plan = Plan(run_id=run_id, timeout_s=timeout_s, settle_ms=settle_ms, victim=victim, enemies=enemies[name], trace=trace,
                     labels={**(labels or {}), "experiment": exp.name, "scenario": name, "repetition": str(rep)})
         runs.append(RunSpec(index=i, scenario=name, repetition=rep, plan=plan))
     return runs

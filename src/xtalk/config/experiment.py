@@ -108,6 +108,13 @@ class ScenarioSpec(_Strict):
     enemies: list[EnemySpec] = []
 
 
+class TraceSpec(_Strict):
+    """`[trace]`: capture the kernel scheduling trace of each run's measured window."""
+
+    events: Optional[list[str]] = None
+    buffer_kb: int = Field(default=8192, ge=64, le=1 << 20)
+
+
 class Experiment(_Strict):
     name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9_.+-]+$")
     description: str = ""
@@ -118,6 +125,7 @@ class Experiment(_Strict):
     results: str = "results"
     victim: VictimSpec
     scenario: list[ScenarioSpec] = []
+    trace: Optional[TraceSpec] = None
 
     @model_validator(mode="after")
     def _scenarios(self):

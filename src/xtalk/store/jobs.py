@@ -112,6 +112,13 @@ def convert_run(run_dir: Path) -> pd.DataFrame | None:
     events = _counter_events(run_dir)
     if events and (run_dir / "counters.bin").exists():
         df = df.merge(read_counter_log(run_dir / "counters.bin", events), on="job", how="left")
+    from ..trace.run import analyze
+
+    traced = analyze(run_dir, df)
+    if traced is not None:
+        metrics, culprits = traced
+        df = df.merge(metrics, on="job", how="left")
+        write_parquet_atomic(culprits, run_dir / "culprits.parquet")
     write_parquet_atomic(df, dst)
     return df
 

@@ -1,0 +1,167 @@
+//! Kernel scheduling trace through tracefs, in a private instance (instances/xtalk-<pid>)
+//! so other users of tracefs are not disturbed. Events are enabled before the run, tracing
+//! is switched on only for the measured window, and the instance is removed afterwards; if
+//! tracefs was not mounted, it is mounted for the run and unmounted after. An instance left
+//! by a killed agent is removed by the next agent that starts tracing.
+
+use super::capabilities::tracefs_root;
+use std::ffi::CString;
+use std::fs;
+use std::path::{Path, PathBuf};
+
+pub const DEFAULT_MOUNT: &str = "/sys/kernel/tracing";
+const PREFIX: &str = "xtalk-";
+
+/// The default event set: what the per-job culprit analysis uses.
+pub const DEFAULT_EVENTS: &[&str] = &[
+    "sched:sched_switch", "sched:sched_wakeup", "sched:sched_migrate_task", "irq:irq_handler_entry",
+    "irq:irq_handler_exit", "irq:softirq_entry", "irq:softirq_exit", "timer:hrtimer_expire_entry",
+    "timer:hrtimer_expire_exit",
+];
+
+fn mount_tracefs() -> Result<(), String> {
+    let src = CString::new("nodev").unwrap();
+    let dst = CString::new(DEFAULT_MOUNT).unwrap();
+    let ty = CString::new("tracefs").unwrap();
+    if unsafe { libc::mount(src.as_ptr(), dst.as_ptr(), ty.as_ptr(), 0, std::ptr::null()) } != 0 {
+        return Err(format!("tracefs is not mounted and mounting it at {DEFAULT_MOUNT} failed: {} (as root: mount -t tracefs nodev {DEFAULT_MOUNT})",
+            std::io::Error::last_os_error()));
+    }
+    Ok(())
+}
+
+fn unmount(root: &str) {
+    let dst = CString::new(root).unwrap();
+    unsafe { libc::umount2(dst.as_ptr(), libc::MNT_DETACH) };
+}
+
+/// tracefs for the duration of `f`: the existing mount, or one made and undone here.
+pub fn with_tracefs<T>(f: impl FnOnce(&Path) -> Result<T, String>) -> Result<T, String> {
+    match tracefs_root() {
+        Some(root) => f(Path::new(&root)),
+        None => {
+            mount_tracefs()?;
+            let r = f(Path::new(DEFAULT_MOUNT));
+            unmount(DEFAULT_MOUNT);
+            r
+        }
+    }
+}
+
+/// "sched:sched_switch" or a bare "sched_switch" -> its directory under events/.
+pub fn event_dir(root: &Path, name: &str) -> Result<PathBuf, String> {
+    let events = root.join("events");
+    if let Some((sys, ev)) = name.split_once(':') {
+        let d = events.join(sys).join(ev);
+        return if d.join("enable").exists() { Ok(d) } else { Err(format!("trace event '{name}' does not exist")) };
+    }
+    for sys in fs::read_dir(&events).map_err(|e| format!("{}: {e}", events.display()))?.flatten() {
+        let d = sys.path().join(name);
+        if d.join("enable").exists() {
+            return Ok(d);
+        }
+    }
+    Err(format!("trace event '{name}' does not exist"))
+}
+
+/// Some of the subsystems this kernel offers, for error messages.
+pub fn offered(root: &Path) -> String {
+    let mut v: Vec<String> = fs::read_dir(root.join("events")).map(|d| d.flatten().filter(|e| e.path().is_dir()).map(|e| e.file_name().to_string_lossy().into_owned()).collect()).unwrap_or_default();
+    v.sort();
+    format!("subsystems {} (see {}/available_events)", v.join(", "), root.display())
+}
+
+fn write(path: &Path, value: &str) -> Result<(), String> {
+    fs::write(path, value).map_err(|e| format!("{}: {e}", path.display()))
+}
+
+fn pid_alive(pid: i32) -> bool {
+    unsafe { libc::kill(pid, 0) == 0 || *libc::__errno_location() == libc::EPERM }
+}
+
+/// Remove instances of agents that died without cleaning up.
+fn remove_stale(root: &Path) {
+    let Ok(dir) = fs::read_dir(root.join("instances")) else { return };
+    for e in dir.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        if let Some(pid) = name.strip_prefix(PREFIX).and_then(|p| p.parse::<i32>().ok()) {
+            if !pid_alive(pid) {
+                let _ = fs::remove_dir(e.path());
+            }
+        }
+    }
+}
+
+pub struct Tracer {
+    root: PathBuf,
+    dir: PathBuf,
+    mounted: bool,
+    pub events: Vec<String>,
+}
+
+impl Tracer {
+    /// Create the private instance with `events` enabled and tracing off.
+    pub fn setup(events: &[String], buffer_kb: u32) -> Result<Tracer, String> {
+        let (root, mounted) = match tracefs_root() {
+            Some(r) => (PathBuf::from(r), false),
+            None => {
+                mount_tracefs()?;
+                (PathBuf::from(DEFAULT_MOUNT), true)
+            }
+        };
+        remove_stale(&root);
+        let dir = root.join("instances").join(format!("{PREFIX}{}", std::process::id()));
+        let mut t = Tracer { root, dir, mounted, events: events.to_vec() };
+        fs::create_dir(&t.dir).map_err(|e| format!("{}: {e}", t.dir.display()))?;
+        write(&t.dir.join("tracing_on"), "0")?;
+        write(&t.dir.join("buffer_size_kb"), &buffer_kb.to_string())?;
+        // One time base with the job records: CLOCK_MONOTONIC.
+        write(&t.dir.join("trace_clock"), "mono")?;
+        for ev in events {
+            let d = event_dir(&t.root, ev)?;
+            let rel = d.strip_prefix(t.root.join("events")).unwrap().to_path_buf();
+            write(&t.dir.join("events").join(rel).join("enable"), "1")?;
+        }
+        t.events = events.to_vec();
+        Ok(t)
+    }
+
+    pub fn on(&self) {
+        let _ = write(&self.dir.join("tracing_on"), "1");
+    }
+
+    pub fn off(&self) {
+        let _ = write(&self.dir.join("tracing_on"), "0");
+    }
+
+    /// Copy the buffer to `dest` (text format); returns the events lost to overruns.
+    pub fn save(&self, dest: &Path) -> Result<u64, String> {
+        let mut src = fs::File::open(self.dir.join("trace")).map_err(|e| format!("trace: {e}"))?;
+        let mut dst = fs::File::create(dest).map_err(|e| format!("{}: {e}", dest.display()))?;
+        std::io::copy(&mut src, &mut dst).map_err(|e| format!("trace copy: {e}"))?;
+        let mut lost = 0;
+        if let Ok(cpus) = fs::read_dir(self.dir.join("per_cpu")) {
+            for c in cpus.flatten() {
+                let stats = fs::read_to_string(c.path().join("stats")).unwrap_or_default();
+                lost += stats.lines().find_map(|l| l.strip_prefix("overrun: ")?.trim().parse::<u64>().ok()).unwrap_or(0);
+            }
+        }
+        Ok(lost)
+    }
+}
+
+impl Drop for Tracer {
+    fn drop(&mut self) {
+        self.off();
+        for ev in &self.events {
+            if let Ok(d) = event_dir(&self.root, ev) {
+                let rel = d.strip_prefix(self.root.join("events")).unwrap().to_path_buf();
+                let _ = fs::write(self.dir.join("events").join(rel).join("enable"), "0");
+            }
+        }
+        let _ = fs::remove_dir(&self.dir);
+        if self.mounted {
+            unmount(&self.root.to_string_lossy());
+        }
+    }
+}

@@ -1,0 +1,60 @@
+"""Parse a tracefs text trace (trace_clock mono) into event tables.
+
+Times are CLOCK_MONOTONIC ns, as in the job table (the text format carries microseconds).
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pandas as pd
+
+_LINE = re.compile(r"^\s*(?P<comm>.+?)-(?P<pid>\d+)\s+(?:\(\s*[-\d]+\)\s+)?\[(?P<cpu>\d+)\]\s+(?:\S+\s+)?"
+                   r"(?P<sec>\d+)\.(?P<frac>\d+):\s+(?P<event>\w+):\s?(?P<args>.*)$")
+_ARGS = {
+    "sched_switch": re.compile(r"prev_comm=(?P<prev_comm>.*) prev_pid=(?P<prev_pid>\d+) prev_prio=(?P<prev_prio>-?\d+) "
+                               r"prev_state=(?P<prev_state>\S+) ==> next_comm=(?P<next_comm>.*) next_pid=(?P<next_pid>\d+) "
+                               r"next_prio=(?P<next_prio>-?\d+)"),
+    "sched_wakeup": re.compile(r"comm=(?P<target_comm>.*) pid=(?P<target_pid>\d+) prio=(?P<prio>-?\d+) target_cpu=(?P<target_cpu>\d+)"),
+    "sched_migrate_task": re.compile(r"comm=(?P<target_comm>.*) pid=(?P<target_pid>\d+) prio=(?P<prio>-?\d+) "
+                                     r"orig_cpu=(?P<orig_cpu>\d+) dest_cpu=(?P<dest_cpu>\d+)"),
+    "irq_handler_entry": re.compile(r"irq=(?P<irq>\d+) name=(?P<name>.*)"),
+    "irq_handler_exit": re.compile(r"irq=(?P<irq>\d+) ret=(?P<ret>\w+)"),
+    "softirq_entry": re.compile(r"vec=(?P<vec>\d+) \[action=(?P<name>\w+)\]"),
+    "softirq_exit": re.compile(r"vec=(?P<vec>\d+) \[action=(?P<name>\w+)\]"),
+    "hrtimer_expire_entry": re.compile(r"hrtimer=(?P<hrtimer>\S+) function=(?P<name>\S+)"),
+    "hrtimer_expire_exit": re.compile(r"hrtimer=(?P<hrtimer>\S+)"),
+}
+
+
+def parse_lines(lines) -> pd.DataFrame:
+    """One row per event: ts_ns, cpu, comm, pid, event, and the event's own fields."""
+    rows = []
+    for line in lines:
+        if line.startswith("#"):
+            continue
+        m = _LINE.match(line)
+        if not m:
+            continue
+        ev = m["event"]
+        row = {"ts_ns": int(m["sec"]) * 1_000_000_000 + int(m["frac"].ljust(9, "0")[:9]), "cpu": int(m["cpu"]),
+               "comm": m["comm"], "pid": int(m["pid"]), "event": ev}
+        rx = _ARGS.get(ev)
+        if rx is not None:
+            a = rx.match(m["args"])
+            if a:
+                row.update(a.groupdict())
+        rows.append(row)
+    df = pd.DataFrame(rows)
+    if df.empty:
+        return pd.DataFrame(columns=["ts_ns", "cpu", "comm", "pid", "event"])
+    for col in ("prev_pid", "next_pid", "target_pid", "orig_cpu", "dest_cpu", "irq", "vec", "target_cpu"):
+        if col in df:
+            df[col] = pd.to_numeric(df[col], errors="coerce").astype("Int64")
+    return df.sort_values("ts_ns", kind="stable").reset_index(drop=True)
+
+
+def parse_file(path: Path) -> pd.DataFrame:
+    with open(path, errors="replace") as f:
+        return parse_lines(f)

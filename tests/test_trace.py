@@ -1,0 +1,132 @@
+"""Kernel trace: parsing (a recorded fixture), culprit attribution (a synthetic trace with a
+planted disturber), a live capture through tracefs, and the Perfetto export's structure."""
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from conftest import small_plan, write_plan
+from xtalk.trace import perfetto
+from xtalk.trace.culprits import per_job, rank
+from xtalk.trace.parse import parse_file, parse_lines
+from xtalk.trace.timeline import interrupts, occupancy, runnable_waits
+
+FIXTURE = Path(__file__).parent / "fixtures" / "trace_sample.txt"
+
+
+def test_recorded_trace_parses():
+    ev = parse_file(FIXTURE)
+    assert len(ev) > 350
+    assert {"sched_switch", "softirq_entry", "softirq_exit", "hrtimer_expire_entry"} <= set(ev.event)
+    assert ev.ts_ns.is_monotonic_increasing
+    sw = ev[ev.event == "sched_switch"].iloc[0]
+    assert sw.prev_comm and sw.next_comm and sw.prev_state and int(sw.next_pid) >= 0
+    # microsecond text timestamps become ns on CLOCK_MONOTONIC
+    assert (ev.ts_ns % 1000 == 0).all()
+    occ = occupancy(ev)
+    assert (occ.end_ns >= occ.start_ns).all() and set(occ.cpu) <= {0, 1}
+
+
+def line(comm, pid, cpu, t_us, event, args):
+    return f"{comm:>16}-{pid:<6} [{cpu:03d}] d..2. {t_us // 1_000_000}.{t_us % 1_000_000:06d}: {event}: {args}"
+
+
+def switch(cpu, t, prev, prev_pid, state, nxt, next_pid):
+    return line(prev, prev_pid, cpu, t, "sched_switch",
+                f"prev_comm={prev} prev_pid={prev_pid} prev_prio=9 prev_state={state} ==> next_comm={nxt} next_pid={next_pid} next_prio=120")
+
+
+def synthetic(n_jobs=20, period_us=10_000, disturb_every=5):
+    """Victim (pid 100) on CPU 1 runs 2 ms per job; every 5th job a 'timesyncd' (pid 555)
+    preempts it for 300 us; a network IRQ fires in every job for 20 us."""
+    lines, jobs = [], []
+    t0 = 10_000_000
+    for k in range(n_jobs):
+        s = t0 + k * period_us
+        e = s + 2_000
+        lines.append(switch(1, s, "swapper/1", 0, "S", "xt-victim", 100))
+        if k % disturb_every == 0:
+            lines.append(switch(1, s + 500, "xt-victim", 100, "R", "timesyncd", 555))
+            lines.append(switch(1, s + 800, "timesyncd", 555, "S", "xt-victim", 100))
+            e += 300
+        lines.append(line("xt-victim", 100, 1, s + 1000, "irq_handler_entry", "irq=24 name=eth0"))
+        lines.append(line("xt-victim", 100, 1, s + 1020, "irq_handler_exit", "irq=24 ret=handled"))
+        lines.append(switch(1, e, "xt-victim", 100, "S", "swapper/1", 0))
+        jobs.append({"job": k, "cpu_start": 1, "start_ns": s * 1000, "end_ns": e * 1000, "release_ns": s * 1000,
+                     "exec_ns": (e - s) * 1000, "response_ns": (e - s) * 1000, "missed": False, "warmup": False})
+    return parse_lines(lines), pd.DataFrame(jobs)
+
+
+def test_planted_disturber_is_ranked_first_and_counted_per_job():
+    ev, jobs = synthetic()
+    metrics, culprits = per_job(ev, jobs, victim_pid=100, labels={555: "systemd-timesyncd"})
+    m = metrics.set_index("job")
+    assert m.loc[0, "trace_preemptions"] == 1 and m.loc[1, "trace_preemptions"] == 0
+    assert m.loc[0, "trace_runnable_ns"] == 300_000 and m.loc[0, "trace_other_ns"] == 300_000
+    assert (m.trace_irq_ns == 20_000).all()
+    top = rank(culprits)
+    assert top.iloc[0]["name"] == "systemd-timesyncd" and top.iloc[0]["jobs_hit"] == 4
+    assert top.iloc[0]["total_ns"] == 4 * 300_000
+    irq = top[top.kind == "irq"].iloc[0]
+    assert irq["name"] == "eth0" and irq["jobs_hit"] == 20
+    assert len(runnable_waits(ev, 100)) == 4
+    assert set(interrupts(ev).kind) == {"irq"}
+
+
+def test_perfetto_export_is_structurally_valid(tmp_path):
+    ev, jobs = synthetic()
+    path = perfetto.write(ev, jobs, {100: "victim", 555: "systemd-timesyncd"}, tmp_path / "t.json")
+    doc = json.loads(path.read_text())
+    events = doc["traceEvents"]
+    assert doc["displayTimeUnit"] == "ns"
+    for e in events:
+        assert e["ph"] in ("M", "X") and isinstance(e["pid"], int)
+        if e["ph"] == "X":
+            assert e["dur"] >= 0 and e["ts"] >= 0 and isinstance(e["name"], str) and "tid" in e
+    names = {e["args"]["name"] for e in events if e["ph"] == "M" and e["name"] == "process_name"}
+    assert {"CPU 1", "victim jobs", "victim", "systemd-timesyncd"} <= names
+    assert sum(1 for e in events if e.get("cat") == "job") == 20
+    assert any(e.get("cat") == "irq" and e["name"] == "irq: eth0" for e in events)
+
+
+def tracing_possible() -> bool:
+    return os.geteuid() == 0 and (Path("/sys/kernel/tracing").is_dir() or Path("/sys/kernel/debug/tracing").is_dir())
+
+
+def tracefs_state() -> str:
+    mounts = Path("/proc/mounts").read_text()
+    inst = Path("/sys/kernel/tracing/instances")
+    return mounts.count("tracefs") and str(sorted(p.name for p in inst.iterdir() if p.name.startswith("xtalk-"))) or "unmounted"
+
+
+@pytest.mark.skipif(not tracing_possible(), reason="needs root and tracefs")
+def test_live_capture_leaves_tracefs_as_found(agent, tmp_path, facts):
+    before = tracefs_state()
+    plan = small_plan(jobs=40, cpus=[facts.online_cpus[-1]])
+    plan["trace"] = {}
+    out = tmp_path / "exp" / "runs" / "r"
+    p = subprocess.run([agent, "run", write_plan(tmp_path, plan), "--out", out], capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
+    meta = json.loads((out / "run.json").read_text())
+    assert meta["trace"]["file"] == "trace.txt" and meta["trace"]["lost_events"] == 0
+    ev = parse_file(out / "trace.txt")
+    victim = meta["pids"]["victim"]
+    switches_in = ev[(ev.event == "sched_switch") & (ev.next_pid == victim)]
+    assert len(switches_in) >= 40, "the victim woke for every job"
+    from xtalk import store
+    jobs = store.open(tmp_path / "exp").jobs()
+    assert {"trace_preemptions", "trace_runnable_ns", "trace_irq_ns"} <= set(jobs.columns)
+    assert tracefs_state() == before, "tracefs mount and instances as found"
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root")
+def test_unknown_trace_event_is_refused(agent, tmp_path):
+    plan = small_plan()
+    plan["trace"] = {"events": ["sched:sched_switch", "sched:sched_teleport"]}
+    p = subprocess.run([agent, "check", write_plan(tmp_path, plan)], capture_output=True, text=True)
+    assert p.returncode == 2
+    assert "trace.events[1]" in p.stderr and "sched_teleport" in p.stderr and "sched" in p.stderr

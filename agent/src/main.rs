@@ -37,6 +37,18 @@ enum Cmd {
     Dump { jobs: PathBuf },
     /// Print this machine's environment as JSON.
     Sysinfo,
+    /// Measure the cost of every time source and counter read (back-to-back pairs) and
+    /// characterise the clocks; prints JSON.
+    Calibrate {
+        #[arg(long, default_value_t = 180_000)]
+        pairs: usize,
+        /// CPU to measure on (default: the last online CPU).
+        #[arg(long)]
+        cpu: Option<usize>,
+        /// Window for clock drift, ms.
+        #[arg(long, default_value_t = 1000)]
+        drift_ms: u64,
+    },
 }
 
 fn die(code: i32, msg: String) -> ! {
@@ -92,6 +104,17 @@ fn main() {
             };
             // A closed pipe (`| head`) is not an error worth a panic.
             let _ = out();
+        }
+        Cmd::Calibrate { pairs, cpu, drift_ms } => {
+            let online = observe::machine::online_cpus();
+            let cpu = cpu.unwrap_or(*online.last().unwrap_or(&0));
+            if !online.contains(&cpu) {
+                die(launch::EXIT_BAD_INPUT, format!("--cpu: CPU {cpu} does not exist or is offline; online: {}", observe::machine::cpu_list(&online)));
+            }
+            if pairs < 100 {
+                die(launch::EXIT_BAD_INPUT, "--pairs: at least 100".into());
+            }
+            println!("{}", serde_json::to_string(&observe::calibrate::run(pairs, cpu, drift_ms as i64 * 1_000_000, &online)).unwrap());
         }
         Cmd::Sysinfo => println!("{}", serde_json::to_string_pretty(&observe::env::collect()).unwrap()),
     }

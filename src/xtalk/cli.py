@@ -101,6 +101,31 @@ def sysinfo(as_json: bool = typer.Option(False, "--json", help="the agent's whol
         show(env, console)
 
 
+@command
+def calibrate(pairs: int = typer.Option(180_000, help="back-to-back pairs per instrument"),
+              cpu: Optional[int] = typer.Option(None, help="CPU to measure on (default: the last)"),
+              drift: str = typer.Option("1s", help="window for clock drift"),
+              results: Path = typer.Option(Path("results"), help="base directory for results"),
+              intrusiveness: bool = typer.Option(False, "--intrusiveness",
+                                                 help="also measure the victim with timestamps only, counters, trace"),
+              experiment: Path = typer.Option(Path(__file__).resolve().parents[2] / "examples" / "quickstart.toml",
+                                              help="victim for --intrusiveness"),
+              repetitions: int = typer.Option(3, min=1), jobs: int = typer.Option(300, min=10)):
+    """Cost of every time source and counter read, clock resolution, offsets and drift."""
+    from .calibrate import calibrate as run_calibration
+    from .config.units import duration_ns
+
+    try:
+        drift_ms = max(1, duration_ns(drift, "--drift") // 1_000_000)
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+    run_calibration(pairs, cpu, drift_ms, results, console)
+    if intrusiveness:
+        from .intrusiveness import run as run_intrusiveness
+
+        run_intrusiveness(experiment, repetitions, jobs, results, console)
+
+
 def _run_dir(run: Path) -> Path:
     if not (run / "run.json").exists():
         raise UsageError(f"{run}: not a run directory (no run.json); give RESULTS/runs/<run>")

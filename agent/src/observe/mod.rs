@@ -1,4 +1,5 @@
 //! What the agent sees of the machine and of each job: clocks, machine facts, environment.
+pub mod calibrate;
 pub mod capabilities;
 pub mod clock;
 pub mod env;

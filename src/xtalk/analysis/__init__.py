@@ -1,0 +1,31 @@
+"""Statistical analysis of xtalk job tables (SPEC §6, §8): pure functions over DataFrames.
+
+Modules: :mod:`.stats` (bootstrap CIs, slowdown, shift tests, A/A floor, histogram markers),
+:mod:`.pwcet` (MBPTA: i.i.d. checks, EVT fits, pWCET or refusal), :mod:`.wakeup` (rel(k),
+Δw(k), drift, period quantisation), :mod:`.spikes` (spike detection, periods, attribution),
+:mod:`.verdict` (deadline and serious misses, ε verdict).
+"""
+
+from .pwcet import PWCETRefused, PWCETResult, fit_gev, fit_gpd, iid_checks, pwcet
+from .spikes import Attribution, attribute_spikes, detect_spikes, spike_periods
+from .stats import (
+    BootstrapCI,
+    NoiseFloor,
+    ShiftTest,
+    aa_noise_floor,
+    bootstrap_ci,
+    markers,
+    ratio_ci,
+    shift_test,
+    slowdown,
+)
+from .verdict import EpsilonSpec, classify_misses, deadline_misses, epsilon_verdict, epsilon_verdicts
+from .wakeup import Drift, Quantisation, drift, period_quantisation, wakeup_series
+
+__all__ = [
+    "Attribution", "BootstrapCI", "Drift", "EpsilonSpec", "NoiseFloor", "PWCETRefused", "PWCETResult",
+    "Quantisation", "ShiftTest", "aa_noise_floor", "attribute_spikes", "bootstrap_ci", "classify_misses",
+    "deadline_misses", "detect_spikes", "drift", "epsilon_verdict", "epsilon_verdicts", "fit_gev", "fit_gpd",
+    "iid_checks", "markers", "period_quantisation", "pwcet", "ratio_ci", "shift_test", "slowdown",
+    "spike_periods", "wakeup_series",
+]

@@ -6,7 +6,9 @@ Modules: :mod:`.stats` (bootstrap CIs, slowdown, shift tests, A/A floor, histogr
 :mod:`.verdict` (deadline and serious misses, ε verdict).
 """
 
-from .pwcet import PWCETRefused, PWCETResult, fit_gev, fit_gpd, iid_checks, pwcet
+# The function pwcet.pwcet is deliberately not re-exported: it would shadow the submodule
+# (``from xtalk.analysis import pwcet`` must keep giving the module).
+from .pwcet import PWCETRefused, PWCETResult, fit_gev, fit_gpd, iid_checks
 from .spikes import Attribution, attribute_spikes, detect_spikes, spike_periods
 from .stats import (
     BootstrapCI,
@@ -26,6 +28,6 @@ __all__ = [
     "Attribution", "BootstrapCI", "Drift", "EpsilonSpec", "NoiseFloor", "PWCETRefused", "PWCETResult",
     "Quantisation", "ShiftTest", "aa_noise_floor", "attribute_spikes", "bootstrap_ci", "classify_misses",
     "deadline_misses", "detect_spikes", "drift", "epsilon_verdict", "epsilon_verdicts", "fit_gev", "fit_gpd",
-    "iid_checks", "markers", "period_quantisation", "pwcet", "ratio_ci", "shift_test", "slowdown",
+    "iid_checks", "markers", "period_quantisation", "ratio_ci", "shift_test", "slowdown",
     "spike_periods", "wakeup_series",
 ]

@@ -165,3 +165,12 @@ def test_markers_best_median_first_worst():
 def test_errors_name_the_field(call, field):
     with pytest.raises(ValueError, match=field):
         call()
+
+
+def test_per_step_reference_is_the_minimum_across_runs():
+    a = _jobs([100, 900, 100], run_id="a")
+    b = _jobs([800, 100, 120], run_id="b")
+    ref = S.per_step_reference(pd.concat([a, b]))
+    assert ref["min_ns"].tolist() == [100, 100, 100]
+    assert ref["max_ns"].tolist() == [800, 900, 120]
+    assert ref["n_runs"].tolist() == [2, 2, 2]

@@ -17,6 +17,7 @@ from .stats import (
     aa_noise_floor,
     bootstrap_ci,
     markers,
+    per_step_reference,
     ratio_ci,
     shift_test,
     slowdown,
@@ -28,6 +29,6 @@ __all__ = [
     "Attribution", "BootstrapCI", "Drift", "EpsilonSpec", "NoiseFloor", "PWCETRefused", "PWCETResult",
     "Quantisation", "ShiftTest", "aa_noise_floor", "attribute_spikes", "bootstrap_ci", "classify_misses",
     "deadline_misses", "detect_spikes", "drift", "epsilon_verdict", "epsilon_verdicts", "fit_gev", "fit_gpd",
-    "iid_checks", "markers", "period_quantisation", "ratio_ci", "shift_test", "slowdown",
+    "iid_checks", "markers", "per_step_reference", "period_quantisation", "ratio_ci", "shift_test", "slowdown",
     "spike_periods", "wakeup_series",
 ]

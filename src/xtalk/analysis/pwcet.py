@@ -380,6 +380,118 @@ def _bootstrap_quantiles(fit: EVTFit, probs: np.ndarray, n_boot: int, rng: np.ra
     return out
 
 
+# Profile likelihood (Coles 2001, §4.3.3): the quantile itself becomes a parameter, the
+# others are maximised out, and the CI is where the deviance stays below χ²₁(level). Unlike a
+# percentile bootstrap it is asymmetric where the likelihood is, which matters far in the
+# tail (a long upper side). Computed on standardised data; the deviance is affine-invariant.
+
+
+def _feasible(nll, params: list, data: np.ndarray, idx_logs: int) -> list:
+    """Raise log σ until the support covers the data (a wider scale always does)."""
+    p = list(params)
+    for _ in range(40):
+        if np.isfinite(nll(p, data)):
+            return p
+        p[idx_logs] += 0.5
+    return p
+
+
+def _root_side(g, q0: float, step: float, limit: float) -> float:
+    """First crossing of g from q0 in the direction of ``step``: expanding bracket, then brentq."""
+    a = q0
+    for _ in range(60):
+        b = a + step
+        if np.isfinite(limit) and (b - limit) * np.sign(step) >= 0:
+            b = limit - 1e-9 * np.sign(step) * max(1.0, abs(limit))
+            if g(b) <= 0:
+                return limit
+            return optimize.brentq(g, min(a, b), max(a, b), xtol=1e-6 * max(1.0, abs(q0)))
+        if g(b) > 0:
+            return optimize.brentq(g, min(a, b), max(a, b), xtol=1e-6 * max(1.0, abs(q0)))
+        a = b
+        step *= 1.6
+    return float(np.sign(step) * np.inf)
+
+
+def _profile_gev(maxima: np.ndarray, fit: EVTFit, probs: np.ndarray, crit: float) -> tuple[np.ndarray, np.ndarray]:
+    m, sd = float(maxima.mean()), float(maxima.std())
+    z = (maxima - m) / sd
+    mle = [fit.shape, (fit.loc - m) / sd, np.log(fit.scale / sd)]
+    nll_hat = _gev_nll(mle, z)
+    lo = np.full(probs.size, np.nan)
+    hi = np.full(probs.size, np.nan)
+    for i, p in enumerate(probs):
+        pb = -np.expm1(fit.block_size * np.log1p(-p))
+        yp = -np.log1p(-pb)
+
+        def h(xi: float) -> float:
+            return -np.log(yp) if abs(xi) < 1e-7 else (yp ** (-xi) - 1.0) / xi
+
+        def full(params, data, zp):
+            xi, logs = params
+            return _gev_nll([xi, zp - np.exp(logs) * h(xi), logs], data)
+
+        last = [mle[0], mle[2]]
+
+        def prof(zp: float) -> float:
+            best = None
+            for start in (last, [mle[0], mle[2]], [0.0, mle[2]]):
+                st0 = _feasible(lambda q, d: full(q, d, zp), start, z, 1)
+                r = optimize.minimize(full, st0, args=(z, zp), method="Nelder-Mead",
+                                      options={"xatol": 1e-5, "fatol": 1e-7, "maxiter": 1500})
+                if np.isfinite(r.fun) and (best is None or r.fun < best.fun):
+                    best = r
+            if best is None:
+                return np.inf
+            last[:] = list(best.x)
+            return float(best.fun)
+
+        zq = (float(fit.quantile(p)) - m) / sd
+        g = lambda q: 2.0 * (prof(q) - nll_hat) - crit
+        if not g(zq) < 0:
+            continue
+        step = 0.25 * max(1.0, abs(zq - mle[1]))
+        lo[i] = m + sd * _root_side(g, zq, -step, -np.inf)
+        last[:] = [mle[0], mle[2]]
+        hi[i] = m + sd * _root_side(g, zq, step, np.inf)
+    return lo, hi
+
+
+def _profile_gpd(excess: np.ndarray, fit: EVTFit, probs: np.ndarray, crit: float) -> tuple[np.ndarray, np.ndarray]:
+    sc = float(excess.mean())
+    y = excess / sc
+    nll_hat = _gpd_nll([fit.shape, np.log(fit.scale / sc)], y)
+    grid = np.linspace(-0.9, 2.0, 30)
+    lo = np.full(probs.size, np.nan)
+    hi = np.full(probs.size, np.nan)
+    for i, p in enumerate(probs):
+        r = p / fit.zeta
+        if r >= 1.0:
+            continue
+
+        def prof(q: float) -> float:
+            def f(xi: float) -> float:
+                sig = q / -np.log(r) if abs(xi) < 1e-7 else q * xi / (r ** (-xi) - 1.0)
+                return _gpd_nll([xi, np.log(sig)], y) if sig > 0 else np.inf
+
+            vals = np.array([f(x) for x in grid])
+            if not np.isfinite(vals).any():
+                return np.inf
+            j = int(np.nanargmin(vals))
+            res = optimize.minimize_scalar(f, bounds=(grid[max(j - 1, 0)], grid[min(j + 1, grid.size - 1)]),
+                                           method="bounded", options={"xatol": 1e-6})
+            return float(min(res.fun, vals[j]))
+
+        qh = (float(fit.quantile(p)) - fit.loc) / sc
+        g = lambda q: 2.0 * (prof(q) - nll_hat) - crit
+        if not g(qh) < 0:
+            continue
+        step = 0.25 * qh
+        lo[i] = fit.loc + sc * _root_side(g, qh, -step, 0.0)
+        hi[i] = fit.loc + sc * _root_side(g, qh, step, np.inf)
+    return lo, hi
+
+
 def pwcet(
     x,
     *,
@@ -387,8 +499,10 @@ def pwcet(
     probabilities: Sequence[float] = DEFAULT_PROBABILITIES,
     alpha: float = 0.05,
     level: float = 0.95,
+    ci: str = "profile",
     n_boot: int = 200,
     min_samples: int = 300,
+    min_exceedances: int = 50,
     block_size: int | None = None,
     threshold: float | None = None,
     lags: int | None = None,
@@ -399,11 +513,16 @@ def pwcet(
 
     ``x``: execution (or response) times in time order, or a job table (``column`` used,
     warm-up dropped). ``method``: 'gpd' (peaks over threshold) or 'gev' (block maxima).
-    ``probabilities``: per-job exceedance probabilities. Bounds: percentile interval of
-    ``n_boot`` parametric-bootstrap refits at confidence ``level``.
+    ``probabilities``: per-job exceedance probabilities. Bounds at confidence ``level``:
+    ``ci='profile'`` (default) profile-likelihood interval of each quantile (an upper bound
+    of inf means the data cannot bound it), or ``ci='bootstrap'``: percentile interval of
+    ``n_boot`` parametric-bootstrap refits. With GPD, probabilities
+    above the exceedance rate of the threshold are outside the tail model and give NaN.
     """
     if method not in ("gpd", "gev"):
         raise ValueError(f"method: must be 'gpd' or 'gev', got {method!r}")
+    if ci not in ("profile", "bootstrap"):
+        raise ValueError(f"ci: must be 'profile' or 'bootstrap', got {ci!r}")
     probs = np.asarray(probabilities, dtype=float)
     if np.any((probs <= 0) | (probs >= 1)):
         raise ValueError("probabilities: must lie in (0, 1)")
@@ -421,23 +540,34 @@ def pwcet(
         if method == "gev":
             fit = fit_gev(v, block_size)
         else:
-            fit, scan = fit_gpd(v, threshold, alpha=alpha)
+            fit, scan = fit_gpd(v, threshold, alpha=alpha, min_exceedances=min_exceedances)
     except ValueError as exc:
         return PWCETResult(f"fit: {exc}", method, v.size, iid)
     if fit is None:
         if scan is None or scan.empty:
-            reason = "threshold: no candidate threshold leaves enough distinct exceedances"
+            reason = f"threshold: no candidate threshold leaves {min_exceedances} distinct exceedances"
         else:
             reason = f"gof_ks: no threshold passes, best p={float(scan['ks_p'].max()):.3g} < {alpha}"
         return PWCETResult(reason, method, v.size, iid, thresholds=scan)
     if not fit.ks_p >= alpha:
         return PWCETResult(f"gof_ks p={fit.ks_p:.3g} < {alpha}", method, v.size, iid, fit, scan)
-    rng = seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
-    boot = _bootstrap_quantiles(fit, probs, n_boot, rng)
-    a = (1.0 - level) / 2.0
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN columns (p above GPD zeta)
-        lo = np.nanquantile(boot, a, axis=0)
-        hi = np.nanquantile(boot, 1.0 - a, axis=0)
+    if ci == "profile":
+        crit = float(stats.chi2.ppf(level, 1))
+        with warnings.catch_warnings(), np.errstate(all="ignore"):
+            warnings.simplefilter("ignore", RuntimeWarning)
+            if method == "gev":
+                nb = v.size // fit.block_size
+                maxima = v[: nb * fit.block_size].reshape(nb, fit.block_size).max(axis=1)
+                lo, hi = _profile_gev(maxima, fit, probs, crit)
+            else:
+                lo, hi = _profile_gpd(v[v > fit.loc] - fit.loc, fit, probs, crit)
+    else:
+        rng = seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
+        boot = _bootstrap_quantiles(fit, probs, n_boot, rng)
+        a = (1.0 - level) / 2.0
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN columns (p above GPD zeta)
+            lo = np.nanquantile(boot, a, axis=0)
+            hi = np.nanquantile(boot, 1.0 - a, axis=0)
     table = pd.DataFrame({"exceedance": probs, "pwcet": fit.quantile(probs), "ci_low": lo, "ci_high": hi})
     return PWCETResult(None, method, v.size, iid, fit, scan, table, level)

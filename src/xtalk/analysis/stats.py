@@ -196,7 +196,9 @@ def _interval(draws: np.ndarray, est: float, level: float, method: str, accel: f
         if 0.0 < p0 < 1.0:
             z0 = special.ndtri(p0)
             z = special.ndtri(np.array([alpha, 1.0 - alpha]))
-            adj = special.ndtr(z0 + (z0 + z) / (1.0 - accel * (z0 + z)))
+            den = 1.0 - accel * (z0 + z)
+            # den ≤ 0 happens only for absurd accelerations; BCa is then undefined.
+            adj = special.ndtr(z0 + (z0 + z) / den) if np.all(den > 0) else np.array([np.nan])
             if np.all(np.isfinite(adj)):
                 lo, hi = np.quantile(draws, adj)
                 return float(lo), float(hi), "bca"
@@ -516,3 +518,22 @@ def markers(
         )
         rows.append(row)
     return pd.DataFrame(rows)
+
+
+def per_step_reference(
+    jobs: pd.DataFrame, *, column: str = "exec_ns", by: Sequence[str] = ("run_id",)
+) -> pd.DataFrame:
+    """Per job index across runs: min (the reference curve), median, max and run count.
+
+    Seed 000 §5.3.2 (Fig. 5.16) takes "the minimum execution time at each step" over several
+    executions as the best approximation of the undisturbed curve: sporadic and periodic OS
+    peaks do not hit the same step in every run, so the minimum filters them out.
+    """
+    for col in (column, "job"):
+        if col not in jobs.columns:
+            raise ValueError(f"column: {col!r} not in job table")
+    runs = [b for b in by if b in jobs.columns]
+    g = jobs.groupby("job", sort=True)[column]
+    out = g.agg(["min", "median", "max"]).rename(columns=lambda c: f"{c}_ns")
+    out["n_runs"] = jobs.groupby("job")[runs[0]].nunique() if runs else g.size()
+    return out.reset_index()

@@ -1,7 +1,8 @@
 """Measurement-based probabilistic timing analysis (MBPTA): i.i.d. checks, EVT fits, pWCET.
 
 SPEC §8: "Probabilistic WCET (extreme-value theory, with the i.i.d. checks MBPTA requires)".
-None of the seeds did this; they report observed maxima only (seed 000 ch. 6, seed 004 §V).
+The seeds report observed maxima only (seed 000 ch. 6, seed 004 §V); seed 000 §3 only cites
+measurement-based probabilistic timing analysis as related work.
 
 Pipeline of :func:`pwcet`:
 
@@ -11,14 +12,14 @@ Pipeline of :func:`pwcet`:
    above/below the median (randomness of the order).
 2. An extreme-value fit: GEV on block maxima (:func:`fit_gev`) or a generalized Pareto
    distribution over a threshold chosen by goodness of fit (:func:`fit_gpd`).
-3. pWCET at per-job exceedance probabilities 1e-3 … 1e-12 with parametric-bootstrap
-   confidence bounds.
+3. pWCET at per-job exceedance probabilities 1e-3 … 1e-12 with confidence bounds from the
+   profile likelihood (default) or a parametric bootstrap.
 
 Refusal rules (the result's ``refused`` field names the test and its p-value, and the table
 stays empty): fewer than ``min_samples`` values; any i.i.d. test with p < ``alpha``/3
-(Bonferroni over the three tests); the
-EVT fit failing its KS goodness-of-fit test (p < ``alpha``) or, for GPD, no candidate
-threshold passing it; too few block maxima / exceedances to fit.
+(Bonferroni over the three tests); the EVT fit failing its KS goodness-of-fit test
+(p < ``alpha``) or, for GPD, no candidate threshold passing it; too few block maxima
+(< 20) or exceedances (< ``min_exceedances``) to fit.
 
 Conventions: ``shape`` ξ is the EVT shape (ξ > 0 heavy tail, ξ = 0 Gumbel/exponential,
 ξ < 0 bounded). scipy's ``genextreme`` uses c = −ξ, ``genpareto`` uses c = ξ.
@@ -190,6 +191,8 @@ _EULER = 0.5772156649015329
 def _gev_nll(params: np.ndarray, z: np.ndarray) -> float:
     """GEV negative log-likelihood in (ξ, μ, log σ) on standardised data."""
     xi, mu, logs = params
+    if xi <= -1.0:  # the likelihood is unbounded there (Smith 1985): not a valid fit
+        return np.inf
     y = (z - mu) / np.exp(logs)
     n = z.size
     if abs(xi) < 1e-7:  # Gumbel limit
@@ -204,6 +207,8 @@ def _gev_nll(params: np.ndarray, z: np.ndarray) -> float:
 def _gpd_nll(params: np.ndarray, y: np.ndarray) -> float:
     """GPD negative log-likelihood in (ξ, log σ) on scaled excesses."""
     xi, logs = params
+    if xi <= -1.0:  # unbounded likelihood, as for the GEV
+        return np.inf
     u = y / np.exp(logs)
     n = y.size
     if abs(xi) < 1e-7:  # exponential limit

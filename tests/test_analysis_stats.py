@@ -174,3 +174,38 @@ def test_per_step_reference_is_the_minimum_across_runs():
     assert ref["min_ns"].tolist() == [100, 100, 100]
     assert ref["max_ns"].tolist() == [800, 900, 120]
     assert ref["n_runs"].tolist() == [2, 2, 2]
+
+
+def _runs_with_offsets(rng, n_runs=10, n_jobs=200):
+    # Each run has its own level (placement, boot...): 5 % between runs, 1 % within.
+    off = rng.normal(0.0, 0.05, n_runs)
+    v = np.concatenate([1e6 * (1 + o) * (1 + rng.normal(0.0, 0.01, n_jobs)) for o in off])
+    return v, np.repeat(np.arange(n_runs), n_jobs)
+
+
+def test_cluster_bootstrap_keeps_between_run_variance():
+    # Same-distribution A/A pairs: resampling runs covers 1, pooling jobs mostly does not.
+    rng = np.random.default_rng(7)
+    cluster_hits = pooled_hits = 0
+    for _ in range(30):
+        a, ga = _runs_with_offsets(rng)
+        b, gb = _runs_with_offsets(rng)
+        ci = S.cluster_ratio_ci(a, ga, b, gb, n_boot=400, seed=rng)
+        assert ci.method == "cluster-percentile"
+        cluster_hits += ci.contains(1.0)
+        pooled_hits += S.ratio_ci(a, b, n_boot=1000, seed=rng).contains(1.0)
+    assert cluster_hits >= 26, cluster_hits
+    assert pooled_hits <= 15, pooled_hits
+
+
+def test_slowdown_with_cluster_column_and_too_few_runs():
+    rng = np.random.default_rng(8)
+    a, ga = _runs_with_offsets(rng, n_runs=6, n_jobs=50)
+    b, gb = _runs_with_offsets(rng, n_runs=6, n_jobs=50)
+    solo = pd.DataFrame({"run_id": gb, "job": np.tile(np.arange(50), 6), "exec_ns": b})
+    scen = pd.DataFrame({"run_id": ga, "job": np.tile(np.arange(50), 6), "exec_ns": 1.5 * a})
+    t = S.slowdown(solo, scen, statistics=("median",), cluster="run_id", n_boot=300, seed=1)
+    assert t["method"].iloc[0] == "cluster-percentile"
+    assert t["ci_low"].iloc[0] < 1.5 * np.median(a) / np.median(b) < t["ci_high"].iloc[0]
+    with pytest.raises(ValueError, match="scenario_groups"):
+        S.cluster_ratio_ci(a[:100], ga[:100], b, gb)

@@ -314,13 +314,76 @@ def ratio_ci(
     return BootstrapCI(_stat_name(statistic), est, lo, hi, level, used, n_boot, (a.size, b.size))
 
 
-def _column(jobs: pd.DataFrame, column: str, include_warmup: bool) -> np.ndarray:
+def _cluster_draws(x: np.ndarray, groups, statistic: Statistic, n_boot: int, rng) -> tuple[float, np.ndarray, int]:
+    """Bootstrap draws of ``statistic`` resampling whole clusters (runs) with replacement."""
+    codes, uniq = pd.factorize(np.asarray(groups))
+    n_groups = len(uniq)
+    members = [np.flatnonzero(codes == g) for g in range(n_groups)]
+    q = _quantile_level(statistic)
+
+    def value(v: np.ndarray) -> float:
+        if q is not None:
+            return float(np.quantile(v, q))
+        if statistic == "mean":
+            return float(v.mean())
+        return float(statistic(v, axis=-1))
+
+    out = np.empty(n_boot)
+    for b in range(n_boot):
+        pick = rng.integers(0, n_groups, size=n_groups)
+        out[b] = value(x[np.concatenate([members[g] for g in pick])])
+    return value(x), out, n_groups
+
+
+def cluster_ratio_ci(
+    scenario,
+    scenario_groups,
+    solo,
+    solo_groups,
+    statistic: Statistic = "median",
+    *,
+    level: float = 0.95,
+    n_boot: int = 1000,
+    min_clusters: int = 5,
+    seed: SeedLike = None,
+) -> BootstrapCI:
+    """CI of stat(scenario)/stat(solo) resampling whole runs (cluster bootstrap, percentile).
+
+    Jobs of one run share that run's conditions (placement, boot, background load), so they
+    are not independent across runs; pooling them makes the job-level bootstrap too narrow
+    when runs differ. Resampling runs (Davison & Hinkley 1997, §3.8) keeps the between-run
+    variance — the reason seed 000 §8.2 found "50 repetitions are not enough". Each sample
+    needs at least ``min_clusters`` runs.
+    """
+    _check_args(level, n_boot, "percentile")
+    a = np.asarray(scenario, dtype=float)
+    b = np.asarray(solo, dtype=float)
+    ga, gb = np.asarray(scenario_groups), np.asarray(solo_groups)
+    if a.shape != ga.shape or b.shape != gb.shape:
+        raise ValueError("scenario_groups / solo_groups: one group label per value")
+    for name, g in (("scenario_groups", ga), ("solo_groups", gb)):
+        k = len(pd.unique(g))
+        if k < min_clusters:
+            raise ValueError(f"{name}: {k} runs, need at least {min_clusters} for a cluster bootstrap")
+    rng = _rng(seed)
+    est_a, d_a, _ = _cluster_draws(a, ga, statistic, n_boot, rng)
+    est_b, d_b, _ = _cluster_draws(b, gb, statistic, n_boot, rng)
+    if est_b == 0:
+        raise ValueError("solo: statistic is 0, the ratio is undefined")
+    with np.errstate(divide="ignore", invalid="ignore"):
+        draws = d_a / d_b
+    lo, hi, used = _interval(draws, est_a / est_b, level, "percentile", 0.0)
+    return BootstrapCI(_stat_name(statistic), est_a / est_b, lo, hi, level, "cluster-" + used, n_boot,
+                       (a.size, b.size))
+
+
+def _column(jobs: pd.DataFrame, column: str, include_warmup: bool, numeric: bool = True) -> np.ndarray:
     if column not in jobs.columns:
         raise ValueError(f"column: {column!r} not in job table (have {list(jobs.columns)})")
     df = jobs
     if not include_warmup and "warmup" in df.columns:
         df = df[~df["warmup"].astype(bool)]
-    return df[column].to_numpy(dtype=float)
+    return df[column].to_numpy(dtype=float) if numeric else df[column].to_numpy()
 
 
 def slowdown(
@@ -333,18 +396,28 @@ def slowdown(
     n_boot: int = 4000,
     method: str = "bca",
     include_warmup: bool = False,
+    cluster: str | None = None,
     seed: SeedLike = None,
 ) -> pd.DataFrame:
     """Slowdown table, one row per statistic: solo value, scenario value, ratio and its CI.
 
-    Warm-up jobs are excluded unless ``include_warmup``. Jobs of all repetitions are pooled.
+    Warm-up jobs are excluded unless ``include_warmup``. By default the jobs of all runs are
+    pooled and resampled individually; with ``cluster`` (a column such as 'run_id' or
+    'repetition') whole runs are resampled instead (:func:`cluster_ratio_ci`), which is the
+    honest choice when runs differ from each other.
     """
     a = _column(scenario, column, include_warmup)
     b = _column(solo, column, include_warmup)
+    if cluster is not None:
+        ga = _column(scenario, cluster, include_warmup, numeric=False)
+        gb = _column(solo, cluster, include_warmup, numeric=False)
     rng = _rng(seed)
     rows = []
     for st in statistics:
-        ci = ratio_ci(a, b, st, level=level, n_boot=n_boot, method=method, seed=rng)
+        if cluster is None:
+            ci = ratio_ci(a, b, st, level=level, n_boot=n_boot, method=method, seed=rng)
+        else:
+            ci = cluster_ratio_ci(a, ga, b, gb, st, level=level, n_boot=min(n_boot, 1000), seed=rng)
         rows.append(
             {
                 "column": column,

@@ -1,6 +1,6 @@
 """Execution-time spikes: detection, period estimation and attribution to culprits.
 
-Seed 000 §5.3.2 (= seed 002 §III-B): a solo AOCS task showed periodic execution-time peaks,
+Seed 000 §5.3.2 (= seed 002 §VI-B): a solo AOCS task showed periodic execution-time peaks,
 "20 peaks in 625 seconds" whatever the task period (so the period is in time, not in steps),
 of two kinds: "exactly 9 small peaks between two big peaks". A kernel trace (LTTng,
 ``sched_switch`` only) showed systemd-timesyncd (small peaks) and ntpd (big peaks) running

@@ -1,9 +1,10 @@
 """Bootstrap confidence intervals, slowdown ratios, distribution-shift tests, A/A noise floor.
 
 SPEC §8 asks for "statistics fit for noisy machines: interleaved scenarios, confidence
-intervals, A/A checks"; seed 000 §8.2 found that "50 repetitions are not enough" when only
-means are compared. Every estimate here therefore comes with an interval, and every
-comparison with an effect size, not only a p-value.
+intervals, A/A checks"; seed 000 §8.2 judged its 50 repetitions per experiment "not enough
+to have satisfactory distribution" while reporting means over steps and repetitions. Every
+estimate here therefore comes with an interval, and every comparison with an effect size,
+not only a p-value.
 
 Speed: quantile statistics (median, pNN, max, min) are bootstrapped *without* resampling the
 data. The k-th order statistic of a bootstrap resample of sorted data x is x[ceil(n·U_(k)) − 1]
@@ -352,8 +353,8 @@ def cluster_ratio_ci(
     Jobs of one run share that run's conditions (placement, boot, background load), so they
     are not independent across runs; pooling them makes the job-level bootstrap too narrow
     when runs differ. Resampling runs (Davison & Hinkley 1997, §3.8) keeps the between-run
-    variance — the reason seed 000 §8.2 found "50 repetitions are not enough". Each sample
-    needs at least ``min_clusters`` runs.
+    variance, which is what decides how many repetitions are enough (seed 000 §8.2 found 50
+    too few). Each sample needs at least ``min_clusters`` runs.
     """
     _check_args(level, n_boot, "percentile")
     a = np.asarray(scenario, dtype=float)
@@ -564,7 +565,7 @@ def aa_noise_floor(
 def markers(
     jobs: pd.DataFrame, *, column: str = "exec_ns", by: Sequence[str] = ("run_id",)
 ) -> pd.DataFrame:
-    """Histogram markers of seed 004 §V: best, median, first iteration and worst, per group.
+    """Histogram markers of seed 004 §VIII (SPEC §6 cites it as §V): best, median, first, worst.
 
     ``first`` is the lowest job index of the group, warm-up included on purpose: the first
     iteration "frequently behave[s] quite differently" and that is what the marker shows.

@@ -1,6 +1,6 @@
 """Wake-up series of a periodic victim: rel(k), Δw(k), drift and period quantisation.
 
-Seed 002 §III-C (= seed 000 §5.3.3) measured the wake-up date w(k) of a 125 ms task with
+Seed 002 §VI-C (= seed 000 §5.3.3) measured the wake-up date w(k) of a 125 ms task with
 CLOCK_MONOTONIC and plotted
   - the relative wake-up  rel(k) = w(k) − w(0) − k·P   (Fig. 10: a linear drift, 40 µs early
     after 15 000 steps), and
@@ -47,7 +47,7 @@ def _period(g: pd.DataFrame, period_ns: int | None) -> int:
 def wakeup_series(
     jobs: pd.DataFrame, *, period_ns: int | None = None, include_warmup: bool = True
 ) -> pd.DataFrame:
-    """Per job: k, rel_ns = rel(k), dw_ns = Δw(k), interval_ns = w(k) − w(k−1) (seed 002 §III-C).
+    """Per job: k, rel_ns = rel(k), dw_ns = Δw(k), interval_ns = w(k) − w(k−1) (seed 002 §VI-C).
 
     k counts from the first job of each run (w(0) is the reference). Integer arithmetic on
     int64 keeps nanosecond exactness over long runs. When job indices have gaps (a lost

@@ -1,8 +1,8 @@
 """Measurement-based probabilistic timing analysis (MBPTA): i.i.d. checks, EVT fits, pWCET.
 
 SPEC §8: "Probabilistic WCET (extreme-value theory, with the i.i.d. checks MBPTA requires)".
-The seeds report observed maxima only (seed 000 ch. 6, seed 004 §VIII); seed 000 §3.1.3 only cites
-measurement-based probabilistic timing analysis as related work.
+The seeds report observed maxima only (seed 000 ch. 6, seed 004 §VIII); seed 000 §3.1.3
+only cites measurement-based probabilistic timing analysis as related work.
 
 Pipeline of :func:`pwcet`:
 

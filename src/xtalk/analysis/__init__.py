@@ -1,1 +1,61 @@
-"""Analysis of job tables: slowdown and confidence intervals."""
+"""Statistical analysis of xtalk job tables (SPEC §6, §8): pure functions over DataFrames.
+
+Modules: :mod:`.stats` (bootstrap CIs, slowdown, shift tests, A/A floor, histogram markers),
+:mod:`.pwcet` (MBPTA: i.i.d. checks, EVT fits, pWCET or refusal), :mod:`.wakeup` (rel(k),
+Δw(k), drift, period quantisation), :mod:`.spikes` (spike detection, periods, attribution),
+:mod:`.verdict` (deadline and serious misses, ε verdict), :mod:`.slowdown` (the summary
+table's slowdown CIs: runs then jobs resampled, widened for few runs; what `xtalk run` prints).
+"""
+
+# The function pwcet.pwcet is deliberately not re-exported: it would shadow the submodule
+# (``from xtalk.analysis import pwcet`` must keep giving the module).
+from .pwcet import PWCETRefused, PWCETResult, fit_gev, fit_gpd, iid_checks
+from .spikes import Attribution, attribute_spikes, detect_spikes, spike_periods
+from .stats import (
+    BootstrapCI,
+    NoiseFloor,
+    ShiftTest,
+    aa_noise_floor,
+    bootstrap_ci,
+    cluster_ratio_ci,
+    markers,
+    per_step_reference,
+    ratio_ci,
+    shift_test,
+    slowdown,
+)
+from .verdict import EpsilonSpec, classify_misses, deadline_misses, epsilon_verdict, epsilon_verdicts
+from .wakeup import Drift, Quantisation, drift, period_quantisation, wakeup_series
+
+__all__ = [
+    "Attribution",
+    "BootstrapCI",
+    "Drift",
+    "EpsilonSpec",
+    "NoiseFloor",
+    "PWCETRefused",
+    "PWCETResult",
+    "Quantisation",
+    "ShiftTest",
+    "aa_noise_floor",
+    "attribute_spikes",
+    "bootstrap_ci",
+    "classify_misses",
+    "cluster_ratio_ci",
+    "deadline_misses",
+    "detect_spikes",
+    "drift",
+    "epsilon_verdict",
+    "epsilon_verdicts",
+    "fit_gev",
+    "fit_gpd",
+    "iid_checks",
+    "markers",
+    "per_step_reference",
+    "period_quantisation",
+    "ratio_ci",
+    "shift_test",
+    "slowdown",
+    "spike_periods",
+    "wakeup_series",
+]

@@ -9,6 +9,9 @@ Resampling k runs underestimates the between-run variance by the factor (k - 1)/
 matters at the handful of repetitions an experiment has (3 by default): the interval is
 widened about the point estimate, on the log scale, by sqrt(k/(k - 1)). The A/A test
 (tests/test_aa.py) checks the resulting coverage on this machine.
+
+`stats.ratio_ci` is the job-level (i.i.d.) counterpart and `stats.cluster_ratio_ci` the
+percentile cluster bootstrap for experiments with many runs (five or more).
 """
 
 from __future__ import annotations

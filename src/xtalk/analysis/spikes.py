@@ -1,0 +1,409 @@
+"""Execution-time spikes: detection, period estimation and attribution to culprits.
+
+Seed 000 §5.3.2 (= seed 002 §VI-B): a solo AOCS task showed periodic execution-time peaks,
+"20 peaks in 625 seconds" whatever the task period (so the period is in time, not in steps),
+of two kinds: "exactly 9 small peaks between two big peaks". A kernel trace (LTTng,
+``sched_switch`` only) showed systemd-timesyncd (small peaks) and ntpd (big peaks) running
+around the peaks. SPEC §8 asks to automate that: find the spikes, their period(s), and rank
+the processes / IRQs that overlap them against what overlaps ordinary jobs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+
+_MAD_TO_SD = 1.4826  # MAD of a normal sample × 1.4826 = its standard deviation
+
+
+# --------------------------------------------------------------------------- detection
+
+
+def robust_threshold(values, k: float = 5.0) -> tuple[float, float, float]:
+    """(median, scale, threshold = median + k·scale) with scale = 1.4826·MAD.
+
+    When more than half the values are identical the MAD is 0 (common with coarse clocks);
+    the scale then falls back to 1.2533 × mean absolute deviation from the median (the
+    normal-consistent factor), and to 0 — no spike possible — when all values are equal.
+    """
+    v = np.asarray(values, dtype=float)
+    v = v[np.isfinite(v)]
+    if v.size == 0:
+        raise ValueError("values: no finite value")
+    med = float(np.median(v))
+    dev = np.abs(v - med)
+    scale = _MAD_TO_SD * float(np.median(dev))
+    if scale == 0.0:
+        scale = 1.2533 * float(dev.mean())
+    return med, scale, med + k * scale
+
+
+def detect_spikes(
+    jobs: pd.DataFrame,
+    *,
+    column: str = "exec_ns",
+    k: float = 5.0,
+    by: Sequence[str] = ("run_id",),
+    include_warmup: bool = False,
+) -> pd.DataFrame:
+    """Flag jobs whose ``column`` exceeds median + k·1.4826·MAD of their group (run).
+
+    Returns the job rows (warm-up dropped unless ``include_warmup``) with added columns
+    ``baseline`` (median), ``scale``, ``threshold``, ``excess`` (value − median) and
+    ``is_spike``. A robust threshold is used because the spikes themselves would inflate a
+    mean + k·sd threshold. ``k`` = 5 keeps false alarms below 1e-6 per job for normal noise.
+    """
+    if column not in jobs.columns:
+        raise ValueError(f"column: {column!r} not in job table")
+    if k <= 0:
+        raise ValueError(f"k: must be positive, got {k}")
+    df = jobs
+    if not include_warmup and "warmup" in df.columns:
+        df = df[~df["warmup"].astype(bool)]
+    keys = [b for b in by if b in df.columns]
+    parts = []
+    for _, g in (df.groupby(keys, sort=True) if keys else [((), df)]):
+        g = g.sort_values("job") if "job" in g.columns else g.copy()
+        med, scale, thr = robust_threshold(g[column], k)
+        g = g.assign(baseline=med, scale=scale, threshold=thr, excess=g[column].astype(float) - med)
+        g["is_spike"] = (g[column].astype(float) > thr) & (scale > 0)
+        parts.append(g)
+    if not parts:
+        return df.assign(baseline=np.nan, scale=np.nan, threshold=np.nan, excess=np.nan, is_spike=False)
+    return pd.concat(parts, ignore_index=True)
+
+
+# --------------------------------------------------------------------------- periods
+
+
+def event_period(times, *, tol: float = 0.1, min_regular: float = 0.8, max_divisor: int = 4) -> tuple[float, float]:
+    """(period, regularity) of event times that recur at multiples of one period.
+
+    Missed events make some intervals 2T, 3T…, so candidates median(ISI)/j for
+    j = 1…``max_divisor`` are tried; the largest T whose multiples hold at least
+    ``min_regular`` of the inter-event intervals (within ``tol``·T) wins, and T is then
+    refined by least squares on t_i ≈ t_0 + n_i·T. ``regularity`` is that fraction.
+    Returns (nan, 0) with fewer than 3 events or no regular candidate.
+    """
+    t = np.sort(np.asarray(times, dtype=float))
+    if t.size < 3:
+        return float("nan"), 0.0
+    d = np.diff(t)
+    d = d[d > 0]
+    if d.size < 2:
+        return float("nan"), 0.0
+    med = float(np.median(d))
+    best = (float("nan"), 0.0)
+    for j in range(1, max_divisor + 1):
+        cand = med / j
+        m = d / cand
+        frac = float(np.mean(np.abs(m - np.round(m)) <= tol))
+        if frac >= min_regular and np.all(np.round(m) >= 1):
+            best = (cand, frac)
+            break
+        if frac > best[1]:
+            best = (float("nan"), frac)
+    if not np.isfinite(best[0]):
+        return float("nan"), best[1]
+    cand = best[0]
+    n = np.round((t - t[0]) / cand)
+    on = np.abs((t - t[0]) / cand - n) <= tol
+    if np.unique(n[on]).size >= 2:
+        slope = np.polyfit(n[on], t[on], 1)[0]
+        cand = float(slope)
+    return cand, best[1]
+
+
+def indicator_period(indicator, *, min_cycles: float = 2.0, rel_power: float = 0.5) -> float:
+    """Period (in samples) of a 0/1 spike indicator from its periodogram.
+
+    A narrow pulse train has nearly equal power at its fundamental and all harmonics, so the
+    *lowest* frequency whose power is ≥ ``rel_power`` × the maximum is taken, not the maximum.
+    Frequencies with fewer than ``min_cycles`` cycles in the series are ignored.
+    """
+    x = np.asarray(indicator, dtype=float)
+    n = x.size
+    if n < 8 or x.sum() < 2:
+        return float("nan")
+    p = np.abs(np.fft.rfft(x - x.mean())) ** 2
+    f = np.fft.rfftfreq(n)
+    ok = f >= min_cycles / n
+    if not ok.any() or p[ok].max() <= 0:
+        return float("nan")
+    fi = np.flatnonzero(ok)
+    pk = fi[np.argmax(p[fi] >= rel_power * p[fi].max())]
+    # Parabolic interpolation of the peak on the log power for sub-bin accuracy.
+    if 0 < pk < p.size - 1 and p[pk - 1] > 0 and p[pk + 1] > 0 and p[pk] > 0:
+        a, b, c = np.log(p[pk - 1]), np.log(p[pk]), np.log(p[pk + 1])
+        den = a - 2 * b + c
+        shift = 0.5 * (a - c) / den if den != 0 else 0.0
+        freq = (pk + float(np.clip(shift, -0.5, 0.5))) / n
+    else:
+        freq = f[pk]
+    return float(1.0 / freq)
+
+
+def split_big_small(excess, *, min_ratio: float = 1.5, min_count: int = 2) -> np.ndarray:
+    """Boolean mask of "big" spikes: above the widest gap of the sorted log-amplitudes.
+
+    The split is kept only if that gap is a ratio ≥ ``min_ratio`` and both sides have
+    ≥ ``min_count`` spikes; otherwise all spikes are one class (mask all False).
+    """
+    a = np.asarray(excess, dtype=float)
+    big = np.zeros(a.size, dtype=bool)
+    pos = a > 0
+    if pos.sum() < 2 * min_count:
+        return big
+    la = np.sort(np.log(a[pos]))
+    gaps = np.diff(la)
+    # Only gaps that leave min_count on each side are eligible.
+    gaps[: min_count - 1] = -np.inf
+    if min_count > 1:
+        gaps[-(min_count - 1):] = -np.inf
+    i = int(np.argmax(gaps))
+    if not np.isfinite(gaps[i]) or gaps[i] < np.log(min_ratio):
+        return big
+    cut = np.exp(0.5 * (la[i] + la[i + 1]))
+    return a > cut
+
+
+def spike_periods(
+    spikes: pd.DataFrame,
+    *,
+    time_column: str = "release_ns",
+    by: Sequence[str] = ("run_id",),
+    tol: float = 0.1,
+    min_ratio: float = 1.5,
+) -> pd.DataFrame:
+    """Period(s) of the detected spikes, per run (seed 000 §5.3.2).
+
+    ``spikes`` is the output of :func:`detect_spikes`. One row per run and spike class:
+    ``all`` (every spike), and when amplitudes split into two groups (:func:`split_big_small`)
+    also ``big`` and ``small``. Columns: ``n_spikes``, ``period_ns`` (from ``time_column``;
+    the seed's period is in time, not in jobs), ``period_jobs`` (from job indices),
+    ``period_jobs_psd`` (periodogram of the spike indicator, ``all`` only), ``regularity``
+    (fraction of inter-spike intervals on the period lattice), ``every_n`` (for ``big``:
+    period(big) / period(all), i.e. one big spike every N spikes, N − 1 small ones between),
+    and ``on_lattice`` (for ``big``: fraction of big spikes that fall on the ``all`` lattice;
+    1 means the big phenomenon is synchronised with, or is a particular case of, the small).
+    """
+    for col in ("job", "is_spike", "excess"):
+        if col not in spikes.columns:
+            raise ValueError(f"spikes: missing column {col!r} (pass the output of detect_spikes)")
+    tcol = time_column if time_column in spikes.columns else None
+    keys = [b for b in by if b in spikes.columns]
+    rows = []
+    for key, g in (spikes.groupby(keys, sort=True) if keys else [((), spikes)]):
+        g = g.sort_values("job")
+        s = g[g["is_spike"]]
+        base = dict(zip(keys, key if isinstance(key, tuple) else (key,)))
+        big = split_big_small(s["excess"].to_numpy(), min_ratio=min_ratio)
+        classes = [("all", np.ones(len(s), dtype=bool))]
+        if big.any():
+            classes += [("big", big), ("small", ~big)]
+        t_all = None
+        for name, mask in classes:
+            sub = s[mask]
+            pj, reg = event_period(sub["job"].to_numpy(), tol=tol)
+            pn = event_period(sub[tcol].to_numpy(), tol=tol)[0] if tcol else float("nan")
+            row = dict(base, cls=name, n_spikes=int(len(sub)), period_ns=pn, period_jobs=pj,
+                       period_jobs_psd=float("nan"), regularity=reg, every_n=float("nan"),
+                       on_lattice=float("nan"))
+            if name == "all":
+                ind = np.zeros(int(g["job"].max() - g["job"].min()) + 1)
+                ind[(sub["job"] - g["job"].min()).to_numpy(dtype=np.int64)] = 1.0
+                row["period_jobs_psd"] = indicator_period(ind)
+                t_all = (pj, sub["job"].to_numpy(dtype=float))
+            elif name == "big" and t_all is not None and np.isfinite(t_all[0]) and np.isfinite(pj):
+                row["every_n"] = float(np.round(pj / t_all[0]))
+                ph = (sub["job"].to_numpy(dtype=float) - t_all[1][0]) / t_all[0]
+                row["on_lattice"] = float(np.mean(np.abs(ph - np.round(ph)) <= tol))
+            rows.append(row)
+    return pd.DataFrame(rows)
+
+
+# --------------------------------------------------------------------------- attribution
+
+
+@dataclass
+class Attribution:
+    """Result of :func:`attribute_spikes`.
+
+    ``per_spike``: one row per (spike job, culprit) with overlap_ns, ranked within the job
+    by overlap (rank 1 = largest). ``ranking``: one row per culprit (kind, name) over all
+    jobs; see :func:`attribute_spikes`. ``cpu_scope``: 'victim' or 'all' (what was matched).
+    """
+
+    per_spike: pd.DataFrame
+    ranking: pd.DataFrame
+    n_spikes: int
+    n_normal: int
+    cpu_scope: str
+
+
+def _overlaps(win_cpu, win_s, win_e, cul_cpu, cul_s, cul_e) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """All (window, culprit) pairs on the same CPU with a positive overlap, vectorised.
+
+    Culprit intervals are bucketed by duration (powers of two) so that, within a bucket,
+    the candidates of a window are a contiguous range of the start-sorted intervals:
+    start in [win_s − max_duration, win_e). This keeps a few very long intervals from
+    making every window scan everything.
+    """
+    out_w, out_c, out_o = [], [], []
+    dur = cul_e - cul_s
+    bucket = np.floor(np.log2(np.maximum(dur, 1))).astype(np.int64)
+    for cpu in np.unique(win_cpu):
+        wi = np.flatnonzero(win_cpu == cpu)
+        for b in np.unique(bucket[cul_cpu == cpu]):
+            ci = np.flatnonzero((cul_cpu == cpu) & (bucket == b))
+            ci = ci[np.argsort(cul_s[ci], kind="stable")]
+            s, e = cul_s[ci], cul_e[ci]
+            maxdur = int(np.max(e - s))
+            lo = np.searchsorted(s, win_s[wi] - maxdur, side="left")
+            hi = np.searchsorted(s, win_e[wi], side="left")
+            cnt = hi - lo
+            total = int(cnt.sum())
+            if total == 0:
+                continue
+            rep_w = np.repeat(wi, cnt)
+            offs = np.arange(total) - np.repeat(np.cumsum(cnt) - cnt, cnt)
+            rep_c = np.repeat(lo, cnt) + offs
+            ov = np.minimum(e[rep_c], win_e[rep_w]) - np.maximum(s[rep_c], win_s[rep_w])
+            keep = ov > 0
+            out_w.append(rep_w[keep])
+            out_c.append(ci[rep_c[keep]])
+            out_o.append(ov[keep])
+    if not out_w:
+        z = np.zeros(0, dtype=np.int64)
+        return z, z, z
+    return np.concatenate(out_w), np.concatenate(out_c), np.concatenate(out_o)
+
+
+def attribute_spikes(
+    jobs: pd.DataFrame,
+    culprits: pd.DataFrame,
+    *,
+    spikes: pd.DataFrame | None = None,
+    column: str = "exec_ns",
+    k: float = 5.0,
+    lookback_ns: int = 0,
+    cpus: str = "victim",
+    exclude_pids: Sequence[int] = (0,),
+    exclude_names: Sequence[str] = (),
+) -> Attribution:
+    """Which culprits run during spike jobs, and which run there more than in normal jobs.
+
+    ``culprits``: intervals with columns ``cpu``, ``start_ns``, ``end_ns``, ``kind``
+    (process, irq, softirq), ``name``, ``pid`` (optional ``run_id`` to match per run).
+    Each job's window is [start_ns − ``lookback_ns``, end_ns]; seed 000 §5.3.2 saw the
+    culprits run *just before* the spiking job (they evict its cache), so a lookback of up
+    to one period is often what reveals them. ``cpus='victim'`` matches intervals on the
+    job's CPU(s) (cpu_start and cpu_end); 'all' matches every CPU (interference through
+    shared caches and memory comes from the other cores). Without cpu columns in the job
+    table, all CPUs are used and ``cpu_scope`` says so. ``exclude_pids`` (default: the
+    idle task, pid 0) and ``exclude_names`` drop intervals, e.g. the victim itself.
+
+    ``ranking`` columns per culprit (kind, name): ``spikes_with`` / ``frac_spikes`` (spike
+    jobs it overlaps), ``normal_with`` / ``frac_normal`` (same for non-spike jobs),
+    ``lift`` = frac_spikes / frac_normal with +½ smoothing so that absent culprits give a
+    finite value, ``fisher_p`` (one-sided Fisher exact test that it is over-represented in
+    spikes), mean overlaps. Sorted by ``fisher_p``, then ``lift``, then mean overlap in
+    spikes (among equally associated culprits, the one that takes more time): raw lift alone
+    would crown a culprit seen once in one spike and never elsewhere.
+    """
+    if spikes is None:
+        spikes = detect_spikes(jobs, column=column, k=k)
+    for col in ("start_ns", "end_ns", "is_spike", "job"):
+        if col not in spikes.columns:
+            raise ValueError(f"spikes: missing column {col!r}")
+    for col in ("cpu", "start_ns", "end_ns", "kind", "name"):
+        if col not in culprits.columns:
+            raise ValueError(f"culprits: missing column {col!r}")
+    if cpus not in ("victim", "all"):
+        raise ValueError(f"cpus: must be 'victim' or 'all', got {cpus!r}")
+    if lookback_ns < 0:
+        raise ValueError(f"lookback_ns: must be >= 0, got {lookback_ns}")
+
+    cul = culprits
+    if "pid" in cul.columns and len(exclude_pids):
+        cul = cul[~cul["pid"].isin(list(exclude_pids))]
+    if len(exclude_names):
+        cul = cul[~cul["name"].isin(list(exclude_names))]
+    cul = cul.reset_index(drop=True)
+    sp = spikes.reset_index(drop=True)
+
+    # Windows: one per (job, cpu); a migrated job gets a window on each of its CPUs.
+    have_cpu = cpus == "victim" and "cpu_start" in sp.columns
+    scope = "victim" if have_cpu else "all"
+    ws = sp["start_ns"].to_numpy(dtype=np.int64) - int(lookback_ns)
+    we = sp["end_ns"].to_numpy(dtype=np.int64)
+    if have_cpu:
+        c0 = sp["cpu_start"].to_numpy(dtype=np.int64)
+        c1 = sp["cpu_end"].to_numpy(dtype=np.int64) if "cpu_end" in sp.columns else c0
+        two = c1 != c0
+        w_job = np.concatenate([np.arange(len(sp)), np.flatnonzero(two)])
+        w_cpu = np.concatenate([c0, c1[two]])
+        cul_cpu = cul["cpu"].to_numpy(dtype=np.int64)
+    else:
+        w_job = np.arange(len(sp))
+        w_cpu = np.zeros(len(sp), dtype=np.int64)
+        cul_cpu = np.zeros(len(cul), dtype=np.int64)
+    w_s, w_e = ws[w_job], we[w_job]
+    cs = cul["start_ns"].to_numpy(dtype=np.int64)
+    ce = cul["end_ns"].to_numpy(dtype=np.int64)
+    if "run_id" in cul.columns and "run_id" in sp.columns:
+        # Encode the run in the CPU key so that runs never match each other's intervals.
+        runs = pd.Index(pd.unique(pd.concat([sp["run_id"], cul["run_id"]])))
+        ncpu = int(max(w_cpu.max(initial=0), cul_cpu.max(initial=0))) + 1
+        w_cpu = w_cpu + ncpu * runs.get_indexer(sp["run_id"].to_numpy()[w_job])
+        cul_cpu = cul_cpu + ncpu * runs.get_indexer(cul["run_id"].to_numpy())
+    pw, pc, po = _overlaps(w_cpu, w_s, w_e, cul_cpu, cs, ce)
+
+    pairs = pd.DataFrame({"row": w_job[pw], "overlap_ns": po})
+    for col in ("kind", "name", "pid", "cpu"):
+        if col in cul.columns:
+            pairs[col] = cul[col].to_numpy()[pc]
+    if "pid" not in pairs.columns:
+        pairs["pid"] = -1
+    pairs["is_spike"] = sp["is_spike"].to_numpy()[pairs["row"].to_numpy()]
+
+    # Per spike: culprits by overlap time.
+    job_cols = [c for c in ("run_id", "job") if c in sp.columns]
+    ps = pairs[pairs["is_spike"]]
+    per = (ps.groupby(["row", "kind", "name", "pid"], dropna=False, sort=False)
+             .agg(overlap_ns=("overlap_ns", "sum"), n_intervals=("overlap_ns", "size"))
+             .reset_index())
+    per = per.sort_values(["row", "overlap_ns"], ascending=[True, False], kind="stable")
+    per["rank"] = per.groupby("row").cumcount() + 1
+    per = pd.concat([sp.loc[per["row"], job_cols].reset_index(drop=True),
+                     per.drop(columns="row").reset_index(drop=True)], axis=1)
+
+    # Over all jobs: presence in spike jobs vs normal jobs per culprit (kind, name).
+    n_s = int(sp["is_spike"].sum())
+    n_n = int(len(sp) - n_s)
+    per_job = (pairs.groupby(["kind", "name", "row"], sort=False)
+                    .agg(overlap_ns=("overlap_ns", "sum"), is_spike=("is_spike", "first"))
+                    .reset_index())
+    rows = []
+    for (kind, name), g in per_job.groupby(["kind", "name"], sort=False):
+        a = int(g["is_spike"].sum())
+        b = int(len(g) - a)
+        lift = ((a + 0.5) / (n_s + 1.0)) / ((b + 0.5) / (n_n + 1.0))
+        p = stats.fisher_exact([[a, n_s - a], [b, n_n - b]], alternative="greater")[1] if n_s else 1.0
+        rows.append(dict(
+            kind=kind, name=name, spikes_with=a, frac_spikes=a / n_s if n_s else float("nan"),
+            normal_with=b, frac_normal=b / n_n if n_n else float("nan"), lift=lift, fisher_p=float(p),
+            mean_overlap_spike_ns=float(g.loc[g["is_spike"], "overlap_ns"].mean()) if a else 0.0,
+            mean_overlap_normal_ns=float(g.loc[~g["is_spike"], "overlap_ns"].mean()) if b else 0.0,
+        ))
+    cols = ["kind", "name", "spikes_with", "frac_spikes", "normal_with", "frac_normal", "lift",
+            "fisher_p", "mean_overlap_spike_ns", "mean_overlap_normal_ns"]
+    ranking = pd.DataFrame(rows, columns=cols)
+    ranking = ranking.sort_values(["fisher_p", "lift", "mean_overlap_spike_ns"], ascending=[True, False, False],
+                                  kind="stable").reset_index(drop=True)
+    ranking.insert(0, "rank", np.arange(1, len(ranking) + 1))
+    return Attribution(per, ranking, n_s, n_n, scope)

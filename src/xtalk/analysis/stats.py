@@ -1,0 +1,613 @@
+"""Bootstrap confidence intervals, slowdown ratios, distribution-shift tests, A/A noise floor.
+
+SPEC §8 asks for "statistics fit for noisy machines: interleaved scenarios, confidence
+intervals, A/A checks"; seed 000 §8.2 judged its 50 repetitions per experiment "not enough
+to have satisfactory distribution" while reporting means over steps and repetitions. Every
+estimate here therefore comes with an interval, and every comparison with an effect size,
+not only a p-value.
+
+Speed: quantile statistics (median, pNN, max, min) are bootstrapped *without* resampling the
+data. The k-th order statistic of a bootstrap resample of sorted data x is x[ceil(n·U_(k)) − 1]
+where U_(k) ~ Beta(k, n − k + 1) is the k-th order statistic of n uniforms (the map
+u ↦ x[ceil(n·u) − 1] is monotone, so it carries order statistics across). The next order
+statistic is U_(k+1) = U_(k) + (1 − U_(k))·Beta(1, n − k). Drawing n_boot pairs of Betas gives
+the exact bootstrap distribution in O(n_boot) after one sort, so 10^5 samples cost ~ms.
+Other statistics (mean, callables) are resampled in bounded-memory chunks.
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import asdict, dataclass
+from typing import Callable, Sequence, Union
+
+import numpy as np
+import pandas as pd
+from scipy import special, stats
+
+Statistic = Union[str, Callable[..., np.ndarray]]
+SeedLike = Union[None, int, np.random.Generator]
+
+# Memory cap for generic resampling: number of float64 cells per chunk (~40 MB).
+_CHUNK_CELLS = 5_000_000
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def _rng(seed: SeedLike) -> np.random.Generator:
+    return seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
+
+
+def _clean(x, name: str = "sample") -> np.ndarray:
+    arr = np.asarray(x, dtype=float).ravel()
+    arr = arr[np.isfinite(arr)]
+    if arr.size < 2:
+        raise ValueError(f"{name}: need at least 2 finite values, got {arr.size}")
+    return arr
+
+
+def _quantile_level(statistic: Statistic) -> float | None:
+    """Quantile level q in [0, 1] for order-statistic names, None for other statistics.
+
+    Accepted names: 'median', 'max', 'min', 'pNN' (e.g. 'p99', 'p99.9').
+    """
+    if not isinstance(statistic, str):
+        return None
+    s = statistic.lower()
+    if s == "median":
+        return 0.5
+    if s == "max":
+        return 1.0
+    if s == "min":
+        return 0.0
+    if s.startswith("p"):
+        try:
+            q = float(s[1:]) / 100.0
+        except ValueError:
+            q = -1.0
+        if 0.0 <= q <= 1.0:
+            return q
+    if s == "mean":
+        return None
+    raise ValueError(
+        f"statistic: unknown name {statistic!r} (use 'median', 'mean', 'max', 'min', 'pNN' or a callable)"
+    )
+
+
+def statistic_value(x, statistic: Statistic = "median") -> float:
+    """Point value of ``statistic`` on sample ``x`` (same conventions as the bootstrap)."""
+    arr = _clean(x)
+    q = _quantile_level(statistic)
+    if q is not None:
+        return float(np.quantile(arr, q))
+    if statistic == "mean":
+        return float(arr.mean())
+    return float(statistic(arr, axis=-1))
+
+
+def _boot_quantile(sorted_x: np.ndarray, q: float, n_boot: int, rng: np.random.Generator) -> np.ndarray:
+    """Exact bootstrap draws of np.quantile(x, q) (linear interpolation) without resampling."""
+    n = sorted_x.size
+    h = (n - 1) * q
+    lo = int(np.floor(h))
+    g = h - lo
+    k = lo + 1  # 1-based order statistic
+    u_k = rng.beta(k, n - k + 1, size=n_boot)
+    j_k = np.clip(np.ceil(n * u_k).astype(np.int64) - 1, 0, n - 1)
+    out = sorted_x[j_k]
+    if g > 0 and k < n:
+        u_k1 = u_k + (1.0 - u_k) * rng.beta(1, n - k, size=n_boot)
+        j_k1 = np.clip(np.ceil(n * u_k1).astype(np.int64) - 1, 0, n - 1)
+        out = out + g * (sorted_x[j_k1] - out)
+    return out
+
+
+def _jack_quantile(sorted_x: np.ndarray, q: float) -> np.ndarray:
+    """Leave-one-out values of np.quantile(x, q) for every left-out point, in O(n)."""
+    n = sorted_x.size
+    h = (n - 2) * q
+    lo = int(np.floor(h))
+    g = h - lo
+    i = np.arange(n)
+
+    def pick(m: int) -> np.ndarray:
+        # Element m of x with x[i] removed: x[m] if m < i else x[m + 1].
+        m = min(m, n - 2)
+        return np.where(m < i, sorted_x[m], sorted_x[min(m + 1, n - 1)])
+
+    v = pick(lo)
+    if g > 0:
+        v = v + g * (pick(lo + 1) - v)
+    return v
+
+
+def _boot_generic(x: np.ndarray, func: Callable, n_boot: int, rng: np.random.Generator) -> np.ndarray:
+    n = x.size
+    rows = max(1, _CHUNK_CELLS // n)
+    out = np.empty(n_boot)
+    done = 0
+    while done < n_boot:
+        r = min(rows, n_boot - done)
+        idx = rng.integers(0, n, size=(r, n))
+        out[done : done + r] = func(x[idx], axis=1)
+        done += r
+    return out
+
+
+def _jack_generic(x: np.ndarray, func: Callable, max_groups: int = 1000) -> np.ndarray:
+    """Leave-one-out (or delete-a-group when n > max_groups) jackknife values.
+
+    The grouped version is an approximation used only for the BCa acceleration constant,
+    which is a small correction; it keeps callables on 10^5 samples tractable.
+    """
+    n = x.size
+    if n <= max_groups:
+        mask = ~np.eye(n, dtype=bool)
+        return np.array([func(x[mask[i]], axis=-1) for i in range(n)])
+    groups = np.array_split(np.arange(n), max_groups)
+    keep = np.ones(n, dtype=bool)
+    vals = []
+    for g in groups:
+        keep[g] = False
+        vals.append(func(x[keep], axis=-1))
+        keep[g] = True
+    return np.asarray(vals, dtype=float)
+
+
+def _draws_and_jack(x: np.ndarray, statistic: Statistic, n_boot: int, rng, need_jack: bool):
+    """(estimate, bootstrap draws, jackknife values or None) for one sample."""
+    q = _quantile_level(statistic)
+    if q is not None:
+        xs = np.sort(x)
+        est = float(np.quantile(xs, q))
+        draws = _boot_quantile(xs, q, n_boot, rng)
+        jack = _jack_quantile(xs, q) if need_jack else None
+        return est, draws, jack
+    if statistic == "mean":
+        n = x.size
+        est = float(x.mean())
+        draws = _boot_generic(x, np.mean, n_boot, rng)
+        jack = (n * est - x) / (n - 1) if need_jack else None
+        return est, draws, jack
+    est = float(statistic(x, axis=-1))
+    draws = _boot_generic(x, statistic, n_boot, rng)
+    jack = _jack_generic(x, statistic) if need_jack else None
+    return est, draws, jack
+
+
+def _influence_terms(jack: np.ndarray) -> np.ndarray:
+    """Per-observation influence / n from jackknife values (Efron & Tibshirani eq. 14.15)."""
+    n = jack.size
+    return (n - 1) * (jack.mean() - jack) / n
+
+
+def _acceleration(*influence: np.ndarray) -> float:
+    u = np.concatenate(influence)
+    den = 6.0 * np.sum(u**2) ** 1.5
+    return float(np.sum(u**3) / den) if den > 0 else 0.0
+
+
+def _interval(draws: np.ndarray, est: float, level: float, method: str, accel: float) -> tuple[float, float, str]:
+    alpha = (1.0 - level) / 2.0
+    draws = draws[np.isfinite(draws)]
+    if method == "bca":
+        # Mid-rank bias correction: quantile bootstraps are discrete and tie with the estimate.
+        p0 = (np.sum(draws < est) + 0.5 * np.sum(draws == est)) / draws.size
+        if 0.0 < p0 < 1.0:
+            z0 = special.ndtri(p0)
+            z = special.ndtri(np.array([alpha, 1.0 - alpha]))
+            den = 1.0 - accel * (z0 + z)
+            # den ≤ 0 happens only for absurd accelerations; BCa is then undefined.
+            adj = special.ndtr(z0 + (z0 + z) / den) if np.all(den > 0) else np.array([np.nan])
+            if np.all(np.isfinite(adj)):
+                lo, hi = np.quantile(draws, adj)
+                return float(lo), float(hi), "bca"
+        # Degenerate bias correction: fall back and say so.
+        method = "percentile"
+    lo, hi = np.quantile(draws, [alpha, 1.0 - alpha])
+    return float(lo), float(hi), method
+
+
+def _check_args(level: float, n_boot: int, method: str) -> None:
+    if not 0.0 < level < 1.0:
+        raise ValueError(f"level: must be in (0, 1), got {level}")
+    if n_boot < 100:
+        raise ValueError(f"n_boot: must be >= 100, got {n_boot}")
+    if method not in ("bca", "percentile"):
+        raise ValueError(f"method: must be 'bca' or 'percentile', got {method!r}")
+
+
+def _effective_method(statistic: Statistic, method: str) -> str:
+    # BCa is meaningless for extremes: the bootstrap distribution of the max puts ~63 % of its
+    # mass on the observed max, so bias correction and acceleration are not defined sensibly.
+    if isinstance(statistic, str) and statistic.lower() in ("max", "min", "p100", "p0"):
+        return "percentile"
+    return method
+
+
+def _stat_name(statistic: Statistic) -> str:
+    return statistic if isinstance(statistic, str) else getattr(statistic, "__name__", "callable")
+
+
+# --------------------------------------------------------------------------- public API
+
+
+@dataclass(frozen=True)
+class BootstrapCI:
+    """A point estimate with a bootstrap confidence interval."""
+
+    statistic: str
+    estimate: float
+    low: float
+    high: float
+    level: float
+    method: str  # 'bca' or 'percentile' (what was actually used)
+    n_boot: int
+    n: tuple[int, ...]  # sample size(s)
+
+    def contains(self, value: float) -> bool:
+        return self.low <= value <= self.high
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def bootstrap_ci(
+    x,
+    statistic: Statistic = "median",
+    *,
+    level: float = 0.95,
+    n_boot: int = 4000,
+    method: str = "bca",
+    seed: SeedLike = None,
+) -> BootstrapCI:
+    """Bootstrap CI of ``statistic`` on one sample (SPEC §8: confidence intervals).
+
+    ``statistic``: 'median', 'mean', 'max', 'min', 'pNN' or a callable ``f(a, axis)``.
+    ``method``: 'bca' (default; bias-corrected and accelerated) or 'percentile'. Max/min
+    always use percentile; the bootstrap of an extreme is known to be inconsistent, so use
+    :mod:`xtalk.analysis.pwcet` for tail statements.
+    """
+    _check_args(level, n_boot, method)
+    arr = _clean(x)
+    method = _effective_method(statistic, method)
+    rng = _rng(seed)
+    est, draws, jack = _draws_and_jack(arr, statistic, n_boot, rng, method == "bca")
+    accel = _acceleration(_influence_terms(jack)) if jack is not None else 0.0
+    lo, hi, used = _interval(draws, est, level, method, accel)
+    return BootstrapCI(_stat_name(statistic), est, lo, hi, level, used, n_boot, (arr.size,))
+
+
+def ratio_ci(
+    scenario,
+    solo,
+    statistic: Statistic = "median",
+    *,
+    level: float = 0.95,
+    n_boot: int = 4000,
+    method: str = "bca",
+    seed: SeedLike = None,
+) -> BootstrapCI:
+    """Bootstrap CI of the slowdown ``stat(scenario) / stat(solo)`` (SPEC §6: slowdown vs solo).
+
+    The two samples are resampled independently. For BCa, the acceleration combines the
+    jackknife influence of both samples (Efron & Tibshirani 1993, §14.3).
+    """
+    _check_args(level, n_boot, method)
+    a = _clean(scenario, "scenario")
+    b = _clean(solo, "solo")
+    method = _effective_method(statistic, method)
+    rng = _rng(seed)
+    need = method == "bca"
+    est_a, d_a, j_a = _draws_and_jack(a, statistic, n_boot, rng, need)
+    est_b, d_b, j_b = _draws_and_jack(b, statistic, n_boot, rng, need)
+    if est_b == 0:
+        raise ValueError("solo: statistic is 0, the ratio is undefined")
+    with np.errstate(divide="ignore", invalid="ignore"):
+        draws = d_a / d_b
+    est = est_a / est_b
+    accel = 0.0
+    if need:
+        # Jackknife of the ratio: leave one out of the scenario, then of the solo sample.
+        accel = _acceleration(_influence_terms(j_a / est_b), _influence_terms(est_a / j_b))
+    lo, hi, used = _interval(draws, est, level, method, accel)
+    return BootstrapCI(_stat_name(statistic), est, lo, hi, level, used, n_boot, (a.size, b.size))
+
+
+def _cluster_draws(x: np.ndarray, groups, statistic: Statistic, n_boot: int, rng) -> tuple[float, np.ndarray, int]:
+    """Bootstrap draws of ``statistic`` resampling whole clusters (runs) with replacement."""
+    codes, uniq = pd.factorize(np.asarray(groups))
+    n_groups = len(uniq)
+    members = [np.flatnonzero(codes == g) for g in range(n_groups)]
+    q = _quantile_level(statistic)
+
+    def value(v: np.ndarray) -> float:
+        if q is not None:
+            return float(np.quantile(v, q))
+        if statistic == "mean":
+            return float(v.mean())
+        return float(statistic(v, axis=-1))
+
+    out = np.empty(n_boot)
+    for b in range(n_boot):
+        pick = rng.integers(0, n_groups, size=n_groups)
+        out[b] = value(x[np.concatenate([members[g] for g in pick])])
+    return value(x), out, n_groups
+
+
+def cluster_ratio_ci(
+    scenario,
+    scenario_groups,
+    solo,
+    solo_groups,
+    statistic: Statistic = "median",
+    *,
+    level: float = 0.95,
+    n_boot: int = 1000,
+    min_clusters: int = 5,
+    seed: SeedLike = None,
+) -> BootstrapCI:
+    """CI of stat(scenario)/stat(solo) resampling whole runs (cluster bootstrap, percentile).
+
+    Jobs of one run share that run's conditions (placement, boot, background load), so they
+    are not independent across runs; pooling them makes the job-level bootstrap too narrow
+    when runs differ. Resampling runs (Davison & Hinkley 1997, §3.8) keeps the between-run
+    variance, which is what decides how many repetitions are enough (seed 000 §8.2 found 50
+    too few). Each sample needs at least ``min_clusters`` runs.
+    """
+    _check_args(level, n_boot, "percentile")
+    a = np.asarray(scenario, dtype=float)
+    b = np.asarray(solo, dtype=float)
+    ga, gb = np.asarray(scenario_groups), np.asarray(solo_groups)
+    if a.shape != ga.shape or b.shape != gb.shape:
+        raise ValueError("scenario_groups / solo_groups: one group label per value")
+    for name, g in (("scenario_groups", ga), ("solo_groups", gb)):
+        k = len(pd.unique(g))
+        if k < min_clusters:
+            raise ValueError(f"{name}: {k} runs, need at least {min_clusters} for a cluster bootstrap")
+    rng = _rng(seed)
+    est_a, d_a, _ = _cluster_draws(a, ga, statistic, n_boot, rng)
+    est_b, d_b, _ = _cluster_draws(b, gb, statistic, n_boot, rng)
+    if est_b == 0:
+        raise ValueError("solo: statistic is 0, the ratio is undefined")
+    with np.errstate(divide="ignore", invalid="ignore"):
+        draws = d_a / d_b
+    lo, hi, used = _interval(draws, est_a / est_b, level, "percentile", 0.0)
+    return BootstrapCI(_stat_name(statistic), est_a / est_b, lo, hi, level, "cluster-" + used, n_boot,
+                       (a.size, b.size))
+
+
+def _column(jobs: pd.DataFrame, column: str, include_warmup: bool, numeric: bool = True) -> np.ndarray:
+    if column not in jobs.columns:
+        raise ValueError(f"column: {column!r} not in job table (have {list(jobs.columns)})")
+    df = jobs
+    if not include_warmup and "warmup" in df.columns:
+        df = df[~df["warmup"].astype(bool)]
+    return df[column].to_numpy(dtype=float) if numeric else df[column].to_numpy()
+
+
+def slowdown(
+    solo: pd.DataFrame,
+    scenario: pd.DataFrame,
+    *,
+    column: str = "exec_ns",
+    statistics: Sequence[Statistic] = ("median", "max"),
+    level: float = 0.95,
+    n_boot: int = 4000,
+    method: str = "bca",
+    include_warmup: bool = False,
+    cluster: str | None = None,
+    seed: SeedLike = None,
+) -> pd.DataFrame:
+    """Slowdown table, one row per statistic: solo value, scenario value, ratio and its CI.
+
+    Warm-up jobs are excluded unless ``include_warmup``. By default the jobs of all runs are
+    pooled and resampled individually; with ``cluster`` (a column such as 'run_id' or
+    'repetition') whole runs are resampled instead (:func:`cluster_ratio_ci`), which is the
+    honest choice when runs differ from each other.
+    """
+    a = _column(scenario, column, include_warmup)
+    b = _column(solo, column, include_warmup)
+    if cluster is not None:
+        ga = _column(scenario, cluster, include_warmup, numeric=False)
+        gb = _column(solo, cluster, include_warmup, numeric=False)
+    rng = _rng(seed)
+    rows = []
+    for st in statistics:
+        if cluster is None:
+            ci = ratio_ci(a, b, st, level=level, n_boot=n_boot, method=method, seed=rng)
+        else:
+            ci = cluster_ratio_ci(a, ga, b, gb, st, level=level, n_boot=min(n_boot, 1000), seed=rng)
+        rows.append(
+            {
+                "column": column,
+                "statistic": ci.statistic,
+                "solo": statistic_value(b, st),
+                "scenario": statistic_value(a, st),
+                "ratio": ci.estimate,
+                "ci_low": ci.low,
+                "ci_high": ci.high,
+                "level": level,
+                "method": ci.method,
+                "n_solo": b.size,
+                "n_scenario": a.size,
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+@dataclass(frozen=True)
+class ShiftTest:
+    """Distribution-shift tests of sample ``a`` against ``b`` with effect sizes.
+
+    ``prob_superiority`` = P(A > B) + ½·P(A = B); ``cliffs_delta`` = P(A > B) − P(A < B)
+    = 2·prob_superiority − 1. Positive values mean A tends to be larger (slower).
+    ``brunnermunzel_stat`` is signed the same way (positive when A is larger).
+    ``magnitude`` follows Romano et al. (2006): negligible < 0.147 ≤ small < 0.33 ≤ medium
+    < 0.474 ≤ large, on |delta|.
+    """
+
+    n_a: int
+    n_b: int
+    mannwhitney_u: float
+    mannwhitney_p: float
+    brunnermunzel_stat: float
+    brunnermunzel_p: float
+    ks_stat: float
+    ks_p: float
+    prob_superiority: float
+    cliffs_delta: float
+    magnitude: str
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def _magnitude(delta: float) -> str:
+    d = abs(delta)
+    if d < 0.147:
+        return "negligible"
+    if d < 0.33:
+        return "small"
+    if d < 0.474:
+        return "medium"
+    return "large"
+
+
+def shift_test(a, b, *, alternative: str = "two-sided") -> ShiftTest:
+    """Mann-Whitney U, Brunner-Munzel and two-sample KS of ``a`` vs ``b`` plus Cliff's delta.
+
+    Brunner-Munzel does not assume equal variances (interference typically widens the
+    distribution as well as shifting it); KS detects any difference in shape.
+    """
+    x = _clean(a, "a")
+    y = _clean(b, "b")
+    mw = stats.mannwhitneyu(x, y, alternative=alternative, method="asymptotic")
+    # U counts pairs with x > y plus half the ties, so U/(n·m) is the probability of superiority.
+    ps = float(mw.statistic) / (x.size * y.size)
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        try:
+            bm = stats.brunnermunzel(x, y, alternative=alternative)
+            # scipy's statistic is positive when y tends to be larger; flip it so every
+            # signed quantity here is positive when a is larger.
+            bm_stat, bm_p = -float(bm.statistic), float(bm.pvalue)
+        except (ValueError, ZeroDivisionError, FloatingPointError):
+            bm_stat, bm_p = float("nan"), float("nan")
+    if not np.isfinite(bm_p):
+        # Brunner-Munzel's variance estimate is 0 when samples do not overlap at all or are
+        # both constant: complete separation (p→0) or identical samples (p=1).
+        bm_p = 1.0 if ps == 0.5 else 0.0
+    ks = stats.ks_2samp(x, y, alternative=alternative)
+    delta = 2.0 * ps - 1.0
+    return ShiftTest(
+        n_a=x.size,
+        n_b=y.size,
+        mannwhitney_u=float(mw.statistic),
+        mannwhitney_p=float(mw.pvalue),
+        brunnermunzel_stat=bm_stat,
+        brunnermunzel_p=bm_p,
+        ks_stat=float(ks.statistic),
+        ks_p=float(ks.pvalue),
+        prob_superiority=ps,
+        cliffs_delta=delta,
+        magnitude=_magnitude(delta),
+    )
+
+
+@dataclass(frozen=True)
+class NoiseFloor:
+    """A/A noise floor: how far from 1 a slowdown ratio strays when nothing changed.
+
+    ``floor`` is the largest relative deviation max(|low − 1|, |high − 1|) over all pairs;
+    a measured slowdown whose CI stays within [1 − floor, 1 + floor] is indistinguishable
+    from run-to-run noise. ``pairs`` has one row per ordered pair of samples.
+    """
+
+    statistic: str
+    floor: float
+    ratio_min: float
+    ratio_max: float
+    pairs: pd.DataFrame
+
+
+def aa_noise_floor(
+    samples: Sequence,
+    statistic: Statistic = "median",
+    *,
+    level: float = 0.95,
+    n_boot: int = 2000,
+    method: str = "percentile",
+    seed: SeedLike = None,
+) -> NoiseFloor:
+    """A/A check (SPEC §8): slowdown ratios between samples of the *same* scenario.
+
+    ``samples``: two or more arrays (e.g. two repetitions, or two interleaved solo runs).
+    For every ordered pair (i, j), i ≠ j, computes stat(s_i)/stat(s_j) and its bootstrap CI.
+    """
+    if len(samples) < 2:
+        raise ValueError(f"samples: need at least 2 samples of the same scenario, got {len(samples)}")
+    arrs = [_clean(s, f"samples[{i}]") for i, s in enumerate(samples)]
+    rng = _rng(seed)
+    rows = []
+    for i in range(len(arrs)):
+        for j in range(len(arrs)):
+            if i == j:
+                continue
+            ci = ratio_ci(arrs[i], arrs[j], statistic, level=level, n_boot=n_boot, method=method, seed=rng)
+            rows.append({"i": i, "j": j, "ratio": ci.estimate, "ci_low": ci.low, "ci_high": ci.high})
+    pairs = pd.DataFrame(rows)
+    floor = float(np.max(np.maximum(np.abs(pairs["ci_low"] - 1.0), np.abs(pairs["ci_high"] - 1.0))))
+    return NoiseFloor(_stat_name(statistic), floor, float(pairs["ratio"].min()), float(pairs["ratio"].max()), pairs)
+
+
+def markers(
+    jobs: pd.DataFrame, *, column: str = "exec_ns", by: Sequence[str] = ("run_id",)
+) -> pd.DataFrame:
+    """Histogram markers of seed 004 §VIII (SPEC §6 cites it as §V): best, median, first, worst.
+
+    ``first`` is the lowest job index of the group, warm-up included on purpose: the first
+    iteration "frequently behave[s] quite differently" and that is what the marker shows.
+    Best/median/worst exclude warm-up jobs when a ``warmup`` column exists.
+    """
+    if column not in jobs.columns:
+        raise ValueError(f"column: {column!r} not in job table")
+    keys = [k for k in by if k in jobs.columns]
+    groups = jobs.groupby(keys, sort=True) if keys else [((), jobs)]
+    rows = []
+    for key, g in groups:
+        g = g.sort_values("job") if "job" in g.columns else g
+        steady = g[~g["warmup"].astype(bool)] if "warmup" in g.columns else g
+        if steady.empty:
+            steady = g
+        v = steady[column].to_numpy(dtype=float)
+        row = dict(zip(keys, key if isinstance(key, tuple) else (key,)))
+        row.update(
+            best=float(np.min(v)),
+            median=float(np.median(v)),
+            first=float(g[column].iloc[0]),
+            worst=float(np.max(v)),
+            n=int(v.size),
+        )
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def per_step_reference(
+    jobs: pd.DataFrame, *, column: str = "exec_ns", by: Sequence[str] = ("run_id",)
+) -> pd.DataFrame:
+    """Per job index across runs: min (the reference curve), median, max and run count.
+
+    Seed 000 §5.3.2 (Fig. 5.16) takes "the minimum execution time at each step" over several
+    executions as the best approximation of the undisturbed curve: sporadic and periodic OS
+    peaks do not hit the same step in every run, so the minimum filters them out.
+    """
+    for col in (column, "job"):
+        if col not in jobs.columns:
+            raise ValueError(f"column: {col!r} not in job table")
+    runs = [b for b in by if b in jobs.columns]
+    g = jobs.groupby("job", sort=True)[column]
+    out = g.agg(["min", "median", "max"]).rename(columns=lambda c: f"{c}_ns")
+    out["n_runs"] = jobs.groupby("job")[runs[0]].nunique() if runs else g.size()
+    return out.reset_index()

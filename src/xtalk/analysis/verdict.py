@@ -1,0 +1,250 @@
+"""Deadline misses, serious misses and the ε verdict.
+
+Serious miss (seed 000 §6.5.2): "A deadline miss is considered serious when the step cannot
+be executed in the next period [...] if a deadline miss occurs but the process can execute
+the missing code during the next period it isn't a serious deadline miss". Job k, released
+at r_k = t0 + k·P, has "the next period" [r_k + P, r_k + 2P). Hence, in xtalk:
+
+    missed(k)  ⇔  end_k > r_k + D            (D = relative deadline)
+    serious(k) ⇔  end_k > r_k + 2·P          (it did not finish by the end of the next period)
+
+and a job index missing inside a run (a step that never executed: the seed detected those by
+counting executions) is counted as *lost* and also as serious. A serious miss is a miss
+whenever D ≤ 2P, which is always the case for the constrained deadlines xtalk uses.
+
+ε property (seed 002 §I-B): "the perturbation made by one software on to others should not
+be greater than ε", ε being an execution or response time. :func:`epsilon_verdict` turns a
+bound into holds / violated / inconclusive using a confidence interval, not a point value.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from typing import Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+from scipy import special
+
+from . import stats as st
+
+VERDICTS = ("holds", "violated", "inconclusive")
+
+
+# --------------------------------------------------------------------------- misses
+
+
+def _steady(jobs: pd.DataFrame, include_warmup: bool) -> pd.DataFrame:
+    if not include_warmup and "warmup" in jobs.columns:
+        return jobs[~jobs["warmup"].astype(bool)]
+    return jobs
+
+
+def classify_misses(jobs: pd.DataFrame, *, include_warmup: bool = False) -> pd.DataFrame:
+    """Per job: ``lateness_ns`` = end − (release + deadline), ``missed``, ``serious``.
+
+    ``missed`` is recomputed from the times, which are the definition; an existing
+    ``missed`` column is overwritten. Without ``deadline_ns`` the deadline is the period.
+    ``responsiveness`` = response / deadline (SPEC §7 metrics).
+    """
+    need = ("release_ns", "end_ns", "period_ns")
+    for col in need:
+        if col not in jobs.columns:
+            raise ValueError(f"jobs: missing column {col!r}")
+    df = _steady(jobs, include_warmup).copy()
+    rel = df["release_ns"].to_numpy(dtype=np.int64)
+    end = df["end_ns"].to_numpy(dtype=np.int64)
+    per = df["period_ns"].to_numpy(dtype=np.int64)
+    dl = df["deadline_ns"].to_numpy(dtype=np.int64) if "deadline_ns" in df.columns else per
+    df["lateness_ns"] = end - (rel + dl)
+    df["missed"] = end > rel + dl
+    df["serious"] = end > rel + 2 * per
+    df["responsiveness"] = (end - rel) / dl
+    return df
+
+
+def _wilson(k: int, n: int, level: float = 0.95) -> tuple[float, float]:
+    """Wilson score interval of a binomial proportion (sound near 0, where miss ratios live)."""
+    if n == 0:
+        return float("nan"), float("nan")
+    z = float(special.ndtri(0.5 + level / 2.0))
+    p = k / n
+    den = 1.0 + z * z / n
+    c = (p + z * z / (2 * n)) / den
+    h = z * np.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / den
+    return max(0.0, c - h), min(1.0, c + h)
+
+
+def _lost_jobs(g: pd.DataFrame) -> int:
+    """Job indices missing between the first and last job of a run (never executed)."""
+    if "job" not in g.columns or g.empty:
+        return 0
+    j = g["job"].to_numpy(dtype=np.int64)
+    return int(j.max() - j.min() + 1 - np.unique(j).size)
+
+
+def deadline_misses(
+    jobs: pd.DataFrame,
+    *,
+    by: Sequence[str] = ("run_id",),
+    level: float = 0.95,
+    include_warmup: bool = False,
+) -> pd.DataFrame:
+    """Deadline-miss and serious-miss counts and ratios per group (SPEC §6, seed 000 §6.5.2).
+
+    Columns: n_jobs, n_missed, miss_ratio with its Wilson CI (miss_ci_low, miss_ci_high),
+    n_lost (job indices absent inside the run), n_serious (serious misses + lost jobs),
+    serious_ratio (over n_jobs + n_lost), max_lateness_ns, max_responsiveness.
+    """
+    df = classify_misses(jobs, include_warmup=include_warmup)
+    keys = [b for b in by if b in df.columns]
+    rows = []
+    for key, g in (df.groupby(keys, sort=True) if keys else [((), df)]):
+        n = len(g)
+        k = int(g["missed"].sum())
+        lost = _lost_jobs(g)
+        ser = int(g["serious"].sum()) + lost
+        lo, hi = _wilson(k, n, level)
+        row = dict(zip(keys, key if isinstance(key, tuple) else (key,)))
+        row.update(
+            n_jobs=n, n_missed=k, miss_ratio=k / n if n else float("nan"), miss_ci_low=lo, miss_ci_high=hi,
+            n_lost=lost, n_serious=ser, serious_ratio=ser / (n + lost) if n + lost else float("nan"),
+            max_lateness_ns=int(g["lateness_ns"].max()) if n else 0,
+            max_responsiveness=float(g["responsiveness"].max()) if n else float("nan"),
+        )
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+# --------------------------------------------------------------------------- ε verdict
+
+
+@dataclass(frozen=True)
+class EpsilonSpec:
+    """An ε bound (seed 002 §I-B) on one application's timing.
+
+    ``metric``: 'exec' (end − start) or 'response' (end − release).
+    ``statistic``: 'max' (default: the ε property is about every job), 'median', 'mean' or 'pNN'.
+    Exactly one of ``bound_ns`` (absolute, ns) and ``relative`` (bound = relative × the same
+    statistic of the solo run, e.g. 1.2 for "1.2 × solo max") must be given.
+    ``level``: confidence level of the intervals.
+    """
+
+    metric: str = "exec"
+    statistic: str = "max"
+    bound_ns: float | None = None
+    relative: float | None = None
+    level: float = 0.95
+
+    def __post_init__(self) -> None:
+        if self.metric not in ("exec", "response"):
+            raise ValueError(f"EpsilonSpec.metric: must be 'exec' or 'response', got {self.metric!r}")
+        if not isinstance(self.statistic, str):
+            raise ValueError(f"EpsilonSpec.statistic: must be a name, got {self.statistic!r}")
+        try:
+            st._quantile_level(self.statistic)
+        except ValueError:
+            raise ValueError(
+                f"EpsilonSpec.statistic: unknown {self.statistic!r} (use 'max', 'median', 'mean' or 'pNN')"
+            ) from None
+        if (self.bound_ns is None) == (self.relative is None):
+            raise ValueError("EpsilonSpec.bound_ns / EpsilonSpec.relative: give exactly one of them")
+        if self.bound_ns is not None and not (np.isfinite(self.bound_ns) and self.bound_ns > 0):
+            raise ValueError(f"EpsilonSpec.bound_ns: must be a positive number of ns, got {self.bound_ns!r}")
+        if self.relative is not None and not (np.isfinite(self.relative) and self.relative > 0):
+            raise ValueError(f"EpsilonSpec.relative: must be a positive factor, got {self.relative!r}")
+        if not 0.0 < self.level < 1.0:
+            raise ValueError(f"EpsilonSpec.level: must be in (0, 1), got {self.level!r}")
+
+    @classmethod
+    def from_mapping(cls, spec: Mapping) -> "EpsilonSpec":
+        """Build from a dict (e.g. a TOML table); unknown keys are an error naming the key."""
+        known = {f.name for f in fields(cls)}
+        for key in spec:
+            if key not in known:
+                raise ValueError(f"EpsilonSpec.{key}: unknown field (known: {sorted(known)})")
+        return cls(**dict(spec))
+
+
+_METRIC_COLUMNS = {"exec": ("exec_ns", "start_ns"), "response": ("response_ns", "release_ns")}
+
+
+def metric_values(jobs: pd.DataFrame, metric: str, *, include_warmup: bool = False) -> np.ndarray:
+    """``exec_ns`` or ``response_ns`` of the steady-state jobs, derived from end − start /
+    end − release when the column itself is absent."""
+    col, origin = _METRIC_COLUMNS[metric]
+    df = _steady(jobs, include_warmup)
+    if col in df.columns:
+        return df[col].to_numpy(dtype=float)
+    if "end_ns" in df.columns and origin in df.columns:
+        return (df["end_ns"] - df[origin]).to_numpy(dtype=float)
+    raise ValueError(f"jobs: no {col!r} column and no end_ns/{origin} to derive it")
+
+
+def _decide(low: float, high: float, bound: float) -> str:
+    if high <= bound:
+        return "holds"
+    if low > bound:
+        return "violated"
+    return "inconclusive"
+
+
+def epsilon_verdict(
+    solo: pd.DataFrame | None,
+    scenario: pd.DataFrame,
+    spec: EpsilonSpec | Mapping,
+    *,
+    n_boot: int = 4000,
+    include_warmup: bool = False,
+    seed: st.SeedLike = None,
+) -> pd.DataFrame:
+    """One-row DataFrame: observed value, its CI, the bound and the verdict.
+
+    Absolute bound: the bootstrap CI of the scenario statistic is compared with
+    ``bound_ns``: entirely below or at it → holds, entirely above → violated, straddling →
+    inconclusive. For ``max`` the bootstrap CI ends at the observed maximum, so any observed
+    job above the bound is a violation (a fact, not an estimate) and "holds" means "no job
+    observed above the bound" — use :mod:`xtalk.analysis.pwcet` for a probabilistic claim.
+
+    Relative bound: bound_ns = relative × stat(solo); the decision uses the CI of the ratio
+    stat(scenario)/stat(solo) against ``relative``, so the uncertainty of the solo reference
+    counts too. ``solo`` may be None only for absolute bounds.
+    """
+    if not isinstance(spec, EpsilonSpec):
+        spec = EpsilonSpec.from_mapping(spec)
+    scen = metric_values(scenario, spec.metric, include_warmup=include_warmup)
+    row = dict(metric=spec.metric, statistic=spec.statistic, n_scenario=int(np.isfinite(scen).sum()))
+    if spec.bound_ns is not None:
+        ci = st.bootstrap_ci(scen, spec.statistic, level=spec.level, n_boot=n_boot, seed=seed)
+        bound = float(spec.bound_ns)
+        verdict = _decide(ci.low, ci.high, bound)
+        if spec.statistic == "max" and ci.estimate > bound:
+            verdict = "violated"
+        row.update(observed_ns=ci.estimate, ci_low_ns=ci.low, ci_high_ns=ci.high, bound_ns=bound,
+                   bound_kind="absolute", relative=np.nan, solo_ns=np.nan, n_solo=0,
+                   ratio=np.nan, ratio_ci_low=np.nan, ratio_ci_high=np.nan)
+    else:
+        if solo is None:
+            raise ValueError("solo: a relative ε bound needs the solo job table")
+        ref = metric_values(solo, spec.metric, include_warmup=include_warmup)
+        rng = st._rng(seed)
+        ci = st.bootstrap_ci(scen, spec.statistic, level=spec.level, n_boot=n_boot, seed=rng)
+        rci = st.ratio_ci(scen, ref, spec.statistic, level=spec.level, n_boot=n_boot, seed=rng)
+        solo_val = st.statistic_value(ref, spec.statistic)
+        verdict = _decide(rci.low, rci.high, spec.relative)
+        row.update(observed_ns=ci.estimate, ci_low_ns=ci.low, ci_high_ns=ci.high,
+                   bound_ns=spec.relative * solo_val, bound_kind="relative", relative=spec.relative,
+                   solo_ns=solo_val, n_solo=int(np.isfinite(ref).sum()),
+                   ratio=rci.estimate, ratio_ci_low=rci.low, ratio_ci_high=rci.high)
+    row.update(level=spec.level, verdict=verdict)
+    return pd.DataFrame([row])
+
+
+def epsilon_verdicts(
+    solo: pd.DataFrame | None,
+    scenario: pd.DataFrame,
+    specs: Sequence[EpsilonSpec | Mapping],
+    **kwargs,
+) -> pd.DataFrame:
+    """:func:`epsilon_verdict` for several specs, one row each."""
+    return pd.concat([epsilon_verdict(solo, scenario, s, **kwargs) for s in specs], ignore_index=True)

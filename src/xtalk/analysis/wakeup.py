@@ -1,0 +1,291 @@
+"""Wake-up series of a periodic victim: rel(k), Δw(k), drift and period quantisation.
+
+Seed 002 §VI-C (= seed 000 §5.3.3) measured the wake-up date w(k) of a 125 ms task with
+CLOCK_MONOTONIC and plotted
+  - the relative wake-up  rel(k) = w(k) − w(0) − k·P   (Fig. 10: a linear drift, 40 µs early
+    after 15 000 steps), and
+  - the wake-up delta     Δw(k) = w(k) − w(k−1) − P    (Fig. 11: peaks, a late wake-up
+    followed by an early one as the scheduler catches up).
+With the time-synchronisation services removed (seed 000 §5.3.3, Fig. 5.22–5.23) the drift
+became an oscillating 1–3.5 ms delay and consecutive wake-ups were 124 ms or 128 ms apart,
+128 ms every 4th step: a period *quantised* to a coarse tick (4 ms is one jiffy at
+CONFIG_HZ=250, which is our hypothesis for that pattern, not the seed's).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+
+
+def _runs(jobs: pd.DataFrame, include_warmup: bool):
+    for col in ("job", "wakeup_ns"):
+        if col not in jobs.columns:
+            raise ValueError(f"jobs: missing column {col!r}")
+    df = jobs
+    if not include_warmup and "warmup" in df.columns:
+        df = df[~df["warmup"].astype(bool)]
+    if "run_id" in df.columns:
+        for rid, g in df.groupby("run_id", sort=True):
+            yield rid, g.sort_values("job")
+    else:
+        yield None, df.sort_values("job")
+
+
+def _period(g: pd.DataFrame, period_ns: int | None) -> int:
+    if period_ns is not None:
+        return int(period_ns)
+    if "period_ns" not in g.columns:
+        raise ValueError("period_ns: not given and no 'period_ns' column in the job table")
+    return int(g["period_ns"].iloc[0])
+
+
+def wakeup_series(
+    jobs: pd.DataFrame, *, period_ns: int | None = None, include_warmup: bool = True
+) -> pd.DataFrame:
+    """Per job: k, rel_ns = rel(k), dw_ns = Δw(k), interval_ns = w(k) − w(k−1) (seed 002 §VI-C).
+
+    k counts from the first job of each run (w(0) is the reference). Integer arithmetic on
+    int64 keeps nanosecond exactness over long runs. When job indices have gaps (a lost
+    job), Δw(k) = w(k) − w(j) − (k − j)·P over the gap and ``interval_ns`` is NaN there.
+    Warm-up jobs are kept by default: the scheduler's timer does not warm up.
+    """
+    out = []
+    for rid, g in _runs(jobs, include_warmup):
+        if g.empty:
+            continue
+        p = _period(g, period_ns)
+        job = g["job"].to_numpy(dtype=np.int64)
+        w = g["wakeup_ns"].to_numpy(dtype=np.int64)
+        k = job - job[0]
+        rel = w - w[0] - k * p
+        dk = np.diff(job)
+        dw = np.empty(w.size)
+        dw[0] = np.nan
+        dw[1:] = np.diff(w) - dk * p
+        interval = np.full(w.size, np.nan)
+        interval[1:] = np.where(dk == 1, np.diff(w), np.nan)
+        d = pd.DataFrame({"job": job, "k": k, "wakeup_ns": w, "rel_ns": rel, "dw_ns": dw,
+                          "interval_ns": interval, "period_ns": p})
+        if "release_ns" in g.columns:
+            d["latency_ns"] = w - g["release_ns"].to_numpy(dtype=np.int64)
+        if rid is not None:
+            d.insert(0, "run_id", rid)
+        out.append(d)
+    if not out:
+        return pd.DataFrame(columns=["job", "k", "wakeup_ns", "rel_ns", "dw_ns", "interval_ns", "period_ns"])
+    return pd.concat(out, ignore_index=True)
+
+
+# --------------------------------------------------------------------------- drift
+
+
+@dataclass(frozen=True)
+class Drift:
+    """Linear drift of rel(k): slope in ns per job and in ppm of the period, with a CI.
+
+    ``total_ns`` = slope × (last k − first k): the shift accumulated over the run
+    (seed 002: about −40 000 ns over 15 000 steps).
+    """
+
+    slope_ns_per_job: float
+    ci_low: float
+    ci_high: float
+    ppm: float
+    ppm_low: float
+    ppm_high: float
+    intercept_ns: float
+    total_ns: float
+    n: int
+    n_outliers: int
+    level: float
+
+
+def _newey_west_se(k: np.ndarray, resid: np.ndarray) -> float:
+    """HAC (Newey-West, Bartlett kernel) standard error of an OLS slope.
+
+    rel(k) residuals are autocorrelated (a late wake-up is followed by a catch-up, seed 002
+    Fig. 12), so the i.i.d. OLS standard error would be wrong in either direction.
+    """
+    n = k.size
+    xc = k - k.mean()
+    sxx = np.sum(xc**2)
+    u = xc * resid
+    lag = int(np.floor(4.0 * (n / 100.0) ** (2.0 / 9.0)))
+    s = np.sum(u**2)
+    for l in range(1, min(lag, n - 1) + 1):
+        s += 2.0 * (1.0 - l / (lag + 1.0)) * np.sum(u[l:] * u[:-l])
+    return float(np.sqrt(max(s, 0.0)) / sxx)
+
+
+def fit_drift(
+    k: Sequence[float], rel_ns: Sequence[float], period_ns: float, *, level: float = 0.95, outlier_k: float = 6.0
+) -> Drift:
+    """OLS slope of rel(k) on k, robust to peaks, with a Newey-West CI.
+
+    Peaks (seed 002 Fig. 10: the execution-time peaks also show on the wake-up curve) would
+    tilt a plain fit, so points whose residual from a first fit exceeds ``outlier_k`` robust
+    standard deviations (1.4826·MAD) are dropped before the final fit.
+    """
+    k = np.asarray(k, dtype=float)
+    y = np.asarray(rel_ns, dtype=float)
+    ok = np.isfinite(k) & np.isfinite(y)
+    k, y = k[ok], y[ok]
+    if k.size < 10:
+        raise ValueError(f"rel_ns: need at least 10 wake-ups to fit a drift, got {k.size}")
+    if not 0.0 < level < 1.0:
+        raise ValueError(f"level: must be in (0, 1), got {level}")
+    slope, icpt = np.polyfit(k, y, 1)
+    r = y - (slope * k + icpt)
+    mad = 1.4826 * np.median(np.abs(r - np.median(r)))
+    keep = np.abs(r - np.median(r)) <= outlier_k * mad if mad > 0 else np.ones(k.size, bool)
+    n_out = int((~keep).sum())
+    k2, y2 = k[keep], y[keep]
+    slope, icpt = np.polyfit(k2, y2, 1)
+    se = _newey_west_se(k2, y2 - (slope * k2 + icpt))
+    z = stats.t.ppf(0.5 + level / 2.0, df=max(k2.size - 2, 1))
+    lo, hi = slope - z * se, slope + z * se
+    ppm = 1e6 / float(period_ns)
+    return Drift(float(slope), float(lo), float(hi), slope * ppm, lo * ppm, hi * ppm,
+                 float(icpt), float(slope * (k.max() - k.min())), int(k.size), n_out, level)
+
+
+def drift(
+    jobs: pd.DataFrame,
+    *,
+    period_ns: int | None = None,
+    level: float = 0.95,
+    outlier_k: float = 6.0,
+    include_warmup: bool = True,
+) -> pd.DataFrame:
+    """Drift of the wake-up date, one row per run (see :class:`Drift` for the columns)."""
+    ser = wakeup_series(jobs, period_ns=period_ns, include_warmup=include_warmup)
+    groups = ser.groupby("run_id", sort=True) if "run_id" in ser.columns else [(None, ser)]
+    rows = []
+    for rid, g in groups:
+        d = fit_drift(g["k"], g["rel_ns"], g["period_ns"].iloc[0], level=level, outlier_k=outlier_k)
+        row = {"run_id": rid} if rid is not None else {}
+        row.update(d.__dict__)
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+# --------------------------------------------------------------------------- quantisation
+
+
+@dataclass
+class Quantisation:
+    """Result of :func:`period_quantisation`.
+
+    ``levels``: one row per interval level (center_ns, offset_ns = center − P, count,
+    fraction). ``pattern``: the repeating sequence of level centers (ns) when the labels
+    repeat with a short period, e.g. (124 ms, 124 ms, 124 ms, 128 ms); ``pattern_period``
+    its length. ``step_ns``: smallest spacing between level centers (a timer tick
+    candidate). ``outliers``: intervals in no level (isolated peaks).
+    """
+
+    quantised: bool
+    period_ns: int
+    levels: pd.DataFrame
+    pattern: tuple[float, ...] | None
+    pattern_period: int | None
+    pattern_match: float
+    step_ns: float | None
+    mean_interval_ns: float
+    outliers: int
+
+
+def _cluster_1d(values: np.ndarray, min_gap: float) -> np.ndarray:
+    """Single-linkage clustering of 1-D values: split where sorted neighbours are > min_gap apart."""
+    order = np.argsort(values, kind="stable")
+    sv = values[order]
+    cuts = np.concatenate([[0], np.cumsum(np.diff(sv) > min_gap)])
+    labels = np.empty(values.size, dtype=np.int64)
+    labels[order] = cuts
+    return labels
+
+
+def _label_period(labels: np.ndarray, max_lag: int, min_match: float) -> tuple[int | None, float]:
+    """Smallest lag L with labels[i] == labels[i + L] for ≥ min_match of positions."""
+    best = 0.0
+    for lag in range(1, min(max_lag, labels.size // 3) + 1):
+        a, b = labels[:-lag], labels[lag:]
+        both = (a >= 0) & (b >= 0)
+        if both.sum() == 0:
+            continue
+        m = float(np.mean(a[both] == b[both]))
+        best = max(best, m)
+        if m >= min_match:
+            return lag, m
+    return None, best
+
+
+def period_quantisation(
+    jobs: pd.DataFrame,
+    *,
+    period_ns: int | None = None,
+    min_gap_ns: float | None = None,
+    min_fraction: float = 0.02,
+    max_pattern: int = 64,
+    min_match: float = 0.9,
+    include_warmup: bool = True,
+) -> Quantisation:
+    """Detect distinct levels of the actual inter-wake-up interval (seed 000 §5.3.3, Fig. 5.23).
+
+    Intervals between consecutive jobs of each run are clustered (single linkage; clusters
+    split where sorted values are more than ``min_gap_ns`` apart, default 0.5 % of P — far
+    above µs jitter, far below the 4 ms of the 124/128 ms pattern). Clusters holding at least
+    ``min_fraction`` of the intervals are levels; the rest are outliers (isolated peaks).
+    ``quantised`` is True when there are two or more levels. The label sequence is then
+    searched for a repeating pattern of length ≤ ``max_pattern``.
+    """
+    ser = wakeup_series(jobs, period_ns=period_ns, include_warmup=include_warmup)
+    if ser.empty:
+        raise ValueError("jobs: no wake-ups")
+    p = int(ser["period_ns"].iloc[0])
+    iv = ser["interval_ns"].to_numpy(dtype=float)
+    valid = np.isfinite(iv)
+    vals = iv[valid]
+    if vals.size < 4:
+        raise ValueError(f"jobs: need at least 4 consecutive intervals, got {vals.size}")
+    gap = 0.005 * p if min_gap_ns is None else float(min_gap_ns)
+    raw = _cluster_1d(vals, gap)
+    counts = np.bincount(raw)
+    major = np.flatnonzero(counts >= max(2, min_fraction * vals.size))
+    # Relabel: levels 0..L-1 by increasing center, outliers −1.
+    centers = np.array([np.median(vals[raw == c]) for c in major])
+    order = np.argsort(centers)
+    remap = np.full(counts.size, -1, dtype=np.int64)
+    remap[major[order]] = np.arange(major.size)
+    labels = remap[raw]
+    centers = centers[order]
+    levels = pd.DataFrame({
+        "center_ns": centers,
+        "offset_ns": centers - p,
+        "count": counts[major[order]],
+        "fraction": counts[major[order]] / vals.size,
+    })
+    quantised = len(levels) >= 2
+    pattern = pattern_period = None
+    match = float("nan")
+    step = float(np.min(np.diff(centers))) if quantised else None
+    if quantised:
+        # Pattern search per run would be purer; runs are concatenated with a −1 separator
+        # so no run boundary creates a false match.
+        seq = np.full(iv.size, -1, dtype=np.int64)
+        seq[valid] = labels
+        pattern_period, match = _label_period(seq, max_pattern, min_match)
+        if pattern_period is not None:
+            # Most frequent level at each phase of the pattern.
+            phase_levels = []
+            for ph in range(pattern_period):
+                s = seq[ph::pattern_period]
+                s = s[s >= 0]
+                phase_levels.append(float(centers[np.bincount(s).argmax()]) if s.size else float("nan"))
+            pattern = tuple(phase_levels)
+    return Quantisation(quantised, p, levels, pattern, pattern_period, match, step,
+                        float(vals.mean()), int((labels < 0).sum()))

@@ -1,0 +1,174 @@
+"""Tests for xtalk.analysis.spikes: detection, periods (big every 10), attribution."""
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from xtalk.analysis import spikes as S
+
+T0 = 10**12
+
+
+def _job_table(n, period, exec_ns, run_id="r0", cpu=2):
+    job = np.arange(n)
+    release = T0 + job * period
+    start = release + 20_000
+    exec_ns = np.asarray(exec_ns, dtype=np.int64)
+    return pd.DataFrame({
+        "run_id": run_id, "job": job, "warmup": job < 2,
+        "release_ns": release, "wakeup_ns": release + 15_000, "start_ns": start,
+        "end_ns": start + exec_ns, "exec_ns": exec_ns, "period_ns": period,
+        "cpu_start": cpu, "cpu_end": cpu,
+    })
+
+
+def _planted(n, period, disturb_ns, rng, big_every=10, phase_ns=7_300_000_000):
+    """Seed 002 Fig. 6-7: an OS disturbance every ``disturb_ns``, a bigger one every 10th."""
+    exec_ns = 1_000_000 + rng.normal(0, 10_000, n)
+    times = np.arange(phase_ns, n * period, disturb_ns)
+    jobs_hit = (times // period).astype(np.int64)
+    big = np.arange(times.size) % big_every == big_every - 1
+    exec_ns[jobs_hit] += np.where(big, 800_000, 200_000) + rng.normal(0, 5_000, times.size)
+    return exec_ns, jobs_hit, big
+
+
+def test_robust_threshold_and_mad_zero_fallback():
+    med, scale, thr = S.robust_threshold([10, 12, 8, 10, 11, 9, 100], k=5)
+    assert med == 10 and scale == pytest.approx(1.4826) and thr == pytest.approx(10 + 5 * 1.4826)
+    med, scale, thr = S.robust_threshold([5, 5, 5, 5, 5, 5, 50], k=3)
+    assert scale > 0 and thr < 50  # MAD = 0: mean-absolute-deviation fallback still sees the 50
+    assert S.robust_threshold([7, 7, 7])[1] == 0.0
+
+
+def test_detect_spikes_finds_planted_spikes_only():
+    rng = np.random.default_rng(0)
+    exec_ns, hit, _ = _planted(20_000, 50_000_000, 31_250_000_000, rng)
+    sp = S.detect_spikes(_job_table(20_000, 50_000_000, exec_ns))
+    assert len(sp) == 20_000 - 2  # warm-up dropped
+    found = set(sp.loc[sp["is_spike"], "job"])
+    assert found == set(hit)
+    with pytest.raises(ValueError, match="k"):
+        S.detect_spikes(_job_table(10, 1, np.ones(10)), k=0)
+
+
+@pytest.mark.parametrize("period", [50_000_000, 125_000_000])
+def test_periods_with_big_spike_every_ten(period):
+    # "20 peaks in 625 seconds" whatever the task period: one every 31.25 s.
+    disturb = 31_250_000_000
+    rng = np.random.default_rng(1)
+    n = int(40 * disturb / period)
+    exec_ns, hit, big = _planted(n, period, disturb, rng)
+    per = S.spike_periods(S.detect_spikes(_job_table(n, period, exec_ns))).set_index("cls")
+    assert set(per.index) == {"all", "big", "small"}
+    assert per.loc["all", "n_spikes"] == hit.size and per.loc["big", "n_spikes"] == big.sum()
+    assert per.loc["all", "period_ns"] == pytest.approx(disturb, rel=0.002)
+    assert per.loc["all", "period_jobs"] == pytest.approx(disturb / period, rel=0.002)
+    assert per.loc["all", "period_jobs_psd"] == pytest.approx(disturb / period, rel=0.02)
+    assert per.loc["big", "period_ns"] == pytest.approx(10 * disturb, rel=0.002)
+    assert per.loc["big", "every_n"] == 10
+    assert per.loc["big", "on_lattice"] == 1.0
+    assert per.loc["all", "regularity"] == 1.0
+
+
+def test_period_survives_missed_spikes_and_non_integer_jobs():
+    rng = np.random.default_rng(2)
+    period = 125_000_000
+    disturb = 10_300_000_000  # 82.4 jobs: spikes land on job multiples of 82 or 83
+    n = 8_000
+    exec_ns, hit, _ = _planted(n, period, disturb, rng, big_every=10**9)
+    exec_ns[hit[[3, 7, 8]]] = 1_000_000  # three disturbances missed by the detector
+    per = S.spike_periods(S.detect_spikes(_job_table(n, period, exec_ns))).set_index("cls")
+    assert list(per.index) == ["all"]  # one amplitude class
+    assert per.loc["all", "period_jobs"] == pytest.approx(82.4, abs=0.1)
+    assert per.loc["all", "period_ns"] == pytest.approx(disturb, rel=0.01)
+
+
+def test_event_period_and_indicator_period_units():
+    t = np.arange(0, 100) * 7.0
+    assert S.event_period(t)[0] == pytest.approx(7.0)
+    ind = np.zeros(700)
+    ind[::7] = 1
+    assert S.indicator_period(ind) == pytest.approx(7.0, rel=0.01)
+    assert np.isnan(S.event_period([1.0, 2.0])[0])
+
+
+def _culprits(jobs, spike_jobs, rng):
+    """Background activity everywhere plus a planted culprit in every spike job."""
+    rows = []
+    start = jobs["start_ns"].to_numpy()
+    end = jobs["end_ns"].to_numpy()
+    for j in range(len(jobs)):
+        if rng.random() < 0.3:  # routine kernel worker on the victim's CPU
+            rows.append((2, start[j] + 100_000, start[j] + 150_000, "process", "kworker/2:1", 40))
+        if rng.random() < 0.1:
+            rows.append((2, start[j] + 300_000, start[j] + 310_000, "irq", "eth0", -1))
+        if rng.random() < 0.5:  # busy neighbour on another core
+            rows.append((3, start[j], end[j], "process", "stress-ng", 900))
+    for j in spike_jobs:
+        rows.append((2, start[j] + 200_000, start[j] + 700_000, "process", "systemd-timesyncd", 321))
+        rows.append((2, start[j] + 700_000, start[j] + 720_000, "softirq", "NET_RX", -1))
+    # One unlucky coincidence: a single cron run during one spike only.
+    j = spike_jobs[0]
+    rows.append((2, start[j] + 750_000, start[j] + 760_000, "process", "cron", 77))
+    # The idle task covers everything and must be ignored by default.
+    rows.append((2, start[0] - 1, end[-1] + 1, "process", "swapper/2", 0))
+    return pd.DataFrame(rows, columns=["cpu", "start_ns", "end_ns", "kind", "name", "pid"])
+
+
+def test_attribution_ranks_planted_culprit_first():
+    rng = np.random.default_rng(3)
+    period = 50_000_000
+    n = 6_000
+    exec_ns, hit, _ = _planted(n, period, 1_000_000_000, rng)  # one every 20 jobs
+    jobs = _job_table(n, period, exec_ns)
+    cul = _culprits(jobs, hit, rng)
+    att = S.attribute_spikes(jobs, cul)
+    assert att.cpu_scope == "victim" and att.n_spikes == hit.size
+    top = att.ranking.iloc[0]
+    assert top["name"] == "systemd-timesyncd" and top["rank"] == 1
+    assert top["frac_spikes"] == 1.0 and top["normal_with"] == 0
+    names = list(att.ranking["name"])
+    assert "swapper/2" not in names and "stress-ng" not in names  # idle dropped, other CPU
+    assert names.index("cron") > names.index("NET_RX")  # one coincidence ranks below
+    kw = att.ranking.set_index("name").loc["kworker/2:1"]
+    assert kw["lift"] == pytest.approx(1.0, abs=0.35) and kw["fisher_p"] > 0.01
+    # Per spike: the planted culprit has the most overlap (500 µs) and rank 1.
+    first = att.per_spike[att.per_spike["rank"] == 1]
+    assert (first["name"] == "systemd-timesyncd").all()
+    assert (first["overlap_ns"] == 500_000).all()
+    assert len(first) == hit.size
+
+
+def test_attribution_all_cpus_and_lookback():
+    rng = np.random.default_rng(4)
+    period = 50_000_000
+    n = 2_000
+    exec_ns, hit, _ = _planted(n, period, 1_000_000_000, rng)
+    jobs = _job_table(n, period, exec_ns)
+    start = jobs["start_ns"].to_numpy()
+    # The culprit runs just *before* each spike job (seed 000 §5.3.2) on another core.
+    cul = pd.DataFrame({
+        "cpu": 0, "start_ns": start[hit] - 5_000_000, "end_ns": start[hit] - 1_000_000,
+        "kind": "process", "name": "ntpd", "pid": 55,
+    })
+    none = S.attribute_spikes(jobs, cul, cpus="all")
+    assert none.ranking.empty
+    att = S.attribute_spikes(jobs, cul, cpus="all", lookback_ns=period)
+    assert att.cpu_scope == "all"
+    assert att.ranking.iloc[0]["name"] == "ntpd" and att.ranking.iloc[0]["spikes_with"] == hit.size
+    assert S.attribute_spikes(jobs, cul, lookback_ns=period).ranking.empty  # victim CPU only
+
+
+def test_attribution_migrated_job_and_errors():
+    jobs = _job_table(4, 1_000_000, [100_000, 100_000, 900_000, 100_000])
+    jobs.loc[2, "cpu_end"] = 5  # migrated from CPU 2 to CPU 5
+    jobs["warmup"] = False
+    spikes = jobs.assign(is_spike=jobs["job"] == 2)
+    cul = pd.DataFrame({"cpu": [5], "start_ns": [jobs.loc[2, "start_ns"] + 10],
+                        "end_ns": [jobs.loc[2, "start_ns"] + 110], "kind": ["irq"], "name": ["nvme"], "pid": [-1]})
+    att = S.attribute_spikes(jobs, cul, spikes=spikes)
+    assert att.per_spike["name"].tolist() == ["nvme"] and att.per_spike["overlap_ns"].tolist() == [100]
+    with pytest.raises(ValueError, match="culprits"):
+        S.attribute_spikes(jobs, cul.drop(columns="cpu"), spikes=spikes)
+    with pytest.raises(ValueError, match="cpus"):
+        S.attribute_spikes(jobs, cul, spikes=spikes, cpus="mine")

@@ -1,0 +1,211 @@
+"""Tests for xtalk.analysis.stats: bootstrap CIs, slowdown ratio, shift tests, A/A floor."""
+
+import time
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from xtalk.analysis import stats as S
+
+
+def _jobs(values, warmup=0, run_id="r0"):
+    n = len(values)
+    return pd.DataFrame(
+        {
+            "run_id": run_id,
+            "job": np.arange(n),
+            "warmup": np.arange(n) < warmup,
+            "exec_ns": np.asarray(values, dtype=np.int64),
+        }
+    )
+
+
+def test_fast_quantile_bootstrap_matches_resampling():
+    # The Beta order-statistic shortcut must give the same bootstrap distribution as
+    # brute-force resampling (mean and spread), for even and odd n and interpolated q.
+    rng = np.random.default_rng(0)
+    for n in (10, 31):
+        x = np.sort(rng.gamma(2.0, size=n))
+        for q in (0.5, 0.9, 1.0):
+            fast = S._boot_quantile(x, q, 100_000, rng)
+            slow = np.quantile(x[rng.integers(0, n, (100_000, n))], q, axis=1)
+            assert fast.mean() == pytest.approx(slow.mean(), rel=0.01)
+            assert fast.std() == pytest.approx(slow.std(), rel=0.03)
+            jack = S._jack_quantile(x, q)
+            brute = np.array([np.quantile(np.delete(x, i), q) for i in range(n)])
+            np.testing.assert_allclose(jack, brute)
+
+
+def test_median_ratio_ci_coverage_on_aa_pairs():
+    # 200 repetitions of two same-distribution samples: the 95 % CI of the median ratio
+    # must contain 1 in at least 90 % of them.
+    rng = np.random.default_rng(42)
+    hits = 0
+    for _ in range(200):
+        a = rng.lognormal(13.0, 0.3, size=150)
+        b = rng.lognormal(13.0, 0.3, size=150)
+        ci = S.ratio_ci(a, b, "median", n_boot=1000, seed=rng)
+        hits += ci.contains(1.0)
+    assert hits >= 180, hits
+
+
+def test_ratio_ci_detects_planted_slowdown():
+    rng = np.random.default_rng(1)
+    solo = rng.lognormal(13.0, 0.2, size=2000)
+    scen = 1.3 * rng.lognormal(13.0, 0.2, size=2000)
+    ci = S.ratio_ci(scen, solo, "median", seed=2)
+    assert ci.method == "bca"
+    assert 1.0 < ci.low < 1.3 < ci.high < 1.4
+
+
+def test_percentile_and_bca_bracket_true_median():
+    rng = np.random.default_rng(3)
+    x = rng.exponential(1.0, size=3000)
+    for method in ("bca", "percentile"):
+        ci = S.bootstrap_ci(x, "median", method=method, seed=4)
+        assert ci.contains(np.log(2.0)), (method, ci)
+        assert ci.low < ci.estimate < ci.high
+
+
+def test_max_forces_percentile_and_upper_is_sample_max():
+    x = np.arange(1000.0)
+    ci = S.bootstrap_ci(x, "max", seed=0)
+    assert ci.method == "percentile"
+    assert ci.high == 999.0 and ci.low < 999.0
+
+
+def test_mean_and_callable_statistics():
+    rng = np.random.default_rng(5)
+    x = rng.normal(10.0, 1.0, size=500)
+    ci_mean = S.bootstrap_ci(x, "mean", n_boot=1000, seed=1)
+    ci_call = S.bootstrap_ci(x, np.mean, n_boot=1000, seed=1)
+    assert ci_mean.contains(10.0)
+    assert ci_call.statistic == "mean"
+    assert ci_call.low == pytest.approx(ci_mean.low, abs=0.05)
+
+
+def test_large_sample_is_fast():
+    x = np.random.default_rng(6).lognormal(size=100_000)
+    t = time.perf_counter()
+    S.bootstrap_ci(x, "median", n_boot=10_000, seed=1)
+    S.ratio_ci(x, x[::-1], "p99", n_boot=10_000, seed=1)
+    S.ratio_ci(x, x[::-1], "max", n_boot=10_000, seed=1)
+    assert time.perf_counter() - t < 2.0
+
+
+def test_seeded_results_are_reproducible():
+    x = np.random.default_rng(7).normal(size=300)
+    assert S.bootstrap_ci(x, seed=11) == S.bootstrap_ci(x, seed=11)
+
+
+def test_slowdown_table_excludes_warmup():
+    solo = _jobs([10_000] * 5 + [100] * 200, warmup=5)
+    scen = _jobs([20_000] * 5 + [150] * 200, warmup=5)
+    t = S.slowdown(solo, scen, seed=0)
+    assert list(t["statistic"]) == ["median", "max"]
+    assert t["ratio"].tolist() == pytest.approx([1.5, 1.5])
+    assert (t["n_solo"] == 200).all()
+
+
+def test_shift_test_effect_sizes():
+    rng = np.random.default_rng(8)
+    a = rng.normal(1.0, 1.0, size=800)
+    b = rng.normal(0.0, 1.0, size=800)
+    r = S.shift_test(a, b)
+    # True P(A > B) = Phi(1/sqrt(2)) = 0.760.
+    assert r.prob_superiority == pytest.approx(0.760, abs=0.03)
+    assert r.cliffs_delta == pytest.approx(2 * r.prob_superiority - 1)
+    assert r.magnitude == "large"
+    assert r.mannwhitney_p < 1e-6 and r.brunnermunzel_p < 1e-6 and r.ks_p < 1e-6
+    assert r.brunnermunzel_stat > 0
+    same = S.shift_test(rng.normal(size=800), rng.normal(size=800))
+    assert same.magnitude == "negligible"
+    assert same.mannwhitney_p > 0.01
+
+
+def test_shift_test_complete_separation_and_identical():
+    r = S.shift_test(np.arange(100.0) + 1000, np.arange(100.0))
+    assert r.cliffs_delta == 1.0 and r.brunnermunzel_p < 1e-6
+    same = S.shift_test(np.ones(50), np.ones(50))
+    assert same.cliffs_delta == 0.0 and same.brunnermunzel_p == 1.0
+
+
+def test_aa_noise_floor():
+    rng = np.random.default_rng(9)
+    reps = [rng.lognormal(13.0, 0.3, size=400) for _ in range(3)]
+    nf = S.aa_noise_floor(reps, seed=1)
+    assert len(nf.pairs) == 6
+    assert 0.0 < nf.floor < 0.15
+    assert nf.ratio_min < 1.0 < nf.ratio_max or nf.ratio_min == pytest.approx(1.0, abs=0.05)
+    # The floor grows with the noise.
+    noisy = [rng.lognormal(13.0, 1.0, size=400) for _ in range(3)]
+    assert S.aa_noise_floor(noisy, seed=1).floor > nf.floor
+
+
+def test_markers_best_median_first_worst():
+    df = _jobs([500, 120, 100, 130, 110, 400], warmup=1)
+    m = S.markers(df)
+    row = m.iloc[0]
+    assert (row["best"], row["median"], row["first"], row["worst"]) == (100, 120, 500, 400)
+
+
+@pytest.mark.parametrize(
+    "call, field",
+    [
+        (lambda: S.bootstrap_ci([1.0], "median"), "sample"),
+        (lambda: S.bootstrap_ci([1.0, 2.0], "p200"), "statistic"),
+        (lambda: S.bootstrap_ci([1.0, 2.0], "median", level=1.5), "level"),
+        (lambda: S.bootstrap_ci([1.0, 2.0], "median", method="bootstrap"), "method"),
+        (lambda: S.ratio_ci([1.0, 2.0], [0.0, 0.0]), "solo"),
+        (lambda: S.aa_noise_floor([[1.0, 2.0]]), "samples"),
+        (lambda: S.slowdown(_jobs([1, 2]), _jobs([1, 2]), column="nope"), "column"),
+    ],
+)
+def test_errors_name_the_field(call, field):
+    with pytest.raises(ValueError, match=field):
+        call()
+
+
+def test_per_step_reference_is_the_minimum_across_runs():
+    a = _jobs([100, 900, 100], run_id="a")
+    b = _jobs([800, 100, 120], run_id="b")
+    ref = S.per_step_reference(pd.concat([a, b]))
+    assert ref["min_ns"].tolist() == [100, 100, 100]
+    assert ref["max_ns"].tolist() == [800, 900, 120]
+    assert ref["n_runs"].tolist() == [2, 2, 2]
+
+
+def _runs_with_offsets(rng, n_runs=10, n_jobs=200):
+    # Each run has its own level (placement, boot...): 5 % between runs, 1 % within.
+    off = rng.normal(0.0, 0.05, n_runs)
+    v = np.concatenate([1e6 * (1 + o) * (1 + rng.normal(0.0, 0.01, n_jobs)) for o in off])
+    return v, np.repeat(np.arange(n_runs), n_jobs)
+
+
+def test_cluster_bootstrap_keeps_between_run_variance():
+    # Same-distribution A/A pairs: resampling runs covers 1, pooling jobs mostly does not.
+    rng = np.random.default_rng(7)
+    cluster_hits = pooled_hits = 0
+    for _ in range(30):
+        a, ga = _runs_with_offsets(rng)
+        b, gb = _runs_with_offsets(rng)
+        ci = S.cluster_ratio_ci(a, ga, b, gb, n_boot=400, seed=rng)
+        assert ci.method == "cluster-percentile"
+        cluster_hits += ci.contains(1.0)
+        pooled_hits += S.ratio_ci(a, b, n_boot=1000, seed=rng).contains(1.0)
+    assert cluster_hits >= 26, cluster_hits
+    assert pooled_hits <= 15, pooled_hits
+
+
+def test_slowdown_with_cluster_column_and_too_few_runs():
+    rng = np.random.default_rng(8)
+    a, ga = _runs_with_offsets(rng, n_runs=6, n_jobs=50)
+    b, gb = _runs_with_offsets(rng, n_runs=6, n_jobs=50)
+    solo = pd.DataFrame({"run_id": gb, "job": np.tile(np.arange(50), 6), "exec_ns": b})
+    scen = pd.DataFrame({"run_id": ga, "job": np.tile(np.arange(50), 6), "exec_ns": 1.5 * a})
+    t = S.slowdown(solo, scen, statistics=("median",), cluster="run_id", n_boot=300, seed=1)
+    assert t["method"].iloc[0] == "cluster-percentile"
+    assert t["ci_low"].iloc[0] < 1.5 * np.median(a) / np.median(b) < t["ci_high"].iloc[0]
+    with pytest.raises(ValueError, match="scenario_groups"):
+        S.cluster_ratio_ci(a[:100], ga[:100], b, gb)

@@ -1,8 +1,9 @@
 //! Kernel scheduling trace through tracefs, in a private instance (instances/xtalk-<pid>)
 //! so other users of tracefs are not disturbed. Events are enabled before the run, tracing
 //! is switched on only for the measured window, and the instance is removed afterwards; if
-//! tracefs was not mounted, it is mounted for the run and unmounted after. An instance left
-//! by a killed agent is removed by the next agent that starts tracing.
+//! tracefs was not mounted, it is mounted for the run and unmounted by the last traced run
+//! to end (a marker in /run/xtalk says xtalk mounted it). An instance left by a killed agent
+//! is removed by the next agent that uses tracefs.
 
 use super::capabilities::tracefs_root;
 use std::ffi::CString;
@@ -19,6 +20,10 @@ pub const DEFAULT_EVENTS: &[&str] = &[
     "timer:hrtimer_expire_exit",
 ];
 
+/// Present while tracefs is mounted because xtalk mounted it: whoever ends the last traced
+/// run unmounts it, so concurrent runs never pull tracefs from under each other.
+const MOUNT_MARKER: &str = "/run/xtalk/tracefs-mounted";
+
 fn mount_tracefs() -> Result<(), String> {
     let src = CString::new("nodev").unwrap();
     let dst = CString::new(DEFAULT_MOUNT).unwrap();
@@ -27,25 +32,38 @@ fn mount_tracefs() -> Result<(), String> {
         return Err(format!("tracefs is not mounted and mounting it at {DEFAULT_MOUNT} failed: {} (as root: mount -t tracefs nodev {DEFAULT_MOUNT})",
             std::io::Error::last_os_error()));
     }
+    let _ = fs::create_dir_all("/run/xtalk");
+    let _ = fs::write(MOUNT_MARKER, DEFAULT_MOUNT);
     Ok(())
 }
 
-fn unmount(root: &str) {
-    let dst = CString::new(root).unwrap();
-    unsafe { libc::umount2(dst.as_ptr(), libc::MNT_DETACH) };
+/// tracefs, mounted here if needed.
+fn acquire() -> Result<PathBuf, String> {
+    match tracefs_root() {
+        Some(root) => Ok(PathBuf::from(root)),
+        None => mount_tracefs().map(|_| PathBuf::from(DEFAULT_MOUNT)),
+    }
+}
+
+/// Unmount tracefs if xtalk mounted it and no live xtalk instance still uses it.
+fn release(root: &Path) {
+    remove_stale(root);
+    let busy = fs::read_dir(root.join("instances"))
+        .map(|d| d.flatten().any(|e| e.file_name().to_string_lossy().starts_with(PREFIX)))
+        .unwrap_or(false);
+    if !busy && fs::metadata(MOUNT_MARKER).is_ok() {
+        let dst = CString::new(root.to_string_lossy().as_bytes()).unwrap();
+        unsafe { libc::umount2(dst.as_ptr(), libc::MNT_DETACH) };
+        let _ = fs::remove_file(MOUNT_MARKER);
+    }
 }
 
 /// tracefs for the duration of `f`: the existing mount, or one made and undone here.
 pub fn with_tracefs<T>(f: impl FnOnce(&Path) -> Result<T, String>) -> Result<T, String> {
-    match tracefs_root() {
-        Some(root) => f(Path::new(&root)),
-        None => {
-            mount_tracefs()?;
-            let r = f(Path::new(DEFAULT_MOUNT));
-            unmount(DEFAULT_MOUNT);
-            r
-        }
-    }
+    let root = acquire()?;
+    let r = f(&root);
+    release(&root);
+    r
 }
 
 /// "sched:sched_switch" or a bare "sched_switch" -> its directory under events/.
@@ -95,23 +113,16 @@ fn remove_stale(root: &Path) {
 pub struct Tracer {
     root: PathBuf,
     dir: PathBuf,
-    mounted: bool,
     pub events: Vec<String>,
 }
 
 impl Tracer {
     /// Create the private instance with `events` enabled and tracing off.
     pub fn setup(events: &[String], buffer_kb: u32) -> Result<Tracer, String> {
-        let (root, mounted) = match tracefs_root() {
-            Some(r) => (PathBuf::from(r), false),
-            None => {
-                mount_tracefs()?;
-                (PathBuf::from(DEFAULT_MOUNT), true)
-            }
-        };
+        let root = acquire()?;
         remove_stale(&root);
         let dir = root.join("instances").join(format!("{PREFIX}{}", std::process::id()));
-        let mut t = Tracer { root, dir, mounted, events: events.to_vec() };
+        let mut t = Tracer { root, dir, events: events.to_vec() };
         fs::create_dir(&t.dir).map_err(|e| format!("{}: {e}", t.dir.display()))?;
         write(&t.dir.join("tracing_on"), "0")?;
         write(&t.dir.join("buffer_size_kb"), &buffer_kb.to_string())?;
@@ -160,8 +171,6 @@ impl Drop for Tracer {
             }
         }
         let _ = fs::remove_dir(&self.dir);
-        if self.mounted {
-            unmount(&self.root.to_string_lossy());
-        }
+        release(&self.root);
     }
 }

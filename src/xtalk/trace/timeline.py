@@ -9,18 +9,42 @@ INTERVAL_COLUMNS = ["cpu", "start_ns", "end_ns", "kind", "name", "pid"]
 
 
 def occupancy(events: pd.DataFrame, end_ns: int | None = None) -> pd.DataFrame:
-    """Intervals during which each task ran on each CPU (kind "process"; pid 0 is idle)."""
-    sw = events[events.event == "sched_switch"]
-    if sw.empty:
+    """Intervals during which each task ran on each CPU (kind "process"; pid 0 is idle).
+
+    Some kernels (seen on a KVM guest) record no sched_switch when a CPU leaves idle. A task
+    that switches out without having been switched in was running all the same: its interval
+    starts at its latest wake-up on that CPU, else at the first event recorded in its context.
+    """
+    if events.empty or not (events.event == "sched_switch").any():
         return pd.DataFrame(columns=INTERVAL_COLUMNS)
     last = end_ns if end_ns is not None else int(events.ts_ns.max())
-    out = []
-    for cpu, g in sw.groupby("cpu", sort=True):
-        ts = g.ts_ns.to_numpy()
-        nxt = list(ts[1:]) + [max(last, int(ts[-1]))]
-        out.append(pd.DataFrame({"cpu": cpu, "start_ns": ts, "end_ns": nxt, "kind": "process",
-                                 "name": g.next_comm.to_numpy(), "pid": g.next_pid.astype("int64").to_numpy()}))
-    return pd.concat(out, ignore_index=True)
+    rows = []
+    wake_pid = events.target_pid if "target_pid" in events else pd.Series(pd.NA, index=events.index)
+    for cpu, g in events.groupby("cpu", sort=True):
+        cur_pid, cur_name, cur_start = None, None, None
+        woke: dict[int, int] = {}  # pid -> latest wake-up on this CPU since the last switch
+        seen: dict[int, int] = {}  # pid -> first event in its context since the last switch
+        for r, wp in zip(g.itertuples(), wake_pid.loc[g.index]):
+            if r.event == "sched_wakeup" and not pd.isna(wp):
+                woke[int(wp)] = r.ts_ns
+            if r.event != "sched_switch":
+                seen.setdefault(int(r.pid), r.ts_ns)
+                continue
+            prev = int(r.prev_pid)
+            if cur_pid is not None and prev != cur_pid:
+                # Missed switch-in of `prev`: close the current interval where `prev` began.
+                began = woke.get(prev, seen.get(prev, r.ts_ns))
+                began = min(max(began, cur_start), r.ts_ns)
+                rows.append((cpu, cur_start, began, "process", cur_name, cur_pid))
+                cur_start = began
+            if cur_pid is not None:
+                rows.append((cpu, cur_start, r.ts_ns, "process", r.prev_comm if prev != cur_pid else cur_name, prev))
+            cur_pid, cur_name, cur_start = int(r.next_pid), r.next_comm, r.ts_ns
+            woke, seen = {}, {}
+        if cur_pid is not None:
+            rows.append((cpu, cur_start, max(last, cur_start), "process", cur_name, cur_pid))
+    df = pd.DataFrame(rows, columns=INTERVAL_COLUMNS)
+    return df[df.end_ns > df.start_ns].reset_index(drop=True)
 
 
 def _pairs(events: pd.DataFrame, entry: str, exit_: str, kind: str, key: str) -> pd.DataFrame:
@@ -48,16 +72,14 @@ def interrupts(events: pd.DataFrame) -> pd.DataFrame:
 
 
 def runnable_waits(events: pd.DataFrame, pid: int) -> pd.DataFrame:
-    """Intervals where `pid` was preempted (switched out while runnable) until it ran again."""
-    sw = events[events.event == "sched_switch"]
+    """Intervals where `pid` was preempted (switched out while runnable) until it ran again:
+    its next switch-in, or its next event on any CPU when that switch-in was not recorded."""
     rows = []
     out_at = None
-    for r in sw.itertuples():
-        if r.prev_pid == pid and str(r.prev_state).startswith("R"):
-            out_at = (r.ts_ns, r.cpu)
-        elif r.next_pid == pid and out_at is not None:
+    for r in events.itertuples():
+        if out_at is not None and (r.pid == pid or (r.event == "sched_switch" and r.next_pid == pid)):
             rows.append((out_at[1], out_at[0], r.ts_ns))
             out_at = None
-        elif r.prev_pid == pid:
-            out_at = None  # went to sleep: not a preemption
+        if r.event == "sched_switch" and r.prev_pid == pid:
+            out_at = (r.ts_ns, r.cpu) if str(r.prev_state).startswith("R") else None
     return pd.DataFrame(rows, columns=["cpu", "start_ns", "end_ns"])

@@ -18,7 +18,18 @@ $(BIN)/.installed: pyproject.toml $(AGENT)
 	$(BIN)/python -m pip install -q -e '.[test]'
 	touch $@
 
-setup: $(AGENT) $(BIN)/.installed
+# C artefacts: the probe example and the syscall-probe preload library.
+build/probe_demo: examples/probes/probe_demo.c include/xtalk/probe.h
+	@mkdir -p build
+	cc -O2 -Wall -Wextra -pthread -Iinclude $< -o $@
+
+build/libxtalk_preload.so: preload/xtalk_preload.c include/xtalk/probe.h
+	@mkdir -p build
+	cc -O2 -Wall -shared -fPIC -Iinclude $< -o $@ -ldl
+
+NATIVE := build/probe_demo build/libxtalk_preload.so
+
+setup: $(AGENT) $(BIN)/.installed $(NATIVE)
 
 demo: setup
 	$(BIN)/xtalk run examples/quickstart.toml

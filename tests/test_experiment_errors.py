@@ -29,7 +29,7 @@ def run_bad(tmp_path, text):
 @pytest.mark.parametrize("old,new,needle", [
     ('jobs = 5', 'jobs = 5\ncolour = "red"', "victim.colour: unknown key"),
     ('jobs = 5', 'jobs = "five"', "victim.jobs"),
-    ('jobs = 5\n', '', "victim.jobs: required; add it"),
+    ('jobs = 5\n', '', "'jobs' is required; add it"),
     ('cpus = "last"', 'cpus = [4096]', "victim.cpus: CPU 4096 does not exist"),
     ('body = "sum"', 'body = "sorting"', "victim.body"),
     ('period = "2ms"', 'period = "2 fortnights"', "victim.period: cannot read duration"),

@@ -46,7 +46,7 @@ pub fn check(plan: &Plan) -> Result<(), PlanError> {
 fn victim_footprint(b: &Body) -> u64 {
     match b {
         Body::Chase { bytes, .. } | Body::Sum { bytes } => *bytes,
-        Body::Pi { .. } => 0,
+        Body::Pi { .. } | Body::Command { .. } => 0,
     }
 }
 
@@ -62,6 +62,25 @@ fn check_victim(v: &Victim, online: &[usize], allowed: &[usize]) -> Result<(), P
         }
         Body::Sum { bytes } if *bytes < 8 => return err("victim.body.bytes", "must be at least 8"),
         Body::Pi { iterations } if *iterations == 0 => return err("victim.body.iterations", "must be at least 1"),
+        Body::Command { argv, preload, probe_capacity, .. } => {
+            if argv.is_empty() || argv[0].is_empty() {
+                return err("victim.body.argv", "is empty; give the program and its arguments, e.g. [\"./app\", \"-n\", \"10\"]");
+            }
+            if find_program(&argv[0]).is_none() {
+                return err("victim.body.argv[0]", format!("'{}' is not an executable file here (nor on PATH)", argv[0]));
+            }
+            if let Some(p) = preload {
+                if !std::path::Path::new(p).is_file() {
+                    return err("victim.body.preload", format!("'{p}' does not exist; build it with `make setup` (build/libxtalk_preload.so)"));
+                }
+            }
+            if !(1..=1 << 26).contains(probe_capacity) {
+                return err("victim.body.probe_capacity", "must be between 1 and 67108864 records");
+            }
+            if v.jobs != 1 || v.warmup_jobs != 0 {
+                return err("victim.jobs", "a command victim runs once per run: jobs = 1, warmup_jobs = 0");
+            }
+        }
         _ => {}
     }
     if v.period_ns < 10_000 {
@@ -145,6 +164,17 @@ fn check_enemy(i: usize, e: &Enemy, online: &[usize], allowed: &[usize]) -> Resu
     check_placement(&at, &e.placement, online, allowed)?;
     check_sched(&at, &e.sched, &e.placement, online)?;
     check_lock(&at, e.lock_memory, e.load.footprint())
+}
+
+/// The executable `name` names: a path, or a file on PATH.
+pub fn find_program(name: &str) -> Option<std::path::PathBuf> {
+    use std::os::unix::fs::PermissionsExt;
+    let ok = |p: &std::path::Path| p.is_file() && p.metadata().map(|m| m.permissions().mode() & 0o111 != 0).unwrap_or(false);
+    if name.contains('/') {
+        let p = std::path::PathBuf::from(name);
+        return ok(&p).then_some(p);
+    }
+    std::env::var_os("PATH").and_then(|path| std::env::split_paths(&path).map(|d| d.join(name)).find(|p| ok(p)))
 }
 
 fn check_placement(at: &str, p: &Placement, online: &[usize], allowed: &[usize]) -> Result<(), PlanError> {

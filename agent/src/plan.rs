@@ -124,6 +124,22 @@ pub enum Body {
     Sum { bytes: u64 },
     /// pi/4 series in registers only (seed 000 §6.4.2).
     Pi { iterations: u64 },
+    /// Any program (argv, no shell), run once per run as job 0; per-section timing comes
+    /// from its probes (include/xtalk/probe.h) in probes.bin.
+    Command {
+        argv: Vec<String>,
+        #[serde(default)]
+        env: std::collections::BTreeMap<String, String>,
+        /// A shared library to LD_PRELOAD (e.g. the syscall probes, libxtalk_preload.so).
+        #[serde(default)]
+        preload: Option<String>,
+        #[serde(default = "default_probe_capacity")]
+        probe_capacity: u64,
+    },
+}
+
+fn default_probe_capacity() -> u64 {
+    1 << 18
 }
 
 /// The load one enemy generates until stopped (enemies/ has one file per kind).

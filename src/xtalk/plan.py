@@ -44,7 +44,17 @@ class PiBody(_Strict):
     iterations: int = Field(ge=1)
 
 
-Body = Annotated[Union[ChaseBody, SumBody, PiBody], Field(discriminator="kind")]
+class CommandBody(_Strict):
+    """Any program (argv, no shell), once per run; its probes land in probes.bin."""
+
+    kind: Literal["command"] = "command"
+    argv: list[str] = Field(min_length=1)
+    env: dict[str, str] = {}
+    preload: Optional[str] = None
+    probe_capacity: int = Field(default=1 << 18, ge=1, le=1 << 26)
+
+
+Body = Annotated[Union[ChaseBody, SumBody, PiBody, CommandBody], Field(discriminator="kind")]
 
 
 class ReadLoad(_Strict):

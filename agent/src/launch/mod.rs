@@ -11,6 +11,7 @@ use crate::observe::{clock::mono_ns, env};
 use crate::plan::Plan;
 use crate::observe::{perf, trace};
 use crate::record::counters::CounterLog;
+use crate::record::probes::ProbeBuffer;
 use crate::record::jobs::JobLog;
 use crate::victims;
 use serde_json::{json, Value};
@@ -35,6 +36,8 @@ struct Child {
     pid: libc::pid_t,
     role: Role,
     status: Option<libc::c_int>,
+    /// Resource use and the time it was reaped (for a command victim's job record).
+    rusage: Option<(libc::rusage, i64)>,
 }
 
 fn describe(status: libc::c_int) -> String {
@@ -54,12 +57,14 @@ fn reap(children: &mut [Child]) -> usize {
     let mut n = 0;
     loop {
         let mut st = 0;
-        let pid = unsafe { libc::waitpid(-1, &mut st, libc::WNOHANG) };
+        let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+        let pid = unsafe { libc::wait4(-1, &mut st, libc::WNOHANG, &mut ru) };
         if pid <= 0 {
             return n;
         }
         if let Some(c) = children.iter_mut().find(|c| c.pid == pid) {
             c.status = Some(st);
+            c.rusage = Some((ru, mono_ns()));
             n += 1;
         }
     }
@@ -134,6 +139,15 @@ pub fn execute(plan: &Plan, out: &Path, exit_with_parent: bool) -> Result<i32, S
         Some(t) => Some(trace::Tracer::setup(&t.events, t.buffer_kb).map_err(|e| format!("trace: {e}"))?),
         None => None,
     };
+    let probes = match &v.body {
+        crate::plan::Body::Command { probe_capacity, .. } => {
+            Some(ProbeBuffer::create(&out.join("probes.bin"), *probe_capacity).map_err(|e| format!("probes.bin: {e}"))?)
+        }
+        _ => None,
+    };
+    let probe_fd = probes.as_ref().map_or(-1, |p| p.fd);
+    // Ticks against CLOCK_MONOTONIC at both ends of the run: the probes' conversion.
+    let ref_start = (crate::observe::calibrate::ticks(), mono_ns());
     let shared = Shared::new(1 + plan.enemies.len() as u32).map_err(|e| format!("shared control block: {e}"))?;
     signals::block_watched();
     if exit_with_parent {
@@ -150,7 +164,7 @@ pub fn execute(plan: &Plan, out: &Path, exit_with_parent: bool) -> Result<i32, S
 
     for (i, e) in plan.enemies.iter().enumerate() {
         match fork_child(|| enemies::enemy_main(i, e, &shared, me)) {
-            Ok(pid) => children.push(Child { pid, role: Role::Enemy(i), status: None }),
+            Ok(pid) => children.push(Child { pid, role: Role::Enemy(i), status: None, rusage: None }),
             Err(m) => {
                 status = "failed";
                 reason = Some(m);
@@ -159,8 +173,8 @@ pub fn execute(plan: &Plan, out: &Path, exit_with_parent: bool) -> Result<i32, S
         }
     }
     if reason.is_none() {
-        match fork_child(|| victims::victim_main(v, &shared, &log, counters.as_ref(), me, settle_ns, plan.enemies.len())) {
-            Ok(pid) => children.push(Child { pid, role: Role::Victim, status: None }),
+        match fork_child(|| victims::victim_main(v, &shared, &log, counters.as_ref(), probe_fd, me, settle_ns, plan.enemies.len())) {
+            Ok(pid) => children.push(Child { pid, role: Role::Victim, status: None, rusage: None }),
             Err(m) => {
                 status = "failed";
                 reason = Some(m);
@@ -215,7 +229,7 @@ pub fn execute(plan: &Plan, out: &Path, exit_with_parent: bool) -> Result<i32, S
                     let st = c.status.unwrap();
                     if !(libc::WIFEXITED(st) && libc::WEXITSTATUS(st) == 0) {
                         status = "failed";
-                        reason = Some(format!("victim {}", describe(st)));
+                        reason = Some(shared.ctl().victim.message().unwrap_or_else(|| format!("victim {}", describe(st))));
                     }
                     break;
                 }
@@ -240,6 +254,11 @@ pub fn execute(plan: &Plan, out: &Path, exit_with_parent: bool) -> Result<i32, S
     end_children(&mut children, |c| c.role != Role::Victim, 0, 2_000_000_000);
     end_children(&mut children, |_| true, libc::SIGKILL, 5_000_000_000);
     signals::unblock_watched();
+    if let (crate::plan::Body::Command { .. }, Some(c)) = (&v.body, children.iter().find(|c| c.role == Role::Victim)) {
+        if let Some((ru, end)) = &c.rusage {
+            victims::command::finish(v, &log, *end, ru);
+        }
+    }
     log.flush();
     if let Some(c) = &counter_log {
         c.flush();
@@ -276,6 +295,17 @@ pub fn execute(plan: &Plan, out: &Path, exit_with_parent: bool) -> Result<i32, S
         "exclude_kernel": v.counters_exclude_kernel,
         "core_pmu": perf::core_pmu(),
     });
+    if let Some(p) = &probes {
+        p.flush();
+        let (records, dropped) = p.counts();
+        doc["probes"] = json!({
+            "file": "probes.bin",
+            "records": records,
+            "dropped": dropped,
+            "reference_start": {"ticks": ref_start.0, "mono_ns": ref_start.1},
+            "reference_end": {"ticks": crate::observe::calibrate::ticks(), "mono_ns": mono_ns()},
+        });
+    }
     if let Some(t) = tracer {
         doc["trace"] = match t.save(&out.join("trace.txt")) {
             Ok(lost) => json!({"events": t.events, "file": "trace.txt", "lost_events": lost, "clock": "mono"}),

@@ -86,6 +86,16 @@ impl JobLog {
         self.header_mut().t0_ns = t0;
     }
 
+    /// Store record `k` without publishing it (a command victim's job, completed later).
+    pub fn stage(&self, k: u64, rec: &JobRecord) {
+        unsafe { std::ptr::write(self.map.base.add(64 + k as usize * 80) as *mut JobRecord, *rec) };
+    }
+
+    /// Read back a record, published or not.
+    pub fn staged(&self, k: u64) -> JobRecord {
+        unsafe { std::ptr::read(self.map.base.add(64 + k as usize * 80) as *const JobRecord) }
+    }
+
     /// Store record `k` and publish it. Caller guarantees k == count and k < capacity.
     #[inline(always)]
     pub fn push(&self, k: u64, rec: &JobRecord) {

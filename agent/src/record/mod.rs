@@ -3,3 +3,4 @@
 pub mod counters;
 pub mod jobs;
 pub mod mapped;
+pub mod probes;

@@ -3,6 +3,7 @@
 //! in `build`.
 
 mod chase;
+pub mod command;
 mod pi;
 pub use pi::leibniz;
 mod sum;
@@ -34,11 +35,12 @@ pub fn build(body: &Body, huge_pages: bool) -> Box<dyn JobBody> {
         Body::Chase { bytes, order, accesses, seed } => Box::new(chase::Chase::new(bytes, order, accesses, seed, huge_pages)),
         Body::Sum { bytes } => Box::new(sum::Sum::new(bytes, huge_pages)),
         Body::Pi { iterations } => Box::new(pi::Pi::new(iterations)),
+        Body::Command { .. } => unreachable!("a command victim execs its program (victims/command.rs)"),
     }
 }
 
 /// Entry point of the forked victim process. Never returns.
-pub fn victim_main(v: &Victim, shared: &Shared, log: &JobLog, counters: Option<&Counters>, parent: libc::pid_t, settle_ns: i64, enemies: usize) -> ! {
+pub fn victim_main(v: &Victim, shared: &Shared, log: &JobLog, counters: Option<&Counters>, probe_fd: i32, parent: libc::pid_t, settle_ns: i64, enemies: usize) -> ! {
     let slot = &shared.ctl().victim;
     setup::set_name("xt-victim");
     let ready = setup::die_with_parent(parent)
@@ -48,6 +50,12 @@ pub fn victim_main(v: &Victim, shared: &Shared, log: &JobLog, counters: Option<&
     if let Err(msg) = ready {
         slot.fail(&format!("victim: {msg}"));
         unsafe { libc::_exit(3) };
+    }
+    if let Body::Command { .. } = v.body {
+        log.prefault();
+        shared.barrier_wait();
+        unsafe { libc::kill(parent, libc::SIGUSR1) };
+        command::exec(v, shared, log, probe_fd, settle_ns);
     }
     // Counters are opened by the victim thread itself: they count this thread only.
     let mut group = match counters.map(|c| Group::open(c.events, c.exclude_kernel)).transpose() {

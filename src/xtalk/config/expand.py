@@ -10,7 +10,7 @@ import random
 from dataclasses import dataclass
 
 from ..errors import UsageError
-from ..plan import (ChaseBody, ChaseLoad, Counter, Trace, DeadlineSched, Enemy, FifoSched, OtherSched, PiBody, PiLoad,
+from ..plan import (ChaseBody, ChaseLoad, CommandBody, Counter, Trace, DeadlineSched, Enemy, FifoSched, OtherSched, PiBody, PiLoad,
                     Placement, Plan, ReadLoad, RrSched, SumBody, Victim, WriteLoad)
 from ..targets.agent import TargetFacts
 from . import units
@@ -69,8 +69,10 @@ def _victim(exp: Experiment, facts: TargetFacts) -> Victim:
         body = ChaseBody(bytes=units.size_bytes(v.bytes, "victim.bytes", facts.caches), order=v.order, accesses=v.accesses, seed=v.seed)
     elif v.body == "sum":
         body = SumBody(bytes=units.size_bytes(v.bytes, "victim.bytes", facts.caches))
-    else:
+    elif v.body == "pi":
         body = PiBody(iterations=v.iterations)
+    else:
+        body = CommandBody(argv=v.argv, env=v.env, preload=v.preload, probe_capacity=v.probe_capacity)
     return Victim(
         body=body,
         period_ns=period,

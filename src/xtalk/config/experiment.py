@@ -59,15 +59,19 @@ class CounterSpec(_Strict):
 
 
 class VictimSpec(SchedSpec):
-    body: Literal["chase", "sum", "pi"]
+    body: Literal["chase", "sum", "pi", "command"]
     bytes: Optional[Size] = None
     order: Literal["random", "linear"] = "random"
     accesses: Optional[int] = Field(default=None, ge=1)
     iterations: Optional[int] = Field(default=None, ge=1)
     seed: int = Field(default=0, ge=0)
-    period: Duration = "10ms"
+    argv: Optional[list[str]] = Field(default=None, description="command: the program and its arguments")
+    env: dict[str, str] = {}
+    preload: Optional[str] = Field(default=None, description="command: a library to LD_PRELOAD (syscall probes)")
+    probe_capacity: int = Field(default=1 << 18, ge=1, le=1 << 26)
+    period: Optional[Duration] = None
     deadline: Optional[Duration] = None
-    jobs: int = Field(ge=1)
+    jobs: Optional[int] = Field(default=None, ge=1)
     warmup_jobs: int = Field(default=10, ge=0)
     counters: list[Union[str, CounterSpec]] = Field(default=[], description="events read around every job")
     counters_exclude_kernel: bool = False
@@ -78,6 +82,19 @@ class VictimSpec(SchedSpec):
             raise ValueError(f"body '{self.body}' needs 'bytes' (e.g. \"llc/4\" or \"8MiB\")")
         if self.body == "pi" and self.iterations is None:
             raise ValueError("body 'pi' needs 'iterations'")
+        if self.body == "command":
+            if not self.argv:
+                raise ValueError("body 'command' needs 'argv', e.g. [\"./build/probe_demo\", \"200\"]")
+            if self.jobs not in (None, 1):
+                raise ValueError("a command victim runs once per run; leave 'jobs' out")
+            self.jobs, self.warmup_jobs = 1, 0
+            self.period = self.period or "60s"
+        else:
+            if self.argv is not None or self.preload is not None:
+                raise ValueError("'argv' and 'preload' are for body 'command'")
+            if self.jobs is None:
+                raise ValueError("'jobs' is required; add it (measured jobs per run)")
+            self.period = self.period or "10ms"
         return self
 
 

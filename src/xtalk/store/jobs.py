@@ -119,6 +119,14 @@ def convert_run(run_dir: Path) -> pd.DataFrame | None:
         metrics, culprits = traced
         df = df.merge(metrics, on="job", how="left")
         write_parquet_atomic(culprits, run_dir / "culprits.parquet")
+    if (run_dir / "probes.bin").exists():
+        from .probes import convert_probes
+
+        try:
+            convert_probes(run_dir)
+        except JobLogError:
+            pass  # the agent died before the time reference: probes.bin stays for inspection
+    df["cpu_end"] = df["cpu_end"].astype("Int64").mask(df["cpu_end"] < 0)  # -1: not read
     write_parquet_atomic(df, dst)
     return df
 

@@ -1,0 +1,53 @@
+//! `command` victim: the user's own program, run once per run after the barrier, in place
+//! of the victim process (exec), with its placement and policy. Job 0 spans the program's
+//! life; the agent completes the record from wait4's rusage when the program ends. The
+//! program's probes (include/xtalk/probe.h) write into probes.bin through XTALK_PROBE_FD.
+
+use crate::launch::shm::Shared;
+use crate::observe::clock::{current_cpu, mono_ns, sleep_until};
+use crate::plan::{Body, Victim};
+use crate::record::jobs::{JobLog, JobRecord, FLAG_MISSED};
+use std::ffi::CString;
+
+/// In the victim process, after set-up and the barrier: wait for the release, note the
+/// start in record 0 (unpublished) and exec. Never returns.
+pub fn exec(v: &Victim, shared: &Shared, log: &JobLog, probe_fd: i32, settle_ns: i64) -> ! {
+    let Body::Command { argv, env, preload, .. } = &v.body else { unreachable!() };
+    let t0 = mono_ns() + settle_ns;
+    log.set_t0(t0);
+    sleep_until(t0);
+    let wakeup = mono_ns();
+    let args: Vec<CString> = argv.iter().map(|a| CString::new(a.as_str()).unwrap_or_default()).collect();
+    let mut ptrs: Vec<*const libc::c_char> = args.iter().map(|a| a.as_ptr()).collect();
+    ptrs.push(std::ptr::null());
+    unsafe { libc::fcntl(probe_fd, libc::F_SETFD, 0) }; // inherited across exec
+    std::env::set_var("XTALK_PROBE_FD", probe_fd.to_string());
+    if let Some(p) = preload {
+        std::env::set_var("LD_PRELOAD", p);
+    }
+    for (k, val) in env {
+        std::env::set_var(k, val);
+    }
+    let start = mono_ns();
+    log.stage(0, &JobRecord { job: 0, release_ns: t0, wakeup_ns: wakeup, start_ns: start, cpu_start: current_cpu(), cpu_end: -1, ..Default::default() });
+    unsafe { libc::execvp(ptrs[0], ptrs.as_ptr()) };
+    shared.ctl().victim.fail(&format!("victim: exec {}: {}", argv[0], std::io::Error::last_os_error()));
+    unsafe { libc::_exit(127) }
+}
+
+/// In the agent, once the program has ended: complete and publish record 0.
+pub fn finish(v: &Victim, log: &JobLog, end_ns: i64, ru: &libc::rusage) {
+    let mut r = log.staged(0);
+    if r.start_ns == 0 {
+        return; // never reached exec
+    }
+    r.end_ns = end_ns;
+    r.cpu_time_ns = (ru.ru_utime.tv_sec as i64 + ru.ru_stime.tv_sec as i64) * 1_000_000_000
+        + (ru.ru_utime.tv_usec as i64 + ru.ru_stime.tv_usec as i64) * 1_000;
+    r.nvcsw = ru.ru_nvcsw as i64;
+    r.nivcsw = ru.ru_nivcsw as i64;
+    if end_ns > r.release_ns + v.deadline() as i64 {
+        r.flags |= FLAG_MISSED;
+    }
+    log.push(0, &r);
+}

@@ -1,0 +1,180 @@
+/*
+ * xtalk probes: instrument your own C or C++ application.
+ *
+ *     #include <xtalk/probe.h>
+ *     xtalk_probe_begin(7);  work();  xtalk_probe_end(7);
+ *
+ * Each probe writes {timestamp, probe id, begin/end, CPU, thread id} into a buffer the xtalk
+ * agent maps (a file in the run directory, handed over as the descriptor XTALK_PROBE_FD).
+ * The probe path makes no system call and takes no lock: each thread claims slots in chunks
+ * of XTALK_PROBE_CHUNK with one atomic add, fills them with plain stores and publishes each
+ * record with a release store (a chunk's unused tail stays unpublished and is skipped by the
+ * reader). When the buffer is full the probe counts a drop and returns: it never stalls. Run outside xtalk (no XTALK_PROBE_FD),
+ * every probe is a no-op after one check.
+ *
+ * Timestamps are the processor's counter (x86-64: rdtsc with rdpid for the CPU, or rdtscp
+ * where rdpid is missing; arm64: CNTVCT_EL0); the agent records the counter's rate and a reference pair
+ * with CLOCK_MONOTONIC, so the host puts probes on the same time base as the job records.
+ * Layout: docs/observe.md. Header-only; C11 or C++11.
+ */
+#ifndef XTALK_PROBE_H
+#define XTALK_PROBE_H
+
+#include <stdint.h>
+#include <stdlib.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#include <sched.h>
+#include <time.h>
+
+#ifdef __cplusplus
+#include <atomic>
+#define XTALK_ATOMIC(T) std::atomic<T>
+#define XTALK_FETCH_ADD(p, v) (p)->fetch_add((v), std::memory_order_relaxed)
+#define XTALK_STORE_REL(p, v) (p)->store((v), std::memory_order_release)
+#define XTALK_LOAD_ACQ(p) (p)->load(std::memory_order_acquire)
+extern "C" {
+#else
+#include <stdatomic.h>
+#define XTALK_ATOMIC(T) _Atomic T
+#define XTALK_FETCH_ADD(p, v) atomic_fetch_add_explicit((p), (v), memory_order_relaxed)
+#define XTALK_STORE_REL(p, v) atomic_store_explicit((p), (v), memory_order_release)
+#define XTALK_LOAD_ACQ(p) atomic_load_explicit((p), memory_order_acquire)
+#endif
+
+#include <pthread.h>
+
+#define XTALK_PROBE_CHUNK 64
+#define XTALK_PROBE_MAGIC 0x3145424f52505458ull /* "XTPROBE1" as little-endian bytes */
+#define XTALK_PROBE_BEGIN 0u
+#define XTALK_PROBE_END 1u
+
+typedef struct {
+    uint64_t magic;
+    uint32_t version;     /* 1 */
+    uint32_t record_size; /* 32 */
+    uint64_t capacity;    /* records */
+    XTALK_ATOMIC(uint64_t) next;    /* slots handed out in chunks so far (may exceed capacity) */
+    XTALK_ATOMIC(uint64_t) dropped; /* probes that found the buffer full */
+    uint64_t reserved[3];
+} xtalk_probe_header;
+
+typedef struct {
+    XTALK_ATOMIC(uint64_t) seq; /* slot index + 1 once the record is complete */
+    uint64_t ticks;
+    uint32_t id;
+    uint32_t kind; /* XTALK_PROBE_BEGIN or XTALK_PROBE_END */
+    uint32_t cpu;
+    uint32_t tid;
+} xtalk_probe_record;
+
+/* One mapping per process; -1 = not attached, 0 = no xtalk (probes are no-ops). */
+static xtalk_probe_header *xtalk_probe_buffer_;
+static int xtalk_probe_state_ = -1;
+static __thread uint32_t xtalk_probe_tid_;
+static __thread uint64_t xtalk_probe_cursor_, xtalk_probe_limit_; /* this thread's claimed slots */
+
+/* A forked child has its own threads but shares the buffer: it must claim slots anew. */
+static void xtalk_probe_forked_(void) {
+    xtalk_probe_cursor_ = xtalk_probe_limit_ = 0;
+    xtalk_probe_tid_ = 0;
+}
+
+#if defined(__x86_64__)
+#include <cpuid.h>
+static int xtalk_probe_rdpid_; /* 1: rdtsc + rdpid; 0: rdtscp */
+#endif
+
+static inline uint64_t xtalk_probe_ticks_(uint32_t *cpu) {
+#if defined(__x86_64__)
+    uint32_t lo, hi, aux;
+    if (__builtin_expect(xtalk_probe_rdpid_, 1)) {
+        /* rdtsc does not wait for earlier instructions as rdtscp does; rdpid reads TSC_AUX. */
+        uint64_t id;
+        __asm__ __volatile__("rdtsc" : "=a"(lo), "=d"(hi));
+        __asm__ __volatile__(".byte 0xf3, 0x0f, 0xc7, 0xf8" : "=a"(id)); /* rdpid %rax */
+        aux = (uint32_t)id;
+    } else {
+        __asm__ __volatile__("rdtscp" : "=a"(lo), "=d"(hi), "=c"(aux));
+    }
+    *cpu = aux & 0xfff; /* Linux keeps the CPU number in TSC_AUX */
+    return ((uint64_t)hi << 32) | lo;
+#elif defined(__aarch64__)
+    uint64_t v;
+    __asm__ __volatile__("isb; mrs %0, cntvct_el0" : "=r"(v));
+    *cpu = (uint32_t)sched_getcpu();
+    return v;
+#else
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    *cpu = (uint32_t)sched_getcpu();
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+#endif
+}
+
+/* Map the buffer handed over by the agent. Called once, lazily, by the first probe. */
+static inline int xtalk_probe_attach(void) {
+    if (xtalk_probe_state_ >= 0) return xtalk_probe_state_;
+    const char *fd_text = getenv("XTALK_PROBE_FD");
+    struct stat st;
+    int fd = fd_text ? atoi(fd_text) : -1;
+    if (fd < 0 || fstat(fd, &st) != 0 || st.st_size < (off_t)sizeof(xtalk_probe_header)) {
+        xtalk_probe_state_ = 0;
+        return 0;
+    }
+    void *p = mmap(0, (size_t)st.st_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (p == MAP_FAILED || ((xtalk_probe_header *)p)->magic != XTALK_PROBE_MAGIC) {
+        xtalk_probe_state_ = 0;
+        return 0;
+    }
+    xtalk_probe_buffer_ = (xtalk_probe_header *)p;
+#if defined(__x86_64__)
+    unsigned a, b, c, d;
+    xtalk_probe_rdpid_ = __get_cpuid_count(7, 0, &a, &b, &c, &d) && (c & (1u << 22));
+#endif
+    pthread_atfork(0, 0, xtalk_probe_forked_);
+    xtalk_probe_state_ = 1;
+    return 1;
+}
+
+static inline void xtalk_probe_(uint32_t id, uint32_t kind) {
+    if (__builtin_expect(xtalk_probe_state_ != 1, 0) && !xtalk_probe_attach()) return;
+    xtalk_probe_header *h = xtalk_probe_buffer_;
+    if (__builtin_expect(xtalk_probe_tid_ == 0, 0)) xtalk_probe_tid_ = (uint32_t)syscall(SYS_gettid);
+    uint32_t cpu;
+    uint64_t ticks = xtalk_probe_ticks_(&cpu);
+    if (__builtin_expect(xtalk_probe_cursor_ == xtalk_probe_limit_, 0)) {
+        uint64_t chunk = h->capacity;
+        if (XTALK_LOAD_ACQ(&h->next) < h->capacity) chunk = XTALK_FETCH_ADD(&h->next, XTALK_PROBE_CHUNK);
+        if (chunk >= h->capacity) {
+            XTALK_FETCH_ADD(&h->dropped, 1);
+            return;
+        }
+        xtalk_probe_cursor_ = chunk;
+        xtalk_probe_limit_ = chunk + XTALK_PROBE_CHUNK < h->capacity ? chunk + XTALK_PROBE_CHUNK : h->capacity;
+    }
+    uint64_t slot = xtalk_probe_cursor_++;
+    xtalk_probe_record *r = (xtalk_probe_record *)(h + 1) + slot;
+    r->ticks = ticks;
+    r->id = id;
+    r->kind = kind;
+    r->cpu = cpu;
+    r->tid = xtalk_probe_tid_;
+    XTALK_STORE_REL(&r->seq, slot + 1);
+}
+
+/* Mark the beginning and the end of a measured section `id` (any number you choose). */
+static inline void xtalk_probe_begin(uint32_t id) { xtalk_probe_(id, XTALK_PROBE_BEGIN); }
+static inline void xtalk_probe_end(uint32_t id) { xtalk_probe_(id, XTALK_PROBE_END); }
+
+/* Probes written and dropped so far in this run (for tests and self-checks). */
+static inline uint64_t xtalk_probe_dropped(void) {
+    return xtalk_probe_attach() ? XTALK_LOAD_ACQ(&xtalk_probe_buffer_->dropped) : 0;
+}
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* XTALK_PROBE_H */

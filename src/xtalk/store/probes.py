@@ -1,0 +1,72 @@
+"""User probes (include/xtalk/probe.h): probes.bin into samples on the job time base.
+
+A sample is one begin/end pair of a probe id on one thread: begin_ns, end_ns, duration_ns,
+the CPU at each end. Only complete records are read (seq = slot + 1); the conversion from
+processor ticks to CLOCK_MONOTONIC uses the reference pairs the agent took at both ends of
+the run.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from .jobs import JobLogError
+
+MAGIC = b"XTPROBE1"
+RECORD = np.dtype([("seq", "<u8"), ("ticks", "<u8"), ("id", "<u4"), ("kind", "<u4"), ("cpu", "<u4"), ("tid", "<u4")])
+#: Probe ids of the preload library (preload/xtalk_preload.c), by name.
+PRELOAD_IDS = {1000: "read", 1001: "write", 1002: "pread", 1003: "pwrite", 1004: "open", 1005: "openat", 1006: "close",
+               1007: "ioctl", 1008: "nanosleep", 1009: "clock_nanosleep", 1010: "usleep", 1011: "poll",
+               1012: "pthread_mutex_lock", 1013: "pthread_cond_wait", 1014: "sem_wait"}
+
+
+def read_probe_events(run_dir: Path) -> pd.DataFrame:
+    """Every complete probe record: ts_ns, id, kind (begin/end), cpu, tid."""
+    raw = (Path(run_dir) / "probes.bin").read_bytes()
+    if len(raw) < 64 or raw[:8] != MAGIC:
+        raise JobLogError(f"{run_dir}/probes.bin: not an xtalk probe buffer")
+    capacity, claimed = (int(x) for x in np.frombuffer(raw, "<u8", 2, 16)[[0, 1]])
+    n = min(capacity, claimed, (len(raw) - 64) // RECORD.itemsize)
+    rec = np.frombuffer(raw, RECORD, n, 64)
+    rec = rec[rec["seq"] == np.arange(1, n + 1, dtype=np.uint64)]  # published records only
+    meta = json.loads((Path(run_dir) / "run.json").read_text()).get("probes") or {}
+    a, z = meta.get("reference_start"), meta.get("reference_end")
+    if not a or not z or z["ticks"] == a["ticks"]:
+        raise JobLogError(f"{run_dir}: run.json has no probe time reference (the agent did not finish the run)")
+    ticks_per_ns = (z["ticks"] - a["ticks"]) / (z["mono_ns"] - a["mono_ns"])
+    ts = a["mono_ns"] + (rec["ticks"].astype(np.int64) - np.int64(a["ticks"])) / ticks_per_ns
+    return pd.DataFrame({"ts_ns": ts.round().astype(np.int64), "id": rec["id"].astype(np.int64),
+                         "kind": np.where(rec["kind"] == 0, "begin", "end"), "cpu": rec["cpu"].astype(np.int64),
+                         "tid": rec["tid"].astype(np.int64)}).sort_values("ts_ns", kind="stable").reset_index(drop=True)
+
+
+def probe_samples(events: pd.DataFrame) -> pd.DataFrame:
+    """Pair begins and ends per (thread, probe id), innermost first (nesting allowed)."""
+    rows = []
+    for (tid, pid), g in events.groupby(["tid", "id"], sort=False):
+        stack = []
+        for r in g.itertuples():
+            if r.kind == "begin":
+                stack.append(r)
+            elif stack:
+                b = stack.pop()
+                rows.append((int(pid), PRELOAD_IDS.get(int(pid), ""), int(tid), b.cpu, r.cpu, b.ts_ns, r.ts_ns))
+    df = pd.DataFrame(rows, columns=["probe", "name", "tid", "cpu_begin", "cpu_end", "begin_ns", "end_ns"])
+    df["duration_ns"] = df.end_ns - df.begin_ns
+    df["migrated"] = df.cpu_begin != df.cpu_end
+    return df.sort_values("begin_ns").reset_index(drop=True)
+
+
+def convert_probes(run_dir: Path) -> pd.DataFrame | None:
+    """probes.bin -> probes.parquet (samples) for a run that has probes."""
+    from .jobs import write_parquet_atomic
+
+    if not (Path(run_dir) / "probes.bin").exists():
+        return None
+    samples = probe_samples(read_probe_events(run_dir))
+    write_parquet_atomic(samples, Path(run_dir) / "probes.parquet")
+    return samples

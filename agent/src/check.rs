@@ -31,6 +31,11 @@ pub fn check(plan: &Plan) -> Result<(), PlanError> {
         }
         footprint += e.load.footprint();
     }
+    check_groups(plan, &online)?;
+    check_deadline_admission(plan, &online)?;
+    if let Some(r) = &plan.regulator {
+        check_regulator(plan, r)?;
+    }
     let avail = machine::mem_available_bytes();
     if avail > 0 && footprint > avail / 10 * 9 {
         return err("enemies", format!("victim and enemies need {} MiB but only {} MiB are available; use smaller buffers",
@@ -96,6 +101,114 @@ fn check_victim(v: &Victim, online: &[usize], allowed: &[usize]) -> Result<(), P
     check_placement("victim", &v.placement, online, allowed)?;
     check_sched("victim", &v.sched, &v.placement, online)?;
     check_lock("victim", v.lock_memory, victim_footprint(&v.body))
+}
+
+fn check_groups(plan: &Plan, online: &[usize]) -> Result<(), PlanError> {
+    for (i, g) in plan.groups.iter().enumerate() {
+        let at = format!("groups[{i}]");
+        if g.name.is_empty() || !g.name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-') {
+            return err(format!("{at}.name"), "letters, digits, '_' and '-' only");
+        }
+        if plan.groups[..i].iter().any(|o| o.name == g.name) {
+            return err(format!("{at}.name"), format!("'{}' is used twice", g.name));
+        }
+        if let Some(c) = &g.cpus {
+            if c.is_empty() {
+                return err(format!("{at}.cpus"), "a cpuset with no CPU can run nothing; list CPUs or leave cpus out");
+            }
+            if let Some(bad) = c.iter().find(|x| !online.contains(x)) {
+                return err(format!("{at}.cpus"), format!("CPU {bad} does not exist or is offline; online: {}", machine::cpu_list(online)));
+            }
+        }
+        if g.cpu_quota_us == Some(0) || g.cpu_period_us.map_or(false, |p| !(1000..=1_000_000).contains(&p)) {
+            return err(format!("{at}.cpu_quota_us"), "quota must be positive and the period 1000..1000000 us");
+        }
+        if let Some(rt) = g.rt_runtime_us {
+            let period = g.rt_period_us.unwrap_or(1_000_000) as i64;
+            if rt <= 0 || rt > period {
+                return err(format!("{at}.rt_runtime_us"), format!("must be in 1..=rt_period_us ({period})"));
+            }
+        }
+        if g.pids_max == Some(0) {
+            return err(format!("{at}.pids_max"), "must be at least 1");
+        }
+        if g.memory_max.map_or(false, |m| m < 4 << 20) {
+            return err(format!("{at}.memory_max"), "must be at least 4 MiB");
+        }
+        if let Err(why) = crate::launch::cgroups::settings(g) {
+            return err(at, format!("this kernel cannot provide it: {why}"));
+        }
+    }
+    let known = |name: &Option<String>, at: String| -> Result<(), PlanError> {
+        match name {
+            Some(n) if !plan.groups.iter().any(|g| &g.name == n) => err(at, format!("no group named '{n}' in groups")),
+            _ => Ok(()),
+        }
+    };
+    known(&plan.victim.group, "victim.group".into())?;
+    for (i, e) in plan.enemies.iter().enumerate() {
+        known(&e.group, format!("enemies[{i}].group"))?;
+    }
+    if let Some(h) = &plan.housekeeping_cpus {
+        if h.is_empty() || h.iter().any(|c| !online.contains(c)) {
+            return err("housekeeping_cpus", format!("list online CPUs ({})", machine::cpu_list(online)));
+        }
+    }
+    if plan.steer_irqs && plan.housekeeping_cpus.is_none() {
+        return err("steer_irqs", "needs housekeeping_cpus (where the interrupts go)");
+    }
+    Ok(())
+}
+
+/// SCHED_DEADLINE bandwidth of the whole plan against the kernel's admission limit.
+fn check_deadline_admission(plan: &Plan, online: &[usize]) -> Result<(), PlanError> {
+    let bw = |s: &Sched| match *s {
+        Sched::Deadline { runtime_ns, period_ns, .. } => runtime_ns as f64 / period_ns as f64,
+        _ => 0.0,
+    };
+    let total = bw(&plan.victim.sched) + plan.enemies.iter().map(|e| bw(&e.sched)).sum::<f64>();
+    if total == 0.0 {
+        return Ok(());
+    }
+    let read = |p: &str| std::fs::read_to_string(p).ok().and_then(|s| s.trim().parse::<f64>().ok());
+    let (rt, period) = (read("/proc/sys/kernel/sched_rt_runtime_us").unwrap_or(950_000.0), read("/proc/sys/kernel/sched_rt_period_us").unwrap_or(1e6));
+    let limit = if rt < 0.0 { online.len() as f64 } else { online.len() as f64 * rt / period };
+    if total > limit {
+        return err("victim.sched", format!("SCHED_DEADLINE bandwidth of the plan is {total:.2} CPUs, above the admission limit {limit:.2} ({} CPUs × {rt}/{period}); lower the runtimes", online.len()));
+    }
+    Ok(())
+}
+
+fn check_regulator(plan: &Plan, r: &crate::plan::Regulator) -> Result<(), PlanError> {
+    if !(1000..=100_000).contains(&r.period_us) {
+        return err("regulator.period_us", "regulation period must be 1000..100000 us (1–100 ms)");
+    }
+    match (r.budget_bytes, r.target_exec_ns) {
+        (Some(0), _) => return err("regulator.budget_bytes", "a budget of zero starves the enemies; give bytes per period"),
+        (None, None) => return err("regulator", "give budget_bytes (budget mode) or target_exec_ns (feedback mode)"),
+        (Some(_), Some(_)) => return err("regulator", "budget_bytes and target_exec_ns are two modes; choose one"),
+        _ => {}
+    }
+    if !(1..=99).contains(&r.priority) {
+        return err("regulator.priority", "1..99");
+    }
+    if plan.enemies.is_empty() {
+        return err("regulator", "there is no enemy to regulate in this plan");
+    }
+    for (i, n) in r.enemies.iter().enumerate() {
+        if !plan.enemies.iter().any(|e| &e.name == n) {
+            return err(format!("regulator.enemies[{i}]"), format!("no enemy named '{n}'"));
+        }
+    }
+    if r.throttle == crate::plan::Throttle::Freeze {
+        for e in plan.enemies.iter().filter(|e| r.enemies.is_empty() || r.enemies.contains(&e.name)) {
+            let ok = e.group.as_ref().and_then(|g| plan.groups.iter().find(|x| &x.name == g)).map_or(false, |g| g.freezable);
+            if !ok {
+                return err("regulator.throttle", format!("'freeze' needs enemy '{}' in a group with freezable = true", e.name));
+            }
+        }
+    }
+    Ok(())
 }
 
 fn check_trace(t: &crate::plan::Trace) -> Result<(), PlanError> {

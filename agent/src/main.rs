@@ -6,6 +6,7 @@ mod launch;
 mod observe;
 mod plan;
 mod record;
+mod regulate;
 mod victims;
 
 use clap::{Parser, Subcommand};

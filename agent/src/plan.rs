@@ -24,9 +24,96 @@ pub struct Plan {
     /// Kernel trace of the measured window (tracefs, private instance).
     #[serde(default)]
     pub trace: Option<Trace>,
+    /// Control groups (partitions) the victim and enemies may be placed in.
+    #[serde(default)]
+    pub groups: Vec<Group>,
+    /// CPUs for the agent, the regulator and (with `steer_irqs`) device interrupts.
+    #[serde(default)]
+    pub housekeeping_cpus: Option<Vec<usize>>,
+    /// Move every movable IRQ to the housekeeping CPUs for the run (journalled, restored).
+    #[serde(default)]
+    pub steer_irqs: bool,
+    /// Memory-bandwidth regulator (seed 003 part 2; MemGuard in spirit).
+    #[serde(default)]
+    pub regulator: Option<Regulator>,
     /// Free-form labels copied into run.json (experiment, scenario, repetition...).
     #[serde(default)]
     pub labels: std::collections::BTreeMap<String, String>,
+}
+
+/// A control group: a partition with its CPU, memory and process limits.
+#[derive(Debug, Clone, Serialize, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct Group {
+    pub name: String,
+    /// cpuset: CPUs (and memory nodes) of the partition.
+    #[serde(default)]
+    pub cpus: Option<Vec<usize>>,
+    #[serde(default)]
+    pub mems: Option<String>,
+    /// cpuset exclusive (v1) / partition root (v2).
+    #[serde(default)]
+    pub exclusive: bool,
+    /// CFS bandwidth: quota per period (v1 cpu.cfs_quota_us, v2 cpu.max).
+    #[serde(default)]
+    pub cpu_quota_us: Option<u64>,
+    #[serde(default)]
+    pub cpu_period_us: Option<u64>,
+    /// v2 cpu.weight (1..10000; v1 cpu.shares scaled).
+    #[serde(default)]
+    pub cpu_weight: Option<u32>,
+    /// RT group bandwidth per CPU (v1, CONFIG_RT_GROUP_SCHED).
+    #[serde(default)]
+    pub rt_runtime_us: Option<i64>,
+    #[serde(default)]
+    pub rt_period_us: Option<u64>,
+    #[serde(default)]
+    pub memory_max: Option<u64>,
+    #[serde(default)]
+    pub memory_high: Option<u64>,
+    #[serde(default)]
+    pub pids_max: Option<u64>,
+    /// Give the group a freezer (the regulator's `freeze` throttle uses it).
+    #[serde(default)]
+    pub freezable: bool,
+}
+
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum Throttle {
+    /// SIGSTOP / SIGCONT each regulated enemy.
+    #[default]
+    Signal,
+    /// Freeze / thaw each regulated enemy's group.
+    Freeze,
+}
+
+/// Memory-bandwidth regulator: every `period_us`, each regulated enemy may touch `budget`
+/// bytes (cooperative accounting: the enemies' own counters); past it, it is throttled
+/// until the period ends. With `target_exec_ns`, feedback mode: enemies are throttled while
+/// the victim's last job took longer than the target.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Regulator {
+    pub period_us: u64,
+    /// Bytes per period per regulated enemy (budget mode).
+    #[serde(default)]
+    pub budget_bytes: Option<u64>,
+    /// Feedback mode: the victim's job-time target (an ε).
+    #[serde(default)]
+    pub target_exec_ns: Option<u64>,
+    /// Names of the regulated enemies (all when empty).
+    #[serde(default)]
+    pub enemies: Vec<String>,
+    #[serde(default)]
+    pub throttle: Throttle,
+    /// SCHED_FIFO priority of the regulator on the housekeeping CPU.
+    #[serde(default = "default_regulator_priority")]
+    pub priority: i32,
+}
+
+fn default_regulator_priority() -> i32 {
+    95
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -72,6 +159,9 @@ pub struct Victim {
     /// Back buffers with transparent huge pages (MADV_HUGEPAGE) instead of 4 KiB pages.
     #[serde(default)]
     pub huge_pages: bool,
+    /// Control group (a `groups` name) the victim runs in.
+    #[serde(default)]
+    pub group: Option<String>,
     /// Counters read around every job, in one group (observe/perf.rs).
     #[serde(default)]
     pub counters: Vec<Counter>,
@@ -197,6 +287,9 @@ pub struct Enemy {
     pub lock_memory: bool,
     #[serde(default)]
     pub huge_pages: bool,
+    /// Control group (a `groups` name) the enemy runs in.
+    #[serde(default)]
+    pub group: Option<String>,
 }
 
 /// CPU placement: a pinned CPU list, or unpinned (`cpus` null or absent).

@@ -57,6 +57,13 @@ pub fn enemy_main(index: usize, e: &Enemy, shared: &Shared, parent: libc::pid_t)
     while !shared.stopping() {
         ops += load.chunk();
         slot.ops.store(ops, Ordering::Relaxed);
+        // Over the regulator's budget: stop here, at once (cooperative overflow notice);
+        // the regulator resumes us when the period ends.
+        if ops >= slot.allowance.load(Ordering::Relaxed) {
+            slot.stopped_self.store(1, Ordering::Release);
+            unsafe { libc::raise(libc::SIGSTOP) };
+            slot.stopped_self.store(0, Ordering::Release);
+        }
     }
     slot.stopped_ns.store(mono_ns(), Ordering::Release);
     unsafe { libc::_exit(0) }

@@ -147,6 +147,7 @@ fn periodic(v: &Victim, body: &mut dyn JobBody, log: &JobLog, mut counters: Opti
         if let Some((_, clog)) = counters.as_ref() {
             clog.push(k, k, &before, &after);
         }
+        shared.ctl().victim_last_exec_ns.store(end - start, Ordering::Relaxed);
         last_end = end;
     }
     snapshot(shared, enemies, false, last_end);

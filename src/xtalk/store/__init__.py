@@ -73,7 +73,7 @@ class Results:
             lst = ", ".join("'" + str(f).replace("'", "''") + "'" for f in files)
             con.execute(f"""CREATE VIEW jobs AS
                 SELECT r.run_id, r.scenario, r.configuration, r.repetition, j.* EXCLUDE (filename)
-                FROM read_parquet([{lst}], filename = true) j
+                FROM read_parquet([{lst}], filename = true, union_by_name = true) j
                 JOIN runs r ON r.dir = regexp_replace(j.filename, '/jobs.parquet$', '')""")
         return con
 

@@ -34,9 +34,9 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from xtalk.model.platform import Platform
-from xtalk.model.semantics import Compiled, access_chain, compile_platform
+from xtalk.model.semantics import TAG_BASE, Compiled, access_chain, compile_platform
 
-__all__ = ["Step", "ExplorationResult", "ExplorationLimit", "explore", "successors"]
+__all__ = ["Step", "ExplorationResult", "ExplorationLimit", "explore", "replay"]
 
 
 class ExplorationLimit(RuntimeError):
@@ -98,12 +98,74 @@ def _potential(state: tuple) -> tuple[int, int]:
     return epoch, 2 * sum(issued) - outstanding
 
 
-def initial_state(cm: Compiled) -> tuple:
+class _Store:
+    """Interned storage states: explorer states hold small ints instead of nested tuples.
+
+    Hashing a state is then cheap, and storage accesses and renamings are memoised:
+    the same (storage state, request) pair recurs across many interleavings.
+    """
+
+    def __init__(self, cm: Compiled):
+        self.cm = cm
+        self.val: list = []
+        self._ids: dict = {}
+        self._access: dict = {}
+        self._rename: dict = {}
+        self._local: dict = {}
+
+    def intern(self, v) -> int:
+        i = self._ids.get(v)
+        if i is None:
+            i = len(self.val)
+            self._ids[v] = i
+            self.val.append(v)
+        return i
+
+    def access(self, actual: int, priv: int, t: int, g: int, k: int) -> tuple[int, int, list[int]]:
+        """(new actual id, new private id of t, interfered components) of t's request k."""
+        key = (actual, priv, t, g, k)
+        r = self._access.get(key)
+        if r is None:
+            private = tuple(self.val[priv] if u == t else () for u in range(self.cm.n_tasks))
+            a2, p2, hits = access_chain(self.cm, self.val[actual], private, t, self.cm.chains[t][g][k])
+            r = (self.intern(a2), self.intern(p2[t]), hits)
+            self._access[key] = r
+        return r
+
+    def renamed(self, i: int, perm: tuple) -> int:
+        """Id of the storage state ``i`` with tag owners renamed by ``perm``."""
+        key = (i, perm)
+        r = self._rename.get(key)
+        if r is None:
+            # actual and private states alike: one sparse mapping per storage
+            v = self.val[i]
+            r = self.intern(tuple(tuple((k, _rename_perm(x, perm)) for k, x in m) for m in v))
+            self._rename[key] = r
+        return r
+
+    def local(self, i: int, t: int) -> int:
+        """Id of private state ``i`` of task ``t`` with its own tags made owner-free."""
+        key = (i, t)
+        r = self._local.get(key)
+        if r is None:
+            v = self.val[i]
+            r = self.intern(("local", tuple(tuple((k, _rename(x, t, 0)) for k, x in m) for m in v)))
+            self._local[key] = r
+        return r
+
+
+def initial_state(cm: Compiled, store: _Store) -> tuple:
     """Epoch 0, nothing issued, transports free, storages in their initial states."""
-    return (0, (0,) * cm.n_tasks, ((-1, ()),) * cm.n_transports, cm.init_actual, cm.init_private)
+    return (
+        0,
+        (0,) * cm.n_tasks,
+        ((-1, ()),) * cm.n_transports,
+        store.intern(cm.init_actual),
+        tuple(store.intern(p) for p in cm.init_private),
+    )
 
 
-def successors(cm: Compiled, state: tuple) -> list[tuple[tuple, tuple, list[tuple[int, int]]]]:
+def successors(cm: Compiled, state: tuple, store: _Store) -> list[tuple[tuple, tuple, list[tuple[int, int]]]]:
     """Enabled transitions of ``state`` as (event, next state, counter increments)."""
     epoch, issued, buses, actual, private = state
     if epoch >= cm.n_epochs:
@@ -121,7 +183,8 @@ def successors(cm: Compiled, state: tuple) -> list[tuple[tuple, tuple, list[tupl
         new_issued = issued[:t] + (issued[t] + 1,) + issued[t + 1 :]
         x = cm.transport_of[t]
         if x < 0:
-            a2, p2, hits = access_chain(cm, actual, private, t, cm.chains[t][g][issued[t]])
+            a2, pt, hits = store.access(actual, private[t], t, g, issued[t])
+            p2 = private[:t] + (pt,) + private[t + 1 :]
             deltas = [(cm.counter(t, c, g), 1) for c in hits]
             out.append((("issue", t), (epoch, new_issued, buses, a2, p2), deltas))
             continue
@@ -136,7 +199,8 @@ def successors(cm: Compiled, state: tuple) -> list[tuple[tuple, tuple, list[tupl
         if holder < 0:
             continue
         g = cm.epoch_seg[holder][epoch]
-        a2, p2, hits = access_chain(cm, actual, private, holder, cm.chains[holder][g][issued[holder] - 1])
+        a2, ph, hits = store.access(actual, private[holder], holder, g, issued[holder] - 1)
+        p2 = private[:holder] + (ph,) + private[holder + 1 :]
         deltas = [(cm.counter(holder, c, g), 1) for c in hits]
         nb = (queue[0], queue[1:]) if queue else (-1, ())
         b2 = buses[:x] + (nb,) + buses[x + 1 :]
@@ -149,7 +213,10 @@ def successors(cm: Compiled, state: tuple) -> list[tuple[tuple, tuple, list[tupl
     return out
 
 
-def _describe(cm: Compiled, state: tuple, event: tuple, deltas: list[tuple[int, int]]) -> Step:
+def _describe(
+    cm: Compiled, state: tuple, event: tuple, deltas: list[tuple[int, int]], names: list[str] | None = None
+) -> Step:
+    names = names or cm.task_names
     epoch, issued, buses = state[0], state[1], state[2]
     gains = tuple((cm.counter_key(c)[1], n) for c, n in deltas)
     hit_txt = ", ".join(f"{c}+{n}" for c, n in gains)
@@ -161,16 +228,96 @@ def _describe(cm: Compiled, state: tuple, event: tuple, deltas: list[tuple[int, 
         where = ""
         if x >= 0:
             holder = buses[x][0]
-            where = f" ({cm.comp_names[x]} busy with {cm.task_names[holder]})" if holder >= 0 else f" ({cm.comp_names[x]} free)"
-        det = f"{cm.task_names[t]} issues request {issued[t] + 1} of {cm.segment_names[t][g]}{where}{suffix}"
-        return Step("issue", epoch, cm.task_names[t], cm.comp_names[x] if x >= 0 else "", det, gains)
+            where = f" ({cm.comp_names[x]} busy with {names[holder]})" if holder >= 0 else f" ({cm.comp_names[x]} free)"
+        det = f"{names[t]} issues request {issued[t] + 1} of {cm.segment_names[t][g]}{where}{suffix}"
+        return Step("issue", epoch, names[t], cm.comp_names[x] if x >= 0 else "", det, gains)
     if event[0] == "complete":
         x = event[1]
         h = buses[x][0]
-        det = f"{cm.comp_names[x]} serves {cm.task_names[h]}'s request{suffix}"
-        return Step("complete", epoch, cm.task_names[h], cm.comp_names[x], det, gains)
+        det = f"{cm.comp_names[x]} serves {names[h]}'s request{suffix}"
+        return Step("complete", epoch, names[h], cm.comp_names[x], det, gains)
     det = f"epoch ends at t={cm.epoch_bounds[epoch + 1]:g}"
     return Step("advance", epoch, detail=det)
+
+
+class _Symmetry:
+    """Canonical representatives of states under permutations of interchangeable tasks.
+
+    Symmetry reduction: tasks in one class (same path, profile and tags up to ownership,
+    see :func:`xtalk.model.semantics._symmetry_classes`) are sorted by (issued requests,
+    role on the transport, private view); the state is renamed accordingly (task indices
+    and the owners of tags). Ties keep the original order, so the representative is not
+    always unique: that only merges fewer states, never wrong ones. The counter vector is
+    permuted with the state, and maxima are read over each class at the end.
+    """
+
+    def __init__(self, cm: Compiled, store: _Store):
+        self.cm = cm
+        self.store = store
+        self.classes = cm.sym_classes
+        self._idx: dict[tuple, np.ndarray] = {}
+
+    def canonical(self, state: tuple) -> tuple[tuple, tuple | None]:
+        epoch, issued, buses, actual, private = state
+        n = len(issued)
+        role = [0] * n
+        for h, q in buses:
+            if h >= 0:
+                role[h] = 1
+            for i, t in enumerate(q):
+                role[t] = 2 + i
+        perm = None
+        local = self.store.local
+        for cls in self.classes:
+            keys = [(issued[t], role[t], local(private[t], t), t) for t in cls]
+            keys.sort()
+            order = [k[3] for k in keys]
+            if order != cls:
+                if perm is None:
+                    perm = list(range(n))
+                for new_pos, t in zip(cls, order):
+                    perm[t] = new_pos
+        if perm is None:
+            return state, None
+        perm = tuple(perm)
+        renamed = self.store.renamed
+        new_issued = [0] * n
+        new_private = [0] * n
+        for t in range(n):
+            new_issued[perm[t]] = issued[t]
+            new_private[perm[t]] = renamed(private[t], perm)
+        new_buses = tuple((perm[h] if h >= 0 else -1, tuple(perm[q] for q in qu)) for h, qu in buses)
+        return (epoch, tuple(new_issued), new_buses, renamed(actual, perm), tuple(new_private)), perm
+
+    def index(self, perm: tuple, width: int) -> np.ndarray:
+        """``idx`` with new_vector = old_vector[idx] after renaming tasks by ``perm``."""
+        idx = self._idx.get(perm)
+        if idx is None:
+            cm = self.cm
+            idx = np.arange(width)
+            for t in range(cm.n_tasks):
+                for c in range(len(cm.comp_names)):
+                    for g in range(cm.n_gseg):
+                        idx[cm.counter(perm[t], c, g)] = cm.counter(t, c, g)
+            self._idx[perm] = idx
+        return idx
+
+
+def _rename(v, old: int, new: int):
+    # rename the owner of tags owned by task ``old`` to ``new``
+    if isinstance(v, tuple):
+        return tuple(_rename(x, old, new) for x in v)
+    if v >= 0 and v // TAG_BASE == old:
+        return new * TAG_BASE + v % TAG_BASE
+    return v
+
+
+def _rename_perm(v, perm):
+    if isinstance(v, tuple):
+        return tuple(_rename_perm(x, perm) for x in v)
+    if v >= 0:
+        return perm[v // TAG_BASE] * TAG_BASE + v % TAG_BASE
+    return v
 
 
 def explore(
@@ -178,19 +325,25 @@ def explore(
     witnesses: bool = True,
     weights: np.ndarray | None = None,
     max_states: int = 5_000_000,
+    symmetry: bool = True,
 ) -> ExplorationResult:
     """Explore all interleavings; return per-counter maxima (and witnesses).
 
     ``weights`` (shape ``(k, n_counters)``) adds ``k`` linear objectives Σ w·count whose
-    exact maxima are computed in the same pass (used by :mod:`xtalk.model.penalty`).
+    exact maxima are computed in the same pass (used by :mod:`xtalk.model.penalty`); it
+    turns the symmetry reduction off because the weights single out tasks.
     """
     t0 = time.perf_counter()
     cm = platform if isinstance(platform, Compiled) else compile_platform(platform)
     n_c = cm.n_counters
     w = np.zeros((0, n_c)) if weights is None else np.asarray(weights, dtype=float)
     width = n_c + w.shape[0]
+    store = _Store(cm)
+    sym = _Symmetry(cm, store) if symmetry and cm.sym_classes and w.shape[0] == 0 else None
 
-    init = initial_state(cm)
+    init = initial_state(cm, store)
+    if sym is not None:
+        init, _ = sym.canonical(init)
     index: dict[tuple, int] = {init: 0}
     states: list[tuple] = [init]
     best: list[np.ndarray] = [np.zeros(width)]
@@ -203,7 +356,7 @@ def explore(
     while heap:
         _, sid = heapq.heappop(heap)
         s = states[sid]
-        succ = successors(cm, s)
+        succ = successors(cm, s, store)
         if not succ:
             terminal.append(sid)
             continue
@@ -223,6 +376,10 @@ def explore(
                 cand = base + dv
             else:
                 cand = base
+            if sym is not None:
+                nxt, perm = sym.canonical(nxt)
+                if perm is not None:
+                    cand = cand[sym.index(perm, width)]
             nid = index.get(nxt)
             if nid is None:
                 nid = len(states)
@@ -241,25 +398,34 @@ def explore(
                     if witnesses:
                         pred[nid][better] = sid
 
-    final = np.max(np.stack([best[i] for i in terminal]), axis=0)
-    argbest = np.argmax(np.stack([best[i] for i in terminal]), axis=0)
+    finals = np.stack([best[i] for i in terminal])
+    final = finals.max(axis=0)
+    argbest = finals.argmax(axis=0)
+    cls_of = {t: cls for cls in (sym.classes if sym else []) for t in cls}
     maxima: dict[tuple[str, str, int], int] = {}
     wits: dict[tuple[str, str, int], list[Step]] = {}
     for c in range(n_c):
         task, comp, g = cm.counter_key(c)
         ti = cm.task_names.index(task)
+        ci = cm.comp_names.index(comp)
         if g >= len(cm.mu[ti]):
             continue
-        if cm.comp_names.index(comp) < cm.n_transports and cm.transport_of[ti] != cm.comp_names.index(comp):
+        if ci < cm.n_transports and cm.transport_of[ti] != ci:
             continue
-        if cm.comp_names.index(comp) >= cm.n_transports and comp not in cm.platform.task[ti].path:
+        if ci >= cm.n_transports and comp not in cm.platform.task[ti].path:
             continue
-        maxima[(task, comp, g)] = int(round(final[c]))
-        if witnesses and final[c] > 0:
-            wits[(task, comp, g)] = _witness(cm, states, best, pred, terminal[argbest[c]], c, w)
+        # under symmetry a task's counter is the best over its class (the orbit's maximum)
+        cols = [cm.counter(u, ci, g) for u in cls_of.get(ti, [ti])]
+        col = max(cols, key=lambda k: final[k])
+        maxima[(task, comp, g)] = int(round(final[col]))
+        if witnesses and final[col] > 0:
+            wits[(task, comp, g)] = _witness(cm, store, sym, states, best, pred, terminal[argbest[col]], col, w, ti)
     obj_w = []
     if witnesses:
-        obj_w = [_witness(cm, states, best, pred, terminal[argbest[n_c + k]], n_c + k, w) for k in range(w.shape[0])]
+        obj_w = [
+            _witness(cm, store, sym, states, best, pred, terminal[argbest[n_c + k]], n_c + k, w, None)
+            for k in range(w.shape[0])
+        ]
     return ExplorationResult(
         compiled=cm,
         maxima=maxima,
@@ -272,26 +438,80 @@ def explore(
     )
 
 
-def _witness(cm, states, best, pred, end: int, col: int, w: np.ndarray) -> list[Step]:
-    """Walk predecessor links of column ``col`` back from ``end`` to the initial state."""
-    steps: list[Step] = []
-    cur = end
+def _witness(cm, store, sym, states, best, pred, end: int, col: int, w: np.ndarray, target: int | None) -> list[Step]:
+    """Walk predecessor links of column ``col`` back from ``end`` to the initial state.
+
+    Under symmetry each link may rename tasks; the renamings are composed so that the
+    witness is told with the real task names, and the class member whose counter reached
+    the maximum is finally swapped with ``target`` (a symmetric run).
+    """
     n_c = cm.n_counters
+    n = cm.n_tasks
+    chain = []
+    cur, c = end, col
     while cur != 0:
-        p = int(pred[cur][col])
-        target = states[cur]
-        for event, nxt, deltas in successors(cm, states[p]):
-            if nxt != target:
+        p = int(pred[cur][c])
+        target_state = states[cur]
+        for event, nxt, deltas in successors(cm, states[p], store):
+            perm = None
+            if sym is not None:
+                nxt, perm = sym.canonical(nxt)
+            if nxt != target_state:
                 continue
-            if col < n_c:
-                gain = sum(n for c, n in deltas if c == col)
+            c_p = c if perm is None else int(sym.index(perm, len(best[0]))[c])
+            if c_p < n_c:
+                gain = sum(k for d, k in deltas if d == c_p)
             else:
-                gain = sum(w[col - n_c, c] * n for c, n in deltas)
-            if abs(best[p][col] + gain - best[cur][col]) < 1e-9:
-                steps.append(_describe(cm, states[p], event, deltas))
+                gain = sum(w[c_p - n_c, d] * k for d, k in deltas)
+            if abs(best[p][c_p] + gain - best[cur][c]) < 1e-9:
+                chain.append((states[p], event, deltas, perm))
                 break
         else:  # pragma: no cover - would mean the predecessor links are inconsistent
             raise RuntimeError("witness reconstruction failed")
-        cur = p
-    steps.reverse()
+        cur, c = p, c_p
+    chain.reverse()
+    # phi[k][t]: task t of frame k is task phi[k][t] of the initial frame
+    phis = [list(range(n))]
+    for _, _, _, perm in chain:
+        phi = phis[-1]
+        if perm is not None:
+            inv = [0] * n
+            for t in range(n):
+                inv[perm[t]] = t
+            phi = [phi[inv[j]] for j in range(n)]
+        phis.append(phi)
+    sigma = list(range(n))
+    if target is not None and col < n_c:
+        reached = phis[-1][cm.task_names.index(cm.counter_key(col)[0])]
+        sigma[reached], sigma[target] = target, reached
+    steps = []
+    for (ps, event, deltas, _), phi in zip(chain, phis):
+        names = [cm.task_names[sigma[phi[t]]] for t in range(n)]
+        steps.append(_describe(cm, ps, event, deltas, names))
     return steps
+
+
+def replay(cm: Compiled, steps: list[Step]) -> dict[tuple[str, str, int], int]:
+    """Execute a witness on the concrete model and return the counters it produces.
+
+    Raises ``ValueError`` when a step is not enabled: witnesses are checked, not trusted.
+    """
+    store = _Store(cm)
+    state = initial_state(cm, store)
+    counts: dict[tuple[str, str, int], int] = {}
+    for step in steps:
+        for event, nxt, deltas in successors(cm, state, store):
+            if event[0] != step.kind:
+                continue
+            if event[0] == "issue" and cm.task_names[event[1]] != step.task:
+                continue
+            if event[0] == "complete" and cm.comp_names[event[1]] != step.component:
+                continue
+            break
+        else:
+            raise ValueError(f"witness step not enabled: {step}")
+        for c, n in deltas:
+            key = cm.counter_key(c)
+            counts[key] = counts.get(key, 0) + n
+        state = nxt
+    return counts

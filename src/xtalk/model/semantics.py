@@ -20,7 +20,12 @@ from dataclasses import dataclass, field
 from xtalk.model import storage as st
 from xtalk.model.platform import CacheStorage, DramBank, Platform
 
-__all__ = ["Compiled", "compile_platform", "mapping_get", "mapping_set", "access_chain"]
+__all__ = ["Compiled", "compile_platform", "mapping_get", "mapping_set", "access_chain", "TAG_BASE"]
+
+#: Tags are relabelled as owner·TAG_BASE + local index when one task owns them (only tag
+#: equality matters to caches and row buffers), and as negative numbers when shared. A
+#: task permutation then maps states to symmetric states by renaming owners.
+TAG_BASE = 1 << 20
 
 Mapping = tuple  # sorted tuple of (key, value) pairs: hashable sparse dict
 
@@ -59,6 +64,7 @@ class Compiled:
     init_actual: tuple
     init_private: tuple
     segment_names: list[list[str]] = field(default_factory=list)
+    sym_classes: list[list[int]] = field(default_factory=list)
 
     @property
     def n_tasks(self) -> int:
@@ -183,6 +189,7 @@ def compile_platform(p: Platform) -> Compiled:
         chains.append(chs)
         seg_names.append(names)
 
+    _relabel_tags(chains, len(storages))
     n_gseg = max(len(m) for m in mu)
     empty_actual = tuple(() for _ in storages)
     comp = Compiled(
@@ -203,7 +210,66 @@ def compile_platform(p: Platform) -> Compiled:
     )
     if p.schedule.warm_start:
         comp.init_private = _warm_private(comp)
+    comp.sym_classes = _symmetry_classes(comp)
     return comp
+
+
+def _relabel_tags(chains: list, n_storages: int) -> None:
+    """Rewrite tags in place: owned tags → owner·TAG_BASE + local, shared → negative."""
+    owners: dict[tuple[int, int], set[int]] = {}
+    for t, segs in enumerate(chains):
+        for seg in segs:
+            for ch in seg:
+                for s, _key, tag in ch:
+                    owners.setdefault((s, tag), set()).add(t)
+    local: dict[tuple[int, int], int] = {}
+    counters: dict[tuple[int, int], int] = {}
+    shared = 0
+    for t, segs in enumerate(chains):
+        for seg in segs:
+            for ch in seg:
+                for s, _key, tag in ch:
+                    if (s, tag) in local:
+                        continue
+                    if len(owners[(s, tag)]) > 1:
+                        shared += 1
+                        local[(s, tag)] = -shared
+                    else:
+                        n = counters.get((s, t), 0)
+                        counters[(s, t)] = n + 1
+                        local[(s, tag)] = t * TAG_BASE + n
+    for segs in chains:
+        for seg in segs:
+            for i, ch in enumerate(seg):
+                seg[i] = tuple((s, key, local[(s, tag)]) for s, key, tag in ch)
+
+
+def _local_tag(tag: int, t: int):
+    # a task-relative view of a tag: the task's own tags lose their owner
+    return ("own", tag % TAG_BASE) if tag >= 0 and tag // TAG_BASE == t else tag
+
+
+def _local_value(v, t: int):
+    if isinstance(v, tuple):
+        return tuple(_local_tag(x, t) for x in v)
+    return _local_tag(v, t)
+
+
+def _symmetry_classes(comp: Compiled) -> list[list[int]]:
+    """Groups of tasks that are interchangeable: same path, segments, epochs, request
+    chains (up to their own tags) and initial private view."""
+    groups: dict[tuple, list[int]] = {}
+    for t, task in enumerate(comp.platform.task):
+        sig = (
+            task.path,
+            comp.transport_of[t],
+            tuple(comp.mu[t]),
+            tuple(comp.epoch_seg[t]),
+            tuple(tuple(tuple((s, k, _local_tag(g, t)) for s, k, g in ch) for ch in seg) for seg in comp.chains[t]),
+            tuple(tuple((k, _local_value(v, t)) for k, v in m) for m in comp.init_private[t]),
+        )
+        groups.setdefault(sig, []).append(t)
+    return [g for g in groups.values() if len(g) > 1]
 
 
 def _warm_private(comp: Compiled) -> tuple:

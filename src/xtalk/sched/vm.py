@@ -230,14 +230,21 @@ def synthesize_highest_priority(tasks: list[Task], tol: float = 1e-9) -> Synthes
 
 
 def synthesize_budget(
-    tasks: list[Task], period: float, higher: list[PeriodicResource] = (), tol: float = 1e-6
+    tasks: list[Task],
+    period: float,
+    higher: list[PeriodicResource] = (),
+    tol: float = 1e-6,
+    require_e_min: bool = True,
 ) -> float | None:
-    """Smallest Θ ≤ Π for a VM of period Π below ``higher`` VMs such that Eq. 4.3, 4.4 and
-    4.6 hold for every task; None when no budget works (seed 001 §4.4.3, last paragraph:
-    "the same principle" for lower-priority VMs)."""
+    """Smallest Θ ≤ Π for a VM of period Π below ``higher`` VMs such that Eq. 4.4 and 4.6
+    hold for every task (and Eq. 4.3 unless ``require_e_min`` is False, as in the seed's
+    §4.6 case study); None when no budget works (seed 001 §4.4.3, last paragraph: "the
+    same principle" for lower-priority VMs)."""
     ordered = rm_order(tasks)
     higher = list(higher)
-    need = max(t.wcet for t in ordered if t.d == min(x.d for x in ordered))  # Eq. 4.3
+    need = 0.0
+    if require_e_min:
+        need = max(t.wcet for t in ordered if t.d == min(x.d for x in ordered))  # Eq. 4.3
     for i in range(len(ordered)):
         b = _min_budget_for(period, higher, ordered, i, tol)
         if b is None:

@@ -80,3 +80,15 @@ def test_overhead_inflation_seed_values():
     assert ReleaseOverhead(1, 2, 3, 4).total == 10
     # inflation can break schedulability: T4 had zero slack
     assert not response_time_analysis(inflated)[-1].schedulable
+
+
+def test_edf_demand_with_jitter_and_blocking():
+    base = [Task("a", 2, 5), Task("b", 2, 10)]
+    assert edf_demand_test(base)[0]
+    # jitter moves a's first deadline earlier within the window: dbf(3) = 2 ≤ 3 still fine
+    assert demand_bound([Task("a", 2, 5, jitter=2)], 3) == 2
+    assert edf_demand_test([Task("a", 2, 5, jitter=2), Task("b", 2, 10)])[0]
+    # blocking of 2.5 on a (d = 5): 2 + 2.5 ≤ 5 but with b's demand at 10: 6 + 2.5 ≤ 10
+    assert edf_demand_test([Task("a", 2, 5, blocking=2.5), Task("b", 2, 10)])[0]
+    ok, t = edf_demand_test([Task("a", 2, 5, blocking=3.5), Task("b", 2, 10)])
+    assert not ok and t == 5

@@ -62,19 +62,27 @@ def edf_utilization_test(tasks: list[Task]) -> bool:
 
 
 def demand_bound(tasks: list[Task], t: float) -> float:
-    """dbf(t) = Σ max(0, ⌊(t − d_i)/p_i⌋ + 1) · e_i (Baruah et al. 1990)."""
+    """dbf(t) = Σ max(0, ⌊(t + J_i − d_i)/p_i⌋ + 1) · e_i (Baruah et al. 1990; release
+    jitter J_i as in Spuri 1996: a jittered job may have its deadline J_i earlier relative
+    to the window)."""
     total = 0.0
     for k in tasks:
-        if t + EPS >= k.d:
-            total += (math.floor((t - k.d) / k.period + 1e-9) + 1) * k.wcet
+        if t + k.jitter + EPS >= k.d:
+            total += (math.floor((t + k.jitter - k.d) / k.period + 1e-9) + 1) * k.wcet
     return total
 
 
+def _blocking(tasks: list[Task], t: float) -> float:
+    # B(t): the largest blocking that a job with a deadline within t can suffer (SRP-style)
+    return max((k.blocking for k in tasks if k.d - k.jitter <= t + EPS), default=0.0)
+
+
 def _busy_period(tasks: list[Task]) -> float:
-    # synchronous busy period: L = Σ ⌈L/p_i⌉ e_i (fixed point from Σ e_i)
-    length = sum(k.wcet for k in tasks)
+    # synchronous busy period L = B + Σ ⌈(L + J_i)/p_i⌉ e_i (fixed point from B + Σ e_i)
+    block = max((k.blocking for k in tasks), default=0.0)
+    length = block + sum(k.wcet for k in tasks)
     for _ in range(100_000):
-        nxt = sum(math.ceil(length / k.period - 1e-9) * k.wcet for k in tasks)
+        nxt = block + sum(math.ceil((length + k.jitter) / k.period - 1e-9) * k.wcet for k in tasks)
         if abs(nxt - length) <= EPS:
             return nxt
         length = nxt
@@ -82,25 +90,28 @@ def _busy_period(tasks: list[Task]) -> float:
 
 
 def edf_demand_test(tasks: list[Task]) -> tuple[bool, float | None]:
-    """Processor-demand test for EDF (exact for synchronous periodic/sporadic tasks with
-    d_i ≤ p_i or d_i > p_i): schedulable iff dbf(t) ≤ t at every absolute deadline
-    t ≤ L, L = min(busy period, hyperperiod + max d). Returns (verdict, first failing t)."""
+    """Processor-demand test for EDF (exact for synchronous periodic/sporadic tasks without
+    jitter or blocking, sufficient with them): schedulable iff dbf(t) + B(t) ≤ t at every
+    absolute deadline t ≤ L, L = min(busy period, hyperperiod + max d + max J).
+    Returns (verdict, first failing t)."""
     if utilization(tasks) > 1 + 1e-12:
         return False, None
     horizon = _busy_period(tasks)
     if utilization(tasks) < 1 - 1e-12 or math.isinf(horizon):
-        horizon = min(horizon, hyperperiod([k.period for k in tasks]) + max(k.d for k in tasks))
+        horizon = min(
+            horizon, hyperperiod([k.period for k in tasks]) + max(k.d for k in tasks) + max(k.jitter for k in tasks)
+        )
     points = set()
     for k in tasks:
         j = 0
         while True:
-            t = k.d + j * k.period
+            t = max(0.0, k.d - k.jitter) + j * k.period
             if t > horizon + EPS:
                 break
             points.add(round(t, 9))
             j += 1
     for t in sorted(points):
-        if demand_bound(tasks, t) > t + EPS:
+        if demand_bound(tasks, t) + _blocking(tasks, t) > t + EPS:
             return False, t
     return True, None
 

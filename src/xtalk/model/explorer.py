@@ -264,19 +264,24 @@ class _Symmetry:
         for h, q in buses:
             if h >= 0:
                 role[h] = 1
-            for i, t in enumerate(q):
-                role[t] = 2 + i
+                for i, t in enumerate(q):
+                    role[t] = 2 + i
         perm = None
+        memo = self.store._local
         local = self.store.local
         for cls in self.classes:
-            keys = [(issued[t], role[t], local(private[t], t), t) for t in cls]
+            keys = []
+            for t in cls:
+                lid = memo.get((private[t], t))
+                if lid is None:
+                    lid = local(private[t], t)
+                keys.append((issued[t], role[t], lid, t))
             keys.sort()
-            order = [k[3] for k in keys]
-            if order != cls:
+            if any(k[3] != t for k, t in zip(keys, cls)):
                 if perm is None:
                     perm = list(range(n))
-                for new_pos, t in zip(cls, order):
-                    perm[t] = new_pos
+                for new_pos, k in zip(cls, keys):
+                    perm[k[3]] = new_pos
         if perm is None:
             return state, None
         perm = tuple(perm)
@@ -348,13 +353,19 @@ def explore(
     states: list[tuple] = [init]
     best: list[np.ndarray] = [np.zeros(width)]
     pred: list[np.ndarray | None] = [None]
-    heap: list[tuple[tuple[int, int], int]] = [(_potential(init), 0)]
+    # bucket queue: successors always have a larger potential, so a heap of the distinct
+    # potentials (a few hundred) plus one list per potential replaces a heap of states
+    buckets: dict[tuple[int, int], list[int]] = {_potential(init): [0]}
+    heap: list[tuple[int, int]] = [_potential(init)]
     transitions = 0
     terminal: list[int] = []
     delta_cache: dict[tuple, np.ndarray] = {}
 
-    while heap:
-        _, sid = heapq.heappop(heap)
+    def pending():
+        while heap:
+            yield from buckets.pop(heapq.heappop(heap))
+
+    for sid in pending():
         s = states[sid]
         succ = successors(cm, s, store)
         if not succ:
@@ -376,11 +387,14 @@ def explore(
                 cand = base + dv
             else:
                 cand = base
-            if sym is not None:
+            nid = index.get(nxt)
+            if nid is None and sym is not None:
+                # only representatives are stored and canonical() is idempotent on them,
+                # so a state found in the index needs no canonicalisation
                 nxt, perm = sym.canonical(nxt)
                 if perm is not None:
                     cand = cand[sym.index(perm, width)]
-            nid = index.get(nxt)
+                nid = index.get(nxt)
             if nid is None:
                 nid = len(states)
                 if nid >= max_states:
@@ -389,7 +403,13 @@ def explore(
                 states.append(nxt)
                 best.append(cand.copy())
                 pred.append(np.full(width, sid, dtype=np.int32) if witnesses else None)
-                heapq.heappush(heap, (_potential(nxt), nid))
+                pot = _potential(nxt)
+                bucket = buckets.get(pot)
+                if bucket is None:
+                    buckets[pot] = [nid]
+                    heapq.heappush(heap, pot)
+                else:
+                    bucket.append(nid)
             else:
                 cur = best[nid]
                 better = cand > cur

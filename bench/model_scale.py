@@ -64,6 +64,7 @@ def main() -> int:
     measure("2 cores x 2 seg x 2 req", large_platform(2, 2, 2), brute=True)
     measure("3 cores x 1 seg x 2 req", large_platform(3, 1, 2), brute=True)
     measure("4 cores x 8 seg x 4 req", large_platform(4, 8, 4), brute=False)
+    measure("  same, no witnesses", large_platform(4, 8, 4), brute=False, witnesses=False)
     return 0
 
 

@@ -68,6 +68,17 @@ def test_vm_prm_deadline_commands():
     assert "REFUSED" in r.output
 
 
+def test_simulate_partitions_use_their_server_kind(tmp_path):
+    r = runner.invoke(app, ["simulate", T43, "--duration", "6s"])
+    assert r.exit_code == 0 and "ps over 6000 ms" in r.output  # server = "periodic" default
+    f = tmp_path / "t.toml"
+    f.write_text(open(T43).read().replace('name = "VM2"\n', 'name = "VM2"\nserver = "cbs"\n'))
+    r = runner.invoke(app, ["simulate", str(f)])
+    assert r.exit_code == 2 and "partition.server" in r.output
+    r = runner.invoke(app, ["simulate", str(f), "--policy", "cbs", "--duration", "3s"])
+    assert r.exit_code == 0 and "cbs over 3000 ms" in r.output
+
+
 def test_simulate_and_generate(tmp_path):
     png, csv = tmp_path / "g.png", tmp_path / "j.csv"
     r = runner.invoke(app, ["simulate", T41, "--gantt", str(png), "--csv", str(csv)])

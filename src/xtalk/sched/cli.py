@@ -46,6 +46,8 @@ def _fail(exc: Exception) -> None:
 
 
 def _fmt(x: float) -> str:
+    if math.isnan(x):
+        return "-"
     return "inf" if math.isinf(x) else f"{x:.3f}"
 
 
@@ -147,7 +149,7 @@ def analyze_cmd(
 @app.command("simulate")
 def simulate_cmd(
     file: Path = typer.Argument(..., help="task-set TOML"),
-    policy: str = typer.Option("", help=f"level-1 policy: {', '.join(GLOBAL_POLICIES)} (default: dedicated or cbs)"),
+    policy: str = typer.Option("", help=f"level-1 policy: {', '.join(GLOBAL_POLICIES)} (default: dedicated, or the partitions' server kind)"),
     duration: Optional[str] = typer.Option(None, help="simulated time, e.g. 2s (default: hyperperiod + max deadline)"),
     quantum: str = typer.Option("10ms", help="rr time slice"),
     local: str = typer.Option("", help="task-level policy rm or edf (default from [system] scheduler)"),
@@ -167,7 +169,10 @@ def simulate_cmd(
                 SimPartition(p.name, system.tasks_of(p.name), loc, p.budget, p.period, p.priority)
                 for p in system.partitions
             ]
-            pol = policy or "cbs"
+            kinds = {p.server for p in system.partitions}
+            if not policy and len(kinds) > 1:
+                raise InputError("partition.server", f"mixed server kinds {sorted(kinds)}", "use one kind or pass --policy")
+            pol = policy or {"periodic": "ps", "deferrable": "ds", "cbs": "cbs"}[kinds.pop()]
         else:
             parts = [SimPartition("cpu", system.tasks, loc)]
             pol = policy or "dedicated"
@@ -175,11 +180,14 @@ def simulate_cmd(
             raise InputError("--policy", f"unknown policy {pol!r}", f"use one of {', '.join(GLOBAL_POLICIES)}")
         if not 0 < exec_min <= 1:
             raise InputError("--exec-min", f"{exec_min} outside (0, 1]", "use e.g. 0.5")
-        dur = (
-            parse_duration_ms(duration, "--duration")
-            if duration
-            else hyperperiod([t.period for t in system.tasks]) + max(t.d for t in system.tasks)
-        )
+        if duration:
+            dur = parse_duration_ms(duration, "--duration")
+        else:
+            dur = hyperperiod([t.period for t in system.tasks]) + max(t.d for t in system.tasks)
+            cap = 1000 * max(t.period for t in system.tasks)
+            if dur > cap:  # co-prime periods: the hyperperiod can be astronomically long
+                _out.print(f"hyperperiod too long to simulate; simulating {cap:g} ms (set --duration)")
+                dur = cap
         res = simulate(parts, dur, pol, quantum=parse_duration_ms(quantum, "--quantum"),
                        exec_fraction=(exec_min, 1.0), rng=np.random.default_rng(seed))
         table = Table(title=f"{pol} over {dur:g} ms")

@@ -134,7 +134,7 @@ def simulate(
         prio_key.append((t.priority if t.priority is not None else 0, periods[i], i))
     servers = [
         _Server(
-            _ticks(p.budget, resolution) if p.budget is not None else None,
+            max(1, _ticks(p.budget, resolution)) if p.budget is not None else None,
             _ticks(p.period, resolution) if p.period is not None else None,
         )
         for p in parts
@@ -160,7 +160,8 @@ def simulate(
         pi = tasks[i][0]
         dl = at + deadlines[i]
         key = (dl, i) if parts[pi].local == "edf" else prio_key[i]
-        return _Job(i, pi, seqs[i], at, dl, demand + oh, key)
+        # at least one tick: a zero-length job would stall the event loop
+        return _Job(i, pi, seqs[i], at, dl, max(1, demand + oh), key)
 
     while now < end:
         # releases due now

@@ -145,10 +145,13 @@ def _partition(d: dict, i: int) -> Partition:
     period = _duration(d, "period", where, required=True, positive=True)
     if budget > period:
         raise InputError(f"{where}.budget", f"budget {budget} ms exceeds period {period} ms", "use budget <= period")
+    prio = d.get("priority")
+    if prio is not None and (not isinstance(prio, int) or isinstance(prio, bool)):
+        raise InputError(f"{where}.priority", f"expected an integer, got {prio!r}", "use 1 for the highest priority")
     server = d.get("server", "periodic")
     if server not in _SERVERS:
         raise InputError(f"{where}.server", f"unknown server {server!r}", f"use one of {', '.join(_SERVERS)}")
-    return Partition(name=name, budget=budget, period=period, priority=d.get("priority"), server=server)
+    return Partition(name=name, budget=budget, period=period, priority=prio, server=server)
 
 
 def taskset_from_dict(data: dict) -> TaskSystem:

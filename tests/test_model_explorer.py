@@ -172,3 +172,20 @@ def test_symmetry_reduction_is_exact(n, nseg, mu):
         got = sum(k for s in steps if s.task == task for c, k in s.gains if c == comp)
         assert got == red.maxima[(task, comp, seg)]
         assert replay(red.compiled, steps)[(task, comp, seg)] == red.maxima[(task, comp, seg)]
+
+
+@pytest.mark.parametrize("warm, expected", [(False, 1), (True, 2)])
+def test_default_addresses_are_adversarial(warm, expected):
+    """Without addresses each task owns one line that conflicts with the others' lines:
+    every access after another task's access is a delayed interference."""
+    d = _symmetric(2, 1, 2)
+    for t in d["task"]:
+        for s in t["segment"]:
+            del s["addresses"]
+    d["storage"][1]["banks"] = 2
+    d["schedule"]["warm_start"] = warm
+    p = platform_from_dict(d)
+    res = explore(p)
+    assert res.max("T0", "L2", 0) == expected and res.max("T1", "L2", 0) == expected
+    bf = enumerate_maxima(p)
+    assert all(bf.maxima.get(k, 0) == v for k, v in res.maxima.items())

@@ -89,4 +89,6 @@ def test_interference_rules():
     assert st.is_interference(cs, (2,), (3,), 1)  # the seed's literal rule: states differ
     d = DramBank(name="b", row_bytes=1024)
     assert st.locate(d, 5000) == (0, 4)
+    assert st.locate(DramBank(name="b", row_bytes=1024, banks=4), 5000) == (0, 4)
+    assert st.locate(DramBank(name="b", row_bytes=1024, banks=4), 6000) == (1, 5)
     assert st.is_interference(d, 3, 4, 4) and not st.is_interference(d, 4, 4, 4)

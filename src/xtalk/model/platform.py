@@ -70,11 +70,15 @@ class CacheStorage(_Strict):
 
 
 class DramBank(_Strict):
-    """A DRAM bank whose row buffer keeps the last opened row (seed 000 §4.2)."""
+    """DRAM whose banks each keep the last opened row in a row buffer (seed 000 §4.2).
+
+    With ``banks > 1`` consecutive rows are interleaved over the banks
+    (bank = row mod banks), each bank with its own row buffer."""
 
     kind: Literal["dram"] = "dram"
     name: str
     row_bytes: int = Field(gt=0)
+    banks: int = Field(default=1, gt=0)
     interference: Literal["outcome", "state"] = "outcome"
 
 

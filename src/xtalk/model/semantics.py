@@ -124,7 +124,7 @@ def _default_stride(storages: list[CacheStorage | DramBank]) -> int:
     # to a distinct DRAM row: the adversarial "all tasks conflict" default.
     stride = 1
     for c in storages:
-        span = c.sets * c.line_bytes if isinstance(c, CacheStorage) else c.row_bytes
+        span = c.sets * c.line_bytes if isinstance(c, CacheStorage) else c.row_bytes * c.banks
         stride = math.lcm(stride, span)
     return stride
 

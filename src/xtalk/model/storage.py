@@ -21,11 +21,12 @@ Tag = int
 
 
 def locate(comp: CacheStorage | DramBank, address: int) -> tuple[Key, Tag]:
-    """Map an address to (set index, tag) for a cache, or (0, row) for a DRAM bank."""
+    """Map an address to (set index, tag) for a cache, or (bank, row) for DRAM."""
     if isinstance(comp, CacheStorage):
         line = address // comp.line_bytes
         return line % comp.sets, line // comp.sets
-    return 0, address // comp.row_bytes
+    row = address // comp.row_bytes
+    return row % comp.banks, row
 
 
 def lookup(comp: CacheStorage | DramBank, state: Optional[tuple], tag: Tag) -> bool:

@@ -61,7 +61,8 @@ def _small(seed: int) -> dict:
     for t in range(n):
         segs = []
         for _ in range(nseg):
-            mu = int(rng.integers(0, 3 if n == 2 else 2))
+            # keep the brute force small: up to 2 requests only with 2 tasks and 1 segment
+            mu = int(rng.integers(0, 3 if n == 2 and nseg == 1 else 2))
             addrs = [int(rng.integers(0, 8)) * 32 for _ in range(mu)]
             segs.append({"duration": float(rng.choice([5, 10])), "max_requests": mu, "addresses": addrs})
         path = ["bus", "L2", "B"] if rng.random() < 0.8 else ["L2", "B"]
@@ -165,8 +166,9 @@ def test_symmetry_reduction_is_exact(n, nseg, mu):
     assert red.compiled.sym_classes == [list(range(n))]
     assert red.maxima == full.maxima
     assert red.states < full.states
-    bf = enumerate_maxima(p)
-    assert all(bf.maxima.get(k, 0) == v for k, v in red.maxima.items())
+    if n * nseg * mu <= 4:  # the brute force grows too fast beyond this
+        bf = enumerate_maxima(p)
+        assert all(bf.maxima.get(k, 0) == v for k, v in red.maxima.items())
     # every witness, told with real task names, reaches the maximum of its own task
     for (task, comp, seg), steps in red.witnesses.items():
         got = sum(k for s in steps if s.task == task for c, k in s.gains if c == comp)

@@ -114,6 +114,7 @@ class _Store:
         self._local: dict = {}
 
     def intern(self, v) -> int:
+        """Small integer id of a hashable storage state."""
         i = self._ids.get(v)
         if i is None:
             i = len(self.val)
@@ -258,6 +259,7 @@ class _Symmetry:
         self._idx: dict[tuple, np.ndarray] = {}
 
     def canonical(self, state: tuple) -> tuple[tuple, tuple | None]:
+        """(representative, perm) with perm[t] = new index of task t; perm None = unchanged."""
         epoch, issued, buses, actual, private = state
         n = len(issued)
         role = [0] * n

@@ -68,14 +68,17 @@ class Compiled:
 
     @property
     def n_tasks(self) -> int:
+        """Number of tasks."""
         return len(self.task_names)
 
     @property
     def n_epochs(self) -> int:
+        """Number of epochs of the unrolled schedule."""
         return len(self.epoch_bounds) - 1
 
     @property
     def n_counters(self) -> int:
+        """Size of the flat counter vector (tasks × components × segments)."""
         return self.n_tasks * len(self.comp_names) * self.n_gseg
 
     def counter(self, task: int, comp: int, gseg: int) -> int:

@@ -27,6 +27,7 @@ class Reservation:
 
     @property
     def bandwidth(self) -> float:
+        """runtime / period."""
         return self.runtime / self.period
 
 

@@ -74,9 +74,11 @@ class SimResult:
         return float(self.jobs["missed"].mean()) if len(self.jobs) else 0.0
 
     def miss_ratio_by_task(self) -> pd.Series:
+        """Deadline-miss ratio of each task."""
         return self.jobs.groupby("task")["missed"].mean()
 
     def max_response_by_task(self) -> pd.Series:
+        """Largest observed response time (ms) of each task."""
         return self.jobs.groupby("task")["response"].max()
 
 

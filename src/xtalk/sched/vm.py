@@ -93,6 +93,7 @@ class TaskCheck:
 
     @property
     def ok(self) -> bool:
+        """Eq. 4.6 holds (and ω_i ≤ d_i, the assumption under which it is derived)."""
         return self.t >= -EPS and self.lhs + EPS >= self.omega and self.omega <= self.task.d + EPS
 
 

@@ -191,3 +191,18 @@ def test_default_addresses_are_adversarial(warm, expected):
     assert res.max("T0", "L2", 0) == expected and res.max("T1", "L2", 0) == expected
     bf = enumerate_maxima(p)
     assert all(bf.maxima.get(k, 0) == v for k, v in res.maxima.items())
+
+
+def test_quad_core_example():
+    p = load_platform("examples/models/quad-core.toml")
+    res = explore(p)
+    assert res.compiled.sym_classes == [[0, 1, 2]]
+    # each of T0's 2 requests in S2 can wait behind the 3 other tasks' requests
+    assert res.max("T0", "bus", 2) == 6
+    # T3 (4 requests in its busy segment) can be delayed on every L2 access
+    assert res.max("T3", "L2", 1) == 4
+    for comp in ("bus", "L2", "DDR"):
+        for seg in range(3):
+            assert res.max("T0", comp, seg) == res.max("T1", comp, seg) == res.max("T2", comp, seg)
+    t0 = res.witnesses[("T1", "bus", 2)]
+    assert replay(res.compiled, t0)[("T1", "bus", 2)] == 6

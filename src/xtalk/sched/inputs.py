@@ -8,11 +8,16 @@ line and exit with code 2).
 from __future__ import annotations
 
 import re
-import tomllib
+import sys
 from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - the package declares tomli for Python 3.10
+    import tomli as tomllib
 
 __all__ = ["InputError", "parse_duration_ms", "load_toml", "from_validation_error"]
 

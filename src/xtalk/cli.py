@@ -43,17 +43,20 @@ def command(fn):
 
 @command
 def run(experiment: Path = typer.Argument(..., help="experiment file (TOML)"),
-        results: Optional[Path] = typer.Option(None, help="base directory for results (default: the file's `results`)")):
+        results: Optional[Path] = typer.Option(None, help="base directory for results (default: the file's `results`)"),
+        skip_unavailable: bool = typer.Option(False, "--skip-unavailable",
+                                              help="run the configurations this kernel offers; mark the others skipped")):
     """Run an experiment: the victim against each enemy scenario, interleaved, then the summary table."""
     from .runner import run_experiment
 
-    run_experiment(experiment, results, console)
+    run_experiment(experiment, results, console, skip_unavailable)
 
 
 @command
 def plan(experiment: Optional[Path] = typer.Argument(None, help="experiment file (TOML)"),
          schema: bool = typer.Option(False, "--schema", help="print the run plan's JSON Schema"),
-         show: bool = typer.Option(False, "--show", help="print the plan of the first run of each scenario")):
+         show: bool = typer.Option(False, "--show", help="print the plan of the first run of each scenario"),
+         skip_unavailable: bool = typer.Option(False, "--skip-unavailable", help="leave out configurations this kernel cannot provide")):
     """Print the run-plan JSON Schema, or what an experiment would run (nothing is started)."""
     from .plan import json_schema
 
@@ -64,14 +67,17 @@ def plan(experiment: Optional[Path] = typer.Argument(None, help="experiment file
         raise UsageError("plan: give an experiment file, or --schema")
     from .runner import RUN_OVERHEAD_S, prepare
 
-    _, runs, _ = prepare(experiment)
+    skipped: list = []
+    _, runs, _ = prepare(experiment, skip_unavailable, skipped)
+    for s in skipped:
+        console.print(f"configuration {s['configuration']} skipped: {s['reason']}")
     total = sum(r.expected_seconds() + RUN_OVERHEAD_S for r in runs)
     console.print(f"{len(runs)} runs, about {total:.0f} s; order: " + ", ".join(r.run_id for r in runs))
     if show:
         seen = set()
         for r in runs:
-            if r.scenario not in seen:
-                seen.add(r.scenario)
+            if (r.configuration, r.scenario) not in seen:
+                seen.add((r.configuration, r.scenario))
                 print(r.plan.to_json())
 
 

@@ -124,6 +124,36 @@ class Counter(_Strict):
     optional: bool = False
 
 
+class Group(_Strict):
+    """A control group (partition): cpuset, CPU bandwidth, RT group bandwidth, memory, pids."""
+
+    name: str = Field(pattern=r"^[A-Za-z0-9_-]+$")
+    cpus: Optional[list[int]] = None
+    mems: Optional[str] = None
+    exclusive: bool = False
+    cpu_quota_us: Optional[int] = Field(default=None, ge=1)
+    cpu_period_us: Optional[int] = Field(default=None, ge=1000, le=1_000_000)
+    cpu_weight: Optional[int] = Field(default=None, ge=1, le=10000)
+    rt_runtime_us: Optional[int] = Field(default=None, ge=1)
+    rt_period_us: Optional[int] = Field(default=None, ge=1)
+    memory_max: Optional[int] = Field(default=None, ge=4 << 20)
+    memory_high: Optional[int] = Field(default=None, ge=1)
+    pids_max: Optional[int] = Field(default=None, ge=1)
+    freezable: bool = False
+
+
+class Regulator(_Strict):
+    """Memory-bandwidth regulator: budget bytes per period per enemy, or feedback on the
+    victim's job time (target_exec_ns)."""
+
+    period_us: int = Field(ge=1000, le=100_000)
+    budget_bytes: Optional[int] = Field(default=None, ge=1)
+    target_exec_ns: Optional[int] = Field(default=None, ge=1)
+    enemies: list[str] = []
+    throttle: Literal["signal", "freeze"] = "signal"
+    priority: int = Field(default=95, ge=1, le=99)
+
+
 class Victim(_Strict):
     body: Body
     period_ns: int = Field(ge=10_000)
@@ -134,6 +164,7 @@ class Victim(_Strict):
     sched: Sched = OtherSched()
     lock_memory: bool = False
     huge_pages: bool = False
+    group: Optional[str] = None
     counters: list[Counter] = []
     counters_exclude_kernel: bool = False
 
@@ -145,6 +176,7 @@ class Enemy(_Strict):
     sched: Sched = OtherSched()
     lock_memory: bool = False
     huge_pages: bool = False
+    group: Optional[str] = None
 
 
 class Trace(_Strict):
@@ -167,6 +199,10 @@ class Plan(_Strict):
     victim: Victim
     enemies: list[Enemy] = []
     trace: Optional[Trace] = None
+    groups: list[Group] = []
+    housekeeping_cpus: Optional[list[int]] = None
+    steer_irqs: bool = False
+    regulator: Optional[Regulator] = None
     labels: dict[str, str] = {}
 
     def to_json(self) -> str:

@@ -176,7 +176,7 @@ fn prepare_parent(ctl: &Controller, parent: &Path, groups: &[Group], journal: &m
             let period = 1_000_000u64;
             let share: f64 = groups.iter().filter_map(|g| g.rt_runtime_us.map(|r| r as f64 / g.rt_period_us.unwrap_or(1_000_000) as f64)).sum();
             journal.write(&parent.join("cpu.rt_period_us"), &period.to_string())?;
-            journal.write(&parent.join("cpu.rt_runtime_us"), &((share * period as f64).ceil() as u64).to_string())
+            journal.write(&parent.join("cpu.rt_runtime_us"), &((share * period as f64).round() as u64).to_string())
                 .map_err(|e| format!("{e} (the RT groups ask {:.0} % of each CPU; the system allows {} us per s)", share * 100.0,
                     fs::read_to_string("/proc/sys/kernel/sched_rt_runtime_us").unwrap_or_default().trim()))?;
         }

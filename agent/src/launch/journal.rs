@@ -125,6 +125,10 @@ fn undo_entries(entries: &[Entry]) -> Vec<String> {
                 }
             }
             Entry::Write { path, old, .. } => {
+                // Journalled before the write, which may then have failed: already as found.
+                if fs::read_to_string(path).map(|v| v.trim() == old.trim()).unwrap_or(false) {
+                    continue;
+                }
                 if let Err(err) = fs::write(path, old) {
                     // A cgroup file vanishes with its cgroup: nothing to restore.
                     if Path::new(path).exists() {

@@ -14,17 +14,20 @@ from ..plan import (ChaseBody, ChaseLoad, CommandBody, Counter, Trace, DeadlineS
                     Placement, Plan, ReadLoad, RrSched, SumBody, Victim, WriteLoad)
 from ..targets.agent import TargetFacts
 from . import units
+from .configuration import Unavailable, resolve as resolve_configuration
 from .experiment import EnemySpec, Experiment, SchedSpec, ScenarioSpec
 
 
 @dataclass(frozen=True)
 class RunSpec:
-    """One run of an experiment: its place in the order, scenario, repetition and plan."""
+    """One run of an experiment: its place in the order, configuration, scenario, repetition
+    and plan."""
 
     index: int
     scenario: str
     repetition: int
     plan: Plan
+    configuration: str = "default"
 
     @property
     def run_id(self) -> str:
@@ -115,8 +118,11 @@ def _enemies(sc: ScenarioSpec, si: int, victim: Victim, facts: TargetFacts, peri
     return out
 
 
-def expand(exp: Experiment, facts: TargetFacts, labels: dict[str, str] | None = None) -> list[RunSpec]:
-    """Resolve units and placements against the target and build every run's plan."""
+def expand(exp: Experiment, facts: TargetFacts, labels: dict[str, str] | None = None,
+           skip_unavailable: bool = False, skipped: list | None = None) -> list[RunSpec]:
+    """Resolve units and placements against the target and build every run's plan, for
+    every configuration × scenario × repetition. A configuration this kernel cannot provide
+    is an input error, or (skip_unavailable) left out and noted in `skipped`."""
     try:
         victim = _victim(exp, facts)
         settle_ms = units.duration_ns(exp.settle, "settle") / 1e6
@@ -131,11 +137,36 @@ def expand(exp: Experiment, facts: TargetFacts, labels: dict[str, str] | None = 
     trace = None
     if exp.trace is not None:
         trace = Trace(buffer_kb=exp.trace.buffer_kb, **({"events": exp.trace.events} if exp.trace.events else {}))
+    reservation = (units.duration_ns(exp.victim.reservation.runtime, "victim.reservation.runtime")
+                   if exp.victim.reservation is not None else None)
+    configs = exp.configurations()
+    resolved: dict[tuple[str, str], Plan] = {}
+    for ci, cfg in enumerate(configs):
+        for s in scenarios:
+            base = Plan(run_id="x", timeout_s=timeout_s, settle_ms=settle_ms, victim=victim, enemies=enemies[s.name], trace=trace)
+            try:
+                resolved[(cfg.name, s.name)] = resolve_configuration(cfg, base, facts, reservation,
+                                                                     f"configuration[{ci}]" if exp.configuration else "configuration")
+            except Unavailable as e:
+                if not skip_unavailable:
+                    raise UsageError(f"configuration[{ci}] '{cfg.name}': {e}; use --skip-unavailable to run the others") from None
+                if skipped is not None and all(x["configuration"] != cfg.name for x in skipped):
+                    skipped.append({"configuration": cfg.name, "reason": str(e)})
+                break
+            except ValueError as e:
+                raise UsageError(str(e)) from None
+    pairs = [(c.name, s.name) for c in configs for s in scenarios if (c.name, s.name) in resolved]
+    if not pairs:
+        raise UsageError("configuration: none of the configurations can run on this machine")
+    multi = len(configs) > 1
     runs = []
-    width = len(str(len(scenarios) * exp.repetitions))
-    for i, (rep, name) in enumerate(interleave([s.name for s in scenarios], exp.repetitions, exp.seed)):
-        run_id = f"{i:0{width}d}-{name}-r{rep}"
-        plan = Plan(run_id=run_id, timeout_s=timeout_s, settle_ms=settle_ms, victim=victim, enemies=enemies[name], trace=trace,
-                    labels={**(labels or {}), "experiment": exp.name, "scenario": name, "repetition": str(rep)})
-        runs.append(RunSpec(index=i, scenario=name, repetition=rep, plan=plan))
+    width = len(str(len(pairs) * exp.repetitions))
+    keys = [f"{c}\t{s}" for c, s in pairs]
+    for i, (rep, key) in enumerate(interleave(keys, exp.repetitions, exp.seed)):
+        cname, name = key.split("\t")
+        run_id = f"{i:0{width}d}-{cname + '-' if multi else ''}{name}-r{rep}"
+        plan = resolved[(cname, name)].model_copy(deep=True)
+        plan.run_id = run_id
+        plan.labels = {**(labels or {}), "experiment": exp.name, "scenario": name, "repetition": str(rep), "configuration": cname}
+        runs.append(RunSpec(index=i, scenario=name, repetition=rep, plan=plan, configuration=cname))
     return runs

@@ -13,6 +13,7 @@ from typing import Literal, Optional, Union
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from ..errors import UsageError
+from .configuration import ConfigurationSpec
 
 Duration = Union[int, float, str]
 Size = Union[int, float, str]
@@ -24,7 +25,9 @@ class _Strict(BaseModel):
 
 
 class Reservation(_Strict):
-    """SCHED_DEADLINE parameters; deadline and period default to the victim's period."""
+    """SCHED_DEADLINE parameters; deadline and period default to the victim's period. Under
+    another policy, `runtime` is the budget configuration presets give the victim (its
+    observed maximum plus a margin, seed 000 §7.2.1)."""
 
     runtime: Duration
     deadline: Optional[Duration] = None
@@ -48,8 +51,6 @@ class SchedSpec(_Strict):
             raise ValueError(f"policy '{self.policy}' needs 'priority' (1..99)")
         if self.policy == "deadline" and self.reservation is None:
             raise ValueError("policy 'deadline' needs a 'reservation' table with runtime (and optionally deadline, period)")
-        if self.policy != "deadline" and self.reservation is not None:
-            raise ValueError("'reservation' is only for policy 'deadline'")
         return self
 
 
@@ -142,6 +143,7 @@ class Experiment(_Strict):
     results: str = "results"
     victim: VictimSpec
     scenario: list[ScenarioSpec] = []
+    configuration: list[ConfigurationSpec] = []
     trace: Optional[TraceSpec] = None
 
     @model_validator(mode="after")
@@ -153,7 +155,15 @@ class Experiment(_Strict):
         for s in self.scenario:
             if s.name == "solo" and s.enemies:
                 raise ValueError("scenario 'solo' is the victim alone and may not have enemies; rename it")
+        cnames = [c.name for c in self.configuration]
+        for n in cnames:
+            if cnames.count(n) > 1:
+                raise ValueError(f"configuration name '{n}' is used twice; give each configuration its own name")
         return self
+
+    def configurations(self) -> list[ConfigurationSpec]:
+        """The configurations to compare; one `default` (the file's own settings) if none."""
+        return list(self.configuration) or [ConfigurationSpec(name="default")]
 
     def scenarios(self) -> list[ScenarioSpec]:
         """All scenarios, `solo` (no enemies) always first."""

@@ -157,7 +157,9 @@ def resolve(spec: ConfigurationSpec, plan: Plan, facts, victim_reservation_ns: i
         p.housekeeping_cpus = units.cpu_set(merged.housekeeping_cpus, f"{field}.housekeeping_cpus", facts.online_cpus)
     p.steer_irqs = merged.steer_irqs
     if merged.regulator is not None:
-        p.regulator = _regulator(merged.regulator, f"{field}.regulator")
+        regulator = _regulator(merged.regulator, f"{field}.regulator")
+        if p.enemies:  # a scenario without enemies (solo) has nothing to regulate
+            p.regulator = regulator
     return p
 
 

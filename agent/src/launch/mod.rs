@@ -385,6 +385,7 @@ pub fn execute(plan: &Plan, out: &Path, exit_with_parent: bool) -> Result<i32, S
         "events": events.iter().map(|e| e.name.clone()).collect::<Vec<_>>(),
         "skipped": skipped.iter().map(|(n, why)| json!({"event": n, "reason": why})).collect::<Vec<_>>(),
         "exclude_kernel": v.counters_exclude_kernel,
+        "read_with": if events.is_empty() { None } else if shared.ctl().counters_rdpmc.load(Ordering::Relaxed) == 1 { Some("rdpmc") } else { Some("read(2)") },
         "core_pmu": perf::core_pmu(),
     });
     if let Some(p) = &probes {

@@ -205,6 +205,9 @@ def test_recover_undoes_a_dead_agents_journal(agent, tmp_path):
     (lambda p: p["victim"].update(group="nope"), "victim.group"),
     (lambda p: p.update(steer_irqs=True), "steer_irqs"),
     (lambda p: p.update(enemies=[{"name": "e", "load": {"kind": "pi"}}],
+                        regulator={"period_us": 10_000, "budget_bytes": 1000, "event": "bogus-event", "source": "hardware"}),
+     "regulator.event"),
+    (lambda p: p.update(enemies=[{"name": "e", "load": {"kind": "pi"}}],
                         regulator={"period_us": 10_000, "budget_bytes": 1000, "throttle": "freeze"}), "freezable"),
 ])
 def test_inconsistent_settings_are_refused(agent, tmp_path, mutate, needle):
@@ -212,3 +215,16 @@ def test_inconsistent_settings_are_refused(agent, tmp_path, mutate, needle):
     mutate(plan)
     out = subprocess.run([agent, "check", write_plan(tmp_path, plan)], capture_output=True, text=True)
     assert out.returncode == 2 and needle in out.stderr, out.stderr
+
+
+def test_hardware_accounting_needs_the_event(agent, tmp_path, facts):
+    """Hardware accounting counts a PMU event per enemy; where the event cannot be counted the
+    plan is refused, naming what the machine offers."""
+    plan = small_plan()
+    plan["enemies"] = [{"name": "e", "load": {"kind": "read", "bytes": 1 << 20}}]
+    plan["regulator"] = {"period_us": 10_000, "budget_bytes": 1_000_000, "source": "hardware"}
+    out = subprocess.run([agent, "check", write_plan(tmp_path, plan)], capture_output=True, text=True)
+    if out.returncode == 0:
+        assert facts.environment["capabilities"]["pmu"]["core_pmu"], "accepted only where a PMU counts the event"
+    else:
+        assert out.returncode == 2 and "regulator.source" in out.stderr and "cooperative" in out.stderr, out.stderr

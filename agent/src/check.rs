@@ -192,6 +192,16 @@ fn check_regulator(plan: &Plan, r: &crate::plan::Regulator) -> Result<(), PlanEr
     if !(1..=99).contains(&r.priority) {
         return err("regulator.priority", "1..99");
     }
+    if r.source == crate::plan::Source::Hardware {
+        let spec = perf::resolve(&r.event).or_else(|e| err("regulator.event", e))?;
+        if let Err(why) = perf::probe(&spec, false) {
+            return err("regulator.source", format!("hardware accounting counts '{}', which this machine cannot: {why}; use source = \"cooperative\" (offered: {})",
+                r.event, perf::available(false).join(", ")));
+        }
+        if r.bytes_per_event == 0 {
+            return err("regulator.bytes_per_event", "must be positive (64: one cache line per miss)");
+        }
+    }
     if plan.enemies.is_empty() {
         return err("regulator", "there is no enemy to regulate in this plan");
     }

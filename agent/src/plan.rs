@@ -110,6 +110,32 @@ pub struct Regulator {
     /// SCHED_FIFO priority of the regulator on the housekeeping CPU.
     #[serde(default = "default_regulator_priority")]
     pub priority: i32,
+    /// Where the bytes come from: the enemies' own counters, or a hardware event per enemy.
+    #[serde(default)]
+    pub source: Source,
+    /// Hardware source: the event counted (bytes = count × `bytes_per_event`).
+    #[serde(default = "default_hw_event")]
+    pub event: String,
+    #[serde(default = "default_bytes_per_event")]
+    pub bytes_per_event: u64,
+}
+
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum Source {
+    /// xtalk's enemies publish the bytes they touch.
+    #[default]
+    Cooperative,
+    /// A perf event attached to each regulated enemy (LLC misses: memory traffic).
+    Hardware,
+}
+
+fn default_hw_event() -> String {
+    "LLC-load-misses".into()
+}
+
+fn default_bytes_per_event() -> u64 {
+    64
 }
 
 fn default_regulator_priority() -> i32 {

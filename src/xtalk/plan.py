@@ -152,6 +152,9 @@ class Regulator(_Strict):
     enemies: list[str] = []
     throttle: Literal["signal", "freeze"] = "signal"
     priority: int = Field(default=95, ge=1, le=99)
+    source: Literal["cooperative", "hardware"] = "cooperative"
+    event: str = "LLC-load-misses"
+    bytes_per_event: int = Field(default=64, ge=1)
 
 
 class Victim(_Strict):

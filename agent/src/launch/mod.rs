@@ -370,7 +370,7 @@ pub fn execute(plan: &Plan, out: &Path, exit_with_parent: bool) -> Result<i32, S
         let s = &shared.ctl().regulator;
         doc["regulator"] = json!({
             "mode": if r.budget_bytes.is_some() { "budget" } else { "feedback" },
-            "accounting": "cooperative",
+            "accounting": match r.source { crate::plan::Source::Cooperative => "cooperative".to_string(), crate::plan::Source::Hardware => format!("hardware: {} × {} bytes", r.event, r.bytes_per_event) },
             "period_us": r.period_us,
             "budget_bytes": r.budget_bytes,
             "wakeups": s.wakeups.load(Ordering::Acquire),

@@ -150,8 +150,12 @@ fn attr_for(e: &EventSpec, leader: bool, exclude_kernel: bool) -> b::perf_event_
 }
 
 fn open_one(e: &EventSpec, group: i32, exclude_kernel: bool) -> Result<i32, String> {
+    open_for(e, 0, group, exclude_kernel)
+}
+
+fn open_for(e: &EventSpec, pid: libc::pid_t, group: i32, exclude_kernel: bool) -> Result<i32, String> {
     let mut a = attr_for(e, group < 0, exclude_kernel);
-    let fd = unsafe { sys::perf_event_open(&mut a, 0, -1, group, b::PERF_FLAG_FD_CLOEXEC as libc::c_ulong) };
+    let fd = unsafe { sys::perf_event_open(&mut a, pid, -1, group, b::PERF_FLAG_FD_CLOEXEC as libc::c_ulong) };
     if fd < 0 {
         let err = std::io::Error::last_os_error();
         let why = match err.raw_os_error() {
@@ -327,6 +331,32 @@ impl Rdpmc {
 
     #[cfg(not(target_arch = "x86_64"))]
     pub fn read(&self, _out: &mut Reading) {}
+}
+
+/// One event counting another process (the regulator's hardware accounting).
+pub struct ProcessCounter {
+    fd: i32,
+}
+
+impl ProcessCounter {
+    pub fn open(e: &EventSpec, pid: libc::pid_t) -> Result<ProcessCounter, String> {
+        let fd = open_for(e, pid, -1, false)?;
+        unsafe { libc::ioctl(fd, b::ENABLE as _, 0) };
+        Ok(ProcessCounter { fd })
+    }
+
+    /// The count so far (read(2) of a one-event group).
+    pub fn read(&self) -> u64 {
+        let mut buf = [0u64; 4];
+        let n = unsafe { libc::read(self.fd, buf.as_mut_ptr() as *mut libc::c_void, 32) };
+        if n >= 32 { buf[3] } else { 0 }
+    }
+}
+
+impl Drop for ProcessCounter {
+    fn drop(&mut self) {
+        unsafe { libc::close(self.fd) };
+    }
 }
 
 impl Drop for Group {

@@ -8,9 +8,13 @@
 //!   (bytes so far + budget); the enemy stops itself (SIGSTOP) the moment it crosses it, which
 //!   plays the part of MemGuard's counter-overflow interrupt (overshoot: one chunk), and the
 //!   regulator resumes it (SIGCONT) when the period ends.
-//! - `freeze` throttle: the regulator polls, sleeping until the earliest predicted exhaustion
-//!   (remaining budget / last observed rate), and freezes the enemy's group. Feedback mode: enemies are throttled while the victim's
-//! last job took longer than its target (an ε).
+//! - `freeze` throttle, or `hardware` source: the regulator polls, sleeping until the earliest
+//!   predicted exhaustion (remaining budget / last observed rate), and stops the enemy or
+//!   freezes its group. The hardware source counts a perf event attached to each enemy (LLC
+//!   misses by default, × 64 bytes), so any program can be regulated, as MemGuard does.
+//!
+//! Feedback mode: enemies are throttled while the victim's last job took longer than its
+//! target (an ε).
 
 use crate::launch::cgroups::{set_frozen, Version};
 use crate::launch::shm::Shared;
@@ -46,13 +50,26 @@ pub fn run(r: &Regulator, shared: &Shared, targets: &[Target]) {
     let stats = &ctl.regulator;
     let period = r.period_us as i64 * 1000;
     let n = targets.len();
-    let ops = |i: usize| ctl.enemies[targets[i].slot].ops.load(Ordering::Relaxed);
+    // Bytes so far: the enemy's own counter, or a hardware event attached to it.
+    let hw: Vec<crate::observe::perf::ProcessCounter> = if r.source == crate::plan::Source::Hardware {
+        let Ok(spec) = crate::observe::perf::resolve(&r.event) else { return };
+        match targets.iter().map(|t| crate::observe::perf::ProcessCounter::open(&spec, t.pid)).collect() {
+            Ok(v) => v,
+            Err(_) => return, // checked before the run; the enemies simply run unregulated
+        }
+    } else {
+        Vec::new()
+    };
+    let ops = |i: usize| match hw.get(i) {
+        Some(c) => c.read() * r.bytes_per_event,
+        None => ctl.enemies[targets[i].slot].ops.load(Ordering::Relaxed),
+    };
     let mut base: Vec<u64> = (0..n).map(ops).collect();
     let mut throttled = vec![false; n];
     let mut rate = vec![0f64; n]; // bytes per ns, last observation
     let mut last: Vec<(i64, u64)> = (0..n).map(|i| (mono_ns(), ops(i))).collect();
     let mut period_start = mono_ns();
-    let self_stop = r.throttle == Throttle::Signal && r.budget_bytes.is_some();
+    let self_stop = r.throttle == Throttle::Signal && r.budget_bytes.is_some() && r.source == crate::plan::Source::Cooperative;
     if self_stop {
         return run_self_stop(r, shared, targets);
     }

@@ -64,6 +64,9 @@ class RegulatorSpec(_Strict):
     enemies: list[str] = []
     throttle: Literal["signal", "freeze"] = "signal"
     priority: int = Field(default=95, ge=1, le=99)
+    source: Literal["cooperative", "hardware"] = "cooperative"
+    event: str = "LLC-load-misses"
+    bytes_per_event: int = Field(default=64, ge=1)
 
 
 class ConfigurationSpec(_Strict):
@@ -192,4 +195,4 @@ def _regulator(r: RegulatorSpec, field: str) -> Regulator:
     if budget is None and target is None:
         raise ValueError(f"{field}: give budget (or bandwidth) for budget mode, or target for feedback mode")
     return Regulator(period_us=period_ns // 1000, budget_bytes=budget, target_exec_ns=target, enemies=r.enemies,
-                     throttle=r.throttle, priority=r.priority)
+                     throttle=r.throttle, priority=r.priority, source=r.source, event=r.event, bytes_per_event=r.bytes_per_event)

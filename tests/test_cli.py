@@ -49,3 +49,10 @@ def test_intrusiveness_verdicts():
     assert _verdict(0.99, 1.005, 1.01) == "met"
     assert _verdict(1.02, 1.05, 1.01) == "missed"
     assert _verdict(0.95, 1.10, 1.01) == "inconclusive"
+
+
+def test_every_example_experiment_plans(tmp_path):
+    """Each example experiment file is valid and plans on this machine (nothing runs)."""
+    for f in sorted((ROOT / "examples").glob("*.toml")):
+        out = xtalk("plan", f, "--skip-unavailable")
+        assert out.returncode == 0, f"{f.name}: {out.stderr}"

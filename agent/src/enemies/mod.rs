@@ -167,7 +167,8 @@ pub fn enemy_main(index: usize, e: &Enemy, shared: &Shared, parent: libc::pid_t)
                 ended_early(shared, slot, &why);
             }
         }
-        slot.busy_ns.store((mono_ns() - started) as u64, Ordering::Relaxed);
+        // Never slept: busy for its whole life (the same clock reading ends both).
+        slot.busy_ns.store(u64::MAX, Ordering::Relaxed);
     } else {
         let mut busy = 0i64;
         while !shared.stopping() {
@@ -183,10 +184,12 @@ pub fn enemy_main(index: usize, e: &Enemy, shared: &Shared, parent: libc::pid_t)
             pacer.pace(t0, t1, ops, load.as_mut(), stop);
         }
     }
+    // The enemy's life ends here; stopping an external command (finish) is teardown.
+    let stopped = mono_ns();
     if let Some(total) = load.finish() {
         slot.ops.store(total, Ordering::Relaxed);
     }
-    slot.stopped_ns.store(mono_ns(), Ordering::Release);
+    slot.stopped_ns.store(stopped, Ordering::Release);
     unsafe { libc::_exit(0) }
 }
 

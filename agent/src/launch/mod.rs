@@ -273,7 +273,11 @@ fn enemy_results(plan: &Plan, shared: &Shared) -> Value {
             let (a, b) = (s.started_ns.load(Ordering::Acquire), s.stopped_ns.load(Ordering::Acquire));
             let seconds = if a > 0 && b > a { Some((b - a) as f64 / 1e9) } else { None };
             let window_ops = window_s.map(|_| ctl.ops_at_end[i].load(Ordering::Relaxed).saturating_sub(ctl.ops_at_start[i].load(Ordering::Relaxed)));
-            let busy = s.busy_ns.load(Ordering::Relaxed) as f64 / 1e9;
+            // u64::MAX: an unpaced enemy, busy from start to stop.
+            let busy = match s.busy_ns.load(Ordering::Relaxed) {
+                u64::MAX => seconds.unwrap_or(0.0),
+                ns => ns as f64 / 1e9,
+            };
             json!({
                 "name": e.name,
                 "kind": e.load.kind(),

@@ -43,7 +43,7 @@ pub fn check(plan: &Plan) -> Result<(), PlanError> {
 fn victim_footprint(b: &Body) -> u64 {
     match b {
         Body::Chase { bytes, .. } | Body::Sum { bytes } => *bytes,
-        Body::Pi { .. } => 0,
+        Body::Pi { .. } | Body::Syscall { .. } => 0,
     }
 }
 
@@ -59,6 +59,7 @@ fn check_victim(v: &Victim, online: &[usize], allowed: &[usize]) -> Result<(), P
         }
         Body::Sum { bytes } if *bytes < 8 => return err("victim.body.bytes", "must be at least 8"),
         Body::Pi { iterations } if *iterations == 0 => return err("victim.body.iterations", "must be at least 1"),
+        Body::Syscall { calls } if *calls == 0 => return err("victim.body.calls", "must be at least 1"),
         _ => {}
     }
     if v.period_ns < 10_000 {

@@ -87,6 +87,8 @@ pub enum Body {
     Sum { bytes: u64 },
     /// pi/4 series in registers only (seed 000 §6.4.2).
     Pi { iterations: u64 },
+    /// `calls` getppid(2) system calls (system-call latency probe).
+    Syscall { calls: u64 },
 }
 
 /// The load one enemy generates until stopped (enemies/ has one file per kind; docs/enemies.md).

@@ -44,7 +44,14 @@ class PiBody(_Strict):
     iterations: int = Field(ge=1)
 
 
-Body = Annotated[Union[ChaseBody, SumBody, PiBody], Field(discriminator="kind")]
+class SyscallBody(_Strict):
+    """`calls` getppid(2) system calls (system-call latency probe)."""
+
+    kind: Literal["syscall"] = "syscall"
+    calls: int = Field(ge=1)
+
+
+Body = Annotated[Union[ChaseBody, SumBody, PiBody, SyscallBody], Field(discriminator="kind")]
 
 
 class ReadLoad(_Strict):

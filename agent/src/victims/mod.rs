@@ -6,6 +6,7 @@ mod chase;
 mod pi;
 pub use pi::leibniz;
 mod sum;
+mod syscall;
 
 use crate::launch::setup;
 use crate::launch::shm::Shared;
@@ -25,6 +26,7 @@ pub fn build(body: &Body, huge_pages: bool) -> Box<dyn JobBody> {
         Body::Chase { bytes, order, accesses, seed } => Box::new(chase::Chase::new(bytes, order, accesses, seed, huge_pages)),
         Body::Sum { bytes } => Box::new(sum::Sum::new(bytes, huge_pages)),
         Body::Pi { iterations } => Box::new(pi::Pi::new(iterations)),
+        Body::Syscall { calls } => Box::new(syscall::Syscall::new(calls)),
     }
 }
 

@@ -15,7 +15,7 @@ from ..errors import UsageError
 from ..plan import (BranchLoad, ChaseBody, ChaseLoad, CopyLoad, DeadlineSched, Enemy, ExternalLoad, FalseshareLoad,
                     FifoSched, FileioLoad, ForkLoad, IcacheLoad, L1dLoad, L2Load, LlcLoad, LoadsLoad, NetLoad,
                     NtstoreLoad, OtherSched, PagefaultLoad, PiBody, PiLoad, PingpongLoad, Placement, Plan, ReadLoad,
-                    RrSched, SumBody, SyscallLoad, TimerLoad, TlbLoad, Victim, WriteLoad)
+                    RrSched, SumBody, SyscallBody, SyscallLoad, TimerLoad, TlbLoad, Victim, WriteLoad)
 from ..targets.agent import TargetFacts
 from . import units
 from .experiment import EnemySpec, Experiment, SchedSpec, ScenarioSpec
@@ -73,6 +73,8 @@ def _victim(exp: Experiment, facts: TargetFacts) -> Victim:
         body = ChaseBody(bytes=units.size_bytes(v.bytes, "victim.bytes", facts.caches), order=v.order, accesses=v.accesses, seed=v.seed)
     elif v.body == "sum":
         body = SumBody(bytes=units.size_bytes(v.bytes, "victim.bytes", facts.caches))
+    elif v.body == "syscall":
+        body = SyscallBody(calls=v.calls)
     else:
         body = PiBody(iterations=v.iterations)
     return Victim(

@@ -54,11 +54,12 @@ class SchedSpec(_Strict):
 
 
 class VictimSpec(SchedSpec):
-    body: Literal["chase", "sum", "pi"]
+    body: Literal["chase", "sum", "pi", "syscall"]
     bytes: Optional[Size] = None
     order: Literal["random", "linear"] = "random"
     accesses: Optional[int] = Field(default=None, ge=1)
     iterations: Optional[int] = Field(default=None, ge=1)
+    calls: Optional[int] = Field(default=None, ge=1, description="syscall: system calls per job")
     seed: int = Field(default=0, ge=0)
     period: Duration = "10ms"
     deadline: Optional[Duration] = None
@@ -71,6 +72,8 @@ class VictimSpec(SchedSpec):
             raise ValueError(f"body '{self.body}' needs 'bytes' (e.g. \"llc/4\" or \"8MiB\")")
         if self.body == "pi" and self.iterations is None:
             raise ValueError("body 'pi' needs 'iterations'")
+        if self.body == "syscall" and self.calls is None:
+            raise ValueError("body 'syscall' needs 'calls'")
         return self
 
 

@@ -100,9 +100,10 @@ def test_intensity_and_rate_are_achieved(tmp_path):
     }, jobs=40))
     pi = runs["pi30"]["enemies"][0]
     assert 20 <= pi["intensity"] <= 40 and pi["target_intensity"] == 30, pi
-    # The work done drops with the duty cycle.
+    # The work done drops with the duty cycle (about 0.3; loose bounds: the machine is shared
+    # with other tests, and an unpaced loop would give about 1).
     ratio = pi["rate"] / runs["pi100"]["enemies"][0]["rate"]
-    assert 0.2 <= ratio <= 0.45, ratio
+    assert 0.15 <= ratio <= 0.7, ratio
     sr = runs["sys-rate"]["enemies"][0]
     assert sr["target_rate"] == 200000
     assert 0.8 * 200000 <= sr["rate"] <= 1.05 * 200000, sr["rate"]

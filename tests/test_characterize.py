@@ -39,7 +39,7 @@ def test_channels_text_names_what_matters():
     assert "pi ×1" not in text, "a slowdown whose CI includes 1 is not a channel"
     assert "disturbed measurably: syscall" in text
     none = channels_text(m.assign(lo=np.ones(3) * 0.9), "test box")
-    assert "no channel stands out" in none
+    assert "no channel stands out" in none and "Largest point estimates" in none and "llc-chase × llc ×1 3.00×" in none
 
 
 def test_unknown_enemy_is_refused(tmp_path):

@@ -174,6 +174,10 @@ def channels_text(m: pd.DataFrame, machine: str) -> str:
     if hit.empty:
         lines.append(f"No enemy slowed any probe by {MATTERS:.2f}× or more (CI lower bound): no channel stands out "
                      "at these run lengths.")
+        top = m.sort_values("slowdown", ascending=False).head(3)
+        if len(top):
+            lines.append("Largest point estimates, not significant (more repetitions would tell): " + "; ".join(
+                f"{r.probe} × {r.enemy} ×{r.copies} {r.slowdown:.2f}× [{r.lo:.2f}, {r.hi:.2f}]" for r in top.itertuples()) + ".")
         return "\n".join(lines) + "\n"
     lines.append(f"Channels that matter (95 % CI lower bound ≥ {MATTERS:.2f}×), strongest first:")
     lines.append("")
@@ -206,8 +210,9 @@ def characterize(out_base: Path, quick: bool, console: Console, repetitions: int
     counts = list(range(1, len(others) + 1))
     if quick and len(counts) > 2:
         counts = [1, len(others)]
-    reps = repetitions or (2 if quick else 3)
-    njobs = jobs or (40 if quick else 200)
+    # Between-run variance dominates on a busy machine: more short runs beat fewer long ones.
+    reps = repetitions or (4 if quick else 5)
+    njobs = jobs or (30 if quick else 200)
     stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
     out = Path(out_base) / f"characterize-{stamp}"
     (out / "experiments").mkdir(parents=True)

@@ -62,3 +62,26 @@ def test_declared_count_is_read_from_the_output(agent, tmp_path):
     assert e["unit"] == "widgets"
     assert e["ops"] == 12345, "the last match counts: the total printed when the command stopped"
     assert abs(e["rate"] - 12345 / e["seconds"]) < 1e-6 * e["rate"]
+
+
+def test_xtalk_run_says_so(tmp_path):
+    from conftest import xtalk
+
+    f = tmp_path / "exp.toml"
+    f.write_text("""
+name = "early"
+repetitions = 1
+settle = "20ms"
+[victim]
+body = "sum"
+bytes = "64KiB"
+period = "2ms"
+jobs = 30
+[[scenario]]
+name = "ext"
+enemies = [{ kind = "external", argv = ["true"] }]
+""")
+    out = xtalk("run", f, "--results", tmp_path / "res")
+    assert out.returncode == 0, out.stderr
+    assert "enemy external ended before it was stopped" in out.stdout
+    assert "external command 'true' exited with status 0" in out.stdout

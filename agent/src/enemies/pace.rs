@@ -131,7 +131,8 @@ mod tests {
     #[test]
     fn intensity_sets_the_duty_cycle() {
         let (d, _) = duty(30.0, None, 200_000_000);
-        assert!((0.2..0.4).contains(&d), "30 % intensity gave a duty cycle of {d}");
+        // Loose bounds: the test machine may be busy; an unpaced loop would give 1.
+        assert!((0.15..0.45).contains(&d), "30 % intensity gave a duty cycle of {d}");
         assert!(Pacer::new(100.0, None, WINDOW_NS, 0).unpaced());
         assert!(!Pacer::new(100.0, Some(5.0), WINDOW_NS, 0).unpaced());
     }
@@ -139,6 +140,7 @@ mod tests {
     #[test]
     fn rate_paces_the_count() {
         let (_, ops) = duty(100.0, Some(1000.0), 200_000_000);
-        assert!((150..=260).contains(&ops), "1000/s over 0.2 s gave {ops}");
+        // The upper bound is the pacing; the lower one only allows for a busy machine.
+        assert!((100..=260).contains(&ops), "1000/s over 0.2 s gave {ops}");
     }
 }

@@ -10,7 +10,7 @@ slowdown against solo, 95 % CI) and their ratio (> 1: xtalk hurts more).
 Part 2, bandwidth. xtalk's read, write and copy enemies (rate over the victim's window)
 versus stress-ng stream and memrate (their own MB/s metrics), one instance on one CPU.
 
-Run: PYTHONPATH=src .venv/bin/python bench/potency.py   (about 15 minutes on 2 cores).
+Run: PYTHONPATH=src .venv/bin/python bench/potency.py   (about 17 minutes on 2 cores).
 stress-ng is installed with apt-get when missing (root needed), and the bench says so.
 """
 
@@ -36,7 +36,9 @@ from xtalk.targets.agent import local_facts
 
 REPETITIONS = int(os.environ.get("XTALK_BENCH_REPETITIONS", "10"))  # >= 10 for the record; less only to try the bench
 XTALK = {
+    "x-l2": {"kind": "l2"},
     "x-llc": {"kind": "llc"},
+    "x-tlb": {"kind": "tlb", "pages": 16384},
     "x-read": {"kind": "read", "bytes": "4*llc"},
     "x-write": {"kind": "write", "bytes": "4*llc"},
     "x-copy": {"kind": "copy", "bytes": "8*llc"},

@@ -40,9 +40,13 @@ impl Pacer {
         self.last_chunk = t1 - t0;
         let mut wake = t1;
         if self.budget < self.window {
-            // Stop when the next chunk would overrun the budget by more than half of it,
-            // so the achieved duty cycle centres on the target instead of overshooting.
-            if t1 - self.win_start + self.last_chunk / 2 >= self.budget {
+            if self.last_chunk >= self.budget {
+                // A chunk longer than the budget (a fork with exec, say): rest in
+                // proportion to it, so the duty cycle holds over several windows.
+                wake = t1 + ((self.last_chunk as i128 * (self.window - self.budget) as i128) / self.budget.max(1) as i128) as i64;
+            } else if t1 - self.win_start + self.last_chunk / 2 >= self.budget {
+                // Stop when the next chunk would overrun the budget by more than half of it,
+                // so the achieved duty cycle centres on the target instead of overshooting.
                 wake = self.win_start + self.window;
             }
         }
@@ -135,6 +139,24 @@ mod tests {
         assert!((0.15..0.45).contains(&d), "30 % intensity gave a duty cycle of {d}");
         assert!(Pacer::new(100.0, None, WINDOW_NS, 0).unpaced());
         assert!(!Pacer::new(100.0, Some(5.0), WINDOW_NS, 0).unpaced());
+    }
+
+    #[test]
+    fn chunks_longer_than_the_budget_rest_in_proportion() {
+        let stop = AtomicU32::new(0);
+        let start = mono_ns();
+        let mut p = Pacer::new(25.0, None, WINDOW_NS, start);
+        let mut load = Spin(2_000_000); // 2 ms chunks, 0.25 ms budget per window
+        let mut busy = 0;
+        for _ in 0..10 {
+            let t0 = mono_ns();
+            load.chunk();
+            let t1 = mono_ns();
+            busy += t1 - t0;
+            p.pace(t0, t1, 0, &mut load, &stop);
+        }
+        let d = busy as f64 / (mono_ns() - start) as f64;
+        assert!((0.15..0.4).contains(&d), "25 % intensity with long chunks gave {d}");
     }
 
     #[test]

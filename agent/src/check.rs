@@ -1,7 +1,7 @@
 //! Checks a parsed plan against itself and against this machine (CPUs, privileges,
 //! memory) before anything is started. Every error names the field and the fix.
 
-use crate::plan::{err, Body, Enemy, Load, Placement, Plan, PlanError, Sched, Victim, PLAN_VERSION};
+use crate::plan::{err, Body, Enemy, Load, Placement, Plan, PlanError, Proto, Sched, Victim, MAX_FUNCTIONS, PLAN_VERSION};
 use crate::observe::{machine, perf, trace};
 
 /// Smallest SCHED_DEADLINE runtime the kernel accepts (2^10 ns, sched/deadline.c).
@@ -51,7 +51,7 @@ pub fn check(plan: &Plan) -> Result<(), PlanError> {
 fn victim_footprint(b: &Body) -> u64 {
     match b {
         Body::Chase { bytes, .. } | Body::Sum { bytes } => *bytes,
-        Body::Pi { .. } | Body::Command { .. } => 0,
+        Body::Pi { .. } | Body::Command { .. } | Body::Syscall { .. } => 0,
     }
 }
 
@@ -86,6 +86,7 @@ fn check_victim(v: &Victim, online: &[usize], allowed: &[usize]) -> Result<(), P
                 return err("victim.jobs", "a command victim runs once per run: jobs = 1, warmup_jobs = 0");
             }
         }
+        Body::Syscall { calls } if *calls == 0 => return err("victim.body.calls", "must be at least 1"),
         _ => {}
     }
     if v.period_ns < 10_000 {
@@ -270,20 +271,18 @@ fn check_enemy(i: usize, e: &Enemy, online: &[usize], allowed: &[usize]) -> Resu
     if e.name.is_empty() {
         return err(format!("{at}.name"), "must not be empty");
     }
-    match &e.load {
-        Load::Read { bytes } | Load::Write { bytes } if *bytes < 4096 => {
-            return err(format!("{at}.load.bytes"), "must be at least 4096");
-        }
-        Load::Chase { elements, element_bytes, .. } => {
-            if *elements < 2 {
-                return err(format!("{at}.load.elements"), "must be at least 2");
-            }
-            if *element_bytes < 8 || element_bytes % 8 != 0 {
-                return err(format!("{at}.load.element_bytes"), "must be a multiple of 8, at least 8");
-            }
-        }
-        _ => {}
+    if !(e.intensity > 0.0 && e.intensity <= 100.0) {
+        return err(format!("{at}.intensity"), format!("{} is out of range; use a percentage in (0, 100]", e.intensity));
     }
+    if let Some(r) = e.rate {
+        if !(r > 0.0 && r.is_finite()) {
+            return err(format!("{at}.rate"), format!("{r} is not a positive rate; give units per second, or leave it out"));
+        }
+    }
+    if e.huge_pages && matches!(e.load, Load::Tlb { .. } | Load::Pagefault { .. }) {
+        return err(format!("{at}.huge_pages"), format!("'{}' needs 4 KiB pages; set huge_pages = false", e.load.kind()));
+    }
+    check_load(&format!("{at}.load"), &e.load)?;
     check_placement(&at, &e.placement, online, allowed)?;
     check_sched(&at, &e.sched, &e.placement, online)?;
     check_lock(&at, e.lock_memory, e.load.footprint())
@@ -370,4 +369,110 @@ fn check_lock(at: &str, lock: bool, footprint: u64) -> Result<(), PlanError> {
         }
     }
     Ok(())
+}
+
+fn at_least(field: String, v: u64, min: u64, what: &str) -> Result<(), PlanError> {
+    if v < min {
+        return err(field, format!("{v} is too small; use at least {min}{what}"));
+    }
+    Ok(())
+}
+
+/// Parameters of each enemy kind (docs/enemies.md lists the ranges).
+fn check_load(at: &str, load: &Load) -> Result<(), PlanError> {
+    let f = |k: &str| format!("{at}.{k}");
+    match load {
+        Load::Read { bytes } | Load::Write { bytes } | Load::Ntstore { bytes } | Load::Pagefault { bytes } => at_least(f("bytes"), *bytes, 4096, " bytes"),
+        Load::L1d { bytes } | Load::L2 { bytes } | Load::Llc { bytes } => at_least(f("bytes"), *bytes, 4096, " bytes"),
+        Load::Copy { bytes } => at_least(f("bytes"), *bytes, 8192, " bytes (two halves of 4 KiB)"),
+        Load::Chase { elements, element_bytes, chains, .. } => {
+            at_least(f("elements"), *elements, 2, "")?;
+            if *element_bytes < 8 || element_bytes % 8 != 0 {
+                return err(f("element_bytes"), "must be a multiple of 8, at least 8");
+            }
+            if *chains < 1 || *chains > 64 || chains > elements {
+                return err(f("chains"), format!("{chains} is out of range; use 1..64 walkers, at most one per element"));
+            }
+            Ok(())
+        }
+        Load::Loads { lines, stride_bytes } => {
+            at_least(f("lines"), *lines, 1, "")?;
+            if *stride_bytes < 8 || stride_bytes % 8 != 0 {
+                return err(f("stride_bytes"), "must be a multiple of 8, at least 8 (64: one cache line per load)");
+            }
+            Ok(())
+        }
+        Load::Tlb { pages, page_bytes } => {
+            at_least(f("pages"), *pages, 2, "")?;
+            if *page_bytes < 4096 || page_bytes % 4096 != 0 {
+                return err(f("page_bytes"), "must be a multiple of 4096");
+            }
+            if pages.saturating_mul(*page_bytes) / 8 >= 1 << 32 {
+                return err(f("pages"), "pages x page_bytes must stay under 32 GiB");
+            }
+            Ok(())
+        }
+        Load::Icache { functions } => {
+            if !(1..=MAX_FUNCTIONS).contains(functions) {
+                return err(f("functions"), format!("{functions} is out of range; use 1..{MAX_FUNCTIONS}"));
+            }
+            Ok(())
+        }
+        Load::Fileio { bytes, dir, .. } => {
+            at_least(f("bytes"), *bytes, 4096, " bytes")?;
+            if let Some(d) = dir {
+                let p = std::path::Path::new(d);
+                let c = std::ffi::CString::new(d.as_bytes()).map_err(|_| PlanError { field: f("dir"), message: "holds a NUL byte".into() })?;
+                if !p.is_dir() || unsafe { libc::access(c.as_ptr(), libc::W_OK) } != 0 {
+                    return err(f("dir"), format!("'{d}' is not a writable directory; create it or leave `dir` out for $TMPDIR"));
+                }
+            }
+            Ok(())
+        }
+        Load::Net { proto, message_bytes } => {
+            let max = if *proto == Proto::Udp { 65_000 } else { 16 << 20 };
+            if !(1..=max).contains(message_bytes) {
+                return err(f("message_bytes"), format!("{message_bytes} is out of range; use 1..{max} for {}", if *proto == Proto::Udp { "udp" } else { "tcp" }));
+            }
+            Ok(())
+        }
+        Load::Timer { interval_ns } => {
+            if !(1_000..=1_000_000_000).contains(interval_ns) {
+                return err(f("interval_ns"), format!("{interval_ns} is out of range; use 1000 (1 us) .. 1000000000 (1 s)"));
+            }
+            Ok(())
+        }
+        Load::External { argv, rate_regex, unit } => {
+            let Some(cmd) = argv.first().filter(|c| !c.is_empty()) else {
+                return err(f("argv"), "is empty; give the command and its arguments, e.g. [\"stress-ng\", \"--cpu\", \"1\"]");
+            };
+            if find_command(cmd).is_none() {
+                return err(f("argv[0]"), format!("'{cmd}' is not an executable file nor found on PATH; install it or give its full path"));
+            }
+            if let Some(r) = rate_regex {
+                match regex::Regex::new(r) {
+                    Err(e) => return err(f("rate_regex"), format!("is not a valid regex: {}", e.to_string().lines().last().unwrap_or(""))),
+                    Ok(re) if re.captures_len() < 2 => return err(f("rate_regex"), "needs one capture group around the number, e.g. \"([0-9.]+) bogo ops\""),
+                    _ => {}
+                }
+            }
+            if unit.is_empty() {
+                return err(f("unit"), "must not be empty");
+            }
+            Ok(())
+        }
+        Load::Pi {} | Load::Branch { .. } | Load::Pingpong {} | Load::Falseshare {} | Load::Syscall {} | Load::Fork { .. } => Ok(()),
+    }
+}
+
+/// The executable a command name resolves to: a path, or the first match on PATH.
+fn find_command(cmd: &str) -> Option<std::path::PathBuf> {
+    let exec = |p: &std::path::Path| {
+        let c = std::ffi::CString::new(p.as_os_str().as_encoded_bytes()).ok()?;
+        (p.is_file() && unsafe { libc::access(c.as_ptr(), libc::X_OK) } == 0).then(|| p.to_path_buf())
+    };
+    if cmd.contains('/') {
+        return exec(std::path::Path::new(cmd));
+    }
+    std::env::var_os("PATH").and_then(|path| std::env::split_paths(&path).find_map(|d| exec(&d.join(cmd))))
 }

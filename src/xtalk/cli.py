@@ -95,6 +95,19 @@ def summary(results: Path = typer.Argument(..., help="results directory of an ex
 
 
 @command
+def characterize(quick: bool = typer.Option(False, "--quick", help="few enemies, short runs (under 10 minutes on 2 cores)"),
+                 results: Path = typer.Option(Path("results"), help="base directory for the results"),
+                 enemy: Optional[list[str]] = typer.Option(None, help="enemies to use (repeatable; default: all, or a few with --quick)"),
+                 repetitions: Optional[int] = typer.Option(None, min=1, help="runs per scenario (default 5, 4 with --quick)"),
+                 jobs: Optional[int] = typer.Option(None, min=5, help="measured jobs per run (default 200, 30 with --quick)")):
+    """Characterise this machine: resource probes against each enemy and 1..N copies; writes a
+    sensitivity matrix (Parquet, CSV), a heat map (PNG, SVG) and the channels that matter."""
+    from .characterize import characterize as run_characterize
+
+    run_characterize(results, quick, console, repetitions=repetitions, enemies=enemy, jobs=jobs)
+
+
+@command
 def sysinfo(as_json: bool = typer.Option(False, "--json", help="the agent's whole environment document")):
     """What this machine offers: kernel, caches, PMU and events, tracefs, cgroups, policies."""
     from .report.sysinfo import show

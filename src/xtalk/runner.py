@@ -92,6 +92,8 @@ def run_experiment(path: Path, results: Path | None = None, console: Console | N
             if meta.get("status") != "completed":
                 failed += 1
                 bar.console.print(f"[yellow]run {r.run_id}: {meta.get('status')}: {meta.get('reason')}[/]")
+            for note in meta.get("notes") or []:  # e.g. an external enemy that exited early
+                bar.console.print(f"[yellow]run {r.run_id}: {note}[/]", markup=True, highlight=False)
             bar.update(task, advance=r.expected_seconds() + RUN_OVERHEAD_S, runs=f"{i + 1}/{len(runs)}")
     table = write_summary(open_results(out), console=console)
     if failed:

@@ -337,7 +337,8 @@ pub fn execute(plan: &Plan, out: &Path, exit_with_parent: bool) -> Result<i32, S
         if let (Role::Enemy(i), Some(st)) = (c.role, c.status) {
             let stopped = shared.ctl().enemies[i].stopped_ns.load(Ordering::Acquire) != 0;
             if measuring && !stopped {
-                notes.push(format!("enemy {} ended before it was stopped: {}", plan.enemies[i].name, describe(st)));
+                let why = shared.ctl().enemies[i].message().map(|m| format!(" ({m})")).unwrap_or_default();
+                notes.push(format!("enemy {} ended before it was stopped: {}{why}", plan.enemies[i].name, describe(st)));
             }
         }
     }
@@ -443,6 +444,11 @@ fn enemy_results(plan: &Plan, shared: &Shared) -> Value {
             let (a, b) = (s.started_ns.load(Ordering::Acquire), s.stopped_ns.load(Ordering::Acquire));
             let seconds = if a > 0 && b > a { Some((b - a) as f64 / 1e9) } else { None };
             let window_ops = window_s.map(|_| ctl.ops_at_end[i].load(Ordering::Relaxed).saturating_sub(ctl.ops_at_start[i].load(Ordering::Relaxed)));
+            // u64::MAX: an unpaced enemy, busy from start to stop.
+            let busy = match s.busy_ns.load(Ordering::Relaxed) {
+                u64::MAX => seconds.unwrap_or(0.0),
+                ns => ns as f64 / 1e9,
+            };
             json!({
                 "name": e.name,
                 "kind": e.load.kind(),
@@ -452,7 +458,11 @@ fn enemy_results(plan: &Plan, shared: &Shared) -> Value {
                 "rate": seconds.map(|s| ops as f64 / s),
                 "window_ops": window_ops,
                 "window_rate": window_s.zip(window_ops).map(|(s, o)| o as f64 / s),
-                "setup_error": s.message(),
+                "intensity": seconds.map(|t| (100.0 * busy / t).min(100.0)),
+                "target_intensity": e.intensity,
+                "target_rate": e.rate,
+                "setup_error": if a == 0 { s.message() } else { None },
+                "ended_early": if a > 0 { s.message() } else { None },
             })
         })
         .collect();

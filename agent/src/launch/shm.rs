@@ -13,6 +13,8 @@ pub struct Slot {
     pub ops: AtomicU64,
     pub started_ns: AtomicI64,
     pub stopped_ns: AtomicI64,
+    /// Time spent working (not sleeping for `intensity` or `rate`), ns.
+    pub busy_ns: AtomicU64,
     /// Non-zero: setup failed, message in `msg`.
     pub failed: AtomicU32,
     /// Regulated enemies stop themselves once `ops` reaches this (u64::MAX: unregulated).

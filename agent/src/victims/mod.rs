@@ -7,6 +7,7 @@ pub mod command;
 mod pi;
 pub use pi::leibniz;
 mod sum;
+mod syscall;
 
 use crate::launch::setup;
 use crate::launch::shm::Shared;
@@ -52,6 +53,7 @@ pub fn build(body: &Body, huge_pages: bool) -> Box<dyn JobBody> {
         Body::Sum { bytes } => Box::new(sum::Sum::new(bytes, huge_pages)),
         Body::Pi { iterations } => Box::new(pi::Pi::new(iterations)),
         Body::Command { .. } => unreachable!("a command victim execs its program (victims/command.rs)"),
+        Body::Syscall { calls } => Box::new(syscall::Syscall::new(calls)),
     }
 }
 

@@ -9,9 +9,13 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
+from pydantic import ValidationError
+
 from ..errors import UsageError
-from ..plan import (ChaseBody, ChaseLoad, CommandBody, Counter, Trace, DeadlineSched, Enemy, FifoSched, OtherSched, PiBody, PiLoad,
-                    Placement, Plan, ReadLoad, RrSched, SumBody, Victim, WriteLoad)
+from ..plan import (BranchLoad, ChaseBody, ChaseLoad, CommandBody, Counter, Trace, CopyLoad, DeadlineSched, Enemy, ExternalLoad, FalseshareLoad,
+                    FifoSched, FileioLoad, ForkLoad, IcacheLoad, L1dLoad, L2Load, LlcLoad, LoadsLoad, NetLoad,
+                    NtstoreLoad, OtherSched, PagefaultLoad, PiBody, PiLoad, PingpongLoad, Placement, Plan, ReadLoad,
+                    RrSched, SumBody, SyscallBody, SyscallLoad, TimerLoad, TlbLoad, Victim, WriteLoad)
 from ..targets.agent import TargetFacts
 from . import units
 from .configuration import Unavailable, resolve as resolve_configuration
@@ -72,6 +76,8 @@ def _victim(exp: Experiment, facts: TargetFacts) -> Victim:
         body = ChaseBody(bytes=units.size_bytes(v.bytes, "victim.bytes", facts.caches), order=v.order, accesses=v.accesses, seed=v.seed)
     elif v.body == "sum":
         body = SumBody(bytes=units.size_bytes(v.bytes, "victim.bytes", facts.caches))
+    elif v.body == "syscall":
+        body = SyscallBody(calls=v.calls)
     elif v.body == "pi":
         body = PiBody(iterations=v.iterations)
     else:
@@ -91,15 +97,43 @@ def _victim(exp: Experiment, facts: TargetFacts) -> Victim:
     )
 
 
+#: Defaults of the sized kinds, resolved against the target like any size.
+_DEFAULT_BYTES = {"l1d": "l1d", "l2": "l2", "llc": "llc", "fileio": "16MiB", "pagefault": "1MiB", "tlb": "32MiB"}
+
+
 def _load(e: EnemySpec, field: str, facts: TargetFacts):
-    if e.kind == "read":
-        return ReadLoad(bytes=units.size_bytes(e.bytes, f"{field}.bytes", facts.caches))
-    if e.kind == "write":
-        return WriteLoad(bytes=units.size_bytes(e.bytes, f"{field}.bytes", facts.caches))
-    if e.kind == "chase":
-        elements = e.elements or max(2, units.size_bytes(e.bytes, f"{field}.bytes", facts.caches) // e.element_bytes)
-        return ChaseLoad(elements=elements, element_bytes=e.element_bytes, order=e.order, seed=e.seed)
-    return PiLoad()
+    """The agent-side load of an enemy spec: units resolved, defaults filled in."""
+    def size(v=None):
+        return units.size_bytes(v if v is not None else (e.bytes if e.bytes is not None else _DEFAULT_BYTES[e.kind]),
+                                f"{field}.bytes" if v is None else f"{field}.message_bytes", facts.caches)
+
+    k = e.kind
+    simple = {"read": ReadLoad, "write": WriteLoad, "copy": CopyLoad, "ntstore": NtstoreLoad, "l1d": L1dLoad,
+              "l2": L2Load, "llc": LlcLoad, "pagefault": PagefaultLoad}
+    if k in simple:
+        return simple[k](bytes=size())
+    if k == "chase":
+        elements = e.elements or max(2, size() // e.element_bytes)
+        return ChaseLoad(elements=elements, element_bytes=e.element_bytes, order=e.order, seed=e.seed, chains=e.chains)
+    if k == "loads":
+        return LoadsLoad(lines=e.lines or max(1, size() // e.stride_bytes), stride_bytes=e.stride_bytes)
+    if k == "tlb":
+        return TlbLoad(pages=e.pages or max(2, size() // e.page_bytes), page_bytes=e.page_bytes)
+    if k == "icache":
+        return IcacheLoad(functions=e.functions)
+    if k == "branch":
+        return BranchLoad(seed=e.seed)
+    if k == "fileio":
+        return FileioLoad(bytes=size(), shared=e.shared, dir=e.dir)
+    if k == "fork":
+        return ForkLoad(exec=e.exec)
+    if k == "net":
+        return NetLoad(proto=e.proto, message_bytes=size(e.message_bytes) if e.message_bytes is not None else 32768)
+    if k == "timer":
+        return TimerLoad(interval_ns=units.duration_ns(e.interval if e.interval is not None else "50us", f"{field}.interval"))
+    if k == "external":
+        return ExternalLoad(argv=e.argv, rate_regex=e.rate_regex, unit=e.unit)
+    return {"pi": PiLoad, "pingpong": PingpongLoad, "falseshare": FalseshareLoad, "syscall": SyscallLoad}[k]()
 
 
 def _enemies(sc: ScenarioSpec, si: int, victim: Victim, facts: TargetFacts, period_ns: int) -> list[Enemy]:
@@ -107,14 +141,21 @@ def _enemies(sc: ScenarioSpec, si: int, victim: Victim, facts: TargetFacts, peri
     for k, e in enumerate(sc.enemies):
         field = f"scenario[{si}].enemies[{k}]"
         cpus = units.cpu_set(e.cpus, f"{field}.cpus", facts.online_cpus, victim.placement.cpus)
-        load = _load(e, field, facts)
+        try:
+            load = _load(e, field, facts)
+        except ValidationError as err:
+            first = err.errors()[0]
+            # Name the experiment's key (interval, not the plan's interval_ns) and its unit.
+            key = ".".join(map(str, first["loc"]))
+            exp_key, unit = {"interval_ns": ("interval", " ns")}.get(key, (key, ""))
+            raise ValueError(f"{field}.{exp_key}: {first['msg']}{unit} (got {first.get('input')!r}{unit}); change it") from None
         sched = _sched(e, field, period_ns)
         base = e.name or e.kind
         groups = [[c] for c in cpus] if (e.per_cpu and cpus) else [cpus]
         for g in groups:
             name = f"{base}@{g[0]}" if e.per_cpu else (base if len(sc.enemies) == 1 else f"{base}.{k}")
             out.append(Enemy(name=name, load=load, placement=Placement(cpus=g), sched=sched, lock_memory=e.lock_memory,
-                             huge_pages=e.huge_pages))
+                             huge_pages=e.huge_pages, intensity=e.intensity, rate=e.rate))
     return out
 
 

@@ -89,6 +89,18 @@ def summary(results: Path = typer.Argument(..., help="results directory of an ex
 
 
 @command
+def report(results: Path = typer.Argument(..., help="results directory of an experiment"),
+           epsilon: list[str] = typer.Option([], "--epsilon", "-e",
+                                             help="ε bound METRIC:STATISTIC:BOUND, e.g. exec:max:1.2x or response:p99:12ms (repeatable)"),
+           out: Optional[Path] = typer.Option(None, "-o", "--out", help="output directory (default RESULTS/report)"),
+           csv: bool = typer.Option(True, "--csv/--no-csv", help="export jobs.csv and probes.csv")):
+    """Write the HTML report (self-contained), figures, Markdown summary and CSV files of an experiment."""
+    from .report.build import build
+
+    build(results, out, epsilon, csv=csv, console=console)
+
+
+@command
 def sysinfo(as_json: bool = typer.Option(False, "--json", help="the agent's whole environment document")):
     """What this machine offers: kernel, caches, PMU and events, tracefs, cgroups, policies."""
     from .report.sysinfo import show

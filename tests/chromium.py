@@ -146,7 +146,8 @@ class Browser:
             if m.get("method") == "Runtime.consoleAPICalled" and p.get("type") in ("error", "assert"):
                 out.append("console: " + " ".join(str(a.get("value", a.get("description", ""))) for a in p.get("args", [])))
             elif m.get("method") == "Runtime.exceptionThrown":
-                out.append("exception: " + json.dumps(p.get("exceptionDetails", {}))[:500])
+                d = p.get("exceptionDetails", {})
+                out.append(f"exception: {d.get('text', '')} {d.get('exception', {}).get('description', '')}".strip())
             elif m.get("method") == "Log.entryAdded" and p.get("entry", {}).get("level") == "error":
                 out.append("log: " + p["entry"].get("text", ""))
         return out

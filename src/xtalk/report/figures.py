@@ -11,6 +11,7 @@ shown, seed 004 Fig. 10).
 from __future__ import annotations
 
 import base64
+import inspect
 import io
 from dataclasses import dataclass
 from pathlib import Path
@@ -124,7 +125,9 @@ def boxplots(stats_by_group: list[tuple[str, np.ndarray]], title: str, ylabel: s
     if not items:
         return None
     fig, ax = plt.subplots(figsize=(7.2, 0.6 + 0.5 * len(items) + 1.5))
-    ax.bxp(items, vert=False, showfliers=True, flierprops={"marker": "o", "markerfacecolor": "#e76f51", "markersize": 5})
+    # Matplotlib 3.10 renamed vert=False to orientation="horizontal" (and deprecated vert).
+    horizontal = {"orientation": "horizontal"} if "orientation" in inspect.signature(ax.bxp).parameters else {"vert": False}
+    ax.bxp(items, showfliers=True, flierprops={"marker": "o", "markerfacecolor": "#e76f51", "markersize": 5}, **horizontal)
     ax.set_xlabel(ylabel + " — box p25–p75, whiskers p1–p99, dot: max")
     ax.set_title(title)
     ax.invert_yaxis()

@@ -80,7 +80,7 @@ def job_table(n: int, *, period_ns: int = 1_000_000, exec_ns: float = 200_000, s
 
 def trace_text(jobs: pd.DataFrame, *, noise_fraction: float = 0.1, seed: int = 0) -> str:
     """A tracefs text trace of the victim's CPU: the victim runs each job, `timesyncd` preempts
-    it inside every job whose exec time is above 1.5 × the median, `kworker` preempts a
+    it inside every job whose exec time is above 1.2 × the median, `kworker` preempts a
     random ``noise_fraction`` of the others, idle (pid 0) between jobs."""
     rng = np.random.default_rng(seed)
     med = float(jobs["exec_ns"].median())
@@ -95,7 +95,7 @@ def trace_text(jobs: pd.DataFrame, *, noise_fraction: float = 0.1, seed: int = 0
     for j in jobs.itertuples():
         s, e = int(j.start_ns), int(j.end_ns)
         sw(s - 1_000, VICTIM_CPU, "swapper/1", 0, "R", "xt-victim", VICTIM_PID)
-        culprit = ("timesyncd", CULPRIT_PID) if j.exec_ns > 1.5 * med else (
+        culprit = ("timesyncd", CULPRIT_PID) if j.exec_ns > 1.2 * med else (
             ("kworker/1:0", NOISE_PID) if rng.random() < noise_fraction else None)
         if culprit is not None:
             a = s + (e - s) // 3

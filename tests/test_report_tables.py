@@ -186,3 +186,13 @@ def test_pwcet_estimates_iid_data_and_refuses_periodic_spikes(data):
 def test_not_a_results_directory(tmp_path):
     with pytest.raises(UsageError, match="not an xtalk results directory"):
         tb.load(tmp_path)
+
+
+def test_blame_ranks_the_spike_culprit(data):
+    from conftest import xtalk
+
+    r = xtalk("blame", data.run_dir("2-pi-r0"))
+    assert r.returncode == 0, r.stderr
+    assert "over-represented in the" in r.stdout
+    table = r.stdout[r.stdout.index("over-represented"):]
+    assert table.index("timesyncd") < table.index("kworker")

@@ -168,6 +168,18 @@ def blame(run: Path = typer.Argument(..., help="a run directory (RESULTS/runs/<r
         for r in rank(c).head(top).itertuples():
             t.add_row(r.kind, str(r.name), str(r.jobs_hit), f"{r.total_ns / 1e6:.3f}", f"{r.max_ns / 1e3:.1f}")
         console.print(t)
+    if (run / "trace.txt").exists() and len(measured) >= 3:
+        from .report.tables import attribute, run_intervals
+
+        iv, names = run_intervals(run)
+        a = attribute(measured, iv, names)
+        t = Table(title=f"culprits over-represented in the {a.n_spikes} spike jobs (median + 5 MAD) against the {a.n_normal} others")
+        for h in ("kind", "name", "in spikes", "in others", "lift", "Fisher p"):
+            t.add_column(h, justify="left" if h in ("kind", "name") else "right")
+        for r in a.ranking.head(top).itertuples():
+            t.add_row(r.kind, str(r.name), f"{r.spikes_with}/{a.n_spikes}", f"{r.normal_with}/{a.n_normal}", f"{r.lift:.1f}",
+                      f"{r.fisher_p:.2g}")
+        console.print(t)
     if "trace_preemptions" in measured:
         console.print(f"{len(measured)} jobs: {int(measured.trace_preemptions.sum())} preemptions, "
                       f"{measured.trace_runnable_ns.sum() / 1e6:.3f} ms runnable but not running, "

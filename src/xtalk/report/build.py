@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import datetime as dt
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Sequence
 
@@ -155,7 +156,7 @@ class _Builder:
         cs = self.keep("counters", tb.counter_summary(self.data))
         s.table(cs, "Counters per scenario: markers and correlation with the execution time")
         for ctr in self.data.counters:
-            g = self.data.jobs[["run_id", "job", "warmup", "exec_ns", ctr]].dropna()
+            g = tb.all_jobs(self.data, ["run_id", "job", "warmup", "exec_ns", ctr]).dropna()
             g = g.assign(**{ctr: g[ctr].astype(float)})
             if len(g) < 3:
                 continue
@@ -272,6 +273,10 @@ def build(path, out: Path | None = None, epsilons: Sequence = (), *, csv: bool =
             eps.parse(e)
     out = Path(out) if out is not None else data.path / "report"
     out.mkdir(parents=True, exist_ok=True)
+    # The CSV export is I/O and pyarrow (which releases the GIL): it runs beside the statistics.
+    pool = ThreadPoolExecutor(max_workers=1)
+    exported = pool.submit(lambda: (export_jobs(data, out / "csv" / "jobs.csv"),
+                                    export_probes(data, out / "csv" / "probes.csv"))) if csv else None
     b = _Builder(data, out, epsilons, n_boot)
     sections = [b.verdicts(), b.slowdown(), b.distributions(), b.series()]
     c = b.counters()
@@ -280,12 +285,12 @@ def build(path, out: Path | None = None, epsilons: Sequence = (), *, csv: bool =
     sections += [b.grid(), b.wakeup(), b.spikes(), b.pwcet()]
     files = ["index.html", "summary.md", "figures/*.png, figures/*.svg", "tables/*.csv"]
     exports = Section("files", "Files")
-    if csv:
-        n_jobs = export_jobs(data, out / "csv" / "jobs.csv")
-        n_probes = export_probes(data, out / "csv" / "probes.csv")
+    if exported is not None:
+        n_jobs, n_probes = exported.result()
         files.append(f"csv/jobs.csv ({n_jobs} rows, one per job)")
         files.append(f"csv/probes.csv ({n_probes} rows, one per probe sample)" if n_probes else
                      "no probes.csv: no run recorded probe samples")
+    pool.shutdown()
     export_tables(b.tables, out / "tables")
     exports.raw("<ul>" + "".join(f"<li>{fg_escape(f)}</li>" for f in files) + "</ul>")
     exports.text("Python API: every table above is a function of xtalk.report.tables returning a pandas DataFrame.")

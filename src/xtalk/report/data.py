@@ -28,21 +28,26 @@ LABELS = ["run_id", "scenario", "configuration", "repetition"]
 
 @dataclass
 class ReportData:
-    """A results directory in memory: runs, jobs (warm-up included, flagged), experiment."""
+    """A results directory in memory: runs, measured jobs, warm-up jobs, the experiment.
+
+    Measured and warm-up jobs are kept apart so that no statistic has to filter (copy) the
+    whole table; ``jobs`` joins them for callers that want everything.
+    """
 
     path: Path
     runs: pd.DataFrame
-    jobs: pd.DataFrame
+    measured: pd.DataFrame
+    warmup: pd.DataFrame
     experiment: dict = field(default_factory=dict)
-    #: run_id -> extra labels of that run (campaign parameters), beyond the four standard ones.
+    #: One row per run with the labels beyond the four standard ones (campaign parameters).
     parameters: pd.DataFrame = field(default_factory=pd.DataFrame)
+    #: Tables already computed (several sections use the same one).
+    memo: dict = field(default_factory=dict, repr=False)
 
     @property
-    def measured(self) -> pd.DataFrame:
-        """Jobs without warm-up (what every statistic uses)."""
-        if "_measured" not in self.__dict__:
-            self.__dict__["_measured"] = self.jobs[~self.jobs["warmup"]] if len(self.jobs) else self.jobs
-        return self.__dict__["_measured"]
+    def jobs(self) -> pd.DataFrame:
+        """Every job, warm-up included (flagged by ``warmup``), in run then job order."""
+        return pd.concat([self.warmup, self.measured]).sort_values(["run_id", "job"], kind="stable")
 
     @property
     def scenarios(self) -> list[str]:
@@ -52,7 +57,7 @@ class ReportData:
 
     @property
     def counters(self) -> list[str]:
-        return [c for c in self.jobs.columns if c.startswith("ctr_") and c not in ("ctr_enabled_ns", "ctr_running_ns")]
+        return [c for c in self.measured.columns if c.startswith("ctr_") and c not in ("ctr_enabled_ns", "ctr_running_ns")]
 
     def run_dir(self, run_id: str) -> Path:
         return Path(self.runs.set_index("run_id").loc[run_id, "dir"])
@@ -95,7 +100,7 @@ def load(path) -> ReportData:
     runs = results.runs()
     if runs.empty:
         raise UsageError(f"{path}: no run with a run.json under runs/; run the experiment first")
-    parts, params = [], []
+    measured, warmup, params = [], [], []
     for r in runs.itertuples():
         meta = read_run_json(Path(r.dir)) or {}
         extra = {k: v for k, v in (meta.get("plan", {}).get("labels") or {}).items() if k not in LABELS}
@@ -104,21 +109,30 @@ def load(path) -> ReportData:
         df = _read_jobs(Path(r.dir))
         if df is None or df.empty:
             continue
-        for col in LABELS:
-            df[col] = getattr(r, col)
-        parts.append(df)
-    if parts:
-        jobs = pd.concat(parts, ignore_index=True)
-        for col in ("run_id", "scenario", "configuration"):
-            jobs[col] = jobs[col].astype("category")
-        jobs["warmup"] = jobs["warmup"].astype(bool)
-        for col in ("cpu_start", "cpu_end"):
-            if col in jobs and jobs[col].dtype != np.int64:
-                jobs[col] = jobs[col].astype("Int64").fillna(-1).astype(np.int64)
-    else:
-        jobs = pd.DataFrame(columns=LABELS + BASE_COLUMNS)
+        df["scenario"] = r.scenario
+        df["configuration"] = r.configuration
+        df["repetition"] = r.repetition
+        df["run_id"] = r.run_id
+        w = df["warmup"].to_numpy(dtype=bool)
+        measured.append(df[~w])
+        warmup.append(df[w])
     try:
         experiment = json.loads((path / "experiment.json").read_text())
     except (OSError, ValueError):
         experiment = {}
-    return ReportData(path, runs, jobs, experiment, pd.DataFrame(params))
+    return ReportData(path, runs, _frame(measured, runs), _frame(warmup, runs), experiment, pd.DataFrame(params))
+
+
+def _frame(parts: list[pd.DataFrame], runs: pd.DataFrame) -> pd.DataFrame:
+    """Concatenate per-run tables; labels become categoricals with the same categories in
+    every frame (so measured and warm-up jobs concatenate and compare cleanly)."""
+    if not parts:
+        return pd.DataFrame({c: pd.Series(dtype=float) for c in LABELS + BASE_COLUMNS}).astype({"warmup": bool})
+    jobs = pd.concat(parts, ignore_index=True)
+    for col in ("run_id", "scenario", "configuration"):
+        jobs[col] = pd.Categorical(jobs[col], categories=list(dict.fromkeys(runs[col])))
+    jobs["warmup"] = jobs["warmup"].astype(bool)
+    for col in ("cpu_start", "cpu_end"):
+        if col in jobs and jobs[col].dtype != np.int64:
+            jobs[col] = jobs[col].astype("Int64").fillna(-1).astype(np.int64)
+    return jobs

@@ -39,7 +39,7 @@ __all__ = ["load", "runs", "slowdown", "noise_floor", "misses", "verdicts", "dis
 
 #: Largest number of jobs one bootstrap replicate draws for the slowdown CIs; beyond it each
 #: run is subsampled (its slowest job always kept). Cost is n_boot × this many draws.
-BOOT_JOBS = 20_000
+BOOT_JOBS = 5_000
 #: pWCET fits use whole runs in time order up to this many jobs (the i.i.d. tests and the
 #: threshold scan are O(n) per candidate; 2·10^5 jobs already resolve 1e-5 empirically).
 PWCET_JOBS = 200_000
@@ -63,14 +63,31 @@ def groups(data: ReportData) -> list[tuple[str, str]]:
 
 def _subset(data: ReportData, scenario: str, configuration: str | None = None, cols: Sequence[str] | None = None,
             warmup: bool = False) -> pd.DataFrame:
-    j = data.jobs if warmup else data.measured
-    mask = j["scenario"] == scenario
-    if configuration is not None:
-        mask &= j["configuration"] == configuration
-    out = j.loc[mask, [c for c in cols if c in j.columns]] if cols is not None else j[mask]
+    """Jobs of one scenario (and configuration), only ``cols``; warm-up jobs too (flagged
+    by ``warmup``) when asked. Unused run categories are dropped so groupby sees no empty run."""
+    frames = [data.measured, data.warmup] if warmup else [data.measured]
+    parts = []
+    for j in frames:
+        mask = (j["scenario"] == scenario).to_numpy()
+        if configuration is not None:
+            mask = mask & (j["configuration"] == configuration).to_numpy()
+        parts.append(j.loc[mask, [c for c in cols if c in j.columns]] if cols is not None else j[mask])
+    out = parts[0] if len(parts) == 1 else pd.concat(parts)
     if "run_id" in out.columns:
         out = out.assign(run_id=out["run_id"].cat.remove_unused_categories())
     return out
+
+
+def all_jobs(data: ReportData, cols: Sequence[str]) -> pd.DataFrame:
+    """``cols`` of every job, warm-up included."""
+    return pd.concat([data.warmup[list(cols)], data.measured[list(cols)]])
+
+
+def _memo(data: ReportData, key, compute):
+    """A table computed once per ReportData (verdicts and their section share slowdowns)."""
+    if key not in data.memo:
+        data.memo[key] = compute()
+    return data.memo[key]
 
 
 # --------------------------------------------------------------------------- runs
@@ -110,6 +127,10 @@ def slowdown(x, *, n_boot: int = 2000, seed: int = 0) -> pd.DataFrame:
     ``ci_subsampled`` says so. Subsampling only widens the within-run part of the interval.
     """
     data = _data(x)
+    return _memo(data, ("slowdown", n_boot, seed), lambda: _slowdown(data, n_boot, seed)).copy()
+
+
+def _slowdown(data: ReportData, n_boot: int, seed: int) -> pd.DataFrame:
     rng = np.random.default_rng(seed)
     rows = []
     for conf in dict.fromkeys(c for _, c in groups(data)):
@@ -175,6 +196,10 @@ def noise_floor(x, *, n_boot: int = 2000, seed: int = 0) -> pd.DataFrame:
     over pairs of solo repetitions (up to ``AA_RUNS``). ``floor`` is NaN with one solo run.
     """
     data = _data(x)
+    return _memo(data, ("noise_floor", n_boot, seed), lambda: _noise_floor(data, n_boot, seed)).copy()
+
+
+def _noise_floor(data: ReportData, n_boot: int, seed: int) -> pd.DataFrame:
     pairs = aa_pairs(data)
     rows = []
     for metric in ("exec_ns", "response_ns"):
@@ -202,24 +227,28 @@ def noise_floor(x, *, n_boot: int = 2000, seed: int = 0) -> pd.DataFrame:
 
 def misses(x) -> pd.DataFrame:
     """Deadline misses and serious misses (not done by the end of the next period, or never
-    run) per scenario and configuration, with the Wilson CI of the miss ratio."""
+    run) per scenario and configuration, with the Wilson CI of the miss ratio
+    (analysis.verdict.deadline_misses; lost jobs are gaps inside one run, counted per run)."""
     data = _data(x)
-    cols = ["scenario", "configuration", "run_id", "job", "release_ns", "end_ns", "period_ns", "deadline_ns"]
-    j = data.measured[[c for c in cols if c in data.measured.columns]]
-    if j.empty:
-        return pd.DataFrame(columns=["scenario", "configuration", "n_jobs", "n_missed", "n_serious"])
-    j = j.assign(**{c: j[c].astype(str) for c in ("scenario", "configuration", "run_id")})
-    per_run = vd.deadline_misses(j, by=("scenario", "configuration", "run_id"))
-    out = vd.deadline_misses(j, by=("scenario", "configuration"))
-    # Lost jobs are gaps inside one run; counted per run, not across runs.
-    lost = per_run.groupby(["scenario", "configuration"])["n_lost"].sum()
-    key = list(zip(out["scenario"], out["configuration"]))
-    out["n_serious"] = out["n_serious"] - out["n_lost"] + [int(lost.get(k, 0)) for k in key]
-    out["n_lost"] = [int(lost.get(k, 0)) for k in key]
-    out["serious_ratio"] = out["n_serious"] / (out["n_jobs"] + out["n_lost"])
-    order = {p: i for i, p in enumerate(groups(data))}
-    out["_order"] = [order.get(k, len(order)) for k in key]
-    return out.sort_values("_order", kind="stable").drop(columns="_order").reset_index(drop=True)
+    return _memo(data, ("misses",), lambda: _misses(data)).copy()
+
+
+def _misses(data: ReportData) -> pd.DataFrame:
+    cols = ["run_id", "job", "release_ns", "end_ns", "period_ns", "deadline_ns"]
+    rows = []
+    for scen, conf in groups(data):
+        j = _subset(data, scen, conf, cols)
+        j = j.assign(run_id=j["run_id"].cat.codes)  # plain integers: no categorical groupby cost
+        per_run = vd.deadline_misses(j, by=("run_id",))
+        row = vd.deadline_misses(j.drop(columns="run_id"), by=()).iloc[0].to_dict()
+        lost = int(per_run["n_lost"].sum())
+        row["n_serious"] = row["n_serious"] - row["n_lost"] + lost
+        row["n_lost"] = lost
+        row["serious_ratio"] = row["n_serious"] / (row["n_jobs"] + lost)
+        rows.append({"scenario": scen, "configuration": conf, **row})
+    return pd.DataFrame(rows, columns=["scenario", "configuration", "n_jobs", "n_missed", "miss_ratio", "miss_ci_low",
+                                       "miss_ci_high", "n_lost", "n_serious", "serious_ratio", "max_lateness_ns",
+                                       "max_responsiveness"])
 
 
 # --------------------------------------------------------------------------- verdicts
@@ -535,6 +564,10 @@ SPIKE_COLUMNS = ["run_id", "job", "exec_ns", "release_ns", "start_ns", "end_ns",
 
 def detected_spikes(data: ReportData, scenario: str | None = None, k: float = 5.0) -> pd.DataFrame:
     """Every measured job with the spike flag (analysis.spikes.detect_spikes, per run)."""
+    return _memo(data, ("spikes", scenario, k), lambda: _detected_spikes(data, scenario, k))
+
+
+def _detected_spikes(data: ReportData, scenario: str | None, k: float) -> pd.DataFrame:
     j = data.measured if scenario is None else _subset(data, scenario, None, SPIKE_COLUMNS + ["scenario"])
     cols = [c for c in SPIKE_COLUMNS + ["scenario", "configuration"] if c in j.columns]
     j = j[cols]
@@ -593,16 +626,16 @@ def culprits(x, top: int = 10) -> pd.DataFrame:
         columns=["run_id", "kind", "name", "jobs_hit", "total_ns", "max_ns"])
 
 
-def trace_intervals(data: ReportData, run_id: str) -> tuple[pd.DataFrame, dict[int, str]] | None:
+def run_intervals(run_dir: Path) -> tuple[pd.DataFrame, dict[int, str]] | None:
     """(intervals of every task, IRQ, softirq and timer on every CPU, pid -> xtalk name) of a
-    run with trace.txt, or None."""
+    run directory with trace.txt, or None. Tasks carry their xtalk names (victim, enemy …)."""
     import json
 
     from ..trace.parse import parse_file
     from ..trace.run import labels
     from ..trace.timeline import interrupts, occupancy
 
-    d = data.run_dir(run_id)
+    d = Path(run_dir)
     if not (d / "trace.txt").exists():
         return None
     events = parse_file(d / "trace.txt")
@@ -613,6 +646,24 @@ def trace_intervals(data: ReportData, run_id: str) -> tuple[pd.DataFrame, dict[i
     iv = pd.concat([occupancy(events), interrupts(events)], ignore_index=True)
     iv["name"] = [names.get(int(p), n) if p is not None and p >= 0 else n for p, n in zip(iv["pid"], iv["name"])]
     return iv, names
+
+
+def trace_intervals(data: ReportData, run_id: str) -> tuple[pd.DataFrame, dict[int, str]] | None:
+    """:func:`run_intervals` of one run of ``data``."""
+    return run_intervals(data.run_dir(run_id))
+
+
+def attribute(jobs: pd.DataFrame, intervals: pd.DataFrame, names: dict[int, str], k: float = 5.0,
+              lookback_ns: int | None = None) -> sp.Attribution:
+    """analysis.spikes.attribute_spikes for one run's measured jobs, the victim and idle
+    excluded; ``lookback_ns`` defaults to a tenth of the period (seed 000: culprits run just
+    before the spiking job)."""
+    victim = [p for p, n in names.items() if n == "victim"]
+    lb = int(jobs["period_ns"].iloc[0] // 10) if lookback_ns is None else lookback_ns
+    j = jobs[[c for c in SPIKE_COLUMNS if c in jobs.columns]]
+    if "cpu_end" in j.columns and j["cpu_end"].isna().any():  # end CPU not read: assume no migration
+        j = j.assign(cpu_end=j["cpu_end"].fillna(j["cpu_start"]))
+    return sp.attribute_spikes(j, intervals, k=k, lookback_ns=lb, exclude_pids=[0, *victim])
 
 
 def spike_attribution(x, k: float = 5.0, top: int = 10, lookback_ns: int | None = None) -> pd.DataFrame:
@@ -626,14 +677,10 @@ def spike_attribution(x, k: float = 5.0, top: int = 10, lookback_ns: int | None 
         t = trace_intervals(data, rid)
         if t is None:
             continue
-        iv, names = t
         jobs = data.measured[data.measured["run_id"] == rid]
         if len(jobs) < 3:
             continue
-        victim = [p for p, n in names.items() if n == "victim"]
-        lb = int(jobs["period_ns"].iloc[0] // 10) if lookback_ns is None else lookback_ns
-        a = sp.attribute_spikes(jobs[[c for c in SPIKE_COLUMNS if c in jobs.columns]], iv, k=k, lookback_ns=lb,
-                                exclude_pids=[0, *victim])
+        a = attribute(jobs, t[0], t[1], k, lookback_ns)
         r = a.ranking.head(top).copy()
         r.insert(0, "run_id", rid)
         r["spikes"], r["normal_jobs"], r["cpu_scope"] = a.n_spikes, a.n_normal, a.cpu_scope

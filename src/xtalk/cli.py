@@ -108,6 +108,18 @@ def characterize(quick: bool = typer.Option(False, "--quick", help="few enemies,
 
 
 @command
+def report(results: Path = typer.Argument(..., help="results directory of an experiment"),
+           epsilon: list[str] = typer.Option([], "--epsilon", "-e",
+                                             help="ε bound METRIC:STATISTIC:BOUND, e.g. exec:max:1.2x or response:p99:12ms (repeatable)"),
+           out: Optional[Path] = typer.Option(None, "-o", "--out", help="output directory (default RESULTS/report)"),
+           csv: bool = typer.Option(True, "--csv/--no-csv", help="export jobs.csv and probes.csv")):
+    """Write the HTML report (self-contained), figures, Markdown summary and CSV files of an experiment."""
+    from .report.build import build
+
+    build(results, out, epsilon, csv=csv, console=console)
+
+
+@command
 def sysinfo(as_json: bool = typer.Option(False, "--json", help="the agent's whole environment document")):
     """What this machine offers: kernel, caches, PMU and events, tracefs, cgroups, policies."""
     from .report.sysinfo import show
@@ -174,6 +186,18 @@ def blame(run: Path = typer.Argument(..., help="a run directory (RESULTS/runs/<r
             t.add_column(h, justify="left" if h in ("kind", "name") else "right")
         for r in rank(c).head(top).itertuples():
             t.add_row(r.kind, str(r.name), str(r.jobs_hit), f"{r.total_ns / 1e6:.3f}", f"{r.max_ns / 1e3:.1f}")
+        console.print(t)
+    if (run / "trace.txt").exists() and len(measured) >= 3:
+        from .report.tables import attribute, run_intervals
+
+        iv, names = run_intervals(run)
+        a = attribute(measured, iv, names)
+        t = Table(title=f"culprits over-represented in the {a.n_spikes} spike jobs (median + 5 MAD) against the {a.n_normal} others")
+        for h in ("kind", "name", "in spikes", "in others", "lift", "Fisher p"):
+            t.add_column(h, justify="left" if h in ("kind", "name") else "right")
+        for r in a.ranking.head(top).itertuples():
+            t.add_row(r.kind, str(r.name), f"{r.spikes_with}/{a.n_spikes}", f"{r.normal_with}/{a.n_normal}", f"{r.lift:.1f}",
+                      f"{r.fisher_p:.2g}")
         console.print(t)
     if "trace_preemptions" in measured:
         console.print(f"{len(measured)} jobs: {int(measured.trace_preemptions.sum())} preemptions, "

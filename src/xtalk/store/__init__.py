@@ -51,8 +51,14 @@ class Results:
                 "jobs_planned": meta.get("jobs_planned"),
                 "enemies": meta.get("enemies", []),
                 "dir": str(d),
+                **self._label_columns(labels),
             })
-        return pd.DataFrame(rows, columns=RUN_COLUMNS + ["reason", "jobs_recorded", "jobs_planned", "enemies", "dir"])
+        extra = [c for c in (rows[0] if rows else {}) if c not in RUN_COLUMNS + ["reason", "jobs_recorded", "jobs_planned", "enemies", "dir"]]
+        return pd.DataFrame(rows, columns=RUN_COLUMNS + extra + ["reason", "jobs_recorded", "jobs_planned", "enemies", "dir"])
+
+    def _label_columns(self, labels: dict) -> dict:
+        """Extra per-run columns taken from the plan's labels (none here; campaigns add theirs)."""
+        return {}
 
     def ensure_parquet(self) -> list[Path]:
         """Convert any job log not yet converted (e.g. after a crash) and list the files."""
@@ -72,7 +78,7 @@ class Results:
         if files:
             lst = ", ".join("'" + str(f).replace("'", "''") + "'" for f in files)
             con.execute(f"""CREATE VIEW jobs AS
-                SELECT r.run_id, r.scenario, r.configuration, r.repetition, j.* EXCLUDE (filename)
+                SELECT r.* EXCLUDE (status, reason, jobs_recorded, jobs_planned, dir), j.* EXCLUDE (filename)
                 FROM read_parquet([{lst}], filename = true) j
                 JOIN runs r ON r.dir = regexp_replace(j.filename, '/jobs.parquet$', '')""")
         return con

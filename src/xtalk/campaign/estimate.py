@@ -15,7 +15,7 @@ from ..plan import Plan
 #: Fixed cost of one run beyond its measured window, seconds (local target).
 RUN_OVERHEAD_S = {"local": 0.12, "ssh": 0.6, "dask": 0.25}
 #: Fixed cost of a campaign: loading Python, asking the agent about the target, checks.
-STARTUP_S = 1.0
+STARTUP_S = 1.5
 #: Rate at which the agent touches (and the victim warms) buffers, bytes per second.
 TOUCH_BYTES_PER_S = 2e9
 

@@ -56,7 +56,7 @@ def plan(file: Path = typer.Argument(..., help="campaign file (TOML)"),
     from .prepare import prepare
 
     targets = _targets(target)
-    p = prepare(file, targets[0])
+    p = prepare(file, targets)
     plans = [r.plan for r in p.expansion.runs]
     secs = campaign_seconds(plans, _kind(targets, None), len(targets))
     cells = {(r.labels["application"], r.labels["configuration"], r.labels["variant"], r.labels["scenario"])
@@ -84,7 +84,7 @@ def run(file: Path = typer.Argument(..., help="campaign file (TOML)"),
     targets = _targets(target)
     from .prepare import prepare
 
-    p = prepare(file, targets[0])
+    p = prepare(file, targets)
     kind = _kind(targets, cluster)
     meta = {"name": p.campaign.name, "kind": kind, "source": str(file),
             "estimate_s": campaign_seconds([r.plan for r in p.expansion.runs], kind, len(targets)),

@@ -42,9 +42,24 @@ def _shape(plan) -> str:
     return json.dumps(d, sort_keys=True)
 
 
-def prepare(path: Path, target) -> Prepared:
-    """Load, expand and check a campaign for `target`; nothing runs."""
+def first_answering(targets: list):
+    """The first target that answers (its facts are cached), for expansion and checks."""
+    from ..targets.base import TargetUnreachable
+
+    errors = []
+    for t in targets:
+        try:
+            t.facts()
+            return t
+        except TargetUnreachable as e:
+            errors.append(str(e))
+    raise TargetUnreachable("no target answers: " + "; ".join(errors))
+
+
+def prepare(path: Path, targets: list) -> Prepared:
+    """Load, expand and check a campaign on the first target that answers; nothing runs."""
     campaign, text = load(path)
+    target = first_answering(targets)
     expansion = expand_campaign(campaign, target.facts(), source=str(path),
                                 labels={"xtalk_version": __version__, "git_commit": git_commit()})
     seen = set()

@@ -13,13 +13,15 @@ import signal
 import time
 from pathlib import Path
 
+from ..errors import AgentError
 from ..plan import Plan
 from .agent import TargetFacts, check_plan, find_agent, local_facts
 from .local import run_plan
 
 
-class TargetUnreachable(Exception):
-    """The target did not answer (network, sshd, power): the run was not attempted there."""
+class TargetUnreachable(AgentError):
+    """The target did not answer (network, sshd, power): the run was not attempted there.
+    On the command line it ends as one line and exit code 3, like other agent problems."""
 
 
 class Target:

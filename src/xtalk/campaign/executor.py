@@ -148,6 +148,9 @@ class Executor:
         while not self.stop.is_set():
             now = time.monotonic()
             if st.down_since is not None and now < st.retry_at:
+                with self.lock:
+                    if not self.queue:  # others finished the work while this target was down
+                        return
                 time.sleep(min(0.2, st.retry_at - now))
                 continue
             with self.lock:

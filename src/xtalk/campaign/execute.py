@@ -26,17 +26,12 @@ class Interrupted(Exception):
     """The run was stopped before its end (interrupt, shutdown); it will be run again."""
 
 
-def execute_one(store: Path, run: CampaignRun, target, kind: str = "local") -> dict:
-    """Run `run` on `target`; return the journal fields of its end (state, status, ...).
-
-    Raises TargetUnreachable (nothing ran) or Interrupted (the attempt stays in staging and
-    `recover` moves it aside)."""
-    store = Path(store)
-    staging = store / "staging" / run.run_id
-    staging.parent.mkdir(exist_ok=True)
-    if staging.exists():
-        move_aside(store, staging)
+def attempt(staging: Path, run: CampaignRun, target, kind: str = "local") -> dict:
+    """Run `run` on `target` into `staging` (created here), with a post-mortem when it did
+    not complete; return the journal fields of its end. Raises TargetUnreachable (nothing
+    ran) or Interrupted (the attempt stays where it is; `recover` moves it aside)."""
     start_wall, start_target = time.monotonic(), target.clock()
+    started = time.time()
     meta = target.run(run.plan, staging)
     seconds = time.monotonic() - start_wall
     status = meta.get("status")
@@ -44,14 +39,32 @@ def execute_one(store: Path, run: CampaignRun, target, kind: str = "local") -> d
         raise Interrupted(f"{run.run_id}: {status}: {meta.get('reason')}")
     if status != "completed":
         postmortem.collect(staging, meta, target.kernel_log_since(start_target))
-    final = store / "runs" / run.run_id
+    return {"state": FINAL_STATUS[status], "status": status, "reason": meta.get("reason"), "jobs": meta.get("jobs_recorded"),
+            "seconds": round(seconds, 3), "expected": round(run_seconds(run.plan, kind), 3),
+            "started": round(started, 3), "ended": round(time.time(), 3)}
+
+
+def publish(store: Path, staging: Path, run_id: str) -> Path:
+    """Rename a finished attempt to runs/<id>: the run appears whole or not at all."""
+    final = Path(store) / "runs" / run_id
     if final.exists():  # a previous attempt's whole run: keep it aside rather than merge
         move_aside(store, final)
     fsync_dir(staging)
     os.rename(staging, final)
     fsync_dir(final.parent)
-    return {"state": FINAL_STATUS[status], "status": status, "reason": meta.get("reason"),
-            "jobs": meta.get("jobs_recorded"), "seconds": round(seconds, 3), "expected": round(run_seconds(run.plan, kind), 3)}
+    return final
+
+
+def execute_one(store: Path, run: CampaignRun, target, kind: str = "local") -> dict:
+    """Attempt `run` under staging/<id> on `target`, then publish it in runs/."""
+    store = Path(store)
+    staging = store / "staging" / run.run_id
+    staging.parent.mkdir(exist_ok=True)
+    if staging.exists():
+        move_aside(store, staging)
+    end = attempt(staging, run, target, kind)
+    publish(store, staging, run.run_id)
+    return end
 
 
 def move_aside(store: Path, path: Path) -> Path:
@@ -111,8 +124,9 @@ def recover(store: Path, runs: list[CampaignRun], journal: Journal) -> list[str]
         for d in sorted(staging.iterdir()):
             dest = move_aside(store, d)
             notes.append(f"{d.name}: interrupted attempt moved to {dest.relative_to(store)}")
-            if last.get(d.name, {}).get("state") == "running":
-                journal.append(d.name, "requeued", reason="interrupted attempt")
+            rid = d.name.split("@", 1)[0]  # cluster attempts are named <id>@<session>
+            if last.get(rid, {}).get("state") == "running":
+                journal.append(rid, "requeued", reason="interrupted attempt")
     for r in runs:
         state = last.get(r.run_id, {}).get("state")
         if state in FINAL:

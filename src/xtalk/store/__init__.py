@@ -64,8 +64,11 @@ class Results:
         """Convert any job log not yet converted (e.g. after a crash) and list the files."""
         files = []
         for d in self.run_dirs():
-            if convert_run(d) is not None:
-                files.append(d / "jobs.parquet")
+            pq, log = d / "jobs.parquet", d / "jobs.bin"
+            # An up-to-date table is listed without being read: campaigns hold 10^8 rows.
+            fresh = pq.exists() and (not log.exists() or pq.stat().st_mtime >= log.stat().st_mtime)
+            if fresh or convert_run(d) is not None:
+                files.append(pq)
         return files
 
     def connect(self) -> duckdb.DuckDBPyConnection:
@@ -80,7 +83,7 @@ class Results:
             con.execute(f"""CREATE VIEW jobs AS
                 SELECT r.* EXCLUDE (status, reason, jobs_recorded, jobs_planned, dir), j.* EXCLUDE (filename)
                 FROM read_parquet([{lst}], filename = true) j
-                JOIN runs r ON r.dir = regexp_replace(j.filename, '/jobs.parquet$', '')""")
+                JOIN runs r ON r.dir || '/jobs.parquet' = j.filename""")
         return con
 
     def jobs(self, measured_only: bool = True) -> pd.DataFrame:

@@ -34,8 +34,11 @@ class Status:
         if self.remaining:
             out.append(f"ETA {human(self.eta_s)}" + ("" if self.driver.startswith("running") else
                                                       " once resumed (`xtalk campaign resume DIR`)"))
+        live = self.driver.startswith("running")
         for run, target, secs in self.running:
-            out.append(f"  running on {target}: {run} for {secs:.1f} s")
+            # Without a driver a `running` line is an attempt a kill interrupted: resume redoes it.
+            out.append(f"  running on {target}: {run} for {secs:.1f} s" if live else
+                       f"  interrupted on {target}: {run} (re-run on resume)")
         for name, state in sorted(self.targets.items()):
             out.append(f"  target {name}: {state}")
         for run, why in self.recent_failures:

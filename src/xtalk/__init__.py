@@ -1,3 +1,11 @@
 """xtalk: measure and analyse timing interference on multicore processors."""
 
 __version__ = "0.1.0"
+
+
+def open(path):  # noqa: A001 - reads as xtalk.open(path)
+    """Open a results directory (an experiment or a campaign): `.jobs()`, `.runs()`,
+    `.connect()` (DuckDB). Imported lazily so `import xtalk` stays cheap."""
+    from .campaign.results import open_any
+
+    return open_any(path)

@@ -24,6 +24,12 @@ def command(fn):
     """Register a command whose failures end as one line and a documented exit code:
     2 bad input, 3 agent problem, 130 interrupted."""
 
+    return app.command()(command_wrapper(fn))
+
+
+def command_wrapper(fn):
+    """`fn` with the failure handling of `command` (sub-apps register it themselves)."""
+
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
         try:
@@ -38,7 +44,7 @@ def command(fn):
             print("xtalk: interrupted; every process stopped, partial results kept", file=sys.stderr)
             raise typer.Exit(130) from None
 
-    return app.command()(wrapper)
+    return wrapper
 
 
 @command
@@ -226,9 +232,35 @@ def perfetto(run: Path = typer.Argument(..., help="a run directory recorded with
     console.print(f"wrote {path}: open it at https://ui.perfetto.dev")
 
 
+@command
+def query(results: Path = typer.Argument(..., help="a campaign or experiment directory"),
+          sql: str = typer.Argument(..., help="SQL over the views `jobs` and `runs`"),
+          csv: bool = typer.Option(False, "--csv", help="CSV instead of a table")):
+    """Run SQL (DuckDB) over a campaign's or an experiment's jobs and runs."""
+    import duckdb
+
+    from . import open as open_results
+
+    try:
+        con = open_results(results).connect()
+    except FileNotFoundError as e:
+        raise UsageError(str(e)) from None
+    try:
+        df = con.execute(sql).df()
+    except duckdb.Error as e:
+        raise UsageError(f"query: {str(e).splitlines()[0]}") from None
+    if csv:
+        print(df.to_csv(index=False), end="")
+    else:
+        import pandas as pd
+
+        with pd.option_context("display.max_rows", 200, "display.width", 200, "display.max_columns", 50):
+            print(df.to_string(index=False))
+
+
 def _mount_optional():
     """Sub-command groups that live in their own packages."""
-    for name, module in (("model", "xtalk.model.cli"), ("sched", "xtalk.sched.cli")):
+    for name, module in (("model", "xtalk.model.cli"), ("sched", "xtalk.sched.cli"), ("campaign", "xtalk.campaign.cli")):
         try:
             mod = __import__(module, fromlist=["app"])
         except ImportError:

@@ -51,15 +51,24 @@ class Results:
                 "jobs_planned": meta.get("jobs_planned"),
                 "enemies": meta.get("enemies", []),
                 "dir": str(d),
+                **self._label_columns(labels),
             })
-        return pd.DataFrame(rows, columns=RUN_COLUMNS + ["reason", "jobs_recorded", "jobs_planned", "enemies", "dir"])
+        extra = [c for c in (rows[0] if rows else {}) if c not in RUN_COLUMNS + ["reason", "jobs_recorded", "jobs_planned", "enemies", "dir"]]
+        return pd.DataFrame(rows, columns=RUN_COLUMNS + extra + ["reason", "jobs_recorded", "jobs_planned", "enemies", "dir"])
+
+    def _label_columns(self, labels: dict) -> dict:
+        """Extra per-run columns taken from the plan's labels (none here; campaigns add theirs)."""
+        return {}
 
     def ensure_parquet(self) -> list[Path]:
         """Convert any job log not yet converted (e.g. after a crash) and list the files."""
         files = []
         for d in self.run_dirs():
-            if convert_run(d) is not None:
-                files.append(d / "jobs.parquet")
+            pq, log = d / "jobs.parquet", d / "jobs.bin"
+            # An up-to-date table is listed without being read: campaigns hold 10^8 rows.
+            fresh = pq.exists() and (not log.exists() or pq.stat().st_mtime >= log.stat().st_mtime)
+            if fresh or convert_run(d) is not None:
+                files.append(pq)
         return files
 
     def connect(self) -> duckdb.DuckDBPyConnection:
@@ -72,9 +81,9 @@ class Results:
         if files:
             lst = ", ".join("'" + str(f).replace("'", "''") + "'" for f in files)
             con.execute(f"""CREATE VIEW jobs AS
-                SELECT r.run_id, r.scenario, r.configuration, r.repetition, j.* EXCLUDE (filename)
+                SELECT r.* EXCLUDE (status, reason, jobs_recorded, jobs_planned, dir), j.* EXCLUDE (filename)
                 FROM read_parquet([{lst}], filename = true, union_by_name = true) j
-                JOIN runs r ON r.dir = regexp_replace(j.filename, '/jobs.parquet$', '')""")
+                JOIN runs r ON r.dir || '/jobs.parquet' = j.filename""")
         return con
 
     def jobs(self, measured_only: bool = True) -> pd.DataFrame:

@@ -1,0 +1,127 @@
+"""`xtalk campaign ...`: schema, plan, run, status, resume (mounted by xtalk.cli)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.console import Console
+
+from ..errors import UsageError
+
+app = typer.Typer(no_args_is_help=True, help="Campaigns: many experiments, unattended, journaled, resumable.")
+console = Console() if sys.stdout.isatty() else Console(width=200)
+
+
+def _command(fn):
+    from ..cli import command_wrapper
+
+    return app.command()(command_wrapper(fn))
+
+
+def _targets(specs: list[str]):
+    from ..targets.base import from_spec
+
+    targets = [from_spec(s) for s in (specs or ["local"])]
+    names = [t.name for t in targets]
+    for n in names:
+        if names.count(n) > 1:
+            raise UsageError(f"--target {n} is given twice; one run at a time per target, so list each target once")
+    return targets
+
+
+def _kind(targets, cluster) -> str:
+    if cluster:
+        return "dask"
+    return "ssh" if any(t.__class__.__name__ == "SshTarget" for t in targets) else "local"
+
+
+@_command
+def schema():
+    """Print the JSON Schema of campaign files (for editors)."""
+    from .schema import schema_text
+
+    print(schema_text())
+
+
+@_command
+def plan(file: Path = typer.Argument(..., help="campaign file (TOML)"),
+         target: list[str] = typer.Option([], "--target", help="where it would run (default local)"),
+         show_runs: bool = typer.Option(False, "--runs", help="list every run in order")):
+    """Number of runs and estimated duration; nothing runs."""
+    from .estimate import campaign_seconds, human
+    from .prepare import prepare
+
+    targets = _targets(target)
+    p = prepare(file, targets)
+    plans = [r.plan for r in p.expansion.runs]
+    secs = campaign_seconds(plans, _kind(targets, None), len(targets))
+    cells = {(r.labels["application"], r.labels["configuration"], r.labels["variant"], r.labels["scenario"])
+             for r in p.expansion.runs}
+    console.print(f"{p.campaign.name}: {len(plans)} runs ({len(cells)} cells × up to {p.campaign.repetitions} repetitions), "
+                  f"estimated {human(secs)} ({secs:.1f} s) on {len(targets)} target(s)")
+    for labels, why in p.expansion.excluded:
+        console.print(f"  excluded: {labels.get('application')}/{labels.get('configuration')}/{labels.get('two_way')} "
+                      f"n={labels.get('enemies')} total={labels.get('total')}: {why}")
+    if show_runs:
+        for r in p.expansion.runs:
+            print(r.run_id)
+
+
+@_command
+def run(file: Path = typer.Argument(..., help="campaign file (TOML)"),
+        results: Optional[Path] = typer.Option(None, help="base directory (default: the file's `results`)"),
+        target: list[str] = typer.Option([], "--target", help="local (default) or ssh://user@host:port; repeat for a pool"),
+        cluster: Optional[str] = typer.Option(None, "--cluster", help="Dask scheduler, e.g. tcp://10.0.0.1:8786"),
+        target_wait: float = typer.Option(600.0, help="seconds to wait for a target that does not answer before stopping")):
+    """Run a campaign: validate and check everything, then run with a progress bar and ETA."""
+    from . import layout
+    from .estimate import campaign_seconds
+
+    targets = _targets(target)
+    from .prepare import prepare
+
+    p = prepare(file, targets)
+    kind = _kind(targets, cluster)
+    meta = {"name": p.campaign.name, "kind": kind, "source": str(file),
+            "estimate_s": campaign_seconds([r.plan for r in p.expansion.runs], kind, len(targets)),
+            "applications": [json.loads(a.model_dump_json()) for a in p.campaign.application]}
+    store = layout.create(results or Path(p.campaign.results), p.campaign.name, p.text, p.expansion, meta)
+    console.print(f"campaign directory: {store}")
+    _drive(store, targets, cluster, target_wait)
+
+
+@_command
+def resume(store: Path = typer.Argument(..., help="campaign directory"),
+           target: list[str] = typer.Option([], "--target", help="local (default) or ssh://...; repeat for a pool"),
+           cluster: Optional[str] = typer.Option(None, "--cluster", help="Dask scheduler address"),
+           target_wait: float = typer.Option(600.0, help="seconds to wait for a target that does not answer")):
+    """Finish an interrupted campaign: no run lost, none repeated."""
+    _drive(store, _targets(target), cluster, target_wait)
+
+
+def _drive(store: Path, targets, cluster, target_wait) -> None:
+    from .status import status as read_status
+
+    if cluster:
+        from ..targets.dask import DaskExecutor
+
+        DaskExecutor(store, cluster, console=console).run()
+    else:
+        from .executor import Executor
+
+        Executor(store, targets, console=console, kind=_kind(targets, None), target_wait=target_wait).run()
+    for line in read_status(store).lines():
+        console.print(line)
+
+
+@_command
+def status(store: Path = typer.Argument(..., help="campaign directory")):
+    """Done / failed / remaining and ETA (works while the campaign runs)."""
+    from .status import status as read_status
+
+    for line in read_status(store).lines():
+        print(line)

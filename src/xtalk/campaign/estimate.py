@@ -1,0 +1,71 @@
+"""How long a campaign takes: before it runs (from the plans) and while it runs (from the
+journal, which records every finished run's measured wall time).
+
+A run costs its measured part (settle + every job's period) plus a fixed overhead (agent
+start, fork, buffer set-up, teardown, Parquet conversion, journal fsyncs) and the time to
+touch its buffers. The overhead was measured on this project's 2-core development machine
+(`tests/test_campaign_estimate.py` keeps the estimate within 20 % of a real campaign); once
+runs have finished, the ETA scales the remaining estimate by the observed ratio.
+"""
+
+from __future__ import annotations
+
+from ..plan import Plan
+
+#: Fixed cost of one run beyond its measured window, seconds (local target).
+RUN_OVERHEAD_S = {"local": 0.12, "ssh": 0.6, "dask": 0.25}
+#: Fixed cost of a campaign: loading Python, asking the agent about the target, checks.
+STARTUP_S = 1.5
+#: Rate at which the agent touches (and the victim warms) buffers, bytes per second.
+TOUCH_BYTES_PER_S = 2e9
+
+
+def measured_seconds(plan: Plan) -> float:
+    v = plan.victim
+    return plan.settle_ms / 1e3 + (v.jobs + v.warmup_jobs) * v.period_ns / 1e9
+
+
+def buffer_bytes(plan: Plan) -> int:
+    n = getattr(plan.victim.body, "bytes", 0) or 0
+    for e in plan.enemies:
+        load = e.load
+        n += getattr(load, "bytes", 0) or (getattr(load, "elements", 0) or 0) * (getattr(load, "element_bytes", 0) or 0)
+    return n
+
+
+def run_seconds(plan: Plan, kind: str = "local") -> float:
+    """Expected wall time of one run on a target of `kind`."""
+    return measured_seconds(plan) + RUN_OVERHEAD_S.get(kind, RUN_OVERHEAD_S["local"]) + buffer_bytes(plan) / TOUCH_BYTES_PER_S
+
+
+def campaign_seconds(plans: list[Plan], kind: str = "local", targets: int = 1) -> float:
+    """Expected wall time of a whole campaign on `targets` targets working in parallel."""
+    return STARTUP_S + sum(run_seconds(p, kind) for p in plans) / max(1, targets)
+
+
+def observed_ratio(finished: list[dict]) -> float:
+    """Actual / estimated wall time over finished runs (journal events with `seconds` and
+    `expected`); 1 when nothing has finished yet."""
+    actual = sum(e.get("seconds", 0.0) for e in finished if e.get("expected"))
+    expected = sum(e["expected"] for e in finished if e.get("expected"))
+    return actual / expected if expected > 0 and actual > 0 else 1.0
+
+
+def eta_seconds(remaining: list[Plan], finished: list[dict], kind: str = "local", targets: int = 1) -> float:
+    """Time left: the remaining runs' estimate corrected by what finished runs took."""
+    return sum(run_seconds(p, kind) for p in remaining) * observed_ratio(finished) / max(1, targets)
+
+
+def human(seconds: float) -> str:
+    """`1 h 02 min`, `3 min 05 s`, `12.3 s`."""
+    s = max(0.0, seconds)
+    if s < 60:
+        return f"{s:.1f} s"
+    m, s = divmod(int(round(s)), 60)
+    if m < 60:
+        return f"{m} min {s:02d} s"
+    h, m = divmod(m, 60)
+    if h < 48:
+        return f"{h} h {m:02d} min"
+    d, h = divmod(h, 24)
+    return f"{d} d {h:02d} h"

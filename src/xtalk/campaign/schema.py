@@ -1,0 +1,223 @@
+"""The campaign file (TOML): applications, configurations, enemy scenarios, parameter grids,
+two-way variations, repetitions, interleaving and exclusions. See docs/campaigns.md.
+
+Parsing is strict, like experiment files, and every problem is one line
+`FILE:LINE: field: problem; fix` (exit code 2 on the command line).
+"""
+
+from __future__ import annotations
+
+import json
+import tomllib
+from pathlib import Path
+from typing import Any, Literal, Optional, Union
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from ..config.experiment import Duration, EnemySpec, Reservation, ScenarioSpec, TraceSpec, VictimSpec, _fix, _path
+from ..errors import UsageError
+from .lines import line_of
+
+NAME = r"^[A-Za-z0-9_.+-]+$"
+#: Where a grid axis may point: a victim field, a field of every enemy, or the settle time.
+AXIS_PREFIXES = ("victim.", "enemy.")
+AXIS_TOP = ("settle",)
+#: Enemy fields that receive a two-way cell's per-enemy share of the total.
+SHARE_FIELDS = ("reservation.runtime", "bytes", "elements")
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Epsilon(_Strict):
+    """The acceptable interference: a bound on execution or response time, absolute
+    (`bound`) or relative to the same application running solo (`relative` × solo)."""
+
+    on: Literal["exec", "response"] = "response"
+    bound: Optional[Duration] = None
+    relative: Optional[float] = Field(default=None, gt=1.0)
+    statistic: Literal["max", "p99", "p999", "mean"] = "max"
+
+    @model_validator(mode="after")
+    def _one_bound(self):
+        if (self.bound is None) == (self.relative is None):
+            raise ValueError("give exactly one of 'bound' (e.g. \"2ms\") or 'relative' (e.g. 1.2 × solo)")
+        return self
+
+
+class Application(_Strict):
+    """A victim with its criticality level and its ε specification."""
+
+    name: str = Field(min_length=1, pattern=NAME)
+    description: str = ""
+    criticality: Literal["A", "B", "C", "D"]
+    epsilon: Epsilon
+    victim: VictimSpec
+
+
+class Configuration(_Strict):
+    """A named placement/policy variant applied to every application's victim."""
+
+    name: str = Field(min_length=1, pattern=NAME)
+    description: str = ""
+    cpus: Optional[Union[int, str, list[int]]] = None
+    policy: Optional[Literal["other", "fifo", "rr", "deadline"]] = None
+    priority: Optional[int] = Field(default=None, ge=1, le=99)
+    nice: Optional[int] = Field(default=None, ge=-20, le=19)
+    reservation: Optional[Reservation] = None
+    lock_memory: Optional[bool] = None
+    huge_pages: Optional[bool] = None
+
+    def overrides(self) -> dict:
+        """The victim fields this configuration sets."""
+        return self.model_dump(exclude_unset=True, exclude={"name", "description"})
+
+
+class Grid(_Strict):
+    """Parameter variants: `product` of the axes, `zip` of equally long axes, or an explicit
+    `list` of points. Axis keys: `victim.<field>`, `enemy.<field>` (every enemy), `settle`."""
+
+    name: Optional[str] = Field(default=None, pattern=NAME)
+    mode: Literal["product", "zip", "list"] = "product"
+    axes: dict[str, list[Any]] = {}
+    points: list[dict[str, Any]] = []
+
+    @model_validator(mode="after")
+    def _shape(self):
+        keys = list(self.axes) + [k for p in self.points for k in p]
+        for k in keys:
+            if not (k.startswith(AXIS_PREFIXES) or k in AXIS_TOP):
+                raise ValueError(f"axis '{k}' is not a victim or enemy field; write e.g. \"victim.bytes\" or \"enemy.order\"")
+        if self.mode == "list":
+            if self.axes or not self.points:
+                raise ValueError("mode 'list' takes 'points' (a list of tables), not 'axes'")
+        else:
+            if self.points or not self.axes:
+                raise ValueError(f"mode '{self.mode}' takes 'axes' (field = [values]), not 'points'")
+            if any(len(v) == 0 for v in self.axes.values()):
+                raise ValueError("an axis has no values; give at least one")
+            if self.mode == "zip" and len({len(v) for v in self.axes.values()}) > 1:
+                raise ValueError("mode 'zip' needs axes of equal length; use 'product' to combine them")
+        return self
+
+
+class TwoWay(_Strict):
+    """Seed 000 §6.5.1: (number of enemies) × (total resource, split evenly among them).
+
+    `share` names the enemy field that receives total / count: `reservation.runtime`
+    (CPU time per period through SCHED_DEADLINE, the seed's pi benchmarks), `bytes` or
+    `elements` (memory footprint). Infeasible cells are excluded and listed by `plan`."""
+
+    name: str = Field(min_length=1, pattern=NAME)
+    description: str = ""
+    enemy: EnemySpec
+    share: Literal["reservation.runtime", "bytes", "elements"]
+    counts: list[int] = Field(min_length=1)
+    totals: list[Union[int, float, str]] = Field(min_length=1)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _placeholder_share(cls, data):
+        # The share field is filled per cell; a placeholder lets the enemy template validate.
+        if isinstance(data, dict) and isinstance(data.get("enemy"), dict):
+            enemy, share = dict(data["enemy"]), data.get("share")
+            if share in ("bytes", "elements") and share not in enemy:
+                enemy[share] = 4096 if share == "bytes" else 2
+            if share == "reservation.runtime" and enemy.get("policy") == "deadline" and "reservation" not in enemy:
+                enemy["reservation"] = {"runtime": "1ms"}
+            data = {**data, "enemy": enemy}
+        return data
+
+    @model_validator(mode="after")
+    def _share_fits(self):
+        if any(c < 1 for c in self.counts):
+            raise ValueError("counts are numbers of enemies (1 or more)")
+        if self.share == "reservation.runtime" and self.enemy.policy != "deadline":
+            raise ValueError("share 'reservation.runtime' needs enemy policy \"deadline\" (CPU time per period)")
+        if self.share == "elements" and self.enemy.kind != "chase":
+            raise ValueError("share 'elements' is for enemy kind \"chase\"")
+        if self.share == "bytes" and self.enemy.kind == "pi":
+            raise ValueError("a pi enemy has no bytes; use share \"reservation.runtime\"")
+        return self
+
+
+class Campaign(_Strict):
+    """A whole campaign; `expand_campaign` turns it into an ordered list of runs."""
+
+    name: str = Field(min_length=1, pattern=NAME)
+    description: str = ""
+    repetitions: int = Field(default=3, ge=1)
+    seed: int = Field(default=0, ge=0, description="seed of the interleaving order")
+    interleave: Literal["random", "ordered"] = Field(
+        default="random", description="random: every repetition runs all cells in a shuffled order; ordered: cell by cell")
+    settle: Duration = "200ms"
+    timeout: Optional[Duration] = None
+    results: str = "results"
+    application: list[Application] = Field(min_length=1)
+    configuration: list[Configuration] = []
+    scenario: list[ScenarioSpec] = []
+    two_way: list[TwoWay] = []
+    grid: list[Grid] = []
+    exclude: list[dict[str, Union[str, int]]] = Field(
+        default=[], description="tables of labels; a run whose labels match every key of one table is not run")
+    trace: Optional[TraceSpec] = None
+
+    @model_validator(mode="after")
+    def _unique(self):
+        for what, items in (("application", self.application), ("configuration", self.configuration),
+                            ("scenario", self.scenario), ("two_way", self.two_way)):
+            names = [i.name for i in items]
+            for n in names:
+                if names.count(n) > 1:
+                    raise ValueError(f"{what} name '{n}' is used twice; give each its own name")
+        return self
+
+    def configurations(self) -> list[Configuration]:
+        """The configurations, or one named `default` that changes nothing."""
+        return self.configuration or [Configuration(name="default")]
+
+
+def json_schema() -> dict:
+    """JSON Schema of campaign files, for editors (e.g. Taplo / Even Better TOML)."""
+    schema = Campaign.model_json_schema()
+    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    schema["$id"] = "https://xtalk.dev/schema/campaign-v1.json"
+    schema["title"] = "xtalk campaign"
+    return schema
+
+
+def locate(source: str, text: str, loc: tuple, message: str) -> str:
+    """`SOURCE:LINE: field: message` with the line of `loc` in `text` when it is found."""
+    line = line_of(text, tuple(p for p in loc if not str(p).startswith("function-")))
+    where = f"{source}:{line}" if line else source
+    return f"{where}: {_path(loc)}: {message}"
+
+
+def parse(text: str, source: str) -> Campaign:
+    """Validate a campaign text; UsageError with one line naming file, line, field, fix."""
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as e:
+        raise UsageError(f"{source}: not valid TOML: {e}") from None
+    try:
+        return Campaign.model_validate(data)
+    except ValidationError as e:
+        err = e.errors()[0]
+        loc = tuple(p for p in err["loc"] if not (isinstance(p, str) and (p.startswith("function-") or p in
+                                                                          ("str", "int", "float", "list[int]"))))
+        raise UsageError(locate(source, text, loc, _fix(err, []))) from None
+
+
+def load(path: Union[str, Path]) -> tuple[Campaign, str]:
+    """Read and validate a campaign file; returns the campaign and its text."""
+    p = Path(path)
+    try:
+        text = p.read_text()
+    except OSError as e:
+        raise UsageError(f"{p}: cannot read: {e.strerror}") from None
+    return parse(text, str(p)), text
+
+
+def schema_text() -> str:
+    return json.dumps(json_schema(), indent=2)

@@ -1,0 +1,135 @@
+"""What a campaign needs from a target, and the local one.
+
+A target runs one plan at a time (the executor guarantees it) and answers four questions:
+what it is (`facts`), whether a plan is valid there (`check`), the run itself (`run`, which
+creates the run directory on this host and fills it like `targets.local.run_plan`), and the
+kernel log since a run started (`kernel_log_since`, for post-mortems).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from pathlib import Path
+
+from ..errors import AgentError
+from ..plan import Plan
+from .agent import TargetFacts, check_plan, find_agent, local_facts
+from .local import run_plan
+
+
+class TargetUnreachable(AgentError):
+    """The target did not answer (network, sshd, power): the run was not attempted there.
+    On the command line it ends as one line and exit code 3, like other agent problems."""
+
+
+class Target:
+    """Interface of a target; `name` identifies it in the journal and the progress display."""
+
+    name = "target"
+
+    def facts(self) -> TargetFacts:
+        raise NotImplementedError
+
+    def check(self, plan_json: str) -> None:
+        raise NotImplementedError
+
+    def run(self, plan: Plan, run_dir: Path) -> dict:
+        raise NotImplementedError
+
+    def kernel_log_since(self, monotonic_s: float) -> list[str]:
+        return []
+
+    def clock(self) -> float:
+        """The target's CLOCK_MONOTONIC in seconds (the kernel log's time base)."""
+        return time.monotonic()
+
+    def describe(self) -> str:
+        return self.name
+
+
+class LocalTarget(Target):
+    """This machine, through the agent found by `find_agent`."""
+
+    def __init__(self, agent: Path | None = None, name: str = "local"):
+        self.agent = Path(agent) if agent else find_agent()
+        self.name = name
+        self._current: Path | None = None
+
+    def facts(self) -> TargetFacts:
+        return local_facts(self.agent)
+
+    def check(self, plan_json: str) -> None:
+        check_plan(plan_json, self.agent)
+
+    def run(self, plan: Plan, run_dir: Path) -> dict:
+        self._current = Path(run_dir)
+        try:
+            return run_plan(plan, run_dir, self.agent)
+        finally:
+            self._current = None
+
+    def interrupt(self) -> None:
+        """Stop the run in progress (from another thread): SIGTERM to its agent, which tears
+        the run down and records it as interrupted; `run` then returns."""
+        from ..campaign.execute import agents_writing
+
+        current = self._current
+        if current is not None:
+            for pid in agents_writing(current):
+                try:
+                    os.kill(pid, signal.SIGTERM)
+                except ProcessLookupError:
+                    pass
+
+    def kernel_log_since(self, monotonic_s: float) -> list[str]:
+        return read_kmsg_since(monotonic_s)
+
+
+def read_kmsg_since(monotonic_s: float, limit: int = 2000) -> list[str]:
+    """Kernel log records stamped at or after `monotonic_s` (CLOCK_MONOTONIC seconds), as
+    `[seconds] message`; a single line saying why when /dev/kmsg cannot be read."""
+    try:
+        fd = os.open("/dev/kmsg", os.O_RDONLY | os.O_NONBLOCK)
+    except OSError as e:
+        return [f"(kernel log not readable: /dev/kmsg: {e.strerror})"]
+    out: list[str] = []
+    try:
+        while True:
+            try:
+                rec = os.read(fd, 16384)  # /dev/kmsg returns exactly one record per read
+            except BlockingIOError:
+                break
+            except OSError as e:
+                if e.errno == 32:  # EPIPE: records were overwritten while reading; go on
+                    continue
+                out.append(f"(kernel log read stopped: {e.strerror})")
+                break
+            if not rec:
+                break
+            head, _, msg = rec.decode(errors="replace").partition(";")
+            fields = head.split(",")
+            try:
+                usec = int(fields[2])
+            except (IndexError, ValueError):
+                continue
+            if usec / 1e6 >= monotonic_s:
+                out.append(f"[{usec / 1e6:12.6f}] {msg.splitlines()[0] if msg else ''}")
+    finally:
+        os.close(fd)
+    return out[-limit:]
+
+
+def from_spec(spec: str) -> Target:
+    """A target from its command-line form: `local`, or
+    `ssh://[user@]host[:port][?identity=KEY&known_hosts=FILE&agent=REMOTE_PATH&name=NAME]`."""
+    from ..errors import UsageError
+
+    if spec in ("", "local"):
+        return LocalTarget()
+    if spec.startswith("ssh://"):
+        from .ssh import SshTarget
+
+        return SshTarget.from_url(spec)
+    raise UsageError(f"--target {spec!r}: unknown target; write `local` or `ssh://user@host:port`")

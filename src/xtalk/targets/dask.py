@@ -1,0 +1,173 @@
+"""The distributed engine: `xtalk campaign run --cluster tcp://HOST:PORT`.
+
+Each Dask worker owns one target and advertises the resource `xtalk_target=1`; every run is
+a task that needs that resource, so a worker (a target) never holds two runs at once. The
+worker's target is `$XTALK_TARGET` in its environment (`local`, the default: the board the
+worker runs on; or `ssh://...`: a board the worker drives). Workers write each attempt into
+the shared store (a path every worker and the driver see, or any fsspec URL) under
+`staging/<run>@<session>`; the driver alone publishes it to `runs/` and writes the journal,
+so the crash-safety rules of a local campaign hold unchanged (see docs/campaigns.md).
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+from rich.console import Console
+
+from ..errors import AgentError, UsageError
+from ..plan import Plan
+
+RESOURCE = "xtalk_target"
+_TARGETS: dict = {}
+
+
+def worker_target():
+    """This worker process's target (created once)."""
+    spec = os.environ.get("XTALK_TARGET", "local")
+    if spec not in _TARGETS:
+        from .base import from_spec
+
+        t = from_spec(spec)
+        if spec == "local":
+            t.name = f"local@{socket.gethostname()}"
+        _TARGETS[spec] = t
+    return _TARGETS[spec]
+
+
+def run_task(store_url: str, run_id: str, labels: dict, plan_json: str, session: str) -> dict:
+    """Runs on a worker: one attempt into the shared store's staging area."""
+    import fsspec
+
+    from ..campaign.execute import attempt
+    from ..campaign.grid import CampaignRun
+    from ..campaign.postmortem import collect  # noqa: F401 - imported here so the worker has it
+    from .base import TargetUnreachable
+
+    try:
+        from distributed import get_worker
+
+        worker = get_worker().name
+    except (ImportError, ValueError):
+        worker = "?"
+    target = worker_target()
+    run = CampaignRun(run_id, labels, Plan.model_validate_json(plan_json))
+    fs, root = fsspec.core.url_to_fs(store_url)
+    name = f"{run_id}@{session}"
+    try:
+        protocols = fs.protocol if isinstance(fs.protocol, tuple) else (fs.protocol,)
+        if "file" in protocols:  # a shared file system (NFS on a lab): write in place
+            staging = Path(root) / "staging" / name
+            staging.parent.mkdir(exist_ok=True)
+            end = attempt(staging, run, target, "dask")
+        else:  # a remote store: run here, then upload the whole attempt
+            with tempfile.TemporaryDirectory(prefix="xtalk-") as tmp:
+                end = attempt(Path(tmp) / name, run, target, "dask")
+                fs.put(str(Path(tmp) / name), f"{root}/staging/{name}", recursive=True)
+    except TargetUnreachable as e:
+        return {"unreachable": str(e), "worker": str(worker), "target": target.name}
+    return {**end, "worker": str(worker), "target": target.name, "staging": name}
+
+
+class DaskExecutor:
+    """Drive a campaign directory on a Dask cluster; the driver owns the journal."""
+
+    def __init__(self, store: Path, address: str, console: Console | None = None, target_wait: float = 600.0):
+        self.store = Path(store)
+        self.address = address
+        self.console = console or Console()
+        self.target_wait = target_wait
+
+    def run(self) -> dict:
+        try:
+            from distributed import Client, as_completed
+        except ImportError:
+            raise UsageError("--cluster needs Dask: pip install 'xtalk[cluster]'") from None
+        from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+        from ..campaign.estimate import eta_seconds, human
+        from ..campaign.execute import move_aside, publish, recover
+        from ..campaign.journal import FINAL, Journal, states
+        from ..campaign.layout import JOURNAL, CampaignLock, load
+
+        doc, runs = load(self.store)
+        session = uuid.uuid4().hex[:8]
+        try:
+            client = Client(self.address, timeout="20s")
+        except (OSError, TimeoutError) as e:
+            raise AgentError(f"--cluster {self.address}: no scheduler answers ({e})") from None
+        with client, CampaignLock(self.store), Journal(self.store / JOURNAL) as journal:
+            for note in recover(self.store, runs, journal):
+                self.console.print(f"[dim]resume: {note}[/]")
+            last = states(journal.events())
+            finished = [e for e in last.values() if e.get("state") in FINAL]
+            queue = [r for r in runs if last.get(r.run_id, {}).get("state") not in FINAL]
+            by_id = {r.run_id: r for r in runs}
+            workers = {w: i for w, i in client.scheduler_info()["workers"].items() if i.get("resources", {}).get(RESOURCE)}
+            if not workers:
+                raise AgentError(f"--cluster {self.address}: no worker offers the resource {RESOURCE}; start workers with "
+                                 f"`dask worker {self.address} --nworkers 1 --nthreads 1 --resources {RESOURCE}=1`")
+            n = len(workers)
+            self.console.print(f"[bold]{doc['name']}[/]: {len(queue)} of {len(runs)} runs to go on {n} worker(s), about "
+                               f"{human(eta_seconds([r.plan for r in queue], finished, 'dask', n))} → {self.store}")
+            store_url = str(self.store.resolve())
+            in_flight = {}
+            down_since = None
+
+            def submit(r):
+                journal.append(r.run_id, "running", target="cluster")
+                f = client.submit(run_task, store_url, r.run_id, r.labels, r.plan.to_json(), session,
+                                  resources={RESOURCE: 1}, pure=False, key=f"xtalk-{session}-{r.run_id}")
+                in_flight[f.key] = r
+                return f
+
+            ac = as_completed()
+            # Two tasks per worker in flight: the next run starts at once, the queue stays here.
+            while queue and len(in_flight) < 2 * n:
+                ac.add(submit(queue.pop(0)))
+            cols = [TextColumn("{task.description}"), BarColumn(), TextColumn("{task.fields[runs]}"), TimeElapsedColumn(),
+                    TextColumn("ETA {task.fields[eta]}")]
+            with Progress(*cols, console=self.console) as bar:
+                task = bar.add_task("campaign", total=len(runs), runs="", eta="?")
+                for fut in ac:
+                    r = in_flight.pop(fut.key)
+                    try:
+                        res = fut.result()
+                    except Exception as e:  # the worker died (KilledWorker) or the task failed
+                        res = {"unreachable": f"{type(e).__name__}: {e}", "target": "cluster"}
+                    if "unreachable" in res:
+                        journal.append(r.run_id, "requeued", target=res.get("target"), reason=f"target unreachable: {res['unreachable']}")
+                        self.console.print(f"[yellow]{res.get('target')} does not answer ({res['unreachable']}); "
+                                           f"{r.run_id} back in the queue[/]")
+                        down_since = down_since or time.monotonic()
+                        if time.monotonic() - down_since > self.target_wait:
+                            raise AgentError(f"targets not answering for {human(self.target_wait)}; "
+                                             f"`xtalk campaign resume {self.store} --cluster {self.address}` later")
+                        queue.insert(0, r)
+                        time.sleep(1.0)
+                    else:
+                        down_since = None
+                        staging = self.store / "staging" / res.pop("staging")
+                        publish(self.store, staging, r.run_id)
+                        journal.append(r.run_id, res.pop("state"), **{k: v for k, v in res.items() if k != "worker"},
+                                       worker=res["worker"])
+                        finished.append(res)
+                        if res["status"] != "completed":
+                            self.console.print(f"[yellow]run {r.run_id}: {res['status']}: {res['reason']}[/]")
+                    if queue:
+                        ac.add(submit(queue.pop(0)))
+                    left = [x.plan for x in queue] + [x.plan for x in in_flight.values()]
+                    bar.update(task, completed=len(runs) - len(left),
+                               runs=f"{len(runs) - len(left)}/{len(runs)}", eta=human(eta_seconds(left, finished, "dask", n)))
+            for d in (self.store / "staging").glob(f"*@{session}") if (self.store / "staging").exists() else []:
+                move_aside(self.store, d)
+            c = {"done": 0, "failed": 0}
+            for e in states(journal.events()).values():
+                if e["state"] in c:
+                    c[e["state"]] += 1
+            return c

@@ -1,0 +1,56 @@
+"""The example campaigns: each is planned as it is (file, grid, agent checks), then run
+scaled down (one repetition, few jobs) through the same code, and its results queried."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+import xtalk
+from campaign_util import campaign_dirs
+from conftest import ROOT, processes_named, xtalk as run_xtalk
+
+EXAMPLES = {
+    # name: (runs as planned, replacements that scale it down, runs scaled down)
+    "beck-two-way": (56, {"repetitions = 2": "repetitions = 1", "jobs = 30": "jobs = 8", 'settle = "50ms"': 'settle = "10ms"',
+                          "counts = [1, 2, 4]": "counts = [1, 4]", 'totals = ["2ms", "5ms", "10ms"]': 'totals = ["2ms", "10ms"]',
+                          "totals = [65536, 262144]": "totals = [65536]"}, 2 * (1 + 1 + 3 + 2)),
+    "bessad-contention": (18, {"repetitions = 3": "repetitions = 1", "jobs = 100": "jobs = 10"}, 6),
+    "metrics-footprint": (18, {"repetitions = 3": "repetitions = 1", "jobs = 50": "jobs = 10"}, 6),
+}
+
+
+@pytest.mark.parametrize("name", sorted(EXAMPLES))
+def test_example_campaign_plans_as_is_and_runs_scaled_down(name, tmp_path):
+    planned, scale, scaled_runs = EXAMPLES[name]
+    src = ROOT / "examples" / f"{name}.toml"
+    out = run_xtalk("campaign", "plan", src)
+    assert out.returncode == 0, out.stderr
+    assert re.search(rf"^{name}: {planned} runs ", out.stdout), out.stdout
+    text = src.read_text()
+    for old, new in scale.items():
+        assert old in text, old
+        text = text.replace(old, new)
+    f = tmp_path / f"{name}.toml"
+    f.write_text(text)
+    out = run_xtalk("campaign", "run", f, "--results", tmp_path / "res", timeout=200)
+    assert out.returncode == 0, out.stderr
+    (store,) = campaign_dirs(tmp_path / "res")
+    runs = xtalk.open(store).runs()
+    assert len(runs) == scaled_runs
+    assert set(runs.status) <= {"completed", "failed", "timeout"}
+    assert (runs.status == "completed").mean() >= 0.8, runs[["run_id", "status", "reason"]]
+    q = run_xtalk("query", store, "SELECT scenario, count(DISTINCT run_id) AS runs FROM jobs GROUP BY ALL", "--csv")
+    assert q.returncode == 0 and q.stdout.startswith("scenario,runs"), q.stderr
+    assert not processes_named()
+
+
+def test_footprint_grid_sizes_follow_the_caches(facts):
+    from xtalk.campaign.grid import expand_campaign
+    from xtalk.campaign.schema import load
+
+    c, _ = load(ROOT / "examples" / "metrics-footprint.toml")
+    sizes = {r.labels["victim.bytes"]: r.plan.victim.body.bytes for r in expand_campaign(c, facts).runs}
+    assert sizes == {"l1d/2": facts.caches["l1d"] // 2, "l2/2": facts.caches["l2"] // 2, "2*llc": 2 * facts.caches["llc"]}

@@ -1,0 +1,148 @@
+"""Campaign files: strict parsing with file:line errors, grids, two-way feasibility,
+exclusions, interleaving. No run starts here."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+
+import pytest
+
+from conftest import xtalk
+from xtalk.campaign.grid import expand_campaign, variants
+from xtalk.campaign.lines import line_of
+from xtalk.campaign.schema import parse
+from xtalk.errors import UsageError
+from xtalk.targets.agent import TargetFacts
+
+BASE = """name = "c"
+repetitions = 2
+
+[[application]]
+name = "app"
+criticality = "A"
+epsilon = { on = "response", bound = "3ms" }
+victim = { body = "sum", bytes = "64KiB", period = "2ms", jobs = 5, cpus = "last" }
+
+[[configuration]]
+name = "other"
+
+[[configuration]]
+name = "fifo"
+policy = "fifo"
+priority = 80
+
+[[scenario]]
+name = "read"
+enemies = [{ kind = "read", bytes = "1MiB", cpus = "others" }]
+"""
+
+FACTS = TargetFacts(online_cpus=[0, 1], caches={"l1d": 32768, "l2": 1 << 20, "llc": 8 << 20}, environment={})
+
+
+@pytest.mark.parametrize("old,new,line,needle", [
+    ('jobs = 5, cpus', 'jobs = 5, colour = "red", cpus', 8, "application[0].victim.colour: unknown key"),
+    ('criticality = "A"\n', 'criticality = "E"\n', 6, "application[0].criticality: Input should be 'A', 'B', 'C' or 'D'"),
+    ('priority = 80', 'priority = 800', 16, "configuration[1].priority: Input should be less than or equal to 99"),
+    ('bound = "3ms" }', 'bound = "3ms", relative = 1.2 }', 7, "give exactly one of 'bound'"),
+    ('bytes = "1MiB", cpus', 'bytes = "1MiB", colour = 1, cpus', 20, "scenario[0].enemies[0].colour: unknown key"),
+    ('name = "app"\n', '', 4, "application[0].name: required; add it"),
+])
+def test_bad_campaign_file_is_one_line_with_file_line_field_and_fix(tmp_path, old, new, line, needle):
+    assert old in BASE
+    f = tmp_path / "c.toml"
+    f.write_text(BASE.replace(old, new))
+    out = xtalk("campaign", "plan", f)
+    assert out.returncode == 2, out.stderr
+    err = out.stderr.strip()
+    assert len(err.splitlines()) == 1, err
+    assert err.startswith(f"xtalk: {f}:{line}: "), err
+    assert needle in err, err
+
+
+def test_line_lookup_follows_tables_arrays_and_inline_tables():
+    text = BASE + '\n[[grid]]\nmode = "zip"\naxes = { "victim.bytes" = ["16KiB"] }\n[[two_way]]\nname = "t"\nenemy = { kind = "pi" }\n'
+    assert line_of(text, ("configuration", 1, "policy")) == 15
+    assert line_of(text, ("application", 0, "epsilon", "bound")) == 7
+    assert line_of(text, ("grid", 0, "axes")) == 24
+    assert line_of(text, ("two_way", 0, "enemy", "kind")) == 27
+    assert line_of(text, ("scenario", 0, "enemies", 0, "bytes")) == 20
+
+
+def test_combination_errors_name_the_cell(tmp_path):
+    # A configuration that is fine alone but not with this victim: found before any run.
+    c = parse(BASE.replace('priority = 80', 'priority = 80\n[[configuration]]\nname = "rr"\npolicy = "rr"'), "c.toml")
+    with pytest.raises(UsageError, match=r"configuration 'rr'.*victim: policy 'rr' needs 'priority'"):
+        expand_campaign(c, FACTS, "c.toml")
+
+
+def test_grid_modes_give_the_expected_variants():
+    product = parse(BASE + '[[grid]]\naxes = { "victim.bytes" = ["16KiB", "256KiB", "16MiB"], "enemy.bytes" = ["1MiB", "2MiB"] }\n', "c")
+    assert len(variants(product)) == 6
+    zipped = parse(BASE + '[[grid]]\nmode = "zip"\naxes = { "victim.bytes" = ["16KiB", "256KiB"], "victim.period" = ["1ms", "2ms"] }\n', "c")
+    assert [p for _, p in variants(zipped)] == [{"victim.bytes": "16KiB", "victim.period": "1ms"},
+                                                {"victim.bytes": "256KiB", "victim.period": "2ms"}]
+    listed = parse(BASE + '[[grid]]\nmode = "list"\npoints = [{ "victim.bytes" = "l1d/2" }, { "victim.bytes" = "l2/2" }]\n', "c")
+    runs = expand_campaign(listed, FACTS).runs
+    # 2 configurations × 2 variants × (solo + read) × 2 repetitions
+    assert len(runs) == 16
+    sizes = Counter(r.plan.victim.body.bytes for r in runs)
+    assert sizes == {16384: 8, 524288: 8}
+    assert {r.labels["victim.bytes"] for r in runs} == {"l1d/2", "l2/2"}
+    with pytest.raises(UsageError, match="zip' needs axes of equal length"):
+        parse(BASE + '[[grid]]\nmode = "zip"\naxes = { "victim.bytes" = ["16KiB"], "victim.period" = ["1ms", "2ms"] }\n', "c")
+    with pytest.raises(UsageError, match=r"c:\d+: grid\[0\]: axis 'bytes' is not a victim or enemy field"):
+        parse(BASE + '[[grid]]\naxes = { "bytes" = ["16KiB"] }\n', "c")
+
+
+TWO_WAY = """
+[[two_way]]
+name = "pi"
+enemy = { kind = "pi", policy = "deadline", reservation = { runtime = "1ms" } }
+share = "reservation.runtime"
+counts = [1, 2, 4]
+totals = ["1ms", "3ms", "10ms"]
+"""
+
+
+def test_two_way_cells_split_the_total_evenly_and_exclude_infeasible_ones():
+    c = parse(BASE.replace('period = "2ms"', 'period = "4ms"') + TWO_WAY, "c")
+    exp = expand_campaign(c, FACTS)
+    cells = {(r.labels["enemies"], r.labels["total"]): r.plan for r in exp.runs if r.labels.get("two_way") == "pi"}
+    # period 4 ms, 2 cores: 1 ms/1, 1 ms/2, 1 ms/4, 3 ms/1, 3 ms/2, 3 ms/4 fit; 10 ms ≥ 2 × 4 ms never fits.
+    assert sorted(cells) == sorted([(n, t) for t in ("1ms", "3ms") for n in ("1", "2", "4")])
+    plan = cells[("4", "3ms")]
+    assert len(plan.enemies) == 4
+    assert {e.sched.runtime_ns for e in plan.enemies} == {750_000}
+    assert {e.sched.period_ns for e in plan.enemies} == {4_000_000}
+    reasons = Counter(why.split()[0] + " " + why.split()[1] for _, why in exp.excluded)
+    # Per configuration: 10 ms on 1 or 2 enemies exceeds a period each; on 4, the machine.
+    assert reasons == {"per-enemy share": 2 * 2, "total demand": 1 * 2}
+    c2 = parse(BASE + TWO_WAY, "c")  # period 2 ms: 3 ms on one enemy exceeds its period
+    assert any("per-enemy share 3 ms ≥ period 2 ms" in why for _, why in expand_campaign(c2, FACTS).excluded)
+
+
+def test_exclusions_and_interleaving():
+    c = parse(BASE.replace("repetitions = 2", 'repetitions = 3\nexclude = [{ configuration = "fifo", scenario = "read" }]'), "c")
+    runs = expand_campaign(c, FACTS).runs
+    assert len(runs) == 3 * 3  # (other: solo, read; fifo: solo) × 3
+    assert not [r for r in runs if r.labels["configuration"] == "fifo" and r.labels["scenario"] == "read"]
+    # Interleaved: each repetition holds every remaining cell once, in a shuffled order.
+    for rep in range(3):
+        block = runs[rep * 3:(rep + 1) * 3]
+        assert {r.labels["repetition"] for r in block} == {str(rep)}
+    orders = {tuple((r.labels["configuration"], r.labels["scenario"]) for r in runs[k * 3:(k + 1) * 3]) for k in range(3)}
+    assert len(orders) > 1, "every repetition in the same order"
+    assert [r.run_id for r in runs] == [r.run_id for r in expand_campaign(c, FACTS).runs]  # seeded
+    assert len({r.run_id for r in runs}) == len(runs)
+    bad = parse(BASE.replace("repetitions = 2", 'repetitions = 2\nexclude = [{ colour = "red" }]'), "c")
+    with pytest.raises(UsageError, match=r"exclude\[0\].colour: no run has this label"):
+        expand_campaign(bad, FACTS)
+
+
+def test_schema_command_prints_a_json_schema():
+    out = xtalk("campaign", "schema")
+    assert out.returncode == 0, out.stderr
+    schema = json.loads(out.stdout)
+    assert {"application", "configuration", "grid", "two_way", "exclude"} <= set(schema["properties"])
+    assert schema["required"] == ["name", "application"]

@@ -1,0 +1,108 @@
+"""Running campaigns: the plan's estimate against the real duration, status from another
+process while it runs, SQL and pandas over the results, post-mortems of failed runs."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import time
+
+import xtalk
+from campaign_util import campaign_dirs, tiny
+from conftest import XTALK, processes_named, wait_for, xtalk as run_xtalk
+
+
+def test_plan_estimate_is_within_20_percent_of_the_real_duration(tmp_path):
+    f = tiny(tmp_path, jobs=250)  # 6 runs of about 0.5 s
+    plan = run_xtalk("campaign", "plan", f)
+    assert plan.returncode == 0, plan.stderr
+    estimate = float(re.search(r"\(([0-9.]+) s\)", plan.stdout).group(1))
+    assert "6 runs" in plan.stdout
+    t0 = time.monotonic()
+    out = run_xtalk("campaign", "run", f, "--results", tmp_path / "res")
+    real = time.monotonic() - t0
+    assert out.returncode == 0, out.stderr
+    assert abs(estimate - real) <= 0.2 * real, f"estimated {estimate:.2f} s, took {real:.2f} s"
+
+
+def test_status_from_another_process_while_it_runs_then_query_and_open(tmp_path):
+    f = tiny(tmp_path, jobs=150)
+    base = tmp_path / "res"
+    p = subprocess.Popen([*XTALK, "campaign", "run", f, "--results", base], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         text=True)
+    assert wait_for(lambda: campaign_dirs(base) and processes_named(("xt-victim",)), timeout=30)
+    (store,) = campaign_dirs(base)
+    st = run_xtalk("campaign", "status", store)
+    assert st.returncode == 0, st.stderr
+    assert re.search(r"tiny: \d done, 0 failed, \d remaining of 6 \(0 excluded as infeasible\); driver running \(pid \d+\)",
+                     st.stdout), st.stdout
+    assert "ETA" in st.stdout
+    out, err = p.communicate(timeout=120)
+    assert p.returncode == 0, err
+    assert "6 done, 0 failed, 0 remaining of 6" in out
+    st = run_xtalk("campaign", "status", store)
+    assert "6 done, 0 failed, 0 remaining of 6" in st.stdout and "driver not running" in st.stdout
+    # A second driver on the same campaign is refused while one runs; after, resume is a no-op.
+    again = run_xtalk("campaign", "resume", store)
+    assert again.returncode == 0 and "all 6 runs finished" in again.stdout
+
+    q = run_xtalk("query", store, "SELECT application, criticality, scenario, count(*) AS n FROM jobs "
+                  "WHERE NOT warmup GROUP BY ALL ORDER BY scenario", "--csv")
+    assert q.returncode == 0, q.stderr
+    assert q.stdout.splitlines() == ["application,criticality,scenario,n", "sum,C,pi,450", "sum,C,solo,450"]
+    bad = run_xtalk("query", store, "SELECT nope FROM jobs")
+    assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1
+    res = xtalk.open(store)
+    jobs = res.jobs()
+    assert len(jobs) == 900 and {"application", "criticality", "variant", "configuration", "exec_ns"} <= set(jobs.columns)
+    assert jobs.groupby("scenario").run_id.nunique().to_dict() == {"pi": 3, "solo": 3}
+
+
+def test_a_second_driver_is_refused(tmp_path):
+    f = tiny(tmp_path, jobs=400)
+    base = tmp_path / "res"
+    p = subprocess.Popen([*XTALK, "campaign", "run", f, "--results", base], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                         text=True)
+    try:
+        assert wait_for(lambda: campaign_dirs(base) and processes_named(("xt-victim",)), timeout=30)
+        out = run_xtalk("campaign", "resume", campaign_dirs(base)[0])
+        assert out.returncode == 2 and "being run by another xtalk (pid" in out.stderr, out.stderr
+    finally:
+        p.terminate()
+        p.wait(timeout=60)
+    assert p.returncode == 130
+
+
+FAILING = """
+name = "pm"
+repetitions = 1
+settle = "10ms"
+timeout = "1.2s"
+
+[[application]]
+name = "hog"
+criticality = "D"
+epsilon = { bound = "5ms" }
+# Each job far exceeds its period: the watchdog ends the run.
+victim = { body = "pi", iterations = 200000000, period = "1ms", jobs = 100, warmup_jobs = 0, cpus = "last" }
+"""
+
+
+def test_a_timed_out_run_keeps_its_post_mortem_and_the_campaign_goes_on(tmp_path):
+    f = tmp_path / "pm.toml"
+    f.write_text(FAILING)
+    out = run_xtalk("campaign", "run", f, "--results", tmp_path / "res")
+    assert out.returncode == 0, out.stderr
+    assert "0 done, 1 failed, 0 remaining of 1" in out.stdout
+    (store,) = campaign_dirs(tmp_path / "res")
+    (run,) = (store / "runs").iterdir()
+    meta = json.loads((run / "run.json").read_text())
+    assert meta["status"] == "timeout"
+    pm = run / "postmortem"
+    assert (pm / "dmesg.txt").exists() and (pm / "agent-log-tail.txt").exists()
+    assert json.loads((pm / "why.json").read_text())["status"] == "timeout"
+    assert (run / "jobs.bin").exists() and (run / "agent.log").exists()
+    st = run_xtalk("campaign", "status", store)
+    assert "failed " + run.name + ": timeout" in st.stdout
+    assert not processes_named()

@@ -36,7 +36,7 @@ pub fn check(plan: &Plan) -> Result<(), PlanError> {
         return err("enemies", format!("victim and enemies need {} MiB but only {} MiB are available; use smaller buffers",
             footprint >> 20, avail >> 20));
     }
-    let needed_s = plan.settle_ms / 1e3 + plan.victim.total_jobs() as f64 * plan.victim.period_ns as f64 / 1e9;
+    let needed_s = plan.settle_ms / 1e3 + run_periods(&plan.victim) * plan.victim.period_ns as f64 / 1e9;
     if !(plan.timeout_s > needed_s) {
         return err("timeout_s", format!("{} s is shorter than the run itself ({needed_s:.3} s); raise it", plan.timeout_s));
     }
@@ -46,8 +46,108 @@ pub fn check(plan: &Plan) -> Result<(), PlanError> {
 fn victim_footprint(b: &Body) -> u64 {
     match b {
         Body::Chase { bytes, .. } | Body::Sum { bytes } => *bytes,
-        Body::Pi { .. } | Body::Command { .. } => 0,
+        Body::Pi { .. } | Body::Command { .. } | Body::Aocs { .. } | Body::Latency {} | Body::Taskset { .. } => 0,
     }
+}
+
+/// Periods the victim runs: one per job, or for a task set one per hyperperiod (plus the
+/// hyperperiod a late task may use before it gives up).
+fn run_periods(v: &Victim) -> f64 {
+    match &v.body {
+        Body::Taskset { tasks, .. } if !tasks.is_empty() => {
+            let per: u64 = tasks.iter().map(|t| v.period_ns / t.period_ns.max(1)).sum();
+            (v.total_jobs() / per.max(1)) as f64 + 1.0
+        }
+        _ => v.total_jobs() as f64,
+    }
+}
+
+fn check_aocs(v: &Victim, input: &str, expected: &str, first_step: u64) -> Result<(), PlanError> {
+    use crate::victims::aocs::io;
+    let fix = "; write the files with `xtalk-agent aocs-generate --out DIR`";
+    let ih = io::read_header(input.as_ref(), io::INPUT_MAGIC, io::INPUT_F64).or_else(|m| err("victim.body.input", format!("{m}{fix}")))?;
+    let eh = io::read_header(expected.as_ref(), io::EXPECTED_MAGIC, io::OUTPUT_F64).or_else(|m| err("victim.body.expected", format!("{m}{fix}")))?;
+    if (ih.steps, ih.seed) != (eh.steps, eh.seed) {
+        return err("victim.body.expected", format!("'{expected}' ({} steps, seed {}) does not belong to '{input}' ({} steps, seed {}); use files generated together", eh.steps, eh.seed, ih.steps, ih.seed));
+    }
+    let end = first_step + v.total_jobs();
+    if end > ih.steps {
+        return err("victim.jobs", format!("the window first_step + warmup_jobs + jobs = {end} passes the {} steps of '{input}'; lower jobs or first_step", ih.steps));
+    }
+    Ok(())
+}
+
+fn gcd(a: u64, b: u64) -> u64 {
+    if b == 0 { a } else { gcd(b, a % b) }
+}
+
+fn check_taskset(v: &Victim, tasks: &[crate::plan::Task], policy: crate::plan::TaskPolicy, online: &[usize]) -> Result<(), PlanError> {
+    use crate::plan::TaskPolicy;
+    if tasks.is_empty() || tasks.len() > 64 {
+        return err("victim.body.tasks", "give between 1 and 64 tasks");
+    }
+    let mut hyper = 1u64;
+    for (i, t) in tasks.iter().enumerate() {
+        let f = |k: &str| format!("victim.body.tasks[{i}].{k}");
+        if t.name.is_empty() || tasks[..i].iter().any(|o| o.name == t.name) {
+            return err(f("name"), "must be non-empty and unique in the task set");
+        }
+        if t.period_ns < 100_000 {
+            return err(f("period_ns"), "must be at least 100000 (100 us)");
+        }
+        if t.wcet_ns < 1_000 {
+            return err(f("wcet_ns"), "must be at least 1000 (1 us of busy loop)");
+        }
+        if t.deadline_ns == Some(0) || t.deadline() > t.period_ns {
+            return err(f("deadline_ns"), "must be positive and at most the period (constrained deadlines)");
+        }
+        match policy {
+            TaskPolicy::Rm => {
+                if t.runtime_ns.is_some() {
+                    return err(f("runtime_ns"), "is for policy 'deadline'; remove it or set policy = \"deadline\"");
+                }
+                if let Some(p) = t.priority {
+                    if !(1..=99).contains(&p) {
+                        return err(f("priority"), format!("{p} is out of range; use 1..99"));
+                    }
+                }
+            }
+            TaskPolicy::Deadline => {
+                if t.priority.is_some() {
+                    return err(f("priority"), "is for policy 'rm'; remove it or set policy = \"rm\"");
+                }
+                let r = crate::victims::taskset::runtime(t);
+                if r < DL_MIN_RUNTIME_NS || r > t.deadline() {
+                    return err(f("runtime_ns"), format!("{r} ns is outside [{DL_MIN_RUNTIME_NS}, deadline {}]; SCHED_DEADLINE needs runtime <= deadline <= period", t.deadline()));
+                }
+            }
+        }
+        hyper = hyper / gcd(hyper, t.period_ns) * t.period_ns;
+        if hyper > 3_600_000_000_000 {
+            return err("victim.body.tasks", "the hyperperiod exceeds one hour; use harmonic periods");
+        }
+    }
+    if v.period_ns != hyper {
+        return err("victim.period_ns", format!("{} is not the task set's hyperperiod; set it to {hyper}", v.period_ns));
+    }
+    let per: u64 = tasks.iter().map(|t| hyper / t.period_ns).sum();
+    if v.jobs % per != 0 || v.warmup_jobs % per != 0 {
+        return err("victim.jobs", format!("jobs and warmup_jobs count job records of whole hyperperiods: multiples of {per}"));
+    }
+    if !v.counters.is_empty() {
+        return err("victim.counters", "counters are not read for a task set; remove them");
+    }
+    if policy == TaskPolicy::Deadline {
+        if v.placement.cpus.as_ref().is_some_and(|c| online.iter().any(|o| !c.contains(o))) {
+            return err("victim.placement.cpus", "SCHED_DEADLINE tasks may not be pinned to a subset of the root domain; leave placement unpinned");
+        }
+        let bw: f64 = tasks.iter().map(|t| crate::victims::taskset::runtime(t) as f64 / t.period_ns as f64).sum();
+        let limit = crate::victims::taskset::dl_bandwidth_limit() * online.len() as f64;
+        if bw > limit {
+            return err("victim.body.tasks", format!("SCHED_DEADLINE admission would fail: the reservations add up to {bw:.3} CPUs, over the limit of {limit:.3} ({} CPUs x sched_rt_runtime/sched_rt_period); lower runtimes or drop tasks", online.len()));
+        }
+    }
+    Ok(())
 }
 
 fn check_victim(v: &Victim, online: &[usize], allowed: &[usize]) -> Result<(), PlanError> {
@@ -81,6 +181,8 @@ fn check_victim(v: &Victim, online: &[usize], allowed: &[usize]) -> Result<(), P
                 return err("victim.jobs", "a command victim runs once per run: jobs = 1, warmup_jobs = 0");
             }
         }
+        Body::Aocs { input, expected, first_step } => check_aocs(v, input, expected, *first_step)?,
+        Body::Taskset { tasks, policy } => check_taskset(v, tasks, *policy, online)?,
         _ => {}
     }
     if v.period_ns < 10_000 {

@@ -136,6 +136,60 @@ pub enum Body {
         #[serde(default = "default_probe_capacity")]
         probe_capacity: u64,
     },
+    /// Attitude and orbit control loop (victims/aocs/): one step per job, inputs from the
+    /// input pipe, outputs compared with `expected` bit for bit by a child process. Files
+    /// from `xtalk-agent aocs-generate`; the window starts at scenario step `first_step`.
+    Aocs {
+        input: String,
+        expected: String,
+        #[serde(default)]
+        first_step: u64,
+    },
+    /// cyclictest-equivalent: an empty job; the record's wake-up minus release is the timer
+    /// latency of every sample (victims/latency.rs).
+    Latency {},
+    /// Periodic tasks as threads of the victim (victims/taskset.rs, seed 001 §4.6). The
+    /// victim's `period_ns` is the hyperperiod; `jobs` and `warmup_jobs` count job records
+    /// of all tasks together (whole hyperperiods).
+    Taskset {
+        tasks: Vec<Task>,
+        #[serde(default)]
+        policy: TaskPolicy,
+    },
+}
+
+/// One periodic task of a task set: a calibrated busy loop of `wcet_ns` CPU time per job.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Task {
+    pub name: String,
+    pub period_ns: u64,
+    pub wcet_ns: u64,
+    /// Relative deadline; the period when absent.
+    #[serde(default)]
+    pub deadline_ns: Option<u64>,
+    /// SCHED_FIFO priority for policy `rm`; absent: rate-monotonic order.
+    #[serde(default)]
+    pub priority: Option<i32>,
+    /// SCHED_DEADLINE budget for policy `deadline`; absent: `wcet_ns`.
+    #[serde(default)]
+    pub runtime_ns: Option<u64>,
+}
+
+impl Task {
+    pub fn deadline(&self) -> u64 {
+        self.deadline_ns.unwrap_or(self.period_ns)
+    }
+}
+
+/// How a task set is scheduled: fixed priorities (SCHED_FIFO, rate-monotonic unless given)
+/// or one SCHED_DEADLINE reservation per task.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum TaskPolicy {
+    #[default]
+    Rm,
+    Deadline,
 }
 
 fn default_probe_capacity() -> u64 {

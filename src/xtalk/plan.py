@@ -54,7 +54,43 @@ class CommandBody(_Strict):
     probe_capacity: int = Field(default=1 << 18, ge=1, le=1 << 26)
 
 
-Body = Annotated[Union[ChaseBody, SumBody, PiBody, CommandBody], Field(discriminator="kind")]
+class AocsBody(_Strict):
+    """Attitude and orbit control loop: one step per job from `input`, outputs compared with
+    `expected` bit for bit (files from `xtalk-agent aocs-generate`)."""
+
+    kind: Literal["aocs"] = "aocs"
+    input: str = Field(min_length=1)
+    expected: str = Field(min_length=1)
+    first_step: int = Field(default=0, ge=0)
+
+
+class LatencyBody(_Strict):
+    """cyclictest-equivalent: an empty job; wake-up minus release is the timer latency."""
+
+    kind: Literal["latency"] = "latency"
+
+
+class Task(_Strict):
+    """One periodic task of a task set: a calibrated busy loop of `wcet_ns` per job."""
+
+    name: str = Field(min_length=1)
+    period_ns: int = Field(ge=100_000)
+    wcet_ns: int = Field(ge=1000)
+    deadline_ns: Optional[int] = Field(default=None, ge=1)
+    priority: Optional[int] = Field(default=None, ge=1, le=99)
+    runtime_ns: Optional[int] = Field(default=None, ge=1024)
+
+
+class TasksetBody(_Strict):
+    """Periodic tasks as threads (RM priorities or SCHED_DEADLINE reservations); the victim's
+    period is the hyperperiod and `jobs` counts job records of all tasks."""
+
+    kind: Literal["taskset"] = "taskset"
+    tasks: list[Task] = Field(min_length=1, max_length=64)
+    policy: Literal["rm", "deadline"] = "rm"
+
+
+Body = Annotated[Union[ChaseBody, SumBody, PiBody, CommandBody, AocsBody, LatencyBody, TasksetBody], Field(discriminator="kind")]
 
 
 class ReadLoad(_Strict):

@@ -10,8 +10,10 @@ import random
 from dataclasses import dataclass
 
 from ..errors import UsageError
-from ..plan import (ChaseBody, ChaseLoad, CommandBody, Counter, Trace, DeadlineSched, Enemy, FifoSched, OtherSched, PiBody, PiLoad,
-                    Placement, Plan, ReadLoad, RrSched, SumBody, Victim, WriteLoad)
+import math
+
+from ..plan import (AocsBody, ChaseBody, ChaseLoad, CommandBody, Counter, Trace, DeadlineSched, Enemy, FifoSched, LatencyBody,
+                    OtherSched, PiBody, PiLoad, Placement, Plan, ReadLoad, RrSched, SumBody, Task, TasksetBody, Victim, WriteLoad)
 from ..targets.agent import TargetFacts
 from . import units
 from .experiment import EnemySpec, Experiment, SchedSpec, ScenarioSpec
@@ -31,8 +33,16 @@ class RunSpec:
         return self.plan.run_id
 
     def expected_seconds(self) -> float:
-        v = self.plan.victim
-        return self.plan.settle_ms / 1e3 + (v.jobs + v.warmup_jobs) * v.period_ns / 1e9
+        return self.plan.settle_ms / 1e3 + victim_seconds(self.plan.victim)
+
+
+def victim_seconds(v: Victim) -> float:
+    """How long the victim runs: its jobs' periods, or a task set's hyperperiods (its jobs
+    count the records of every task) plus the one a late task may use to finish."""
+    if isinstance(v.body, TasksetBody):
+        per = sum(v.period_ns // t.period_ns for t in v.body.tasks)
+        return ((v.jobs + v.warmup_jobs) // per + 1) * v.period_ns / 1e9
+    return (v.jobs + v.warmup_jobs) * v.period_ns / 1e9
 
 
 def interleave(scenarios: list[str], repetitions: int, seed: int) -> list[tuple[int, str]]:
@@ -62,10 +72,37 @@ def _sched(s: SchedSpec, field: str, period_ns: int):
     )
 
 
+def _taskset(v, field: str) -> tuple[TasksetBody, int, int, int]:
+    """The task set's body, hyperperiod, and measured / warm-up job records."""
+    tasks = []
+    for i, t in enumerate(v.tasks):
+        f = f"{field}.tasks[{i}]"
+        tasks.append(Task(name=t.name, period_ns=units.duration_ns(t.period, f"{f}.period"), wcet_ns=units.duration_ns(t.wcet, f"{f}.wcet"),
+                          deadline_ns=units.duration_ns(t.deadline, f"{f}.deadline") if t.deadline is not None else None,
+                          priority=t.priority, runtime_ns=units.duration_ns(t.runtime, f"{f}.runtime") if t.runtime is not None else None))
+    hyper = math.lcm(*(t.period_ns for t in tasks))
+    per = sum(hyper // t.period_ns for t in tasks)
+    return TasksetBody(tasks=tasks, policy=v.task_policy), hyper, v.hyperperiods * per, v.warmup_hyperperiods * per
+
+
 def _victim(exp: Experiment, facts: TargetFacts) -> Victim:
     v = exp.victim
-    period = units.duration_ns(v.period, "victim.period")
-    if v.body == "chase":
+    jobs, warmup = v.jobs, v.warmup_jobs
+    if v.body == "taskset":
+        body, period, jobs, warmup = _taskset(v, "victim")
+    else:
+        period = units.duration_ns(v.period, "victim.period")
+    if v.body == "taskset":
+        pass  # built above, with its period
+    elif v.body == "aocs":
+        from ..aocs import ensure_data
+        from ..targets.agent import find_agent
+
+        inp, expected = ensure_data(v.data, v.data_seed, find_agent())
+        body = AocsBody(input=str(inp), expected=str(expected), first_step=v.first_step)
+    elif v.body == "latency":
+        body = LatencyBody()
+    elif v.body == "chase":
         body = ChaseBody(bytes=units.size_bytes(v.bytes, "victim.bytes", facts.caches), order=v.order, accesses=v.accesses, seed=v.seed)
     elif v.body == "sum":
         body = SumBody(bytes=units.size_bytes(v.bytes, "victim.bytes", facts.caches))
@@ -77,8 +114,8 @@ def _victim(exp: Experiment, facts: TargetFacts) -> Victim:
         body=body,
         period_ns=period,
         deadline_ns=units.duration_ns(v.deadline, "victim.deadline") if v.deadline is not None else None,
-        jobs=v.jobs,
-        warmup_jobs=v.warmup_jobs,
+        jobs=jobs,
+        warmup_jobs=warmup,
         placement=Placement(cpus=units.cpu_set(v.cpus, "victim.cpus", facts.online_cpus)),
         sched=_sched(v, "victim", period),
         lock_memory=v.lock_memory,
@@ -124,7 +161,7 @@ def expand(exp: Experiment, facts: TargetFacts, labels: dict[str, str] | None = 
         enemies = {sc.name: _enemies(sc, i, victim, facts, victim.period_ns)
                    for i, sc in enumerate(s for s in exp.scenario) } if exp.scenario else {}
         enemies.setdefault("solo", [])
-        run_s = settle_ms / 1e3 + (victim.jobs + victim.warmup_jobs) * victim.period_ns / 1e9
+        run_s = settle_ms / 1e3 + victim_seconds(victim)
         timeout_s = units.duration_ns(exp.timeout, "timeout") / 1e9 if exp.timeout is not None else 2 * run_s + 30
     except ValueError as e:
         raise UsageError(str(e)) from None

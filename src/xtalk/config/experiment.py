@@ -58,8 +58,19 @@ class CounterSpec(_Strict):
     optional: bool = False
 
 
+class TaskSpec(_Strict):
+    """One periodic task of a `taskset` victim."""
+
+    name: str = Field(min_length=1)
+    period: Duration
+    wcet: Duration = Field(description="busy-loop CPU time per job")
+    deadline: Optional[Duration] = None
+    priority: Optional[int] = Field(default=None, ge=1, le=99, description="task_policy 'rm': fixed priority (default: rate-monotonic)")
+    runtime: Optional[Duration] = Field(default=None, description="task_policy 'deadline': reservation budget (default: wcet + 5 % + 50 us)")
+
+
 class VictimSpec(SchedSpec):
-    body: Literal["chase", "sum", "pi", "command"]
+    body: Literal["chase", "sum", "pi", "command", "aocs", "latency", "taskset"]
     bytes: Optional[Size] = None
     order: Literal["random", "linear"] = "random"
     accesses: Optional[int] = Field(default=None, ge=1)
@@ -69,6 +80,13 @@ class VictimSpec(SchedSpec):
     env: dict[str, str] = {}
     preload: Optional[str] = Field(default=None, description="command: a library to LD_PRELOAD (syscall probes)")
     probe_capacity: int = Field(default=1 << 18, ge=1, le=1 << 26)
+    data: str = Field(default="aocs-data", description="aocs: directory of aocs-input.bin / aocs-expected.bin (generated when absent)")
+    data_seed: int = Field(default=0, ge=0, description="aocs: sensor-noise seed used when generating the data")
+    first_step: int = Field(default=0, ge=0, description="aocs: scenario step of the first job (e.g. 3000)")
+    tasks: Optional[list[TaskSpec]] = Field(default=None, description="taskset: the periodic tasks")
+    task_policy: Literal["rm", "deadline"] = "rm"
+    hyperperiods: Optional[int] = Field(default=None, ge=1, description="taskset: measured hyperperiods")
+    warmup_hyperperiods: int = Field(default=1, ge=0)
     period: Optional[Duration] = None
     deadline: Optional[Duration] = None
     jobs: Optional[int] = Field(default=None, ge=1)
@@ -82,6 +100,16 @@ class VictimSpec(SchedSpec):
             raise ValueError(f"body '{self.body}' needs 'bytes' (e.g. \"llc/4\" or \"8MiB\")")
         if self.body == "pi" and self.iterations is None:
             raise ValueError("body 'pi' needs 'iterations'")
+        if self.body == "taskset":
+            if not self.tasks:
+                raise ValueError("body 'taskset' needs 'tasks', e.g. [{ name = \"t1\", period = \"10ms\", wcet = \"2ms\" }]")
+            if self.hyperperiods is None:
+                raise ValueError("body 'taskset' needs 'hyperperiods' (measured hyperperiods per run)")
+            if self.jobs is not None or self.period is not None:
+                raise ValueError("a task set's length is 'hyperperiods' and its periods are the tasks'; remove 'jobs' and 'period'")
+            return self
+        if self.tasks is not None or self.hyperperiods is not None:
+            raise ValueError("'tasks' and 'hyperperiods' are for body 'taskset'")
         if self.body == "command":
             if not self.argv:
                 raise ValueError("body 'command' needs 'argv', e.g. [\"./build/probe_demo\", \"200\"]")

@@ -3,6 +3,7 @@ file bit for bit (run after run), a corrupted expectation is caught, the seeds' 
 structure (victim + reader + comparer) is kept and cleaned up, and bad input stops early."""
 
 import json
+from pathlib import Path
 import subprocess
 
 import numpy as np
@@ -105,7 +106,7 @@ def test_process_structure_and_cleanup(agent, data, tmp_path, last_cpu):
 
 @pytest.mark.parametrize("change,field,hint", [
     (lambda p, d: p["victim"]["body"].update(input=str(d / "missing.bin")), "victim.body.input", "aocs-generate"),
-    (lambda p, d: p["victim"]["body"].update(first_step=15_900), "victim.jobs", "lower jobs or first_step"),
+    (lambda p, d: p["victim"]["body"].update(first_step=15_900), "victim.jobs", "first_step + warmup_jobs + jobs = 16205 passes"),
     (lambda p, d: p["victim"]["body"].update(expected=str(d / INPUT_FILE)), "victim.body.expected", "not an AOCS XTAOCSEX file"),
     (lambda p, d: p["victim"]["body"].update(bogus=1), "victim.body", "unknown field"),
 ])
@@ -143,3 +144,57 @@ cpus = [{last_cpu}]
     exp.write_text(exp.read_text().replace("data_seed = 5", "data_seed = 6"))
     p = xtalk("plan", exp)
     assert p.returncode == 2 and "victim.data" in p.stderr and "seed 5" in p.stderr
+
+
+def test_aocs_enemies_replay_their_window_beside_the_victim(agent, data, tmp_path, last_cpu, facts):
+    """More instances (seed 000 §5.3.1) as `aocs` enemies: each wraps around its window
+    (here 60 steps, 3 times) with its own reader and comparer; the run completes and reports
+    the steps each achieved; none is left behind."""
+    plan = aocs_plan(data, last_cpu, jobs=200, period_ns=1_000_000)
+    load = {"kind": "aocs", "input": str(data / INPUT_FILE), "expected": str(data / EXPECTED_FILE), "first_step": 3000,
+            "steps": 60, "period_ns": 1_000_000}
+    plan["enemies"] = [{"name": f"aocs{i}", "load": load, "placement": {"cpus": [facts.online_cpus[0]]}} for i in range(2)]
+    p, out = run(agent, tmp_path, plan, "inst")
+    meta = json.loads((out / "run.json").read_text())
+    assert p.returncode == 0 and meta["status"] == "completed", meta["reason"]
+    assert meta["notes"] == [], "no enemy ended early (a mismatch would end it)"
+    for e in meta["enemies"]:
+        assert e["kind"] == "aocs" and e["unit"] == "steps" and e["ops"] > 120, e
+    assert not processes_named(("xt-aocs", "xt-enemy"))
+    bad = dict(load, steps=20_000)
+    plan["enemies"][0]["load"] = bad
+    p = subprocess.run([agent, "check", write_plan(tmp_path, plan, "bad.json")], capture_output=True, text=True)
+    assert p.returncode == 2 and p.stderr.startswith("xtalk-agent: plan: enemies[0].load.steps: the window first_step + steps = 23000")
+
+
+def test_instances_on_shared_or_duplicated_files(tmp_path, facts):
+    from xtalk.config.expand import expand
+    from xtalk.config.experiment import load
+
+    exp = tmp_path / "i.toml"
+    data = tmp_path / "data"
+    exp.write_text(f"""
+name = "inst"
+repetitions = 1
+[victim]
+body = "aocs"
+data = "{data}"
+jobs = 10
+[[scenario]]
+name = "shared"
+enemies = [{{ kind = "aocs", data = "{data}", steps = 100, period = "10ms", instances = 3 }}]
+[[scenario]]
+name = "dup"
+enemies = [{{ kind = "aocs", data = "{data}", steps = 100, period = "10ms", instances = 3, files = "duplicated" }}]
+""")
+    runs = {r.scenario: r.plan for r in expand(load(exp), facts)}
+    shared = [e.load.input for e in runs["shared"].enemies]
+    dup = [e.load.input for e in runs["dup"].enemies]
+    assert [e.name for e in runs["dup"].enemies] == ["aocs#0", "aocs#1", "aocs#2"]
+    assert len(set(shared)) == 1 and shared[0] == runs["shared"].victim.body.input
+    assert len(set(dup)) == 3 and runs["dup"].victim.body.input not in dup
+    for p in dup:
+        assert Path(p).read_bytes() == (data / INPUT_FILE).read_bytes()
+    exp.write_text(exp.read_text().replace('files = "duplicated"', 'files = "duplicated", bytes = 4096').replace("kind = \"aocs\", data", "kind = \"pi\", data", 1))
+    p = xtalk("plan", exp)
+    assert p.returncode == 2 and "instances" in p.stderr and "\n" not in p.stderr.strip()

@@ -62,17 +62,19 @@ fn run_periods(v: &Victim) -> f64 {
     }
 }
 
-fn check_aocs(v: &Victim, input: &str, expected: &str, first_step: u64) -> Result<(), PlanError> {
+/// The AOCS files at `at.input` / `at.expected` exist, belong together and hold the
+/// window `first_step .. first_step + steps` (set by `window_field`, described by `window`).
+fn check_aocs(at: &str, input: &str, expected: &str, first_step: u64, steps: u64, window_field: &str, window: &str) -> Result<(), PlanError> {
     use crate::victims::aocs::io;
     let fix = "; write the files with `xtalk-agent aocs-generate --out DIR`";
-    let ih = io::read_header(input.as_ref(), io::INPUT_MAGIC, io::INPUT_F64).or_else(|m| err("victim.body.input", format!("{m}{fix}")))?;
-    let eh = io::read_header(expected.as_ref(), io::EXPECTED_MAGIC, io::OUTPUT_F64).or_else(|m| err("victim.body.expected", format!("{m}{fix}")))?;
+    let ih = io::read_header(input.as_ref(), io::INPUT_MAGIC, io::INPUT_F64).or_else(|m| err(format!("{at}.input"), format!("{m}{fix}")))?;
+    let eh = io::read_header(expected.as_ref(), io::EXPECTED_MAGIC, io::OUTPUT_F64).or_else(|m| err(format!("{at}.expected"), format!("{m}{fix}")))?;
     if (ih.steps, ih.seed) != (eh.steps, eh.seed) {
-        return err("victim.body.expected", format!("'{expected}' ({} steps, seed {}) does not belong to '{input}' ({} steps, seed {}); use files generated together", eh.steps, eh.seed, ih.steps, ih.seed));
+        return err(format!("{at}.expected"), format!("'{expected}' ({} steps, seed {}) does not belong to '{input}' ({} steps, seed {}); use files generated together", eh.steps, eh.seed, ih.steps, ih.seed));
     }
-    let end = first_step + v.total_jobs();
+    let end = first_step + steps;
     if end > ih.steps {
-        return err("victim.jobs", format!("the window first_step + warmup_jobs + jobs = {end} passes the {} steps of '{input}'; lower jobs or first_step", ih.steps));
+        return err(window_field, format!("the window {window} = {end} passes the {} steps of '{input}'; lower them", ih.steps));
     }
     Ok(())
 }
@@ -181,7 +183,9 @@ fn check_victim(v: &Victim, online: &[usize], allowed: &[usize]) -> Result<(), P
                 return err("victim.jobs", "a command victim runs once per run: jobs = 1, warmup_jobs = 0");
             }
         }
-        Body::Aocs { input, expected, first_step } => check_aocs(v, input, expected, *first_step)?,
+        Body::Aocs { input, expected, first_step } => {
+            check_aocs("victim.body", input, expected, *first_step, v.total_jobs(), "victim.jobs", "first_step + warmup_jobs + jobs")?
+        }
         Body::Taskset { tasks, policy } => check_taskset(v, tasks, *policy, online)?,
         _ => {}
     }
@@ -252,6 +256,15 @@ fn check_enemy(i: usize, e: &Enemy, online: &[usize], allowed: &[usize]) -> Resu
     match &e.load {
         Load::Read { bytes } | Load::Write { bytes } if *bytes < 4096 => {
             return err(format!("{at}.load.bytes"), "must be at least 4096");
+        }
+        Load::Aocs { input, expected, first_step, steps, period_ns } => {
+            if *steps == 0 {
+                return err(format!("{at}.load.steps"), "must be at least 1");
+            }
+            if *period_ns < 100_000 {
+                return err(format!("{at}.load.period_ns"), "must be at least 100000 (100 us)");
+            }
+            check_aocs(&format!("{at}.load"), input, expected, *first_step, *steps, &format!("{at}.load.steps"), "first_step + steps")?;
         }
         Load::Chase { elements, element_bytes, .. } => {
             if *elements < 2 {

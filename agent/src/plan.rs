@@ -213,6 +213,10 @@ pub enum Load {
         seed: u64,
     },
     Pi {},
+    /// Another instance of the AOCS loop (victims/aocs/) with its reader and comparer, at
+    /// its own period, steps first_step..first_step + steps over and over (seed 000 §5.3.1:
+    /// instances sharing or duplicating their files).
+    Aocs { input: String, expected: String, #[serde(default)] first_step: u64, steps: u64, period_ns: u64 },
 }
 
 fn default_element_bytes() -> u64 {
@@ -226,6 +230,7 @@ impl Load {
             Load::Write { .. } => "write",
             Load::Chase { .. } => "chase",
             Load::Pi {} => "pi",
+            Load::Aocs { .. } => "aocs",
         }
     }
     /// Bytes of memory the enemy allocates.
@@ -233,7 +238,7 @@ impl Load {
         match self {
             Load::Read { bytes } | Load::Write { bytes } => *bytes,
             Load::Chase { elements, element_bytes, .. } => elements * element_bytes,
-            Load::Pi {} => 0,
+            Load::Pi {} | Load::Aocs { .. } => 0,
         }
     }
 }

@@ -38,6 +38,23 @@ def ensure_data(directory: Path, seed: int, agent: Path, field: str = "victim.da
     return inp, exp
 
 
+def duplicate(inp: str, expected: str, tag: str) -> dict[str, str]:
+    """Copies of the AOCS files for one instance (seed 000 §5.3.1 "multiple files": the
+    same bytes under other names), in `dup/<tag>/` beside the originals; made once."""
+    import shutil
+
+    src_in, src_exp = Path(inp), Path(expected)
+    d = src_in.parent / "dup" / "".join(c if c.isalnum() or c in "-_." else "-" for c in tag)
+    d.mkdir(parents=True, exist_ok=True)
+    out = {}
+    for key, src in (("input", src_in), ("expected", src_exp)):
+        dst = d / src.name
+        if not dst.exists() or dst.stat().st_size != src.stat().st_size:
+            shutil.copyfile(src, dst)
+        out[key] = str(dst)
+    return out
+
+
 def read_header(path: Path) -> np.void:
     raw = Path(path).read_bytes()[:HEADER.itemsize]
     if len(raw) < HEADER.itemsize or raw[:6] != b"XTAOCS":

@@ -117,7 +117,18 @@ class PiLoad(_Strict):
     kind: Literal["pi"] = "pi"
 
 
-Load = Annotated[Union[ReadLoad, WriteLoad, ChaseLoad, PiLoad], Field(discriminator="kind")]
+class AocsLoad(_Strict):
+    """Another AOCS instance (loop, reader, comparer) at its own period, replaying a window."""
+
+    kind: Literal["aocs"] = "aocs"
+    input: str = Field(min_length=1)
+    expected: str = Field(min_length=1)
+    first_step: int = Field(default=0, ge=0)
+    steps: int = Field(ge=1)
+    period_ns: int = Field(ge=100_000)
+
+
+Load = Annotated[Union[ReadLoad, WriteLoad, ChaseLoad, PiLoad, AocsLoad], Field(discriminator="kind")]
 
 
 class Placement(_Strict):

@@ -5,6 +5,7 @@ mod chase;
 mod pi;
 mod read;
 mod write;
+mod aocs;
 
 use crate::launch::setup;
 use crate::launch::shm::Shared;
@@ -25,6 +26,7 @@ pub fn build(load: &Load, huge_pages: bool) -> Box<dyn EnemyLoad> {
         Load::Write { bytes } => Box::new(write::Write::new(bytes, huge_pages)),
         Load::Chase { elements, element_bytes, order, seed } => Box::new(chase::Chase::new(elements, element_bytes, order, seed, huge_pages)),
         Load::Pi {} => Box::new(pi::Pi::new()),
+        Load::Aocs { ref input, ref expected, first_step, steps, period_ns } => Box::new(aocs::Aocs::new(input, expected, first_step, steps, period_ns)),
     }
 }
 
@@ -34,6 +36,7 @@ pub fn unit(load: &Load) -> &'static str {
         Load::Read { .. } | Load::Write { .. } => "bytes",
         Load::Chase { .. } => "accesses",
         Load::Pi {} => "iterations",
+        Load::Aocs { .. } => "steps",
     }
 }
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from ..errors import UsageError
 import math
 
-from ..plan import (AocsBody, ChaseBody, ChaseLoad, CommandBody, Counter, Trace, DeadlineSched, Enemy, FifoSched, LatencyBody,
+from ..plan import (AocsBody, AocsLoad, ChaseBody, ChaseLoad, CommandBody, Counter, Trace, DeadlineSched, Enemy, FifoSched, LatencyBody,
                     OtherSched, PiBody, PiLoad, Placement, Plan, ReadLoad, RrSched, SumBody, Task, TasksetBody, Victim, WriteLoad)
 from ..targets.agent import TargetFacts
 from . import units
@@ -133,6 +133,13 @@ def _load(e: EnemySpec, field: str, facts: TargetFacts):
     if e.kind == "chase":
         elements = e.elements or max(2, units.size_bytes(e.bytes, f"{field}.bytes", facts.caches) // e.element_bytes)
         return ChaseLoad(elements=elements, element_bytes=e.element_bytes, order=e.order, seed=e.seed)
+    if e.kind == "aocs":
+        from ..aocs import ensure_data
+        from ..targets.agent import find_agent
+
+        inp, expected = ensure_data(e.data, e.data_seed, find_agent(), f"{field}.data")
+        return AocsLoad(input=str(inp), expected=str(expected), first_step=e.first_step, steps=e.steps,
+                        period_ns=units.duration_ns(e.period, f"{field}.period"))
     return PiLoad()
 
 
@@ -147,8 +154,15 @@ def _enemies(sc: ScenarioSpec, si: int, victim: Victim, facts: TargetFacts, peri
         groups = [[c] for c in cpus] if (e.per_cpu and cpus) else [cpus]
         for g in groups:
             name = f"{base}@{g[0]}" if e.per_cpu else (base if len(sc.enemies) == 1 else f"{base}.{k}")
-            out.append(Enemy(name=name, load=load, placement=Placement(cpus=g), sched=sched, lock_memory=e.lock_memory,
-                             huge_pages=e.huge_pages))
+            for i in range(e.instances):
+                iname = f"{name}#{i}" if e.instances > 1 else name
+                iload = load
+                if e.kind == "aocs" and e.files == "duplicated":
+                    from ..aocs import duplicate
+
+                    iload = load.model_copy(update=duplicate(load.input, load.expected, f"{sc.name}-{iname}"))
+                out.append(Enemy(name=iname, load=iload, placement=Placement(cpus=g), sched=sched, lock_memory=e.lock_memory,
+                                 huge_pages=e.huge_pages))
     return out
 
 

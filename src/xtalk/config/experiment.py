@@ -127,7 +127,7 @@ class VictimSpec(SchedSpec):
 
 
 class EnemySpec(SchedSpec):
-    kind: Literal["read", "write", "chase", "pi"]
+    kind: Literal["read", "write", "chase", "pi", "aocs"]
     name: Optional[str] = None
     bytes: Optional[Size] = None
     elements: Optional[int] = Field(default=None, ge=2)
@@ -135,6 +135,14 @@ class EnemySpec(SchedSpec):
     order: Literal["random", "linear"] = "random"
     seed: int = Field(default=0, ge=0)
     per_cpu: bool = Field(default=False, description="one copy pinned on each CPU of `cpus`")
+    # aocs: more instances of the AOCS application (seed 000 §5.3.1)
+    data: str = Field(default="aocs-data", description="aocs: directory of the AOCS files (generated when absent)")
+    data_seed: int = Field(default=0, ge=0)
+    first_step: int = Field(default=0, ge=0)
+    steps: int = Field(default=800, ge=1, description="aocs: steps replayed over and over")
+    period: Duration = Field(default="125ms", description="aocs: the instance's period")
+    files: Literal["shared", "duplicated"] = Field(default="shared", description="aocs: every instance on the same files, or each on its own copy")
+    instances: int = Field(default=1, ge=1, le=64, description="aocs: copies of this enemy (named name#k)")
 
     @model_validator(mode="after")
     def _kind_fields(self):
@@ -142,6 +150,8 @@ class EnemySpec(SchedSpec):
             raise ValueError(f"enemy '{self.kind}' needs 'bytes' (e.g. \"4*llc\")")
         if self.kind == "chase" and self.elements is None and self.bytes is None:
             raise ValueError("enemy 'chase' needs 'elements' or 'bytes'")
+        if self.instances > 1 and self.kind != "aocs":
+            raise ValueError("'instances' is for kind 'aocs'")
         if self.per_cpu and self.cpus is None:
             raise ValueError("'per_cpu' needs 'cpus' (e.g. \"others\")")
         return self

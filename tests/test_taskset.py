@@ -116,3 +116,18 @@ def test_task_table_counts_skipped_jobs_as_missed():
     t = task_table(jobs, {0: "a", 1: "b"}).set_index("task")
     assert t.loc[0, "dmr"] == 0 and t.loc[0, "resp_p50_ms"] == 3e-6 and t.loc[0, "delay_max_ms"] == 1e-6
     assert t.loc[1, "dmr"] == 1 and t.loc[1, "skipped"] == 1 and t.loc[1, "resp_max_ms"] == 9e-6 and t.loc[1, "name"] == "b"
+
+
+def test_experiment_file_errors_are_one_line(tmp_path):
+    from conftest import xtalk
+
+    exp = tmp_path / "t.toml"
+    base = 'name = "t"\n[victim]\nbody = "taskset"\nhyperperiods = 2\n'
+    for tasks, hint in (('[{ name = "a", period = "10us", wcet = "1ms" }]', "victim.tasks[0].period: should be greater than or equal to 100000 ns"),
+                        ('[{ name = "a", period = "10ms", wcet = "1ms", colour = 1 }]', "victim.tasks[0].colour: unknown key")):
+        exp.write_text(base + f"tasks = {tasks}\n")
+        p = xtalk("plan", exp)
+        assert p.returncode == 2 and hint in p.stderr and len(p.stderr.strip().splitlines()) == 1, p.stderr
+    exp.write_text('name = "t"\n[victim]\nbody = "taskset"\ntasks = [{ name = "a", period = "10ms", wcet = "1ms" }]\n')
+    p = xtalk("plan", exp)
+    assert p.returncode == 2 and "needs 'hyperperiods'" in p.stderr

@@ -12,6 +12,8 @@ from dataclasses import dataclass
 from ..errors import UsageError
 import math
 
+from pydantic import ValidationError
+
 from ..plan import (AocsBody, AocsLoad, ChaseBody, ChaseLoad, CommandBody, Counter, Trace, DeadlineSched, Enemy, FifoSched, LatencyBody,
                     OtherSched, PiBody, PiLoad, Placement, Plan, ReadLoad, RrSched, SumBody, Task, TasksetBody, Victim, WriteLoad)
 from ..targets.agent import TargetFacts
@@ -77,9 +79,14 @@ def _taskset(v, field: str) -> tuple[TasksetBody, int, int, int]:
     tasks = []
     for i, t in enumerate(v.tasks):
         f = f"{field}.tasks[{i}]"
-        tasks.append(Task(name=t.name, period_ns=units.duration_ns(t.period, f"{f}.period"), wcet_ns=units.duration_ns(t.wcet, f"{f}.wcet"),
-                          deadline_ns=units.duration_ns(t.deadline, f"{f}.deadline") if t.deadline is not None else None,
-                          priority=t.priority, runtime_ns=units.duration_ns(t.runtime, f"{f}.runtime") if t.runtime is not None else None))
+        try:
+            tasks.append(Task(name=t.name, period_ns=units.duration_ns(t.period, f"{f}.period"), wcet_ns=units.duration_ns(t.wcet, f"{f}.wcet"),
+                              deadline_ns=units.duration_ns(t.deadline, f"{f}.deadline") if t.deadline is not None else None,
+                              priority=t.priority, runtime_ns=units.duration_ns(t.runtime, f"{f}.runtime") if t.runtime is not None else None))
+        except ValidationError as e:  # a bound of the plan (e.g. period >= 100 us): one line, in the file's terms
+            err = e.errors()[0]
+            key = str(err["loc"][0]).removesuffix("_ns")
+            raise ValueError(f"{f}.{key}: {err['msg'].replace('Input should be', 'should be')} ns ({err['input']} ns given)") from None
     hyper = math.lcm(*(t.period_ns for t in tasks))
     per = sum(hyper // t.period_ns for t in tasks)
     return TasksetBody(tasks=tasks, policy=v.task_policy), hyper, v.hyperperiods * per, v.warmup_hyperperiods * per

@@ -266,6 +266,24 @@ fn check_enemy(i: usize, e: &Enemy, online: &[usize], allowed: &[usize]) -> Resu
             }
             check_aocs(&format!("{at}.load"), input, expected, *first_step, *steps, &format!("{at}.load.steps"), "first_step + steps")?;
         }
+        Load::Memhog { bytes } => {
+            let avail = machine::mem_available_bytes();
+            if *bytes < 1 << 20 || (avail > 0 && *bytes > avail / 2) {
+                return err(format!("{at}.load.bytes"), format!("must be between 1 MiB and half the available memory ({} MiB)", avail >> 21));
+            }
+        }
+        Load::Fdexhaust { fds } if !(16..=65_536).contains(fds) => {
+            return err(format!("{at}.load.fds"), "must be between 16 and 65536");
+        }
+        Load::Forkbomb { max_procs } if !(1..=256).contains(max_procs) => {
+            return err(format!("{at}.load.max_procs"), "must be between 1 and 256 (the ceiling that keeps the machine up)");
+        }
+        Load::Diskfill { dir, bytes } => {
+            let free = fs_free_bytes(dir).or_else(|m| err(format!("{at}.load.dir"), m))?;
+            if *bytes < 1 << 20 || *bytes > free / 2 {
+                return err(format!("{at}.load.bytes"), format!("must be between 1 MiB and half the free space of '{dir}' ({} MiB)", free >> 21));
+            }
+        }
         Load::Chase { elements, element_bytes, .. } => {
             if *elements < 2 {
                 return err(format!("{at}.load.elements"), "must be at least 2");
@@ -279,6 +297,19 @@ fn check_enemy(i: usize, e: &Enemy, online: &[usize], allowed: &[usize]) -> Resu
     check_placement(&at, &e.placement, online, allowed)?;
     check_sched(&at, &e.sched, &e.placement, online)?;
     check_lock(&at, e.lock_memory, e.load.footprint())
+}
+
+/// Free bytes of the file system holding directory `dir` (for unprivileged users).
+fn fs_free_bytes(dir: &str) -> Result<u64, String> {
+    if !std::path::Path::new(dir).is_dir() {
+        return Err(format!("'{dir}' is not a directory; name an existing directory (default: the temporary directory)"));
+    }
+    let c = std::ffi::CString::new(dir).map_err(|_| "contains a NUL byte".to_string())?;
+    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+    if unsafe { libc::statvfs(c.as_ptr(), &mut st) } != 0 {
+        return Err(format!("'{dir}': {}", std::io::Error::last_os_error()));
+    }
+    Ok(st.f_bavail as u64 * st.f_frsize as u64)
 }
 
 /// The executable `name` names: a path, or a file on PATH.

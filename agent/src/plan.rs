@@ -217,6 +217,27 @@ pub enum Load {
     /// its own period, steps first_step..first_step + steps over and over (seed 000 §5.3.1:
     /// instances sharing or duplicating their files).
     Aocs { input: String, expected: String, #[serde(default)] first_step: u64, steps: u64, period_ns: u64 },
+    /// Failure propagation: faults held under hard limits (enemies/{memhog,...}.rs).
+    /// Memory touched up to RLIMIT_AS = `bytes` over its own, freed, again.
+    Memhog { bytes: u64 },
+    /// Descriptors opened up to RLIMIT_NOFILE = `fds`, closed, again.
+    Fdexhaust { fds: u64 },
+    /// `max_procs` short-lived children kept alive, each replaced when it ends.
+    Forkbomb { max_procs: u64 },
+    /// An unnamed file in `dir` written up to `bytes` (RLIMIT_FSIZE), synced, emptied, again.
+    Diskfill {
+        #[serde(default = "default_fill_dir")]
+        dir: String,
+        bytes: u64,
+    },
+    /// Cheap system calls in a tight loop.
+    Syscallstorm {},
+    /// A child that aborts, restarted at once.
+    Crashloop {},
+}
+
+fn default_fill_dir() -> String {
+    "/tmp".into()
 }
 
 fn default_element_bytes() -> u64 {
@@ -231,6 +252,12 @@ impl Load {
             Load::Chase { .. } => "chase",
             Load::Pi {} => "pi",
             Load::Aocs { .. } => "aocs",
+            Load::Memhog { .. } => "memhog",
+            Load::Fdexhaust { .. } => "fdexhaust",
+            Load::Forkbomb { .. } => "forkbomb",
+            Load::Diskfill { .. } => "diskfill",
+            Load::Syscallstorm {} => "syscallstorm",
+            Load::Crashloop {} => "crashloop",
         }
     }
     /// Bytes of memory the enemy allocates.
@@ -238,7 +265,8 @@ impl Load {
         match self {
             Load::Read { bytes } | Load::Write { bytes } => *bytes,
             Load::Chase { elements, element_bytes, .. } => elements * element_bytes,
-            Load::Pi {} | Load::Aocs { .. } => 0,
+            Load::Memhog { bytes } => *bytes,
+            Load::Pi {} | Load::Aocs { .. } | Load::Fdexhaust { .. } | Load::Forkbomb { .. } | Load::Diskfill { .. } | Load::Syscallstorm {} | Load::Crashloop {} => 0,
         }
     }
 }

@@ -214,6 +214,18 @@ def tasks(results: Path = typer.Argument(..., help="results directory of a `task
         raise UsageError(str(e)) from None
 
 
+@command
+def containment(results: Path = typer.Argument(..., help="results directory of an experiment with fault scenarios"),
+                tolerance: float = typer.Option(1.5, min=1.0, help="p99 response allowed, as a multiple of solo's")):
+    """Per fault scenario: did the fault propagate to the victim (failed runs, more misses, slower p99) or stay contained?"""
+    from .report.containment import show
+
+    try:
+        show(_results(results), console, tolerance)
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+
+
 def _mount_optional():
     """Sub-command groups that live in their own packages."""
     for name, module in (("model", "xtalk.model.cli"), ("sched", "xtalk.sched.cli")):

@@ -128,7 +128,49 @@ class AocsLoad(_Strict):
     period_ns: int = Field(ge=100_000)
 
 
-Load = Annotated[Union[ReadLoad, WriteLoad, ChaseLoad, PiLoad, AocsLoad], Field(discriminator="kind")]
+class MemhogLoad(_Strict):
+    """Failure propagation: memory touched up to RLIMIT_AS = `bytes` over its own, freed, again."""
+
+    kind: Literal["memhog"] = "memhog"
+    bytes: int = Field(ge=1 << 20)
+
+
+class FdexhaustLoad(_Strict):
+    """Failure propagation: descriptors opened up to RLIMIT_NOFILE = `fds`, closed, again."""
+
+    kind: Literal["fdexhaust"] = "fdexhaust"
+    fds: int = Field(ge=16, le=65_536)
+
+
+class ForkbombLoad(_Strict):
+    """Failure propagation: `max_procs` short-lived children kept alive, each replaced."""
+
+    kind: Literal["forkbomb"] = "forkbomb"
+    max_procs: int = Field(ge=1, le=256)
+
+
+class DiskfillLoad(_Strict):
+    """Failure propagation: an unnamed file in `dir` written up to `bytes`, synced, emptied."""
+
+    kind: Literal["diskfill"] = "diskfill"
+    dir: str = Field(default="/tmp", min_length=1)
+    bytes: int = Field(ge=1 << 20)
+
+
+class SyscallstormLoad(_Strict):
+    """Failure propagation: cheap system calls in a tight loop."""
+
+    kind: Literal["syscallstorm"] = "syscallstorm"
+
+
+class CrashloopLoad(_Strict):
+    """Failure propagation: a child that aborts, restarted at once."""
+
+    kind: Literal["crashloop"] = "crashloop"
+
+
+Load = Annotated[Union[ReadLoad, WriteLoad, ChaseLoad, PiLoad, AocsLoad, MemhogLoad, FdexhaustLoad, ForkbombLoad, DiskfillLoad,
+                       SyscallstormLoad, CrashloopLoad], Field(discriminator="kind")]
 
 
 class Placement(_Strict):

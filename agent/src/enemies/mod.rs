@@ -6,6 +6,13 @@ mod pi;
 mod read;
 mod write;
 mod aocs;
+mod crashloop;
+mod diskfill;
+mod fdexhaust;
+mod forkbomb;
+mod limits;
+mod memhog;
+mod syscallstorm;
 
 use crate::launch::setup;
 use crate::launch::shm::Shared;
@@ -27,6 +34,12 @@ pub fn build(load: &Load, huge_pages: bool) -> Box<dyn EnemyLoad> {
         Load::Chase { elements, element_bytes, order, seed } => Box::new(chase::Chase::new(elements, element_bytes, order, seed, huge_pages)),
         Load::Pi {} => Box::new(pi::Pi::new()),
         Load::Aocs { ref input, ref expected, first_step, steps, period_ns } => Box::new(aocs::Aocs::new(input, expected, first_step, steps, period_ns)),
+        Load::Memhog { bytes } => Box::new(memhog::MemHog::new(bytes)),
+        Load::Fdexhaust { fds } => Box::new(fdexhaust::FdExhaust::new(fds)),
+        Load::Forkbomb { max_procs } => Box::new(forkbomb::ForkBomb::new(max_procs)),
+        Load::Diskfill { ref dir, bytes } => Box::new(diskfill::DiskFill::new(dir, bytes)),
+        Load::Syscallstorm {} => Box::new(syscallstorm::SyscallStorm),
+        Load::Crashloop {} => Box::new(crashloop::CrashLoop),
     }
 }
 
@@ -37,6 +50,11 @@ pub fn unit(load: &Load) -> &'static str {
         Load::Chase { .. } => "accesses",
         Load::Pi {} => "iterations",
         Load::Aocs { .. } => "steps",
+        Load::Memhog { .. } | Load::Diskfill { .. } => "bytes",
+        Load::Fdexhaust { .. } => "descriptors",
+        Load::Forkbomb { .. } => "forks",
+        Load::Syscallstorm {} => "syscalls",
+        Load::Crashloop {} => "crashes",
     }
 }
 

@@ -14,7 +14,7 @@ import math
 
 from pydantic import ValidationError
 
-from ..plan import (AocsBody, AocsLoad, ChaseBody, ChaseLoad, CommandBody, Counter, Trace, DeadlineSched, Enemy, FifoSched, LatencyBody,
+from ..plan import (AocsBody, AocsLoad, CrashloopLoad, DiskfillLoad, FdexhaustLoad, ForkbombLoad, MemhogLoad, SyscallstormLoad, ChaseBody, ChaseLoad, CommandBody, Counter, Trace, DeadlineSched, Enemy, FifoSched, LatencyBody,
                     OtherSched, PiBody, PiLoad, Placement, Plan, ReadLoad, RrSched, SumBody, Task, TasksetBody, Victim, WriteLoad)
 from ..targets.agent import TargetFacts
 from . import units
@@ -147,6 +147,18 @@ def _load(e: EnemySpec, field: str, facts: TargetFacts):
         inp, expected = ensure_data(e.data, e.data_seed, find_agent(), f"{field}.data")
         return AocsLoad(input=str(inp), expected=str(expected), first_step=e.first_step, steps=e.steps,
                         period_ns=units.duration_ns(e.period, f"{field}.period"))
+    if e.kind == "memhog":
+        return MemhogLoad(bytes=units.size_bytes(e.bytes, f"{field}.bytes", facts.caches))
+    if e.kind == "diskfill":
+        return DiskfillLoad(dir=e.dir, bytes=units.size_bytes(e.bytes, f"{field}.bytes", facts.caches))
+    if e.kind == "fdexhaust":
+        return FdexhaustLoad(fds=e.fds)
+    if e.kind == "forkbomb":
+        return ForkbombLoad(max_procs=e.max_procs)
+    if e.kind == "syscallstorm":
+        return SyscallstormLoad()
+    if e.kind == "crashloop":
+        return CrashloopLoad()
     return PiLoad()
 
 

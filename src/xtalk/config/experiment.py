@@ -127,7 +127,7 @@ class VictimSpec(SchedSpec):
 
 
 class EnemySpec(SchedSpec):
-    kind: Literal["read", "write", "chase", "pi", "aocs"]
+    kind: Literal["read", "write", "chase", "pi", "aocs", "memhog", "fdexhaust", "forkbomb", "diskfill", "syscallstorm", "crashloop"]
     name: Optional[str] = None
     bytes: Optional[Size] = None
     elements: Optional[int] = Field(default=None, ge=2)
@@ -143,6 +143,10 @@ class EnemySpec(SchedSpec):
     period: Duration = Field(default="125ms", description="aocs: the instance's period")
     files: Literal["shared", "duplicated"] = Field(default="shared", description="aocs: every instance on the same files, or each on its own copy")
     instances: int = Field(default=1, ge=1, le=64, description="aocs: copies of this enemy (named name#k)")
+    # failure propagation (docs/victims.md): the hard limit of each fault
+    fds: int = Field(default=1024, ge=16, le=65_536, description="fdexhaust: RLIMIT_NOFILE")
+    max_procs: int = Field(default=64, ge=1, le=256, description="forkbomb: live children")
+    dir: str = Field(default="/tmp", description="diskfill: directory of the (unnamed) file")
 
     @model_validator(mode="after")
     def _kind_fields(self):
@@ -150,6 +154,8 @@ class EnemySpec(SchedSpec):
             raise ValueError(f"enemy '{self.kind}' needs 'bytes' (e.g. \"4*llc\")")
         if self.kind == "chase" and self.elements is None and self.bytes is None:
             raise ValueError("enemy 'chase' needs 'elements' or 'bytes'")
+        if self.kind in ("memhog", "diskfill") and self.bytes is None:
+            raise ValueError(f"enemy '{self.kind}' needs 'bytes' (its hard ceiling, e.g. \"256MiB\")")
         if self.instances > 1 and self.kind != "aocs":
             raise ValueError("'instances' is for kind 'aocs'")
         if self.per_cpu and self.cpus is None:

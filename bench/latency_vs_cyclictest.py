@@ -9,6 +9,10 @@ as SCHED_FIFO, memory locked. cyclictest normally holds /dev/cpu_dma_latency at 
 runs; here the bench holds it for both tools (as root, released at the end) and passes
 --laptop so that the power-management state is the same for both. cyclictest reports whole
 µs (truncated), so xtalk's ns samples are compared both exact and truncated to µs.
+xtalk's run directory (its file-backed job log) goes to a tmpfs (/dev/shm) by default, like
+cyclictest's in-memory histogram: on ext4 the log's pages, once written back, fault again on
+the next record (page_mkwrite, which can wait for the journal), which adds millisecond tails
+to the samples on a busy disk (--run-dir /tmp to see it).
 Installs rt-tests with apt-get when cyclictest is missing (and says so).
 """
 
@@ -89,6 +93,8 @@ def main() -> None:
     ap.add_argument("--interval-us", type=int, default=1000)
     ap.add_argument("--priority", type=int, default=90)
     ap.add_argument("--cpu", type=int, default=None, help="default: the last online CPU")
+    ap.add_argument("--run-dir", default="/dev/shm" if os.path.isdir("/dev/shm") else None,
+                    help="where xtalk's run directories go (a temporary directory inside it; default /dev/shm)")
     a = ap.parse_args()
     if a.rounds < 3:
         sys.exit("--rounds: at least 3 rounds per tool")
@@ -99,14 +105,14 @@ def main() -> None:
     exe = ensure_cyclictest()
     version = subprocess.run([exe, "--help"], capture_output=True, text=True).stdout.splitlines()[:1]
     print(f"CPU {cpu}, SCHED_FIFO {a.priority}, interval {a.interval_us} us, {a.samples} samples x {a.rounds} rounds per tool, "
-          f"interleaved; {' '.join(version) or exe}")
+          f"interleaved; {' '.join(version) or exe}; xtalk run directory under {a.run_dir or tempfile.gettempdir()}")
     dma = None
     if os.path.exists("/dev/cpu_dma_latency"):
         dma = os.open("/dev/cpu_dma_latency", os.O_WRONLY)
         os.write(dma, (0).to_bytes(4, "little"))  # held for both tools, released at exit
     xt_ns, ct_us = [], []
     try:
-        with tempfile.TemporaryDirectory(prefix="xtalk-latbench-") as tmp:
+        with tempfile.TemporaryDirectory(prefix="xtalk-latbench-", dir=a.run_dir) as tmp:
             for r in range(a.rounds):
                 # Alternate which tool goes first, so a slow drift of the machine favours neither.
                 order = ("xtalk", "cyclictest") if r % 2 == 0 else ("cyclictest", "xtalk")

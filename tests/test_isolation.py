@@ -15,14 +15,21 @@ from xtalk.config.expand import expand
 from xtalk.store.jobs import read_job_log
 
 
+def _dead(name: str) -> bool:
+    """An entry named after an agent pid that no longer runs: a leak. (A live agent's
+    entries are legitimate: other xtalk runs may share this machine.)"""
+    digits = "".join(ch for ch in name.split("-", 1)[-1] if ch.isdigit())
+    return bool(digits) and not Path(f"/proc/{digits}").exists()
+
+
 def leftover_cgroups() -> list[str]:
     root = Path("/sys/fs/cgroup")
-    return [str(d) for ctl in root.iterdir() if ctl.is_dir() for d in ctl.glob("xtalk-*")]
+    return [str(d) for ctl in root.iterdir() if ctl.is_dir() for d in ctl.glob("xtalk-*") if _dead(d.name)]
 
 
 def journals() -> list[str]:
     d = Path("/run/xtalk")
-    return sorted(p.name for p in d.glob("journal-*.jsonl")) if d.exists() else []
+    return sorted(p.name for p in d.glob("journal-*.jsonl") if _dead(p.name)) if d.exists() else []
 
 
 CONFIGS = """
@@ -164,7 +171,7 @@ def test_killed_run_is_restored_by_the_next_start(agent, tmp_path, facts):
     out = tmp_path / "run"
     p = subprocess.Popen([agent, "run", write_plan(tmp_path, plan), "--out", out])
     assert wait_for(lambda: out.joinpath("jobs.bin").exists() and len(read_job_log(out / "jobs.bin")) > 20, timeout=20)
-    assert leftover_cgroups() and journals()
+    assert Path(f"/run/xtalk/journal-{p.pid}.jsonl").exists() and list(Path("/sys/fs/cgroup/pids").glob(f"xtalk-{p.pid}"))
     p.kill()
     p.wait()
     # Children die with the agent, except one caught frozen by the regulator: a frozen task

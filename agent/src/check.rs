@@ -41,7 +41,7 @@ pub fn check(plan: &Plan) -> Result<(), PlanError> {
         return err("enemies", format!("victim and enemies need {} MiB but only {} MiB are available; use smaller buffers",
             footprint >> 20, avail >> 20));
     }
-    let needed_s = plan.settle_ms / 1e3 + plan.victim.total_jobs() as f64 * plan.victim.period_ns as f64 / 1e9;
+    let needed_s = plan.settle_ms / 1e3 + run_periods(&plan.victim) * plan.victim.period_ns as f64 / 1e9;
     if !(plan.timeout_s > needed_s) {
         return err("timeout_s", format!("{} s is shorter than the run itself ({needed_s:.3} s); raise it", plan.timeout_s));
     }
@@ -51,8 +51,110 @@ pub fn check(plan: &Plan) -> Result<(), PlanError> {
 fn victim_footprint(b: &Body) -> u64 {
     match b {
         Body::Chase { bytes, .. } | Body::Sum { bytes } => *bytes,
-        Body::Pi { .. } | Body::Command { .. } | Body::Syscall { .. } => 0,
+        Body::Pi { .. } | Body::Command { .. } | Body::Syscall { .. } | Body::Aocs { .. } | Body::Latency {} | Body::Taskset { .. } => 0,
     }
+}
+
+/// Periods the victim runs: one per job, or for a task set one per hyperperiod (plus the
+/// hyperperiod a late task may use before it gives up).
+fn run_periods(v: &Victim) -> f64 {
+    match &v.body {
+        Body::Taskset { tasks, .. } if !tasks.is_empty() => {
+            let per: u64 = tasks.iter().map(|t| v.period_ns / t.period_ns.max(1)).sum();
+            (v.total_jobs() / per.max(1)) as f64 + 1.0
+        }
+        _ => v.total_jobs() as f64,
+    }
+}
+
+/// The AOCS files at `at.input` / `at.expected` exist, belong together and hold the
+/// window `first_step .. first_step + steps` (set by `window_field`, described by `window`).
+fn check_aocs(at: &str, input: &str, expected: &str, first_step: u64, steps: u64, window_field: &str, window: &str) -> Result<(), PlanError> {
+    use crate::victims::aocs::io;
+    let fix = "; write the files with `xtalk-agent aocs-generate --out DIR`";
+    let ih = io::read_header(input.as_ref(), io::INPUT_MAGIC, io::INPUT_F64).or_else(|m| err(format!("{at}.input"), format!("{m}{fix}")))?;
+    let eh = io::read_header(expected.as_ref(), io::EXPECTED_MAGIC, io::OUTPUT_F64).or_else(|m| err(format!("{at}.expected"), format!("{m}{fix}")))?;
+    if (ih.steps, ih.seed) != (eh.steps, eh.seed) {
+        return err(format!("{at}.expected"), format!("'{expected}' ({} steps, seed {}) does not belong to '{input}' ({} steps, seed {}); use files generated together", eh.steps, eh.seed, ih.steps, ih.seed));
+    }
+    let end = first_step + steps;
+    if end > ih.steps {
+        return err(window_field, format!("the window {window} = {end} passes the {} steps of '{input}'; lower them", ih.steps));
+    }
+    Ok(())
+}
+
+fn gcd(a: u64, b: u64) -> u64 {
+    if b == 0 { a } else { gcd(b, a % b) }
+}
+
+fn check_taskset(v: &Victim, tasks: &[crate::plan::Task], policy: crate::plan::TaskPolicy, online: &[usize]) -> Result<(), PlanError> {
+    use crate::plan::TaskPolicy;
+    if tasks.is_empty() || tasks.len() > 64 {
+        return err("victim.body.tasks", "give between 1 and 64 tasks");
+    }
+    let mut hyper = 1u64;
+    for (i, t) in tasks.iter().enumerate() {
+        let f = |k: &str| format!("victim.body.tasks[{i}].{k}");
+        if t.name.is_empty() || tasks[..i].iter().any(|o| o.name == t.name) {
+            return err(f("name"), "must be non-empty and unique in the task set");
+        }
+        if t.period_ns < 100_000 {
+            return err(f("period_ns"), "must be at least 100000 (100 us)");
+        }
+        if t.wcet_ns < 1_000 {
+            return err(f("wcet_ns"), "must be at least 1000 (1 us of busy loop)");
+        }
+        if t.deadline_ns == Some(0) || t.deadline() > t.period_ns {
+            return err(f("deadline_ns"), "must be positive and at most the period (constrained deadlines)");
+        }
+        match policy {
+            TaskPolicy::Rm => {
+                if t.runtime_ns.is_some() {
+                    return err(f("runtime_ns"), "is for policy 'deadline'; remove it or set policy = \"deadline\"");
+                }
+                if let Some(p) = t.priority {
+                    if !(1..=99).contains(&p) {
+                        return err(f("priority"), format!("{p} is out of range; use 1..99"));
+                    }
+                }
+            }
+            TaskPolicy::Deadline => {
+                if t.priority.is_some() {
+                    return err(f("priority"), "is for policy 'rm'; remove it or set policy = \"rm\"");
+                }
+                let r = crate::victims::taskset::runtime(t);
+                if r < DL_MIN_RUNTIME_NS || r > t.deadline() {
+                    return err(f("runtime_ns"), format!("{r} ns is outside [{DL_MIN_RUNTIME_NS}, deadline {}]; SCHED_DEADLINE needs runtime <= deadline <= period", t.deadline()));
+                }
+            }
+        }
+        hyper = hyper / gcd(hyper, t.period_ns) * t.period_ns;
+        if hyper > 3_600_000_000_000 {
+            return err("victim.body.tasks", "the hyperperiod exceeds one hour; use harmonic periods");
+        }
+    }
+    if v.period_ns != hyper {
+        return err("victim.period_ns", format!("{} is not the task set's hyperperiod; set it to {hyper}", v.period_ns));
+    }
+    let per: u64 = tasks.iter().map(|t| hyper / t.period_ns).sum();
+    if v.jobs % per != 0 || v.warmup_jobs % per != 0 {
+        return err("victim.jobs", format!("jobs and warmup_jobs count job records of whole hyperperiods: multiples of {per}"));
+    }
+    if !v.counters.is_empty() {
+        return err("victim.counters", "counters are not read for a task set; remove them");
+    }
+    if policy == TaskPolicy::Deadline {
+        if v.placement.cpus.as_ref().is_some_and(|c| online.iter().any(|o| !c.contains(o))) {
+            return err("victim.placement.cpus", "SCHED_DEADLINE tasks may not be pinned to a subset of the root domain; leave placement unpinned");
+        }
+        let bw: f64 = tasks.iter().map(|t| crate::victims::taskset::runtime(t) as f64 / t.period_ns as f64).sum();
+        let limit = crate::victims::taskset::dl_bandwidth_limit() * online.len() as f64;
+        if bw > limit {
+            return err("victim.body.tasks", format!("SCHED_DEADLINE admission would fail: the reservations add up to {bw:.3} CPUs, over the limit of {limit:.3} ({} CPUs x sched_rt_runtime/sched_rt_period); lower runtimes or drop tasks", online.len()));
+        }
+    }
+    Ok(())
 }
 
 fn check_victim(v: &Victim, online: &[usize], allowed: &[usize]) -> Result<(), PlanError> {
@@ -71,7 +173,7 @@ fn check_victim(v: &Victim, online: &[usize], allowed: &[usize]) -> Result<(), P
             if argv.is_empty() || argv[0].is_empty() {
                 return err("victim.body.argv", "is empty; give the program and its arguments, e.g. [\"./app\", \"-n\", \"10\"]");
             }
-            if find_program(&argv[0]).is_none() {
+            if find_command(&argv[0]).is_none() {
                 return err("victim.body.argv[0]", format!("'{}' is not an executable file here (nor on PATH)", argv[0]));
             }
             if let Some(p) = preload {
@@ -87,6 +189,10 @@ fn check_victim(v: &Victim, online: &[usize], allowed: &[usize]) -> Result<(), P
             }
         }
         Body::Syscall { calls } if *calls == 0 => return err("victim.body.calls", "must be at least 1"),
+        Body::Aocs { input, expected, first_step } => {
+            check_aocs("victim.body", input, expected, *first_step, v.total_jobs(), "victim.jobs", "first_step + warmup_jobs + jobs")?
+        }
+        Body::Taskset { tasks, policy } => check_taskset(v, tasks, *policy, online)?,
         _ => {}
     }
     if v.period_ns < 10_000 {
@@ -288,15 +394,17 @@ fn check_enemy(i: usize, e: &Enemy, online: &[usize], allowed: &[usize]) -> Resu
     check_lock(&at, e.lock_memory, e.load.footprint())
 }
 
-/// The executable `name` names: a path, or a file on PATH.
-pub fn find_program(name: &str) -> Option<std::path::PathBuf> {
-    use std::os::unix::fs::PermissionsExt;
-    let ok = |p: &std::path::Path| p.is_file() && p.metadata().map(|m| m.permissions().mode() & 0o111 != 0).unwrap_or(false);
-    if name.contains('/') {
-        let p = std::path::PathBuf::from(name);
-        return ok(&p).then_some(p);
+/// Free bytes of the file system holding directory `dir` (for unprivileged users).
+fn fs_free_bytes(dir: &str) -> Result<u64, String> {
+    if !std::path::Path::new(dir).is_dir() {
+        return Err(format!("'{dir}' is not a directory; name an existing directory (default: the temporary directory)"));
     }
-    std::env::var_os("PATH").and_then(|path| std::env::split_paths(&path).map(|d| d.join(name)).find(|p| ok(p)))
+    let c = std::ffi::CString::new(dir).map_err(|_| "contains a NUL byte".to_string())?;
+    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+    if unsafe { libc::statvfs(c.as_ptr(), &mut st) } != 0 {
+        return Err(format!("'{dir}': {}", std::io::Error::last_os_error()));
+    }
+    Ok(st.f_bavail as u64 * st.f_frsize as u64)
 }
 
 fn check_placement(at: &str, p: &Placement, online: &[usize], allowed: &[usize]) -> Result<(), PlanError> {
@@ -461,6 +569,30 @@ fn check_load(at: &str, load: &Load) -> Result<(), PlanError> {
             }
             Ok(())
         }
+        Load::Aocs { input, expected, first_step, steps, period_ns } => {
+            at_least(f("steps"), *steps, 1, "")?;
+            at_least(f("period_ns"), *period_ns, 100_000, " ns (100 us)")?;
+            check_aocs(at, input, expected, *first_step, *steps, &f("steps"), "first_step + steps")
+        }
+        Load::Memhog { bytes } => {
+            let avail = machine::mem_available_bytes();
+            if *bytes < 1 << 20 || (avail > 0 && *bytes > avail / 2) {
+                return err(f("bytes"), format!("must be between 1 MiB and half the available memory ({} MiB)", avail >> 21));
+            }
+            Ok(())
+        }
+        Load::Fdexhaust { fds } if !(16..=65_536).contains(fds) => err(f("fds"), "must be between 16 and 65536"),
+        Load::Forkbomb { max_procs } if !(1..=256).contains(max_procs) => {
+            err(f("max_procs"), "must be between 1 and 256 (the ceiling that keeps the machine up)")
+        }
+        Load::Diskfill { dir, bytes } => {
+            let free = fs_free_bytes(dir).or_else(|m| err(f("dir"), m))?;
+            if *bytes < 1 << 20 || *bytes > free / 2 {
+                return err(f("bytes"), format!("must be between 1 MiB and half the free space of '{dir}' ({} MiB)", free >> 21));
+            }
+            Ok(())
+        }
+        Load::Fdexhaust { .. } | Load::Forkbomb { .. } | Load::Syscallstorm {} | Load::Crashloop {} => Ok(()),
         Load::Pi {} | Load::Branch { .. } | Load::Pingpong {} | Load::Falseshare {} | Load::Syscall {} | Load::Fork { .. } => Ok(()),
     }
 }

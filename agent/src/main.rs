@@ -41,6 +41,16 @@ enum Cmd {
     /// Undo what dead runs left on this machine (cgroups, IRQ affinity, ...) from their
     /// journals in /run/xtalk; prints what was restored.
     Recover,
+    /// Write the AOCS scenario's input and expected-output files (aocs-input.bin,
+    /// aocs-expected.bin) into DIR by running the closed loop once; prints a JSON summary.
+    AocsGenerate {
+        #[arg(long)]
+        out: PathBuf,
+        #[arg(long, default_value_t = victims::aocs::scenario::STEPS)]
+        steps: u64,
+        #[arg(long, default_value_t = 0)]
+        seed: u64,
+    },
     /// Measure the cost of every time source and counter read (back-to-back pairs) and
     /// characterise the clocks; prints JSON.
     Calibrate {
@@ -123,6 +133,15 @@ fn main() {
         Cmd::Recover => {
             for line in launch::journal::recover() {
                 println!("{line}");
+            }
+        }
+        Cmd::AocsGenerate { out, steps, seed } => {
+            if steps == 0 || steps > 10_000_000 {
+                die(launch::EXIT_BAD_INPUT, "--steps: between 1 and 10000000".into());
+            }
+            match victims::aocs::generate::generate(&out, steps, seed) {
+                Ok(summary) => println!("{}", serde_json::to_string_pretty(&summary).unwrap()),
+                Err(e) => die(launch::EXIT_BAD_INPUT, format!("--out: {e}")),
             }
         }
         Cmd::Sysinfo => println!("{}", serde_json::to_string_pretty(&observe::env::collect()).unwrap()),

@@ -254,6 +254,60 @@ pub enum Body {
         #[serde(default = "default_probe_capacity")]
         probe_capacity: u64,
     },
+    /// Attitude and orbit control loop (victims/aocs/): one step per job, inputs from the
+    /// input pipe, outputs compared with `expected` bit for bit by a child process. Files
+    /// from `xtalk-agent aocs-generate`; the window starts at scenario step `first_step`.
+    Aocs {
+        input: String,
+        expected: String,
+        #[serde(default)]
+        first_step: u64,
+    },
+    /// cyclictest-equivalent: an empty job; the record's wake-up minus release is the timer
+    /// latency of every sample (victims/latency.rs).
+    Latency {},
+    /// Periodic tasks as threads of the victim (victims/taskset.rs, seed 001 §4.6). The
+    /// victim's `period_ns` is the hyperperiod; `jobs` and `warmup_jobs` count job records
+    /// of all tasks together (whole hyperperiods).
+    Taskset {
+        tasks: Vec<Task>,
+        #[serde(default)]
+        policy: TaskPolicy,
+    },
+}
+
+/// One periodic task of a task set: a calibrated busy loop of `wcet_ns` CPU time per job.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Task {
+    pub name: String,
+    pub period_ns: u64,
+    pub wcet_ns: u64,
+    /// Relative deadline; the period when absent.
+    #[serde(default)]
+    pub deadline_ns: Option<u64>,
+    /// SCHED_FIFO priority for policy `rm`; absent: rate-monotonic order.
+    #[serde(default)]
+    pub priority: Option<i32>,
+    /// SCHED_DEADLINE budget for policy `deadline`; absent: `wcet_ns`.
+    #[serde(default)]
+    pub runtime_ns: Option<u64>,
+}
+
+impl Task {
+    pub fn deadline(&self) -> u64 {
+        self.deadline_ns.unwrap_or(self.period_ns)
+    }
+}
+
+/// How a task set is scheduled: fixed priorities (SCHED_FIFO, rate-monotonic unless given)
+/// or one SCHED_DEADLINE reservation per task.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum TaskPolicy {
+    #[default]
+    Rm,
+    Deadline,
 }
 
 fn default_probe_capacity() -> u64 {
@@ -349,6 +403,31 @@ pub enum Load {
         #[serde(default = "default_external_unit")]
         unit: String,
     },
+    /// Another instance of the AOCS loop (victims/aocs/) with its reader and comparer, at
+    /// its own period, steps first_step..first_step + steps over and over (seed 000 §5.3.1:
+    /// instances sharing or duplicating their files).
+    Aocs { input: String, expected: String, #[serde(default)] first_step: u64, steps: u64, period_ns: u64 },
+    /// Failure propagation: faults held under hard limits (enemies/{memhog,...}.rs).
+    /// Memory touched up to RLIMIT_AS = `bytes` over its own, freed, again.
+    Memhog { bytes: u64 },
+    /// Descriptors opened up to RLIMIT_NOFILE = `fds`, closed, again.
+    Fdexhaust { fds: u64 },
+    /// `max_procs` short-lived children kept alive, each replaced when it ends.
+    Forkbomb { max_procs: u64 },
+    /// An unnamed file in `dir` written up to `bytes` (RLIMIT_FSIZE), synced, emptied, again.
+    Diskfill {
+        #[serde(default = "default_fill_dir")]
+        dir: String,
+        bytes: u64,
+    },
+    /// Cheap system calls in a tight loop.
+    Syscallstorm {},
+    /// A child that aborts, restarted at once.
+    Crashloop {},
+}
+
+fn default_fill_dir() -> String {
+    "/tmp".into()
 }
 
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
@@ -409,6 +488,13 @@ impl Load {
             Load::Net { .. } => "net",
             Load::Timer { .. } => "timer",
             Load::External { .. } => "external",
+            Load::Aocs { .. } => "aocs",
+            Load::Memhog { .. } => "memhog",
+            Load::Fdexhaust { .. } => "fdexhaust",
+            Load::Forkbomb { .. } => "forkbomb",
+            Load::Diskfill { .. } => "diskfill",
+            Load::Syscallstorm {} => "syscallstorm",
+            Load::Crashloop {} => "crashloop",
         }
     }
     /// Bytes of memory the enemy allocates (page cache included for files).
@@ -421,6 +507,7 @@ impl Load {
             Load::Loads { lines, stride_bytes } => lines.saturating_mul(*stride_bytes),
             Load::Tlb { pages, page_bytes } => pages.saturating_mul(*page_bytes),
             Load::Net { message_bytes, .. } => 2 * message_bytes,
+            Load::Memhog { bytes } => *bytes,
             _ => 0,
         }
     }

@@ -258,6 +258,49 @@ def query(results: Path = typer.Argument(..., help="a campaign or experiment dir
             print(df.to_string(index=False))
 
 
+def _results(path: Path):
+    from .store import open as open_results
+
+    try:
+        return open_results(path)
+    except FileNotFoundError as e:
+        raise UsageError(str(e)) from None
+
+
+@command
+def latency(results: Path = typer.Argument(..., help="results directory of a `latency` victim experiment")):
+    """Timer latency per scenario (cyclictest's view): min / avg / percentiles / max and the 1 µs histogram."""
+    from .report.latency import show
+
+    try:
+        show(_results(results), console)
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+
+
+@command
+def tasks(results: Path = typer.Argument(..., help="results directory of a `taskset` victim experiment")):
+    """Per-task deadline-miss ratio, response time and release delay of a task-set victim."""
+    from .report.tasks import show
+
+    try:
+        show(_results(results), console)
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+
+
+@command
+def containment(results: Path = typer.Argument(..., help="results directory of an experiment with fault scenarios"),
+                tolerance: float = typer.Option(1.5, min=1.0, help="p99 response allowed, as a multiple of solo's")):
+    """Per fault scenario: did the fault propagate to the victim (failed runs, more misses, slower p99) or stay contained?"""
+    from .report.containment import show
+
+    try:
+        show(_results(results), console, tolerance)
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+
+
 def _mount_optional():
     """Sub-command groups that live in their own packages."""
     for name, module in (("model", "xtalk.model.cli"), ("sched", "xtalk.sched.cli"), ("campaign", "xtalk.campaign.cli")):

@@ -63,7 +63,43 @@ class SyscallBody(_Strict):
     calls: int = Field(ge=1)
 
 
-Body = Annotated[Union[ChaseBody, SumBody, PiBody, CommandBody, SyscallBody], Field(discriminator="kind")]
+class AocsBody(_Strict):
+    """Attitude and orbit control loop: one step per job from `input`, outputs compared with
+    `expected` bit for bit (files from `xtalk-agent aocs-generate`)."""
+
+    kind: Literal["aocs"] = "aocs"
+    input: str = Field(min_length=1)
+    expected: str = Field(min_length=1)
+    first_step: int = Field(default=0, ge=0)
+
+
+class LatencyBody(_Strict):
+    """cyclictest-equivalent: an empty job; wake-up minus release is the timer latency."""
+
+    kind: Literal["latency"] = "latency"
+
+
+class Task(_Strict):
+    """One periodic task of a task set: a calibrated busy loop of `wcet_ns` per job."""
+
+    name: str = Field(min_length=1)
+    period_ns: int = Field(ge=100_000)
+    wcet_ns: int = Field(ge=1000)
+    deadline_ns: Optional[int] = Field(default=None, ge=1)
+    priority: Optional[int] = Field(default=None, ge=1, le=99)
+    runtime_ns: Optional[int] = Field(default=None, ge=1024)
+
+
+class TasksetBody(_Strict):
+    """Periodic tasks as threads (RM priorities or SCHED_DEADLINE reservations); the victim's
+    period is the hyperperiod and `jobs` counts job records of all tasks."""
+
+    kind: Literal["taskset"] = "taskset"
+    tasks: list[Task] = Field(min_length=1, max_length=64)
+    policy: Literal["rm", "deadline"] = "rm"
+
+
+Body = Annotated[Union[ChaseBody, SumBody, PiBody, CommandBody, SyscallBody, AocsBody, LatencyBody, TasksetBody], Field(discriminator="kind")]
 
 
 class ReadLoad(_Strict):
@@ -193,9 +229,62 @@ class ExternalLoad(_Strict):
     unit: str = Field(default="ops", min_length=1)
 
 
+class AocsLoad(_Strict):
+    """Another AOCS instance (loop, reader, comparer) at its own period, replaying a window."""
+
+    kind: Literal["aocs"] = "aocs"
+    input: str = Field(min_length=1)
+    expected: str = Field(min_length=1)
+    first_step: int = Field(default=0, ge=0)
+    steps: int = Field(ge=1)
+    period_ns: int = Field(ge=100_000)
+
+
+class MemhogLoad(_Strict):
+    """Failure propagation: memory touched up to RLIMIT_AS = `bytes` over its own, freed, again."""
+
+    kind: Literal["memhog"] = "memhog"
+    bytes: int = Field(ge=1 << 20)
+
+
+class FdexhaustLoad(_Strict):
+    """Failure propagation: descriptors opened up to RLIMIT_NOFILE = `fds`, closed, again."""
+
+    kind: Literal["fdexhaust"] = "fdexhaust"
+    fds: int = Field(ge=16, le=65_536)
+
+
+class ForkbombLoad(_Strict):
+    """Failure propagation: `max_procs` short-lived children kept alive, each replaced."""
+
+    kind: Literal["forkbomb"] = "forkbomb"
+    max_procs: int = Field(ge=1, le=256)
+
+
+class DiskfillLoad(_Strict):
+    """Failure propagation: an unnamed file in `dir` written up to `bytes`, synced, emptied."""
+
+    kind: Literal["diskfill"] = "diskfill"
+    dir: str = Field(default="/tmp", min_length=1)
+    bytes: int = Field(ge=1 << 20)
+
+
+class SyscallstormLoad(_Strict):
+    """Failure propagation: cheap system calls in a tight loop."""
+
+    kind: Literal["syscallstorm"] = "syscallstorm"
+
+
+class CrashloopLoad(_Strict):
+    """Failure propagation: a child that aborts, restarted at once."""
+
+    kind: Literal["crashloop"] = "crashloop"
+
+
 Load = Annotated[Union[ReadLoad, WriteLoad, ChaseLoad, PiLoad, L1dLoad, L2Load, LlcLoad, LoadsLoad, TlbLoad, IcacheLoad,
                        BranchLoad, CopyLoad, NtstoreLoad, PingpongLoad, FalseshareLoad, SyscallLoad, FileioLoad, ForkLoad,
-                       PagefaultLoad, NetLoad, TimerLoad, ExternalLoad], Field(discriminator="kind")]
+                       PagefaultLoad, NetLoad, TimerLoad, ExternalLoad, AocsLoad, MemhogLoad, FdexhaustLoad, ForkbombLoad,
+                       DiskfillLoad, SyscallstormLoad, CrashloopLoad], Field(discriminator="kind")]
 
 
 class Placement(_Strict):

@@ -25,6 +25,14 @@ mod syscall;
 mod timer;
 mod tlb;
 mod write;
+mod aocs;
+mod crashloop;
+mod diskfill;
+mod fdexhaust;
+mod forkbomb;
+mod limits;
+mod memhog;
+mod syscallstorm;
 
 use crate::launch::setup;
 use crate::launch::shm::Shared;
@@ -97,6 +105,13 @@ pub fn build(load: &Load, cx: &Ctx) -> Result<Box<dyn EnemyLoad>, String> {
         Load::Net { proto, message_bytes } => Box::new(net::Net::new(*proto, *message_bytes)?),
         Load::Timer { interval_ns } => Box::new(timer::Timer::new(*interval_ns)),
         Load::External { argv, rate_regex, .. } => Box::new(external::External::new(argv, rate_regex.as_deref(), cx)?),
+        Load::Aocs { input, expected, first_step, steps, period_ns } => Box::new(aocs::Aocs::new(input, expected, *first_step, *steps, *period_ns)),
+        Load::Memhog { bytes } => Box::new(memhog::MemHog::new(*bytes)),
+        Load::Fdexhaust { fds } => Box::new(fdexhaust::FdExhaust::new(*fds)),
+        Load::Forkbomb { max_procs } => Box::new(forkbomb::ForkBomb::new(*max_procs)),
+        Load::Diskfill { dir, bytes } => Box::new(diskfill::DiskFill::new(dir, *bytes)),
+        Load::Syscallstorm {} => Box::new(syscallstorm::SyscallStorm),
+        Load::Crashloop {} => Box::new(crashloop::CrashLoop),
     })
 }
 
@@ -121,6 +136,12 @@ pub fn unit(load: &Load) -> String {
         Load::Timer { .. } => "wakeups",
         Load::External { rate_regex: Some(_), unit, .. } => return unit.clone(),
         Load::External { rate_regex: None, .. } => "ms",
+        Load::Aocs { .. } => "steps",
+        Load::Memhog { .. } | Load::Diskfill { .. } => "bytes",
+        Load::Fdexhaust { .. } => "descriptors",
+        Load::Forkbomb { .. } => "forks",
+        Load::Syscallstorm {} => "syscalls",
+        Load::Crashloop {} => "crashes",
     }
     .to_string()
 }

@@ -2,12 +2,16 @@
 //! recorded into the job log. Bodies (what a job computes) are one file each, registered
 //! in `build`.
 
+pub mod aocs;
 mod chase;
 pub mod command;
+mod latency;
 mod pi;
 pub use pi::leibniz;
+mod rundir;
 mod sum;
 mod syscall;
+pub mod taskset;
 
 use crate::launch::setup;
 use crate::launch::shm::Shared;
@@ -42,19 +46,35 @@ pub struct Counters<'a> {
 use std::sync::atomic::Ordering;
 
 /// The work of one job. Returns a value derived from the work so it cannot be elided.
+/// Bodies with I/O (aocs) use the hooks: `before_job` runs between the wake-up and start
+/// timestamps (the input read of seed 000 Fig. 5.4), `after_job` once the job is recorded,
+/// `finish` after the last job (its error fails the run).
 pub trait JobBody {
     fn run_job(&mut self) -> u64;
+    /// One job before the window, to warm caches and page tables.
+    fn warm(&mut self) -> u64 {
+        self.run_job()
+    }
+    fn before_job(&mut self) {}
+    fn after_job(&mut self) {}
+    fn finish(&mut self) -> Result<(), String> {
+        Ok(())
+    }
 }
 
 /// Registry of victim bodies.
-pub fn build(body: &Body, huge_pages: bool) -> Box<dyn JobBody> {
-    match *body {
-        Body::Chase { bytes, order, accesses, seed } => Box::new(chase::Chase::new(bytes, order, accesses, seed, huge_pages)),
-        Body::Sum { bytes } => Box::new(sum::Sum::new(bytes, huge_pages)),
-        Body::Pi { iterations } => Box::new(pi::Pi::new(iterations)),
+pub fn build(v: &Victim, log: &JobLog) -> Result<Box<dyn JobBody>, String> {
+    let huge_pages = v.huge_pages;
+    Ok(match &v.body {
+        &Body::Chase { bytes, order, accesses, seed } => Box::new(chase::Chase::new(bytes, order, accesses, seed, huge_pages)),
+        &Body::Sum { bytes } => Box::new(sum::Sum::new(bytes, huge_pages)),
+        &Body::Pi { iterations } => Box::new(pi::Pi::new(iterations)),
+        Body::Aocs { input, expected, first_step } => Box::new(aocs::body::Aocs::new(input.as_ref(), expected.as_ref(), *first_step, v.total_jobs(), rundir::of(log))?),
+        Body::Latency {} => Box::new(latency::Latency),
         Body::Command { .. } => unreachable!("a command victim execs its program (victims/command.rs)"),
-        Body::Syscall { calls } => Box::new(syscall::Syscall::new(calls)),
-    }
+        Body::Syscall { calls } => Box::new(syscall::Syscall::new(*calls)),
+        Body::Taskset { .. } => unreachable!("a task set runs its own threads (victims/taskset.rs)"),
+    })
 }
 
 /// Entry point of the forked victim process. Never returns.
@@ -75,6 +95,9 @@ pub fn victim_main(v: &Victim, shared: &Shared, log: &JobLog, counters: Option<&
         unsafe { libc::kill(parent, libc::SIGUSR1) };
         command::exec(v, shared, log, probe_fd, settle_ns);
     }
+    if let Body::Taskset { .. } = v.body {
+        taskset::main(v, shared, log, parent, settle_ns, enemies);
+    }
     // Counters are opened by the victim thread itself: they count this thread only.
     let mut group = match counters.map(|c| Group::open(c.events, c.exclude_kernel)).transpose() {
         Ok(g) => g,
@@ -83,8 +106,14 @@ pub fn victim_main(v: &Victim, shared: &Shared, log: &JobLog, counters: Option<&
             unsafe { libc::_exit(3) };
         }
     };
-    let mut body = build(&v.body, v.huge_pages);
-    body.run_job(); // warm caches and page tables before the window, outside the record
+    let mut body = match build(v, log) {
+        Ok(b) => b,
+        Err(msg) => {
+            slot.fail(&format!("victim: {msg}"));
+            unsafe { libc::_exit(3) };
+        }
+    };
+    body.warm(); // warm caches and page tables before the window, outside the record
     log.prefault();
     if let Some(c) = counters {
         c.log.prefault();
@@ -95,10 +124,14 @@ pub fn victim_main(v: &Victim, shared: &Shared, log: &JobLog, counters: Option<&
     shared.ctl().counters_rdpmc.store(rdpmc.is_some() as u32, Ordering::Relaxed);
     let probe = group.as_mut().zip(counters.map(|c| c.log)).map(|(g, l)| (CounterReader { group: g, rdpmc }, l));
     periodic(v, body.as_mut(), log, probe, shared, settle_ns, enemies);
+    if let Err(msg) = body.finish() {
+        slot.fail(&msg);
+        unsafe { libc::_exit(1) };
+    }
     unsafe { libc::_exit(0) }
 }
 
-fn snapshot(shared: &Shared, enemies: usize, at_start: bool, t: i64) {
+pub(crate) fn snapshot(shared: &Shared, enemies: usize, at_start: bool, t: i64) {
     let ctl = shared.ctl();
     for i in 0..enemies {
         let ops = ctl.enemies[i].ops.load(Ordering::Relaxed);
@@ -125,6 +158,7 @@ fn periodic(v: &Victim, body: &mut dyn JobBody, log: &JobLog, mut counters: Opti
         }
         sleep_until(release);
         let wakeup = mono_ns();
+        body.before_job();
         let (vcs0, ivcs0) = ctx_switches();
         let cpu0 = current_cpu();
         let c0 = thread_cpu_ns();
@@ -168,6 +202,7 @@ fn periodic(v: &Victim, body: &mut dyn JobBody, log: &JobLog, mut counters: Opti
             clog.push(k, k, &before, &after);
         }
         shared.ctl().victim_last_exec_ns.store(end - start, Ordering::Relaxed);
+        body.after_job();
         last_end = end;
     }
     snapshot(shared, enemies, false, last_end);

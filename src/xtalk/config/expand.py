@@ -12,10 +12,16 @@ from dataclasses import dataclass
 from pydantic import ValidationError
 
 from ..errors import UsageError
-from ..plan import (BranchLoad, ChaseBody, ChaseLoad, CommandBody, Counter, Trace, CopyLoad, DeadlineSched, Enemy, ExternalLoad, FalseshareLoad,
-                    FifoSched, FileioLoad, ForkLoad, IcacheLoad, L1dLoad, L2Load, LlcLoad, LoadsLoad, NetLoad,
-                    NtstoreLoad, OtherSched, PagefaultLoad, PiBody, PiLoad, PingpongLoad, Placement, Plan, ReadLoad,
-                    RrSched, SumBody, SyscallBody, SyscallLoad, TimerLoad, TlbLoad, Victim, WriteLoad)
+import math
+
+from pydantic import ValidationError
+
+from ..plan import (AocsBody, AocsLoad, BranchLoad, ChaseBody, ChaseLoad, CommandBody, CopyLoad, Counter, CrashloopLoad,
+                    DeadlineSched, DiskfillLoad, Enemy, ExternalLoad, FalseshareLoad, FdexhaustLoad, FifoSched, FileioLoad,
+                    ForkbombLoad, ForkLoad, IcacheLoad, L1dLoad, L2Load, LatencyBody, LlcLoad, LoadsLoad, MemhogLoad, NetLoad,
+                    NtstoreLoad, OtherSched, PagefaultLoad, PiBody, PiLoad, PingpongLoad, Placement, Plan, ReadLoad, RrSched,
+                    SumBody, SyscallBody, SyscallLoad, SyscallstormLoad, Task, TasksetBody, TimerLoad, TlbLoad, Trace, Victim,
+                    WriteLoad)
 from ..targets.agent import TargetFacts
 from . import units
 from .configuration import Unavailable, resolve as resolve_configuration
@@ -38,8 +44,16 @@ class RunSpec:
         return self.plan.run_id
 
     def expected_seconds(self) -> float:
-        v = self.plan.victim
-        return self.plan.settle_ms / 1e3 + (v.jobs + v.warmup_jobs) * v.period_ns / 1e9
+        return self.plan.settle_ms / 1e3 + victim_seconds(self.plan.victim)
+
+
+def victim_seconds(v: Victim) -> float:
+    """How long the victim runs: its jobs' periods, or a task set's hyperperiods (its jobs
+    count the records of every task) plus the one a late task may use to finish."""
+    if isinstance(v.body, TasksetBody):
+        per = sum(v.period_ns // t.period_ns for t in v.body.tasks)
+        return ((v.jobs + v.warmup_jobs) // per + 1) * v.period_ns / 1e9
+    return (v.jobs + v.warmup_jobs) * v.period_ns / 1e9
 
 
 def interleave(scenarios: list[str], repetitions: int, seed: int) -> list[tuple[int, str]]:
@@ -69,10 +83,42 @@ def _sched(s: SchedSpec, field: str, period_ns: int):
     )
 
 
+def _taskset(v, field: str) -> tuple[TasksetBody, int, int, int]:
+    """The task set's body, hyperperiod, and measured / warm-up job records."""
+    tasks = []
+    for i, t in enumerate(v.tasks):
+        f = f"{field}.tasks[{i}]"
+        try:
+            tasks.append(Task(name=t.name, period_ns=units.duration_ns(t.period, f"{f}.period"), wcet_ns=units.duration_ns(t.wcet, f"{f}.wcet"),
+                              deadline_ns=units.duration_ns(t.deadline, f"{f}.deadline") if t.deadline is not None else None,
+                              priority=t.priority, runtime_ns=units.duration_ns(t.runtime, f"{f}.runtime") if t.runtime is not None else None))
+        except ValidationError as e:  # a bound of the plan (e.g. period >= 100 us): one line, in the file's terms
+            err = e.errors()[0]
+            key = str(err["loc"][0]).removesuffix("_ns")
+            raise ValueError(f"{f}.{key}: {err['msg'].replace('Input should be', 'should be')} ns ({err['input']} ns given)") from None
+    hyper = math.lcm(*(t.period_ns for t in tasks))
+    per = sum(hyper // t.period_ns for t in tasks)
+    return TasksetBody(tasks=tasks, policy=v.task_policy), hyper, v.hyperperiods * per, v.warmup_hyperperiods * per
+
+
 def _victim(exp: Experiment, facts: TargetFacts) -> Victim:
     v = exp.victim
-    period = units.duration_ns(v.period, "victim.period")
-    if v.body == "chase":
+    jobs, warmup = v.jobs, v.warmup_jobs
+    if v.body == "taskset":
+        body, period, jobs, warmup = _taskset(v, "victim")
+    else:
+        period = units.duration_ns(v.period, "victim.period")
+    if v.body == "taskset":
+        pass  # built above, with its period
+    elif v.body == "aocs":
+        from ..aocs import ensure_data
+        from ..targets.agent import find_agent
+
+        inp, expected = ensure_data(v.data, v.data_seed, find_agent())
+        body = AocsBody(input=str(inp), expected=str(expected), first_step=v.first_step)
+    elif v.body == "latency":
+        body = LatencyBody()
+    elif v.body == "chase":
         body = ChaseBody(bytes=units.size_bytes(v.bytes, "victim.bytes", facts.caches), order=v.order, accesses=v.accesses, seed=v.seed)
     elif v.body == "sum":
         body = SumBody(bytes=units.size_bytes(v.bytes, "victim.bytes", facts.caches))
@@ -86,8 +132,8 @@ def _victim(exp: Experiment, facts: TargetFacts) -> Victim:
         body=body,
         period_ns=period,
         deadline_ns=units.duration_ns(v.deadline, "victim.deadline") if v.deadline is not None else None,
-        jobs=v.jobs,
-        warmup_jobs=v.warmup_jobs,
+        jobs=jobs,
+        warmup_jobs=warmup,
         placement=Placement(cpus=units.cpu_set(v.cpus, "victim.cpus", facts.online_cpus)),
         sched=_sched(v, "victim", period),
         lock_memory=v.lock_memory,
@@ -133,6 +179,25 @@ def _load(e: EnemySpec, field: str, facts: TargetFacts):
         return TimerLoad(interval_ns=units.duration_ns(e.interval if e.interval is not None else "50us", f"{field}.interval"))
     if k == "external":
         return ExternalLoad(argv=e.argv, rate_regex=e.rate_regex, unit=e.unit)
+    if e.kind == "aocs":
+        from ..aocs import ensure_data
+        from ..targets.agent import find_agent
+
+        inp, expected = ensure_data(e.data, e.data_seed, find_agent(), f"{field}.data")
+        return AocsLoad(input=str(inp), expected=str(expected), first_step=e.first_step, steps=e.steps,
+                        period_ns=units.duration_ns(e.period, f"{field}.period"))
+    if e.kind == "memhog":
+        return MemhogLoad(bytes=units.size_bytes(e.bytes, f"{field}.bytes", facts.caches))
+    if e.kind == "diskfill":
+        return DiskfillLoad(dir=e.dir or "/tmp", bytes=units.size_bytes(e.bytes, f"{field}.bytes", facts.caches))
+    if e.kind == "fdexhaust":
+        return FdexhaustLoad(fds=e.fds)
+    if e.kind == "forkbomb":
+        return ForkbombLoad(max_procs=e.max_procs)
+    if e.kind == "syscallstorm":
+        return SyscallstormLoad()
+    if e.kind == "crashloop":
+        return CrashloopLoad()
     return {"pi": PiLoad, "pingpong": PingpongLoad, "falseshare": FalseshareLoad, "syscall": SyscallLoad}[k]()
 
 
@@ -154,8 +219,15 @@ def _enemies(sc: ScenarioSpec, si: int, victim: Victim, facts: TargetFacts, peri
         groups = [[c] for c in cpus] if (e.per_cpu and cpus) else [cpus]
         for g in groups:
             name = f"{base}@{g[0]}" if e.per_cpu else (base if len(sc.enemies) == 1 else f"{base}.{k}")
-            out.append(Enemy(name=name, load=load, placement=Placement(cpus=g), sched=sched, lock_memory=e.lock_memory,
-                             huge_pages=e.huge_pages, intensity=e.intensity, rate=e.rate))
+            for i in range(e.instances):
+                iname = f"{name}#{i}" if e.instances > 1 else name
+                iload = load
+                if e.kind == "aocs" and e.files == "duplicated":
+                    from ..aocs import duplicate
+
+                    iload = load.model_copy(update=duplicate(load.input, load.expected, f"{sc.name}-{iname}"))
+                out.append(Enemy(name=iname, load=iload, placement=Placement(cpus=g), sched=sched, lock_memory=e.lock_memory,
+                                 huge_pages=e.huge_pages, intensity=e.intensity, rate=e.rate))
     return out
 
 
@@ -171,7 +243,7 @@ def expand(exp: Experiment, facts: TargetFacts, labels: dict[str, str] | None = 
         enemies = {sc.name: _enemies(sc, i, victim, facts, victim.period_ns)
                    for i, sc in enumerate(s for s in exp.scenario) } if exp.scenario else {}
         enemies.setdefault("solo", [])
-        run_s = settle_ms / 1e3 + (victim.jobs + victim.warmup_jobs) * victim.period_ns / 1e9
+        run_s = settle_ms / 1e3 + victim_seconds(victim)
         timeout_s = units.duration_ns(exp.timeout, "timeout") / 1e9 if exp.timeout is not None else 2 * run_s + 30
     except ValueError as e:
         raise UsageError(str(e)) from None

@@ -59,8 +59,19 @@ class CounterSpec(_Strict):
     optional: bool = False
 
 
+class TaskSpec(_Strict):
+    """One periodic task of a `taskset` victim."""
+
+    name: str = Field(min_length=1)
+    period: Duration
+    wcet: Duration = Field(description="busy-loop CPU time per job")
+    deadline: Optional[Duration] = None
+    priority: Optional[int] = Field(default=None, ge=1, le=99, description="task_policy 'rm': fixed priority (default: rate-monotonic)")
+    runtime: Optional[Duration] = Field(default=None, description="task_policy 'deadline': reservation budget (default: wcet + 5 % + 50 us)")
+
+
 class VictimSpec(SchedSpec):
-    body: Literal["chase", "sum", "pi", "command", "syscall"]
+    body: Literal["chase", "sum", "pi", "command", "syscall", "aocs", "latency", "taskset"]
     bytes: Optional[Size] = None
     order: Literal["random", "linear"] = "random"
     accesses: Optional[int] = Field(default=None, ge=1)
@@ -71,6 +82,13 @@ class VictimSpec(SchedSpec):
     env: dict[str, str] = {}
     preload: Optional[str] = Field(default=None, description="command: a library to LD_PRELOAD (syscall probes)")
     probe_capacity: int = Field(default=1 << 18, ge=1, le=1 << 26)
+    data: str = Field(default="aocs-data", description="aocs: directory of aocs-input.bin / aocs-expected.bin (generated when absent)")
+    data_seed: int = Field(default=0, ge=0, description="aocs: sensor-noise seed used when generating the data")
+    first_step: int = Field(default=0, ge=0, description="aocs: scenario step of the first job (e.g. 3000)")
+    tasks: Optional[list[TaskSpec]] = Field(default=None, description="taskset: the periodic tasks")
+    task_policy: Literal["rm", "deadline"] = "rm"
+    hyperperiods: Optional[int] = Field(default=None, ge=1, description="taskset: measured hyperperiods")
+    warmup_hyperperiods: int = Field(default=1, ge=0)
     period: Optional[Duration] = None
     deadline: Optional[Duration] = None
     jobs: Optional[int] = Field(default=None, ge=1)
@@ -86,6 +104,16 @@ class VictimSpec(SchedSpec):
             raise ValueError("body 'pi' needs 'iterations'")
         if self.body == "syscall" and self.calls is None:
             raise ValueError("body 'syscall' needs 'calls'")
+        if self.body == "taskset":
+            if not self.tasks:
+                raise ValueError("body 'taskset' needs 'tasks', e.g. [{ name = \"t1\", period = \"10ms\", wcet = \"2ms\" }]")
+            if self.hyperperiods is None:
+                raise ValueError("body 'taskset' needs 'hyperperiods' (measured hyperperiods per run)")
+            if self.jobs is not None or self.period is not None:
+                raise ValueError("a task set's length is 'hyperperiods' and its periods are the tasks'; remove 'jobs' and 'period'")
+            return self
+        if self.tasks is not None or self.hyperperiods is not None:
+            raise ValueError("'tasks' and 'hyperperiods' are for body 'taskset'")
         if self.body == "command":
             if not self.argv:
                 raise ValueError("body 'command' needs 'argv', e.g. [\"./build/probe_demo\", \"200\"]")
@@ -104,7 +132,7 @@ class VictimSpec(SchedSpec):
 
 EnemyKind = Literal["read", "write", "chase", "pi", "l1d", "l2", "llc", "loads", "tlb", "icache", "branch", "copy",
                     "ntstore", "pingpong", "falseshare", "syscall", "fileio", "fork", "pagefault", "net", "timer",
-                    "external"]
+                    "external", "aocs", "memhog", "fdexhaust", "forkbomb", "diskfill", "syscallstorm", "crashloop"]
 
 #: The parameters each enemy kind reads (docs/enemies.md); any other one is refused.
 KIND_PARAMS: dict[str, set[str]] = {
@@ -116,6 +144,9 @@ KIND_PARAMS: dict[str, set[str]] = {
     "icache": {"functions"}, "fileio": {"bytes", "shared", "dir"}, "fork": {"exec"},
     "pagefault": {"bytes"}, "net": {"proto", "message_bytes"}, "timer": {"interval"},
     "external": {"argv", "rate_regex", "unit"},
+    "aocs": {"data", "data_seed", "first_step", "steps", "period", "files", "instances"},
+    "memhog": {"bytes"}, "diskfill": {"bytes", "dir"}, "fdexhaust": {"fds"}, "forkbomb": {"max_procs"},
+    "syscallstorm": set(), "crashloop": set(),
 }
 _COMMON = {"kind", "name", "per_cpu", "intensity", "rate"} | set(SchedSpec.model_fields)
 
@@ -135,7 +166,7 @@ class EnemySpec(SchedSpec):
     page_bytes: int = Field(default=4096, ge=4096, multiple_of=4096)
     functions: int = Field(default=4096, ge=1, le=4096, description="icache: distinct functions called")
     shared: bool = Field(default=False, description="fileio: one file for every copy (seed 000 mono file)")
-    dir: Optional[str] = None
+    dir: Optional[str] = Field(default=None, description="fileio: directory of the files ($TMPDIR); diskfill: of the unnamed file (/tmp)")
     exec: bool = Field(default=False, description="fork: exec /bin/true in each child")
     proto: Optional[Literal["tcp", "udp"]] = None
     message_bytes: Optional[Size] = None
@@ -146,6 +177,17 @@ class EnemySpec(SchedSpec):
     intensity: float = Field(default=100.0, gt=0, le=100, description="duty cycle in percent of each 1 ms window")
     rate: Optional[float] = Field(default=None, gt=0, description="target rate, in the kind's unit per second")
     per_cpu: bool = Field(default=False, description="one copy pinned on each CPU of `cpus`")
+    # aocs: more instances of the AOCS application (seed 000 §5.3.1)
+    data: str = Field(default="aocs-data", description="aocs: directory of the AOCS files (generated when absent)")
+    data_seed: int = Field(default=0, ge=0)
+    first_step: int = Field(default=0, ge=0)
+    steps: int = Field(default=800, ge=1, description="aocs: steps replayed over and over")
+    period: Duration = Field(default="125ms", description="aocs: the instance's period")
+    files: Literal["shared", "duplicated"] = Field(default="shared", description="aocs: every instance on the same files, or each on its own copy")
+    instances: int = Field(default=1, ge=1, le=64, description="aocs: copies of this enemy (named name#k)")
+    # failure propagation (docs/victims.md): the hard limit of each fault
+    fds: int = Field(default=1024, ge=16, le=65_536, description="fdexhaust: RLIMIT_NOFILE")
+    max_procs: int = Field(default=64, ge=1, le=256, description="forkbomb: live children")
 
     @model_validator(mode="after")
     def _kind_fields(self):
@@ -163,6 +205,10 @@ class EnemySpec(SchedSpec):
             raise ValueError("enemy 'net' needs 'proto' (\"tcp\" or \"udp\")")
         if self.kind == "external" and self.argv is None:
             raise ValueError("enemy 'external' needs 'argv' (e.g. [\"stress-ng\", \"--stream\", \"1\"])")
+        if self.kind in ("memhog", "diskfill") and self.bytes is None:
+            raise ValueError(f"enemy '{self.kind}' needs 'bytes' (its hard ceiling, e.g. \"256MiB\")")
+        if self.instances > 1 and self.kind != "aocs":
+            raise ValueError("'instances' is for kind 'aocs'")
         if self.per_cpu and self.cpus is None:
             raise ValueError("'per_cpu' needs 'cpus' (e.g. \"others\")")
         return self

@@ -42,6 +42,7 @@ def read_job_log(path: Path) -> pd.DataFrame:
     flags = rec["flags"]
     df = pd.DataFrame({
         "job": rec["job"].astype(np.int64),
+        "task": rec["reserved"].astype(np.int64),  # task index of a task-set victim, else 0
         "warmup": (flags & FLAG_WARMUP) != 0,
         "release_ns": rec["release_ns"],
         "wakeup_ns": rec["wakeup_ns"],

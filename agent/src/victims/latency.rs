@@ -1,0 +1,15 @@
+//! `latency` body: cyclictest's measurement (seed 001 §3.3) as a victim. The job does no
+//! work: what matters is the periodic loop around it, which sleeps to an absolute release
+//! (clock_nanosleep, TIMER_ABSTIME, CLOCK_MONOTONIC, as cyclictest) and records the
+//! wake-up date of every sample; `wakeup − release` is the timer latency. Run it with
+//! policy fifo and lock_memory; `xtalk latency RESULTS` gives the 1 µs histogram and
+//! min / avg / max.
+use super::JobBody;
+
+pub struct Latency;
+
+impl JobBody for Latency {
+    fn run_job(&mut self) -> u64 {
+        0
+    }
+}

@@ -4,6 +4,7 @@ object is left behind."""
 
 import json
 import os
+from pathlib import Path
 import signal
 import subprocess
 import sys
@@ -55,7 +56,12 @@ def test_agent_killed_mid_run_takes_its_children_and_leaves_readable_jobs(agent,
     p.wait(timeout=10)
     assert wait_for(lambda: not processes_named(), timeout=10), processes_named()
     n = jobs_so_far(out)
-    assert 20 <= n < 1002
+    assert 20 <= n < 1002, "readable at once, through the run directory's link to the staged file"
+    # The next start moves the staged records into the run directory (journalled change).
+    subprocess.run([agent, "recover"], check=True, capture_output=True)
+    assert (out / "jobs.bin").is_file() and not (out / "jobs.bin").is_symlink()
+    assert jobs_so_far(out) == n
+    assert not any(p.name.startswith("xtalk-") for p in Path("/dev/shm").iterdir())
     # The host recovers such a run: its jobs become a Parquet table like any other.
     (tmp_path / "exp" / "runs").mkdir(parents=True)
     out.rename(tmp_path / "exp" / "runs" / "r0")

@@ -19,6 +19,8 @@ pub enum Entry {
     Mkdir { path: String },
     /// A file written: `old` is written back on undo.
     Write { path: String, old: String, new: String },
+    /// A record file staged on tmpfs: moved to `dest` on undo (record/staging.rs).
+    Stage { tmp: String, dest: String },
 }
 
 pub struct Journal {
@@ -55,6 +57,11 @@ impl Journal {
         let old = fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?.trim().to_string();
         self.append(Entry::Write { path: path.to_string_lossy().into_owned(), old, new: value.to_string() })?;
         fs::write(path, value).map_err(|e| format!("write {} = {value}: {e}", path.display()))
+    }
+
+    /// Note a staged file before it is created.
+    pub fn stage(&mut self, tmp: &Path, dest: &Path) -> Result<(), String> {
+        self.append(Entry::Stage { tmp: tmp.to_string_lossy().into_owned(), dest: dest.to_string_lossy().into_owned() })
     }
 
     /// Undo everything, newest first; the journal file goes when all is undone.
@@ -122,6 +129,11 @@ fn undo_entries(entries: &[Entry]) -> Vec<String> {
                 }
                 if let Some(err) = last {
                     errors.push(format!("rmdir {path}: {err}"));
+                }
+            }
+            Entry::Stage { tmp, dest } => {
+                if let Err(e) = crate::record::staging::materialize(Path::new(tmp), Path::new(dest)) {
+                    errors.push(e);
                 }
             }
             Entry::Write { path, old, .. } => {

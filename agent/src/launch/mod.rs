@@ -134,12 +134,14 @@ pub fn execute(plan: &Plan, out: &Path, exit_with_parent: bool) -> Result<i32, S
     });
     write_json_atomic(&run_json, &doc).map_err(|e| format!("{}: {e}", run_json.display()))?;
     let v = &plan.victim;
-    let log = JobLog::create(&out.join("jobs.bin"), v.total_jobs(), v.period_ns, v.deadline()).map_err(|e| format!("jobs.bin: {e}"))?;
+    let staging = crate::record::staging::Staging::new(out, &mut journal);
+    let mut log = JobLog::create(&staging.file("jobs.bin", &mut journal)?, v.total_jobs(), v.period_ns, v.deadline()).map_err(|e| format!("jobs.bin: {e}"))?;
+    log.set_out_dir(out);
     let (events, skipped) = perf::select(&v.counters, v.counters_exclude_kernel);
     let counter_log = if events.is_empty() {
         None
     } else {
-        Some(CounterLog::create(&out.join("counters.bin"), v.total_jobs(), events.len()).map_err(|e| format!("counters.bin: {e}"))?)
+        Some(CounterLog::create(&staging.file("counters.bin", &mut journal)?, v.total_jobs(), events.len()).map_err(|e| format!("counters.bin: {e}"))?)
     };
     let counters = counter_log.as_ref().map(|log| victims::Counters { events: &events, exclude_kernel: v.counters_exclude_kernel, log });
     let tracer = match &plan.trace {
@@ -148,7 +150,7 @@ pub fn execute(plan: &Plan, out: &Path, exit_with_parent: bool) -> Result<i32, S
     };
     let probes = match &v.body {
         crate::plan::Body::Command { probe_capacity, .. } => {
-            Some(ProbeBuffer::create(&out.join("probes.bin"), *probe_capacity).map_err(|e| format!("probes.bin: {e}"))?)
+            Some(ProbeBuffer::create(&staging.file("probes.bin", &mut journal)?, *probe_capacity).map_err(|e| format!("probes.bin: {e}"))?)
         }
         _ => None,
     };
@@ -322,7 +324,6 @@ pub fn execute(plan: &Plan, out: &Path, exit_with_parent: bool) -> Result<i32, S
     end_children(&mut children, |c| c.role != Role::Victim, 0, 2_000_000_000);
     end_children(&mut children, |_| true, libc::SIGKILL, 5_000_000_000);
     signals::unblock_watched();
-    let undo_errors = journal.undo();
     if let (crate::plan::Body::Command { .. }, Some(c)) = (&v.body, children.iter().find(|c| c.role == Role::Victim)) {
         if let Some((ru, end)) = &c.rusage {
             victims::command::finish(v, &log, *end, ru);
@@ -364,8 +365,7 @@ pub fn execute(plan: &Plan, out: &Path, exit_with_parent: bool) -> Result<i32, S
         "housekeeping_cpus": plan.housekeeping_cpus,
         "irqs": irqs.map(|(moved, refused)| json!({"moved": moved, "refused": refused})),
         "recovered": recovered,
-        "restored": undo_errors.is_empty(),
-        "restore_errors": undo_errors,
+        "records_staged_on_tmpfs": staging.on_tmpfs(),
     });
     if let Some(r) = &plan.regulator {
         let s = &shared.ctl().regulator;
@@ -411,6 +411,10 @@ pub fn execute(plan: &Plan, out: &Path, exit_with_parent: bool) -> Result<i32, S
         notes.push(format!("counters not read on this machine: {} ({})", skipped.iter().map(|(n, _)| n.as_str()).collect::<Vec<_>>().join(", "), skipped[0].1));
         doc["notes"] = json!(notes);
     }
+    // Last: undo every change and move the staged records into the run directory.
+    let undo_errors = journal.undo();
+    doc["configuration"]["restored"] = json!(undo_errors.is_empty());
+    doc["configuration"]["restore_errors"] = json!(undo_errors);
     doc["ended_unix_ns"] = json!(unix_ns());
     write_json_atomic(&run_json, &doc).map_err(|e| format!("{}: {e}", run_json.display()))?;
     Ok(match status {

@@ -51,12 +51,15 @@ const _: () = assert!(std::mem::size_of::<JobRecord>() == 80);
 /// A mapped job log. Created by the agent before fork; the victim inherits the mapping.
 pub struct JobLog {
     map: MappedFile,
+    /// The run's output directory (the log itself may be staged elsewhere).
+    out_dir: std::path::PathBuf,
 }
 
 impl JobLog {
     /// Create `path` sized for `capacity` records and map it shared.
     pub fn create(path: &Path, capacity: u64, period_ns: u64, deadline_ns: u64) -> io::Result<JobLog> {
-        let log = JobLog { map: MappedFile::create(path, 64 + capacity as usize * 80)? };
+        let out_dir = path.parent().map(|p| p.to_path_buf()).unwrap_or_default();
+        let log = JobLog { map: MappedFile::create(path, 64 + capacity as usize * 80)?, out_dir };
         let h = log.header_mut();
         h.magic = MAGIC;
         h.version = 1;
@@ -67,6 +70,15 @@ impl JobLog {
         h.deadline_ns = deadline_ns;
         h.t0_ns = 0;
         Ok(log)
+    }
+
+    /// The run's output directory, where bodies write result files of their own.
+    pub fn out_dir(&self) -> &Path {
+        &self.out_dir
+    }
+
+    pub fn set_out_dir(&mut self, dir: &Path) {
+        self.out_dir = dir.to_path_buf();
     }
 
     fn header_mut(&self) -> &mut Header {

@@ -99,7 +99,7 @@ def test_intensity_and_rate_are_achieved(tmp_path):
         "ext50": 'kind = "external", argv = ["sh", "-c", "while :; do :; done"], intensity = 50',
     }, jobs=40))
     pi = runs["pi30"]["enemies"][0]
-    assert 20 <= pi["intensity"] <= 40 and pi["target_intensity"] == 30, pi
+    assert 15 <= pi["intensity"] <= 45 and pi["target_intensity"] == 30, pi
     # The work done drops with the duty cycle (about 0.3; loose bounds: the machine is shared
     # with other tests, and an unpaced loop would give about 1).
     ratio = pi["rate"] / runs["pi100"]["enemies"][0]["rate"]

@@ -554,7 +554,7 @@ fn check_load(at: &str, load: &Load) -> Result<(), PlanError> {
             let Some(cmd) = argv.first().filter(|c| !c.is_empty()) else {
                 return err(f("argv"), "is empty; give the command and its arguments, e.g. [\"stress-ng\", \"--cpu\", \"1\"]");
             };
-            if find_command(cmd).is_none() {
+            if find_program(cmd).is_none() {
                 return err(f("argv[0]"), format!("'{cmd}' is not an executable file nor found on PATH; install it or give its full path"));
             }
             if let Some(r) = rate_regex {
@@ -595,16 +595,4 @@ fn check_load(at: &str, load: &Load) -> Result<(), PlanError> {
         Load::Fdexhaust { .. } | Load::Forkbomb { .. } | Load::Syscallstorm {} | Load::Crashloop {} => Ok(()),
         Load::Pi {} | Load::Branch { .. } | Load::Pingpong {} | Load::Falseshare {} | Load::Syscall {} | Load::Fork { .. } => Ok(()),
     }
-}
-
-/// The executable a command name resolves to: a path, or the first match on PATH.
-fn find_command(cmd: &str) -> Option<std::path::PathBuf> {
-    let exec = |p: &std::path::Path| {
-        let c = std::ffi::CString::new(p.as_os_str().as_encoded_bytes()).ok()?;
-        (p.is_file() && unsafe { libc::access(c.as_ptr(), libc::X_OK) } == 0).then(|| p.to_path_buf())
-    };
-    if cmd.contains('/') {
-        return exec(std::path::Path::new(cmd));
-    }
-    std::env::var_os("PATH").and_then(|path| std::env::split_paths(&path).find_map(|d| exec(&d.join(cmd))))
 }

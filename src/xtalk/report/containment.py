@@ -21,7 +21,7 @@ from rich.table import Table
 
 from ..store import Results
 
-COLUMNS = ["scenario", "runs_ok", "miss_ratio", "p99_response_ms", "p99_vs_solo", "verdict", "why", "faults"]
+COLUMNS = ["configuration", "scenario", "runs_ok", "miss_ratio", "p99_response_ms", "p99_vs_solo", "verdict", "why", "faults"]
 
 
 def _per_run(jobs: pd.DataFrame) -> pd.DataFrame:
@@ -30,7 +30,18 @@ def _per_run(jobs: pd.DataFrame) -> pd.DataFrame:
 
 
 def verdicts(runs: pd.DataFrame, jobs: pd.DataFrame, tolerance: float = 1.5) -> pd.DataFrame:
-    """One row per scenario other than solo (needs a solo reference)."""
+    """One row per configuration × scenario other than solo, each judged against the solo
+    runs of its own configuration (the same fault, contained by one configuration and not
+    by another, is the point of comparing them)."""
+    parts = []
+    for cfg in dict.fromkeys(runs.configuration if "configuration" in runs else ["default"]):
+        r = runs[runs.configuration == cfg] if "configuration" in runs else runs
+        j = jobs[jobs.configuration == cfg] if "configuration" in jobs else jobs
+        parts.append(_verdicts_one(r, j, tolerance).assign(configuration=cfg))
+    return pd.concat(parts, ignore_index=True)[COLUMNS]
+
+
+def _verdicts_one(runs: pd.DataFrame, jobs: pd.DataFrame, tolerance: float) -> pd.DataFrame:
     if "solo" not in set(runs.scenario):
         raise ValueError("no 'solo' runs to compare with")
     solo = _per_run(jobs[jobs.scenario == "solo"])
@@ -54,7 +65,7 @@ def verdicts(runs: pd.DataFrame, jobs: pd.DataFrame, tolerance: float = 1.5) -> 
         rows.append({"scenario": scenario, "runs_ok": f"{ok}/{len(g)}", "miss_ratio": float(j.missed.mean()) if len(j) else float("nan"),
                      "p99_response_ms": p99, "p99_vs_solo": p99 / solo_p99 if solo_p99 else float("nan"),
                      "verdict": "propagated" if why else "contained", "why": "; ".join(why), "faults": ", ".join(faults)})
-    return pd.DataFrame(rows, columns=COLUMNS)
+    return pd.DataFrame(rows, columns=[c for c in COLUMNS if c != "configuration"])
 
 
 def show(results: Results, console: Console, tolerance: float = 1.5) -> pd.DataFrame:
@@ -64,7 +75,7 @@ def show(results: Results, console: Console, tolerance: float = 1.5) -> pd.DataF
     for c in COLUMNS:
         t.add_column(c, justify="right" if c in ("miss_ratio", "p99_response_ms", "p99_vs_solo") else "left")
     for r in table.itertuples():
-        t.add_row(r.scenario, r.runs_ok, f"{r.miss_ratio:.3f}", f"{r.p99_response_ms:.3f}", f"{r.p99_vs_solo:.2f}",
+        t.add_row(r.configuration, r.scenario, r.runs_ok, f"{r.miss_ratio:.3f}", f"{r.p99_response_ms:.3f}", f"{r.p99_vs_solo:.2f}",
                   f"[{'red' if r.verdict == 'propagated' else 'green'}]{r.verdict}[/]", r.why, r.faults)
     console.print(t)
     return table

@@ -173,7 +173,7 @@ fn check_victim(v: &Victim, online: &[usize], allowed: &[usize]) -> Result<(), P
             if argv.is_empty() || argv[0].is_empty() {
                 return err("victim.body.argv", "is empty; give the program and its arguments, e.g. [\"./app\", \"-n\", \"10\"]");
             }
-            if find_command(&argv[0]).is_none() {
+            if find_program(&argv[0]).is_none() {
                 return err("victim.body.argv[0]", format!("'{}' is not an executable file here (nor on PATH)", argv[0]));
             }
             if let Some(p) = preload {
@@ -595,4 +595,16 @@ fn check_load(at: &str, load: &Load) -> Result<(), PlanError> {
         Load::Fdexhaust { .. } | Load::Forkbomb { .. } | Load::Syscallstorm {} | Load::Crashloop {} => Ok(()),
         Load::Pi {} | Load::Branch { .. } | Load::Pingpong {} | Load::Falseshare {} | Load::Syscall {} | Load::Fork { .. } => Ok(()),
     }
+}
+
+/// The executable a program name resolves to: a path, or the first match on PATH.
+pub fn find_program(cmd: &str) -> Option<std::path::PathBuf> {
+    let exec = |p: &std::path::Path| {
+        let c = std::ffi::CString::new(p.as_os_str().as_encoded_bytes()).ok()?;
+        (p.is_file() && unsafe { libc::access(c.as_ptr(), libc::X_OK) } == 0).then(|| p.to_path_buf())
+    };
+    if cmd.contains('/') {
+        return exec(std::path::Path::new(cmd));
+    }
+    std::env::var_os("PATH").and_then(|path| std::env::split_paths(&path).find_map(|d| exec(&d.join(cmd))))
 }

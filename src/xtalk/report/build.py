@@ -119,7 +119,7 @@ class _Builder:
         for col in ("exec_ns", "response_ns"):
             name = col.removesuffix("_ns")
             d = self.keep(f"distribution_{name}", tb.distribution(self.data, col))
-            vals = [(f"{sc}" if cf == "default" else f"{sc} ({cf})", tb._subset(self.data, sc, cf, [col])[col].to_numpy())
+            vals = [(f"{sc}" if cf == "default" else f"{sc} ({cf})", tb.sorted_values(self.data, sc, cf, col))
                     for sc, cf in groups]
             s.figure(self.fig(fg.boxplots(vals, f"{name} per scenario", METRIC_LABEL[col]), f"box_{name}",
                               f"Boxplots of the {METRIC_LABEL[col]}", "Every job counted; the red dot is the maximum."))
@@ -127,9 +127,8 @@ class _Builder:
                               f"ECDF of the {METRIC_LABEL[col]}", "Right: the tail, 1 − F on a log scale."))
             s.table(in_ms(d), f"{METRIC_LABEL[col]} per scenario")
         for i, (sc, cf) in enumerate(groups):
-            g = tb._subset(self.data, sc, cf, ["run_id", "job", "warmup", "exec_ns"], warmup=True)
-            marks = fg.markers_of(g, "exec_ns")
-            v = g.loc[~g["warmup"], "exec_ns"].to_numpy()
+            marks = tb.group_markers(self.data, sc, cf, "exec_ns")
+            v = tb.sorted_values(self.data, sc, cf, "exec_ns")
             s.figure(self.fig(fg.runtime_histogram(v, marks, f"{sc} ({cf}): execution time"), f"hist_exec_{i}",
                               f"Execution-time histogram, {sc} ({cf})", "Seed 004 Fig. 7 markers; counts on a log scale."))
         return s
@@ -144,9 +143,10 @@ class _Builder:
             self.keep(f"reference_{sc}_{cf}", ref)
             g = tb._subset(self.data, sc, cf, ["run_id", "job", "exec_ns"])
             runs = [(str(r), x["job"].to_numpy(), x["exec_ns"].to_numpy()) for r, x in g.groupby("run_id", observed=True)]
-            s.figure(self.fig(fg.per_job_series(runs, ref if len(runs) > 1 else ref.iloc[0:0], f"{sc} ({cf})"),
+            shown = min(len(runs), fg.MAX_RUNS_DRAWN)
+            s.figure(self.fig(fg.per_job_series(runs[:shown], ref if len(runs) > 1 else ref.iloc[0:0], f"{sc} ({cf})"),
                               f"series_{i}", f"Per-job execution time, {sc} ({cf})",
-                              f"{len(runs)} runs; red: per-job minimum over the runs."))
+                              f"{shown} of {len(runs)} runs drawn; red: per-job minimum over all {len(runs)} runs."))
         return s
 
     def counters(self) -> Section | None:
@@ -204,10 +204,10 @@ class _Builder:
         if len(q) and not q["quantised"].any():
             s.text("No quantisation: every scenario's wake-up intervals form one level.")
         for i, (sc, cf) in enumerate(tb.groups(self.data)):
-            g = tb._subset(self.data, sc, cf, ["run_id", "job", "wakeup_ns", "release_ns", "period_ns"], warmup=True)
+            ser = tb.wakeup(self.data, sc, cf)
             dd = d[(d["scenario"] == sc) & (d["configuration"] == cf)] if len(d) else d
-            s.figure(self.fig(fg.wakeup_curves(g, dd, f"{sc} ({cf})"), f"wakeup_{i}", f"Wake-up curves, {sc} ({cf})",
-                              "Left: rel(k) per run with its fitted drift; right: Δw(k)."))
+            s.figure(self.fig(fg.wakeup_curves(ser, dd, f"{sc} ({cf})"), f"wakeup_{i}", f"Wake-up curves, {sc} ({cf})",
+                              f"Left: rel(k) per run with its fitted drift; right: Δw(k). At most {fg.MAX_RUNS_DRAWN} runs drawn."))
         return s
 
     def spikes(self) -> Section:

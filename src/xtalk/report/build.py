@@ -267,10 +267,11 @@ def build(path, out: Path | None = None, epsilons: Sequence = (), *, csv: bool =
           console=None) -> Path:
     """Write the report of results directory ``path``; returns the HTML file."""
     t0 = time.perf_counter()
-    data = path if isinstance(path, ReportData) else load(path)
     for e in epsilons:  # bad ε input fails before any work
         if not isinstance(e, eps.EpsilonSpec):
             eps.parse(e)
+    data = path if isinstance(path, ReportData) else load(path)
+    timings = {"load": time.perf_counter() - t0}
     out = Path(out) if out is not None else data.path / "report"
     out.mkdir(parents=True, exist_ok=True)
     # The CSV export is I/O and pyarrow (which releases the GIL): it runs beside the statistics.
@@ -278,11 +279,14 @@ def build(path, out: Path | None = None, epsilons: Sequence = (), *, csv: bool =
     exported = pool.submit(lambda: (export_jobs(data, out / "csv" / "jobs.csv"),
                                     export_probes(data, out / "csv" / "probes.csv"))) if csv else None
     b = _Builder(data, out, epsilons, n_boot)
-    sections = [b.verdicts(), b.slowdown(), b.distributions(), b.series()]
-    c = b.counters()
-    if c is not None:
-        sections.append(c)
-    sections += [b.grid(), b.wakeup(), b.spikes(), b.pwcet()]
+    sections = []
+    for name in ("verdicts", "slowdown", "distributions", "series", "counters", "grid", "wakeup", "spikes", "pwcet"):
+        t = time.perf_counter()
+        sec = getattr(b, name)()
+        timings[name] = time.perf_counter() - t
+        if sec is not None:
+            sections.append(sec)
+    t = time.perf_counter()
     files = ["index.html", "summary.md", "figures/*.png, figures/*.svg", "tables/*.csv"]
     exports = Section("files", "Files")
     if exported is not None:
@@ -291,6 +295,7 @@ def build(path, out: Path | None = None, epsilons: Sequence = (), *, csv: bool =
         files.append(f"csv/probes.csv ({n_probes} rows, one per probe sample)" if n_probes else
                      "no probes.csv: no run recorded probe samples")
     pool.shutdown()
+    timings["csv (after the rest)"] = time.perf_counter() - t
     export_tables(b.tables, out / "tables")
     exports.raw("<ul>" + "".join(f"<li>{fg_escape(f)}</li>" for f in files) + "</ul>")
     exports.text("Python API: every table above is a function of xtalk.report.tables returning a pandas DataFrame.")
@@ -309,6 +314,7 @@ def build(path, out: Path | None = None, epsilons: Sequence = (), *, csv: bool =
     if console is not None:
         for r in b.tables["verdicts"].itertuples():
             console.print(f"[bold]{r.status}[/]: {r.verdict}", highlight=False)
-        console.print(f"report: {html_path} ({len(b.figures)} figures, {html_path.stat().st_size / 1e6:.1f} MB)")
+        console.print(f"report: {html_path} ({len(b.figures)} figures, {html_path.stat().st_size / 1e6:.1f} MB) in {elapsed:.1f} s: "
+                      + ", ".join(f"{k} {v:.1f}" for k, v in timings.items()), highlight=False, soft_wrap=True)
     return html_path
 

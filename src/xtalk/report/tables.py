@@ -32,9 +32,9 @@ from ..analysis.verdict import EpsilonSpec
 from . import epsilon as eps
 from .data import SOLO, ReportData, load
 
-__all__ = ["load", "runs", "slowdown", "noise_floor", "misses", "verdicts", "distribution", "per_job_reference",
-           "counter_summary", "counter_correlation", "redundant_counters", "parameter_grid", "two_way_grid",
-           "wakeup_drift", "quantisation", "spikes", "spike_periods", "culprits", "spike_attribution",
+__all__ = ["load", "runs", "slowdown", "noise_floor", "misses", "epsilon_table", "verdicts", "distribution",
+           "per_job_reference", "counter_summary", "counter_correlation", "redundant_counters", "parameter_grid",
+           "two_way_grid", "wakeup_drift", "quantisation", "spikes", "spike_periods", "culprits", "spike_attribution",
            "timeline", "pwcet", "pwcet_iid"]
 
 #: Largest number of jobs one bootstrap replicate draws for the slowdown CIs; beyond it each
@@ -205,7 +205,7 @@ def _noise_floor(data: ReportData, n_boot: int, seed: int) -> pd.DataFrame:
     for metric in ("exec_ns", "response_ns"):
         if pairs:
             a, b = pairs[0]
-            samples = [_subset(data, s, None, [metric])[metric].to_numpy(dtype=float) for s in (a, b)]
+            samples = [sorted_values(data, s, None, metric) for s in (a, b)]  # sorted: the bootstrap's sort is cheap
             source = f"A/A {a} vs {b}"
         else:
             solo = _subset(data, SOLO, None, ["run_id", metric])
@@ -447,6 +447,7 @@ def per_job_reference(x, scenario: str = SOLO, column: str = "exec_ns", configur
     g = _subset(data, scenario, configuration, ["run_id", "job", column])
     if g.empty:
         return pd.DataFrame(columns=["job", "min_ns", "median_ns", "max_ns", "n_runs"])
+    g = g.assign(run_id=g["run_id"].cat.codes)  # integer run keys: nunique per job is much cheaper
     return st.per_step_reference(g, column=column, by=("run_id",))
 
 
@@ -616,8 +617,10 @@ def detected_spikes(data: ReportData, scenario: str | None = None, k: float = 5.
 
 
 def _detected_spikes(data: ReportData, scenario: str | None, k: float) -> pd.DataFrame:
-    j = data.measured if scenario is None else _subset(data, scenario, None, SPIKE_COLUMNS + ["scenario"])
-    cols = [c for c in SPIKE_COLUMNS + ["scenario", "configuration"] if c in j.columns]
+    # Only what the spike tables need: detect_spikes copies every column it is given.
+    narrow = ["run_id", "job", "exec_ns", "release_ns", "scenario"]
+    j = data.measured if scenario is None else _subset(data, scenario, None, narrow)
+    cols = [c for c in narrow if c in j.columns]
     j = j[cols]
     j = j.assign(run_id=j["run_id"].cat.remove_unused_categories())
     return sp.detect_spikes(j, column="exec_ns", k=k, by=("run_id",))

@@ -21,7 +21,7 @@ import pandas as pd
 from . import epsilon as eps
 from . import figures as fg
 from . import tables as tb
-from .data import ReportData, load
+from .data import ReportData, convert_stale, load, load_runs
 from .export import export_jobs, export_probes, export_tables
 from .html import Section, page, verdict_list
 from .markdown import summary as md_summary
@@ -270,14 +270,18 @@ def build(path, out: Path | None = None, epsilons: Sequence = (), *, csv: bool =
     for e in epsilons:  # bad ε input fails before any work
         if not isinstance(e, eps.EpsilonSpec):
             eps.parse(e)
-    data = path if isinstance(path, ReportData) else load(path)
-    timings = {"load": time.perf_counter() - t0}
-    out = Path(out) if out is not None else data.path / "report"
+    runs = path.runs if isinstance(path, ReportData) else load_runs(path)
+    convert_stale(runs)  # before the export thread reads the Parquet files
+    root = path.path if isinstance(path, ReportData) else Path(path)
+    out = Path(out) if out is not None else root / "report"
     out.mkdir(parents=True, exist_ok=True)
-    # The CSV export is I/O and pyarrow (which releases the GIL): it runs beside the statistics.
+    # The CSV export is I/O and pyarrow (which releases the GIL): it runs beside the loading
+    # and the statistics, from the run table alone.
     pool = ThreadPoolExecutor(max_workers=1)
-    exported = pool.submit(lambda: (export_jobs(data, out / "csv" / "jobs.csv"),
-                                    export_probes(data, out / "csv" / "probes.csv"))) if csv else None
+    exported = pool.submit(lambda: (export_jobs(runs, out / "csv" / "jobs.csv"),
+                                    export_probes(runs, out / "csv" / "probes.csv"))) if csv else None
+    data = path if isinstance(path, ReportData) else load(path, runs)
+    timings = {"load": time.perf_counter() - t0}
     b = _Builder(data, out, epsilons, n_boot)
     sections = []
     for name in ("verdicts", "slowdown", "distributions", "series", "counters", "grid", "wakeup", "spikes", "pwcet"):

@@ -90,8 +90,8 @@ def _read_jobs(run_dir: Path) -> pd.DataFrame | None:
     return pq.read_table(path, columns=cols).to_pandas()
 
 
-def load(path) -> ReportData:
-    """Read a results directory; a path that is not one is a UsageError naming the fix."""
+def load_runs(path) -> pd.DataFrame:
+    """The run table of a results directory; a path that is not one is a UsageError."""
     path = Path(path)
     try:
         results = Results(path)
@@ -101,6 +101,24 @@ def load(path) -> ReportData:
     runs = results.runs()
     if runs.empty:
         raise UsageError(f"{path}: no run with a run.json under runs/; run the experiment first")
+    return runs
+
+
+def convert_stale(runs: pd.DataFrame) -> None:
+    """Write jobs.parquet for every run whose job log is newer (a run never converted, e.g.
+    after a crash), so that readers of the Parquet files see every run."""
+    for d in runs["dir"]:
+        if not _fresh(Path(d)) and (Path(d) / "jobs.bin").exists():
+            try:
+                convert_run(Path(d))
+            except JobLogError:
+                pass  # unreadable: listed without jobs, as load() does
+
+
+def load(path, runs: pd.DataFrame | None = None) -> ReportData:
+    """Read a results directory (``runs``: its run table, when already read)."""
+    path = Path(path)
+    runs = load_runs(path) if runs is None else runs
     measured, warmup, params = [], [], []
     # Labels as categoricals built from codes, per run: a string column of 10^7 rows would
     # cost seconds to build and again to categorise.

@@ -55,12 +55,19 @@ def _data(x) -> ReportData:
 
 def groups(data: ReportData) -> list[tuple[str, str]]:
     """(scenario, configuration) pairs that have jobs, solo first."""
-    m = data.measured
-    if m.empty:
-        return []
-    pairs = m.groupby(["scenario", "configuration"], observed=True).size().index.tolist()
-    order = {s: i for i, s in enumerate(data.scenarios)}
-    return sorted(((str(s), str(c)) for s, c in pairs), key=lambda p: (order.get(p[0], 99), p[1]))
+    def compute():
+        m = data.measured
+        if m.empty:
+            return []
+        # Pairs from the category codes: a groupby over 10^7 categoricals costs half a second.
+        codes = np.unique(m["scenario"].cat.codes.to_numpy().astype(np.int64) * 65536
+                          + m["configuration"].cat.codes.to_numpy())
+        sc, cf = m["scenario"].cat.categories, m["configuration"].cat.categories
+        pairs = [(str(sc[c // 65536]), str(cf[c % 65536])) for c in codes]
+        order = {s: i for i, s in enumerate(data.scenarios)}
+        return sorted(pairs, key=lambda p: (order.get(p[0], 99), p[1]))
+
+    return list(_memo(data, ("groups",), compute))
 
 
 def _subset(data: ReportData, scenario: str, configuration: str | None = None, cols: Sequence[str] | None = None,

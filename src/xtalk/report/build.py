@@ -125,7 +125,10 @@ class _Builder:
                               f"Boxplots of the {METRIC_LABEL[col]}", "Every job counted; the red dot is the maximum."))
             s.figure(self.fig(fg.ecdfs(vals, f"{name}: empirical CDF", METRIC_LABEL[col]), f"ecdf_{name}",
                               f"ECDF of the {METRIC_LABEL[col]}", "Right: the tail, 1 − F on a log scale."))
-            s.table(in_ms(d), f"{METRIC_LABEL[col]} per scenario")
+            shown = d.copy()
+            stats_cols = [c for c in shown.columns if c not in ("scenario", "configuration", "column", "n")]
+            shown[stats_cols] = shown[stats_cols] / 1e6
+            s.table(shown, f"{METRIC_LABEL[col]} per scenario")
         for i, (sc, cf) in enumerate(groups):
             marks = tb.group_markers(self.data, sc, cf, "exec_ns")
             v = tb.sorted_values(self.data, sc, cf, "exec_ns")
@@ -162,8 +165,8 @@ class _Builder:
                 continue
             marks = fg.markers_of(g, ctr)
             steady = g[~g["warmup"]]
-            s.figure(self.fig(fg.runtime_histogram(steady[ctr].to_numpy() * 1e6, {k: v * 1e6 for k, v in marks.items()},
-                                                   f"{ctr}: all scenarios", xlabel=ctr.removeprefix("ctr_")),
+            s.figure(self.fig(fg.runtime_histogram(steady[ctr].to_numpy(), marks, f"{ctr}: all scenarios",
+                                                   xlabel=ctr.removeprefix("ctr_"), unit="", scale=1.0),
                               f"hist_{ctr}", f"Histogram of {ctr}", "Markers as for the execution time (seed 004 Fig. 8)."))
             first = g.loc[g.groupby("run_id", observed=True)["job"].idxmin()].iloc[0]
             r = tb._corr(steady["exec_ns"], steady[ctr])

@@ -93,10 +93,11 @@ def envelope(x: np.ndarray, y: np.ndarray, bins: int = ENVELOPE_BINS) -> tuple[n
 # --------------------------------------------------------------------------- distributions
 
 
-def runtime_histogram(values: np.ndarray, marks: dict[str, float], title: str, xlabel: str = "execution time (ms)"):
-    """Histogram with best / median / first / worst markers (seed 004 Fig. 7); log counts so
-    that the tail stays visible."""
-    v = _ms(values)
+def runtime_histogram(values: np.ndarray, marks: dict[str, float], title: str, xlabel: str = "execution time (ms)",
+                      unit: str = "ms", scale: float = 1e6):
+    """Histogram with best / median / first / worst markers (seed 004 Fig. 7, and Fig. 8 for
+    counters: ``unit=""``, ``scale=1``); log counts so that the tail stays visible."""
+    v = np.asarray(values, dtype=float) / scale
     if v.size == 0:
         return None
     fig, ax = plt.subplots(figsize=(7.2, 3.2))
@@ -105,8 +106,8 @@ def runtime_histogram(values: np.ndarray, marks: dict[str, float], title: str, x
     ax.set_yscale("log")
     for name in ("best", "median", "first", "worst"):
         if name in marks and np.isfinite(marks[name]):
-            x = marks[name] / 1e6
-            ax.axvline(x, color=MARKER_COLORS[name], lw=1.6, label=f"{name} {x:.3f} ms")
+            x = marks[name] / scale
+            ax.axvline(x, color=MARKER_COLORS[name], lw=1.6, label=f"{name} {x:.4g} {unit}".rstrip())
     ax.set_xlabel(xlabel)
     ax.set_ylabel("jobs (log)")
     ax.set_title(title)

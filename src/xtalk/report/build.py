@@ -41,8 +41,8 @@ def in_ms(df: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
-def slowdown_display(sl: pd.DataFrame) -> pd.DataFrame:
-    """The slowdown table with each ratio and its CI in one cell."""
+def slowdown_display(sl: pd.DataFrame, floor: pd.DataFrame | None = None) -> pd.DataFrame:
+    """The slowdown table with each ratio and its CI in one cell, the noise floor beside it."""
     if sl.empty:
         return sl
     from .tables import _fmt_ci
@@ -52,6 +52,9 @@ def slowdown_display(sl: pd.DataFrame) -> pd.DataFrame:
         out[f"slowdown {stat} [95 % CI]"] = [_fmt_ci(p, lo, hi) for p, lo, hi in zip(
             sl[f"slowdown_{stat}"], sl[f"slowdown_{stat}_lo"], sl[f"slowdown_{stat}_hi"])]
     out["CI subsampled"] = sl["ci_subsampled"]
+    if floor is not None and len(floor):
+        f = floor[floor["statistic"] == "median"].set_index("metric")["floor"]
+        out["noise floor (median)"] = [f"±{f[m] * 100:.1f} %" if m in f and f[m] == f[m] else "–" for m in sl["metric"]]
     return out
 
 
@@ -97,7 +100,7 @@ class _Builder:
         sl = self.keep("slowdown", tb.slowdown(self.data, n_boot=self.n_boot))
         fl = self.keep("noise_floor", tb.noise_floor(self.data, n_boot=self.n_boot))
         ms = self.keep("misses", tb.misses(self.data))
-        s.table(slowdown_display(sl), "Slowdown against solo (ratio of medians and of maxima, 95 % CI)")
+        s.table(slowdown_display(sl, fl), "Slowdown against solo (ratio of medians and of maxima, 95 % CI)")
         if sl.get("ci_subsampled", pd.Series(dtype=bool)).any():
             s.text(f"CIs marked ci_subsampled were computed on a per-run subsample (≤ {tb.BOOT_JOBS} jobs per bootstrap "
                    "replicate, each run's slowest job kept) and moved to the all-jobs point estimate.")

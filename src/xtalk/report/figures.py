@@ -349,11 +349,14 @@ def gantt(iv: pd.DataFrame, title: str):
             ax.broken_barh(list(zip(k["rel_start_ns"] / 1e6, (k["rel_end_ns"] - k["rel_start_ns"]) / 1e6)),
                            (lane - 0.3 + off, h), facecolors=[colors[n] for n in k["name"]], edgecolor="none")
     a = iv.attrs
+    if "start_ns" in a and "end_ns" in a:  # the job itself, shaded: it may be far shorter than the window
+        ax.axvspan((a["start_ns"] - a["release_ns"]) / 1e6, (a["end_ns"] - a["release_ns"]) / 1e6, color="#e76f51", alpha=0.25,
+                   lw=0, zorder=0)
     for key, style in (("release_ns", ":"), ("start_ns", "--"), ("end_ns", "-")):
         if key in a:
             ax.axvline((a[key] - a["release_ns"]) / 1e6, color="k", lw=0.8, ls=style)
     ax.set_yticks(range(len(cpus)), [f"CPU {c}" for c in cpus])
-    ax.set_xlabel("ms from the worst job's release (dotted: release, dashed: start, solid: end)")
+    ax.set_xlabel("ms from the worst job's release (dotted: release, dashed: start, solid: end; shaded: the job)")
     handles = [plt.Rectangle((0, 0), 1, 1, color=colors[n]) for n in names[:8]]
     ax.legend(handles, names[:8], fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
     ax.set_title(title)

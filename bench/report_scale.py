@@ -86,6 +86,7 @@ def main() -> None:
         csv = root / "report" / "csv" / "jobs.csv"
         print(f"xtalk report: {rep_s:.1f} s on {os.cpu_count()} cores (goal < 60 s); "
               f"ratio to the baseline {rep_s / base_s:.1f}×")
+        print("  " + next((ln for ln in r.stdout.splitlines() if ln.startswith("report:")), "").split(": ", 2)[-1])
         print(f"  index.html {html.stat().st_size / 1e6:.2f} MB, {len(list((root / 'report' / 'figures').glob('*.png')))} figures, "
               f"jobs.csv {csv.stat().st_size / 1e9:.2f} GB")
     finally:

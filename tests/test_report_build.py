@@ -97,3 +97,19 @@ def test_report_on_a_real_experiment(tmp_path):
     v = pd.read_csv(res / "report" / "tables" / "verdicts.csv")
     assert list(v.scenario) == ["solo", "pi"] and v.jobs.eq(50).all()
     assert (v.epsilon_verdicts.str.contains("response max ≤ 1000 ms")).all()
+
+
+def test_report_on_a_nearly_empty_experiment(tmp_path):
+    """One short solo run and a failed run without jobs: every section still renders, and
+    what cannot be estimated says so instead of failing."""
+    root = write_results(tmp_path / "res", [Scenario("solo")], repetitions=1, jobs=8)
+    (root / "runs" / "9-x-r0").mkdir()
+    (root / "runs" / "9-x-r0" / "run.json").write_text(
+        '{"run_id": "9-x-r0", "status": "failed", "reason": "agent killed", "plan": {"labels": {"scenario": "x"}}}')
+    html = build(root, csv=True)
+    text = html.read_text()
+    assert "pWCET refused" in text and "sample_size" in text
+    floor = pd.read_csv(html.parent / "tables" / "noise_floor.csv")
+    assert floor.samples.eq(1).all() and floor.floor.isna().all()  # one solo run: no spread to show
+    runs = pd.read_csv(html.parent / "tables" / "runs.csv")
+    assert set(runs.status) == {"completed", "failed"}

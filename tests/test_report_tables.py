@@ -196,3 +196,13 @@ def test_blame_ranks_the_spike_culprit(data):
     assert "over-represented in the" in r.stdout
     table = r.stdout[r.stdout.index("over-represented"):]
     assert table.index("timesyncd") < table.index("kworker")
+
+
+def test_group_markers_agree_with_the_library(data):
+    from xtalk.analysis.stats import markers
+
+    for scen in ("solo", "pi"):
+        jobs = data.jobs
+        mk = markers(jobs[jobs.scenario == scen], column="exec_ns", by=()).iloc[0]
+        ours = tb.group_markers(data, scen, "default", "exec_ns")
+        assert ours == {k: float(mk[k]) for k in ("best", "median", "first", "worst")}

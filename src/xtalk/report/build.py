@@ -21,7 +21,7 @@ import pandas as pd
 from . import epsilon as eps
 from . import figures as fg
 from . import tables as tb
-from .data import ReportData, load
+from .data import ReportData, convert_stale, load, load_runs
 from .export import export_jobs, export_probes, export_tables
 from .html import Section, page, verdict_list
 from .markdown import summary as md_summary
@@ -41,8 +41,8 @@ def in_ms(df: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
-def slowdown_display(sl: pd.DataFrame) -> pd.DataFrame:
-    """The slowdown table with each ratio and its CI in one cell."""
+def slowdown_display(sl: pd.DataFrame, floor: pd.DataFrame | None = None) -> pd.DataFrame:
+    """The slowdown table with each ratio and its CI in one cell, the noise floor beside it."""
     if sl.empty:
         return sl
     from .tables import _fmt_ci
@@ -52,6 +52,9 @@ def slowdown_display(sl: pd.DataFrame) -> pd.DataFrame:
         out[f"slowdown {stat} [95 % CI]"] = [_fmt_ci(p, lo, hi) for p, lo, hi in zip(
             sl[f"slowdown_{stat}"], sl[f"slowdown_{stat}_lo"], sl[f"slowdown_{stat}_hi"])]
     out["CI subsampled"] = sl["ci_subsampled"]
+    if floor is not None and len(floor):
+        f = floor[floor["statistic"] == "median"].set_index("metric")["floor"]
+        out["noise floor (median)"] = [f"±{f[m] * 100:.1f} %" if m in f and f[m] == f[m] else "–" for m in sl["metric"]]
     return out
 
 
@@ -97,7 +100,7 @@ class _Builder:
         sl = self.keep("slowdown", tb.slowdown(self.data, n_boot=self.n_boot))
         fl = self.keep("noise_floor", tb.noise_floor(self.data, n_boot=self.n_boot))
         ms = self.keep("misses", tb.misses(self.data))
-        s.table(slowdown_display(sl), "Slowdown against solo (ratio of medians and of maxima, 95 % CI)")
+        s.table(slowdown_display(sl, fl), "Slowdown against solo (ratio of medians and of maxima, 95 % CI)")
         if sl.get("ci_subsampled", pd.Series(dtype=bool)).any():
             s.text(f"CIs marked ci_subsampled were computed on a per-run subsample (≤ {tb.BOOT_JOBS} jobs per bootstrap "
                    "replicate, each run's slowest job kept) and moved to the all-jobs point estimate.")
@@ -119,17 +122,19 @@ class _Builder:
         for col in ("exec_ns", "response_ns"):
             name = col.removesuffix("_ns")
             d = self.keep(f"distribution_{name}", tb.distribution(self.data, col))
-            vals = [(f"{sc}" if cf == "default" else f"{sc} ({cf})", tb._subset(self.data, sc, cf, [col])[col].to_numpy())
+            vals = [(f"{sc}" if cf == "default" else f"{sc} ({cf})", tb.sorted_values(self.data, sc, cf, col))
                     for sc, cf in groups]
             s.figure(self.fig(fg.boxplots(vals, f"{name} per scenario", METRIC_LABEL[col]), f"box_{name}",
                               f"Boxplots of the {METRIC_LABEL[col]}", "Every job counted; the red dot is the maximum."))
             s.figure(self.fig(fg.ecdfs(vals, f"{name}: empirical CDF", METRIC_LABEL[col]), f"ecdf_{name}",
                               f"ECDF of the {METRIC_LABEL[col]}", "Right: the tail, 1 − F on a log scale."))
-            s.table(in_ms(d), f"{METRIC_LABEL[col]} per scenario")
+            shown = d.copy()
+            stats_cols = [c for c in shown.columns if c not in ("scenario", "configuration", "column", "n")]
+            shown[stats_cols] = shown[stats_cols] / 1e6
+            s.table(shown, f"{METRIC_LABEL[col]} per scenario")
         for i, (sc, cf) in enumerate(groups):
-            g = tb._subset(self.data, sc, cf, ["run_id", "job", "warmup", "exec_ns"], warmup=True)
-            marks = fg.markers_of(g, "exec_ns")
-            v = g.loc[~g["warmup"], "exec_ns"].to_numpy()
+            marks = tb.group_markers(self.data, sc, cf, "exec_ns")
+            v = tb.sorted_values(self.data, sc, cf, "exec_ns")
             s.figure(self.fig(fg.runtime_histogram(v, marks, f"{sc} ({cf}): execution time"), f"hist_exec_{i}",
                               f"Execution-time histogram, {sc} ({cf})", "Seed 004 Fig. 7 markers; counts on a log scale."))
         return s
@@ -144,9 +149,10 @@ class _Builder:
             self.keep(f"reference_{sc}_{cf}", ref)
             g = tb._subset(self.data, sc, cf, ["run_id", "job", "exec_ns"])
             runs = [(str(r), x["job"].to_numpy(), x["exec_ns"].to_numpy()) for r, x in g.groupby("run_id", observed=True)]
-            s.figure(self.fig(fg.per_job_series(runs, ref if len(runs) > 1 else ref.iloc[0:0], f"{sc} ({cf})"),
+            shown = min(len(runs), fg.MAX_RUNS_DRAWN)
+            s.figure(self.fig(fg.per_job_series(runs[:shown], ref if len(runs) > 1 else ref.iloc[0:0], f"{sc} ({cf})"),
                               f"series_{i}", f"Per-job execution time, {sc} ({cf})",
-                              f"{len(runs)} runs; red: per-job minimum over the runs."))
+                              f"{shown} of {len(runs)} runs drawn; red: per-job minimum over all {len(runs)} runs."))
         return s
 
     def counters(self) -> Section | None:
@@ -162,8 +168,8 @@ class _Builder:
                 continue
             marks = fg.markers_of(g, ctr)
             steady = g[~g["warmup"]]
-            s.figure(self.fig(fg.runtime_histogram(steady[ctr].to_numpy() * 1e6, {k: v * 1e6 for k, v in marks.items()},
-                                                   f"{ctr}: all scenarios", xlabel=ctr.removeprefix("ctr_")),
+            s.figure(self.fig(fg.runtime_histogram(steady[ctr].to_numpy(), marks, f"{ctr}: all scenarios",
+                                                   xlabel=ctr.removeprefix("ctr_"), unit="", scale=1.0),
                               f"hist_{ctr}", f"Histogram of {ctr}", "Markers as for the execution time (seed 004 Fig. 8)."))
             first = g.loc[g.groupby("run_id", observed=True)["job"].idxmin()].iloc[0]
             r = tb._corr(steady["exec_ns"], steady[ctr])
@@ -204,10 +210,10 @@ class _Builder:
         if len(q) and not q["quantised"].any():
             s.text("No quantisation: every scenario's wake-up intervals form one level.")
         for i, (sc, cf) in enumerate(tb.groups(self.data)):
-            g = tb._subset(self.data, sc, cf, ["run_id", "job", "wakeup_ns", "release_ns", "period_ns"], warmup=True)
+            ser = tb.wakeup(self.data, sc, cf)
             dd = d[(d["scenario"] == sc) & (d["configuration"] == cf)] if len(d) else d
-            s.figure(self.fig(fg.wakeup_curves(g, dd, f"{sc} ({cf})"), f"wakeup_{i}", f"Wake-up curves, {sc} ({cf})",
-                              "Left: rel(k) per run with its fitted drift; right: Δw(k)."))
+            s.figure(self.fig(fg.wakeup_curves(ser, dd, f"{sc} ({cf})"), f"wakeup_{i}", f"Wake-up curves, {sc} ({cf})",
+                              f"Left: rel(k) per run with its fitted drift; right: Δw(k). At most {fg.MAX_RUNS_DRAWN} runs drawn."))
         return s
 
     def spikes(self) -> Section:
@@ -267,22 +273,30 @@ def build(path, out: Path | None = None, epsilons: Sequence = (), *, csv: bool =
           console=None) -> Path:
     """Write the report of results directory ``path``; returns the HTML file."""
     t0 = time.perf_counter()
-    data = path if isinstance(path, ReportData) else load(path)
     for e in epsilons:  # bad ε input fails before any work
         if not isinstance(e, eps.EpsilonSpec):
             eps.parse(e)
-    out = Path(out) if out is not None else data.path / "report"
+    runs = path.runs if isinstance(path, ReportData) else load_runs(path)
+    convert_stale(runs)  # before the export thread reads the Parquet files
+    root = path.path if isinstance(path, ReportData) else Path(path)
+    out = Path(out) if out is not None else root / "report"
     out.mkdir(parents=True, exist_ok=True)
-    # The CSV export is I/O and pyarrow (which releases the GIL): it runs beside the statistics.
+    # The CSV export is I/O and pyarrow (which releases the GIL): it runs beside the loading
+    # and the statistics, from the run table alone.
     pool = ThreadPoolExecutor(max_workers=1)
-    exported = pool.submit(lambda: (export_jobs(data, out / "csv" / "jobs.csv"),
-                                    export_probes(data, out / "csv" / "probes.csv"))) if csv else None
+    exported = pool.submit(lambda: (export_jobs(runs, out / "csv" / "jobs.csv"),
+                                    export_probes(runs, out / "csv" / "probes.csv"))) if csv else None
+    data = path if isinstance(path, ReportData) else load(path, runs)
+    timings = {"load": time.perf_counter() - t0}
     b = _Builder(data, out, epsilons, n_boot)
-    sections = [b.verdicts(), b.slowdown(), b.distributions(), b.series()]
-    c = b.counters()
-    if c is not None:
-        sections.append(c)
-    sections += [b.grid(), b.wakeup(), b.spikes(), b.pwcet()]
+    sections = []
+    for name in ("verdicts", "slowdown", "distributions", "series", "counters", "grid", "wakeup", "spikes", "pwcet"):
+        t = time.perf_counter()
+        sec = getattr(b, name)()
+        timings[name] = time.perf_counter() - t
+        if sec is not None:
+            sections.append(sec)
+    t = time.perf_counter()
     files = ["index.html", "summary.md", "figures/*.png, figures/*.svg", "tables/*.csv"]
     exports = Section("files", "Files")
     if exported is not None:
@@ -291,6 +305,7 @@ def build(path, out: Path | None = None, epsilons: Sequence = (), *, csv: bool =
         files.append(f"csv/probes.csv ({n_probes} rows, one per probe sample)" if n_probes else
                      "no probes.csv: no run recorded probe samples")
     pool.shutdown()
+    timings["csv (after the rest)"] = time.perf_counter() - t
     export_tables(b.tables, out / "tables")
     exports.raw("<ul>" + "".join(f"<li>{fg_escape(f)}</li>" for f in files) + "</ul>")
     exports.text("Python API: every table above is a function of xtalk.report.tables returning a pandas DataFrame.")
@@ -309,6 +324,7 @@ def build(path, out: Path | None = None, epsilons: Sequence = (), *, csv: bool =
     if console is not None:
         for r in b.tables["verdicts"].itertuples():
             console.print(f"[bold]{r.status}[/]: {r.verdict}", highlight=False)
-        console.print(f"report: {html_path} ({len(b.figures)} figures, {html_path.stat().st_size / 1e6:.1f} MB)")
+        console.print(f"report: {html_path} ({len(b.figures)} figures, {html_path.stat().st_size / 1e6:.1f} MB) in {elapsed:.1f} s: "
+                      + ", ".join(f"{k} {v:.1f}" for k, v in timings.items()), highlight=False, soft_wrap=True)
     return html_path
 

@@ -21,8 +21,9 @@ from ..store.jobs import JobLogError, convert_run
 
 SOLO = "solo"
 #: Job-table columns the report uses (ctr_* and trace_* columns are added when present).
+#: (``missed`` is recomputed from the times by analysis.verdict; the CSV export has every column.)
 BASE_COLUMNS = ["job", "warmup", "release_ns", "wakeup_ns", "start_ns", "end_ns", "cpu_start", "cpu_end",
-                "period_ns", "deadline_ns", "missed", "migrated", "exec_ns", "response_ns", "wakeup_latency_ns"]
+                "period_ns", "deadline_ns", "exec_ns", "response_ns"]
 LABELS = ["run_id", "scenario", "configuration", "repetition"]
 
 
@@ -89,8 +90,8 @@ def _read_jobs(run_dir: Path) -> pd.DataFrame | None:
     return pq.read_table(path, columns=cols).to_pandas()
 
 
-def load(path) -> ReportData:
-    """Read a results directory; a path that is not one is a UsageError naming the fix."""
+def load_runs(path) -> pd.DataFrame:
+    """The run table of a results directory; a path that is not one is a UsageError."""
     path = Path(path)
     try:
         results = Results(path)
@@ -100,7 +101,28 @@ def load(path) -> ReportData:
     runs = results.runs()
     if runs.empty:
         raise UsageError(f"{path}: no run with a run.json under runs/; run the experiment first")
+    return runs
+
+
+def convert_stale(runs: pd.DataFrame) -> None:
+    """Write jobs.parquet for every run whose job log is newer (a run never converted, e.g.
+    after a crash), so that readers of the Parquet files see every run."""
+    for d in runs["dir"]:
+        if not _fresh(Path(d)) and (Path(d) / "jobs.bin").exists():
+            try:
+                convert_run(Path(d))
+            except JobLogError:
+                pass  # unreadable: listed without jobs, as load() does
+
+
+def load(path, runs: pd.DataFrame | None = None) -> ReportData:
+    """Read a results directory (``runs``: its run table, when already read)."""
+    path = Path(path)
+    runs = load_runs(path) if runs is None else runs
     measured, warmup, params = [], [], []
+    # Labels as categoricals built from codes, per run: a string column of 10^7 rows would
+    # cost seconds to build and again to categorise.
+    cats = {c: list(dict.fromkeys(runs[c])) for c in ("run_id", "scenario", "configuration")}
     for r in runs.itertuples():
         meta = read_run_json(Path(r.dir)) or {}
         extra = {k: v for k, v in (meta.get("plan", {}).get("labels") or {}).items() if k not in LABELS}
@@ -109,10 +131,9 @@ def load(path) -> ReportData:
         df = _read_jobs(Path(r.dir))
         if df is None or df.empty:
             continue
-        df["scenario"] = r.scenario
-        df["configuration"] = r.configuration
-        df["repetition"] = r.repetition
-        df["run_id"] = r.run_id
+        for col, cat in cats.items():
+            df[col] = pd.Categorical.from_codes(np.full(len(df), cat.index(getattr(r, col)), dtype=np.int32), categories=cat)
+        df["repetition"] = np.int32(r.repetition)
         w = df["warmup"].to_numpy(dtype=bool)
         measured.append(df[~w])
         warmup.append(df[w])
@@ -120,17 +141,18 @@ def load(path) -> ReportData:
         experiment = json.loads((path / "experiment.json").read_text())
     except (OSError, ValueError):
         experiment = {}
-    return ReportData(path, runs, _frame(measured, runs), _frame(warmup, runs), experiment, pd.DataFrame(params))
+    return ReportData(path, runs, _frame(measured, cats), _frame(warmup, cats), experiment, pd.DataFrame(params))
 
 
-def _frame(parts: list[pd.DataFrame], runs: pd.DataFrame) -> pd.DataFrame:
-    """Concatenate per-run tables; labels become categoricals with the same categories in
-    every frame (so measured and warm-up jobs concatenate and compare cleanly)."""
+def _frame(parts: list[pd.DataFrame], cats: dict[str, list]) -> pd.DataFrame:
+    """Concatenate per-run tables (their label categoricals share categories, so they stay
+    categoricals, and measured and warm-up jobs concatenate and compare cleanly)."""
     if not parts:
-        return pd.DataFrame({c: pd.Series(dtype=float) for c in LABELS + BASE_COLUMNS}).astype({"warmup": bool})
+        empty = pd.DataFrame({c: pd.Series(dtype=float) for c in LABELS + BASE_COLUMNS}).astype({"warmup": bool})
+        for col, cat in cats.items():
+            empty[col] = pd.Categorical([], categories=cat)
+        return empty
     jobs = pd.concat(parts, ignore_index=True)
-    for col in ("run_id", "scenario", "configuration"):
-        jobs[col] = pd.Categorical(jobs[col], categories=list(dict.fromkeys(runs[col])))
     jobs["warmup"] = jobs["warmup"].astype(bool)
     for col in ("cpu_start", "cpu_end"):
         if col in jobs and jobs[col].dtype != np.int64:

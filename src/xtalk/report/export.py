@@ -24,7 +24,7 @@ def _labelled(path: Path, run, columns: list[str]) -> pa.Table:
     cols = []
     for c in columns:
         if c in lab:
-            cols.append(pa.array([lab[c]] * n))
+            cols.append(pa.repeat(pa.scalar(lab[c]), n))  # built in C: no Python list, no GIL held
         elif c in t.column_names:
             cols.append(t.column(c))
         else:
@@ -32,9 +32,11 @@ def _labelled(path: Path, run, columns: list[str]) -> pa.Table:
     return pa.Table.from_arrays(cols, names=columns)
 
 
-def _stream(data: ReportData, filename: str, out: Path) -> int:
-    """Concatenate RUN/<filename> of every run into one CSV at ``out``; rows written."""
-    files = [(r, Path(r.dir) / filename) for r in data.runs.itertuples() if (Path(r.dir) / filename).exists()]
+def _stream(data: ReportData | pd.DataFrame, filename: str, out: Path) -> int:
+    """Concatenate RUN/<filename> of every run (``data``: a ReportData or its run table) into
+    one CSV at ``out``; rows written."""
+    runs = data.runs if isinstance(data, ReportData) else data
+    files = [(r, Path(r.dir) / filename) for r in runs.itertuples() if (Path(r.dir) / filename).exists()]
     if not files:
         return 0
     columns = list(LABELS)
@@ -52,12 +54,12 @@ def _stream(data: ReportData, filename: str, out: Path) -> int:
     return rows
 
 
-def export_jobs(data: ReportData, out: Path) -> int:
+def export_jobs(data: ReportData | pd.DataFrame, out: Path) -> int:
     """One row per job (warm-up included, flagged) with run labels; rows written."""
     return _stream(data, "jobs.parquet", out)
 
 
-def export_probes(data: ReportData, out: Path) -> int:
+def export_probes(data: ReportData | pd.DataFrame, out: Path) -> int:
     """One row per probe sample (probes.parquet of runs with probes); 0 when none."""
     return _stream(data, "probes.parquet", out)
 

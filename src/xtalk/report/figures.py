@@ -24,9 +24,9 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from ..analysis import stats as st  # noqa: E402
-from ..analysis import wakeup as wk  # noqa: E402
 
 ENVELOPE_BINS = 600
+MAX_RUNS_DRAWN = 8  # lines per panel before a figure stops being readable
 SCATTER_POINTS = 4000
 ECDF_POINTS = 2000
 MARKER_COLORS = {"best": "#2a9d8f", "median": "#264653", "first": "#e9c46a", "worst": "#e76f51"}
@@ -93,10 +93,11 @@ def envelope(x: np.ndarray, y: np.ndarray, bins: int = ENVELOPE_BINS) -> tuple[n
 # --------------------------------------------------------------------------- distributions
 
 
-def runtime_histogram(values: np.ndarray, marks: dict[str, float], title: str, xlabel: str = "execution time (ms)"):
-    """Histogram with best / median / first / worst markers (seed 004 Fig. 7); log counts so
-    that the tail stays visible."""
-    v = _ms(values)
+def runtime_histogram(values: np.ndarray, marks: dict[str, float], title: str, xlabel: str = "execution time (ms)",
+                      unit: str = "ms", scale: float = 1e6):
+    """Histogram with best / median / first / worst markers (seed 004 Fig. 7, and Fig. 8 for
+    counters: ``unit=""``, ``scale=1``); log counts so that the tail stays visible."""
+    v = np.asarray(values, dtype=float) / scale
     if v.size == 0:
         return None
     fig, ax = plt.subplots(figsize=(7.2, 3.2))
@@ -105,8 +106,8 @@ def runtime_histogram(values: np.ndarray, marks: dict[str, float], title: str, x
     ax.set_yscale("log")
     for name in ("best", "median", "first", "worst"):
         if name in marks and np.isfinite(marks[name]):
-            x = marks[name] / 1e6
-            ax.axvline(x, color=MARKER_COLORS[name], lw=1.6, label=f"{name} {x:.3f} ms")
+            x = marks[name] / scale
+            ax.axvline(x, color=MARKER_COLORS[name], lw=1.6, label=f"{name} {x:.4g} {unit}".rstrip())
     ax.set_xlabel(xlabel)
     ax.set_ylabel("jobs (log)")
     ax.set_title(title)
@@ -114,15 +115,29 @@ def runtime_histogram(values: np.ndarray, marks: dict[str, float], title: str, x
     return fig
 
 
+def _sorted(v) -> np.ndarray:
+    """``v`` sorted ascending (one O(n) check when the caller already sorted it)."""
+    v = np.asarray(v, dtype=float)
+    return v if v.size < 2 or bool(np.all(v[1:] >= v[:-1])) else np.sort(v)
+
+
+def _quantiles(sorted_v: np.ndarray, qs) -> np.ndarray:
+    n = sorted_v.size
+    h = (n - 1) * np.asarray(qs, dtype=float)
+    lo = np.floor(h).astype(np.int64)
+    hi = np.minimum(lo + 1, n - 1)
+    return sorted_v[lo] + (h - lo) * (sorted_v[hi] - sorted_v[lo])
+
+
 def boxplots(stats_by_group: list[tuple[str, np.ndarray]], title: str, ylabel: str):
     """Boxplots per scenario drawn from quantiles: box p25–p75, median, whiskers p1–p99, the
     maximum as a red point (every job counted, none drawn)."""
     items = []
     for label, v in stats_by_group:
-        v = _ms(v)
+        v = _ms(_sorted(v))
         if v.size == 0:
             continue
-        p1, q1, med, q3, p99 = np.quantile(v, [0.01, 0.25, 0.5, 0.75, 0.99])
+        p1, q1, med, q3, p99 = _quantiles(v, [0.01, 0.25, 0.5, 0.75, 0.99])
         items.append({"label": label, "whislo": p1, "q1": q1, "med": med, "q3": q3, "whishi": p99, "fliers": [v.max()]})
     if not items:
         return None
@@ -142,14 +157,14 @@ def ecdfs(groups: list[tuple[str, np.ndarray]], title: str, xlabel: str):
     fig, (a1, a2) = plt.subplots(1, 2, figsize=(9.5, 3.2))
     drawn = False
     for i, (label, v) in enumerate(groups):
-        v = _ms(v)
+        v = _ms(_sorted(v))
         if v.size == 0:
             continue
         n = v.size
         p = np.linspace(0, 1, min(ECDF_POINTS, n))
-        q = np.quantile(v, p)
+        q = _quantiles(v, p)
         a1.plot(q, p, color=_color(i), label=label, lw=1.4)
-        sv = np.sort(v)[-min(n, ECDF_POINTS):]
+        sv = v[-min(n, ECDF_POINTS):]
         tail = 1.0 - (np.arange(n - sv.size, n) + 0.5) / n
         a2.plot(sv, tail, color=_color(i), lw=1.2, label=label)
         drawn = True
@@ -260,14 +275,15 @@ def heatmap(grid: pd.DataFrame, title: str, value_label: str):
 # --------------------------------------------------------------------------- wake-up
 
 
-def wakeup_curves(jobs: pd.DataFrame, drift: pd.DataFrame, title: str):
+def wakeup_curves(ser: pd.DataFrame, drift: pd.DataFrame, title: str):
     """rel(k) = w(k) − w(0) − k·P with the fitted drift, and Δw(k) = w(k) − w(k−1) − P
-    (seed 002 Fig. 10 and 11), every run of a scenario."""
-    ser = wk.wakeup_series(jobs)
+    (seed 002 Fig. 10 and 11), from analysis.wakeup.wakeup_series; the first
+    ``MAX_RUNS_DRAWN`` runs of a scenario."""
     if ser.empty:
         return None
     fig, (a1, a2) = plt.subplots(1, 2, figsize=(10, 3.4))
-    for i, (rid, g) in enumerate(ser.groupby("run_id", observed=True, sort=True)):
+    runs = list(ser.groupby("run_id", observed=True, sort=True))[:MAX_RUNS_DRAWN]
+    for i, (rid, g) in enumerate(runs):
         x, _, mid, _ = envelope(g["k"].to_numpy(), g["rel_ns"].to_numpy() / 1e3)
         a1.plot(x, mid, color=_color(i), lw=0.8, label=str(rid))
         d = drift[drift["run_id"] == rid] if not drift.empty else drift
@@ -333,11 +349,14 @@ def gantt(iv: pd.DataFrame, title: str):
             ax.broken_barh(list(zip(k["rel_start_ns"] / 1e6, (k["rel_end_ns"] - k["rel_start_ns"]) / 1e6)),
                            (lane - 0.3 + off, h), facecolors=[colors[n] for n in k["name"]], edgecolor="none")
     a = iv.attrs
+    if "start_ns" in a and "end_ns" in a:  # the job itself, shaded: it may be far shorter than the window
+        ax.axvspan((a["start_ns"] - a["release_ns"]) / 1e6, (a["end_ns"] - a["release_ns"]) / 1e6, color="#e76f51", alpha=0.25,
+                   lw=0, zorder=0)
     for key, style in (("release_ns", ":"), ("start_ns", "--"), ("end_ns", "-")):
         if key in a:
             ax.axvline((a[key] - a["release_ns"]) / 1e6, color="k", lw=0.8, ls=style)
     ax.set_yticks(range(len(cpus)), [f"CPU {c}" for c in cpus])
-    ax.set_xlabel("ms from the worst job's release (dotted: release, dashed: start, solid: end)")
+    ax.set_xlabel("ms from the worst job's release (dotted: release, dashed: start, solid: end; shaded: the job)")
     handles = [plt.Rectangle((0, 0), 1, 1, color=colors[n]) for n in names[:8]]
     ax.legend(handles, names[:8], fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
     ax.set_title(title)

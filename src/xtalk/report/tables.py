@@ -32,9 +32,9 @@ from ..analysis.verdict import EpsilonSpec
 from . import epsilon as eps
 from .data import SOLO, ReportData, load
 
-__all__ = ["load", "runs", "slowdown", "noise_floor", "misses", "verdicts", "distribution", "per_job_reference",
-           "counter_summary", "counter_correlation", "redundant_counters", "parameter_grid", "two_way_grid",
-           "wakeup_drift", "quantisation", "spikes", "spike_periods", "culprits", "spike_attribution",
+__all__ = ["load", "runs", "slowdown", "noise_floor", "misses", "epsilon_table", "verdicts", "distribution",
+           "per_job_reference", "counter_summary", "counter_correlation", "redundant_counters", "parameter_grid",
+           "two_way_grid", "wakeup_drift", "quantisation", "spikes", "spike_periods", "culprits", "spike_attribution",
            "timeline", "pwcet", "pwcet_iid"]
 
 #: Largest number of jobs one bootstrap replicate draws for the slowdown CIs; beyond it each
@@ -43,6 +43,8 @@ BOOT_JOBS = 5_000
 #: pWCET fits use whole runs in time order up to this many jobs (the i.i.d. tests and the
 #: threshold scan are O(n) per candidate; 2·10^5 jobs already resolve 1e-5 empirically).
 PWCET_JOBS = 200_000
+#: Wake-up intervals searched for quantisation levels (whole runs, in order).
+QUANT_JOBS = 1_000_000
 #: Solo runs compared pairwise for the between-run spread when there is no A/A pair.
 AA_RUNS = 6
 
@@ -53,12 +55,19 @@ def _data(x) -> ReportData:
 
 def groups(data: ReportData) -> list[tuple[str, str]]:
     """(scenario, configuration) pairs that have jobs, solo first."""
-    m = data.measured
-    if m.empty:
-        return []
-    pairs = m.groupby(["scenario", "configuration"], observed=True).size().index.tolist()
-    order = {s: i for i, s in enumerate(data.scenarios)}
-    return sorted(((str(s), str(c)) for s, c in pairs), key=lambda p: (order.get(p[0], 99), p[1]))
+    def compute():
+        m = data.measured
+        if m.empty:
+            return []
+        # Pairs from the category codes: a groupby over 10^7 categoricals costs half a second.
+        codes = np.unique(m["scenario"].cat.codes.to_numpy().astype(np.int64) * 65536
+                          + m["configuration"].cat.codes.to_numpy())
+        sc, cf = m["scenario"].cat.categories, m["configuration"].cat.categories
+        pairs = [(str(sc[c // 65536]), str(cf[c % 65536])) for c in codes]
+        order = {s: i for i, s in enumerate(data.scenarios)}
+        return sorted(pairs, key=lambda p: (order.get(p[0], 99), p[1]))
+
+    return list(_memo(data, ("groups",), compute))
 
 
 def _subset(data: ReportData, scenario: str, configuration: str | None = None, cols: Sequence[str] | None = None,
@@ -140,20 +149,22 @@ def _slowdown(data: ReportData, n_boot: int, seed: int) -> pd.DataFrame:
                 continue
             cur = _per_run(data, scen, conf)
             for metric in ("exec_ns", "response_ns"):
+                sv = sorted_values(data, scen, conf, metric)
                 row = {"scenario": scen, "configuration": conf, "metric": metric.replace("_ns", ""),
-                       "runs": len(cur[metric]), "jobs": int(sum(len(v) for v in cur[metric])),
-                       "median_ms": _pooled(cur[metric], np.median) / 1e6, "max_ms": _pooled(cur[metric], np.max) / 1e6}
+                       "runs": len(cur[metric]), "jobs": int(sv.size), "median_ms": float(quantiles(sv, 0.5)) / 1e6,
+                       "max_ms": float(sv[-1]) / 1e6}
                 total = max(row["jobs"], sum(len(v) for v in ref.get(metric, [])))
                 k = max(1, len(cur[metric]), len(ref.get(metric, [])))
                 cap = max(200, BOOT_JOBS // k)
                 sub = total > BOOT_JOBS
-                for stat, f in (("median", np.median), ("max", np.max)):
+                rv = sorted_values(data, SOLO, conf, metric) if ref.get(metric) else None
+                for stat, q in (("median", 0.5), ("max", 1.0)):
                     if scen == SOLO:
                         point, lo, hi = 1.0, np.nan, np.nan
-                    elif not ref.get(metric):
+                    elif rv is None:
                         point, lo, hi = np.nan, np.nan, np.nan
                     else:
-                        point = _pooled(cur[metric], f) / _pooled(ref[metric], f)
+                        point = float(quantiles(sv, q)) / float(quantiles(rv, q))
                         a = [_boot_sample(pd.Series(v), cap, rng) for v in cur[metric]] if sub else cur[metric]
                         b = [_boot_sample(pd.Series(v), cap, rng) for v in ref[metric]] if sub else ref[metric]
                         p_sub, lo, hi = run_ratio_ci(a, b, stat, n_boot=n_boot, seed=seed)
@@ -171,10 +182,6 @@ def _per_run(data: ReportData, scenario: str, configuration: str) -> dict[str, l
         return {}
     return {m: [v.to_numpy(dtype=float) for _, v in g.groupby("run_id", observed=True)[m]]
             for m in ("exec_ns", "response_ns")}
-
-
-def _pooled(arrays: list[np.ndarray], f) -> float:
-    return float(f(np.concatenate(arrays))) if arrays else float("nan")
 
 
 # --------------------------------------------------------------------------- noise floor
@@ -205,7 +212,7 @@ def _noise_floor(data: ReportData, n_boot: int, seed: int) -> pd.DataFrame:
     for metric in ("exec_ns", "response_ns"):
         if pairs:
             a, b = pairs[0]
-            samples = [_subset(data, s, None, [metric])[metric].to_numpy(dtype=float) for s in (a, b)]
+            samples = [sorted_values(data, s, None, metric) for s in (a, b)]  # sorted: the bootstrap's sort is cheap
             source = f"A/A {a} vs {b}"
         else:
             solo = _subset(data, SOLO, None, ["run_id", metric])
@@ -240,12 +247,15 @@ def _misses(data: ReportData) -> pd.DataFrame:
         j = _subset(data, scen, conf, cols)
         j = j.assign(run_id=j["run_id"].cat.codes)  # plain integers: no categorical groupby cost
         per_run = vd.deadline_misses(j, by=("run_id",))
-        row = vd.deadline_misses(j.drop(columns="run_id"), by=()).iloc[0].to_dict()
-        lost = int(per_run["n_lost"].sum())
-        row["n_serious"] = row["n_serious"] - row["n_lost"] + lost
-        row["n_lost"] = lost
-        row["serious_ratio"] = row["n_serious"] / (row["n_jobs"] + lost)
-        rows.append({"scenario": scen, "configuration": conf, **row})
+        # Pool the runs: counts add up; the Wilson interval is the library's, on the pooled count.
+        n, k, lost = int(per_run["n_jobs"].sum()), int(per_run["n_missed"].sum()), int(per_run["n_lost"].sum())
+        serious = int(per_run["n_serious"].sum())
+        lo, hi = vd._wilson(k, n)
+        rows.append({"scenario": scen, "configuration": conf, "n_jobs": n, "n_missed": k, "miss_ratio": k / n if n else np.nan,
+                     "miss_ci_low": lo, "miss_ci_high": hi, "n_lost": lost, "n_serious": serious,
+                     "serious_ratio": serious / (n + lost) if n + lost else np.nan,
+                     "max_lateness_ns": int(per_run["max_lateness_ns"].max()),
+                     "max_responsiveness": float(per_run["max_responsiveness"].max())})
     return pd.DataFrame(rows, columns=["scenario", "configuration", "n_jobs", "n_missed", "miss_ratio", "miss_ci_low",
                                        "miss_ci_high", "n_lost", "n_serious", "serious_ratio", "max_lateness_ns",
                                        "max_responsiveness"])
@@ -387,21 +397,52 @@ def _application(data: ReportData) -> str:
 QUANTILES = (("p1", 0.01), ("p25", 0.25), ("median", 0.5), ("p75", 0.75), ("p90", 0.9), ("p99", 0.99), ("p99.9", 0.999))
 
 
+def sorted_values(data: ReportData, scenario: str, configuration: str | None, column: str) -> np.ndarray:
+    """``column`` of the measured jobs of a group, sorted (cached: every quantile, boxplot,
+    ECDF and marker of the report reads it instead of sorting again)."""
+    return _memo(data, ("sorted", scenario, configuration, column),
+                 lambda: np.sort(_subset(data, scenario, configuration, [column])[column].to_numpy(dtype=float)))
+
+
+def quantiles(sorted_v: np.ndarray, qs) -> np.ndarray:
+    """np.quantile (linear interpolation) of data already sorted, without sorting again."""
+    n = sorted_v.size
+    h = (n - 1) * np.asarray(qs, dtype=float)
+    lo = np.floor(h).astype(np.int64)
+    hi = np.minimum(lo + 1, n - 1)
+    return sorted_v[lo] + (h - lo) * (sorted_v[hi] - sorted_v[lo])
+
+
+def group_markers(data: ReportData, scenario: str, configuration: str | None, column: str) -> dict[str, float]:
+    """best / median / first / worst of a group as analysis.stats.markers defines them (one
+    group: best, median, worst over measured jobs; first = the job with the lowest index,
+    warm-up included, first run first), from the sorted cache instead of a sort of every job
+    by index (tests check both agree)."""
+    v = sorted_values(data, scenario, configuration, column)
+    first = np.nan
+    for frame in (data.warmup, data.measured):  # warm-up jobs come first when there are any
+        m = (frame["scenario"] == scenario).to_numpy()
+        if configuration is not None:
+            m = m & (frame["configuration"] == configuration).to_numpy()
+        if m.any():
+            jobs = frame["job"].to_numpy()[m]
+            first = float(frame[column].to_numpy()[m][int(np.argmin(jobs))])
+            break
+    return {"best": float(v[0]), "median": float(quantiles(v, 0.5)), "first": first, "worst": float(v[-1])}
+
+
 def distribution(x, column: str = "exec_ns") -> pd.DataFrame:
     """Per scenario and configuration: n, min (best), quantiles, max (worst), mean, sd, and
     the first job (warm-up included: seed 004 Fig. 7's 'first iteration' marker), in ns."""
     data = _data(x)
     rows = []
     for scen, conf in groups(data):
-        g = _subset(data, scen, conf, ["run_id", "job", "warmup", column], warmup=True)
-        mk = st.markers(g, column=column, by=())
-        v = g.loc[~g["warmup"], column].to_numpy(dtype=float)
-        row = {"scenario": scen, "configuration": conf, "column": column, "n": v.size, "best": float(mk["best"].iloc[0])}
-        qs = np.quantile(v, [q for _, q in QUANTILES])
-        row.update({name: float(q) for (name, _), q in zip(QUANTILES, qs)})
-        first_jobs = g.loc[g.groupby("run_id", observed=True)["job"].idxmin(), column]
-        row.update(worst=float(mk["worst"].iloc[0]), mean=float(v.mean()), sd=float(v.std(ddof=1)) if v.size > 1 else np.nan,
-                   first=float(mk["first"].iloc[0]), first_median_over_runs=float(first_jobs.median()))
+        v = sorted_values(data, scen, conf, column)
+        mk = group_markers(data, scen, conf, column)
+        row = {"scenario": scen, "configuration": conf, "column": column, "n": v.size, "best": mk["best"]}
+        row.update({name: float(q) for (name, _), q in zip(QUANTILES, quantiles(v, [q for _, q in QUANTILES]))})
+        row.update(worst=mk["worst"], mean=float(v.mean()), sd=float(v.std(ddof=1)) if v.size > 1 else np.nan,
+                   first=mk["first"])
         rows.append(row)
     return pd.DataFrame(rows)
 
@@ -413,6 +454,7 @@ def per_job_reference(x, scenario: str = SOLO, column: str = "exec_ns", configur
     g = _subset(data, scenario, configuration, ["run_id", "job", column])
     if g.empty:
         return pd.DataFrame(columns=["job", "min_ns", "median_ns", "max_ns", "n_runs"])
+    g = g.assign(run_id=g["run_id"].cat.codes)  # integer run keys: nunique per job is much cheaper
     return st.per_step_reference(g, column=column, by=("run_id",))
 
 
@@ -520,30 +562,37 @@ def parameter_grid(x, value: str = "exec_ns", statistic: str = "median") -> pd.D
 # --------------------------------------------------------------------------- wake-up
 
 
+def wakeup(data: ReportData, scenario: str, configuration: str) -> pd.DataFrame:
+    """rel(k), Δw(k) and intervals of every run of a group, warm-up included (cached;
+    analysis.wakeup.wakeup_series)."""
+    return _memo(data, ("wakeup", scenario, configuration), lambda: wk.wakeup_series(
+        _subset(data, scenario, configuration, ["run_id", "job", "wakeup_ns", "release_ns", "period_ns"], warmup=True)))
+
+
 def wakeup_drift(x) -> pd.DataFrame:
     """Drift of the wake-up date per run: slope of rel(k) in ns per job and in ppm, its CI,
-    the total over the run (analysis.wakeup.drift, seed 002 Fig. 10)."""
+    the total over the run (analysis.wakeup.fit_drift, seed 002 Fig. 10)."""
     data = _data(x)
-    out = []
+    rows = []
     for scen, conf in groups(data):
-        g = _subset(data, scen, conf, ["run_id", "job", "wakeup_ns", "release_ns", "period_ns"], warmup=True)
-        try:
-            d = wk.drift(g)
-        except ValueError:
-            continue  # fewer than 10 wake-ups in a run
-        d.insert(1, "scenario", scen)
-        d.insert(2, "configuration", conf)
-        out.append(d)
-    return pd.concat(out, ignore_index=True) if out else pd.DataFrame()
+        for rid, g in wakeup(data, scen, conf).groupby("run_id", observed=True, sort=True):
+            try:
+                d = wk.fit_drift(g["k"].to_numpy(), g["rel_ns"].to_numpy(), float(g["period_ns"].iloc[0]))
+            except ValueError:
+                continue  # fewer than 10 wake-ups in the run
+            rows.append({"run_id": str(rid), "scenario": scen, "configuration": conf, **d.__dict__})
+    return pd.DataFrame(rows)
 
 
 def quantisation(x) -> pd.DataFrame:
     """Per scenario: whether the actual wake-up interval takes a few discrete values (seed 000
-    Fig. 5.23), the levels, their step and the repeating pattern if any."""
+    Fig. 5.23), the levels, their step and the repeating pattern if any. Uses whole runs up
+    to ``QUANT_JOBS`` intervals: levels and patterns show long before that."""
     data = _data(x)
     rows = []
     for scen, conf in groups(data):
         g = _subset(data, scen, conf, ["run_id", "job", "wakeup_ns", "release_ns", "period_ns"], warmup=True)
+        g = g[g["run_id"].isin(_first_runs(g, QUANT_JOBS))]
         try:
             q = wk.period_quantisation(g)
         except ValueError:
@@ -554,6 +603,13 @@ def quantisation(x) -> pd.DataFrame:
                      "pattern_ms": None if q.pattern is None else ", ".join(f"{p / 1e6:.3f}" for p in q.pattern),
                      "mean_interval_ns": q.mean_interval_ns, "period_ns": q.period_ns, "outliers": q.outliers})
     return pd.DataFrame(rows)
+
+
+def _first_runs(g: pd.DataFrame, cap: int) -> list:
+    """Run ids, in order, whose jobs add up to at least ``cap`` (all runs if fewer)."""
+    sizes = g.groupby("run_id", observed=True, sort=True).size()
+    keep = sizes.cumsum().shift(fill_value=0) < cap
+    return list(sizes.index[keep.to_numpy()])
 
 
 # --------------------------------------------------------------------------- spikes, culprits
@@ -568,8 +624,10 @@ def detected_spikes(data: ReportData, scenario: str | None = None, k: float = 5.
 
 
 def _detected_spikes(data: ReportData, scenario: str | None, k: float) -> pd.DataFrame:
-    j = data.measured if scenario is None else _subset(data, scenario, None, SPIKE_COLUMNS + ["scenario"])
-    cols = [c for c in SPIKE_COLUMNS + ["scenario", "configuration"] if c in j.columns]
+    # Only what the spike tables need: detect_spikes copies every column it is given.
+    narrow = ["run_id", "job", "exec_ns", "release_ns", "scenario"]
+    j = data.measured if scenario is None else _subset(data, scenario, None, narrow)
+    cols = [c for c in narrow if c in j.columns]
     j = j[cols]
     j = j.assign(run_id=j["run_id"].cat.remove_unused_categories())
     return sp.detect_spikes(j, column="exec_ns", k=k, by=("run_id",))

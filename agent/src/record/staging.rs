@@ -40,6 +40,11 @@ impl Staging {
         let Some(dir) = &self.dir else { return Ok(dest) };
         let tmp = dir.join(name);
         journal.stage(&tmp, &dest)?;
+        // Left by an attempt killed before it wrote run.json (a directory holding a run is
+        // refused before this): replace it, as creating the file in place would.
+        if dest.symlink_metadata().is_ok() {
+            std::fs::remove_file(&dest).map_err(|e| format!("{}: {e}", dest.display()))?;
+        }
         std::os::unix::fs::symlink(&tmp, &dest).map_err(|e| format!("{}: {e}", dest.display()))?;
         Ok(tmp)
     }

@@ -47,6 +47,7 @@ FACTS = TargetFacts(online_cpus=[0, 1], caches={"l1d": 32768, "l2": 1 << 20, "ll
     ('bound = "3ms" }', 'bound = "3ms", relative = 1.2 }', 7, "give exactly one of 'bound'"),
     ('bytes = "1MiB", cpus', 'bytes = "1MiB", colour = 1, cpus', 20, "scenario[0].enemies[0].colour: unknown key"),
     ('name = "app"\n', '', 4, "application[0].name: required; add it"),
+    ('priority = 80', 'priority = = 80', 16, "not valid TOML: Invalid value (column 12); fix the syntax"),
 ])
 def test_bad_campaign_file_is_one_line_with_file_line_field_and_fix(tmp_path, old, new, line, needle):
     assert old in BASE

@@ -59,8 +59,8 @@ def test_status_from_another_process_while_it_runs_then_query_and_open(tmp_path)
     assert jobs.groupby("scenario").run_id.nunique().to_dict() == {"pi": 3, "solo": 3}
 
 
-def test_a_second_driver_is_refused(tmp_path):
-    f = tiny(tmp_path, jobs=400)
+def test_a_second_driver_is_refused_and_sigterm_stops_cleanly_then_resume_finishes(tmp_path):
+    f = tiny(tmp_path, jobs=400)  # 6 runs of 0.8 s: still running when SIGTERM comes
     base = tmp_path / "res"
     p = subprocess.Popen([*XTALK, "campaign", "run", f, "--results", base], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                          text=True)
@@ -68,10 +68,17 @@ def test_a_second_driver_is_refused(tmp_path):
         assert wait_for(lambda: campaign_dirs(base) and processes_named(("xt-victim",)), timeout=30)
         out = run_xtalk("campaign", "resume", campaign_dirs(base)[0])
         assert out.returncode == 2 and "being run by another xtalk (pid" in out.stderr, out.stderr
+        assert p.poll() is None, "the campaign ended before the interrupt; make its runs longer"
     finally:
         p.terminate()
-        p.wait(timeout=60)
-    assert p.returncode == 130
+        _, err = p.communicate(timeout=60)
+    assert p.returncode == 130 and "interrupted" in err, err
+    assert not processes_named()
+    (store,) = campaign_dirs(base)
+    out = run_xtalk("campaign", "resume", store)
+    assert out.returncode == 0, out.stderr
+    assert "6 done, 0 failed, 0 remaining of 6" in out.stdout
+    assert len(xtalk.open(store).jobs()) == 6 * 400
 
 
 FAILING = """

@@ -8,6 +8,7 @@ Parsing is strict, like experiment files, and every problem is one line
 from __future__ import annotations
 
 import json
+import re
 import tomllib
 from pathlib import Path
 from typing import Any, Literal, Optional, Union
@@ -199,7 +200,12 @@ def parse(text: str, source: str) -> Campaign:
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
-        raise UsageError(f"{source}: not valid TOML: {e}") from None
+        # tomllib ends its message with "(at line N, column M)": lead with the line instead.
+        m = re.search(r"\s*\(at line (\d+), column (\d+)\)$", str(e))
+        where = f"{source}:{m.group(1)}" if m else source
+        what = str(e)[:m.start()] if m else str(e)
+        raise UsageError(f"{where}: not valid TOML: {what}"
+                         f"{f' (column {m.group(2)})' if m else ''}; fix the syntax (quotes, brackets, commas)") from None
     try:
         return Campaign.model_validate(data)
     except ValidationError as e:

@@ -113,3 +113,25 @@ def test_a_timed_out_run_keeps_its_post_mortem_and_the_campaign_goes_on(tmp_path
     st = run_xtalk("campaign", "status", store)
     assert "failed " + run.name + ": timeout" in st.stdout
     assert not processes_named()
+
+
+def test_two_campaigns_on_one_machine_never_run_at_the_same_time(tmp_path):
+    # The local target's lock serializes runs of independent campaigns: their measured
+    # windows (CLOCK_MONOTONIC, from the job tables) never overlap.
+    procs = []
+    for k in range(2):
+        f = tiny(tmp_path, jobs=40, name=f"c{k}.toml")
+        procs.append(subprocess.Popen([*XTALK, "campaign", "run", f, "--results", tmp_path / f"res{k}"],
+                                      stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True))
+    for p in procs:
+        _, err = p.communicate(timeout=120)
+        assert p.returncode == 0, err
+    spans = []
+    for k in range(2):
+        (store,) = campaign_dirs(tmp_path / f"res{k}")
+        jobs = xtalk.open(store).jobs(measured_only=False)
+        spans += [(g.release_ns.min(), g.end_ns.max(), k) for _, g in jobs.groupby("run_id")]
+    assert len(spans) == 12
+    spans.sort()
+    assert all(a_end < b_start for (_, a_end, _), (b_start, _, _) in zip(spans, spans[1:])), spans
+    assert len({k for *_, k in spans[:6]}) == 2 or len({k for *_, k in spans[6:]}) == 2, "the campaigns did not interleave"

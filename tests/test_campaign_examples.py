@@ -4,7 +4,6 @@ scaled down (one repetition, few jobs) through the same code, and its results qu
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 import pytest
 

@@ -75,7 +75,7 @@ def variants(c: Campaign) -> list[tuple[str, dict]]:
     return out or [("default", {})]
 
 
-def _period_ns(c: Campaign, victim: dict) -> int:
+def _period_ns(victim: dict) -> int:
     return units.duration_ns(victim.get("period", "10ms"), "victim.period")
 
 
@@ -153,7 +153,7 @@ def _cell_experiment(c: Campaign, app, conf, point: dict, facts: TargetFacts, so
                     _set(e, k[len("enemy."):], v)
         scenarios.append(sd)
     try:
-        period = _period_ns(c, victim)
+        period = _period_ns(victim)
         for i, tw in enumerate(c.two_way):
             ok, bad = two_way_cells(tw, i, period, facts, point)
             for sd, labels in ok:

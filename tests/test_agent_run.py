@@ -91,16 +91,36 @@ def test_sched_deadline_victim(agent, tmp_path):
 
 
 @needs_root
-def test_refused_admission_fails_the_run_with_the_reason(agent, tmp_path, facts):
-    """m + 1 reservations of 100 % exceed the m × 95 % SCHED_DEADLINE limit: the kernel
-    refuses one of them, and the run fails naming it, before any job runs."""
+def test_deadline_bandwidth_over_the_limit_is_bad_input(agent, tmp_path, facts):
+    """m + 1 reservations of 100 % exceed the m × 95 % SCHED_DEADLINE limit: refused before
+    anything starts, naming the limit."""
     full = {"policy": "deadline", "runtime_ns": 4_000_000, "deadline_ns": 4_000_000, "period_ns": 4_000_000}
     enemies = [{"name": f"hog{i}", "load": {"kind": "pi"}, "sched": full} for i in range(len(facts.online_cpus) + 1)]
     p, out = run_agent(agent, tmp_path, small_plan(jobs=5, period_ns=4_000_000, enemies=enemies))
-    meta = json.loads((out / "run.json").read_text())
-    assert p.returncode == 1
-    assert meta["status"] == "failed", meta
-    assert "sched_setattr" in meta["reason"] and "admission refused" in meta["reason"], meta["reason"]
-    assert meta["reason"].startswith("enemy hog")
-    assert meta["jobs_recorded"] == 0
-    assert not processes_named(("xt-victim", "xt-enemy"))
+    assert p.returncode == 2 and "admission limit" in p.stderr, p.stderr
+    assert not out.exists()
+
+
+@needs_root
+def test_kernel_refusal_fails_the_run_with_the_reason(agent, tmp_path, facts):
+    """Bandwidth taken by other processes is invisible to the plan check: the kernel refuses
+    the victim's reservation, and the run fails naming it, before any job runs."""
+    import shutil
+    if not shutil.which("chrt"):
+        pytest.skip("needs chrt (util-linux)")
+    m = len(facts.online_cpus)
+    hogs = [subprocess.Popen(["chrt", "-d", "--sched-runtime", "9000000", "--sched-deadline", "10000000",
+                              "--sched-period", "10000000", "0", "sleep", "30"]) for _ in range(m)]
+    try:
+        plan = small_plan(jobs=5, period_ns=4_000_000,
+                          sched={"policy": "deadline", "runtime_ns": 1_000_000, "deadline_ns": 4_000_000, "period_ns": 4_000_000})
+        p, out = run_agent(agent, tmp_path, plan)
+        meta = json.loads((out / "run.json").read_text())
+        assert p.returncode == 1
+        assert meta["status"] == "failed" and "admission refused" in meta["reason"], meta["reason"]
+        assert meta["jobs_recorded"] == 0
+        assert not processes_named(("xt-victim", "xt-enemy"))
+    finally:
+        for h in hogs:
+            h.kill()
+            h.wait()

@@ -13,9 +13,9 @@ from conftest import ROOT, processes_named, xtalk as run_xtalk
 
 EXAMPLES = {
     # name: (runs as planned, replacements that scale it down, runs scaled down)
-    "beck-two-way": (56, {"repetitions = 2": "repetitions = 1", "jobs = 30": "jobs = 8", 'settle = "50ms"': 'settle = "10ms"',
+    "beck-two-way": (88, {"repetitions = 2": "repetitions = 1", "jobs = 30": "jobs = 8", 'settle = "50ms"': 'settle = "10ms"',
                           "counts = [1, 2, 4]": "counts = [1, 4]", 'totals = ["2ms", "5ms", "10ms"]': 'totals = ["2ms", "10ms"]',
-                          "totals = [65536, 262144]": "totals = [65536]"}, 2 * (1 + 1 + 3 + 2)),
+                          "totals = [65536, 262144]": "totals = [65536]"}, 2 * (1 + 1 + 3 + 3 + 2)),
     "bessad-contention": (18, {"repetitions = 3": "repetitions = 1", "jobs = 100": "jobs = 10"}, 6),
     "metrics-footprint": (18, {"repetitions = 3": "repetitions = 1", "jobs = 50": "jobs = 10"}, 6),
 }

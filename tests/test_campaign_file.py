@@ -123,6 +123,24 @@ def test_two_way_cells_split_the_total_evenly_and_exclude_infeasible_ones():
     assert any("per-enemy share 3 ms ≥ period 2 ms" in why for _, why in expand_campaign(c2, FACTS).excluded)
 
 
+def test_two_way_intensity_share_is_cpu_time_per_period_as_a_duty_cycle():
+    c = parse(BASE.replace('period = "2ms"', 'period = "10ms"') + """
+[[two_way]]
+name = "duty"
+enemy = { kind = "pi", cpus = "others" }
+share = "intensity"
+counts = [1, 2, 4]
+totals = ["2ms", "7ms", "30ms"]
+""", "c")
+    exp = expand_campaign(c, FACTS)
+    cells = {(r.labels["enemies"], r.labels["total"]): r.plan for r in exp.runs if r.labels.get("two_way") == "duty"}
+    # 30 ms is more than 2 cores × 10 ms whatever the count: excluded, like the seed's table.
+    assert sorted(cells) == sorted([(n, t) for t in ("2ms", "7ms") for n in ("1", "2", "4")])
+    assert {e.intensity for e in cells[("1", "7ms")].enemies} == {70.0}
+    assert {e.intensity for e in cells[("4", "2ms")].enemies} == {5.0}
+    assert len(cells[("4", "7ms")].enemies) == 4
+
+
 def test_exclusions_and_interleaving():
     c = parse(BASE.replace("repetitions = 2", 'repetitions = 3\nexclude = [{ configuration = "fifo", scenario = "read" }]'), "c")
     runs = expand_campaign(c, FACTS).runs

@@ -23,3 +23,36 @@ def test_plan_estimates_without_running(tmp_path):
     assert out.returncode == 0, out.stderr
     assert "9 runs" in out.stdout
     assert '"run_id"' in out.stdout and not (tmp_path / "results").exists()
+
+
+def test_calibrate_measures_every_instrument(tmp_path):
+    out = xtalk("calibrate", "--pairs", "2000", "--drift", "50ms", "--results", tmp_path)
+    assert out.returncode == 0, out.stderr
+    (d,) = tmp_path.iterdir()
+    doc = json.loads((d / "calibration.json").read_text())
+    assert {"clock_gettime MONOTONIC", "clock_gettime THREAD_CPUTIME_ID", "getrusage(RUSAGE_THREAD)", "sched_getcpu"} <= doc["sources"].keys()
+    for name, v in doc["sources"].items():
+        assert v["n"] == 2000 and v["min"] <= v["median"] <= v["p99"] <= v["max"], name
+        assert len(v["sorted_quantiles"]) == 1000
+    assert doc["clocks"]["resolution_ns"]["MONOTONIC"] >= 1
+    assert (d / "calibration.png").stat().st_size > 0 and (d / "calibration.svg").exists()
+    assert "cost of one reading" in out.stdout
+
+
+def test_calibrate_bad_cpu():
+    out = xtalk("calibrate", "--cpu", "4096", "--pairs", "1000")
+    assert out.returncode == 2 and "--cpu" in out.stderr
+
+
+def test_intrusiveness_verdicts():
+    from xtalk.intrusiveness import _verdict
+    assert _verdict(0.99, 1.005, 1.01) == "met"
+    assert _verdict(1.02, 1.05, 1.01) == "missed"
+    assert _verdict(0.95, 1.10, 1.01) == "inconclusive"
+
+
+def test_every_example_experiment_plans(tmp_path):
+    """Each example experiment file is valid and plans on this machine (nothing runs)."""
+    for f in sorted((ROOT / "examples").glob("*.toml")):
+        out = xtalk("plan", f, "--skip-unavailable")
+        assert out.returncode == 0, f"{f.name}: {out.stderr}"

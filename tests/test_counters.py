@@ -31,6 +31,7 @@ def test_software_counters_per_job(agent, tmp_path):
     tc = jobs["ctr_task_clock"].astype(float)
     assert (tc > 0).all() and (abs(tc - jobs.cpu_time_ns) < 0.2 * jobs.cpu_time_ns + 20_000).all()
     assert (jobs.ctr_running_ns > 0).all() and (jobs.ctr_enabled_ns >= jobs.ctr_running_ns).all()
+    assert meta["counters"]["read_with"] == "read(2)", "software events have no rdpmc path"
     if "cycles" in meta["counters"]["events"]:
         assert (jobs.ctr_cycles.astype(float) > 0).all()
     else:

@@ -1,7 +1,7 @@
 //! Checks a parsed plan against itself and against this machine (CPUs, privileges,
 //! memory) before anything is started. Every error names the field and the fix.
 
-use crate::plan::{err, Body, Enemy, Load, Placement, Plan, PlanError, Sched, Victim, PLAN_VERSION};
+use crate::plan::{err, Body, Enemy, Load, Placement, Plan, PlanError, Proto, Sched, Victim, MAX_FUNCTIONS, PLAN_VERSION};
 use crate::observe::{machine, perf, trace};
 
 /// Smallest SCHED_DEADLINE runtime the kernel accepts (2^10 ns, sched/deadline.c).
@@ -31,6 +31,11 @@ pub fn check(plan: &Plan) -> Result<(), PlanError> {
         }
         footprint += e.load.footprint();
     }
+    check_groups(plan, &online)?;
+    check_deadline_admission(plan, &online)?;
+    if let Some(r) = &plan.regulator {
+        check_regulator(plan, r)?;
+    }
     let avail = machine::mem_available_bytes();
     if avail > 0 && footprint > avail / 10 * 9 {
         return err("enemies", format!("victim and enemies need {} MiB but only {} MiB are available; use smaller buffers",
@@ -46,7 +51,7 @@ pub fn check(plan: &Plan) -> Result<(), PlanError> {
 fn victim_footprint(b: &Body) -> u64 {
     match b {
         Body::Chase { bytes, .. } | Body::Sum { bytes } => *bytes,
-        Body::Pi { .. } | Body::Command { .. } => 0,
+        Body::Pi { .. } | Body::Command { .. } | Body::Syscall { .. } => 0,
     }
 }
 
@@ -81,6 +86,7 @@ fn check_victim(v: &Victim, online: &[usize], allowed: &[usize]) -> Result<(), P
                 return err("victim.jobs", "a command victim runs once per run: jobs = 1, warmup_jobs = 0");
             }
         }
+        Body::Syscall { calls } if *calls == 0 => return err("victim.body.calls", "must be at least 1"),
         _ => {}
     }
     if v.period_ns < 10_000 {
@@ -96,6 +102,124 @@ fn check_victim(v: &Victim, online: &[usize], allowed: &[usize]) -> Result<(), P
     check_placement("victim", &v.placement, online, allowed)?;
     check_sched("victim", &v.sched, &v.placement, online)?;
     check_lock("victim", v.lock_memory, victim_footprint(&v.body))
+}
+
+fn check_groups(plan: &Plan, online: &[usize]) -> Result<(), PlanError> {
+    for (i, g) in plan.groups.iter().enumerate() {
+        let at = format!("groups[{i}]");
+        if g.name.is_empty() || !g.name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-') {
+            return err(format!("{at}.name"), "letters, digits, '_' and '-' only");
+        }
+        if plan.groups[..i].iter().any(|o| o.name == g.name) {
+            return err(format!("{at}.name"), format!("'{}' is used twice", g.name));
+        }
+        if let Some(c) = &g.cpus {
+            if c.is_empty() {
+                return err(format!("{at}.cpus"), "a cpuset with no CPU can run nothing; list CPUs or leave cpus out");
+            }
+            if let Some(bad) = c.iter().find(|x| !online.contains(x)) {
+                return err(format!("{at}.cpus"), format!("CPU {bad} does not exist or is offline; online: {}", machine::cpu_list(online)));
+            }
+        }
+        if g.cpu_quota_us == Some(0) || g.cpu_period_us.map_or(false, |p| !(1000..=1_000_000).contains(&p)) {
+            return err(format!("{at}.cpu_quota_us"), "quota must be positive and the period 1000..1000000 us");
+        }
+        if let Some(rt) = g.rt_runtime_us {
+            let period = g.rt_period_us.unwrap_or(1_000_000) as i64;
+            if rt <= 0 || rt > period {
+                return err(format!("{at}.rt_runtime_us"), format!("must be in 1..=rt_period_us ({period})"));
+            }
+        }
+        if g.pids_max == Some(0) {
+            return err(format!("{at}.pids_max"), "must be at least 1");
+        }
+        if g.memory_max.map_or(false, |m| m < 4 << 20) {
+            return err(format!("{at}.memory_max"), "must be at least 4 MiB");
+        }
+        if let Err(why) = crate::launch::cgroups::settings(g) {
+            return err(at, format!("this kernel cannot provide it: {why}"));
+        }
+    }
+    let known = |name: &Option<String>, at: String| -> Result<(), PlanError> {
+        match name {
+            Some(n) if !plan.groups.iter().any(|g| &g.name == n) => err(at, format!("no group named '{n}' in groups")),
+            _ => Ok(()),
+        }
+    };
+    known(&plan.victim.group, "victim.group".into())?;
+    for (i, e) in plan.enemies.iter().enumerate() {
+        known(&e.group, format!("enemies[{i}].group"))?;
+    }
+    if let Some(h) = &plan.housekeeping_cpus {
+        if h.is_empty() || h.iter().any(|c| !online.contains(c)) {
+            return err("housekeeping_cpus", format!("list online CPUs ({})", machine::cpu_list(online)));
+        }
+    }
+    if plan.steer_irqs && plan.housekeeping_cpus.is_none() {
+        return err("steer_irqs", "needs housekeeping_cpus (where the interrupts go)");
+    }
+    Ok(())
+}
+
+/// SCHED_DEADLINE bandwidth of the whole plan against the kernel's admission limit.
+fn check_deadline_admission(plan: &Plan, online: &[usize]) -> Result<(), PlanError> {
+    let bw = |s: &Sched| match *s {
+        Sched::Deadline { runtime_ns, period_ns, .. } => runtime_ns as f64 / period_ns as f64,
+        _ => 0.0,
+    };
+    let total = bw(&plan.victim.sched) + plan.enemies.iter().map(|e| bw(&e.sched)).sum::<f64>();
+    if total == 0.0 {
+        return Ok(());
+    }
+    let read = |p: &str| std::fs::read_to_string(p).ok().and_then(|s| s.trim().parse::<f64>().ok());
+    let (rt, period) = (read("/proc/sys/kernel/sched_rt_runtime_us").unwrap_or(950_000.0), read("/proc/sys/kernel/sched_rt_period_us").unwrap_or(1e6));
+    let limit = if rt < 0.0 { online.len() as f64 } else { online.len() as f64 * rt / period };
+    if total > limit {
+        return err("victim.sched", format!("SCHED_DEADLINE bandwidth of the plan is {total:.2} CPUs, above the admission limit {limit:.2} ({} CPUs × {rt}/{period}); lower the runtimes", online.len()));
+    }
+    Ok(())
+}
+
+fn check_regulator(plan: &Plan, r: &crate::plan::Regulator) -> Result<(), PlanError> {
+    if !(1000..=100_000).contains(&r.period_us) {
+        return err("regulator.period_us", "regulation period must be 1000..100000 us (1–100 ms)");
+    }
+    match (r.budget_bytes, r.target_exec_ns) {
+        (Some(0), _) => return err("regulator.budget_bytes", "a budget of zero starves the enemies; give bytes per period"),
+        (None, None) => return err("regulator", "give budget_bytes (budget mode) or target_exec_ns (feedback mode)"),
+        (Some(_), Some(_)) => return err("regulator", "budget_bytes and target_exec_ns are two modes; choose one"),
+        _ => {}
+    }
+    if !(1..=99).contains(&r.priority) {
+        return err("regulator.priority", "1..99");
+    }
+    if r.source == crate::plan::Source::Hardware {
+        let spec = perf::resolve(&r.event).or_else(|e| err("regulator.event", e))?;
+        if let Err(why) = perf::probe(&spec, false) {
+            return err("regulator.source", format!("hardware accounting counts '{}', which this machine cannot: {why}; use source = \"cooperative\" (offered: {})",
+                r.event, perf::available(false).join(", ")));
+        }
+        if r.bytes_per_event == 0 {
+            return err("regulator.bytes_per_event", "must be positive (64: one cache line per miss)");
+        }
+    }
+    if plan.enemies.is_empty() {
+        return err("regulator", "there is no enemy to regulate in this plan");
+    }
+    for (i, n) in r.enemies.iter().enumerate() {
+        if !plan.enemies.iter().any(|e| &e.name == n) {
+            return err(format!("regulator.enemies[{i}]"), format!("no enemy named '{n}'"));
+        }
+    }
+    if r.throttle == crate::plan::Throttle::Freeze {
+        for e in plan.enemies.iter().filter(|e| r.enemies.is_empty() || r.enemies.contains(&e.name)) {
+            let ok = e.group.as_ref().and_then(|g| plan.groups.iter().find(|x| &x.name == g)).map_or(false, |g| g.freezable);
+            if !ok {
+                return err("regulator.throttle", format!("'freeze' needs enemy '{}' in a group with freezable = true", e.name));
+            }
+        }
+    }
+    Ok(())
 }
 
 fn check_trace(t: &crate::plan::Trace) -> Result<(), PlanError> {
@@ -147,20 +271,18 @@ fn check_enemy(i: usize, e: &Enemy, online: &[usize], allowed: &[usize]) -> Resu
     if e.name.is_empty() {
         return err(format!("{at}.name"), "must not be empty");
     }
-    match &e.load {
-        Load::Read { bytes } | Load::Write { bytes } if *bytes < 4096 => {
-            return err(format!("{at}.load.bytes"), "must be at least 4096");
-        }
-        Load::Chase { elements, element_bytes, .. } => {
-            if *elements < 2 {
-                return err(format!("{at}.load.elements"), "must be at least 2");
-            }
-            if *element_bytes < 8 || element_bytes % 8 != 0 {
-                return err(format!("{at}.load.element_bytes"), "must be a multiple of 8, at least 8");
-            }
-        }
-        _ => {}
+    if !(e.intensity > 0.0 && e.intensity <= 100.0) {
+        return err(format!("{at}.intensity"), format!("{} is out of range; use a percentage in (0, 100]", e.intensity));
     }
+    if let Some(r) = e.rate {
+        if !(r > 0.0 && r.is_finite()) {
+            return err(format!("{at}.rate"), format!("{r} is not a positive rate; give units per second, or leave it out"));
+        }
+    }
+    if e.huge_pages && matches!(e.load, Load::Tlb { .. } | Load::Pagefault { .. }) {
+        return err(format!("{at}.huge_pages"), format!("'{}' needs 4 KiB pages; set huge_pages = false", e.load.kind()));
+    }
+    check_load(&format!("{at}.load"), &e.load)?;
     check_placement(&at, &e.placement, online, allowed)?;
     check_sched(&at, &e.sched, &e.placement, online)?;
     check_lock(&at, e.lock_memory, e.load.footprint())
@@ -247,4 +369,110 @@ fn check_lock(at: &str, lock: bool, footprint: u64) -> Result<(), PlanError> {
         }
     }
     Ok(())
+}
+
+fn at_least(field: String, v: u64, min: u64, what: &str) -> Result<(), PlanError> {
+    if v < min {
+        return err(field, format!("{v} is too small; use at least {min}{what}"));
+    }
+    Ok(())
+}
+
+/// Parameters of each enemy kind (docs/enemies.md lists the ranges).
+fn check_load(at: &str, load: &Load) -> Result<(), PlanError> {
+    let f = |k: &str| format!("{at}.{k}");
+    match load {
+        Load::Read { bytes } | Load::Write { bytes } | Load::Ntstore { bytes } | Load::Pagefault { bytes } => at_least(f("bytes"), *bytes, 4096, " bytes"),
+        Load::L1d { bytes } | Load::L2 { bytes } | Load::Llc { bytes } => at_least(f("bytes"), *bytes, 4096, " bytes"),
+        Load::Copy { bytes } => at_least(f("bytes"), *bytes, 8192, " bytes (two halves of 4 KiB)"),
+        Load::Chase { elements, element_bytes, chains, .. } => {
+            at_least(f("elements"), *elements, 2, "")?;
+            if *element_bytes < 8 || element_bytes % 8 != 0 {
+                return err(f("element_bytes"), "must be a multiple of 8, at least 8");
+            }
+            if *chains < 1 || *chains > 64 || chains > elements {
+                return err(f("chains"), format!("{chains} is out of range; use 1..64 walkers, at most one per element"));
+            }
+            Ok(())
+        }
+        Load::Loads { lines, stride_bytes } => {
+            at_least(f("lines"), *lines, 1, "")?;
+            if *stride_bytes < 8 || stride_bytes % 8 != 0 {
+                return err(f("stride_bytes"), "must be a multiple of 8, at least 8 (64: one cache line per load)");
+            }
+            Ok(())
+        }
+        Load::Tlb { pages, page_bytes } => {
+            at_least(f("pages"), *pages, 2, "")?;
+            if *page_bytes < 4096 || page_bytes % 4096 != 0 {
+                return err(f("page_bytes"), "must be a multiple of 4096");
+            }
+            if pages.saturating_mul(*page_bytes) / 8 >= 1 << 32 {
+                return err(f("pages"), "pages x page_bytes must stay under 32 GiB");
+            }
+            Ok(())
+        }
+        Load::Icache { functions } => {
+            if !(1..=MAX_FUNCTIONS).contains(functions) {
+                return err(f("functions"), format!("{functions} is out of range; use 1..{MAX_FUNCTIONS}"));
+            }
+            Ok(())
+        }
+        Load::Fileio { bytes, dir, .. } => {
+            at_least(f("bytes"), *bytes, 4096, " bytes")?;
+            if let Some(d) = dir {
+                let p = std::path::Path::new(d);
+                let c = std::ffi::CString::new(d.as_bytes()).map_err(|_| PlanError { field: f("dir"), message: "holds a NUL byte".into() })?;
+                if !p.is_dir() || unsafe { libc::access(c.as_ptr(), libc::W_OK) } != 0 {
+                    return err(f("dir"), format!("'{d}' is not a writable directory; create it or leave `dir` out for $TMPDIR"));
+                }
+            }
+            Ok(())
+        }
+        Load::Net { proto, message_bytes } => {
+            let max = if *proto == Proto::Udp { 65_000 } else { 16 << 20 };
+            if !(1..=max).contains(message_bytes) {
+                return err(f("message_bytes"), format!("{message_bytes} is out of range; use 1..{max} for {}", if *proto == Proto::Udp { "udp" } else { "tcp" }));
+            }
+            Ok(())
+        }
+        Load::Timer { interval_ns } => {
+            if !(1_000..=1_000_000_000).contains(interval_ns) {
+                return err(f("interval_ns"), format!("{interval_ns} is out of range; use 1000 (1 us) .. 1000000000 (1 s)"));
+            }
+            Ok(())
+        }
+        Load::External { argv, rate_regex, unit } => {
+            let Some(cmd) = argv.first().filter(|c| !c.is_empty()) else {
+                return err(f("argv"), "is empty; give the command and its arguments, e.g. [\"stress-ng\", \"--cpu\", \"1\"]");
+            };
+            if find_command(cmd).is_none() {
+                return err(f("argv[0]"), format!("'{cmd}' is not an executable file nor found on PATH; install it or give its full path"));
+            }
+            if let Some(r) = rate_regex {
+                match regex::Regex::new(r) {
+                    Err(e) => return err(f("rate_regex"), format!("is not a valid regex: {}", e.to_string().lines().last().unwrap_or(""))),
+                    Ok(re) if re.captures_len() < 2 => return err(f("rate_regex"), "needs one capture group around the number, e.g. \"([0-9.]+) bogo ops\""),
+                    _ => {}
+                }
+            }
+            if unit.is_empty() {
+                return err(f("unit"), "must not be empty");
+            }
+            Ok(())
+        }
+        Load::Pi {} | Load::Branch { .. } | Load::Pingpong {} | Load::Falseshare {} | Load::Syscall {} | Load::Fork { .. } => Ok(()),
+    }
+}
+
+/// The executable a command name resolves to: a path, or the first match on PATH.
+fn find_command(cmd: &str) -> Option<std::path::PathBuf> {
+    let exec = |p: &std::path::Path| {
+        let c = std::ffi::CString::new(p.as_os_str().as_encoded_bytes()).ok()?;
+        (p.is_file() && unsafe { libc::access(c.as_ptr(), libc::X_OK) } == 0).then(|| p.to_path_buf())
+    };
+    if cmd.contains('/') {
+        return exec(std::path::Path::new(cmd));
+    }
+    std::env::var_os("PATH").and_then(|path| std::env::split_paths(&path).find_map(|d| exec(&d.join(cmd))))
 }

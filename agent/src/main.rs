@@ -6,6 +6,7 @@ mod launch;
 mod observe;
 mod plan;
 mod record;
+mod regulate;
 mod victims;
 
 use clap::{Parser, Subcommand};
@@ -37,6 +38,9 @@ enum Cmd {
     Dump { jobs: PathBuf },
     /// Print this machine's environment as JSON.
     Sysinfo,
+    /// Undo what dead runs left on this machine (cgroups, IRQ affinity, ...) from their
+    /// journals in /run/xtalk; prints what was restored.
+    Recover,
     /// Measure the cost of every time source and counter read (back-to-back pairs) and
     /// characterise the clocks; prints JSON.
     Calibrate {
@@ -115,6 +119,11 @@ fn main() {
                 die(launch::EXIT_BAD_INPUT, "--pairs: at least 100".into());
             }
             println!("{}", serde_json::to_string(&observe::calibrate::run(pairs, cpu, drift_ms as i64 * 1_000_000, &online)).unwrap());
+        }
+        Cmd::Recover => {
+            for line in launch::journal::recover() {
+                println!("{line}");
+            }
         }
         Cmd::Sysinfo => println!("{}", serde_json::to_string_pretty(&observe::env::collect()).unwrap()),
     }

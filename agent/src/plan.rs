@@ -24,9 +24,122 @@ pub struct Plan {
     /// Kernel trace of the measured window (tracefs, private instance).
     #[serde(default)]
     pub trace: Option<Trace>,
+    /// Control groups (partitions) the victim and enemies may be placed in.
+    #[serde(default)]
+    pub groups: Vec<Group>,
+    /// CPUs for the agent, the regulator and (with `steer_irqs`) device interrupts.
+    #[serde(default)]
+    pub housekeeping_cpus: Option<Vec<usize>>,
+    /// Move every movable IRQ to the housekeeping CPUs for the run (journalled, restored).
+    #[serde(default)]
+    pub steer_irqs: bool,
+    /// Memory-bandwidth regulator (seed 003 part 2; MemGuard in spirit).
+    #[serde(default)]
+    pub regulator: Option<Regulator>,
     /// Free-form labels copied into run.json (experiment, scenario, repetition...).
     #[serde(default)]
     pub labels: std::collections::BTreeMap<String, String>,
+}
+
+/// A control group: a partition with its CPU, memory and process limits.
+#[derive(Debug, Clone, Serialize, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct Group {
+    pub name: String,
+    /// cpuset: CPUs (and memory nodes) of the partition.
+    #[serde(default)]
+    pub cpus: Option<Vec<usize>>,
+    #[serde(default)]
+    pub mems: Option<String>,
+    /// cpuset exclusive (v1) / partition root (v2).
+    #[serde(default)]
+    pub exclusive: bool,
+    /// CFS bandwidth: quota per period (v1 cpu.cfs_quota_us, v2 cpu.max).
+    #[serde(default)]
+    pub cpu_quota_us: Option<u64>,
+    #[serde(default)]
+    pub cpu_period_us: Option<u64>,
+    /// v2 cpu.weight (1..10000; v1 cpu.shares scaled).
+    #[serde(default)]
+    pub cpu_weight: Option<u32>,
+    /// RT group bandwidth per CPU (v1, CONFIG_RT_GROUP_SCHED).
+    #[serde(default)]
+    pub rt_runtime_us: Option<i64>,
+    #[serde(default)]
+    pub rt_period_us: Option<u64>,
+    #[serde(default)]
+    pub memory_max: Option<u64>,
+    #[serde(default)]
+    pub memory_high: Option<u64>,
+    #[serde(default)]
+    pub pids_max: Option<u64>,
+    /// Give the group a freezer (the regulator's `freeze` throttle uses it).
+    #[serde(default)]
+    pub freezable: bool,
+}
+
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum Throttle {
+    /// SIGSTOP / SIGCONT each regulated enemy.
+    #[default]
+    Signal,
+    /// Freeze / thaw each regulated enemy's group.
+    Freeze,
+}
+
+/// Memory-bandwidth regulator: every `period_us`, each regulated enemy may touch `budget`
+/// bytes (cooperative accounting: the enemies' own counters); past it, it is throttled
+/// until the period ends. With `target_exec_ns`, feedback mode: enemies are throttled while
+/// the victim's last job took longer than the target.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Regulator {
+    pub period_us: u64,
+    /// Bytes per period per regulated enemy (budget mode).
+    #[serde(default)]
+    pub budget_bytes: Option<u64>,
+    /// Feedback mode: the victim's job-time target (an ε).
+    #[serde(default)]
+    pub target_exec_ns: Option<u64>,
+    /// Names of the regulated enemies (all when empty).
+    #[serde(default)]
+    pub enemies: Vec<String>,
+    #[serde(default)]
+    pub throttle: Throttle,
+    /// SCHED_FIFO priority of the regulator on the housekeeping CPU.
+    #[serde(default = "default_regulator_priority")]
+    pub priority: i32,
+    /// Where the bytes come from: the enemies' own counters, or a hardware event per enemy.
+    #[serde(default)]
+    pub source: Source,
+    /// Hardware source: the event counted (bytes = count × `bytes_per_event`).
+    #[serde(default = "default_hw_event")]
+    pub event: String,
+    #[serde(default = "default_bytes_per_event")]
+    pub bytes_per_event: u64,
+}
+
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum Source {
+    /// xtalk's enemies publish the bytes they touch.
+    #[default]
+    Cooperative,
+    /// A perf event attached to each regulated enemy (LLC misses: memory traffic).
+    Hardware,
+}
+
+fn default_hw_event() -> String {
+    "LLC-load-misses".into()
+}
+
+fn default_bytes_per_event() -> u64 {
+    64
+}
+
+fn default_regulator_priority() -> i32 {
+    95
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -72,6 +185,9 @@ pub struct Victim {
     /// Back buffers with transparent huge pages (MADV_HUGEPAGE) instead of 4 KiB pages.
     #[serde(default)]
     pub huge_pages: bool,
+    /// Control group (a `groups` name) the victim runs in.
+    #[serde(default)]
+    pub group: Option<String>,
     /// Counters read around every job, in one group (observe/perf.rs).
     #[serde(default)]
     pub counters: Vec<Counter>,
@@ -124,6 +240,8 @@ pub enum Body {
     Sum { bytes: u64 },
     /// pi/4 series in registers only (seed 000 §6.4.2).
     Pi { iterations: u64 },
+    /// `calls` getppid(2) system calls (system-call latency probe).
+    Syscall { calls: u64 },
     /// Any program (argv, no shell), run once per run as job 0; per-section timing comes
     /// from its probes (include/xtalk/probe.h) in probes.bin.
     Command {
@@ -142,13 +260,14 @@ fn default_probe_capacity() -> u64 {
     1 << 18
 }
 
-/// The load one enemy generates until stopped (enemies/ has one file per kind).
+/// The load one enemy generates until stopped (enemies/ has one file per kind; docs/enemies.md).
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "lowercase", deny_unknown_fields)]
 pub enum Load {
     Read { bytes: u64 },
     Write { bytes: u64 },
-    /// Linked list of `elements` nodes of `element_bytes` (seed 003: 900 000 nodes, ~200 MB).
+    /// Linked list of `elements` nodes of `element_bytes` (seed 003: 900 000 nodes, ~200 MB),
+    /// walked by `chains` independent walkers (memory-level parallelism, IsolBench).
     Chase {
         elements: u64,
         #[serde(default = "default_element_bytes")]
@@ -157,12 +276,112 @@ pub enum Load {
         order: Order,
         #[serde(default)]
         seed: u64,
+        #[serde(default = "one")]
+        chains: u64,
     },
     Pi {},
+    /// Read-modify-write of every cache line of a buffer sized to a cache level.
+    L1d { bytes: u64 },
+    L2 { bytes: u64 },
+    Llc { bytes: u64 },
+    /// Seed 000 "Loads": strided loads, a new cache line each, over `lines` lines.
+    Loads {
+        lines: u64,
+        #[serde(default = "default_line_bytes")]
+        stride_bytes: u64,
+    },
+    /// One load per page over `pages` pages in random order (TLB reach).
+    Tlb {
+        pages: u64,
+        #[serde(default = "default_page_bytes")]
+        page_bytes: u64,
+    },
+    /// Calls through `functions` distinct generated functions (instruction cache, iTLB, BTB).
+    Icache {
+        #[serde(default = "default_functions")]
+        functions: u64,
+    },
+    /// Data-dependent, unpredictable branches (branch predictor).
+    Branch {
+        #[serde(default)]
+        seed: u64,
+    },
+    /// memcpy between two halves of `bytes`.
+    Copy { bytes: u64 },
+    /// Non-temporal stores over `bytes` (bypass the caches, straight to memory).
+    Ntstore { bytes: u64 },
+    /// Atomic read-modify-writes of one shared cache line from two threads.
+    Pingpong {},
+    /// Plain stores to distinct words of one cache line from two threads.
+    Falseshare {},
+    /// getppid(2) system calls, as fast as possible.
+    Syscall {},
+    /// Page-cache reads of a `bytes` file: one file for every copy (`shared`) or one each.
+    Fileio {
+        bytes: u64,
+        #[serde(default)]
+        shared: bool,
+        #[serde(default)]
+        dir: Option<String>,
+    },
+    /// fork + wait (and exec /bin/true when `exec`).
+    Fork {
+        #[serde(default)]
+        exec: bool,
+    },
+    /// mmap, touch every page, munmap, over `bytes`.
+    Pagefault { bytes: u64 },
+    /// Loopback (127.0.0.1) traffic of `message_bytes` messages.
+    Net {
+        proto: Proto,
+        #[serde(default = "default_message_bytes")]
+        message_bytes: u64,
+    },
+    /// Timer wake-ups every `interval_ns` (clock_nanosleep).
+    Timer { interval_ns: u64 },
+    /// Any command (argv, no shell), in its own process group.
+    External {
+        argv: Vec<String>,
+        /// Regex with one capture group: the command's total work count, read from its
+        /// output after it stopped.
+        #[serde(default)]
+        rate_regex: Option<String>,
+        #[serde(default = "default_external_unit")]
+        unit: String,
+    },
+}
+
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum Proto {
+    Tcp,
+    Udp,
 }
 
 fn default_element_bytes() -> u64 {
     64
+}
+fn one() -> u64 {
+    1
+}
+fn default_line_bytes() -> u64 {
+    64
+}
+fn default_page_bytes() -> u64 {
+    4096
+}
+pub const MAX_FUNCTIONS: u64 = 4096;
+fn default_functions() -> u64 {
+    MAX_FUNCTIONS
+}
+fn default_message_bytes() -> u64 {
+    32768
+}
+fn default_external_unit() -> String {
+    "ops".into()
+}
+fn default_intensity() -> f64 {
+    100.0
 }
 
 impl Load {
@@ -172,14 +391,37 @@ impl Load {
             Load::Write { .. } => "write",
             Load::Chase { .. } => "chase",
             Load::Pi {} => "pi",
+            Load::L1d { .. } => "l1d",
+            Load::L2 { .. } => "l2",
+            Load::Llc { .. } => "llc",
+            Load::Loads { .. } => "loads",
+            Load::Tlb { .. } => "tlb",
+            Load::Icache { .. } => "icache",
+            Load::Branch { .. } => "branch",
+            Load::Copy { .. } => "copy",
+            Load::Ntstore { .. } => "ntstore",
+            Load::Pingpong {} => "pingpong",
+            Load::Falseshare {} => "falseshare",
+            Load::Syscall {} => "syscall",
+            Load::Fileio { .. } => "fileio",
+            Load::Fork { .. } => "fork",
+            Load::Pagefault { .. } => "pagefault",
+            Load::Net { .. } => "net",
+            Load::Timer { .. } => "timer",
+            Load::External { .. } => "external",
         }
     }
-    /// Bytes of memory the enemy allocates.
+    /// Bytes of memory the enemy allocates (page cache included for files).
     pub fn footprint(&self) -> u64 {
         match self {
-            Load::Read { bytes } | Load::Write { bytes } => *bytes,
-            Load::Chase { elements, element_bytes, .. } => elements * element_bytes,
-            Load::Pi {} => 0,
+            Load::Read { bytes } | Load::Write { bytes } | Load::Copy { bytes } | Load::Ntstore { bytes } => *bytes,
+            Load::L1d { bytes } | Load::L2 { bytes } | Load::Llc { bytes } | Load::Pagefault { bytes } => *bytes,
+            Load::Fileio { bytes, .. } => *bytes,
+            Load::Chase { elements, element_bytes, .. } => elements.saturating_mul(*element_bytes),
+            Load::Loads { lines, stride_bytes } => lines.saturating_mul(*stride_bytes),
+            Load::Tlb { pages, page_bytes } => pages.saturating_mul(*page_bytes),
+            Load::Net { message_bytes, .. } => 2 * message_bytes,
+            _ => 0,
         }
     }
 }
@@ -197,6 +439,15 @@ pub struct Enemy {
     pub lock_memory: bool,
     #[serde(default)]
     pub huge_pages: bool,
+    /// Control group (a `groups` name) the enemy runs in.
+    #[serde(default)]
+    pub group: Option<String>,
+    /// Duty cycle, percent of each window (1 ms) spent working; 100 never sleeps.
+    #[serde(default = "default_intensity")]
+    pub intensity: f64,
+    /// Target rate in the kind's unit per second (chunks paced against the clock).
+    #[serde(default)]
+    pub rate: Option<f64>,
 }
 
 /// CPU placement: a pinned CPU list, or unpinned (`cpus` null or absent).

@@ -49,17 +49,20 @@ def command_wrapper(fn):
 
 @command
 def run(experiment: Path = typer.Argument(..., help="experiment file (TOML)"),
-        results: Optional[Path] = typer.Option(None, help="base directory for results (default: the file's `results`)")):
+        results: Optional[Path] = typer.Option(None, help="base directory for results (default: the file's `results`)"),
+        skip_unavailable: bool = typer.Option(False, "--skip-unavailable",
+                                              help="run the configurations this kernel offers; mark the others skipped")):
     """Run an experiment: the victim against each enemy scenario, interleaved, then the summary table."""
     from .runner import run_experiment
 
-    run_experiment(experiment, results, console)
+    run_experiment(experiment, results, console, skip_unavailable)
 
 
 @command
 def plan(experiment: Optional[Path] = typer.Argument(None, help="experiment file (TOML)"),
          schema: bool = typer.Option(False, "--schema", help="print the run plan's JSON Schema"),
-         show: bool = typer.Option(False, "--show", help="print the plan of the first run of each scenario")):
+         show: bool = typer.Option(False, "--show", help="print the plan of the first run of each scenario"),
+         skip_unavailable: bool = typer.Option(False, "--skip-unavailable", help="leave out configurations this kernel cannot provide")):
     """Print the run-plan JSON Schema, or what an experiment would run (nothing is started)."""
     from .plan import json_schema
 
@@ -70,14 +73,17 @@ def plan(experiment: Optional[Path] = typer.Argument(None, help="experiment file
         raise UsageError("plan: give an experiment file, or --schema")
     from .runner import RUN_OVERHEAD_S, prepare
 
-    _, runs, _ = prepare(experiment)
+    skipped: list = []
+    _, runs, _ = prepare(experiment, skip_unavailable, skipped)
+    for s in skipped:
+        console.print(f"configuration {s['configuration']} skipped: {s['reason']}")
     total = sum(r.expected_seconds() + RUN_OVERHEAD_S for r in runs)
     console.print(f"{len(runs)} runs, about {total:.0f} s; order: " + ", ".join(r.run_id for r in runs))
     if show:
         seen = set()
         for r in runs:
-            if r.scenario not in seen:
-                seen.add(r.scenario)
+            if (r.configuration, r.scenario) not in seen:
+                seen.add((r.configuration, r.scenario))
                 print(r.plan.to_json())
 
 
@@ -92,6 +98,31 @@ def summary(results: Path = typer.Argument(..., help="results directory of an ex
     except FileNotFoundError as e:
         raise UsageError(str(e)) from None
     write_summary(r, console=console)
+
+
+@command
+def characterize(quick: bool = typer.Option(False, "--quick", help="few enemies, short runs (under 10 minutes on 2 cores)"),
+                 results: Path = typer.Option(Path("results"), help="base directory for the results"),
+                 enemy: Optional[list[str]] = typer.Option(None, help="enemies to use (repeatable; default: all, or a few with --quick)"),
+                 repetitions: Optional[int] = typer.Option(None, min=1, help="runs per scenario (default 5, 4 with --quick)"),
+                 jobs: Optional[int] = typer.Option(None, min=5, help="measured jobs per run (default 200, 30 with --quick)")):
+    """Characterise this machine: resource probes against each enemy and 1..N copies; writes a
+    sensitivity matrix (Parquet, CSV), a heat map (PNG, SVG) and the channels that matter."""
+    from .characterize import characterize as run_characterize
+
+    run_characterize(results, quick, console, repetitions=repetitions, enemies=enemy, jobs=jobs)
+
+
+@command
+def report(results: Path = typer.Argument(..., help="results directory of an experiment"),
+           epsilon: list[str] = typer.Option([], "--epsilon", "-e",
+                                             help="ε bound METRIC:STATISTIC:BOUND, e.g. exec:max:1.2x or response:p99:12ms (repeatable)"),
+           out: Optional[Path] = typer.Option(None, "-o", "--out", help="output directory (default RESULTS/report)"),
+           csv: bool = typer.Option(True, "--csv/--no-csv", help="export jobs.csv and probes.csv")):
+    """Write the HTML report (self-contained), figures, Markdown summary and CSV files of an experiment."""
+    from .report.build import build
+
+    build(results, out, epsilon, csv=csv, console=console)
 
 
 @command
@@ -161,6 +192,18 @@ def blame(run: Path = typer.Argument(..., help="a run directory (RESULTS/runs/<r
             t.add_column(h, justify="left" if h in ("kind", "name") else "right")
         for r in rank(c).head(top).itertuples():
             t.add_row(r.kind, str(r.name), str(r.jobs_hit), f"{r.total_ns / 1e6:.3f}", f"{r.max_ns / 1e3:.1f}")
+        console.print(t)
+    if (run / "trace.txt").exists() and len(measured) >= 3:
+        from .report.tables import attribute, run_intervals
+
+        iv, names = run_intervals(run)
+        a = attribute(measured, iv, names)
+        t = Table(title=f"culprits over-represented in the {a.n_spikes} spike jobs (median + 5 MAD) against the {a.n_normal} others")
+        for h in ("kind", "name", "in spikes", "in others", "lift", "Fisher p"):
+            t.add_column(h, justify="left" if h in ("kind", "name") else "right")
+        for r in a.ranking.head(top).itertuples():
+            t.add_row(r.kind, str(r.name), f"{r.spikes_with}/{a.n_spikes}", f"{r.normal_with}/{a.n_normal}", f"{r.lift:.1f}",
+                      f"{r.fisher_p:.2g}")
         console.print(t)
     if "trace_preemptions" in measured:
         console.print(f"{len(measured)} jobs: {int(measured.trace_preemptions.sum())} preemptions, "

@@ -54,7 +54,16 @@ class CommandBody(_Strict):
     probe_capacity: int = Field(default=1 << 18, ge=1, le=1 << 26)
 
 
-Body = Annotated[Union[ChaseBody, SumBody, PiBody, CommandBody], Field(discriminator="kind")]
+
+
+class SyscallBody(_Strict):
+    """`calls` getppid(2) system calls (system-call latency probe)."""
+
+    kind: Literal["syscall"] = "syscall"
+    calls: int = Field(ge=1)
+
+
+Body = Annotated[Union[ChaseBody, SumBody, PiBody, CommandBody, SyscallBody], Field(discriminator="kind")]
 
 
 class ReadLoad(_Strict):
@@ -68,20 +77,125 @@ class WriteLoad(_Strict):
 
 
 class ChaseLoad(_Strict):
-    """Linked list of `elements` nodes of `element_bytes` (seed 003)."""
+    """Linked list of `elements` nodes of `element_bytes` (seed 003), `chains` walkers."""
 
     kind: Literal["chase"] = "chase"
     elements: int = Field(ge=2)
     element_bytes: int = Field(default=64, ge=8, multiple_of=8)
     order: Literal["random", "linear"] = "random"
     seed: int = Field(default=0, ge=0)
+    chains: int = Field(default=1, ge=1, le=64)
 
 
 class PiLoad(_Strict):
     kind: Literal["pi"] = "pi"
 
 
-Load = Annotated[Union[ReadLoad, WriteLoad, ChaseLoad, PiLoad], Field(discriminator="kind")]
+class L1dLoad(_Strict):
+    """Read-modify-write of every cache line of a buffer sized to L1D."""
+
+    kind: Literal["l1d"] = "l1d"
+    bytes: int = Field(ge=4096)
+
+
+class L2Load(_Strict):
+    kind: Literal["l2"] = "l2"
+    bytes: int = Field(ge=4096)
+
+
+class LlcLoad(_Strict):
+    kind: Literal["llc"] = "llc"
+    bytes: int = Field(ge=4096)
+
+
+class LoadsLoad(_Strict):
+    """Seed 000 "Loads": strided loads, a new cache line each."""
+
+    kind: Literal["loads"] = "loads"
+    lines: int = Field(ge=1)
+    stride_bytes: int = Field(default=64, ge=8, multiple_of=8)
+
+
+class TlbLoad(_Strict):
+    kind: Literal["tlb"] = "tlb"
+    pages: int = Field(ge=2)
+    page_bytes: int = Field(default=4096, ge=4096, multiple_of=4096)
+
+
+class IcacheLoad(_Strict):
+    kind: Literal["icache"] = "icache"
+    functions: int = Field(default=4096, ge=1, le=4096)
+
+
+class BranchLoad(_Strict):
+    kind: Literal["branch"] = "branch"
+    seed: int = Field(default=0, ge=0)
+
+
+class CopyLoad(_Strict):
+    kind: Literal["copy"] = "copy"
+    bytes: int = Field(ge=8192)
+
+
+class NtstoreLoad(_Strict):
+    kind: Literal["ntstore"] = "ntstore"
+    bytes: int = Field(ge=4096)
+
+
+class PingpongLoad(_Strict):
+    kind: Literal["pingpong"] = "pingpong"
+
+
+class FalseshareLoad(_Strict):
+    kind: Literal["falseshare"] = "falseshare"
+
+
+class SyscallLoad(_Strict):
+    kind: Literal["syscall"] = "syscall"
+
+
+class FileioLoad(_Strict):
+    """Page-cache reads of a file: one for every copy (`shared`) or one each (seed 000 §5.3.1)."""
+
+    kind: Literal["fileio"] = "fileio"
+    bytes: int = Field(ge=4096)
+    shared: bool = False
+    dir: Optional[str] = None
+
+
+class ForkLoad(_Strict):
+    kind: Literal["fork"] = "fork"
+    exec: bool = False
+
+
+class PagefaultLoad(_Strict):
+    kind: Literal["pagefault"] = "pagefault"
+    bytes: int = Field(ge=4096)
+
+
+class NetLoad(_Strict):
+    kind: Literal["net"] = "net"
+    proto: Literal["tcp", "udp"]
+    message_bytes: int = Field(default=32768, ge=1, le=16 << 20)
+
+
+class TimerLoad(_Strict):
+    kind: Literal["timer"] = "timer"
+    interval_ns: int = Field(ge=1000, le=1_000_000_000)
+
+
+class ExternalLoad(_Strict):
+    """Any command (argv, no shell), in its own process group."""
+
+    kind: Literal["external"] = "external"
+    argv: list[str] = Field(min_length=1)
+    rate_regex: Optional[str] = None
+    unit: str = Field(default="ops", min_length=1)
+
+
+Load = Annotated[Union[ReadLoad, WriteLoad, ChaseLoad, PiLoad, L1dLoad, L2Load, LlcLoad, LoadsLoad, TlbLoad, IcacheLoad,
+                       BranchLoad, CopyLoad, NtstoreLoad, PingpongLoad, FalseshareLoad, SyscallLoad, FileioLoad, ForkLoad,
+                       PagefaultLoad, NetLoad, TimerLoad, ExternalLoad], Field(discriminator="kind")]
 
 
 class Placement(_Strict):
@@ -124,6 +238,39 @@ class Counter(_Strict):
     optional: bool = False
 
 
+class Group(_Strict):
+    """A control group (partition): cpuset, CPU bandwidth, RT group bandwidth, memory, pids."""
+
+    name: str = Field(pattern=r"^[A-Za-z0-9_-]+$")
+    cpus: Optional[list[int]] = None
+    mems: Optional[str] = None
+    exclusive: bool = False
+    cpu_quota_us: Optional[int] = Field(default=None, ge=1)
+    cpu_period_us: Optional[int] = Field(default=None, ge=1000, le=1_000_000)
+    cpu_weight: Optional[int] = Field(default=None, ge=1, le=10000)
+    rt_runtime_us: Optional[int] = Field(default=None, ge=1)
+    rt_period_us: Optional[int] = Field(default=None, ge=1)
+    memory_max: Optional[int] = Field(default=None, ge=4 << 20)
+    memory_high: Optional[int] = Field(default=None, ge=1)
+    pids_max: Optional[int] = Field(default=None, ge=1)
+    freezable: bool = False
+
+
+class Regulator(_Strict):
+    """Memory-bandwidth regulator: budget bytes per period per enemy, or feedback on the
+    victim's job time (target_exec_ns)."""
+
+    period_us: int = Field(ge=1000, le=100_000)
+    budget_bytes: Optional[int] = Field(default=None, ge=1)
+    target_exec_ns: Optional[int] = Field(default=None, ge=1)
+    enemies: list[str] = []
+    throttle: Literal["signal", "freeze"] = "signal"
+    priority: int = Field(default=95, ge=1, le=99)
+    source: Literal["cooperative", "hardware"] = "cooperative"
+    event: str = "LLC-load-misses"
+    bytes_per_event: int = Field(default=64, ge=1)
+
+
 class Victim(_Strict):
     body: Body
     period_ns: int = Field(ge=10_000)
@@ -134,6 +281,7 @@ class Victim(_Strict):
     sched: Sched = OtherSched()
     lock_memory: bool = False
     huge_pages: bool = False
+    group: Optional[str] = None
     counters: list[Counter] = []
     counters_exclude_kernel: bool = False
 
@@ -145,6 +293,9 @@ class Enemy(_Strict):
     sched: Sched = OtherSched()
     lock_memory: bool = False
     huge_pages: bool = False
+    intensity: float = Field(default=100.0, gt=0, le=100)
+    rate: Optional[float] = Field(default=None, gt=0)
+    group: Optional[str] = None
 
 
 class Trace(_Strict):
@@ -167,6 +318,10 @@ class Plan(_Strict):
     victim: Victim
     enemies: list[Enemy] = []
     trace: Optional[Trace] = None
+    groups: list[Group] = []
+    housekeeping_cpus: Optional[list[int]] = None
+    steer_irqs: bool = False
+    regulator: Optional[Regulator] = None
     labels: dict[str, str] = {}
 
     def to_json(self) -> str:

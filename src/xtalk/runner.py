@@ -20,7 +20,7 @@ from .config.expand import RunSpec, expand
 from .config.experiment import load
 from .report.summary import write_summary
 from .store import open as open_results
-from .targets.agent import check_plan, find_agent, local_facts
+from .targets.agent import check_plan, find_agent, local_facts, recover
 from .targets.local import run_plan
 
 #: Per-run cost beyond the measured window (fork, buffer set-up, teardown, conversion).
@@ -37,24 +37,32 @@ def git_commit() -> str:
         return "unknown"
 
 
-def prepare(path: Path) -> tuple[config.experiment.Experiment, list[RunSpec], Path]:
+def prepare(path: Path, skip_unavailable: bool = False, skipped: list | None = None
+            ) -> tuple[config.experiment.Experiment, list[RunSpec], Path]:
     """Load, resolve and check an experiment; nothing is started. Returns its runs."""
     exp = load(path)
     agent = find_agent()
     facts = local_facts(agent)
-    runs = expand(exp, facts, labels={"xtalk_version": __version__, "git_commit": git_commit()})
+    runs = expand(exp, facts, labels={"xtalk_version": __version__, "git_commit": git_commit()},
+                  skip_unavailable=skip_unavailable, skipped=skipped)
     seen = set()
     for r in runs:
-        if r.scenario not in seen:
-            seen.add(r.scenario)
+        if (r.configuration, r.scenario) not in seen:
+            seen.add((r.configuration, r.scenario))
             check_plan(r.plan.to_json(), agent)
     return exp, runs, agent
 
 
-def run_experiment(path: Path, results: Path | None = None, console: Console | None = None) -> Path:
+def run_experiment(path: Path, results: Path | None = None, console: Console | None = None,
+                   skip_unavailable: bool = False) -> Path:
     """Run every run of the experiment; return the results directory."""
     console = console or Console()
-    exp, runs, agent = prepare(Path(path))
+    for line in recover():
+        console.print(f"[yellow]restored after an earlier run that died: {line}[/]")
+    skipped: list = []
+    exp, runs, agent = prepare(Path(path), skip_unavailable, skipped)
+    for s in skipped:
+        console.print(f"[yellow]configuration {s['configuration']} skipped: {s['reason']}[/]")
     stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
     base = Path(results) if results else Path(exp.results)
     out = base / f"{exp.name}-{stamp}"
@@ -67,20 +75,25 @@ def run_experiment(path: Path, results: Path | None = None, console: Console | N
     (out / "experiment.json").write_text(json.dumps({
         "experiment": json.loads(exp.model_dump_json()),
         "agent": str(agent),
-        "order": [{"run_id": r.run_id, "scenario": r.scenario, "repetition": r.repetition} for r in runs],
+        "order": [{"run_id": r.run_id, "configuration": r.configuration, "scenario": r.scenario, "repetition": r.repetition}
+                  for r in runs],
+        "skipped_configurations": skipped,
     }, indent=2))
     total = sum(r.expected_seconds() + RUN_OVERHEAD_S for r in runs)
-    console.print(f"[bold]{exp.name}[/]: {len(runs)} runs ({len(runs) // exp.repetitions} scenarios × {exp.repetitions}), about {total:.0f} s → {out}")
+    console.print(f"[bold]{exp.name}[/]: {len(runs)} runs ({len(runs) // exp.repetitions} configuration × scenario pairs × "
+                  f"{exp.repetitions}), about {total:.0f} s → {out}")
     failed = 0
     with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.fields[runs]}"),
                   TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(), console=console, transient=False) as bar:
         task = bar.add_task("starting", total=total, runs=f"0/{len(runs)}")
         for i, r in enumerate(runs):
-            bar.update(task, description=f"{r.scenario} (rep {r.repetition})")
+            bar.update(task, description=f"{'' if r.configuration == 'default' else r.configuration + ' / '}{r.scenario} (rep {r.repetition})")
             meta = run_plan(r.plan, out / "runs" / r.run_id, agent)
             if meta.get("status") != "completed":
                 failed += 1
                 bar.console.print(f"[yellow]run {r.run_id}: {meta.get('status')}: {meta.get('reason')}[/]")
+            for note in meta.get("notes") or []:  # e.g. an external enemy that exited early
+                bar.console.print(f"[yellow]run {r.run_id}: {note}[/]", markup=True, highlight=False)
             bar.update(task, advance=r.expected_seconds() + RUN_OVERHEAD_S, runs=f"{i + 1}/{len(runs)}")
     table = write_summary(open_results(out), console=console)
     if failed:

@@ -2,6 +2,9 @@
 //! until the victim ends (or the watchdog or a signal ends the run), then stop and reap
 //! every child and write the run's outcome. Nothing in the agent polls while measuring.
 
+pub mod cgroups;
+pub mod irq;
+pub mod journal;
 pub mod setup;
 pub mod shm;
 pub mod signals;
@@ -30,6 +33,7 @@ pub const EXIT_INTERRUPTED: i32 = 130;
 enum Role {
     Victim,
     Enemy(usize),
+    Regulator,
 }
 
 struct Child {
@@ -118,6 +122,9 @@ fn fork_child(f: impl FnOnce()) -> Result<libc::pid_t, String> {
 /// Execute `plan`, writing `run.json` and `jobs.bin` under `out`. Returns the exit code.
 pub fn execute(plan: &Plan, out: &Path, exit_with_parent: bool) -> Result<i32, String> {
     let run_json = out.join("run.json");
+    // What a dead run left (cgroups, IRQ affinity, ...) is undone before anything else.
+    let recovered = journal::recover();
+    let mut journal = journal::Journal::open()?;
     let mut doc = json!({
         "run_id": plan.run_id,
         "status": "running",
@@ -149,6 +156,8 @@ pub fn execute(plan: &Plan, out: &Path, exit_with_parent: bool) -> Result<i32, S
     // Ticks against CLOCK_MONOTONIC at both ends of the run: the probes' conversion.
     let ref_start = (crate::observe::calibrate::ticks(), mono_ns());
     let shared = Shared::new(1 + plan.enemies.len() as u32).map_err(|e| format!("shared control block: {e}"))?;
+    let groups = cgroups::Groups::create(&plan.groups, &mut journal).map_err(|e| format!("groups: {e}"))?;
+    let dirs_of = |g: &Option<String>| g.as_ref().map(|g| groups.dirs_of(g)).unwrap_or_default();
     signals::block_watched();
     if exit_with_parent {
         // The host may die (even by SIGKILL): tear the run down rather than outlive it.
@@ -163,7 +172,14 @@ pub fn execute(plan: &Plan, out: &Path, exit_with_parent: bool) -> Result<i32, S
     let mut reason: Option<String> = None;
 
     for (i, e) in plan.enemies.iter().enumerate() {
-        match fork_child(|| enemies::enemy_main(i, e, &shared, me)) {
+        let dirs = dirs_of(&e.group);
+        match fork_child(|| {
+            if let Err(m) = cgroups::attach_self(&dirs) {
+                shared.ctl().enemies[i].fail(&format!("enemy {}: {m}", e.name));
+                unsafe { libc::_exit(3) };
+            }
+            enemies::enemy_main(i, e, &shared, me)
+        }) {
             Ok(pid) => children.push(Child { pid, role: Role::Enemy(i), status: None, rusage: None }),
             Err(m) => {
                 status = "failed";
@@ -173,12 +189,58 @@ pub fn execute(plan: &Plan, out: &Path, exit_with_parent: bool) -> Result<i32, S
         }
     }
     if reason.is_none() {
-        match fork_child(|| victims::victim_main(v, &shared, &log, counters.as_ref(), probe_fd, me, settle_ns, plan.enemies.len())) {
+        let dirs = dirs_of(&v.group);
+        match fork_child(|| {
+            if let Err(m) = cgroups::attach_self(&dirs) {
+                shared.ctl().victim.fail(&format!("victim: {m}"));
+                unsafe { libc::_exit(3) };
+            }
+            victims::victim_main(v, &shared, &log, counters.as_ref(), probe_fd, me, settle_ns, plan.enemies.len())
+        }) {
             Ok(pid) => children.push(Child { pid, role: Role::Victim, status: None, rusage: None }),
             Err(m) => {
                 status = "failed";
                 reason = Some(m);
             }
+        }
+    }
+
+    if let (Some(r), None) = (&plan.regulator, &reason) {
+        let targets: Vec<crate::regulate::Target> = children
+            .iter()
+            .filter_map(|c| match c.role {
+                Role::Enemy(i) if r.enemies.is_empty() || r.enemies.contains(&plan.enemies[i].name) => Some(crate::regulate::Target {
+                    slot: i,
+                    pid: c.pid,
+                    freezer: plan.enemies[i].group.as_ref().and_then(|g| groups.freezer_of(g)),
+                }),
+                _ => None,
+            })
+            .collect();
+        let placement = crate::plan::Placement { cpus: plan.housekeeping_cpus.clone() };
+        match fork_child(|| {
+            setup::set_name("xt-regulator");
+            let ready = setup::die_with_parent(me)
+                .and_then(|_| setup::apply_placement(&placement))
+                .and_then(|_| setup::apply_sched(&crate::plan::Sched::Fifo { priority: r.priority }));
+            if ready.is_ok() {
+                crate::regulate::run(r, &shared, &targets);
+            }
+        }) {
+            Ok(pid) => children.push(Child { pid, role: Role::Regulator, status: None, rusage: None }),
+            Err(m) => {
+                status = "failed";
+                reason = Some(m);
+            }
+        }
+    }
+    // The agent itself and device interrupts go to the housekeeping CPUs (children are
+    // forked already, so they do not inherit this affinity).
+    let mut irqs = None;
+    if let Some(h) = &plan.housekeeping_cpus {
+        let _ = setup::apply_placement(&crate::plan::Placement { cpus: Some(h.clone()) });
+        if plan.steer_irqs {
+            irqs = Some(irq::steer(h, &mut journal));
         }
     }
 
@@ -201,7 +263,7 @@ pub fn execute(plan: &Plan, out: &Path, exit_with_parent: bool) -> Result<i32, S
                 reap(&mut children);
                 if let Some(c) = children.iter().find(|c| c.status.is_some()) {
                     let slot = match c.role {
-                        Role::Victim => &shared.ctl().victim,
+                        Role::Victim | Role::Regulator => &shared.ctl().victim,
                         Role::Enemy(i) => &shared.ctl().enemies[i],
                     };
                     status = "failed";
@@ -247,6 +309,12 @@ pub fn execute(plan: &Plan, out: &Path, exit_with_parent: bool) -> Result<i32, S
     }
     // Teardown: victim first (its jobs are already in the log), then the enemies.
     shared.ctl().stop.store(1, Ordering::SeqCst);
+    end_children(&mut children, |c| c.role == Role::Regulator, 0, 1_000_000_000);
+    for g in &plan.groups {
+        if let Some((dir, ver)) = groups.freezer_of(&g.name) {
+            let _ = cgroups::set_frozen(&dir, &ver, false);
+        }
+    }
     end_children(&mut children, |c| c.role == Role::Victim, libc::SIGTERM, 1_000_000_000);
     for c in alive(&children) {
         unsafe { libc::kill(c.pid, libc::SIGCONT) };
@@ -254,6 +322,7 @@ pub fn execute(plan: &Plan, out: &Path, exit_with_parent: bool) -> Result<i32, S
     end_children(&mut children, |c| c.role != Role::Victim, 0, 2_000_000_000);
     end_children(&mut children, |_| true, libc::SIGKILL, 5_000_000_000);
     signals::unblock_watched();
+    let undo_errors = journal.undo();
     if let (crate::plan::Body::Command { .. }, Some(c)) = (&v.body, children.iter().find(|c| c.role == Role::Victim)) {
         if let Some((ru, end)) = &c.rusage {
             victims::command::finish(v, &log, *end, ru);
@@ -268,7 +337,8 @@ pub fn execute(plan: &Plan, out: &Path, exit_with_parent: bool) -> Result<i32, S
         if let (Role::Enemy(i), Some(st)) = (c.role, c.status) {
             let stopped = shared.ctl().enemies[i].stopped_ns.load(Ordering::Acquire) != 0;
             if measuring && !stopped {
-                notes.push(format!("enemy {} ended before it was stopped: {}", plan.enemies[i].name, describe(st)));
+                let why = shared.ctl().enemies[i].message().map(|m| format!(" ({m})")).unwrap_or_default();
+                notes.push(format!("enemy {} ended before it was stopped: {}{why}", plan.enemies[i].name, describe(st)));
             }
         }
     }
@@ -289,10 +359,34 @@ pub fn execute(plan: &Plan, out: &Path, exit_with_parent: bool) -> Result<i32, S
     doc["jobs_planned"] = json!(v.total_jobs());
     doc["t0_ns"] = json!(log.header().t0_ns);
     doc["enemies"] = enemy_results(plan, &shared);
+    doc["configuration"] = json!({
+        "groups": plan.groups.iter().map(|g| json!({"name": g.name, "dirs": groups.dirs_of(&g.name)})).collect::<Vec<_>>(),
+        "housekeeping_cpus": plan.housekeeping_cpus,
+        "irqs": irqs.map(|(moved, refused)| json!({"moved": moved, "refused": refused})),
+        "recovered": recovered,
+        "restored": undo_errors.is_empty(),
+        "restore_errors": undo_errors,
+    });
+    if let Some(r) = &plan.regulator {
+        let s = &shared.ctl().regulator;
+        doc["regulator"] = json!({
+            "mode": if r.budget_bytes.is_some() { "budget" } else { "feedback" },
+            "accounting": match r.source { crate::plan::Source::Cooperative => "cooperative".to_string(), crate::plan::Source::Hardware => format!("hardware: {} × {} bytes", r.event, r.bytes_per_event) },
+            "period_us": r.period_us,
+            "budget_bytes": r.budget_bytes,
+            "wakeups": s.wakeups.load(Ordering::Acquire),
+            "periods": s.periods.load(Ordering::Acquire),
+            "throttles": s.throttles.load(Ordering::Acquire),
+            "overshoot_bytes_mean": s.overshoot_bytes.load(Ordering::Acquire) as f64 / s.throttles.load(Ordering::Acquire).max(1) as f64,
+            "overshoot_bytes_max": s.overshoot_max.load(Ordering::Acquire),
+            "cpu_ns": s.cpu_ns.load(Ordering::Acquire),
+        });
+    }
     doc["counters"] = json!({
         "events": events.iter().map(|e| e.name.clone()).collect::<Vec<_>>(),
         "skipped": skipped.iter().map(|(n, why)| json!({"event": n, "reason": why})).collect::<Vec<_>>(),
         "exclude_kernel": v.counters_exclude_kernel,
+        "read_with": if events.is_empty() { None } else if shared.ctl().counters_rdpmc.load(Ordering::Relaxed) == 1 { Some("rdpmc") } else { Some("read(2)") },
         "core_pmu": perf::core_pmu(),
     });
     if let Some(p) = &probes {
@@ -330,6 +424,7 @@ fn name_of(plan: &Plan, r: Role) -> String {
     match r {
         Role::Victim => "victim".into(),
         Role::Enemy(i) => format!("enemy {}", plan.enemies[i].name),
+        Role::Regulator => "regulator".into(),
     }
 }
 
@@ -349,6 +444,11 @@ fn enemy_results(plan: &Plan, shared: &Shared) -> Value {
             let (a, b) = (s.started_ns.load(Ordering::Acquire), s.stopped_ns.load(Ordering::Acquire));
             let seconds = if a > 0 && b > a { Some((b - a) as f64 / 1e9) } else { None };
             let window_ops = window_s.map(|_| ctl.ops_at_end[i].load(Ordering::Relaxed).saturating_sub(ctl.ops_at_start[i].load(Ordering::Relaxed)));
+            // u64::MAX: an unpaced enemy, busy from start to stop.
+            let busy = match s.busy_ns.load(Ordering::Relaxed) {
+                u64::MAX => seconds.unwrap_or(0.0),
+                ns => ns as f64 / 1e9,
+            };
             json!({
                 "name": e.name,
                 "kind": e.load.kind(),
@@ -358,7 +458,11 @@ fn enemy_results(plan: &Plan, shared: &Shared) -> Value {
                 "rate": seconds.map(|s| ops as f64 / s),
                 "window_ops": window_ops,
                 "window_rate": window_s.zip(window_ops).map(|(s, o)| o as f64 / s),
-                "setup_error": s.message(),
+                "intensity": seconds.map(|t| (100.0 * busy / t).min(100.0)),
+                "target_intensity": e.intensity,
+                "target_rate": e.rate,
+                "setup_error": if a == 0 { s.message() } else { None },
+                "ended_early": if a > 0 { s.message() } else { None },
             })
         })
         .collect();

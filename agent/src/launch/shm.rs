@@ -13,9 +13,26 @@ pub struct Slot {
     pub ops: AtomicU64,
     pub started_ns: AtomicI64,
     pub stopped_ns: AtomicI64,
+    /// Time spent working (not sleeping for `intensity` or `rate`), ns.
+    pub busy_ns: AtomicU64,
     /// Non-zero: setup failed, message in `msg`.
     pub failed: AtomicU32,
+    /// Regulated enemies stop themselves once `ops` reaches this (u64::MAX: unregulated).
+    pub allowance: AtomicU64,
+    /// 1 while the enemy has stopped itself over budget (it clears it once resumed).
+    pub stopped_self: AtomicU32,
     pub msg: [u8; MSG_LEN],
+}
+
+/// What the regulator did (see regulate/).
+#[repr(C)]
+pub struct RegulatorStats {
+    pub wakeups: AtomicU64,
+    pub periods: AtomicU64,
+    pub throttles: AtomicU64,
+    pub overshoot_bytes: AtomicU64,
+    pub overshoot_max: AtomicU64,
+    pub cpu_ns: AtomicU64,
 }
 
 #[repr(C)]
@@ -27,6 +44,11 @@ pub struct Control {
     pub window_end_ns: AtomicI64,
     pub ops_at_start: [AtomicU64; MAX_ENEMIES],
     pub ops_at_end: [AtomicU64; MAX_ENEMIES],
+    /// 1 when the victim reads its counters with rdpmc (no system call), 0 with read(2).
+    pub counters_rdpmc: AtomicU32,
+    /// The victim's last job time (the regulator's feedback mode reads it).
+    pub victim_last_exec_ns: AtomicI64,
+    pub regulator: RegulatorStats,
     pub victim: Slot,
     pub enemies: [Slot; MAX_ENEMIES],
 }
@@ -50,6 +72,9 @@ impl Shared {
         }
         let ptr = p as *mut Control;
         unsafe {
+            for s in (*ptr).enemies.iter() {
+                s.allowance.store(u64::MAX, Ordering::Relaxed);
+            }
             let mut attr: libc::pthread_barrierattr_t = std::mem::zeroed();
             libc::pthread_barrierattr_init(&mut attr);
             libc::pthread_barrierattr_setpshared(&mut attr, libc::PTHREAD_PROCESS_SHARED);

@@ -7,11 +7,7 @@ use super::perf;
 use serde_json::{json, Value};
 use std::sync::atomic::{AtomicI64, AtomicU32, Ordering};
 
-fn clock_ns(id: libc::clockid_t) -> i64 {
-    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
-    unsafe { libc::clock_gettime(id, &mut ts) };
-    ts.tv_sec as i64 * 1_000_000_000 + ts.tv_nsec as i64
-}
+use super::clock::read as clock_ns;
 
 fn resolution_ns(id: libc::clockid_t) -> i64 {
     let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };

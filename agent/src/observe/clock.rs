@@ -1,7 +1,8 @@
 //! Clock and per-thread readings used around each job. All vDSO or one syscall each.
 
+/// Any clock in ns (vDSO for the MONOTONIC family).
 #[inline(always)]
-fn read(clock: libc::clockid_t) -> i64 {
+pub fn read(clock: libc::clockid_t) -> i64 {
     let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
     unsafe { libc::clock_gettime(clock, &mut ts) };
     ts.tv_sec as i64 * 1_000_000_000 + ts.tv_nsec as i64

@@ -150,8 +150,12 @@ fn attr_for(e: &EventSpec, leader: bool, exclude_kernel: bool) -> b::perf_event_
 }
 
 fn open_one(e: &EventSpec, group: i32, exclude_kernel: bool) -> Result<i32, String> {
+    open_for(e, 0, group, exclude_kernel)
+}
+
+fn open_for(e: &EventSpec, pid: libc::pid_t, group: i32, exclude_kernel: bool) -> Result<i32, String> {
     let mut a = attr_for(e, group < 0, exclude_kernel);
-    let fd = unsafe { sys::perf_event_open(&mut a, 0, -1, group, b::PERF_FLAG_FD_CLOEXEC as libc::c_ulong) };
+    let fd = unsafe { sys::perf_event_open(&mut a, pid, -1, group, b::PERF_FLAG_FD_CLOEXEC as libc::c_ulong) };
     if fd < 0 {
         let err = std::io::Error::last_os_error();
         let why = match err.raw_os_error() {
@@ -254,6 +258,107 @@ impl Group {
 
 }
 
+/// Count from a user-space read (perf_event_mmap_page): `offset` plus the raw counter
+/// sign-extended from its `width` bits. Hardware counters are 32 to 48 bits wide and wrap
+/// (seed 002 added 2^32 by hand); the sign extension and the kernel's offset undo the wrap.
+pub fn count_from(offset: i64, raw: u64, width: u16) -> u64 {
+    let w = width.clamp(1, 64) as u32;
+    let shifted = (raw << (64 - w)) as i64 >> (64 - w);
+    offset.wrapping_add(shifted) as u64
+}
+
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+fn rdpmc(counter: u32) -> u64 {
+    let (lo, hi): (u32, u32);
+    unsafe { core::arch::asm!("rdpmc", in("ecx") counter, out("eax") lo, out("edx") hi, options(nostack, nomem)) };
+    ((hi as u64) << 32) | lo as u64
+}
+
+/// User-space reads of a group's counters with rdpmc, when the kernel allows it for every
+/// event (cap_user_rdpmc and a hardware counter index): no system call per read.
+pub struct Rdpmc {
+    pages: Vec<*const b::perf_event_mmap_page>,
+}
+
+impl Group {
+    /// Map each event's control page; None unless rdpmc works for all of them.
+    pub fn rdpmc(&self) -> Option<Rdpmc> {
+        if !cfg!(target_arch = "x86_64") {
+            return None;
+        }
+        let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) } as usize;
+        let mut pages = Vec::new();
+        for &fd in &self.fds {
+            let p = unsafe { libc::mmap(std::ptr::null_mut(), page, libc::PROT_READ, libc::MAP_SHARED, fd, 0) };
+            if p == libc::MAP_FAILED {
+                return None;
+            }
+            let m = p as *const b::perf_event_mmap_page;
+            if unsafe { (*m).__bindgen_anon_1.__bindgen_anon_1.cap_user_rdpmc() == 0 || std::ptr::read_volatile(&(*m).index) == 0 } {
+                return None;
+            }
+            pages.push(m);
+        }
+        Some(Rdpmc { pages })
+    }
+}
+
+impl Rdpmc {
+    /// Read every counter (the kernel's seqlock protocol); values as read(2) would give.
+    #[cfg(target_arch = "x86_64")]
+    #[inline(always)]
+    pub fn read(&self, out: &mut Reading) {
+        for (i, &m) in self.pages.iter().enumerate() {
+            loop {
+                let seq = unsafe { std::ptr::read_volatile(&(*m).lock) };
+                std::sync::atomic::compiler_fence(std::sync::atomic::Ordering::SeqCst);
+                let idx = unsafe { std::ptr::read_volatile(&(*m).index) };
+                let offset = unsafe { std::ptr::read_volatile(&(*m).offset) };
+                let width = unsafe { std::ptr::read_volatile(&(*m).pmc_width) };
+                let raw = if idx == 0 { 0 } else { rdpmc(idx - 1) };
+                std::sync::atomic::compiler_fence(std::sync::atomic::Ordering::SeqCst);
+                if unsafe { std::ptr::read_volatile(&(*m).lock) } == seq {
+                    out.values[i] = if idx == 0 { offset as u64 } else { count_from(offset, raw, width) };
+                    break;
+                }
+            }
+        }
+        // rdpmc counts while the task runs; enabled and running are not read on this path.
+        out.enabled = 1;
+        out.running = 1;
+    }
+
+    #[cfg(not(target_arch = "x86_64"))]
+    pub fn read(&self, _out: &mut Reading) {}
+}
+
+/// One event counting another process (the regulator's hardware accounting).
+pub struct ProcessCounter {
+    fd: i32,
+}
+
+impl ProcessCounter {
+    pub fn open(e: &EventSpec, pid: libc::pid_t) -> Result<ProcessCounter, String> {
+        let fd = open_for(e, pid, -1, false)?;
+        unsafe { libc::ioctl(fd, b::ENABLE as _, 0) };
+        Ok(ProcessCounter { fd })
+    }
+
+    /// The count so far (read(2) of a one-event group).
+    pub fn read(&self) -> u64 {
+        let mut buf = [0u64; 4];
+        let n = unsafe { libc::read(self.fd, buf.as_mut_ptr() as *mut libc::c_void, 32) };
+        if n >= 32 { buf[3] } else { 0 }
+    }
+}
+
+impl Drop for ProcessCounter {
+    fn drop(&mut self) {
+        unsafe { libc::close(self.fd) };
+    }
+}
+
 impl Drop for Group {
     fn drop(&mut self) {
         for &fd in &self.fds {
@@ -276,6 +381,26 @@ mod tests {
         assert_eq!(l1.config, (b::PERF_COUNT_HW_CACHE_L1D | (b::PERF_COUNT_HW_CACHE_OP_READ << 8) | (b::PERF_COUNT_HW_CACHE_RESULT_MISS << 16)) as u64);
         assert_eq!(resolve("r01c2").unwrap(), EventSpec { name: "r01c2".into(), type_: b::PERF_TYPE_RAW, config: 0x01c2 });
         assert!(resolve("no-such-event").unwrap_err().contains("unknown event"));
+    }
+
+    #[test]
+    fn wrapped_counters_are_sign_extended_from_their_width() {
+        // A 32-bit counter just past its wrap reads small; the kernel's offset carries the rest.
+        assert_eq!(count_from(1 << 32, 0x10, 32), (1 << 32) + 0x10);
+        // Read just before the wrap as a large raw value: negative, then the offset.
+        assert_eq!(count_from((1 << 32) + 100, 0xFFFF_FFF0, 32), (1 << 32) + 100 - 16);
+        assert_eq!(count_from(0, 5, 48), 5);
+        assert_eq!(count_from(7, 1 << 47, 48), (7i64 - (1i64 << 47)) as u64);
+        // A raw 32-bit counter that wraps between two readings (same offset): the increment.
+        let before = count_from(1_000, 0xFFFF_FF00, 32);
+        let after = count_from(1_000, 0x0000_0100, 32);
+        assert_eq!(after - before, 0x200);
+    }
+
+    #[test]
+    fn software_events_have_no_rdpmc_path() {
+        let g = Group::open(&[resolve("task-clock").unwrap()], false).unwrap();
+        assert!(g.rdpmc().is_none(), "software counters are not in hardware registers");
     }
 
     #[test]

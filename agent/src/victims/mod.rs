@@ -7,6 +7,7 @@ pub mod command;
 mod pi;
 pub use pi::leibniz;
 mod sum;
+mod syscall;
 
 use crate::launch::setup;
 use crate::launch::shm::Shared;
@@ -15,6 +16,22 @@ use crate::plan::{Body, Victim};
 use crate::observe::perf::{EventSpec, Group, Reading};
 use crate::record::counters::CounterLog;
 use crate::record::jobs::{JobLog, JobRecord, FLAG_MIGRATED, FLAG_MISSED, FLAG_WARMUP};
+
+/// Reads the counter group: rdpmc where every event allows it, else read(2).
+pub struct CounterReader<'a> {
+    group: &'a mut Group,
+    rdpmc: Option<crate::observe::perf::Rdpmc>,
+}
+
+impl CounterReader<'_> {
+    #[inline(always)]
+    fn read(&mut self, out: &mut Reading) {
+        match &self.rdpmc {
+            Some(r) => r.read(out),
+            None => self.group.read(out),
+        }
+    }
+}
 
 /// The counters the victim reads around each job, and where their deltas go.
 pub struct Counters<'a> {
@@ -36,6 +53,7 @@ pub fn build(body: &Body, huge_pages: bool) -> Box<dyn JobBody> {
         Body::Sum { bytes } => Box::new(sum::Sum::new(bytes, huge_pages)),
         Body::Pi { iterations } => Box::new(pi::Pi::new(iterations)),
         Body::Command { .. } => unreachable!("a command victim execs its program (victims/command.rs)"),
+        Body::Syscall { calls } => Box::new(syscall::Syscall::new(calls)),
     }
 }
 
@@ -73,7 +91,9 @@ pub fn victim_main(v: &Victim, shared: &Shared, log: &JobLog, counters: Option<&
     }
     shared.barrier_wait();
     unsafe { libc::kill(parent, libc::SIGUSR1) };
-    let probe = group.as_mut().zip(counters.map(|c| c.log));
+    let rdpmc = group.as_ref().and_then(|g| g.rdpmc());
+    shared.ctl().counters_rdpmc.store(rdpmc.is_some() as u32, Ordering::Relaxed);
+    let probe = group.as_mut().zip(counters.map(|c| c.log)).map(|(g, l)| (CounterReader { group: g, rdpmc }, l));
     periodic(v, body.as_mut(), log, probe, shared, settle_ns, enemies);
     unsafe { libc::_exit(0) }
 }
@@ -90,7 +110,7 @@ fn snapshot(shared: &Shared, enemies: usize, at_start: bool, t: i64) {
 }
 
 /// The measured loop: sleep to the absolute release, time the body, record the job.
-fn periodic(v: &Victim, body: &mut dyn JobBody, log: &JobLog, mut counters: Option<(&mut Group, &CounterLog)>, shared: &Shared, settle_ns: i64, enemies: usize) {
+fn periodic(v: &Victim, body: &mut dyn JobBody, log: &JobLog, mut counters: Option<(CounterReader, &CounterLog)>, shared: &Shared, settle_ns: i64, enemies: usize) {
     let (mut before, mut after) = (Reading::default(), Reading::default());
     let period = v.period_ns as i64;
     let deadline = v.deadline() as i64;
@@ -147,6 +167,7 @@ fn periodic(v: &Victim, body: &mut dyn JobBody, log: &JobLog, mut counters: Opti
         if let Some((_, clog)) = counters.as_ref() {
             clog.push(k, k, &before, &after);
         }
+        shared.ctl().victim_last_exec_ns.store(end - start, Ordering::Relaxed);
         last_end = end;
     }
     snapshot(shared, enemies, false, last_end);

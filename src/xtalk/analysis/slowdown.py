@@ -66,9 +66,19 @@ def ratio_ci(scenario: list[np.ndarray], reference: list[np.ndarray], stat: str 
 
 def summarize(jobs: pd.DataFrame, runs: pd.DataFrame, metric: str = "exec_ns", reference: str = SOLO,
               n_boot: int = 2000, seed: int = 0) -> pd.DataFrame:
-    """One row per scenario: jobs, response-time and execution-time statistics, deadline
-    misses, and slowdown of `metric` against `reference` (ratio of medians and of maxima,
-    each with a 95 % CI)."""
+    """One row per configuration × scenario: jobs, response-time and execution-time
+    statistics, deadline misses, and slowdown of `metric` against `reference` of the same
+    configuration (ratio of medians and of maxima, each with a 95 % CI)."""
+    if "configuration" not in runs or runs.empty:
+        return _summarize_one(jobs, runs, metric, reference, n_boot, seed).assign(configuration="default")
+    parts = []
+    for cfg in dict.fromkeys(runs.configuration):
+        j = jobs[jobs.configuration == cfg] if "configuration" in jobs else jobs
+        parts.append(_summarize_one(j, runs[runs.configuration == cfg], metric, reference, n_boot, seed).assign(configuration=cfg))
+    return pd.concat(parts, ignore_index=True)
+
+
+def _summarize_one(jobs: pd.DataFrame, runs: pd.DataFrame, metric: str, reference: str, n_boot: int, seed: int) -> pd.DataFrame:
     rows = []
     scen_order = list(dict.fromkeys(runs.sort_values("scenario", key=lambda s: s != reference)["scenario"]))
     groups = {s: [g[metric].to_numpy() for _, g in jobs[jobs.scenario == s].groupby("run_id")] for s in scen_order}

@@ -24,7 +24,7 @@ NAME = r"^[A-Za-z0-9_.+-]+$"
 AXIS_PREFIXES = ("victim.", "enemy.")
 AXIS_TOP = ("settle",)
 #: Enemy fields that receive a two-way cell's per-enemy share of the total.
-SHARE_FIELDS = ("reservation.runtime", "bytes", "elements")
+SHARE_FIELDS = ("intensity", "reservation.runtime", "bytes", "elements")
 
 
 class _Strict(BaseModel):
@@ -106,14 +106,15 @@ class Grid(_Strict):
 class TwoWay(_Strict):
     """Seed 000 §6.5.1: (number of enemies) × (total resource, split evenly among them).
 
-    `share` names the enemy field that receives total / count: `reservation.runtime`
-    (CPU time per period through SCHED_DEADLINE, the seed's pi benchmarks), `bytes` or
-    `elements` (memory footprint). Infeasible cells are excluded and listed by `plan`."""
+    `share` names the enemy field that receives total / count: `intensity` (CPU time per
+    victim period, as the enemy's duty cycle), `reservation.runtime` (CPU time per period
+    through SCHED_DEADLINE, the seed's pi benchmarks), `bytes` or `elements` (memory
+    footprint). Infeasible cells are excluded and listed by `plan`."""
 
     name: str = Field(min_length=1, pattern=NAME)
     description: str = ""
     enemy: EnemySpec
-    share: Literal["reservation.runtime", "bytes", "elements"]
+    share: Literal["intensity", "reservation.runtime", "bytes", "elements"]
     counts: list[int] = Field(min_length=1)
     totals: list[Union[int, float, str]] = Field(min_length=1)
 

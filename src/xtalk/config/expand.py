@@ -9,22 +9,29 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
+from pydantic import ValidationError
+
 from ..errors import UsageError
-from ..plan import (ChaseBody, ChaseLoad, CommandBody, Counter, Trace, DeadlineSched, Enemy, FifoSched, OtherSched, PiBody, PiLoad,
-                    Placement, Plan, ReadLoad, RrSched, SumBody, Victim, WriteLoad)
+from ..plan import (BranchLoad, ChaseBody, ChaseLoad, CommandBody, Counter, Trace, CopyLoad, DeadlineSched, Enemy, ExternalLoad, FalseshareLoad,
+                    FifoSched, FileioLoad, ForkLoad, IcacheLoad, L1dLoad, L2Load, LlcLoad, LoadsLoad, NetLoad,
+                    NtstoreLoad, OtherSched, PagefaultLoad, PiBody, PiLoad, PingpongLoad, Placement, Plan, ReadLoad,
+                    RrSched, SumBody, SyscallBody, SyscallLoad, TimerLoad, TlbLoad, Victim, WriteLoad)
 from ..targets.agent import TargetFacts
 from . import units
+from .configuration import Unavailable, resolve as resolve_configuration
 from .experiment import EnemySpec, Experiment, SchedSpec, ScenarioSpec
 
 
 @dataclass(frozen=True)
 class RunSpec:
-    """One run of an experiment: its place in the order, scenario, repetition and plan."""
+    """One run of an experiment: its place in the order, configuration, scenario, repetition
+    and plan."""
 
     index: int
     scenario: str
     repetition: int
     plan: Plan
+    configuration: str = "default"
 
     @property
     def run_id(self) -> str:
@@ -69,6 +76,8 @@ def _victim(exp: Experiment, facts: TargetFacts) -> Victim:
         body = ChaseBody(bytes=units.size_bytes(v.bytes, "victim.bytes", facts.caches), order=v.order, accesses=v.accesses, seed=v.seed)
     elif v.body == "sum":
         body = SumBody(bytes=units.size_bytes(v.bytes, "victim.bytes", facts.caches))
+    elif v.body == "syscall":
+        body = SyscallBody(calls=v.calls)
     elif v.body == "pi":
         body = PiBody(iterations=v.iterations)
     else:
@@ -88,15 +97,43 @@ def _victim(exp: Experiment, facts: TargetFacts) -> Victim:
     )
 
 
+#: Defaults of the sized kinds, resolved against the target like any size.
+_DEFAULT_BYTES = {"l1d": "l1d", "l2": "l2", "llc": "llc", "fileio": "16MiB", "pagefault": "1MiB", "tlb": "32MiB"}
+
+
 def _load(e: EnemySpec, field: str, facts: TargetFacts):
-    if e.kind == "read":
-        return ReadLoad(bytes=units.size_bytes(e.bytes, f"{field}.bytes", facts.caches))
-    if e.kind == "write":
-        return WriteLoad(bytes=units.size_bytes(e.bytes, f"{field}.bytes", facts.caches))
-    if e.kind == "chase":
-        elements = e.elements or max(2, units.size_bytes(e.bytes, f"{field}.bytes", facts.caches) // e.element_bytes)
-        return ChaseLoad(elements=elements, element_bytes=e.element_bytes, order=e.order, seed=e.seed)
-    return PiLoad()
+    """The agent-side load of an enemy spec: units resolved, defaults filled in."""
+    def size(v=None):
+        return units.size_bytes(v if v is not None else (e.bytes if e.bytes is not None else _DEFAULT_BYTES[e.kind]),
+                                f"{field}.bytes" if v is None else f"{field}.message_bytes", facts.caches)
+
+    k = e.kind
+    simple = {"read": ReadLoad, "write": WriteLoad, "copy": CopyLoad, "ntstore": NtstoreLoad, "l1d": L1dLoad,
+              "l2": L2Load, "llc": LlcLoad, "pagefault": PagefaultLoad}
+    if k in simple:
+        return simple[k](bytes=size())
+    if k == "chase":
+        elements = e.elements or max(2, size() // e.element_bytes)
+        return ChaseLoad(elements=elements, element_bytes=e.element_bytes, order=e.order, seed=e.seed, chains=e.chains)
+    if k == "loads":
+        return LoadsLoad(lines=e.lines or max(1, size() // e.stride_bytes), stride_bytes=e.stride_bytes)
+    if k == "tlb":
+        return TlbLoad(pages=e.pages or max(2, size() // e.page_bytes), page_bytes=e.page_bytes)
+    if k == "icache":
+        return IcacheLoad(functions=e.functions)
+    if k == "branch":
+        return BranchLoad(seed=e.seed)
+    if k == "fileio":
+        return FileioLoad(bytes=size(), shared=e.shared, dir=e.dir)
+    if k == "fork":
+        return ForkLoad(exec=e.exec)
+    if k == "net":
+        return NetLoad(proto=e.proto, message_bytes=size(e.message_bytes) if e.message_bytes is not None else 32768)
+    if k == "timer":
+        return TimerLoad(interval_ns=units.duration_ns(e.interval if e.interval is not None else "50us", f"{field}.interval"))
+    if k == "external":
+        return ExternalLoad(argv=e.argv, rate_regex=e.rate_regex, unit=e.unit)
+    return {"pi": PiLoad, "pingpong": PingpongLoad, "falseshare": FalseshareLoad, "syscall": SyscallLoad}[k]()
 
 
 def _enemies(sc: ScenarioSpec, si: int, victim: Victim, facts: TargetFacts, period_ns: int) -> list[Enemy]:
@@ -104,19 +141,29 @@ def _enemies(sc: ScenarioSpec, si: int, victim: Victim, facts: TargetFacts, peri
     for k, e in enumerate(sc.enemies):
         field = f"scenario[{si}].enemies[{k}]"
         cpus = units.cpu_set(e.cpus, f"{field}.cpus", facts.online_cpus, victim.placement.cpus)
-        load = _load(e, field, facts)
+        try:
+            load = _load(e, field, facts)
+        except ValidationError as err:
+            first = err.errors()[0]
+            # Name the experiment's key (interval, not the plan's interval_ns) and its unit.
+            key = ".".join(map(str, first["loc"]))
+            exp_key, unit = {"interval_ns": ("interval", " ns")}.get(key, (key, ""))
+            raise ValueError(f"{field}.{exp_key}: {first['msg']}{unit} (got {first.get('input')!r}{unit}); change it") from None
         sched = _sched(e, field, period_ns)
         base = e.name or e.kind
         groups = [[c] for c in cpus] if (e.per_cpu and cpus) else [cpus]
         for g in groups:
             name = f"{base}@{g[0]}" if e.per_cpu else (base if len(sc.enemies) == 1 else f"{base}.{k}")
             out.append(Enemy(name=name, load=load, placement=Placement(cpus=g), sched=sched, lock_memory=e.lock_memory,
-                             huge_pages=e.huge_pages))
+                             huge_pages=e.huge_pages, intensity=e.intensity, rate=e.rate))
     return out
 
 
-def expand(exp: Experiment, facts: TargetFacts, labels: dict[str, str] | None = None) -> list[RunSpec]:
-    """Resolve units and placements against the target and build every run's plan."""
+def expand(exp: Experiment, facts: TargetFacts, labels: dict[str, str] | None = None,
+           skip_unavailable: bool = False, skipped: list | None = None) -> list[RunSpec]:
+    """Resolve units and placements against the target and build every run's plan, for
+    every configuration × scenario × repetition. A configuration this kernel cannot provide
+    is an input error, or (skip_unavailable) left out and noted in `skipped`."""
     try:
         victim = _victim(exp, facts)
         settle_ms = units.duration_ns(exp.settle, "settle") / 1e6
@@ -131,11 +178,36 @@ def expand(exp: Experiment, facts: TargetFacts, labels: dict[str, str] | None = 
     trace = None
     if exp.trace is not None:
         trace = Trace(buffer_kb=exp.trace.buffer_kb, **({"events": exp.trace.events} if exp.trace.events else {}))
+    reservation = (units.duration_ns(exp.victim.reservation.runtime, "victim.reservation.runtime")
+                   if exp.victim.reservation is not None else None)
+    configs = exp.configurations()
+    resolved: dict[tuple[str, str], Plan] = {}
+    for ci, cfg in enumerate(configs):
+        for s in scenarios:
+            base = Plan(run_id="x", timeout_s=timeout_s, settle_ms=settle_ms, victim=victim, enemies=enemies[s.name], trace=trace)
+            try:
+                resolved[(cfg.name, s.name)] = resolve_configuration(cfg, base, facts, reservation,
+                                                                     f"configuration[{ci}]" if exp.configuration else "configuration")
+            except Unavailable as e:
+                if not skip_unavailable:
+                    raise UsageError(f"configuration[{ci}] '{cfg.name}': {e}; use --skip-unavailable to run the others") from None
+                if skipped is not None and all(x["configuration"] != cfg.name for x in skipped):
+                    skipped.append({"configuration": cfg.name, "reason": str(e)})
+                break
+            except ValueError as e:
+                raise UsageError(str(e)) from None
+    pairs = [(c.name, s.name) for c in configs for s in scenarios if (c.name, s.name) in resolved]
+    if not pairs:
+        raise UsageError("configuration: none of the configurations can run on this machine")
+    multi = len(configs) > 1
     runs = []
-    width = len(str(len(scenarios) * exp.repetitions))
-    for i, (rep, name) in enumerate(interleave([s.name for s in scenarios], exp.repetitions, exp.seed)):
-        run_id = f"{i:0{width}d}-{name}-r{rep}"
-        plan = Plan(run_id=run_id, timeout_s=timeout_s, settle_ms=settle_ms, victim=victim, enemies=enemies[name], trace=trace,
-                    labels={**(labels or {}), "experiment": exp.name, "scenario": name, "repetition": str(rep)})
-        runs.append(RunSpec(index=i, scenario=name, repetition=rep, plan=plan))
+    width = len(str(len(pairs) * exp.repetitions))
+    keys = [f"{c}\t{s}" for c, s in pairs]
+    for i, (rep, key) in enumerate(interleave(keys, exp.repetitions, exp.seed)):
+        cname, name = key.split("\t")
+        run_id = f"{i:0{width}d}-{cname + '-' if multi else ''}{name}-r{rep}"
+        plan = resolved[(cname, name)].model_copy(deep=True)
+        plan.run_id = run_id
+        plan.labels = {**(labels or {}), "experiment": exp.name, "scenario": name, "repetition": str(rep), "configuration": cname}
+        runs.append(RunSpec(index=i, scenario=name, repetition=rep, plan=plan, configuration=cname))
     return runs

@@ -13,6 +13,7 @@ from typing import Literal, Optional, Union
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from ..errors import UsageError
+from .configuration import ConfigurationSpec
 
 Duration = Union[int, float, str]
 Size = Union[int, float, str]
@@ -24,7 +25,9 @@ class _Strict(BaseModel):
 
 
 class Reservation(_Strict):
-    """SCHED_DEADLINE parameters; deadline and period default to the victim's period."""
+    """SCHED_DEADLINE parameters; deadline and period default to the victim's period. Under
+    another policy, `runtime` is the budget configuration presets give the victim (its
+    observed maximum plus a margin, seed 000 §7.2.1)."""
 
     runtime: Duration
     deadline: Optional[Duration] = None
@@ -48,8 +51,6 @@ class SchedSpec(_Strict):
             raise ValueError(f"policy '{self.policy}' needs 'priority' (1..99)")
         if self.policy == "deadline" and self.reservation is None:
             raise ValueError("policy 'deadline' needs a 'reservation' table with runtime (and optionally deadline, period)")
-        if self.policy != "deadline" and self.reservation is not None:
-            raise ValueError("'reservation' is only for policy 'deadline'")
         return self
 
 
@@ -59,11 +60,12 @@ class CounterSpec(_Strict):
 
 
 class VictimSpec(SchedSpec):
-    body: Literal["chase", "sum", "pi", "command"]
+    body: Literal["chase", "sum", "pi", "command", "syscall"]
     bytes: Optional[Size] = None
     order: Literal["random", "linear"] = "random"
     accesses: Optional[int] = Field(default=None, ge=1)
     iterations: Optional[int] = Field(default=None, ge=1)
+    calls: Optional[int] = Field(default=None, ge=1, description="syscall: system calls per job")
     seed: int = Field(default=0, ge=0)
     argv: Optional[list[str]] = Field(default=None, description="command: the program and its arguments")
     env: dict[str, str] = {}
@@ -82,6 +84,8 @@ class VictimSpec(SchedSpec):
             raise ValueError(f"body '{self.body}' needs 'bytes' (e.g. \"llc/4\" or \"8MiB\")")
         if self.body == "pi" and self.iterations is None:
             raise ValueError("body 'pi' needs 'iterations'")
+        if self.body == "syscall" and self.calls is None:
+            raise ValueError("body 'syscall' needs 'calls'")
         if self.body == "command":
             if not self.argv:
                 raise ValueError("body 'command' needs 'argv', e.g. [\"./build/probe_demo\", \"200\"]")
@@ -98,22 +102,67 @@ class VictimSpec(SchedSpec):
         return self
 
 
+EnemyKind = Literal["read", "write", "chase", "pi", "l1d", "l2", "llc", "loads", "tlb", "icache", "branch", "copy",
+                    "ntstore", "pingpong", "falseshare", "syscall", "fileio", "fork", "pagefault", "net", "timer",
+                    "external"]
+
+#: The parameters each enemy kind reads (docs/enemies.md); any other one is refused.
+KIND_PARAMS: dict[str, set[str]] = {
+    "read": {"bytes"}, "write": {"bytes"}, "copy": {"bytes"}, "ntstore": {"bytes"},
+    "chase": {"bytes", "elements", "element_bytes", "order", "seed", "chains"},
+    "pi": set(), "branch": {"seed"}, "pingpong": set(), "falseshare": set(), "syscall": set(),
+    "l1d": {"bytes"}, "l2": {"bytes"}, "llc": {"bytes"},
+    "loads": {"bytes", "lines", "stride_bytes"}, "tlb": {"bytes", "pages", "page_bytes"},
+    "icache": {"functions"}, "fileio": {"bytes", "shared", "dir"}, "fork": {"exec"},
+    "pagefault": {"bytes"}, "net": {"proto", "message_bytes"}, "timer": {"interval"},
+    "external": {"argv", "rate_regex", "unit"},
+}
+_COMMON = {"kind", "name", "per_cpu", "intensity", "rate"} | set(SchedSpec.model_fields)
+
+
 class EnemySpec(SchedSpec):
-    kind: Literal["read", "write", "chase", "pi"]
+    kind: EnemyKind
     name: Optional[str] = None
     bytes: Optional[Size] = None
     elements: Optional[int] = Field(default=None, ge=2)
     element_bytes: int = Field(default=64, ge=8, multiple_of=8)
     order: Literal["random", "linear"] = "random"
     seed: int = Field(default=0, ge=0)
+    chains: int = Field(default=1, ge=1, le=64, description="chase: independent walkers (memory-level parallelism)")
+    lines: Optional[int] = Field(default=None, ge=1, description="loads: cache lines touched")
+    stride_bytes: int = Field(default=64, ge=8, multiple_of=8)
+    pages: Optional[int] = Field(default=None, ge=2, description="tlb: pages touched")
+    page_bytes: int = Field(default=4096, ge=4096, multiple_of=4096)
+    functions: int = Field(default=4096, ge=1, le=4096, description="icache: distinct functions called")
+    shared: bool = Field(default=False, description="fileio: one file for every copy (seed 000 mono file)")
+    dir: Optional[str] = None
+    exec: bool = Field(default=False, description="fork: exec /bin/true in each child")
+    proto: Optional[Literal["tcp", "udp"]] = None
+    message_bytes: Optional[Size] = None
+    interval: Optional[Duration] = None
+    argv: Optional[list[str]] = Field(default=None, min_length=1)
+    rate_regex: Optional[str] = None
+    unit: str = Field(default="ops", min_length=1)
+    intensity: float = Field(default=100.0, gt=0, le=100, description="duty cycle in percent of each 1 ms window")
+    rate: Optional[float] = Field(default=None, gt=0, description="target rate, in the kind's unit per second")
     per_cpu: bool = Field(default=False, description="one copy pinned on each CPU of `cpus`")
 
     @model_validator(mode="after")
     def _kind_fields(self):
-        if self.kind in ("read", "write") and self.bytes is None:
+        extra = sorted(self.model_fields_set - _COMMON - KIND_PARAMS[self.kind])
+        if extra:
+            allowed = ", ".join(sorted(KIND_PARAMS[self.kind])) or "none"
+            raise ValueError(f"'{extra[0]}' is not a parameter of enemy '{self.kind}' (its parameters: {allowed}); remove it")
+        if self.kind in ("read", "write", "copy", "ntstore") and self.bytes is None:
             raise ValueError(f"enemy '{self.kind}' needs 'bytes' (e.g. \"4*llc\")")
         if self.kind == "chase" and self.elements is None and self.bytes is None:
             raise ValueError("enemy 'chase' needs 'elements' or 'bytes'")
+        if self.kind == "loads" and self.lines is None and self.bytes is None:
+            raise ValueError("enemy 'loads' needs 'lines' or 'bytes' (e.g. bytes = \"l2/2\")")
+        if self.kind == "net" and self.proto is None:
+            raise ValueError("enemy 'net' needs 'proto' (\"tcp\" or \"udp\")")
+        if self.kind == "external" and self.argv is None:
+            raise ValueError("enemy 'external' needs 'argv' (e.g. [\"stress-ng\", \"--stream\", \"1\"])")
         if self.per_cpu and self.cpus is None:
             raise ValueError("'per_cpu' needs 'cpus' (e.g. \"others\")")
         return self
@@ -142,6 +191,7 @@ class Experiment(_Strict):
     results: str = "results"
     victim: VictimSpec
     scenario: list[ScenarioSpec] = []
+    configuration: list[ConfigurationSpec] = []
     trace: Optional[TraceSpec] = None
 
     @model_validator(mode="after")
@@ -153,7 +203,15 @@ class Experiment(_Strict):
         for s in self.scenario:
             if s.name == "solo" and s.enemies:
                 raise ValueError("scenario 'solo' is the victim alone and may not have enemies; rename it")
+        cnames = [c.name for c in self.configuration]
+        for n in cnames:
+            if cnames.count(n) > 1:
+                raise ValueError(f"configuration name '{n}' is used twice; give each configuration its own name")
         return self
+
+    def configurations(self) -> list[ConfigurationSpec]:
+        """The configurations to compare; one `default` (the file's own settings) if none."""
+        return list(self.configuration) or [ConfigurationSpec(name="default")]
 
     def scenarios(self) -> list[ScenarioSpec]:
         """All scenarios, `solo` (no enemies) always first."""

@@ -25,10 +25,11 @@ def _ci(row, stat: str) -> str:
     return f"{p:.2f} [{lo:.2f}, {hi:.2f}]"
 
 
-def enemy_rates(runs: pd.DataFrame) -> dict[str, str]:
-    """Per scenario: each enemy kind's mean achieved rate over the victim's window."""
+def enemy_rates(runs: pd.DataFrame) -> dict[tuple[str, str], str]:
+    """Per (configuration, scenario): each enemy kind's mean achieved rate over the victim's
+    window."""
     out = {}
-    for s, g in runs.groupby("scenario"):
+    for s, g in runs.groupby(["configuration", "scenario"]):
         acc: dict[tuple[str, str], list[float]] = {}
         for enemies in g.enemies:
             for e in enemies or []:
@@ -48,8 +49,13 @@ COLUMNS = [("scenario", "scenario"), ("runs", "runs ok"), ("jobs", "jobs"), ("me
            ("slowdown_max", "slowdown max [95% CI]")]
 
 
+def _name(row) -> str:
+    return row.scenario if row.configuration == "default" else f"{row.configuration} / {row.scenario}"
+
+
 def _cells(row) -> list[str]:
-    return [row.scenario, f"{row.runs_ok}/{row.runs}", str(row.jobs), _f(row.median_response_ms), _f(row.p99_response_ms),
+    name = _name(row)
+    return [name, f"{row.runs_ok}/{row.runs}", str(row.jobs), _f(row.median_response_ms), _f(row.p99_response_ms),
             _f(row.max_response_ms), _f(row.max_exec_ms), str(row.deadline_misses), _ci(row, "median"), _ci(row, "max")]
 
 
@@ -61,8 +67,9 @@ def summary_table(results: Results) -> pd.DataFrame:
         jobs = pd.DataFrame(columns=["run_id", "scenario", "exec_ns", "response_ns", "missed", "migrated"])
     table = summarize(jobs, runs)
     rates = enemy_rates(runs)
-    table["enemy_rate"] = table.scenario.map(lambda s: rates.get(s, ""))
-    return table
+    table["enemy_rate"] = [rates.get((c, s), "") for c, s in zip(table.configuration, table.scenario)]
+    cols = ["configuration"] + [c for c in table.columns if c != "configuration"]
+    return table[cols]
 
 
 def to_markdown(table: pd.DataFrame, title: str) -> str:
@@ -70,7 +77,7 @@ def to_markdown(table: pd.DataFrame, title: str) -> str:
              "| " + " | ".join(h for _, h in COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
     for row in table.itertuples():
         lines.append("| " + " | ".join(_cells(row)) + " |")
-    lines += [""] + [f"- enemies in `{row.scenario}`: {row.enemy_rate} (achieved over the victim's window, per copy)"
+    lines += [""] + [f"- enemies in `{_name(row)}`: {row.enemy_rate} (achieved over the victim's window, per copy)"
                      for row in table.itertuples() if row.enemy_rate]
     return "\n".join(lines) + "\n"
 
@@ -90,6 +97,6 @@ def write_summary(results: Results, console: Console | None = None) -> pd.DataFr
         console.print(t)
         for row in table.itertuples():
             if row.enemy_rate:
-                console.print(f"  enemies in {row.scenario}: {row.enemy_rate} per copy, over the victim's window")
+                console.print(f"  enemies in {_name(row)}: {row.enemy_rate} per copy, over the victim's window")
         console.print(f"results: {results.path}")
     return table

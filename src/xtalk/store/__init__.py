@@ -82,7 +82,7 @@ class Results:
             lst = ", ".join("'" + str(f).replace("'", "''") + "'" for f in files)
             con.execute(f"""CREATE VIEW jobs AS
                 SELECT r.* EXCLUDE (status, reason, jobs_recorded, jobs_planned, dir), j.* EXCLUDE (filename)
-                FROM read_parquet([{lst}], filename = true) j
+                FROM read_parquet([{lst}], filename = true, union_by_name = true) j
                 JOIN runs r ON r.dir || '/jobs.parquet' = j.filename""")
         return con
 

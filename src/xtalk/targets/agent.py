@@ -79,6 +79,13 @@ def local_facts(agent: Path | None = None) -> TargetFacts:
     return TargetFacts(_cpu_list(env["cpu"]["online"]), _caches(env), env)
 
 
+def recover(agent: Path | None = None) -> list[str]:
+    """Undo what dead runs left on this machine (the agents' journals); what was restored."""
+    agent = agent or find_agent()
+    out = subprocess.run([str(agent), "recover"], capture_output=True, text=True)
+    return [line for line in out.stdout.splitlines() if line.strip()]
+
+
 def check_plan(plan_json: str, agent: Path | None = None) -> None:
     """Have the agent validate a plan against the machine; UsageError with its one line."""
     agent = agent or find_agent()

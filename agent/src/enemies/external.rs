@@ -1,0 +1,204 @@
+//! `external`: any command as an enemy (e.g. a stress-ng stressor), started with argv (no
+//! shell) after the start barrier, in its own process group. Its stdout and stderr are
+//! kept (the last 64 KiB) so that `rate_regex`, whose first capture group is a number,
+//! can read the total work the command declares when it ends (stress-ng's bogo ops, for
+//! example); without a regex the counter is the milliseconds it ran. Intensity stops and
+//! continues the whole group (SIGSTOP / SIGCONT in 10 ms windows). At teardown the group
+//! gets SIGTERM, then SIGKILL after a second, and is reaped: nothing survives the run. The
+//! command also carries PR_SET_PDEATHSIG, so it dies with its enemy process even if that
+//! is killed. A command that exits by itself before the run ends is reported: the enemy
+//! ends with the reason and the agent records it in run.json's notes.
+use super::{Ctx, EnemyLoad};
+use crate::observe::clock::mono_ns;
+use regex::Regex;
+use std::ffi::CString;
+
+const KEEP: usize = 64 << 10;
+const GRACE_NS: i64 = 1_000_000_000;
+
+pub struct External {
+    argv: Vec<CString>,
+    regex: Option<Regex>,
+    pid: libc::pid_t,
+    out_fd: libc::c_int,
+    output: Vec<u8>,
+    started: i64,
+    /// Running (not paused) time so far and when the current running stretch began.
+    run_ns: i64,
+    since: i64,
+    counted_ms: u64,
+    status: Option<libc::c_int>,
+}
+
+impl External {
+    pub fn new(argv: &[String], rate_regex: Option<&str>, _cx: &Ctx) -> Result<External, String> {
+        let regex = rate_regex.map(|r| Regex::new(r).map_err(|e| format!("external: rate_regex: {e}"))).transpose()?;
+        let argv = argv.iter().map(|a| CString::new(a.as_str()).map_err(|_| "external: argv holds a NUL byte".to_string())).collect::<Result<_, _>>()?;
+        Ok(External { argv, regex, pid: 0, out_fd: -1, output: Vec::new(), started: 0, run_ns: 0, since: 0, counted_ms: 0, status: None })
+    }
+
+    fn spawn(&mut self) {
+        let mut fds = [0; 2];
+        unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) };
+        let mut ptrs: Vec<*const libc::c_char> = self.argv.iter().map(|a| a.as_ptr()).collect();
+        ptrs.push(std::ptr::null());
+        let parent = unsafe { libc::getpid() };
+        match unsafe { libc::fork() } {
+            0 => unsafe {
+                // Only async-signal-safe calls between fork and exec.
+                libc::setpgid(0, 0);
+                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong, 0, 0, 0);
+                if libc::getppid() != parent {
+                    libc::_exit(127);
+                }
+                libc::dup2(fds[1], 1);
+                libc::dup2(fds[1], 2);
+                libc::execvp(ptrs[0], ptrs.as_ptr());
+                let msg = b"xtalk external: exec failed\n";
+                libc::write(2, msg.as_ptr() as *const libc::c_void, msg.len());
+                libc::_exit(127)
+            },
+            -1 => self.status = Some(-1),
+            pid => {
+                // Set the group from both sides: no race with our first killpg.
+                unsafe { libc::setpgid(pid, pid) };
+                self.pid = pid;
+            }
+        }
+        unsafe { libc::close(fds[1]) };
+        self.out_fd = fds[0];
+        self.started = mono_ns();
+        self.since = self.started;
+    }
+
+    /// Wait up to `ms` for output, keep what came (the last KEEP bytes).
+    fn drain(&mut self, ms: i32) {
+        if self.out_fd < 0 {
+            return;
+        }
+        let mut p = libc::pollfd { fd: self.out_fd, events: libc::POLLIN, revents: 0 };
+        if unsafe { libc::poll(&mut p, 1, ms) } <= 0 {
+            return;
+        }
+        let mut buf = [0u8; 8192];
+        let n = unsafe { libc::read(self.out_fd, buf.as_mut_ptr() as *mut libc::c_void, buf.len()) };
+        if n > 0 {
+            self.output.extend_from_slice(&buf[..n as usize]);
+            if self.output.len() > 2 * KEEP {
+                self.output.drain(..self.output.len() - KEEP);
+            }
+        } else if n == 0 {
+            unsafe { libc::close(self.out_fd) };
+            self.out_fd = -1;
+        }
+    }
+
+    /// Read what is left of the output, for at most a second (a stray process of the
+    /// command's could hold the pipe open).
+    fn drain_all(&mut self) {
+        let until = mono_ns() + GRACE_NS;
+        while self.out_fd >= 0 && mono_ns() < until {
+            self.drain(100);
+        }
+    }
+
+    fn reap(&mut self, flags: libc::c_int) -> bool {
+        if self.status.is_none() && self.pid > 0 {
+            let mut st = 0;
+            if unsafe { libc::waitpid(self.pid, &mut st, flags) } == self.pid {
+                self.status = Some(st);
+            }
+        }
+        self.status.is_some()
+    }
+
+    fn group(&self, sig: libc::c_int) {
+        if self.pid > 0 {
+            unsafe { libc::kill(-self.pid, sig) };
+        }
+    }
+}
+
+fn describe(st: libc::c_int) -> String {
+    if st == -1 {
+        "could not be forked".into()
+    } else if libc::WIFEXITED(st) {
+        format!("exited with status {}", libc::WEXITSTATUS(st))
+    } else if libc::WIFSIGNALED(st) {
+        format!("was killed by signal {}", libc::WTERMSIG(st))
+    } else {
+        format!("ended with status {st}")
+    }
+}
+
+impl EnemyLoad for External {
+    /// The command starts after the barrier, with the run.
+    fn prepare(&mut self) {}
+
+    fn chunk(&mut self) -> u64 {
+        if self.pid == 0 && self.status.is_none() {
+            self.spawn();
+        }
+        self.drain(1);
+        self.reap(libc::WNOHANG);
+        // Milliseconds the command was running (not stopped by the pacer) since the last chunk.
+        let ms = ((self.run_ns + mono_ns() - self.since) / 1_000_000) as u64;
+        let d = ms - self.counted_ms;
+        self.counted_ms = ms;
+        if self.regex.is_some() {
+            0
+        } else {
+            d
+        }
+    }
+
+    fn ended(&mut self) -> Option<String> {
+        let st = self.status?;
+        self.group(libc::SIGKILL);
+        self.drain_all();
+        let tail = String::from_utf8_lossy(&self.output);
+        let last = tail.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or("").trim().to_string();
+        let cmd = self.argv[0].to_string_lossy();
+        let last = if last.is_empty() { String::new() } else { format!("; last output: {last}") };
+        Some(format!("external command '{cmd}' {} after {:.2} s, before the run ended{last}",
+            describe(st), (mono_ns() - self.started) as f64 / 1e9))
+    }
+
+    fn pause(&mut self) {
+        self.group(libc::SIGSTOP);
+        self.run_ns += mono_ns() - self.since;
+    }
+
+    fn resume(&mut self) {
+        self.since = mono_ns();
+        self.group(libc::SIGCONT);
+    }
+
+    fn window_ns(&self) -> i64 {
+        10_000_000
+    }
+
+    /// Stop the group (SIGTERM, then SIGKILL after a grace period), reap it, and read the
+    /// declared count from its output when a regex is given.
+    fn finish(&mut self) -> Option<u64> {
+        if self.pid > 0 && self.status.is_none() {
+            self.group(libc::SIGCONT);
+            self.group(libc::SIGTERM);
+            let until = mono_ns() + GRACE_NS;
+            while !self.reap(libc::WNOHANG) && mono_ns() < until {
+                self.drain(10);
+            }
+            if !self.reap(libc::WNOHANG) {
+                self.group(libc::SIGKILL);
+                self.reap(0);
+            }
+        }
+        // Anything else left in the group (the leader's own children) goes too.
+        self.group(libc::SIGKILL);
+        self.drain_all();
+        let re = self.regex.as_ref()?;
+        let text = String::from_utf8_lossy(&self.output);
+        let last = re.captures_iter(&text).filter_map(|c| c.get(1)).last()?;
+        last.as_str().replace(',', "").parse::<f64>().ok().map(|v| v as u64)
+    }
+}

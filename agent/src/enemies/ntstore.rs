@@ -1,0 +1,64 @@
+//! `ntstore`: non-temporal store bandwidth. Streaming stores (`movnti` through
+//! `_mm_stream_si64` on x86_64) write a `bytes` buffer without reading it and without
+//! allocating its lines in the caches: all of the traffic goes to the memory controller,
+//! and the caches the victim uses are left alone, which separates the memory channel
+//! from the cache channel. Other architectures use ordinary volatile stores (a portable
+//! fallback, cached). The counter is bytes stored.
+use super::EnemyLoad;
+use crate::kernels::Buffer;
+
+const CHUNK_WORDS: usize = 32 << 10; // 256 KiB per chunk
+
+pub struct NtStore {
+    buf: Buffer,
+    at: usize,
+    value: u64,
+}
+
+impl NtStore {
+    pub fn new(bytes: u64, huge_pages: bool) -> NtStore {
+        let mut buf = Buffer::zeroed((bytes / 8) as usize, huge_pages);
+        buf.fill(1);
+        NtStore { buf, at: 0, value: 0 }
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+fn store(dst: &mut [u64], v: u64) {
+    use std::arch::x86_64::{_mm_sfence, _mm_stream_si64};
+    for w in dst.iter_mut() {
+        unsafe { _mm_stream_si64(w as *mut u64 as *mut i64, v as i64) };
+    }
+    // Order the streaming stores before anything that follows (they are weakly ordered).
+    unsafe { _mm_sfence() };
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+fn store(dst: &mut [u64], v: u64) {
+    for w in dst.iter_mut() {
+        unsafe { std::ptr::write_volatile(w, v) };
+    }
+}
+
+impl EnemyLoad for NtStore {
+    fn chunk(&mut self) -> u64 {
+        let end = (self.at + CHUNK_WORDS).min(self.buf.len());
+        self.value = self.value.wrapping_add(1);
+        store(&mut self.buf[self.at..end], self.value);
+        let n = end - self.at;
+        self.at = if end == self.buf.len() { 0 } else { end };
+        n as u64 * 8
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    #[test]
+    fn stores_reach_every_word() {
+        let mut s = NtStore::new(64 << 10, false);
+        assert_eq!(s.chunk(), 64 << 10);
+        s.chunk();
+        assert!(s.buf.iter().all(|&w| w == 2));
+    }
+}

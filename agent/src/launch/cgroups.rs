@@ -1,0 +1,223 @@
+//! Control groups for the run's partitions: one group per plan `groups` entry, created under
+//! `xtalk-<pid>` in each controller's hierarchy, every change journalled, every process
+//! attaching itself before it takes its policy. Works with cgroup v1 (one mount per
+//! controller) and v2 (unified), per controller, whichever hierarchy offers it.
+
+use super::journal::Journal;
+use crate::plan::Group;
+use std::fs;
+use std::path::{Path, PathBuf};
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Version {
+    V1,
+    V2,
+}
+
+/// Where a controller lives: its hierarchy and mount.
+#[derive(Debug, Clone)]
+pub struct Controller {
+    pub name: &'static str,
+    pub version: Version,
+    pub mount: PathBuf,
+}
+
+fn mounts() -> Vec<(String, String, String)> {
+    fs::read_to_string("/proc/mounts")
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            (f.len() > 3).then(|| (f[1].to_string(), f[2].to_string(), f[3].to_string()))
+        })
+        .collect()
+}
+
+/// The hierarchy that offers `name` (v1 mount with that option, else v2 with it enabled).
+pub fn controller(name: &'static str) -> Option<Controller> {
+    let ms = mounts();
+    if let Some((m, _, _)) = ms.iter().find(|(_, t, o)| t == "cgroup" && o.split(',').any(|x| x == name)) {
+        return Some(Controller { name, version: Version::V1, mount: PathBuf::from(m) });
+    }
+    ms.iter().filter(|(_, t, _)| t == "cgroup2").find_map(|(m, _, _)| {
+        let ctl = fs::read_to_string(format!("{m}/cgroup.controllers")).unwrap_or_default();
+        ctl.split_whitespace().any(|c| c == name).then(|| Controller { name, version: Version::V2, mount: PathBuf::from(m) })
+    })
+}
+
+/// (controller, file, value) settings a group needs, in the order they must be written.
+pub fn settings(g: &Group) -> Result<Vec<(&'static str, String, String)>, String> {
+    let mut out = Vec::new();
+    let v = |c: &'static str| controller(c).map(|c| c.version);
+    if g.cpus.is_some() || g.exclusive {
+        let ver = v("cpuset").ok_or("the cpuset controller is not mounted")?;
+        let cpus = g.cpus.as_ref().map(|c| crate::observe::machine::cpu_list(c)).unwrap_or_else(|| crate::observe::machine::cpu_list(&crate::observe::machine::online_cpus()));
+        out.push(("cpuset", "cpuset.cpus".into(), cpus));
+        let mems = g.mems.clone().unwrap_or_else(|| "0".into());
+        out.push(("cpuset", "cpuset.mems".into(), mems));
+        if g.exclusive {
+            match ver {
+                Version::V1 => out.push(("cpuset", "cpuset.cpu_exclusive".into(), "1".into())),
+                Version::V2 => out.push(("cpuset", "cpuset.cpus.partition".into(), "root".into())),
+            }
+        }
+    }
+    if let Some(q) = g.cpu_quota_us {
+        let period = g.cpu_period_us.unwrap_or(100_000);
+        match v("cpu").ok_or("the cpu controller is not mounted")? {
+            Version::V1 => {
+                out.push(("cpu", "cpu.cfs_period_us".into(), period.to_string()));
+                out.push(("cpu", "cpu.cfs_quota_us".into(), q.to_string()));
+            }
+            Version::V2 => out.push(("cpu", "cpu.max".into(), format!("{q} {period}"))),
+        }
+    }
+    if let Some(w) = g.cpu_weight {
+        match v("cpu").ok_or("the cpu controller is not mounted")? {
+            // v1 shares: the default weight 100 maps to the default 1024 shares.
+            Version::V1 => out.push(("cpu", "cpu.shares".into(), (w as u64 * 1024 / 100).max(2).to_string())),
+            Version::V2 => out.push(("cpu", "cpu.weight".into(), w.to_string())),
+        }
+    }
+    if let Some(rt) = g.rt_runtime_us {
+        match v("cpu") {
+            Some(Version::V1) if Path::new(&format!("{}/cpu.rt_runtime_us", controller("cpu").unwrap().mount.display())).exists() => {
+                out.push(("cpu", "cpu.rt_period_us".into(), g.rt_period_us.unwrap_or(1_000_000).to_string()));
+                out.push(("cpu", "cpu.rt_runtime_us".into(), rt.to_string()));
+            }
+            _ => return Err("RT group scheduling (cpu.rt_runtime_us) needs the cgroup v1 cpu controller and a kernel with CONFIG_RT_GROUP_SCHED".into()),
+        }
+    }
+    if g.memory_max.is_some() || g.memory_high.is_some() {
+        let ver = v("memory").ok_or("the memory controller is not mounted")?;
+        if let Some(m) = g.memory_max {
+            out.push(("memory", if ver == Version::V1 { "memory.limit_in_bytes" } else { "memory.max" }.into(), m.to_string()));
+        }
+        if let Some(m) = g.memory_high {
+            out.push(("memory", if ver == Version::V1 { "memory.soft_limit_in_bytes" } else { "memory.high" }.into(), m.to_string()));
+        }
+    }
+    if let Some(p) = g.pids_max {
+        v("pids").ok_or("the pids controller is not mounted")?;
+        out.push(("pids", "pids.max".into(), p.to_string()));
+    }
+    if g.freezable {
+        let ver = v("freezer").or_else(|| controller("cpu").filter(|c| c.version == Version::V2).map(|c| c.version));
+        ver.ok_or("no freezer: neither the v1 freezer controller nor cgroup v2")?;
+    }
+    Ok(out)
+}
+
+/// The run's groups: directories per controller, and the settings applied.
+pub struct Groups {
+    /// (group name, controller, directory)
+    dirs: Vec<(String, &'static str, PathBuf)>,
+}
+
+impl Groups {
+    /// Create every group (parents first), journalled, and apply its settings.
+    pub fn create(groups: &[Group], journal: &mut Journal) -> Result<Groups, String> {
+        let mut dirs = Vec::new();
+        let pid = std::process::id();
+        for g in groups {
+            let mut ctls: Vec<&'static str> = settings(g)?.iter().map(|(c, _, _)| *c).collect();
+            if g.freezable {
+                ctls.push(if controller("freezer").is_some() { "freezer" } else { "cpu" });
+            }
+            ctls.sort();
+            ctls.dedup();
+            for c in ctls {
+                let ctl = controller(c).ok_or_else(|| format!("the {c} controller is not mounted"))?;
+                let parent = ctl.mount.join(format!("xtalk-{pid}"));
+                if !parent.exists() {
+                    journal.mkdir(&parent)?;
+                    prepare_parent(&ctl, &parent, groups, journal)?;
+                }
+                let dir = parent.join(&g.name);
+                journal.mkdir(&dir)?;
+                dirs.push((g.name.clone(), c, dir));
+            }
+            for (c, file, value) in settings(g)? {
+                let dir = &dirs.iter().find(|(n, cc, _)| n == &g.name && *cc == c).unwrap().2;
+                journal.write(&dir.join(&file), &value).map_err(|e| format!("group {}: {e}", g.name))?;
+            }
+        }
+        Ok(Groups { dirs })
+    }
+
+    /// Directories of one group (one per controller it uses).
+    pub fn dirs_of(&self, group: &str) -> Vec<PathBuf> {
+        self.dirs.iter().filter(|(n, _, _)| n == group).map(|(_, _, d)| d.clone()).collect()
+    }
+
+    /// The directory through which `group` is frozen, with its kind.
+    pub fn freezer_of(&self, group: &str) -> Option<(PathBuf, Version)> {
+        self.dirs.iter().find(|(n, c, _)| n == group && (*c == "freezer" || controller(c).map(|x| x.version) == Some(Version::V2))).map(|(_, c, d)| {
+            (d.clone(), if *c == "freezer" { Version::V1 } else { Version::V2 })
+        })
+    }
+}
+
+/// A parent needs what its children will use: cpuset cpus/mems, RT runtime for RT groups,
+/// and (v2) the controllers enabled for its children.
+fn prepare_parent(ctl: &Controller, parent: &Path, groups: &[Group], journal: &mut Journal) -> Result<(), String> {
+    match (ctl.name, &ctl.version) {
+        ("cpuset", Version::V1) => {
+            for f in ["cpuset.cpus", "cpuset.mems"] {
+                let v = fs::read_to_string(ctl.mount.join(f)).map_err(|e| format!("{f}: {e}"))?;
+                journal.write(&parent.join(f), v.trim())?;
+            }
+            if groups.iter().any(|g| g.exclusive) {
+                journal.write(&parent.join("cpuset.cpu_exclusive"), "1")?;
+            }
+        }
+        ("cpu", Version::V1) if groups.iter().any(|g| g.rt_runtime_us.is_some()) => {
+            // The parent's RT bandwidth must cover its children's (per CPU).
+            let period = 1_000_000u64;
+            let share: f64 = groups.iter().filter_map(|g| g.rt_runtime_us.map(|r| r as f64 / g.rt_period_us.unwrap_or(1_000_000) as f64)).sum();
+            journal.write(&parent.join("cpu.rt_period_us"), &period.to_string())?;
+            journal.write(&parent.join("cpu.rt_runtime_us"), &((share * period as f64).round() as u64).to_string())
+                .map_err(|e| format!("{e} (the RT groups ask {:.0} % of each CPU; the system allows {} us per s)", share * 100.0,
+                    fs::read_to_string("/proc/sys/kernel/sched_rt_runtime_us").unwrap_or_default().trim()))?;
+        }
+        (_, Version::V2) => {
+            let wanted = ["cpuset", "cpu", "memory", "pids"];
+            let avail = fs::read_to_string(ctl.mount.join("cgroup.controllers")).unwrap_or_default();
+            let enable: Vec<String> = wanted.iter().filter(|c| avail.split_whitespace().any(|a| a == **c)).map(|c| format!("+{c}")).collect();
+            for c in enable {
+                let _ = fs::write(parent.join("cgroup.subtree_control"), &c);
+            }
+        }
+        _ => {}
+    }
+    Ok(())
+}
+
+/// In a child: move the calling process into every directory of its group.
+pub fn attach_self(dirs: &[PathBuf]) -> Result<(), String> {
+    let me = std::process::id().to_string();
+    for d in dirs {
+        fs::write(d.join("cgroup.procs"), &me).map_err(|e| format!("attach to {}: {e}", d.display()))?;
+    }
+    Ok(())
+}
+
+/// Freeze or thaw a group (regulator, freeze mode).
+pub fn set_frozen(dir: &Path, version: &Version, frozen: bool) -> std::io::Result<()> {
+    match version {
+        Version::V1 => fs::write(dir.join("freezer.state"), if frozen { "FROZEN" } else { "THAWED" }),
+        Version::V2 => fs::write(dir.join("cgroup.freeze"), if frozen { "1" } else { "0" }),
+    }
+}
+
+/// Does this kernel schedule SCHED_DEADLINE servers for groups (Abeni et al. 2019 patch,
+/// hierarchical CBS)? It exposes deadline parameters in the cpu controller.
+pub fn deadline_groups() -> Result<(), String> {
+    let ctl = controller("cpu").ok_or("the cpu controller is not mounted")?;
+    for f in ["cpu.dl_runtime_us", "cpu.dl_period_us", "cpu.dl_runtime"] {
+        if ctl.mount.join(f).exists() {
+            return Ok(());
+        }
+    }
+    Err(format!("SCHED_DEADLINE group servers need the hierarchical CBS patch (Abeni et al. 2019); this kernel's cpu controller ({}) has no cpu.dl_runtime_us", ctl.mount.display()))
+}

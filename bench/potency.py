@@ -1,0 +1,164 @@
+"""Potency bench: are xtalk's enemies at least as hurtful as the best open stressor?
+
+Part 1, slowdown. Three reference victims, each pinned to the last CPU: a chase over
+2 × L2, a chase over ½ LLC and a sequential sum over 4 × LLC. Against each, xtalk's memory
+and cache enemies and stress-ng's stream, cache, memrate, vm, memcpy, l1cache, matrix and
+cpu stressors (as `external` enemies) run one copy per other CPU, all scenarios of a victim
+interleaved in one experiment, REPETITIONS times. Printed: the strongest of each side (median
+slowdown against solo, 95 % CI) and their ratio (> 1: xtalk hurts more).
+
+Part 2, bandwidth. xtalk's read, write and copy enemies (rate over the victim's window)
+versus stress-ng stream and memrate (their own MB/s metrics), one instance on one CPU.
+
+Run: PYTHONPATH=src .venv/bin/python bench/potency.py   (about 17 minutes on 2 cores).
+stress-ng is installed with apt-get when missing (root needed), and the bench says so.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+from rich.console import Console
+
+from xtalk.analysis.slowdown import SOLO, ratio_ci
+from xtalk.characterize import _toml_value
+from xtalk.runner import run_experiment
+from xtalk.store import open as open_results
+from xtalk.targets.agent import local_facts
+
+REPETITIONS = int(os.environ.get("XTALK_BENCH_REPETITIONS", "10"))  # >= 10 for the record; less only to try the bench
+XTALK = {
+    "x-l2": {"kind": "l2"},
+    "x-llc": {"kind": "llc"},
+    "x-tlb": {"kind": "tlb", "pages": 16384},
+    "x-read": {"kind": "read", "bytes": "4*llc"},
+    "x-write": {"kind": "write", "bytes": "4*llc"},
+    "x-copy": {"kind": "copy", "bytes": "8*llc"},
+    "x-ntstore": {"kind": "ntstore", "bytes": "4*llc"},
+    "x-chase-mlp": {"kind": "chase", "bytes": "4*llc", "chains": 8},
+}
+STRESS_NG = ["stream", "cache", "memrate", "vm", "memcpy", "l1cache", "matrix", "cpu"]
+VICTIMS = {
+    "chase 2×L2": ({"body": "chase", "bytes": "2*l2", "accesses": 20000}, "10ms", 40),
+    "chase ½LLC": ({"body": "chase", "bytes": "llc/2", "accesses": 20000}, "10ms", 40),
+    "sum 4×LLC": ({"body": "sum", "bytes": "4*llc"}, "100ms", 12),
+}
+
+
+def ensure_stress_ng() -> str:
+    path = shutil.which("stress-ng")
+    if path:
+        return path
+    print("bench: stress-ng is missing; installing it: apt-get install -y stress-ng", flush=True)
+    r = subprocess.run(["apt-get", "install", "-y", "stress-ng"], capture_output=True, text=True)
+    path = shutil.which("stress-ng")
+    if not path:
+        sys.exit(f"bench: could not install stress-ng (apt-get exit {r.returncode}): {r.stderr.strip()[-300:]}")
+    return path
+
+
+def experiment(name: str, victim: dict, period: str, jobs: int, cpu: int, others: list[int]) -> str:
+    lines = [f'name = "potency-{name}"', f"repetitions = {REPETITIONS}", "seed = 7", 'settle = "400ms"', "",
+             "[victim]", *(f"{k} = {_toml_value(v)}" for k, v in victim.items()),
+             f'period = "{period}"', f"jobs = {jobs}", "warmup_jobs = 3", f"cpus = [{cpu}]"]
+    scen = {n: {**t, "cpus": others, "per_cpu": True} for n, t in XTALK.items()}
+    for s in STRESS_NG:
+        # Affinity is inherited through exec: each copy's stress-ng stays on its CPU.
+        scen[f"sng-{s}"] = {"kind": "external", "argv": ["stress-ng", f"--{s}", "1"], "cpus": others, "per_cpu": True}
+    for n, t in scen.items():
+        lines += ["", "[[scenario]]", f'name = "{n}"', f"enemies = [{_toml_value(t)}]"]
+    return "\n".join(lines) + "\n"
+
+
+def slowdowns(results: Path) -> dict[str, tuple[float, float, float]]:
+    jobs = open_results(results).jobs()
+    jobs = jobs[~jobs.warmup]
+    groups = {s: [g.exec_ns.to_numpy() for _, g in d.groupby("run_id")] for s, d in jobs.groupby("scenario")}
+    return {s: ratio_ci(g, groups[SOLO], "median", n_boot=1000) for s, g in groups.items() if s != SOLO}
+
+
+def xtalk_bandwidth(work: Path, cpu: int, victim_cpu: int) -> dict[str, float]:
+    """MB/s of xtalk's read, write and copy enemies, alone on `cpu` for 2 s."""
+    text = "\n".join([
+        'name = "bandwidth"', "repetitions = 1", 'settle = "200ms"', "", "[victim]", 'body = "pi"', "iterations = 1000",
+        'period = "10ms"', "jobs = 200", f"cpus = [{victim_cpu}]",
+        *[f'\n[[scenario]]\nname = "{k}"\nenemies = [{_toml_value({"kind": k, "bytes": "8*llc", "cpus": [cpu]})}]'
+          for k in ("read", "write", "copy")],
+    ]) + "\n"
+    f = work / "bandwidth.toml"
+    f.write_text(text)
+    out = run_experiment(f, work / "runs", Console(quiet=True))
+    mbs = {}
+    for d in (out / "runs").iterdir():
+        meta = json.loads((d / "run.json").read_text())
+        for e in meta.get("enemies", []):
+            mbs[e["kind"]] = e["window_rate"] / 1e6
+    return mbs
+
+
+def stress_ng_bandwidth(cpu: int) -> dict[str, float]:
+    """stress-ng stream and memrate MB/s, one instance on `cpu`, from their own metrics."""
+    out = {}
+    r = subprocess.run(["stress-ng", "--stream", "1", "--taskset", str(cpu), "--timeout", "5", "--metrics"],
+                       capture_output=True, text=True, timeout=60)
+    m = re.search(r"memory rate: ([0-9.]+) MB read/sec, ([0-9.]+) MB write/sec", r.stdout + r.stderr)
+    if m:
+        out["stream read"], out["stream write"] = float(m.group(1)), float(m.group(2))
+        # STREAM convention: copy traffic = read + write.
+        out["stream read+write"] = float(m.group(1)) + float(m.group(2))
+    r = subprocess.run(["stress-ng", "--memrate", "1", "--taskset", str(cpu), "--timeout", "4", "--metrics"],
+                       capture_output=True, text=True, timeout=60)
+    rates = dict((k, float(v)) for v, k in re.findall(r"memrate\s+([0-9.]+) (\w+) MB per sec", r.stdout + r.stderr))
+    for prefix in ("read", "write"):
+        best = max(((v, k) for k, v in rates.items() if k.startswith(prefix)), default=None)
+        if best:
+            out[f"memrate {prefix} (best: {best[1]})"] = best[0]
+    return out
+
+
+def main() -> None:
+    ensure_stress_ng()
+    facts = local_facts()
+    cpus = facts.online_cpus
+    if len(cpus) < 2:
+        sys.exit("bench: needs two CPUs")
+    victim_cpu, others = cpus[-1], cpus[:-1]
+    console = Console(quiet=True)
+    with tempfile.TemporaryDirectory(prefix="xtalk-potency-") as tmp:
+        work = Path(tmp)
+        print(f"potency: victims on CPU {victim_cpu}, enemies on {others}, {REPETITIONS} interleaved repetitions")
+        print(f"{'victim':<12} {'xtalk strongest':<34} {'stress-ng strongest':<34} {'ratio':>6}")
+        for vname, (victim, period, jobs) in VICTIMS.items():
+            f = work / f"{len(list(work.iterdir()))}.toml"
+            f.write_text(experiment(re.sub(r"[^A-Za-z0-9]", "", vname), victim, period, jobs, victim_cpu, others))
+            res = slowdowns(run_experiment(f, work / "runs", console))
+            bx = max((s for s in res if s.startswith("x-")), key=lambda s: res[s][0])
+            bs = max((s for s in res if s.startswith("sng-")), key=lambda s: res[s][0])
+            fmt = lambda s: f"{s} {res[s][0]:.2f}× [{res[s][1]:.2f}, {res[s][2]:.2f}]"  # noqa: E731
+            print(f"{vname:<12} {fmt(bx):<34} {fmt(bs):<34} {res[bx][0] / res[bs][0]:>6.2f}", flush=True)
+            print("    all: " + ", ".join(f"{s} {v[0]:.2f}" for s, v in sorted(res.items(), key=lambda kv: -kv[1][0])))
+        print("\nbandwidth, one instance on CPU", others[0], "(MB/s)")
+        x = xtalk_bandwidth(work, others[0], victim_cpu)
+        s = stress_ng_bandwidth(others[0])
+        for k, v in x.items():
+            print(f"  xtalk {k:<6} {v:10.0f}")
+        for k, v in s.items():
+            print(f"  stress-ng {k:<28} {v:10.0f}")
+        pairs = [("read", "stream read"), ("write", "stream write"), ("copy", "stream read+write")]
+        pairs += [("read", k) for k in s if k.startswith("memrate read")] + [("write", k) for k in s if k.startswith("memrate write")]
+        for a, b in pairs:
+            if a in x and b in s:
+                print(f"  ratio xtalk {a} / stress-ng {b}: {x[a] / s[b]:.2f}")
+
+
+if __name__ == "__main__":
+    np.seterr(all="ignore")
+    main()

@@ -1,0 +1,97 @@
+"""How long `xtalk report` takes on 10^7 jobs, against a plain pandas groupby-describe.
+
+    PYTHONPATH=src .venv/bin/python bench/report_scale.py [--runs 100] [--jobs 100000] [--keep DIR]
+
+Synthesizes a results directory (two scenarios, `--runs` runs in all, `--jobs` jobs per run,
+Parquet written directly, periodic spikes and a slowdown planted), then times, in the same
+process run and on the same data:
+
+- the baseline: read every run's jobs.parquet with pandas, concatenate, and
+  `groupby("scenario").exec_ns.describe()` — what anyone would do first;
+- `xtalk report RESULTS` as a subprocess (CSV export included), on every core of this
+  machine (2 here).
+
+Prints both times, their ratio, and the report's size. The goal is under 60 s for 10^7 jobs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pandas as pd
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
+from xtalk.report.synthetic import job_table, write_run  # noqa: E402
+
+
+def synthesize(root: Path, runs: int, jobs: int) -> int:
+    """`runs` runs (solo and pi alternating) of `jobs` jobs each; returns the job count."""
+    (root / "runs").mkdir(parents=True)
+    order = []
+    for i in range(runs):
+        scen = "solo" if i % 2 == 0 else "pi"
+        j = job_table(jobs, period_ns=1_000_000, slowdown=1.0 if scen == "solo" else 1.3, spike_every=1000,
+                      spike_ns=150_000, warmup=10, seed=i, t0_ns=10**12 + i * 10**12)
+        run_id = f"{i}-{scen}-r{i // 2}"
+        write_run(root, run_id, scen, i // 2, j)
+        order.append({"run_id": run_id, "scenario": scen, "repetition": i // 2})
+    import json
+
+    (root / "experiment.json").write_text(json.dumps({"experiment": {
+        "name": "scale", "description": f"{runs} runs × {jobs} jobs (synthetic)", "victim": {"body": "sum"},
+        "scenario": [{"name": "pi", "enemies": [{"kind": "pi"}]}]}, "order": order}))
+    return runs * jobs
+
+
+def baseline(root: Path) -> tuple[float, pd.DataFrame]:
+    t = time.perf_counter()
+    parts = []
+    for d in sorted((root / "runs").iterdir()):
+        df = pd.read_parquet(d / "jobs.parquet")
+        df["scenario"] = d.name.split("-")[1]
+        parts.append(df)
+    jobs = pd.concat(parts, ignore_index=True)
+    desc = jobs[~jobs.warmup].groupby("scenario").exec_ns.describe()
+    return time.perf_counter() - t, desc
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--runs", type=int, default=100)
+    ap.add_argument("--jobs", type=int, default=100_000)
+    ap.add_argument("--keep", type=Path, help="write the results here and keep them")
+    a = ap.parse_args()
+    root = a.keep or Path(tempfile.mkdtemp(prefix="xtalk-report-scale-")) / "scale"
+    try:
+        t = time.perf_counter()
+        n = synthesize(root, a.runs, a.jobs)
+        print(f"synthesized {n:,} jobs in {a.runs} runs in {time.perf_counter() - t:.1f} s → {root}")
+        base_s, desc = baseline(root)
+        print(f"baseline (pandas read + groupby-describe): {base_s:.1f} s")
+        print(desc.round(0).to_string())
+        env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1] / "src"))
+        t = time.perf_counter()
+        r = subprocess.run([sys.executable, "-m", "xtalk.cli", "report", str(root)], capture_output=True, text=True, env=env)
+        rep_s = time.perf_counter() - t
+        if r.returncode != 0:
+            sys.exit(f"xtalk report failed ({r.returncode}): {r.stderr[-2000:]}")
+        html = root / "report" / "index.html"
+        csv = root / "report" / "csv" / "jobs.csv"
+        print(f"xtalk report: {rep_s:.1f} s on {os.cpu_count()} cores (goal < 60 s); "
+              f"ratio to the baseline {rep_s / base_s:.1f}×")
+        print(f"  index.html {html.stat().st_size / 1e6:.2f} MB, {len(list((root / 'report' / 'figures').glob('*.png')))} figures, "
+              f"jobs.csv {csv.stat().st_size / 1e9:.2f} GB")
+    finally:
+        if a.keep is None:
+            shutil.rmtree(root.parent, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

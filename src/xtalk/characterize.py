@@ -1,0 +1,233 @@
+"""`xtalk characterize`: which interference channels matter on this machine.
+
+Resource probes (victims that each depend on one resource) run against each enemy and
+against 1…N copies of it on the CPUs the probe does not use. The result is a sensitivity
+matrix — slowdown of the probe's median (with its 95 % CI, `analysis.slowdown.ratio_ci`)
+per probe × enemy × copies — stored as a dataset (Parquet and CSV), drawn as a heat map
+(PNG and SVG) and summarised in a few lines naming the channels that matter.
+
+Each probe is one ordinary experiment (a generated TOML file, run with `xtalk run`'s
+machinery: checked before anything starts, interleaved, stored as usual), so every number
+in the matrix can be traced back to its runs.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from rich.console import Console
+
+from .analysis.slowdown import SOLO, ratio_ci
+from .errors import UsageError
+from .store import open as open_results
+from .targets.agent import local_facts
+
+
+@dataclass(frozen=True)
+class Probe:
+    """A victim that measures one resource; `metric` is the job column compared."""
+
+    name: str
+    resource: str
+    victim: dict
+    metric: str = "exec_ns"
+
+
+PROBES = [
+    Probe("l2-chase", "L2 (private or cluster-shared)", {"body": "chase", "bytes": "l2"}),
+    Probe("llc-chase", "last-level cache", {"body": "chase", "bytes": "llc/2"}),
+    Probe("dram-stream", "memory bandwidth", {"body": "sum", "bytes": "4*llc"}),
+    Probe("dram-latency", "memory latency", {"body": "chase", "bytes": "4*llc", "accesses": 20000}),
+    Probe("syscall", "kernel entry / exit", {"body": "syscall", "calls": 2000}),
+    Probe("wakeup", "timer and scheduler wake-up", {"body": "pi", "iterations": 1000}, metric="wakeup_latency_ns"),
+]
+
+#: Enemies as experiment-file tables (docs/enemies.md). `quick` keeps one per channel.
+ENEMIES = {
+    "l2": {"kind": "l2"},
+    "llc": {"kind": "llc"},
+    "read": {"kind": "read", "bytes": "4*llc"},
+    "write": {"kind": "write", "bytes": "4*llc"},
+    "ntstore": {"kind": "ntstore", "bytes": "4*llc"},
+    "chase-mlp": {"kind": "chase", "bytes": "4*llc", "chains": 8},
+    "tlb": {"kind": "tlb", "pages": 16384},
+    "icache": {"kind": "icache"},
+    "pingpong": {"kind": "pingpong"},
+    "syscall": {"kind": "syscall"},
+    "fileio": {"kind": "fileio", "bytes": "64MiB", "shared": True},
+    "fork": {"kind": "fork", "exec": True},
+    "pagefault": {"kind": "pagefault", "bytes": "4MiB"},
+    "net-tcp": {"kind": "net", "proto": "tcp"},
+    "timer": {"kind": "timer", "interval": "20us"},
+    "pi": {"kind": "pi"},
+}
+QUICK_ENEMIES = ["llc", "read", "chase-mlp", "syscall", "timer"]
+
+#: A channel "matters" when the CI's lower bound is at least this slowdown.
+MATTERS = 1.05
+
+
+def _toml_value(v) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, (int, float)):
+        return repr(v)
+    if isinstance(v, str):
+        return json.dumps(v)
+    if isinstance(v, list):
+        return "[" + ", ".join(_toml_value(x) for x in v) + "]"
+    if isinstance(v, dict):
+        return "{ " + ", ".join(f"{k} = {_toml_value(x)}" for k, x in v.items()) + " }"
+    raise TypeError(f"cannot write {v!r} as TOML")
+
+
+def experiment_text(probe: Probe, enemies: list[str], counts: list[int], victim_cpu: int, others: list[int],
+                    repetitions: int, jobs: int, period: str) -> str:
+    """The experiment file of one probe: solo plus one scenario per enemy × copies."""
+    lines = [
+        f'name = "characterize-{probe.name}"',
+        f'description = "probe {probe.name} ({probe.resource}) against each enemy, 1..N copies"',
+        f"repetitions = {repetitions}",
+        'settle = "50ms"',
+        "",
+        "[victim]",
+        *(f"{k} = {_toml_value(v)}" for k, v in probe.victim.items()),
+        f'period = "{period}"',
+        f"jobs = {jobs}",
+        "warmup_jobs = 5",
+        f"cpus = [{victim_cpu}]",
+    ]
+    for name in enemies:
+        table = ENEMIES[name]
+        for n in counts:
+            spec = {**table, "name": name, "cpus": others[:n], "per_cpu": True}
+            if table["kind"] == "pingpong":
+                # One two-sided enemy per pair of CPUs; on one CPU both sides share it.
+                spec = {**table, "name": name, "cpus": others[:n]}
+            lines += ["", "[[scenario]]", f'name = "{name}.x{n}"', f"enemies = [{_toml_value(spec)}]"]
+    return "\n".join(lines) + "\n"
+
+
+def matrix(results: dict[str, Path], probes: dict[str, Probe], n_boot: int = 1000) -> pd.DataFrame:
+    """Slowdown (ratio of medians, 95 % CI) of each probe per scenario against its solo."""
+    rows = []
+    for pname, path in results.items():
+        probe = probes[pname]
+        r = open_results(path)
+        jobs = r.jobs()
+        jobs = jobs[~jobs.warmup]
+        groups = {s: [g[probe.metric].to_numpy() for _, g in d.groupby("run_id")] for s, d in jobs.groupby("scenario")}
+        for scen, g in groups.items():
+            if scen == SOLO:
+                continue
+            enemy, _, n = scen.rpartition(".x")
+            point, lo, hi = ratio_ci(g, groups.get(SOLO, []), "median", n_boot=n_boot)
+            rows.append({"probe": pname, "resource": probe.resource, "metric": probe.metric, "enemy": enemy,
+                         "copies": int(n), "slowdown": point, "lo": lo, "hi": hi,
+                         "solo_median_ns": float(np.median(np.concatenate(groups[SOLO]))) if SOLO in groups else np.nan,
+                         "runs": len(g), "jobs": int(sum(len(x) for x in g))})
+    return pd.DataFrame(rows, columns=["probe", "resource", "metric", "enemy", "copies", "slowdown", "lo", "hi",
+                                       "solo_median_ns", "runs", "jobs"])
+
+
+def heatmap(m: pd.DataFrame, out: Path) -> list[Path]:
+    """Probe × (enemy, copies) heat map of the slowdown, on a log colour scale."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.colors import LogNorm
+
+    m = m.assign(column=m.enemy + " ×" + m.copies.astype(str))
+    grid = m.pivot_table(index="probe", columns="column", values="slowdown", sort=False)
+    fig, ax = plt.subplots(figsize=(max(6.0, 2.5 + 0.75 * grid.shape[1]), 1.8 + 0.5 * grid.shape[0]))
+    vmax = max(2.0, float(np.nanmax(grid.to_numpy())) if grid.size else 2.0)
+    im = ax.imshow(grid.to_numpy(), cmap="magma_r", norm=LogNorm(vmin=1.0 / 1.1, vmax=vmax), aspect="auto")
+    ax.set_xticks(range(grid.shape[1]), grid.columns, rotation=45, ha="right")
+    ax.set_yticks(range(grid.shape[0]), grid.index)
+    for (i, j), v in np.ndenumerate(grid.to_numpy()):
+        if np.isfinite(v):
+            ax.text(j, i, f"{v:.2f}", ha="center", va="center", fontsize=7, color="white" if v > vmax ** 0.6 else "black")
+    from matplotlib.ticker import FuncFormatter
+
+    bar = fig.colorbar(im, ax=ax, label="slowdown (median / solo)")
+    bar.ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}×"))
+    bar.ax.yaxis.set_minor_formatter(FuncFormatter(lambda v, _: ""))
+    ax.set_title("Probe slowdown per enemy × copies")
+    fig.tight_layout()
+    paths = [out / "heatmap.png", out / "heatmap.svg"]
+    for p in paths:
+        fig.savefig(p, dpi=120)
+    plt.close(fig)
+    return paths
+
+
+def channels_text(m: pd.DataFrame, machine: str) -> str:
+    """A few lines: which enemy hurts which resource, strongest first."""
+    lines = [f"# Interference channels on {machine}", ""]
+    hit = m[m.lo >= MATTERS].sort_values("slowdown", ascending=False)
+    if hit.empty:
+        lines.append(f"No enemy slowed any probe by {MATTERS:.2f}× or more (CI lower bound): no channel stands out "
+                     "at these run lengths.")
+        top = m.sort_values("slowdown", ascending=False).head(3)
+        if len(top):
+            lines.append("Largest point estimates, not significant (more repetitions would tell): " + "; ".join(
+                f"{r.probe} × {r.enemy} ×{r.copies} {r.slowdown:.2f}× [{r.lo:.2f}, {r.hi:.2f}]" for r in top.itertuples()) + ".")
+        return "\n".join(lines) + "\n"
+    lines.append(f"Channels that matter (95 % CI lower bound ≥ {MATTERS:.2f}×), strongest first:")
+    lines.append("")
+    for probe, g in hit.groupby("probe", sort=False):
+        top = g.iloc[0]
+        others = ", ".join(f"{r.enemy} ×{r.copies} {r.slowdown:.2f}×" for r in g.iloc[1:4].itertuples())
+        lines.append(f"- **{probe}** ({top.resource}): {top.enemy} ×{top.copies} → {top.slowdown:.2f}× "
+                     f"[{top.lo:.2f}, {top.hi:.2f}]" + (f"; also {others}" if others else ""))
+    quiet = sorted(set(m.probe) - set(hit.probe))
+    if quiet:
+        lines += ["", "Probes no enemy disturbed measurably: " + ", ".join(quiet) + "."]
+    return "\n".join(lines) + "\n"
+
+
+def characterize(out_base: Path, quick: bool, console: Console, repetitions: int | None = None,
+                 enemies: list[str] | None = None, jobs: int | None = None) -> Path:
+    """Run every probe against every enemy; write the matrix, heat map and text under a new
+    directory of `out_base`; return it."""
+    from .runner import run_experiment
+
+    facts = local_facts()
+    cpus = facts.online_cpus
+    if len(cpus) < 2:
+        raise UsageError("characterize: needs at least two online CPUs (probe and enemies apart)")
+    names = enemies or (QUICK_ENEMIES if quick else list(ENEMIES))
+    unknown = [n for n in names if n not in ENEMIES]
+    if unknown:
+        raise UsageError(f"characterize: --enemy: unknown enemy '{unknown[0]}'; choose from {', '.join(ENEMIES)}")
+    victim_cpu, others = cpus[-1], cpus[:-1]
+    counts = list(range(1, len(others) + 1))
+    if quick and len(counts) > 2:
+        counts = [1, len(others)]
+    # Between-run variance dominates on a busy machine: more short runs beat fewer long ones.
+    reps = repetitions or (4 if quick else 5)
+    njobs = jobs or (30 if quick else 200)
+    stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
+    out = Path(out_base) / f"characterize-{stamp}"
+    (out / "experiments").mkdir(parents=True)
+    probes = {p.name: p for p in PROBES}
+    results = {}
+    for p in PROBES:
+        f = out / "experiments" / f"{p.name}.toml"
+        f.write_text(experiment_text(p, names, counts, victim_cpu, others, reps, njobs, "4ms"))
+        results[p.name] = run_experiment(f, out / "runs", console)
+    m = matrix(results, probes)
+    m.to_parquet(out / "matrix.parquet", index=False)
+    m.to_csv(out / "matrix.csv", index=False)
+    heatmap(m, out)
+    text = channels_text(m, facts.environment.get("cpu", {}).get("model", "this machine"))
+    (out / "channels.md").write_text(text)
+    console.print(text)
+    console.print(f"matrix: {out / 'matrix.parquet'} (and .csv); heat map: {out / 'heatmap.png'} (and .svg)")
+    return out

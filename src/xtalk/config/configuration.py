@@ -1,0 +1,198 @@
+"""Configurations: the scheduling and isolation settings a scenario runs under, declared per
+application (victim, enemies) in `[[configuration]]` tables, optionally from a named preset.
+
+Presets are the four configurations seed 000 §6.6 compares:
+- `deadline`: every process SCHED_DEADLINE (unpinned: the kernel refuses pinned reservations
+  outside exclusive cpusets). Victim runtime = its `reservation.runtime`, else half its
+  period; enemies share what is left of the admission limit, 85 % of a period at most each.
+- `rr`: every process SCHED_RR; the victim at its `priority` (90 by default), enemies at 50.
+- `rr+cgroups`: `rr` plus one group for the victim (RT bandwidth 1 ms per 10 ms per CPU, or
+  its `reservation.runtime`) and one for all enemies (what is left of 95 %: 8.5 ms per 10 ms
+  beside the seed's 1 ms), 5 % left to the system (cgroup v1 RT group scheduling).
+- `deadline+cgroups`: SCHED_DEADLINE servers for the groups with SCHED_RR inside: needs the
+  hierarchical CBS patch (Abeni et al. 2019); reported unavailable where the kernel lacks it.
+"""
+
+from __future__ import annotations
+
+from typing import Literal, Optional, Union
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from ..plan import DeadlineSched, FifoSched, Group, OtherSched, Plan, Regulator, RrSched
+from . import units
+
+PRESETS = ("default", "deadline", "rr", "rr+cgroups", "deadline+cgroups")
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class ProcessSettings(_Strict):
+    """What a configuration sets for the victim, or for every enemy."""
+
+    cpus: Optional[Union[int, str, list[int]]] = None
+    unpinned: bool = False
+    policy: Optional[Literal["other", "fifo", "rr", "deadline"]] = None
+    priority: Optional[int] = Field(default=None, ge=1, le=99)
+    nice: Optional[int] = Field(default=None, ge=-20, le=19)
+    runtime: Optional[Union[int, float, str]] = Field(default=None, description="SCHED_DEADLINE runtime")
+    group: Optional[str] = None
+
+
+class GroupSpec(_Strict):
+    name: str = Field(pattern=r"^[A-Za-z0-9_-]+$")
+    cpus: Optional[Union[int, str, list[int]]] = None
+    mems: Optional[str] = None
+    exclusive: bool = False
+    cpu_max: Optional[str] = Field(default=None, description='"QUOTA PERIOD", e.g. "20ms 100ms"')
+    cpu_weight: Optional[int] = Field(default=None, ge=1, le=10000)
+    rt_runtime: Optional[Union[int, float, str]] = None
+    rt_period: Optional[Union[int, float, str]] = None
+    memory_max: Optional[Union[int, str]] = None
+    memory_high: Optional[Union[int, str]] = None
+    pids_max: Optional[int] = Field(default=None, ge=1)
+    freezable: bool = False
+
+
+class RegulatorSpec(_Strict):
+    period: Union[int, float, str] = "10ms"
+    budget: Optional[Union[int, str]] = Field(default=None, description="bytes per period per enemy, e.g. \"10MB\"")
+    bandwidth: Optional[str] = Field(default=None, description="or a rate, e.g. \"1GB/s\" (budget = rate × period)")
+    target: Optional[Union[int, float, str]] = Field(default=None, description="feedback mode: victim job-time target")
+    enemies: list[str] = []
+    throttle: Literal["signal", "freeze"] = "signal"
+    priority: int = Field(default=95, ge=1, le=99)
+    source: Literal["cooperative", "hardware"] = "cooperative"
+    event: str = "LLC-load-misses"
+    bytes_per_event: int = Field(default=64, ge=1)
+
+
+class ConfigurationSpec(_Strict):
+    name: str = Field(pattern=r"^[A-Za-z0-9_.+-]+$")
+    preset: Optional[Literal["default", "deadline", "rr", "rr+cgroups", "deadline+cgroups"]] = None
+    victim: ProcessSettings = ProcessSettings()
+    enemies: ProcessSettings = ProcessSettings()
+    groups: list[GroupSpec] = []
+    housekeeping_cpus: Optional[Union[int, str, list[int]]] = None
+    steer_irqs: bool = False
+    regulator: Optional[RegulatorSpec] = None
+
+
+class Unavailable(Exception):
+    """This kernel cannot provide a configuration; the message names what is missing."""
+
+
+def _sched(s: ProcessSettings, current, period_ns: int, field: str):
+    policy = s.policy or current.policy
+    if policy == "other":
+        return OtherSched(nice=s.nice if s.nice is not None else getattr(current, "nice", 0))
+    if policy in ("fifo", "rr"):
+        prio = s.priority or getattr(current, "priority", None)
+        if prio is None:
+            raise ValueError(f"{field}.priority: policy '{policy}' needs a priority (1..99)")
+        return RrSched(priority=prio) if policy == "rr" else FifoSched(priority=prio)
+    runtime = units.duration_ns(s.runtime, f"{field}.runtime") if s.runtime is not None else getattr(current, "runtime_ns", period_ns // 2)
+    return DeadlineSched(runtime_ns=runtime, deadline_ns=period_ns, period_ns=period_ns)
+
+
+def _preset(name: str, n_enemies: int, period_ns: int, cpus: int, capabilities: dict, victim_runtime_ns: int | None
+            ) -> ConfigurationSpec:
+    if name == "default":
+        return ConfigurationSpec(name=name)
+    if name == "rr":
+        return ConfigurationSpec(name=name, victim=ProcessSettings(policy="rr"), enemies=ProcessSettings(policy="rr", priority=50))
+    if name == "deadline":
+        v_rt = victim_runtime_ns or period_ns // 2
+        left = max(0.0, cpus * 0.9 - v_rt / period_ns)
+        e_rt = int(min(0.85, left / max(1, n_enemies)) * period_ns)
+        return ConfigurationSpec(name=name, victim=ProcessSettings(policy="deadline", runtime=f"{v_rt}ns", unpinned=True),
+                                 enemies=ProcessSettings(policy="deadline", runtime=f"{max(e_rt, 100_000)}ns", unpinned=True))
+    if name == "rr+cgroups":
+        if not capabilities.get("cgroups", {}).get("rt_group_scheduling"):
+            raise Unavailable("RT group scheduling is missing (needs the cgroup v1 cpu controller and CONFIG_RT_GROUP_SCHED)")
+        period = 10_000_000
+        v_rt = min(victim_runtime_ns or 1_000_000, 9_000_000)
+        e_rt = 9_500_000 - v_rt  # 5 % of every CPU stays with the system
+        return ConfigurationSpec(
+            name=name, victim=ProcessSettings(policy="rr", group="victim"), enemies=ProcessSettings(policy="rr", priority=50, group="enemies"),
+            groups=[GroupSpec(name="victim", rt_runtime=f"{v_rt}ns", rt_period=f"{period}ns"),
+                    GroupSpec(name="enemies", rt_runtime=f"{e_rt}ns", rt_period=f"{period}ns")])
+    dl = capabilities.get("deadline_group_servers", {})
+    if not dl.get("available"):
+        raise Unavailable(dl.get("reason", "no SCHED_DEADLINE group servers on this kernel"))
+    raise Unavailable("the kernel offers SCHED_DEADLINE group servers, but xtalk does not drive them yet")
+
+
+def resolve(spec: ConfigurationSpec, plan: Plan, facts, victim_reservation_ns: int | None, field: str) -> Plan:
+    """The plan of a run under this configuration (the preset first, then the table's own
+    settings). Raises Unavailable or ValueError (with the field)."""
+    caps = facts.environment.get("capabilities", {})
+    base = _preset(spec.preset, len(plan.enemies), plan.victim.period_ns, len(facts.online_cpus), caps,
+                   victim_reservation_ns) if spec.preset else ConfigurationSpec(name=spec.name)
+    merged = ConfigurationSpec(
+        name=spec.name,
+        victim=ProcessSettings(**{**base.victim.model_dump(exclude_none=True), **spec.victim.model_dump(exclude_unset=True)}),
+        enemies=ProcessSettings(**{**base.enemies.model_dump(exclude_none=True), **spec.enemies.model_dump(exclude_unset=True)}),
+        groups=spec.groups or base.groups, housekeeping_cpus=spec.housekeeping_cpus, steer_irqs=spec.steer_irqs,
+        regulator=spec.regulator)
+    p = plan.model_copy(deep=True)
+    period = p.victim.period_ns
+    v, e = merged.victim, merged.enemies
+    if v.policy or v.priority or v.nice is not None or v.runtime is not None:
+        p.victim.sched = _sched(v, p.victim.sched, period, f"{field}.victim")
+    if v.unpinned:
+        p.victim.placement.cpus = None
+    elif v.cpus is not None:
+        p.victim.placement.cpus = units.cpu_set(v.cpus, f"{field}.victim.cpus", facts.online_cpus)
+    p.victim.group = v.group
+    for en in p.enemies:
+        if e.policy or e.priority or e.nice is not None or e.runtime is not None:
+            en.sched = _sched(e, en.sched, period, f"{field}.enemies")
+        if e.unpinned:
+            en.placement.cpus = None
+        elif e.cpus is not None:
+            en.placement.cpus = units.cpu_set(e.cpus, f"{field}.enemies.cpus", facts.online_cpus, p.victim.placement.cpus)
+        en.group = e.group
+    p.groups = [_group(g, facts, f"{field}.groups[{i}]") for i, g in enumerate(merged.groups)]
+    if merged.housekeeping_cpus is not None:
+        p.housekeeping_cpus = units.cpu_set(merged.housekeeping_cpus, f"{field}.housekeeping_cpus", facts.online_cpus)
+    p.steer_irqs = merged.steer_irqs
+    if merged.regulator is not None:
+        regulator = _regulator(merged.regulator, f"{field}.regulator")
+        if p.enemies:  # a scenario without enemies (solo) has nothing to regulate
+            p.regulator = regulator
+    return p
+
+
+def _group(g: GroupSpec, facts, field: str) -> Group:
+    quota = period = None
+    if g.cpu_max:
+        parts = g.cpu_max.split()
+        if len(parts) != 2:
+            raise ValueError(f'{field}.cpu_max: write "QUOTA PERIOD", e.g. "20ms 100ms"')
+        quota, period = (units.duration_ns(x, f"{field}.cpu_max") // 1000 for x in parts)
+    size = lambda v, k: units.size_bytes(v, f"{field}.{k}", {}) if v is not None else None  # noqa: E731
+    us = lambda v, k: units.duration_ns(v, f"{field}.{k}") // 1000 if v is not None else None  # noqa: E731
+    return Group(name=g.name, cpus=units.cpu_set(g.cpus, f"{field}.cpus", facts.online_cpus), mems=g.mems, exclusive=g.exclusive,
+                 cpu_quota_us=quota, cpu_period_us=period, cpu_weight=g.cpu_weight, rt_runtime_us=us(g.rt_runtime, "rt_runtime"),
+                 rt_period_us=us(g.rt_period, "rt_period"), memory_max=size(g.memory_max, "memory_max"),
+                 memory_high=size(g.memory_high, "memory_high"), pids_max=g.pids_max, freezable=g.freezable)
+
+
+def _regulator(r: RegulatorSpec, field: str) -> Regulator:
+    period_ns = units.duration_ns(r.period, f"{field}.period")
+    budget = None
+    if r.bandwidth is not None:
+        rate = r.bandwidth.strip()
+        if not rate.endswith("/s"):
+            raise ValueError(f'{field}.bandwidth: write a rate such as "1GB/s"')
+        budget = int(units.size_bytes(rate[:-2], f"{field}.bandwidth", {}) * period_ns / 1e9)
+    elif r.budget is not None:
+        budget = units.size_bytes(r.budget, f"{field}.budget", {})
+    target = units.duration_ns(r.target, f"{field}.target") if r.target is not None else None
+    if budget is None and target is None:
+        raise ValueError(f"{field}: give budget (or bandwidth) for budget mode, or target for feedback mode")
+    return Regulator(period_us=period_ns // 1000, budget_bytes=budget, target_exec_ns=target, enemies=r.enemies,
+                     throttle=r.throttle, priority=r.priority, source=r.source, event=r.event, bytes_per_event=r.bytes_per_event)

@@ -1,0 +1,539 @@
+"""Exhaustive explorer of request interleavings (replaces UPPAAL for seed 000 §4.4).
+
+It computes, for every task × component × segment, the maximum number of interferences
+over all interleavings, with a witness interleaving for each maximum:
+
+* transport components (seed 000 Definition 3, §4.4 "interference iff the component is
+  occupied and another request waits"): a request that arrives while the transport is
+  held waits; it suffers one instantaneous interference per request served before it
+  (FIFO arbitration);
+* storage components (Definition 4, §4.4): the actual state is compared with the task's
+  private "as if alone" state (see :mod:`xtalk.model.storage`).
+
+Method. States (epoch, issued requests, transport holders and queues, actual and private
+storage states) are hashed, so interleavings that reach the same state are merged. Every
+transition strictly increases the potential (epoch, 2·issued − outstanding), so the state
+graph is a DAG and states are processed in potential order: the maximum of each counter is
+a longest path computed by dynamic programming over the merged graph. Counters therefore
+do not enter the state, which is what keeps the state space small.
+
+Partial-order reduction: the seed's task automata end their segment with independent
+``synchro`` events (Fig. 4.9–4.10) and may send fewer than μ requests. Those end events are
+invisible (no counter changes) and commute with each other, so only one order is explored:
+a single ``advance`` transition, enabled whenever no request is outstanding, ends the epoch
+for every task at once; a task that has not used all its requests simply sends fewer. The
+brute-force enumerator keeps the explicit per-task end events and checks the reduction.
+"""
+
+from __future__ import annotations
+
+import heapq
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from xtalk.model.platform import Platform
+from xtalk.model.semantics import TAG_BASE, Compiled, access_chain, compile_platform
+
+__all__ = ["Step", "ExplorationResult", "ExplorationLimit", "explore", "replay"]
+
+
+class ExplorationLimit(RuntimeError):
+    """The state space exceeded ``max_states``."""
+
+
+@dataclass(frozen=True)
+class Step:
+    """One transition of a witness interleaving."""
+
+    kind: str  # "issue", "complete" or "advance"
+    epoch: int
+    task: str = ""
+    component: str = ""
+    detail: str = ""
+    gains: tuple[tuple[str, int], ...] = ()  # (component, interferences) suffered by ``task``
+
+    def __str__(self) -> str:
+        return f"[epoch {self.epoch}] {self.detail}"
+
+
+@dataclass
+class ExplorationResult:
+    """Maxima per (task, component, segment), witnesses and exploration statistics."""
+
+    compiled: Compiled
+    maxima: dict[tuple[str, str, int], int]
+    witnesses: dict[tuple[str, str, int], list[Step]]
+    objectives: list[float]
+    states: int
+    transitions: int
+    seconds: float
+    objective_witnesses: list[list[Step]] = field(default_factory=list)
+
+    def max(self, task: str, component: str, segment: int) -> int:
+        """Maximum interference count of ``task`` on ``component`` in ``segment``."""
+        return self.maxima.get((task, component, segment), 0)
+
+    def holds(self, task: str, component: str, segment: int, bound: int) -> bool:
+        """Truth of the UPPAAL query ``A[] not (nb_interferences_C[seg, task] > bound)``."""
+        return self.max(task, component, segment) <= bound
+
+    def rows(self) -> list[dict]:
+        """One row per counter: task, component, segment, max."""
+        out = []
+        cm = self.compiled
+        for (task, comp, seg), v in sorted(
+            self.maxima.items(), key=lambda kv: (cm.task_names.index(kv[0][0]), kv[0][2], kv[0][1])
+        ):
+            ti = cm.task_names.index(task)
+            name = cm.segment_names[ti][seg] if seg < len(cm.segment_names[ti]) else str(seg)
+            out.append({"task": task, "component": comp, "segment": seg, "segment_name": name, "max": v})
+        return out
+
+
+def _potential(state: tuple) -> tuple[int, int]:
+    epoch, issued, buses = state[0], state[1], state[2]
+    outstanding = sum((1 if h >= 0 else 0) + len(q) for h, q in buses)
+    return epoch, 2 * sum(issued) - outstanding
+
+
+class _Store:
+    """Interned storage states: explorer states hold small ints instead of nested tuples.
+
+    Hashing a state is then cheap, and storage accesses and renamings are memoised:
+    the same (storage state, request) pair recurs across many interleavings.
+    """
+
+    def __init__(self, cm: Compiled):
+        self.cm = cm
+        self.val: list = []
+        self._ids: dict = {}
+        self._access: dict = {}
+        self._rename: dict = {}
+        self._local: dict = {}
+
+    def intern(self, v) -> int:
+        """Small integer id of a hashable storage state."""
+        i = self._ids.get(v)
+        if i is None:
+            i = len(self.val)
+            self._ids[v] = i
+            self.val.append(v)
+        return i
+
+    def access(self, actual: int, priv: int, t: int, g: int, k: int) -> tuple[int, int, list[int]]:
+        """(new actual id, new private id of t, interfered components) of t's request k."""
+        key = (actual, priv, t, g, k)
+        r = self._access.get(key)
+        if r is None:
+            private = tuple(self.val[priv] if u == t else () for u in range(self.cm.n_tasks))
+            a2, p2, hits = access_chain(self.cm, self.val[actual], private, t, self.cm.chains[t][g][k])
+            r = (self.intern(a2), self.intern(p2[t]), hits)
+            self._access[key] = r
+        return r
+
+    def renamed(self, i: int, perm: tuple) -> int:
+        """Id of the storage state ``i`` with tag owners renamed by ``perm``."""
+        key = (i, perm)
+        r = self._rename.get(key)
+        if r is None:
+            # actual and private states alike: one sparse mapping per storage
+            v = self.val[i]
+            r = self.intern(tuple(tuple((k, _rename_perm(x, perm)) for k, x in m) for m in v))
+            self._rename[key] = r
+        return r
+
+    def local(self, i: int, t: int) -> int:
+        """Id of private state ``i`` of task ``t`` with its own tags made owner-free."""
+        key = (i, t)
+        r = self._local.get(key)
+        if r is None:
+            v = self.val[i]
+            r = self.intern(("local", tuple(tuple((k, _rename(x, t, 0)) for k, x in m) for m in v)))
+            self._local[key] = r
+        return r
+
+
+def initial_state(cm: Compiled, store: _Store) -> tuple:
+    """Epoch 0, nothing issued, transports free, storages in their initial states."""
+    return (
+        0,
+        (0,) * cm.n_tasks,
+        ((-1, ()),) * cm.n_transports,
+        store.intern(cm.init_actual),
+        tuple(store.intern(p) for p in cm.init_private),
+    )
+
+
+def successors(cm: Compiled, state: tuple, store: _Store) -> list[tuple[tuple, tuple, list[tuple[int, int]]]]:
+    """Enabled transitions of ``state`` as (event, next state, counter increments)."""
+    epoch, issued, buses, actual, private = state
+    if epoch >= cm.n_epochs:
+        return []
+    out = []
+    outstanding = set()
+    for h, q in buses:
+        if h >= 0:
+            outstanding.add(h)
+        outstanding.update(q)
+    for t in range(cm.n_tasks):
+        g = cm.epoch_seg[t][epoch]
+        if g < 0 or t in outstanding or issued[t] >= cm.mu[t][g]:
+            continue
+        new_issued = issued[:t] + (issued[t] + 1,) + issued[t + 1 :]
+        x = cm.transport_of[t]
+        if x < 0:
+            a2, pt, hits = store.access(actual, private[t], t, g, issued[t])
+            p2 = private[:t] + (pt,) + private[t + 1 :]
+            deltas = [(cm.counter(t, c, g), 1) for c in hits]
+            out.append((("issue", t), (epoch, new_issued, buses, a2, p2), deltas))
+            continue
+        holder, queue = buses[x]
+        if holder < 0:
+            nb, deltas = (t, ()), []
+        else:
+            nb, deltas = (holder, queue + (t,)), [(cm.counter(t, x, g), 1 + len(queue))]
+        b2 = buses[:x] + (nb,) + buses[x + 1 :]
+        out.append((("issue", t), (epoch, new_issued, b2, actual, private), deltas))
+    for x, (holder, queue) in enumerate(buses):
+        if holder < 0:
+            continue
+        g = cm.epoch_seg[holder][epoch]
+        a2, ph, hits = store.access(actual, private[holder], holder, g, issued[holder] - 1)
+        p2 = private[:holder] + (ph,) + private[holder + 1 :]
+        deltas = [(cm.counter(holder, c, g), 1) for c in hits]
+        nb = (queue[0], queue[1:]) if queue else (-1, ())
+        b2 = buses[:x] + (nb,) + buses[x + 1 :]
+        out.append((("complete", x), (epoch, issued, b2, a2, p2), deltas))
+    if not outstanding:
+        e2 = epoch + 1
+        keep = [e2 < cm.n_epochs and cm.epoch_seg[t][e2] == cm.epoch_seg[t][epoch] for t in range(cm.n_tasks)]
+        new_issued = tuple(issued[t] if keep[t] else 0 for t in range(cm.n_tasks))
+        out.append((("advance",), (e2, new_issued, buses, actual, private), []))
+    return out
+
+
+def _describe(
+    cm: Compiled, state: tuple, event: tuple, deltas: list[tuple[int, int]], names: list[str] | None = None
+) -> Step:
+    names = names or cm.task_names
+    epoch, issued, buses = state[0], state[1], state[2]
+    gains = tuple((cm.counter_key(c)[1], n) for c, n in deltas)
+    hit_txt = ", ".join(f"{c}+{n}" for c, n in gains)
+    suffix = f" → interference {hit_txt}" if deltas else ""
+    if event[0] == "issue":
+        t = event[1]
+        g = cm.epoch_seg[t][epoch]
+        x = cm.transport_of[t]
+        where = ""
+        if x >= 0:
+            holder = buses[x][0]
+            where = f" ({cm.comp_names[x]} busy with {names[holder]})" if holder >= 0 else f" ({cm.comp_names[x]} free)"
+        det = f"{names[t]} issues request {issued[t] + 1} of {cm.segment_names[t][g]}{where}{suffix}"
+        return Step("issue", epoch, names[t], cm.comp_names[x] if x >= 0 else "", det, gains)
+    if event[0] == "complete":
+        x = event[1]
+        h = buses[x][0]
+        det = f"{cm.comp_names[x]} serves {names[h]}'s request{suffix}"
+        return Step("complete", epoch, names[h], cm.comp_names[x], det, gains)
+    det = f"epoch ends at t={cm.epoch_bounds[epoch + 1]:g}"
+    return Step("advance", epoch, detail=det)
+
+
+class _Symmetry:
+    """Canonical representatives of states under permutations of interchangeable tasks.
+
+    Symmetry reduction: tasks in one class (same path, profile and tags up to ownership,
+    see :func:`xtalk.model.semantics._symmetry_classes`) are sorted by (issued requests,
+    role on the transport, private view); the state is renamed accordingly (task indices
+    and the owners of tags). Ties keep the original order, so the representative is not
+    always unique: that only merges fewer states, never wrong ones. The counter vector is
+    permuted with the state, and maxima are read over each class at the end.
+    """
+
+    def __init__(self, cm: Compiled, store: _Store):
+        self.cm = cm
+        self.store = store
+        self.classes = cm.sym_classes
+        self._idx: dict[tuple, np.ndarray] = {}
+
+    def canonical(self, state: tuple) -> tuple[tuple, tuple | None]:
+        """(representative, perm) with perm[t] = new index of task t; perm None = unchanged."""
+        epoch, issued, buses, actual, private = state
+        n = len(issued)
+        role = [0] * n
+        for h, q in buses:
+            if h >= 0:
+                role[h] = 1
+                for i, t in enumerate(q):
+                    role[t] = 2 + i
+        perm = None
+        memo = self.store._local
+        local = self.store.local
+        for cls in self.classes:
+            keys = []
+            for t in cls:
+                lid = memo.get((private[t], t))
+                if lid is None:
+                    lid = local(private[t], t)
+                keys.append((issued[t], role[t], lid, t))
+            keys.sort()
+            if any(k[3] != t for k, t in zip(keys, cls)):
+                if perm is None:
+                    perm = list(range(n))
+                for new_pos, k in zip(cls, keys):
+                    perm[k[3]] = new_pos
+        if perm is None:
+            return state, None
+        perm = tuple(perm)
+        renamed = self.store.renamed
+        new_issued = [0] * n
+        new_private = [0] * n
+        for t in range(n):
+            new_issued[perm[t]] = issued[t]
+            new_private[perm[t]] = renamed(private[t], perm)
+        new_buses = tuple((perm[h] if h >= 0 else -1, tuple(perm[q] for q in qu)) for h, qu in buses)
+        return (epoch, tuple(new_issued), new_buses, renamed(actual, perm), tuple(new_private)), perm
+
+    def index(self, perm: tuple, width: int) -> np.ndarray:
+        """``idx`` with new_vector = old_vector[idx] after renaming tasks by ``perm``."""
+        idx = self._idx.get(perm)
+        if idx is None:
+            cm = self.cm
+            idx = np.arange(width)
+            for t in range(cm.n_tasks):
+                for c in range(len(cm.comp_names)):
+                    for g in range(cm.n_gseg):
+                        idx[cm.counter(perm[t], c, g)] = cm.counter(t, c, g)
+            self._idx[perm] = idx
+        return idx
+
+
+def _rename(v, old: int, new: int):
+    # rename the owner of tags owned by task ``old`` to ``new``
+    if isinstance(v, tuple):
+        return tuple(_rename(x, old, new) for x in v)
+    if v >= 0 and v // TAG_BASE == old:
+        return new * TAG_BASE + v % TAG_BASE
+    return v
+
+
+def _rename_perm(v, perm):
+    if isinstance(v, tuple):
+        return tuple(_rename_perm(x, perm) for x in v)
+    if v >= 0:
+        return perm[v // TAG_BASE] * TAG_BASE + v % TAG_BASE
+    return v
+
+
+def explore(
+    platform: Platform | Compiled,
+    witnesses: bool = True,
+    weights: np.ndarray | None = None,
+    max_states: int = 5_000_000,
+    symmetry: bool = True,
+) -> ExplorationResult:
+    """Explore all interleavings; return per-counter maxima (and witnesses).
+
+    ``weights`` (shape ``(k, n_counters)``) adds ``k`` linear objectives Σ w·count whose
+    exact maxima are computed in the same pass (used by :mod:`xtalk.model.penalty`); it
+    turns the symmetry reduction off because the weights single out tasks.
+    """
+    t0 = time.perf_counter()
+    cm = platform if isinstance(platform, Compiled) else compile_platform(platform)
+    n_c = cm.n_counters
+    w = np.zeros((0, n_c)) if weights is None else np.asarray(weights, dtype=float)
+    width = n_c + w.shape[0]
+    store = _Store(cm)
+    sym = _Symmetry(cm, store) if symmetry and cm.sym_classes and w.shape[0] == 0 else None
+
+    init = initial_state(cm, store)
+    if sym is not None:
+        init, _ = sym.canonical(init)
+    index: dict[tuple, int] = {init: 0}
+    states: list[tuple] = [init]
+    best: list[np.ndarray] = [np.zeros(width)]
+    pred: list[np.ndarray | None] = [None]
+    # bucket queue: successors always have a larger potential, so a heap of the distinct
+    # potentials (a few hundred) plus one list per potential replaces a heap of states
+    buckets: dict[tuple[int, int], list[int]] = {_potential(init): [0]}
+    heap: list[tuple[int, int]] = [_potential(init)]
+    transitions = 0
+    terminal: list[int] = []
+    delta_cache: dict[tuple, np.ndarray] = {}
+
+    def pending():
+        while heap:
+            yield from buckets.pop(heapq.heappop(heap))
+
+    for sid in pending():
+        s = states[sid]
+        succ = successors(cm, s, store)
+        if not succ:
+            terminal.append(sid)
+            continue
+        base = best[sid]
+        for _event, nxt, deltas in succ:
+            transitions += 1
+            if deltas:
+                key = tuple(deltas)
+                dv = delta_cache.get(key)
+                if dv is None:
+                    dv = np.zeros(width)
+                    for c, n in deltas:
+                        dv[c] += n
+                        if w.shape[0]:
+                            dv[n_c:] += w[:, c] * n
+                    delta_cache[key] = dv
+                cand = base + dv
+            else:
+                cand = base
+            nid = index.get(nxt)
+            if nid is None and sym is not None:
+                # only representatives are stored and canonical() is idempotent on them,
+                # so a state found in the index needs no canonicalisation
+                nxt, perm = sym.canonical(nxt)
+                if perm is not None:
+                    cand = cand[sym.index(perm, width)]
+                nid = index.get(nxt)
+            if nid is None:
+                nid = len(states)
+                if nid >= max_states:
+                    raise ExplorationLimit(f"more than {max_states} states; reduce requests or segments")
+                index[nxt] = nid
+                states.append(nxt)
+                best.append(cand.copy())
+                pred.append(np.full(width, sid, dtype=np.int32) if witnesses else None)
+                pot = _potential(nxt)
+                bucket = buckets.get(pot)
+                if bucket is None:
+                    buckets[pot] = [nid]
+                    heapq.heappush(heap, pot)
+                else:
+                    bucket.append(nid)
+            else:
+                cur = best[nid]
+                better = cand > cur
+                if better.any():
+                    np.maximum(cur, cand, out=cur)
+                    if witnesses:
+                        pred[nid][better] = sid
+
+    finals = np.stack([best[i] for i in terminal])
+    final = finals.max(axis=0)
+    argbest = finals.argmax(axis=0)
+    cls_of = {t: cls for cls in (sym.classes if sym else []) for t in cls}
+    maxima: dict[tuple[str, str, int], int] = {}
+    wits: dict[tuple[str, str, int], list[Step]] = {}
+    for c in range(n_c):
+        task, comp, g = cm.counter_key(c)
+        ti = cm.task_names.index(task)
+        ci = cm.comp_names.index(comp)
+        if g >= len(cm.mu[ti]):
+            continue
+        if ci < cm.n_transports and cm.transport_of[ti] != ci:
+            continue
+        if ci >= cm.n_transports and comp not in cm.platform.task[ti].path:
+            continue
+        # under symmetry a task's counter is the best over its class (the orbit's maximum)
+        cols = [cm.counter(u, ci, g) for u in cls_of.get(ti, [ti])]
+        col = max(cols, key=lambda k: final[k])
+        maxima[(task, comp, g)] = int(round(final[col]))
+        if witnesses and final[col] > 0:
+            wits[(task, comp, g)] = _witness(cm, store, sym, states, best, pred, terminal[argbest[col]], col, w, ti)
+    obj_w = []
+    if witnesses:
+        obj_w = [
+            _witness(cm, store, sym, states, best, pred, terminal[argbest[n_c + k]], n_c + k, w, None)
+            for k in range(w.shape[0])
+        ]
+    return ExplorationResult(
+        compiled=cm,
+        maxima=maxima,
+        witnesses=wits,
+        objectives=[float(v) for v in final[n_c:]],
+        states=len(states),
+        transitions=transitions,
+        seconds=time.perf_counter() - t0,
+        objective_witnesses=obj_w,
+    )
+
+
+def _witness(cm, store, sym, states, best, pred, end: int, col: int, w: np.ndarray, target: int | None) -> list[Step]:
+    """Walk predecessor links of column ``col`` back from ``end`` to the initial state.
+
+    Under symmetry each link may rename tasks; the renamings are composed so that the
+    witness is told with the real task names, and the class member whose counter reached
+    the maximum is finally swapped with ``target`` (a symmetric run).
+    """
+    n_c = cm.n_counters
+    n = cm.n_tasks
+    chain = []
+    cur, c = end, col
+    while cur != 0:
+        p = int(pred[cur][c])
+        target_state = states[cur]
+        for event, nxt, deltas in successors(cm, states[p], store):
+            perm = None
+            if sym is not None:
+                nxt, perm = sym.canonical(nxt)
+            if nxt != target_state:
+                continue
+            c_p = c if perm is None else int(sym.index(perm, len(best[0]))[c])
+            if c_p < n_c:
+                gain = sum(k for d, k in deltas if d == c_p)
+            else:
+                gain = sum(w[c_p - n_c, d] * k for d, k in deltas)
+            if abs(best[p][c_p] + gain - best[cur][c]) < 1e-9:
+                chain.append((states[p], event, deltas, perm))
+                break
+        else:  # pragma: no cover - would mean the predecessor links are inconsistent
+            raise RuntimeError("witness reconstruction failed")
+        cur, c = p, c_p
+    chain.reverse()
+    # phi[k][t]: task t of frame k is task phi[k][t] of the initial frame
+    phis = [list(range(n))]
+    for _, _, _, perm in chain:
+        phi = phis[-1]
+        if perm is not None:
+            inv = [0] * n
+            for t in range(n):
+                inv[perm[t]] = t
+            phi = [phi[inv[j]] for j in range(n)]
+        phis.append(phi)
+    sigma = list(range(n))
+    if target is not None and col < n_c:
+        reached = phis[-1][cm.task_names.index(cm.counter_key(col)[0])]
+        sigma[reached], sigma[target] = target, reached
+    steps = []
+    for (ps, event, deltas, _), phi in zip(chain, phis):
+        names = [cm.task_names[sigma[phi[t]]] for t in range(n)]
+        steps.append(_describe(cm, ps, event, deltas, names))
+    return steps
+
+
+def replay(cm: Compiled, steps: list[Step]) -> dict[tuple[str, str, int], int]:
+    """Execute a witness on the concrete model and return the counters it produces.
+
+    Raises ``ValueError`` when a step is not enabled: witnesses are checked, not trusted.
+    """
+    store = _Store(cm)
+    state = initial_state(cm, store)
+    counts: dict[tuple[str, str, int], int] = {}
+    for step in steps:
+        for event, nxt, deltas in successors(cm, state, store):
+            if event[0] != step.kind:
+                continue
+            if event[0] == "issue" and cm.task_names[event[1]] != step.task:
+                continue
+            if event[0] == "complete" and cm.comp_names[event[1]] != step.component:
+                continue
+            break
+        else:
+            raise ValueError(f"witness step not enabled: {step}")
+        for c, n in deltas:
+            key = cm.counter_key(c)
+            counts[key] = counts.get(key, 0) + n
+        state = nxt
+    return counts

@@ -1,0 +1,314 @@
+"""`xtalk report RESULTS`: compute every table, draw every figure, write the report.
+
+    RESULTS/report/index.html      self-contained (open it offline, mail it)
+    RESULTS/report/summary.md      verdicts, slowdowns, noise floor, misses, pWCET
+    RESULTS/report/figures/        every figure as PNG and SVG
+    RESULTS/report/tables/         every table of the report as CSV
+    RESULTS/report/csv/jobs.csv    one row per job (run labels on every row)
+    RESULTS/report/csv/probes.csv  one row per probe sample (runs with probes only)
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Sequence
+
+import pandas as pd
+
+from . import epsilon as eps
+from . import figures as fg
+from . import tables as tb
+from .data import ReportData, load
+from .export import export_jobs, export_probes, export_tables
+from .html import Section, page, verdict_list
+from .markdown import summary as md_summary
+
+METRIC_LABEL = {"exec_ns": "execution time (ms)", "response_ns": "response time (ms)"}
+
+
+def in_ms(df: pd.DataFrame) -> pd.DataFrame:
+    """For display: every *_ns column in ms, renamed *_ms."""
+    if df is None or df.empty:
+        return df
+    out = df.copy()
+    for c in [c for c in out.columns if str(c).endswith("_ns")]:
+        if pd.api.types.is_numeric_dtype(out[c]):
+            out[c] = out[c].astype(float) / 1e6
+            out = out.rename(columns={c: str(c)[:-3] + "_ms"})
+    return out
+
+
+def slowdown_display(sl: pd.DataFrame) -> pd.DataFrame:
+    """The slowdown table with each ratio and its CI in one cell."""
+    if sl.empty:
+        return sl
+    from .tables import _fmt_ci
+
+    out = sl[["scenario", "configuration", "metric", "runs", "jobs", "median_ms", "max_ms"]].copy()
+    for stat in ("median", "max"):
+        out[f"slowdown {stat} [95 % CI]"] = [_fmt_ci(p, lo, hi) for p, lo, hi in zip(
+            sl[f"slowdown_{stat}"], sl[f"slowdown_{stat}_lo"], sl[f"slowdown_{stat}_hi"])]
+    out["CI subsampled"] = sl["ci_subsampled"]
+    return out
+
+
+class _Builder:
+    def __init__(self, data: ReportData, out: Path, epsilons: Sequence, n_boot: int):
+        self.data, self.out, self.epsilons, self.n_boot = data, out, list(epsilons), n_boot
+        self.fig_dir = out / "figures"
+        self.tables: dict[str, pd.DataFrame] = {}
+        self.figures: list[fg.Rendered] = []
+
+    def fig(self, figure, name: str, title: str, caption: str = "") -> fg.Rendered | None:
+        if figure is None:
+            return None
+        r = fg.render(figure, self.fig_dir, name, title, caption)
+        self.figures.append(r)
+        return r
+
+    def keep(self, name: str, df: pd.DataFrame) -> pd.DataFrame:
+        self.tables[name] = df
+        return df
+
+    # ------------------------------------------------------------------ sections
+
+    def verdicts(self) -> Section:
+        v = self.keep("verdicts", tb.verdicts(self.data, self.epsilons, n_boot=self.n_boot))
+        self.keep("epsilon", tb.epsilon_table(self.data, self.epsilons, n_boot=self.n_boot))
+        s = Section("verdicts", "Verdicts")
+        s.raw(verdict_list([(r.status, r.verdict) for r in v.itertuples()]))
+        specs = tb._specs(self.data, self.epsilons)
+        s.text("ε bounds: " + ", ".join(eps.describe(e) for e in specs) if specs else
+               "No ε bound given: pass one, e.g. `xtalk report RESULTS --epsilon exec:max:1.2x`, to get holds / violated / "
+               "inconclusive per scenario.")
+        s.text("Slowdown: ratio of the statistic under interference to the same statistic solo, 95 % CI (runs, then "
+               "jobs within runs, resampled). 'within noise': the CI lies inside 1 ± the noise floor; 'slowed down': its "
+               "lower end is above 1 + floor. Serious miss: the job did not finish by the end of the next period "
+               "(seed 000 §6.5.2), or never ran.")
+        if not self.tables["epsilon"].empty:
+            s.table(in_ms(self.tables["epsilon"]), "ε verdicts")
+        return s
+
+    def slowdown(self) -> Section:
+        s = Section("slowdown", "Slowdown, noise floor, misses")
+        sl = self.keep("slowdown", tb.slowdown(self.data, n_boot=self.n_boot))
+        fl = self.keep("noise_floor", tb.noise_floor(self.data, n_boot=self.n_boot))
+        ms = self.keep("misses", tb.misses(self.data))
+        s.table(slowdown_display(sl), "Slowdown against solo (ratio of medians and of maxima, 95 % CI)")
+        if sl.get("ci_subsampled", pd.Series(dtype=bool)).any():
+            s.text(f"CIs marked ci_subsampled were computed on a per-run subsample (≤ {tb.BOOT_JOBS} jobs per bootstrap "
+                   "replicate, each run's slowest job kept) and moved to the all-jobs point estimate.")
+        s.table(fl.assign(floor=[f"±{v * 100:.1f} %" if v == v else "–" for v in fl["floor"]]), "Noise floor of this machine")
+        if len(fl) and fl["source"].iloc[0].startswith("solo runs"):
+            s.text("This experiment has no A/A pair (two scenarios with identical enemies), so the floor shown is the "
+                   "between-run spread of solo: the largest deviation from 1 of the CI of the ratio between two solo "
+                   "repetitions. Add a scenario without enemies for a true A/A check.")
+        s.table(in_ms(ms), "Deadline misses and serious misses")
+        s.table(tb.runs(self.data), "Runs")
+        self.keep("runs", tb.runs(self.data))
+        return s
+
+    def distributions(self) -> Section:
+        s = Section("distributions", "Distributions")
+        s.text("Whole distributions, not only min / mean / max (seed 004 §VIII). Histogram markers: best, median, first "
+               "job (warm-up included: the first iteration often behaves differently), worst.")
+        groups = tb.groups(self.data)
+        for col in ("exec_ns", "response_ns"):
+            name = col.removesuffix("_ns")
+            d = self.keep(f"distribution_{name}", tb.distribution(self.data, col))
+            vals = [(f"{sc}" if cf == "default" else f"{sc} ({cf})", tb._subset(self.data, sc, cf, [col])[col].to_numpy())
+                    for sc, cf in groups]
+            s.figure(self.fig(fg.boxplots(vals, f"{name} per scenario", METRIC_LABEL[col]), f"box_{name}",
+                              f"Boxplots of the {METRIC_LABEL[col]}", "Every job counted; the red dot is the maximum."))
+            s.figure(self.fig(fg.ecdfs(vals, f"{name}: empirical CDF", METRIC_LABEL[col]), f"ecdf_{name}",
+                              f"ECDF of the {METRIC_LABEL[col]}", "Right: the tail, 1 − F on a log scale."))
+            s.table(in_ms(d), f"{METRIC_LABEL[col]} per scenario")
+        for i, (sc, cf) in enumerate(groups):
+            g = tb._subset(self.data, sc, cf, ["run_id", "job", "warmup", "exec_ns"], warmup=True)
+            marks = fg.markers_of(g, "exec_ns")
+            v = g.loc[~g["warmup"], "exec_ns"].to_numpy()
+            s.figure(self.fig(fg.runtime_histogram(v, marks, f"{sc} ({cf}): execution time"), f"hist_exec_{i}",
+                              f"Execution-time histogram, {sc} ({cf})", "Seed 004 Fig. 7 markers; counts on a log scale."))
+        return s
+
+    def series(self) -> Section:
+        s = Section("series", "Per-job time series")
+        s.text("Each run's execution time per job (grey; a min–max envelope when a run has many jobs) and the per-job "
+               "minimum across runs, the reference curve of seed 000 Fig. 5.16: sporadic OS peaks do not hit the same "
+               "job in every run, so the minimum filters them out.")
+        for i, (sc, cf) in enumerate(tb.groups(self.data)):
+            ref = tb.per_job_reference(self.data, sc, "exec_ns", cf)
+            self.keep(f"reference_{sc}_{cf}", ref)
+            g = tb._subset(self.data, sc, cf, ["run_id", "job", "exec_ns"])
+            runs = [(str(r), x["job"].to_numpy(), x["exec_ns"].to_numpy()) for r, x in g.groupby("run_id", observed=True)]
+            s.figure(self.fig(fg.per_job_series(runs, ref if len(runs) > 1 else ref.iloc[0:0], f"{sc} ({cf})"),
+                              f"series_{i}", f"Per-job execution time, {sc} ({cf})",
+                              f"{len(runs)} runs; red: per-job minimum over the runs."))
+        return s
+
+    def counters(self) -> Section | None:
+        if not self.data.counters:
+            return None
+        s = Section("counters", "Counters")
+        cs = self.keep("counters", tb.counter_summary(self.data))
+        s.table(cs, "Counters per scenario: markers and correlation with the execution time")
+        for ctr in self.data.counters:
+            g = tb.all_jobs(self.data, ["run_id", "job", "warmup", "exec_ns", ctr]).dropna()
+            g = g.assign(**{ctr: g[ctr].astype(float)})
+            if len(g) < 3:
+                continue
+            marks = fg.markers_of(g, ctr)
+            steady = g[~g["warmup"]]
+            s.figure(self.fig(fg.runtime_histogram(steady[ctr].to_numpy() * 1e6, {k: v * 1e6 for k, v in marks.items()},
+                                                   f"{ctr}: all scenarios", xlabel=ctr.removeprefix("ctr_")),
+                              f"hist_{ctr}", f"Histogram of {ctr}", "Markers as for the execution time (seed 004 Fig. 8)."))
+            first = g.loc[g.groupby("run_id", observed=True)["job"].idxmin()].iloc[0]
+            r = tb._corr(steady["exec_ns"], steady[ctr])
+            s.figure(self.fig(fg.counter_scatter(steady[ctr].to_numpy(), steady["exec_ns"].to_numpy(),
+                                                 (float(first[ctr]), float(first["exec_ns"])), r, ctr, "execution time vs counter"),
+                              f"scatter_{ctr}", f"Execution time against {ctr}", "Seed 004 Fig. 10; a random sample of jobs."))
+        corr = self.keep("counter_correlation", tb.counter_correlation(self.data))
+        s.figure(self.fig(fg.correlation_matrix(corr, "Pearson correlation"), "counter_correlation",
+                          "Correlation between execution time and counters", "Over every measured job."))
+        red = self.keep("redundant_counters", tb.redundant_counters(self.data))
+        s.table(red, "Redundant counters (|r| ≥ 0.95): one of each pair can be dropped")
+        if red.empty:
+            s.text("No pair of counters is redundant at |r| ≥ 0.95." if len(corr) > 2 else
+                   "Fewer than two varying counters: no redundancy to assess.")
+        return s
+
+    def grid(self) -> Section:
+        s = Section("grid", "Two-way grid")
+        g = self.keep("grid", tb.parameter_grid(self.data))
+        if g.empty:
+            s.text("This experiment has fewer than two run parameters, so there is no two-way grid to draw (campaigns "
+                   "over e.g. number of enemies × total load give one; seed 000 ch. 6).")
+            return s
+        s.figure(self.fig(fg.heatmap(g / 1e6, "median execution time (ms)", "ms"), "grid",
+                          "Two-way grid of the median execution time", f"rows {g.index.name}, columns {g.columns.name}"))
+        s.table(in_ms(g), "Median execution time per cell (ns)")
+        return s
+
+    def wakeup(self) -> Section:
+        s = Section("wakeup", "Wake-up behaviour")
+        s.text("rel(k) = w(k) − w(0) − k·P and Δw(k) = w(k) − w(k−1) − P of the wake-up dates w(k) (seed 002 §VI-C). "
+               "A slope of rel(k) is a drift of the timer against CLOCK_MONOTONIC; distinct interval levels are a "
+               "period quantised to a coarse tick.")
+        d = self.keep("wakeup_drift", tb.wakeup_drift(self.data))
+        q = self.keep("quantisation", tb.quantisation(self.data))
+        s.table(d, "Drift of rel(k) per run (slope with its 95 % CI, Newey-West)")
+        s.table(q, "Period quantisation")
+        if len(q) and not q["quantised"].any():
+            s.text("No quantisation: every scenario's wake-up intervals form one level.")
+        for i, (sc, cf) in enumerate(tb.groups(self.data)):
+            g = tb._subset(self.data, sc, cf, ["run_id", "job", "wakeup_ns", "release_ns", "period_ns"], warmup=True)
+            dd = d[(d["scenario"] == sc) & (d["configuration"] == cf)] if len(d) else d
+            s.figure(self.fig(fg.wakeup_curves(g, dd, f"{sc} ({cf})"), f"wakeup_{i}", f"Wake-up curves, {sc} ({cf})",
+                              "Left: rel(k) per run with its fitted drift; right: Δw(k)."))
+        return s
+
+    def spikes(self) -> Section:
+        s = Section("spikes", "Spikes and culprits")
+        s.text("A spike is a job whose execution time exceeds its run's median + 5 × 1.4826 × MAD (a robust threshold: "
+               "the spikes do not inflate it). Periods are searched in time and in jobs (seed 000 §5.3.2).")
+        s.table(in_ms(self.keep("spikes", tb.spikes(self.data))), "Spikes per run")
+        per = self.keep("spike_periods", tb.spike_periods(self.data))
+        s.table(in_ms(per), "Spike periods")
+        w = tb.worst_job(self.data)
+        if w is not None:
+            det = tb.detected_spikes(self.data)
+            run = det[det["run_id"] == w["run_id"]]
+            s.figure(self.fig(fg.spike_series(run, f"run {w['run_id']}"), "spikes_worst_run",
+                              f"Spikes of run {w['run_id']} (the run with the slowest job)", ""))
+        traced = tb.traced_runs(self.data)
+        if not traced:
+            s.text("No run has a kernel trace, so no culprit can be named: add a [trace] table to the experiment and run "
+                   "it as root.")
+            return s
+        s.table(in_ms(self.keep("culprits", tb.culprits(self.data))), "Culprits on the victim's CPU (time taken from its jobs)")
+        att = self.keep("spike_attribution", tb.spike_attribution(self.data))
+        s.table(in_ms(att), "Culprits over-represented in spike jobs (lift, one-sided Fisher test)")
+        tl = self.keep("timeline", tb.timeline(self.data))
+        if len(tl):
+            a = tl.attrs
+            s.figure(self.fig(fg.gantt(tl, f"run {tl['run_id'].iloc[0]}, job {a.get('job')}"), "timeline",
+                              "What ran around the slowest traced job",
+                              f"Kernel trace, ± 2 periods; victim on CPU {a.get('cpu')}. Thin bars: interrupts."))
+        return s
+
+    def pwcet(self) -> Section:
+        s = Section("pwcet", "pWCET")
+        s.text("Measurement-based probabilistic WCET: the i.i.d. checks MBPTA requires (Ljung-Box, KS between halves, "
+               "runs test; Bonferroni), then a generalized Pareto tail over a threshold, with profile-likelihood bounds. "
+               "When a check fails the estimate is refused, and that refusal is the result.")
+        t = self.keep("pwcet", tb.pwcet(self.data))
+        self.keep("pwcet_iid", tb.pwcet_iid(self.data))
+        for i, (sc, cf, total, res) in enumerate(tb._pwcet_results(self.data)):
+            v, _ = tb._pwcet_series(self.data, sc, cf)
+            if not res.ok:
+                s.raw(f'<p class="refused">{fg_escape(sc)} ({fg_escape(cf)}): pWCET refused — {fg_escape(res.refused)}</p>')
+            s.figure(self.fig(fg.pwcet_curve(v, res, f"{sc} ({cf})"), f"pwcet_{i}", f"Exceedance curve, {sc} ({cf})",
+                              f"{res.n} jobs fitted of {total}."))
+        s.table(in_ms(t[t["refused"].isna()]) if len(t) else t, "pWCET estimates")
+        s.table(self.tables["pwcet_iid"], "i.i.d. checks")
+        return s
+
+
+def fg_escape(s) -> str:
+    import html
+
+    return html.escape(str(s))
+
+
+def build(path, out: Path | None = None, epsilons: Sequence = (), *, csv: bool = True, n_boot: int = 2000,
+          console=None) -> Path:
+    """Write the report of results directory ``path``; returns the HTML file."""
+    t0 = time.perf_counter()
+    data = path if isinstance(path, ReportData) else load(path)
+    for e in epsilons:  # bad ε input fails before any work
+        if not isinstance(e, eps.EpsilonSpec):
+            eps.parse(e)
+    out = Path(out) if out is not None else data.path / "report"
+    out.mkdir(parents=True, exist_ok=True)
+    # The CSV export is I/O and pyarrow (which releases the GIL): it runs beside the statistics.
+    pool = ThreadPoolExecutor(max_workers=1)
+    exported = pool.submit(lambda: (export_jobs(data, out / "csv" / "jobs.csv"),
+                                    export_probes(data, out / "csv" / "probes.csv"))) if csv else None
+    b = _Builder(data, out, epsilons, n_boot)
+    sections = [b.verdicts(), b.slowdown(), b.distributions(), b.series()]
+    c = b.counters()
+    if c is not None:
+        sections.append(c)
+    sections += [b.grid(), b.wakeup(), b.spikes(), b.pwcet()]
+    files = ["index.html", "summary.md", "figures/*.png, figures/*.svg", "tables/*.csv"]
+    exports = Section("files", "Files")
+    if exported is not None:
+        n_jobs, n_probes = exported.result()
+        files.append(f"csv/jobs.csv ({n_jobs} rows, one per job)")
+        files.append(f"csv/probes.csv ({n_probes} rows, one per probe sample)" if n_probes else
+                     "no probes.csv: no run recorded probe samples")
+    pool.shutdown()
+    export_tables(b.tables, out / "tables")
+    exports.raw("<ul>" + "".join(f"<li>{fg_escape(f)}</li>" for f in files) + "</ul>")
+    exports.text("Python API: every table above is a function of xtalk.report.tables returning a pandas DataFrame.")
+    sections.append(exports)
+    title = f"xtalk report: {data.path.name}"
+    exp = data.experiment.get("experiment") or {}
+    subtitle = (f"{exp.get('description') or ''} — {len(data.runs)} runs, {len(data.measured)} measured jobs, "
+                f"generated {dt.datetime.now().strftime('%Y-%m-%d %H:%M:%S')}")
+    elapsed = time.perf_counter() - t0
+    html_path = out / "index.html"
+    html_path.write_text(page(title, subtitle, sections, f"Built in {elapsed:.1f} s by xtalk report."))
+    (out / "summary.md").write_text(md_summary(title, b.tables["verdicts"][["status", "verdict"]] if len(b.tables["verdicts"])
+                                               else pd.DataFrame(columns=["status", "verdict"]),
+                                               b.tables["slowdown"], b.tables["noise_floor"], in_ms(b.tables["misses"]),
+                                               b.tables["pwcet"], files))
+    if console is not None:
+        for r in b.tables["verdicts"].itertuples():
+            console.print(f"[bold]{r.status}[/]: {r.verdict}", highlight=False)
+        console.print(f"report: {html_path} ({len(b.figures)} figures, {html_path.stat().st_size / 1e6:.1f} MB)")
+    return html_path
+

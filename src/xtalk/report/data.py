@@ -1,0 +1,138 @@
+"""Everything the report reads from a results directory, loaded once.
+
+The job tables are read per run with pyarrow, only the columns the report uses, and the
+run's labels are added as categoricals: at 10^7 jobs that is a few hundred MB where
+`Results.jobs()` (every column, labels as strings) would need several GB.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pyarrow.parquet as pq
+
+from ..errors import UsageError
+from ..store import Results, read_run_json
+from ..store.jobs import JobLogError, convert_run
+
+SOLO = "solo"
+#: Job-table columns the report uses (ctr_* and trace_* columns are added when present).
+BASE_COLUMNS = ["job", "warmup", "release_ns", "wakeup_ns", "start_ns", "end_ns", "cpu_start", "cpu_end",
+                "period_ns", "deadline_ns", "missed", "migrated", "exec_ns", "response_ns", "wakeup_latency_ns"]
+LABELS = ["run_id", "scenario", "configuration", "repetition"]
+
+
+@dataclass
+class ReportData:
+    """A results directory in memory: runs, measured jobs, warm-up jobs, the experiment.
+
+    Measured and warm-up jobs are kept apart so that no statistic has to filter (copy) the
+    whole table; ``jobs`` joins them for callers that want everything.
+    """
+
+    path: Path
+    runs: pd.DataFrame
+    measured: pd.DataFrame
+    warmup: pd.DataFrame
+    experiment: dict = field(default_factory=dict)
+    #: One row per run with the labels beyond the four standard ones (campaign parameters).
+    parameters: pd.DataFrame = field(default_factory=pd.DataFrame)
+    #: Tables already computed (several sections use the same one).
+    memo: dict = field(default_factory=dict, repr=False)
+
+    @property
+    def jobs(self) -> pd.DataFrame:
+        """Every job, warm-up included (flagged by ``warmup``), in run then job order."""
+        return pd.concat([self.warmup, self.measured]).sort_values(["run_id", "job"], kind="stable")
+
+    @property
+    def scenarios(self) -> list[str]:
+        """Scenario names, solo first, then in the order the experiment lists them."""
+        seen = list(dict.fromkeys(self.runs["scenario"])) if len(self.runs) else []
+        return sorted(seen, key=lambda s: s != SOLO)
+
+    @property
+    def counters(self) -> list[str]:
+        return [c for c in self.measured.columns if c.startswith("ctr_") and c not in ("ctr_enabled_ns", "ctr_running_ns")]
+
+    def run_dir(self, run_id: str) -> Path:
+        return Path(self.runs.set_index("run_id").loc[run_id, "dir"])
+
+    def scenario_specs(self) -> dict[str, list]:
+        """Scenario name -> its enemy list as the experiment file gave it (solo: [])."""
+        exp = self.experiment.get("experiment") or {}
+        out = {SOLO: []}
+        for s in exp.get("scenario") or []:
+            out[s.get("name")] = s.get("enemies") or []
+        return out
+
+
+def _fresh(run_dir: Path) -> bool:
+    src, dst = run_dir / "jobs.bin", run_dir / "jobs.parquet"
+    return dst.exists() and (not src.exists() or dst.stat().st_mtime >= src.stat().st_mtime)
+
+
+def _read_jobs(run_dir: Path) -> pd.DataFrame | None:
+    if not _fresh(run_dir):
+        try:
+            if convert_run(run_dir) is None:
+                return None
+        except JobLogError:
+            return None  # an unreadable log: the run is listed, without jobs
+    path = run_dir / "jobs.parquet"
+    names = pq.read_schema(path).names
+    cols = [c for c in names if c in BASE_COLUMNS or c.startswith(("ctr_", "trace_"))]
+    return pq.read_table(path, columns=cols).to_pandas()
+
+
+def load(path) -> ReportData:
+    """Read a results directory; a path that is not one is a UsageError naming the fix."""
+    path = Path(path)
+    try:
+        results = Results(path)
+    except FileNotFoundError:
+        raise UsageError(f"{path}: not an xtalk results directory (no runs/); give the directory "
+                         "`xtalk run` printed, RESULTS/<experiment>-<date>") from None
+    runs = results.runs()
+    if runs.empty:
+        raise UsageError(f"{path}: no run with a run.json under runs/; run the experiment first")
+    measured, warmup, params = [], [], []
+    for r in runs.itertuples():
+        meta = read_run_json(Path(r.dir)) or {}
+        extra = {k: v for k, v in (meta.get("plan", {}).get("labels") or {}).items() if k not in LABELS}
+        if extra:
+            params.append({"run_id": r.run_id, **extra})
+        df = _read_jobs(Path(r.dir))
+        if df is None or df.empty:
+            continue
+        df["scenario"] = r.scenario
+        df["configuration"] = r.configuration
+        df["repetition"] = r.repetition
+        df["run_id"] = r.run_id
+        w = df["warmup"].to_numpy(dtype=bool)
+        measured.append(df[~w])
+        warmup.append(df[w])
+    try:
+        experiment = json.loads((path / "experiment.json").read_text())
+    except (OSError, ValueError):
+        experiment = {}
+    return ReportData(path, runs, _frame(measured, runs), _frame(warmup, runs), experiment, pd.DataFrame(params))
+
+
+def _frame(parts: list[pd.DataFrame], runs: pd.DataFrame) -> pd.DataFrame:
+    """Concatenate per-run tables; labels become categoricals with the same categories in
+    every frame (so measured and warm-up jobs concatenate and compare cleanly)."""
+    if not parts:
+        return pd.DataFrame({c: pd.Series(dtype=float) for c in LABELS + BASE_COLUMNS}).astype({"warmup": bool})
+    jobs = pd.concat(parts, ignore_index=True)
+    for col in ("run_id", "scenario", "configuration"):
+        jobs[col] = pd.Categorical(jobs[col], categories=list(dict.fromkeys(runs[col])))
+    jobs["warmup"] = jobs["warmup"].astype(bool)
+    for col in ("cpu_start", "cpu_end"):
+        if col in jobs and jobs[col].dtype != np.int64:
+            jobs[col] = jobs[col].astype("Int64").fillna(-1).astype(np.int64)
+    return jobs

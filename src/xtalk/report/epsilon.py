@@ -1,0 +1,92 @@
+"""ε bounds for the report's verdicts, as people write them.
+
+On the command line (`xtalk report --epsilon`): ``METRIC:STATISTIC:BOUND``, e.g.
+``exec:max:1.2x`` (the maximum execution time may grow by at most 20 % over solo) or
+``response:p99:12ms`` (the 99th percentile of the response time stays at or under 12 ms).
+In a file (experiment.json's victim, once the experiment schema carries it) the same three
+fields as a table: ``{ metric = "exec", statistic = "max", bound = "1.2x" }``.
+
+The verdict itself is :func:`xtalk.analysis.verdict.epsilon_verdict`; this module only reads
+the bound and turns every mistake into one line naming the field and the fix.
+"""
+
+from __future__ import annotations
+
+from typing import Mapping
+
+from ..analysis.verdict import EpsilonSpec
+from ..config.units import duration_ns
+from ..errors import UsageError
+
+FORMAT = 'METRIC:STATISTIC:BOUND, e.g. "exec:max:1.2x" or "response:p99:12ms"'
+
+
+def parse_bound(bound, field: str) -> dict:
+    """``"1.2x"`` → relative factor 1.2; ``"12ms"`` (or a number of ms) → absolute ns."""
+    if isinstance(bound, str) and bound.strip().lower().endswith("x"):
+        try:
+            factor = float(bound.strip()[:-1])
+        except ValueError:
+            raise UsageError(f'{field}: cannot read the factor {bound!r}; write e.g. "1.2x"') from None
+        if not factor > 0:
+            raise UsageError(f"{field}: the factor must be positive, got {bound!r}")
+        return {"relative": factor}
+    try:
+        return {"bound_ns": float(duration_ns(bound, field))}
+    except ValueError as e:
+        raise UsageError(f'{e}; or a factor of solo such as "1.2x"') from None
+
+
+def from_mapping(spec: Mapping, field: str = "epsilon") -> EpsilonSpec:
+    """An ε from a table with ``metric``, ``statistic`` and ``bound``."""
+    if not isinstance(spec, Mapping):
+        raise UsageError(f"{field}: expected a table {{ metric, statistic, bound }}, got {spec!r}")
+    unknown = set(spec) - {"metric", "statistic", "bound"}
+    if unknown:
+        raise UsageError(f"{field}.{sorted(unknown)[0]}: unknown field; use metric, statistic and bound")
+    if "bound" not in spec:
+        raise UsageError(f'{field}.bound: missing; write e.g. bound = "1.2x" or bound = "12ms"')
+    kw = {"metric": spec.get("metric", "exec"), "statistic": spec.get("statistic", "max")}
+    kw.update(parse_bound(spec["bound"], f"{field}.bound"))
+    try:
+        return EpsilonSpec(**kw)
+    except ValueError as e:
+        # EpsilonSpec names its own field (EpsilonSpec.metric: ...); say where it came from.
+        raise UsageError(f"{field}: {e}") from None
+
+
+def parse(text: str, field: str = "--epsilon") -> EpsilonSpec:
+    """An ε from ``METRIC:STATISTIC:BOUND``."""
+    parts = [p.strip() for p in str(text).split(":")]
+    if len(parts) != 3 or not all(parts):
+        raise UsageError(f"{field}: cannot read {text!r}; write {FORMAT}")
+    metric, statistic, bound = parts
+    if metric not in ("exec", "response"):
+        raise UsageError(f"{field}: metric {metric!r} is not 'exec' or 'response'; write {FORMAT}")
+    if statistic not in ("max", "median", "mean") and not (statistic.startswith("p") and _is_number(statistic[1:])):
+        raise UsageError(f"{field}: statistic {statistic!r} is not max, median, mean or pNN (e.g. p99); write {FORMAT}")
+    return from_mapping({"metric": metric, "statistic": statistic, "bound": bound}, field)
+
+
+def _is_number(s: str) -> bool:
+    try:
+        return 0 <= float(s) <= 100
+    except ValueError:
+        return False
+
+
+def from_experiment(meta: dict) -> list[EpsilonSpec]:
+    """ε bounds stored with the experiment (``experiment.victim.epsilon``: a table or a list)."""
+    victim = ((meta or {}).get("experiment") or {}).get("victim") or {}
+    eps = victim.get("epsilon")
+    if eps is None:
+        return []
+    items = eps if isinstance(eps, list) else [eps]
+    return [from_mapping(e, f"victim.epsilon[{i}]" if isinstance(eps, list) else "victim.epsilon")
+            for i, e in enumerate(items)]
+
+
+def describe(spec: EpsilonSpec) -> str:
+    """``exec max ≤ 1.2× solo`` / ``response p99 ≤ 12 ms``."""
+    bound = f"{spec.relative:g}× solo" if spec.relative is not None else f"{spec.bound_ns / 1e6:g} ms"
+    return f"{spec.metric} {spec.statistic} ≤ {bound}"

@@ -1,0 +1,75 @@
+"""CSV exports, as METRICS gave them: one row per job and one row per probe sample, every
+row carrying its run's labels; plus every report table as its own CSV.
+
+Job and probe files are streamed run by run through pyarrow (no whole-experiment DataFrame),
+so the export costs little memory at 10^7 jobs.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.csv as pacsv
+import pyarrow.parquet as pq
+
+from .data import LABELS, ReportData
+
+
+def _labelled(path: Path, run, columns: list[str]) -> pa.Table:
+    t = pq.read_table(path)
+    n = t.num_rows
+    lab = {"run_id": run.run_id, "scenario": run.scenario, "configuration": run.configuration, "repetition": run.repetition}
+    cols = []
+    for c in columns:
+        if c in lab:
+            cols.append(pa.array([lab[c]] * n))
+        elif c in t.column_names:
+            cols.append(t.column(c))
+        else:
+            cols.append(pa.nulls(n))  # a column another run has (a counter it recorded)
+    return pa.Table.from_arrays(cols, names=columns)
+
+
+def _stream(data: ReportData, filename: str, out: Path) -> int:
+    """Concatenate RUN/<filename> of every run into one CSV at ``out``; rows written."""
+    files = [(r, Path(r.dir) / filename) for r in data.runs.itertuples() if (Path(r.dir) / filename).exists()]
+    if not files:
+        return 0
+    columns = list(LABELS)
+    for _, p in files:
+        columns += [c for c in pq.read_schema(p).names if c not in columns]
+    out.parent.mkdir(parents=True, exist_ok=True)
+    rows = 0
+    tmp = out.with_suffix(".csv.tmp")
+    with open(tmp, "wb") as f:
+        for i, (run, p) in enumerate(files):
+            t = _labelled(p, run, columns)
+            pacsv.write_csv(t, f, pacsv.WriteOptions(include_header=i == 0))
+            rows += t.num_rows
+    tmp.replace(out)
+    return rows
+
+
+def export_jobs(data: ReportData, out: Path) -> int:
+    """One row per job (warm-up included, flagged) with run labels; rows written."""
+    return _stream(data, "jobs.parquet", out)
+
+
+def export_probes(data: ReportData, out: Path) -> int:
+    """One row per probe sample (probes.parquet of runs with probes); 0 when none."""
+    return _stream(data, "probes.parquet", out)
+
+
+def export_tables(tables: dict[str, pd.DataFrame], out_dir: Path) -> list[Path]:
+    """Every non-empty table as OUT_DIR/<name>.csv."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for name, df in tables.items():
+        if df is None or df.empty:
+            continue
+        p = out_dir / f"{name}.csv"
+        df.to_csv(p, index=not isinstance(df.index, pd.RangeIndex))
+        paths.append(p)
+    return paths

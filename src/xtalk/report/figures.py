@@ -1,0 +1,380 @@
+"""The report's figures (matplotlib, no display): one function per figure, each returning a
+Figure or None when there is nothing to draw.
+
+Heavy data is reduced before drawing so that a figure costs the same at 10^3 and 10^7 jobs:
+histograms bin every value (one numpy pass), boxplots are drawn from quantiles, ECDFs from
+a few thousand quantiles, per-job series from a min/median/max envelope of ``ENVELOPE_BINS``
+bins, scatter plots from a random sample of ``SCATTER_POINTS`` jobs (the first job always
+shown, seed 004 Fig. 10).
+"""
+
+from __future__ import annotations
+
+import base64
+import inspect
+import io
+from dataclasses import dataclass
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")  # before pyplot: no display, no GUI toolkit
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+
+from ..analysis import stats as st  # noqa: E402
+from ..analysis import wakeup as wk  # noqa: E402
+
+ENVELOPE_BINS = 600
+SCATTER_POINTS = 4000
+ECDF_POINTS = 2000
+MARKER_COLORS = {"best": "#2a9d8f", "median": "#264653", "first": "#e9c46a", "worst": "#e76f51"}
+PALETTE = ["#264653", "#e76f51", "#2a9d8f", "#e9c46a", "#8d5fd3", "#f4a261", "#457b9d", "#9c6644"]
+
+plt.rcParams.update({"svg.fonttype": "none", "figure.dpi": 100, "savefig.dpi": 100, "font.size": 9,
+                     "figure.constrained_layout.use": True, "axes.spines.top": False, "axes.spines.right": False, "axes.grid": True, "grid.alpha": 0.3,
+                     "path.simplify": True})
+
+
+@dataclass
+class Rendered:
+    """A figure written to disk: name, title, caption, the PNG bytes (for embedding)."""
+
+    name: str
+    title: str
+    caption: str
+    png: bytes
+    png_path: Path
+    svg_path: Path
+
+    def data_uri(self) -> str:
+        return "data:image/png;base64," + base64.b64encode(self.png).decode("ascii")
+
+
+def render(fig, out_dir: Path, name: str, title: str, caption: str = "") -> Rendered:
+    """Write ``fig`` as NAME.png and NAME.svg under ``out_dir`` and close it."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png")  # constrained layout already fits the labels: no second "tight" draw
+    png = buf.getvalue()
+    png_path, svg_path = out_dir / f"{name}.png", out_dir / f"{name}.svg"
+    png_path.write_bytes(png)
+    fig.savefig(svg_path, format="svg")
+    plt.close(fig)
+    return Rendered(name, title, caption, png, png_path, svg_path)
+
+
+def _ms(ns):
+    return np.asarray(ns, dtype=float) / 1e6
+
+
+def _color(i: int) -> str:
+    return PALETTE[i % len(PALETTE)]
+
+
+def envelope(x: np.ndarray, y: np.ndarray, bins: int = ENVELOPE_BINS) -> tuple[np.ndarray, ...]:
+    """(x centre, min, mean, max) of ``y`` over ``bins`` consecutive chunks of ``x``-sorted
+    points; the points themselves when there are fewer than 2·bins. (A mean, not a median:
+    one reduceat pass instead of a sort per bin, and the centre line is only a guide.)"""
+    order = np.argsort(x, kind="stable")
+    x, y = np.asarray(x, dtype=float)[order], np.asarray(y, dtype=float)[order]
+    if x.size <= 2 * bins:
+        return x, y, y, y
+    edges = np.linspace(0, x.size, bins + 1).astype(np.int64)[:-1]
+    lo = np.minimum.reduceat(y, edges)
+    hi = np.maximum.reduceat(y, edges)
+    size = np.diff(np.append(edges, x.size))
+    mid = np.add.reduceat(y, edges) / size
+    xc = np.add.reduceat(x, edges) / size
+    return xc, lo, mid, hi
+
+
+# --------------------------------------------------------------------------- distributions
+
+
+def runtime_histogram(values: np.ndarray, marks: dict[str, float], title: str, xlabel: str = "execution time (ms)"):
+    """Histogram with best / median / first / worst markers (seed 004 Fig. 7); log counts so
+    that the tail stays visible."""
+    v = _ms(values)
+    if v.size == 0:
+        return None
+    fig, ax = plt.subplots(figsize=(7.2, 3.2))
+    bins = min(200, max(10, int(np.sqrt(v.size))))
+    ax.hist(v, bins=bins, color="#8ab6d6", edgecolor="none")
+    ax.set_yscale("log")
+    for name in ("best", "median", "first", "worst"):
+        if name in marks and np.isfinite(marks[name]):
+            x = marks[name] / 1e6
+            ax.axvline(x, color=MARKER_COLORS[name], lw=1.6, label=f"{name} {x:.3f} ms")
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel("jobs (log)")
+    ax.set_title(title)
+    ax.legend(fontsize=8, loc="upper right")
+    return fig
+
+
+def boxplots(stats_by_group: list[tuple[str, np.ndarray]], title: str, ylabel: str):
+    """Boxplots per scenario drawn from quantiles: box p25–p75, median, whiskers p1–p99, the
+    maximum as a red point (every job counted, none drawn)."""
+    items = []
+    for label, v in stats_by_group:
+        v = _ms(v)
+        if v.size == 0:
+            continue
+        p1, q1, med, q3, p99 = np.quantile(v, [0.01, 0.25, 0.5, 0.75, 0.99])
+        items.append({"label": label, "whislo": p1, "q1": q1, "med": med, "q3": q3, "whishi": p99, "fliers": [v.max()]})
+    if not items:
+        return None
+    fig, ax = plt.subplots(figsize=(7.2, 0.6 + 0.5 * len(items) + 1.5))
+    # Matplotlib 3.10 renamed vert=False to orientation="horizontal" (and deprecated vert).
+    horizontal = {"orientation": "horizontal"} if "orientation" in inspect.signature(ax.bxp).parameters else {"vert": False}
+    ax.bxp(items, showfliers=True, flierprops={"marker": "o", "markerfacecolor": "#e76f51", "markersize": 5}, **horizontal)
+    ax.set_xlabel(ylabel + " — box p25–p75, whiskers p1–p99, dot: max")
+    ax.set_title(title)
+    ax.invert_yaxis()
+    return fig
+
+
+def ecdfs(groups: list[tuple[str, np.ndarray]], title: str, xlabel: str):
+    """Empirical CDFs per scenario (from ``ECDF_POINTS`` quantiles), log-scaled tail axis
+    1 − F so that rare slow jobs show."""
+    fig, (a1, a2) = plt.subplots(1, 2, figsize=(9.5, 3.2))
+    drawn = False
+    for i, (label, v) in enumerate(groups):
+        v = _ms(v)
+        if v.size == 0:
+            continue
+        n = v.size
+        p = np.linspace(0, 1, min(ECDF_POINTS, n))
+        q = np.quantile(v, p)
+        a1.plot(q, p, color=_color(i), label=label, lw=1.4)
+        sv = np.sort(v)[-min(n, ECDF_POINTS):]
+        tail = 1.0 - (np.arange(n - sv.size, n) + 0.5) / n
+        a2.plot(sv, tail, color=_color(i), lw=1.2, label=label)
+        drawn = True
+    if not drawn:
+        plt.close(fig)
+        return None
+    a1.set_xlabel(xlabel)
+    a1.set_ylabel("fraction of jobs ≤ x")
+    a1.legend(fontsize=8)
+    a2.set_yscale("log")
+    a2.set_xlabel(xlabel)
+    a2.set_ylabel("fraction of jobs > x (tail)")
+    fig.suptitle(title)
+    return fig
+
+
+def per_job_series(runs: list[tuple[str, np.ndarray, np.ndarray]], reference: pd.DataFrame, title: str,
+                   ylabel: str = "execution time (ms)"):
+    """Per-job series of every run (grey envelopes) and the per-job minimum across runs as
+    the reference curve (seed 000 Fig. 5.16)."""
+    if not runs:
+        return None
+    fig, ax = plt.subplots(figsize=(9.5, 3.4))
+    for i, (_, job, v) in enumerate(runs):
+        x, lo, mid, hi = envelope(job, _ms(v))
+        if lo is hi:
+            ax.plot(x, mid, color="0.6", lw=0.5, alpha=0.7, label="runs" if i == 0 else None)
+        else:
+            ax.fill_between(x, lo, hi, color="0.6", alpha=0.25, lw=0, label="runs (min–max per bin)" if i == 0 else None)
+            ax.plot(x, mid, color="0.45", lw=0.5, alpha=0.7)
+    if not reference.empty:
+        x, lo, _, _ = envelope(reference["job"].to_numpy(), _ms(reference["min_ns"]))
+        ax.plot(x, lo, color="#e76f51", lw=1.3, label=f"reference: per-job minimum over {int(reference['n_runs'].max())} runs")
+    ax.set_xlabel("job")
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    ax.legend(fontsize=8, loc="upper right")
+    return fig
+
+
+# --------------------------------------------------------------------------- counters
+
+
+def counter_scatter(x: np.ndarray, y: np.ndarray, first: tuple[float, float] | None, r: float, counter: str, title: str,
+                    seed: int = 0):
+    """Runtime against a counter, a sample of jobs, the first job highlighted, Pearson r."""
+    x, y = np.asarray(x, dtype=float), _ms(y)
+    if x.size == 0:
+        return None
+    if x.size > SCATTER_POINTS:
+        pick = np.random.default_rng(seed).choice(x.size, SCATTER_POINTS, replace=False)
+        x, y = x[pick], y[pick]
+    fig, ax = plt.subplots(figsize=(6.0, 3.6))
+    ax.scatter(x, y, s=5, alpha=0.5, color="#264653", lw=0, label="jobs")
+    if first is not None:
+        ax.scatter([first[0]], [first[1] / 1e6], s=60, marker="*", color="#e9c46a", edgecolor="k", lw=0.5,
+                   label="first job", zorder=3)
+    ax.set_xlabel(counter)
+    ax.set_ylabel("execution time (ms)")
+    ax.set_title(f"{title} — Pearson r = {r:.3f}" if np.isfinite(r) else f"{title} — r undefined (constant)")
+    ax.legend(fontsize=8)
+    return fig
+
+
+def correlation_matrix(corr: pd.DataFrame, title: str):
+    """Heat map of a correlation matrix, values written in the cells."""
+    if corr.empty:
+        return None
+    n = len(corr)
+    fig, ax = plt.subplots(figsize=(1.2 + 0.9 * n, 0.8 + 0.8 * n))
+    im = ax.imshow(corr.to_numpy(), vmin=-1, vmax=1, cmap="RdBu_r")
+    labels = [c.removeprefix("ctr_") for c in corr.columns]
+    ax.set_xticks(range(n), labels, rotation=45, ha="right")
+    ax.set_yticks(range(n), labels)
+    ax.grid(False)
+    for i in range(n):
+        for j in range(n):
+            v = corr.iat[i, j]
+            ax.text(j, i, f"{v:.2f}", ha="center", va="center", fontsize=8, color="white" if abs(v) > 0.6 else "black")
+    fig.colorbar(im, ax=ax, shrink=0.8)
+    ax.set_title(title)
+    return fig
+
+
+def heatmap(grid: pd.DataFrame, title: str, value_label: str):
+    """A two-way grid (rows × columns) as a heat map with the value in every cell."""
+    if grid.empty:
+        return None
+    fig, ax = plt.subplots(figsize=(1.5 + 0.8 * grid.shape[1], 1.2 + 0.5 * grid.shape[0]))
+    v = grid.to_numpy(dtype=float)
+    im = ax.imshow(np.ma.masked_invalid(v), cmap="viridis", aspect="auto")
+    ax.set_xticks(range(grid.shape[1]), [str(c) for c in grid.columns])
+    ax.set_yticks(range(grid.shape[0]), [str(i) for i in grid.index])
+    ax.set_xlabel(str(grid.columns.name))
+    ax.set_ylabel(str(grid.index.name))
+    ax.grid(False)
+    finite = v[np.isfinite(v)]
+    mid = np.median(finite) if finite.size else 0
+    for i in range(v.shape[0]):
+        for j in range(v.shape[1]):
+            if np.isfinite(v[i, j]):
+                ax.text(j, i, f"{v[i, j]:.3g}", ha="center", va="center", fontsize=7, color="white" if v[i, j] < mid else "black")
+    fig.colorbar(im, ax=ax, label=value_label)
+    ax.set_title(title)
+    return fig
+
+
+# --------------------------------------------------------------------------- wake-up
+
+
+def wakeup_curves(jobs: pd.DataFrame, drift: pd.DataFrame, title: str):
+    """rel(k) = w(k) − w(0) − k·P with the fitted drift, and Δw(k) = w(k) − w(k−1) − P
+    (seed 002 Fig. 10 and 11), every run of a scenario."""
+    ser = wk.wakeup_series(jobs)
+    if ser.empty:
+        return None
+    fig, (a1, a2) = plt.subplots(1, 2, figsize=(10, 3.4))
+    for i, (rid, g) in enumerate(ser.groupby("run_id", observed=True, sort=True)):
+        x, _, mid, _ = envelope(g["k"].to_numpy(), g["rel_ns"].to_numpy() / 1e3)
+        a1.plot(x, mid, color=_color(i), lw=0.8, label=str(rid))
+        d = drift[drift["run_id"] == rid] if not drift.empty else drift
+        if len(d):
+            k = g["k"].to_numpy(dtype=float)
+            r = d.iloc[0]
+            a1.plot([k.min(), k.max()], [(r.intercept_ns + r.slope_ns_per_job * k.min()) / 1e3,
+                                         (r.intercept_ns + r.slope_ns_per_job * k.max()) / 1e3],
+                    color=_color(i), lw=1.5, ls="--")
+        x, lo, _, hi = envelope(g["k"].to_numpy(), np.nan_to_num(g["dw_ns"].to_numpy() / 1e3))
+        a2.plot(x, hi, color=_color(i), lw=0.6)
+        a2.plot(x, lo, color=_color(i), lw=0.6)
+    a1.set_xlabel("k (job)")
+    a1.set_ylabel("rel(k) (µs)")
+    a1.set_title("relative wake-up, dashed: fitted drift")
+    a1.legend(fontsize=7, loc="best")
+    a2.set_xlabel("k (job)")
+    a2.set_ylabel("Δw(k) (µs)")
+    a2.set_title("wake-up delta (min/max envelope)")
+    fig.suptitle(title)
+    return fig
+
+
+# --------------------------------------------------------------------------- spikes, trace
+
+
+def spike_series(run: pd.DataFrame, title: str):
+    """One run's execution times, its spike threshold and the spikes marked."""
+    if run.empty:
+        return None
+    fig, ax = plt.subplots(figsize=(9.5, 3.2))
+    x, lo, mid, hi = envelope(run["job"].to_numpy(), _ms(run["exec_ns"]))
+    if lo is hi:
+        ax.plot(x, mid, color="#264653", lw=0.6, label="execution time")
+    else:
+        ax.fill_between(x, lo, hi, color="#264653", alpha=0.3, lw=0, label="execution time (min–max per bin)")
+    s = run[run["is_spike"]]
+    ax.scatter(s["job"], _ms(s["exec_ns"]), s=14, color="#e76f51", zorder=3, label=f"{len(s)} spikes")
+    ax.axhline(float(run["threshold"].iloc[0]) / 1e6, color="#e76f51", ls="--", lw=1, label="threshold (median + k·MAD)")
+    ax.set_xlabel("job")
+    ax.set_ylabel("execution time (ms)")
+    ax.set_title(title)
+    ax.legend(fontsize=8, loc="upper right")
+    return fig
+
+
+def gantt(iv: pd.DataFrame, title: str):
+    """What ran on each CPU around one job (trace): one lane per CPU, colours per task, the
+    job's release, start and end as vertical lines; times in ms from its release."""
+    if iv.empty:
+        return None
+    iv = iv[iv["pid"] != 0]  # idle
+    cpus = sorted(iv["cpu"].unique())
+    names = list(iv.groupby("name")["rel_end_ns"].count().sort_values(ascending=False).index)
+    colors = {n: _color(i) for i, n in enumerate(names)}
+    fig, ax = plt.subplots(figsize=(10, 1.2 + 0.7 * max(1, len(cpus))))
+    for lane, cpu in enumerate(cpus):
+        g = iv[iv["cpu"] == cpu]
+        for kind, h, off in (("process", 0.6, 0.0), ("irq", 0.25, 0.35), ("softirq", 0.25, 0.35), ("timer", 0.25, 0.35)):
+            k = g[g["kind"] == kind]
+            if k.empty:
+                continue
+            ax.broken_barh(list(zip(k["rel_start_ns"] / 1e6, (k["rel_end_ns"] - k["rel_start_ns"]) / 1e6)),
+                           (lane - 0.3 + off, h), facecolors=[colors[n] for n in k["name"]], edgecolor="none")
+    a = iv.attrs
+    for key, style in (("release_ns", ":"), ("start_ns", "--"), ("end_ns", "-")):
+        if key in a:
+            ax.axvline((a[key] - a["release_ns"]) / 1e6, color="k", lw=0.8, ls=style)
+    ax.set_yticks(range(len(cpus)), [f"CPU {c}" for c in cpus])
+    ax.set_xlabel("ms from the worst job's release (dotted: release, dashed: start, solid: end)")
+    handles = [plt.Rectangle((0, 0), 1, 1, color=colors[n]) for n in names[:8]]
+    ax.legend(handles, names[:8], fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    ax.set_title(title)
+    return fig
+
+
+# --------------------------------------------------------------------------- pWCET
+
+
+def pwcet_curve(values: np.ndarray, result, title: str):
+    """Empirical exceedance (1 − ECDF) of the execution time with the pWCET curve and its
+    bounds, or the refusal written on the plot."""
+    v = np.sort(_ms(values))
+    if v.size == 0:
+        return None
+    fig, ax = plt.subplots(figsize=(7.2, 3.4))
+    n = v.size
+    keep = np.unique(np.geomspace(1, n, min(n, 3000)).astype(np.int64)) - 1  # log-spaced ranks from the top
+    ax.plot(v[::-1][keep], (keep + 0.5) / n, ".", ms=3, color="#264653", label="observed")
+    if result.ok:
+        t = result.table
+        ax.plot(t["pwcet"] / 1e6, t["exceedance"], color="#e76f51", lw=1.5, label=f"pWCET ({result.model.upper()})")
+        hi = np.where(np.isfinite(t["ci_high"]), t["ci_high"], np.nan)
+        ax.fill_betweenx(t["exceedance"], t["ci_low"] / 1e6, hi / 1e6, color="#e76f51", alpha=0.2,
+                         label=f"{result.level:.0%} bounds")
+    else:
+        ax.text(0.02, 0.05, "pWCET refused:\n" + result.refused.replace("; ", "\n"), transform=ax.transAxes,
+                fontsize=8, color="#b00020", va="bottom")
+    ax.set_yscale("log")
+    ax.set_xlabel("execution time (ms)")
+    ax.set_ylabel("probability of exceedance per job")
+    ax.set_title(title)
+    ax.legend(fontsize=8, loc="upper right")
+    return fig
+
+
+def markers_of(jobs: pd.DataFrame, column: str) -> dict[str, float]:
+    """best / median / first / worst of a job table (analysis.stats.markers, one group)."""
+    m = st.markers(jobs, column=column, by=())
+    return {k: float(m[k].iloc[0]) for k in ("best", "median", "first", "worst")}

@@ -1,0 +1,158 @@
+"""Synthetic results directories with known properties, for the report's tests and its
+scale benchmark: the same layout and job table `xtalk run` writes (docs/results.md), with
+Parquet written directly (no agent, no jobs.bin).
+
+What is planted, so a test can check the report finds it: a slowdown factor per scenario,
+periodic spikes (a big one every ``spike_every``·``big_every`` jobs), a wake-up drift, a
+deadline miss and a serious miss where asked, counters (one redundant pair), campaign
+parameters in the run labels, and a kernel trace in which a ``timesyncd`` process runs inside
+every spike job while ``kworker`` hits ordinary jobs at random.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+VICTIM_PID, CULPRIT_PID, NOISE_PID = 4242, 555, 77
+VICTIM_CPU = 1
+
+
+@dataclass
+class Scenario:
+    """One scenario: its enemies (as the experiment file lists them) and the planted effect."""
+
+    name: str
+    enemies: list = field(default_factory=list)
+    slowdown: float = 1.0
+    spike_every: int = 0  # 0: no spikes
+    spike_ns: int = 400_000
+    big_every: int = 0  # every Nth spike is 3× bigger
+    labels: dict = field(default_factory=dict)  # extra run labels (campaign parameters)
+
+
+def job_table(n: int, *, period_ns: int = 1_000_000, exec_ns: float = 200_000, slowdown: float = 1.0, sigma: float = 0.02,
+              warmup: int = 2, spike_every: int = 0, spike_ns: int = 400_000, big_every: int = 0, drift_ns: float = 0.0,
+              miss_jobs: tuple = (), serious_jobs: tuple = (), counters: bool = False, t0_ns: int = 10**12,
+              seed: int = 0) -> pd.DataFrame:
+    """A job table as `store.jobs.read_job_log` returns it, vectorised (10^5 jobs in ms)."""
+    rng = np.random.default_rng(seed)
+    k = np.arange(n, dtype=np.int64)
+    release = t0_ns + k * period_ns
+    lat = (15_000 + rng.exponential(3_000, n) + k * drift_ns).astype(np.int64)
+    wakeup = release + lat
+    start = wakeup + 1_000
+    ex = exec_ns * slowdown * rng.lognormal(0.0, sigma, n)
+    spike = np.zeros(n, dtype=bool)
+    if spike_every:
+        spike = (k % spike_every == spike_every // 2) & (k >= warmup)
+        amp = np.full(n, float(spike_ns))
+        if big_every:
+            amp[spike & ((k // spike_every) % big_every == 0)] *= 3.0
+        ex = ex + spike * amp
+    ex = ex.astype(np.int64)
+    for j in miss_jobs:  # late, but done within the next period
+        ex[j] = period_ns + period_ns // 4 - (start[j] - release[j])
+    for j in serious_jobs:  # not done by the end of the next period
+        ex[j] = 2 * period_ns + period_ns // 2
+    end = start + ex
+    df = pd.DataFrame({
+        "job": k, "warmup": k < warmup, "release_ns": release, "wakeup_ns": wakeup, "start_ns": start, "end_ns": end,
+        "cpu_time_ns": ex, "cpu_start": np.full(n, VICTIM_CPU, np.int32), "cpu_end": np.full(n, VICTIM_CPU, np.int32),
+        "migrated": np.zeros(n, bool), "nvcsw": np.ones(n, np.int64), "nivcsw": spike.astype(np.int64),
+        "missed": end > release + period_ns, "period_ns": np.int64(period_ns), "deadline_ns": np.int64(period_ns),
+    })
+    df["exec_ns"] = df.end_ns - df.start_ns
+    df["response_ns"] = df.end_ns - df.release_ns
+    df["wakeup_latency_ns"] = df.wakeup_ns - df.release_ns
+    if counters:
+        df["ctr_task_clock"] = pd.array((ex * 0.97 + rng.normal(0, 500, n)).astype(np.int64), dtype="Int64")
+        df["ctr_cpu_clock"] = pd.array((ex * 0.99 + rng.normal(0, 300, n)).astype(np.int64), dtype="Int64")
+        df["ctr_page_faults"] = pd.array(rng.poisson(2, n) + 30 * (k == 0), dtype="Int64")
+    return df
+
+
+def trace_text(jobs: pd.DataFrame, *, noise_fraction: float = 0.1, seed: int = 0) -> str:
+    """A tracefs text trace of the victim's CPU: the victim runs each job, `timesyncd` preempts
+    it inside every job whose exec time is above 1.2 × the median, `kworker` preempts a
+    random ``noise_fraction`` of the others, idle (pid 0) between jobs."""
+    rng = np.random.default_rng(seed)
+    med = float(jobs["exec_ns"].median())
+    lines = ["# tracer: nop"]
+
+    def sw(ts, cpu, pc, pp, state, nc, np_):
+        sec, us = divmod(int(ts) // 1000, 1_000_000)
+        comm = pc if pp else "<idle>"
+        lines.append(f"  {comm}-{pp} [{cpu:03d}] d..2. {sec}.{us:06d}: sched_switch: prev_comm={pc} prev_pid={pp} "
+                     f"prev_prio=120 prev_state={state} ==> next_comm={nc} next_pid={np_} next_prio=120")
+
+    for j in jobs.itertuples():
+        s, e = int(j.start_ns), int(j.end_ns)
+        sw(s - 1_000, VICTIM_CPU, "swapper/1", 0, "R", "xt-victim", VICTIM_PID)
+        culprit = ("timesyncd", CULPRIT_PID) if j.exec_ns > 1.2 * med else (
+            ("kworker/1:0", NOISE_PID) if rng.random() < noise_fraction else None)
+        if culprit is not None:
+            a = s + (e - s) // 3
+            b = a + max(2_000, (e - s) // 3)
+            sw(a, VICTIM_CPU, "xt-victim", VICTIM_PID, "R+", culprit[0], culprit[1])
+            sw(b, VICTIM_CPU, culprit[0], culprit[1], "S", "xt-victim", VICTIM_PID)
+        sw(e + 1_000, VICTIM_CPU, "xt-victim", VICTIM_PID, "S", "swapper/1", 0)
+    return "\n".join(lines) + "\n"
+
+
+def culprit_rows(jobs: pd.DataFrame) -> pd.DataFrame:
+    """culprits.parquet as the host derives it from the trace (one row per job × culprit)."""
+    from ..trace.culprits import per_job
+    from ..trace.parse import parse_lines
+
+    events = parse_lines(trace_text(jobs).splitlines())
+    return per_job(events, jobs, VICTIM_PID, {VICTIM_PID: "victim"})[1]
+
+
+def write_run(root: Path, run_id: str, scenario: str, repetition: int, jobs: pd.DataFrame, *, labels: dict | None = None,
+              trace: bool = False, status: str = "completed") -> Path:
+    d = root / "runs" / run_id
+    d.mkdir(parents=True, exist_ok=True)
+    meta = {"run_id": run_id, "status": status, "reason": None, "jobs_recorded": int(len(jobs)),
+            "jobs_planned": int(len(jobs)), "enemies": [],
+            "plan": {"labels": {"scenario": scenario, "configuration": "default", "repetition": repetition, **(labels or {})}},
+            "pids": {"victim": VICTIM_PID, "enemies": {}}}
+    (d / "run.json").write_text(json.dumps(meta))
+    pq.write_table(pa.Table.from_pandas(jobs, preserve_index=False), d / "jobs.parquet")
+    if trace:
+        (d / "trace.txt").write_text(trace_text(jobs))
+        pq.write_table(pa.Table.from_pandas(culprit_rows(jobs), preserve_index=False), d / "culprits.parquet")
+    return d
+
+
+def write_results(root: Path, scenarios: list[Scenario], *, repetitions: int = 3, jobs: int = 400, period_ns: int = 1_000_000,
+                  exec_ns: float = 200_000, trace: bool = False, counters: bool = False, drift_ns: float = 0.0,
+                  miss_jobs: tuple = (), serious_jobs: tuple = (), name: str = "synthetic", seed: int = 0) -> Path:
+    """A whole results directory; runs interleaved as `xtalk run` orders them. Misses are
+    planted in the last scenario's first run; with ``trace`` the first repetition of every
+    scenario has a kernel trace (deriving culprits costs ~5 ms per job)."""
+    root = Path(root)
+    (root / "runs").mkdir(parents=True, exist_ok=True)
+    order, i = [], 0
+    for rep in range(repetitions):
+        for s in scenarios:
+            run_id = f"{i}-{s.name}-r{rep}"
+            last = s is scenarios[-1] and rep == 0
+            j = job_table(jobs, period_ns=period_ns, exec_ns=exec_ns, slowdown=s.slowdown, spike_every=s.spike_every,
+                          spike_ns=s.spike_ns, big_every=s.big_every, drift_ns=drift_ns, counters=counters,
+                          miss_jobs=miss_jobs if last else (), serious_jobs=serious_jobs if last else (),
+                          seed=seed * 1000 + i, t0_ns=10**12 + i * 10**11)
+            write_run(root, run_id, s.name, rep, j, labels=s.labels, trace=trace and rep == 0)
+            order.append({"run_id": run_id, "scenario": s.name, "repetition": rep})
+            i += 1
+    exp = {"name": name, "description": "synthetic results with planted effects",
+           "victim": {"body": "sum", "period": f"{period_ns / 1e6}ms", "jobs": jobs},
+           "scenario": [{"name": s.name, "enemies": s.enemies} for s in scenarios if s.name != "solo"]}
+    (root / "experiment.json").write_text(json.dumps({"experiment": exp, "agent": "synthetic", "order": order}, indent=2))
+    return root

@@ -1,0 +1,781 @@
+"""Every table of the report as a function returning a pandas DataFrame (the Python API).
+
+Each function takes a results directory (a path, a :class:`xtalk.store.Results`) or a
+:class:`~xtalk.report.data.ReportData` already loaded; pass the latter when calling several,
+so the jobs are read once::
+
+    from xtalk.report import tables
+    data = tables.load("results/quickstart-20260101-120000")
+    tables.verdicts(data, ["exec:max:1.2x"])
+    tables.slowdown(data)
+
+The statistics are those of :mod:`xtalk.analysis`; this module chooses the groups (scenario
+× configuration, runs), keeps the data narrow, and caps what must be capped at 10^7 jobs.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+import pandas as pd
+
+from ..analysis import pwcet as pw
+from ..analysis.slowdown import ratio_ci as run_ratio_ci
+from ..analysis import spikes as sp
+from ..analysis import stats as st
+from ..analysis import verdict as vd
+from ..analysis import wakeup as wk
+from ..analysis.verdict import EpsilonSpec
+from . import epsilon as eps
+from .data import SOLO, ReportData, load
+
+__all__ = ["load", "runs", "slowdown", "noise_floor", "misses", "verdicts", "distribution", "per_job_reference",
+           "counter_summary", "counter_correlation", "redundant_counters", "parameter_grid", "two_way_grid",
+           "wakeup_drift", "quantisation", "spikes", "spike_periods", "culprits", "spike_attribution",
+           "timeline", "pwcet", "pwcet_iid"]
+
+#: Largest number of jobs one bootstrap replicate draws for the slowdown CIs; beyond it each
+#: run is subsampled (its slowest job always kept). Cost is n_boot × this many draws.
+BOOT_JOBS = 5_000
+#: pWCET fits use whole runs in time order up to this many jobs (the i.i.d. tests and the
+#: threshold scan are O(n) per candidate; 2·10^5 jobs already resolve 1e-5 empirically).
+PWCET_JOBS = 200_000
+#: Solo runs compared pairwise for the between-run spread when there is no A/A pair.
+AA_RUNS = 6
+
+
+def _data(x) -> ReportData:
+    return x if isinstance(x, ReportData) else load(getattr(x, "path", x))
+
+
+def groups(data: ReportData) -> list[tuple[str, str]]:
+    """(scenario, configuration) pairs that have jobs, solo first."""
+    m = data.measured
+    if m.empty:
+        return []
+    pairs = m.groupby(["scenario", "configuration"], observed=True).size().index.tolist()
+    order = {s: i for i, s in enumerate(data.scenarios)}
+    return sorted(((str(s), str(c)) for s, c in pairs), key=lambda p: (order.get(p[0], 99), p[1]))
+
+
+def _subset(data: ReportData, scenario: str, configuration: str | None = None, cols: Sequence[str] | None = None,
+            warmup: bool = False) -> pd.DataFrame:
+    """Jobs of one scenario (and configuration), only ``cols``; warm-up jobs too (flagged
+    by ``warmup``) when asked. Unused run categories are dropped so groupby sees no empty run."""
+    frames = [data.measured, data.warmup] if warmup else [data.measured]
+    parts = []
+    for j in frames:
+        mask = (j["scenario"] == scenario).to_numpy()
+        if configuration is not None:
+            mask = mask & (j["configuration"] == configuration).to_numpy()
+        parts.append(j.loc[mask, [c for c in cols if c in j.columns]] if cols is not None else j[mask])
+    out = parts[0] if len(parts) == 1 else pd.concat(parts)
+    if "run_id" in out.columns:
+        out = out.assign(run_id=out["run_id"].cat.remove_unused_categories())
+    return out
+
+
+def all_jobs(data: ReportData, cols: Sequence[str]) -> pd.DataFrame:
+    """``cols`` of every job, warm-up included."""
+    return pd.concat([data.warmup[list(cols)], data.measured[list(cols)]])
+
+
+def _memo(data: ReportData, key, compute):
+    """A table computed once per ReportData (verdicts and their section share slowdowns)."""
+    if key not in data.memo:
+        data.memo[key] = compute()
+    return data.memo[key]
+
+
+# --------------------------------------------------------------------------- runs
+
+
+def runs(x) -> pd.DataFrame:
+    """One row per run: labels, status, reason, jobs recorded and measured."""
+    data = _data(x)
+    r = data.runs.drop(columns=["enemies", "dir"], errors="ignore").copy()
+    counts = data.measured.groupby("run_id", observed=True).size() if len(data.measured) else pd.Series(dtype=int)
+    r["jobs_measured"] = r["run_id"].map(counts).fillna(0).astype(int)
+    return r
+
+
+# --------------------------------------------------------------------------- slowdown
+
+
+def _boot_sample(g: pd.DataFrame, cap: int, rng: np.random.Generator) -> np.ndarray:
+    """At most ``cap`` values of one run for the bootstrap, its maximum always included."""
+    v = g.to_numpy(dtype=float)
+    if v.size <= cap:
+        return v
+    top = int(np.argmax(v))
+    pick = rng.choice(v.size - 1, size=cap - 1, replace=False)
+    pick = pick + (pick >= top)  # skip the maximum, then add it back once
+    return np.concatenate([[v[top]], v[pick]])
+
+
+def slowdown(x, *, n_boot: int = 2000, seed: int = 0) -> pd.DataFrame:
+    """Slowdown of execution and response time against solo, per scenario, configuration and
+    metric: ratio of medians and of maxima, each with its 95 % CI (analysis.slowdown: runs
+    then jobs resampled, widened for few runs).
+
+    Point values use every job. When a replicate would draw more than ``BOOT_JOBS`` jobs,
+    the CI is computed on a per-run subsample (each run's slowest job kept, so the ratio of
+    maxima is unchanged) and moved to the full-data point on the log scale;
+    ``ci_subsampled`` says so. Subsampling only widens the within-run part of the interval.
+    """
+    data = _data(x)
+    return _memo(data, ("slowdown", n_boot, seed), lambda: _slowdown(data, n_boot, seed)).copy()
+
+
+def _slowdown(data: ReportData, n_boot: int, seed: int) -> pd.DataFrame:
+    rng = np.random.default_rng(seed)
+    rows = []
+    for conf in dict.fromkeys(c for _, c in groups(data)):
+        ref = _per_run(data, SOLO, conf)
+        for scen, c in groups(data):
+            if c != conf:
+                continue
+            cur = _per_run(data, scen, conf)
+            for metric in ("exec_ns", "response_ns"):
+                row = {"scenario": scen, "configuration": conf, "metric": metric.replace("_ns", ""),
+                       "runs": len(cur[metric]), "jobs": int(sum(len(v) for v in cur[metric])),
+                       "median_ms": _pooled(cur[metric], np.median) / 1e6, "max_ms": _pooled(cur[metric], np.max) / 1e6}
+                total = max(row["jobs"], sum(len(v) for v in ref.get(metric, [])))
+                k = max(1, len(cur[metric]), len(ref.get(metric, [])))
+                cap = max(200, BOOT_JOBS // k)
+                sub = total > BOOT_JOBS
+                for stat, f in (("median", np.median), ("max", np.max)):
+                    if scen == SOLO:
+                        point, lo, hi = 1.0, np.nan, np.nan
+                    elif not ref.get(metric):
+                        point, lo, hi = np.nan, np.nan, np.nan
+                    else:
+                        point = _pooled(cur[metric], f) / _pooled(ref[metric], f)
+                        a = [_boot_sample(pd.Series(v), cap, rng) for v in cur[metric]] if sub else cur[metric]
+                        b = [_boot_sample(pd.Series(v), cap, rng) for v in ref[metric]] if sub else ref[metric]
+                        p_sub, lo, hi = run_ratio_ci(a, b, stat, n_boot=n_boot, seed=seed)
+                        if sub and p_sub > 0:
+                            lo, hi = lo * point / p_sub, hi * point / p_sub
+                    row[f"slowdown_{stat}"], row[f"slowdown_{stat}_lo"], row[f"slowdown_{stat}_hi"] = point, lo, hi
+                row["ci_subsampled"] = bool(sub and scen != SOLO)
+                rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def _per_run(data: ReportData, scenario: str, configuration: str) -> dict[str, list[np.ndarray]]:
+    g = _subset(data, scenario, configuration, ["run_id", "exec_ns", "response_ns"])
+    if g.empty:
+        return {}
+    return {m: [v.to_numpy(dtype=float) for _, v in g.groupby("run_id", observed=True)[m]]
+            for m in ("exec_ns", "response_ns")}
+
+
+def _pooled(arrays: list[np.ndarray], f) -> float:
+    return float(f(np.concatenate(arrays))) if arrays else float("nan")
+
+
+# --------------------------------------------------------------------------- noise floor
+
+
+def aa_pairs(data: ReportData) -> list[tuple[str, str]]:
+    """Scenario pairs with identical enemies (an A/A check built into the experiment)."""
+    specs = data.scenario_specs()
+    have = [s for s in data.scenarios if s in specs]
+    return [(a, b) for i, a in enumerate(have) for b in have[i + 1:] if specs[a] == specs[b]]
+
+
+def noise_floor(x, *, n_boot: int = 2000, seed: int = 0) -> pd.DataFrame:
+    """How far from 1 a slowdown strays when nothing changed, per metric and statistic.
+
+    ``source`` is ``A/A a vs b`` when two scenarios have identical enemies (the floor of
+    :func:`xtalk.analysis.stats.aa_noise_floor` between them), else ``solo runs`` — the
+    experiment has no A/A pair, so the between-run spread of solo stands in: the same floor
+    over pairs of solo repetitions (up to ``AA_RUNS``). ``floor`` is NaN with one solo run.
+    """
+    data = _data(x)
+    return _memo(data, ("noise_floor", n_boot, seed), lambda: _noise_floor(data, n_boot, seed)).copy()
+
+
+def _noise_floor(data: ReportData, n_boot: int, seed: int) -> pd.DataFrame:
+    pairs = aa_pairs(data)
+    rows = []
+    for metric in ("exec_ns", "response_ns"):
+        if pairs:
+            a, b = pairs[0]
+            samples = [_subset(data, s, None, [metric])[metric].to_numpy(dtype=float) for s in (a, b)]
+            source = f"A/A {a} vs {b}"
+        else:
+            solo = _subset(data, SOLO, None, ["run_id", metric])
+            samples = [v.to_numpy(dtype=float) for _, v in solo.groupby("run_id", observed=True)[metric]][:AA_RUNS]
+            source = "solo runs (no A/A pair in this experiment)"
+        for stat in ("median", "max"):
+            row = {"metric": metric.replace("_ns", ""), "statistic": stat, "source": source, "samples": len(samples)}
+            if len(samples) >= 2 and all(s.size >= 2 for s in samples):
+                f = st.aa_noise_floor(samples, stat, n_boot=n_boot, seed=seed)
+                row.update(floor=f.floor, ratio_min=f.ratio_min, ratio_max=f.ratio_max)
+            else:
+                row.update(floor=np.nan, ratio_min=np.nan, ratio_max=np.nan)
+            rows.append(row)
+    return pd.DataFrame(rows)
+
+
+# --------------------------------------------------------------------------- misses
+
+
+def misses(x) -> pd.DataFrame:
+    """Deadline misses and serious misses (not done by the end of the next period, or never
+    run) per scenario and configuration, with the Wilson CI of the miss ratio
+    (analysis.verdict.deadline_misses; lost jobs are gaps inside one run, counted per run)."""
+    data = _data(x)
+    return _memo(data, ("misses",), lambda: _misses(data)).copy()
+
+
+def _misses(data: ReportData) -> pd.DataFrame:
+    cols = ["run_id", "job", "release_ns", "end_ns", "period_ns", "deadline_ns"]
+    rows = []
+    for scen, conf in groups(data):
+        j = _subset(data, scen, conf, cols)
+        j = j.assign(run_id=j["run_id"].cat.codes)  # plain integers: no categorical groupby cost
+        per_run = vd.deadline_misses(j, by=("run_id",))
+        row = vd.deadline_misses(j.drop(columns="run_id"), by=()).iloc[0].to_dict()
+        lost = int(per_run["n_lost"].sum())
+        row["n_serious"] = row["n_serious"] - row["n_lost"] + lost
+        row["n_lost"] = lost
+        row["serious_ratio"] = row["n_serious"] / (row["n_jobs"] + lost)
+        rows.append({"scenario": scen, "configuration": conf, **row})
+    return pd.DataFrame(rows, columns=["scenario", "configuration", "n_jobs", "n_missed", "miss_ratio", "miss_ci_low",
+                                       "miss_ci_high", "n_lost", "n_serious", "serious_ratio", "max_lateness_ns",
+                                       "max_responsiveness"])
+
+
+# --------------------------------------------------------------------------- verdicts
+
+
+def _specs(data: ReportData, epsilons) -> list[EpsilonSpec]:
+    out = eps.from_experiment(data.experiment)
+    for e in epsilons or ():
+        out.append(e if isinstance(e, EpsilonSpec) else eps.parse(e))
+    return out
+
+
+def epsilon_table(x, epsilons: Sequence = (), *, n_boot: int = 2000, seed: int = 0) -> pd.DataFrame:
+    """One row per scenario, configuration and ε bound: observed value and CI, the bound, the
+    verdict (holds / violated / inconclusive; analysis.verdict.epsilon_verdict)."""
+    data = _data(x)
+    rows = []
+    for spec in _specs(data, epsilons):
+        for scen, conf in groups(data):
+            cols = ["exec_ns", "response_ns", "start_ns", "end_ns", "release_ns"]
+            solo = _subset(data, SOLO, conf, cols)
+            cur = _subset(data, scen, conf, cols)
+            if spec.relative is not None and (scen == SOLO or solo.empty):
+                continue  # a bound relative to solo says nothing about solo itself
+            r = vd.epsilon_verdict(solo if len(solo) else None, cur, spec, n_boot=n_boot, seed=seed)
+            r.insert(0, "epsilon", eps.describe(spec))
+            r.insert(0, "configuration", conf)
+            r.insert(0, "scenario", scen)
+            rows.append(r)
+    return pd.concat(rows, ignore_index=True) if rows else pd.DataFrame(
+        columns=["scenario", "configuration", "epsilon", "observed_ns", "ci_low_ns", "ci_high_ns", "bound_ns", "verdict"])
+
+
+def _fmt_ci(p, lo, hi) -> str:
+    if p is None or (isinstance(p, float) and math.isnan(p)):
+        return "–"
+    if isinstance(lo, float) and math.isnan(lo):
+        return f"×{p:.2f}"
+    return f"×{p:.2f} [{lo:.2f}, {hi:.2f}]"
+
+
+def _interference(lo: float, hi: float, floor: float) -> str:
+    """Word for a slowdown CI against the noise floor."""
+    if any(isinstance(v, float) and math.isnan(v) for v in (lo, hi)):
+        return "no CI"
+    f = 0.0 if isinstance(floor, float) and math.isnan(floor) else floor
+    if f > 0.5:
+        return "noise too high to judge"  # runs of the reference differ by more than half
+    if lo > 1 + f:
+        return "slowed down"
+    if hi < 1 - f:
+        return "sped up"
+    if lo >= 1 - f and hi <= 1 + f:
+        return "within noise"
+    return "inconclusive"
+
+
+def verdicts(x, epsilons: Sequence = (), *, n_boot: int = 2000, seed: int = 0) -> pd.DataFrame:
+    """One row per application (the victim) and configuration, per scenario: slowdown of
+    execution and response time with CIs, the noise floor beside it, misses, ε verdicts and
+    a one-line ``verdict``. ``status`` is the worst of: ε violated / inconclusive, serious
+    misses, misses, slowdown above the floor."""
+    data = _data(x)
+    slow = slowdown(data, n_boot=n_boot, seed=seed).set_index(["scenario", "configuration", "metric"])
+    floor = noise_floor(data, n_boot=n_boot, seed=seed).set_index(["metric", "statistic"])
+    miss = misses(data).set_index(["scenario", "configuration"])
+    epst = epsilon_table(data, epsilons, n_boot=n_boot, seed=seed)
+    app = _application(data)
+    rows = []
+    for scen, conf in groups(data):
+        row = {"application": app, "scenario": scen, "configuration": conf}
+        parts = []
+        for metric in ("exec", "response"):
+            s = slow.loc[(scen, conf, metric)]
+            fl = float(floor.loc[(metric, "median"), "floor"]) if (metric, "median") in floor.index else float("nan")
+            row.update({f"{metric}_median_ms": s["median_ms"], f"{metric}_max_ms": s["max_ms"],
+                        f"{metric}_slowdown_median": s["slowdown_median"], f"{metric}_slowdown_median_lo": s["slowdown_median_lo"],
+                        f"{metric}_slowdown_median_hi": s["slowdown_median_hi"], f"{metric}_slowdown_max": s["slowdown_max"],
+                        f"{metric}_slowdown_max_lo": s["slowdown_max_lo"], f"{metric}_slowdown_max_hi": s["slowdown_max_hi"],
+                        f"{metric}_noise_floor": fl})
+            if scen != SOLO:
+                word = _interference(s["slowdown_median_lo"], s["slowdown_median_hi"], fl)
+                row[f"{metric}_interference"] = word
+                parts.append(f"{metric} median {_fmt_ci(s['slowdown_median'], s['slowdown_median_lo'], s['slowdown_median_hi'])}"
+                             f", max {_fmt_ci(s['slowdown_max'], s['slowdown_max_lo'], s['slowdown_max_hi'])}"
+                             f" ({word}; noise floor ±{fl * 100:.1f} %)" if not math.isnan(fl) else
+                             f"{metric} median {_fmt_ci(s['slowdown_median'], s['slowdown_median_lo'], s['slowdown_median_hi'])}"
+                             f", max {_fmt_ci(s['slowdown_max'], s['slowdown_max_lo'], s['slowdown_max_hi'])} ({word}; no noise floor)")
+        if scen == SOLO:
+            parts.append(f"reference: exec median {row['exec_median_ms']:.3f} ms, max {row['exec_max_ms']:.3f} ms; "
+                         f"response max {row['response_max_ms']:.3f} ms")
+        m = miss.loc[(scen, conf)] if (scen, conf) in miss.index else None
+        n_miss = int(m["n_missed"]) if m is not None else 0
+        n_ser = int(m["n_serious"]) if m is not None else 0
+        row.update(jobs=int(m["n_jobs"]) if m is not None else 0, deadline_misses=n_miss, serious_misses=n_ser)
+        parts.append(f"{n_miss} deadline miss{'es' if n_miss != 1 else ''}, {n_ser} serious")
+        e = epst[(epst["scenario"] == scen) & (epst["configuration"] == conf)]
+        eps_words = [f"ε {r.epsilon}: {r.verdict.upper()}" for r in e.itertuples()]
+        row["epsilon_verdicts"] = "; ".join(f"{r.epsilon}: {r.verdict}" for r in e.itertuples())
+        parts += eps_words
+        if e.empty and scen != SOLO:
+            parts.append("no ε given")
+        row["status"] = _status(e["verdict"].tolist(), n_ser, n_miss,
+                                [row.get("exec_interference"), row.get("response_interference")])
+        row["verdict"] = f"{app} · {scen} ({conf}): {row['status']} — " + "; ".join(parts)
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def _status(eps_verdicts: list[str], serious: int, missed: int, words: list) -> str:
+    if "violated" in eps_verdicts:
+        return "ε VIOLATED"
+    if serious:
+        return "SERIOUS MISSES"
+    if missed:
+        return "DEADLINE MISSES"
+    if "inconclusive" in eps_verdicts:
+        return "ε INCONCLUSIVE"
+    if "slowed down" in words:
+        return "ε holds, slowed down" if eps_verdicts else "slowed down"
+    if eps_verdicts:
+        return "ε holds"
+    return "no interference beyond noise" if any(w == "within noise" for w in words) else "ok"
+
+
+def _application(data: ReportData) -> str:
+    v = (data.experiment.get("experiment") or {}).get("victim") or {}
+    name = (data.experiment.get("experiment") or {}).get("name") or data.path.name
+    body = v.get("body")
+    return f"{name}/{body}" if body else str(name)
+
+
+# --------------------------------------------------------------------------- distributions
+
+
+QUANTILES = (("p1", 0.01), ("p25", 0.25), ("median", 0.5), ("p75", 0.75), ("p90", 0.9), ("p99", 0.99), ("p99.9", 0.999))
+
+
+def distribution(x, column: str = "exec_ns") -> pd.DataFrame:
+    """Per scenario and configuration: n, min (best), quantiles, max (worst), mean, sd, and
+    the first job (warm-up included: seed 004 Fig. 7's 'first iteration' marker), in ns."""
+    data = _data(x)
+    rows = []
+    for scen, conf in groups(data):
+        g = _subset(data, scen, conf, ["run_id", "job", "warmup", column], warmup=True)
+        mk = st.markers(g, column=column, by=())
+        v = g.loc[~g["warmup"], column].to_numpy(dtype=float)
+        row = {"scenario": scen, "configuration": conf, "column": column, "n": v.size, "best": float(mk["best"].iloc[0])}
+        qs = np.quantile(v, [q for _, q in QUANTILES])
+        row.update({name: float(q) for (name, _), q in zip(QUANTILES, qs)})
+        first_jobs = g.loc[g.groupby("run_id", observed=True)["job"].idxmin(), column]
+        row.update(worst=float(mk["worst"].iloc[0]), mean=float(v.mean()), sd=float(v.std(ddof=1)) if v.size > 1 else np.nan,
+                   first=float(mk["first"].iloc[0]), first_median_over_runs=float(first_jobs.median()))
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def per_job_reference(x, scenario: str = SOLO, column: str = "exec_ns", configuration: str | None = None) -> pd.DataFrame:
+    """Per job index across the runs of a scenario: min (the reference curve of seed 000
+    Fig. 5.16), median, max and the number of runs (analysis.stats.per_step_reference)."""
+    data = _data(x)
+    g = _subset(data, scenario, configuration, ["run_id", "job", column])
+    if g.empty:
+        return pd.DataFrame(columns=["job", "min_ns", "median_ns", "max_ns", "n_runs"])
+    return st.per_step_reference(g, column=column, by=("run_id",))
+
+
+# --------------------------------------------------------------------------- counters
+
+
+def counter_summary(x, column: str = "exec_ns") -> pd.DataFrame:
+    """Per scenario and counter: best / median / first / worst, mean, and the linear (Pearson)
+    and rank (Spearman) correlation of ``column`` with the counter (seed 004 Fig. 8–10)."""
+    data = _data(x)
+    rows = []
+    for ctr in data.counters:
+        for scen, conf in groups(data):
+            g = _subset(data, scen, conf, ["run_id", "job", "warmup", column, ctr], warmup=True)
+            g = g[g[ctr].notna()]
+            if len(g) < 3:
+                continue
+            g = g.assign(**{ctr: g[ctr].astype(float)})
+            mk = st.markers(g, column=ctr, by=())
+            steady = g[~g["warmup"]]
+            r = _corr(steady[column], steady[ctr])
+            rho = _corr(steady[column].rank(), steady[ctr].rank())
+            rows.append({"scenario": scen, "configuration": conf, "counter": ctr, "n": len(steady),
+                         "best": mk["best"].iloc[0], "median": mk["median"].iloc[0], "first": mk["first"].iloc[0],
+                         "worst": mk["worst"].iloc[0], "mean": float(steady[ctr].mean()), "pearson_r": r,
+                         "spearman_rho": rho})
+    return pd.DataFrame(rows, columns=["scenario", "configuration", "counter", "n", "best", "median", "first", "worst",
+                                       "mean", "pearson_r", "spearman_rho"])
+
+
+def _corr(a: pd.Series, b: pd.Series) -> float:
+    a, b = a.to_numpy(dtype=float), b.to_numpy(dtype=float)
+    if a.size < 3 or np.std(a) == 0 or np.std(b) == 0:
+        return float("nan")
+    return float(np.corrcoef(a, b)[0, 1])
+
+
+def counter_correlation(x, scenario: str | None = None, column: str = "exec_ns") -> pd.DataFrame:
+    """Pearson correlation matrix of ``column`` and every counter over the measured jobs (all
+    scenarios unless one is named); constant counters are left out (no correlation)."""
+    data = _data(x)
+    cols = [column] + data.counters
+    j = data.measured if scenario is None else _subset(data, scenario, None, cols)
+    if not data.counters or j.empty:
+        return pd.DataFrame()
+    m = j[cols].astype(float)
+    m = m.loc[:, m.std() > 0]
+    return m.corr()
+
+
+def redundant_counters(x, threshold: float = 0.95, scenario: str | None = None) -> pd.DataFrame:
+    """Counter pairs with |r| ≥ ``threshold``: one of each pair brings no new information
+    (seed 004 §VIII: prune the design space). ``drop`` names the one less correlated with
+    the runtime."""
+    corr = counter_correlation(x, scenario)
+    rows = []
+    ctrs = [c for c in corr.columns if c.startswith("ctr_")]
+    for i, a in enumerate(ctrs):
+        for b in ctrs[i + 1:]:
+            r = float(corr.loc[a, b])
+            if abs(r) >= threshold:
+                ra, rb = (abs(float(corr.iloc[0][c])) for c in (a, b))
+                rows.append({"counter_a": a, "counter_b": b, "r": r, "keep": a if ra >= rb else b,
+                             "drop": b if ra >= rb else a})
+    return pd.DataFrame(rows, columns=["counter_a", "counter_b", "r", "keep", "drop"])
+
+
+# --------------------------------------------------------------------------- two-way grids
+
+
+def two_way_grid(table: pd.DataFrame, x: str, y: str, value: str = "exec_ns", statistic: str = "median") -> pd.DataFrame:
+    """A two-way grid (seed 000 ch. 6): rows ``y``, columns ``x``, cells ``statistic`` of
+    ``value`` over every job (or row) of that cell; empty cells (excluded, infeasible) NaN."""
+    for c in (x, y, value):
+        if c not in table.columns:
+            raise ValueError(f"column: {c!r} not in the table (have {list(table.columns)})")
+    q = st._quantile_level(statistic)
+    g = table.groupby([y, x], observed=True)[value]
+    cells = g.quantile(q) if q is not None else g.agg(statistic)
+    return cells.unstack(x).sort_index().sort_index(axis=1)
+
+
+def grid_parameters(data: ReportData) -> list[str]:
+    """Run labels beyond scenario/configuration/repetition with more than one value."""
+    p = data.parameters
+    if p.empty:
+        return []
+    return [c for c in p.columns if c != "run_id" and p[c].nunique() > 1]
+
+
+def parameter_grid(x, value: str = "exec_ns", statistic: str = "median") -> pd.DataFrame:
+    """The two-way grid of the first two run parameters (campaign labels), or empty when the
+    experiment has fewer than two parameters."""
+    data = _data(x)
+    params = grid_parameters(data)
+    if len(params) < 2:
+        return pd.DataFrame()
+    a, b = params[:2]
+    lab = data.parameters.set_index("run_id")[[a, b]]
+    j = data.measured[["run_id", value]]
+    j = j.join(lab, on="run_id")
+    return two_way_grid(j, a, b, value, statistic)
+
+
+# --------------------------------------------------------------------------- wake-up
+
+
+def wakeup_drift(x) -> pd.DataFrame:
+    """Drift of the wake-up date per run: slope of rel(k) in ns per job and in ppm, its CI,
+    the total over the run (analysis.wakeup.drift, seed 002 Fig. 10)."""
+    data = _data(x)
+    out = []
+    for scen, conf in groups(data):
+        g = _subset(data, scen, conf, ["run_id", "job", "wakeup_ns", "release_ns", "period_ns"], warmup=True)
+        try:
+            d = wk.drift(g)
+        except ValueError:
+            continue  # fewer than 10 wake-ups in a run
+        d.insert(1, "scenario", scen)
+        d.insert(2, "configuration", conf)
+        out.append(d)
+    return pd.concat(out, ignore_index=True) if out else pd.DataFrame()
+
+
+def quantisation(x) -> pd.DataFrame:
+    """Per scenario: whether the actual wake-up interval takes a few discrete values (seed 000
+    Fig. 5.23), the levels, their step and the repeating pattern if any."""
+    data = _data(x)
+    rows = []
+    for scen, conf in groups(data):
+        g = _subset(data, scen, conf, ["run_id", "job", "wakeup_ns", "release_ns", "period_ns"], warmup=True)
+        try:
+            q = wk.period_quantisation(g)
+        except ValueError:
+            continue
+        levels = ", ".join(f"{c / 1e6:.3f} ms ({f * 100:.0f} %)" for c, f in zip(q.levels["center_ns"], q.levels["fraction"]))
+        rows.append({"scenario": scen, "configuration": conf, "quantised": q.quantised, "levels": levels,
+                     "n_levels": len(q.levels), "step_ns": q.step_ns, "pattern_period": q.pattern_period,
+                     "pattern_ms": None if q.pattern is None else ", ".join(f"{p / 1e6:.3f}" for p in q.pattern),
+                     "mean_interval_ns": q.mean_interval_ns, "period_ns": q.period_ns, "outliers": q.outliers})
+    return pd.DataFrame(rows)
+
+
+# --------------------------------------------------------------------------- spikes, culprits
+
+
+SPIKE_COLUMNS = ["run_id", "job", "exec_ns", "release_ns", "start_ns", "end_ns", "cpu_start", "cpu_end"]
+
+
+def detected_spikes(data: ReportData, scenario: str | None = None, k: float = 5.0) -> pd.DataFrame:
+    """Every measured job with the spike flag (analysis.spikes.detect_spikes, per run)."""
+    return _memo(data, ("spikes", scenario, k), lambda: _detected_spikes(data, scenario, k))
+
+
+def _detected_spikes(data: ReportData, scenario: str | None, k: float) -> pd.DataFrame:
+    j = data.measured if scenario is None else _subset(data, scenario, None, SPIKE_COLUMNS + ["scenario"])
+    cols = [c for c in SPIKE_COLUMNS + ["scenario", "configuration"] if c in j.columns]
+    j = j[cols]
+    j = j.assign(run_id=j["run_id"].cat.remove_unused_categories())
+    return sp.detect_spikes(j, column="exec_ns", k=k, by=("run_id",))
+
+
+def spikes(x, k: float = 5.0) -> pd.DataFrame:
+    """Per run: spikes (exec time above median + k·1.4826·MAD of the run), the threshold, the
+    largest excess."""
+    data = _data(x)
+    d = detected_spikes(data, k=k)
+    if d.empty:
+        return pd.DataFrame()
+    g = d.groupby("run_id", observed=True)
+    out = pd.DataFrame({"scenario": g["scenario"].first().astype(str), "jobs": g.size(), "spikes": g["is_spike"].sum(),
+                        "baseline_ns": g["baseline"].first(), "threshold_ns": g["threshold"].first(),
+                        "max_excess_ns": g["excess"].max()}).reset_index()
+    out["run_id"] = out["run_id"].astype(str)
+    return out
+
+
+def spike_periods(x, k: float = 5.0) -> pd.DataFrame:
+    """Period(s) of the spikes per run, in time and in jobs; big/small classes when their
+    amplitudes split (analysis.spikes.spike_periods; seed 000 §5.3.2)."""
+    data = _data(x)
+    d = detected_spikes(data, k=k)
+    if d.empty:
+        return pd.DataFrame()
+    out = sp.spike_periods(d, time_column="release_ns")
+    out["run_id"] = out["run_id"].astype(str)
+    return out
+
+
+def traced_runs(data: ReportData) -> list[str]:
+    """Runs with a kernel trace (culprits.parquet or trace.txt)."""
+    return [r.run_id for r in data.runs.itertuples()
+            if (Path(r.dir) / "culprits.parquet").exists() or (Path(r.dir) / "trace.txt").exists()]
+
+
+def culprits(x, top: int = 10) -> pd.DataFrame:
+    """Per traced run: what ran on the victim's CPU during its jobs, ranked by time taken
+    (xtalk.trace.culprits.rank over culprits.parquet)."""
+    from ..trace.culprits import rank
+
+    data = _data(x)
+    out = []
+    for rid in traced_runs(data):
+        p = data.run_dir(rid) / "culprits.parquet"
+        if not p.exists():
+            continue
+        r = rank(pd.read_parquet(p)).head(top)
+        r.insert(0, "run_id", rid)
+        out.append(r)
+    return pd.concat(out, ignore_index=True) if out else pd.DataFrame(
+        columns=["run_id", "kind", "name", "jobs_hit", "total_ns", "max_ns"])
+
+
+def run_intervals(run_dir: Path) -> tuple[pd.DataFrame, dict[int, str]] | None:
+    """(intervals of every task, IRQ, softirq and timer on every CPU, pid -> xtalk name) of a
+    run directory with trace.txt, or None. Tasks carry their xtalk names (victim, enemy …)."""
+    import json
+
+    from ..trace.parse import parse_file
+    from ..trace.run import labels
+    from ..trace.timeline import interrupts, occupancy
+
+    d = Path(run_dir)
+    if not (d / "trace.txt").exists():
+        return None
+    events = parse_file(d / "trace.txt")
+    try:
+        names = labels(json.loads((d / "run.json").read_text()))
+    except (OSError, ValueError):
+        names = {}
+    iv = pd.concat([occupancy(events), interrupts(events)], ignore_index=True)
+    iv["name"] = [names.get(int(p), n) if p is not None and p >= 0 else n for p, n in zip(iv["pid"], iv["name"])]
+    return iv, names
+
+
+def trace_intervals(data: ReportData, run_id: str) -> tuple[pd.DataFrame, dict[int, str]] | None:
+    """:func:`run_intervals` of one run of ``data``."""
+    return run_intervals(data.run_dir(run_id))
+
+
+def attribute(jobs: pd.DataFrame, intervals: pd.DataFrame, names: dict[int, str], k: float = 5.0,
+              lookback_ns: int | None = None) -> sp.Attribution:
+    """analysis.spikes.attribute_spikes for one run's measured jobs, the victim and idle
+    excluded; ``lookback_ns`` defaults to a tenth of the period (seed 000: culprits run just
+    before the spiking job)."""
+    victim = [p for p, n in names.items() if n == "victim"]
+    lb = int(jobs["period_ns"].iloc[0] // 10) if lookback_ns is None else lookback_ns
+    j = jobs[[c for c in SPIKE_COLUMNS if c in jobs.columns]]
+    if "cpu_end" in j.columns and j["cpu_end"].isna().any():  # end CPU not read: assume no migration
+        j = j.assign(cpu_end=j["cpu_end"].fillna(j["cpu_start"]))
+    return sp.attribute_spikes(j, intervals, k=k, lookback_ns=lb, exclude_pids=[0, *victim])
+
+
+def spike_attribution(x, k: float = 5.0, top: int = 10, lookback_ns: int | None = None) -> pd.DataFrame:
+    """Per traced run: culprits over-represented in spike jobs against ordinary jobs (lift,
+    one-sided Fisher test; analysis.spikes.attribute_spikes) on the victim's CPU, the victim
+    itself excluded. ``lookback_ns`` defaults to a tenth of the period (seed 000: culprits run
+    just before the spiking job)."""
+    data = _data(x)
+    out = []
+    for rid in traced_runs(data):
+        t = trace_intervals(data, rid)
+        if t is None:
+            continue
+        jobs = data.measured[data.measured["run_id"] == rid]
+        if len(jobs) < 3:
+            continue
+        a = attribute(jobs, t[0], t[1], k, lookback_ns)
+        r = a.ranking.head(top).copy()
+        r.insert(0, "run_id", rid)
+        r["spikes"], r["normal_jobs"], r["cpu_scope"] = a.n_spikes, a.n_normal, a.cpu_scope
+        out.append(r)
+    return pd.concat(out, ignore_index=True) if out else pd.DataFrame()
+
+
+def worst_job(data: ReportData, run_ids: Sequence[str] | None = None) -> pd.Series | None:
+    """The measured job with the largest execution time (among ``run_ids``)."""
+    j = data.measured if run_ids is None else data.measured[data.measured["run_id"].isin(list(run_ids))]
+    return None if j.empty else j.loc[j["exec_ns"].idxmax()]
+
+
+def timeline(x, run_id: str | None = None, periods: float = 2.0) -> pd.DataFrame:
+    """What ran on every CPU in a window of ± ``periods`` periods around the worst job of a
+    traced run (the slowest traced run by default): cpu, start_ns, end_ns, kind, name, pid,
+    times relative to the job's release. Empty when no run has a trace."""
+    data = _data(x)
+    traced = [r for r in traced_runs(data) if (data.run_dir(r) / "trace.txt").exists()]
+    if run_id is None:
+        w = worst_job(data, traced) if traced else None
+        if w is None:
+            return pd.DataFrame()
+        run_id = str(w["run_id"])
+    else:
+        w = worst_job(data, [run_id])
+    t = trace_intervals(data, run_id)
+    if t is None or w is None:
+        return pd.DataFrame()
+    iv = t[0]
+    half = int(periods * int(w["period_ns"]))
+    lo, hi = int(w["release_ns"]) - half, int(w["end_ns"]) + half
+    iv = iv[(iv["end_ns"] > lo) & (iv["start_ns"] < hi)].copy()
+    iv["start_ns"] = iv["start_ns"].clip(lower=lo)
+    iv["end_ns"] = iv["end_ns"].clip(upper=hi)
+    iv["rel_start_ns"] = iv["start_ns"] - int(w["release_ns"])
+    iv["rel_end_ns"] = iv["end_ns"] - int(w["release_ns"])
+    iv.insert(0, "run_id", run_id)
+    iv.attrs.update(job=int(w["job"]), release_ns=int(w["release_ns"]), start_ns=int(w["start_ns"]),
+                    end_ns=int(w["end_ns"]), cpu=int(w.get("cpu_start", -1)))
+    return iv.sort_values(["cpu", "start_ns"]).reset_index(drop=True)
+
+
+# --------------------------------------------------------------------------- pWCET
+
+
+def _pwcet_series(data: ReportData, scen: str, conf: str) -> tuple[np.ndarray, int]:
+    g = _subset(data, scen, conf, ["run_id", "job", "exec_ns"])
+    parts, n = [], 0
+    for _, r in g.groupby("run_id", observed=True, sort=True):
+        if n >= PWCET_JOBS:
+            break
+        parts.append(r.sort_values("job")["exec_ns"].to_numpy(dtype=float))
+        n += len(r)
+    return (np.concatenate(parts) if parts else np.zeros(0)), len(g)
+
+
+def _pwcet_results(data: ReportData) -> list[tuple[str, str, int, pw.PWCETResult]]:
+    key = "_pwcet"
+    if key not in data.__dict__:
+        out = []
+        for scen, conf in groups(data):
+            v, total = _pwcet_series(data, scen, conf)
+            out.append((scen, conf, total, pw.pwcet(v, seed=0)))
+        data.__dict__[key] = out
+    return data.__dict__[key]
+
+
+def pwcet(x) -> pd.DataFrame:
+    """pWCET of the execution time per scenario (analysis.pwcet: i.i.d. checks, GPD over a
+    threshold, profile-likelihood bounds), or one row with ``refused`` naming the failed
+    check. ``n`` is the number of jobs fitted (whole runs up to ``PWCET_JOBS``)."""
+    data = _data(x)
+    rows = []
+    for scen, conf, total, res in _pwcet_results(data):
+        base = {"scenario": scen, "configuration": conf, "n": res.n, "jobs": total, "refused": res.refused,
+                "model": res.model, "shape": res.fit.shape if res.fit is not None else np.nan}
+        if not res.ok:
+            rows.append({**base, "exceedance": np.nan, "pwcet_ns": np.nan, "ci_low_ns": np.nan, "ci_high_ns": np.nan})
+            continue
+        for r in res.table.itertuples():
+            rows.append({**base, "exceedance": r.exceedance, "pwcet_ns": r.pwcet, "ci_low_ns": r.ci_low, "ci_high_ns": r.ci_high})
+    return pd.DataFrame(rows)
+
+
+def pwcet_iid(x) -> pd.DataFrame:
+    """The i.i.d. checks MBPTA requires, per scenario: Ljung-Box, KS between halves, runs."""
+    data = _data(x)
+    out = []
+    for scen, conf, _, res in _pwcet_results(data):
+        if res.iid.empty:
+            continue
+        t = res.iid.copy()
+        t.insert(0, "configuration", conf)
+        t.insert(0, "scenario", scen)
+        out.append(t)
+    return pd.concat(out, ignore_index=True) if out else pd.DataFrame(
+        columns=["scenario", "configuration", "test", "statistic", "p_value", "threshold", "passed"])

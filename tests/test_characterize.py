@@ -1,0 +1,48 @@
+"""`xtalk characterize`: probes × enemies × copies → matrix (Parquet, CSV), heat map, text."""
+
+import numpy as np
+import pandas as pd
+
+from conftest import needs_two_cpus, processes_named, xtalk
+from xtalk.characterize import PROBES, channels_text
+
+
+@needs_two_cpus
+def test_a_small_characterisation_writes_matrix_heatmap_and_text(tmp_path, facts):
+    out = xtalk("characterize", "--quick", "--results", tmp_path, "--enemy", "llc", "--enemy", "syscall",
+                "--repetitions", "1", "--jobs", "5")
+    assert out.returncode == 0, out.stderr + out.stdout
+    (d,) = tmp_path.iterdir()
+    m = pd.read_parquet(d / "matrix.parquet")
+    copies = len(facts.online_cpus) - 1
+    n_counts = min(copies, 2)
+    assert len(m) == len(PROBES) * 2 * n_counts
+    assert set(m.probe) == {p.name for p in PROBES} and set(m.enemy) == {"llc", "syscall"}
+    assert m.copies.min() == 1 and m.copies.max() == copies
+    assert (m.slowdown > 0).all() and (m.lo <= m.slowdown).all() and (m.slowdown <= m.hi).all()
+    assert (m[m.probe == "wakeup"].metric == "wakeup_latency_ns").all()
+    pd.testing.assert_frame_equal(pd.read_csv(d / "matrix.csv"), m, check_dtype=False)
+    assert (d / "heatmap.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert b"<svg" in (d / "heatmap.svg").read_bytes()[:1000]
+    assert "Interference channels" in (d / "channels.md").read_text()
+    assert not processes_named()
+
+
+def test_channels_text_names_what_matters():
+    m = pd.DataFrame([
+        {"probe": "llc-chase", "resource": "last-level cache", "enemy": "llc", "copies": 1, "slowdown": 3.0, "lo": 2.5, "hi": 3.5},
+        {"probe": "llc-chase", "resource": "last-level cache", "enemy": "pi", "copies": 1, "slowdown": 1.01, "lo": 0.98, "hi": 1.03},
+        {"probe": "syscall", "resource": "kernel", "enemy": "llc", "copies": 1, "slowdown": 1.2, "lo": 1.0, "hi": 1.4},
+    ])
+    text = channels_text(m, "test box")
+    assert "llc-chase" in text and "llc ×1 → 3.00×" in text
+    assert "pi ×1" not in text, "a slowdown whose CI includes 1 is not a channel"
+    assert "disturbed measurably: syscall" in text
+    none = channels_text(m.assign(lo=np.ones(3) * 0.9), "test box")
+    assert "no channel stands out" in none and "Largest point estimates" in none and "llc-chase × llc ×1 3.00×" in none
+
+
+def test_unknown_enemy_is_refused(tmp_path):
+    out = xtalk("characterize", "--quick", "--results", tmp_path, "--enemy", "gremlin")
+    assert out.returncode == 2 and "unknown enemy 'gremlin'" in out.stderr
+    assert list(tmp_path.iterdir()) == []

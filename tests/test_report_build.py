@@ -1,0 +1,99 @@
+"""`xtalk report`: the files it writes, self-containment of the HTML, CSV exports, bad input,
+and a real (short) experiment run by the agent."""
+
+from __future__ import annotations
+
+import re
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from conftest import xtalk
+from xtalk.report.build import build
+from xtalk.report.synthetic import Scenario, write_results
+
+EXPERIMENT = """
+name = "rep"
+repetitions = 1
+settle = "20ms"
+[victim]
+body = "sum"
+bytes = "256KiB"
+period = "2ms"
+jobs = 50
+warmup_jobs = 2
+cpus = "last"
+[[scenario]]
+name = "pi"
+enemies = [{ kind = "pi" }]
+"""
+
+
+@pytest.fixture(scope="module")
+def report(tmp_path_factory):
+    root = write_results(tmp_path_factory.mktemp("build") / "res",
+                         [Scenario("solo"), Scenario("pi", enemies=[{"kind": "pi"}], slowdown=1.3, spike_every=25)],
+                         repetitions=2, jobs=200, counters=True)
+    probes = pd.DataFrame({"probe": [7, 7, 1001], "name": ["", "", "write"], "tid": [1, 1, 1], "cpu_begin": [1, 1, 1],
+                           "cpu_end": [1, 1, 1], "begin_ns": [10, 30, 50], "end_ns": [20, 45, 90]})
+    probes["duration_ns"] = probes.end_ns - probes.begin_ns
+    pq.write_table(pa.Table.from_pandas(probes), root / "runs" / "0-solo-r0" / "probes.parquet")
+    return build(root, epsilons=["exec:max:1.2x"])
+
+
+def test_report_files(report):
+    out = report.parent
+    assert report.name == "index.html" and out.name == "report"
+    pngs = {p.stem for p in (out / "figures").glob("*.png")}
+    svgs = {p.stem for p in (out / "figures").glob("*.svg")}
+    assert pngs == svgs and {"box_exec", "ecdf_exec", "hist_exec_0", "series_0", "wakeup_0", "pwcet_0",
+                             "scatter_ctr_task_clock", "counter_correlation", "spikes_worst_run"} <= pngs
+    for name in ("verdicts", "slowdown", "noise_floor", "misses", "distribution_exec", "pwcet", "counters"):
+        assert (out / "tables" / f"{name}.csv").exists(), name
+    md = (out / "summary.md").read_text()
+    assert "## Verdicts" in md and "pi (default)" in md and "exec max ≤ 1.2× solo" in md
+
+
+def test_html_is_self_contained_and_holds_every_figure(report):
+    html = report.read_text()
+    assert not re.search(r"""(src|href)\s*=\s*["']?(https?:|//)""", html, re.I)
+    assert "<link" not in html and not re.search(r"<script[^>]+src", html)
+    imgs = re.findall(r'<img src="([^"]+)"', html)
+    assert imgs and all(i.startswith("data:image/png;base64,") for i in imgs)
+    assert len(imgs) == len(list((report.parent / "figures").glob("*.png")))
+    for section in ("Verdicts", "Distributions", "Per-job time series", "Counters", "Wake-up behaviour",
+                    "Spikes and culprits", "pWCET"):
+        assert f"<h2>{section}</h2>" in html
+
+
+def test_csv_one_row_per_job_and_per_probe_sample(report):
+    jobs = pd.read_csv(report.parent / "csv" / "jobs.csv")
+    assert len(jobs) == 4 * 200 and {"run_id", "scenario", "repetition", "exec_ns", "ctr_task_clock"} <= set(jobs.columns)
+    assert jobs.groupby("run_id").size().eq(200).all()
+    probes = pd.read_csv(report.parent / "csv" / "probes.csv")
+    assert len(probes) == 3 and set(probes.run_id) == {"0-solo-r0"} and list(probes.duration_ns) == [10, 15, 40]
+
+
+def test_bad_input_is_one_line_and_exit_2(tmp_path):
+    r = xtalk("report", tmp_path)
+    assert r.returncode == 2 and "not an xtalk results directory" in r.stderr and r.stderr.count("\n") == 1
+    root = write_results(tmp_path / "res", [Scenario("solo")], repetitions=1, jobs=30)
+    r = xtalk("report", root, "--epsilon", "exec:max")
+    assert r.returncode == 2 and "--epsilon" in r.stderr and r.stderr.count("\n") == 1
+    assert not (root / "report" / "index.html").exists()  # nothing written on bad input
+
+
+def test_report_on_a_real_experiment(tmp_path):
+    f = tmp_path / "exp.toml"
+    f.write_text(EXPERIMENT)
+    r = xtalk("run", f, "--results", tmp_path / "res", timeout=120)
+    assert r.returncode == 0, r.stderr
+    (res,) = (tmp_path / "res").iterdir()
+    r = xtalk("report", res, "--epsilon", "response:max:1s", timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert "report:" in r.stdout and (res / "report" / "index.html").exists()
+    v = pd.read_csv(res / "report" / "tables" / "verdicts.csv")
+    assert list(v.scenario) == ["solo", "pi"] and v.jobs.eq(50).all()
+    assert (v.epsilon_verdicts.str.contains("response max ≤ 1000 ms")).all()

@@ -1,0 +1,198 @@
+"""The report's tables (xtalk.report.tables) on synthetic results with planted effects: each
+test checks the report finds what was planted (xtalk.report.synthetic)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from xtalk.errors import UsageError
+from xtalk.report import epsilon as eps
+from xtalk.report import tables as tb
+from xtalk.report.synthetic import Scenario, write_results
+
+JOBS = 300
+SPIKE_EVERY = 40
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory):
+    root = write_results(
+        tmp_path_factory.mktemp("synthetic") / "res",
+        [Scenario("solo"), Scenario("solo-b"),
+         Scenario("pi", enemies=[{"kind": "pi"}], slowdown=1.5, spike_every=SPIKE_EVERY, spike_ns=100_000, big_every=5)],
+        repetitions=3, jobs=JOBS, trace=True, counters=True, drift_ns=5.0, miss_jobs=(10,), serious_jobs=(20,))
+    return tb.load(root)
+
+
+def test_slowdown_finds_the_planted_factor_and_the_aa_pair_stays_at_one(data):
+    s = tb.slowdown(data).set_index(["scenario", "metric"])
+    pi = s.loc[("pi", "exec")]
+    assert pi.slowdown_median_lo <= 1.5 <= pi.slowdown_median_hi * 1.01
+    assert pi.slowdown_median_lo > 1.4
+    aa = s.loc[("solo-b", "exec")]
+    assert aa.slowdown_median_lo < 1.0 < aa.slowdown_median_hi
+    assert s.loc[("solo", "exec")].slowdown_median == 1.0
+
+
+def test_noise_floor_uses_the_aa_pair_when_there_is_one(data):
+    f = tb.noise_floor(data)
+    assert set(f.source) == {"A/A solo vs solo-b"}
+    assert (f.floor < 0.05).all() and (f.floor > 0).all()
+
+
+def test_noise_floor_falls_back_to_solo_runs_and_says_so(tmp_path):
+    root = write_results(tmp_path / "r", [Scenario("solo"), Scenario("x", enemies=[{"kind": "pi"}], slowdown=1.2)],
+                         repetitions=2, jobs=100)
+    f = tb.noise_floor(tb.load(root))
+    assert f.source.str.startswith("solo runs (no A/A pair").all()
+    assert f.samples.eq(2).all() and f.floor.notna().all()
+
+
+def test_misses_count_deadline_and_serious_misses(data):
+    m = tb.misses(data).set_index("scenario")
+    assert m.loc["pi", "n_missed"] == 2 and m.loc["pi", "n_serious"] == 1
+    assert m.loc["solo", "n_missed"] == 0 and m.loc["solo", "n_serious"] == 0
+    assert list(m.index) == ["solo", "solo-b", "pi"]
+
+
+def test_verdicts_apply_epsilon_bounds(data):
+    v = tb.verdicts(data, ["exec:median:1.2x", "exec:median:2x", "response:max:100ms"]).set_index("scenario")
+    pi = v.loc["pi"]
+    assert pi.status == "ε VIOLATED"
+    assert "exec median ≤ 1.2× solo: violated" in pi.epsilon_verdicts
+    assert "exec median ≤ 2× solo: holds" in pi.epsilon_verdicts
+    assert "response max ≤ 100 ms: holds" in pi.epsilon_verdicts
+    assert pi.exec_interference == "slowed down"
+    assert "2 deadline misses, 1 serious" in pi.verdict
+    assert "noise floor" in pi.verdict
+    assert v.loc["solo"].status == "ε holds"  # only the absolute bound applies to solo
+
+
+def test_verdict_without_epsilon_says_so(data):
+    v = tb.verdicts(data).set_index("scenario")
+    assert "no ε given" in v.loc["pi"].verdict
+    assert v.loc["pi"].status == "SERIOUS MISSES"
+
+
+@pytest.mark.parametrize("text, field", [("exec:max", "--epsilon"), ("cpu:max:1.2x", "metric 'cpu'"),
+                                         ("exec:p999x:1.2x", "statistic"), ("exec:max:fast", "--epsilon"),
+                                         ("exec:max:-1x", "positive")])
+def test_bad_epsilon_is_one_line_naming_the_field(text, field):
+    with pytest.raises(UsageError) as e:
+        eps.parse(text)
+    assert field in str(e.value) and "\n" not in str(e.value)
+
+
+def test_epsilon_from_the_experiment_file():
+    specs = eps.from_experiment({"experiment": {"victim": {"epsilon": {"metric": "response", "statistic": "p99",
+                                                                       "bound": "12ms"}}}})
+    assert specs[0].metric == "response" and specs[0].bound_ns == 12e6
+    with pytest.raises(UsageError, match="victim.epsilon.limit: unknown field"):
+        eps.from_experiment({"experiment": {"victim": {"epsilon": {"limit": "1x", "bound": "1x"}}}})
+
+
+def test_distribution_markers(data):
+    d = tb.distribution(data).set_index("scenario")
+    solo = d.loc["solo"]
+    assert solo["best"] <= solo["median"] <= solo["p99"] <= solo["worst"]
+    assert solo.n == 3 * (JOBS - 2)
+    first = data.jobs[(data.jobs.scenario == "solo") & (data.jobs.job == 0)].exec_ns
+    assert solo["first"] in set(first)
+
+
+def test_per_job_reference_is_the_minimum_over_runs(data):
+    ref = tb.per_job_reference(data, "pi")
+    j = data.measured[data.measured.scenario == "pi"]
+    expect = j.groupby("job").exec_ns.min()
+    assert (ref.set_index("job").min_ns == expect).all()
+    assert ref.n_runs.max() == 3
+
+
+def test_counters_correlation_and_redundancy(data):
+    c = tb.counter_summary(data).set_index(["scenario", "counter"])
+    assert c.loc[("pi", "ctr_task_clock"), "pearson_r"] > 0.95
+    assert abs(c.loc[("pi", "ctr_page_faults"), "pearson_r"]) < 0.3
+    assert c.loc[("solo", "ctr_page_faults"), "first"] >= 30  # the first job's page faults (planted)
+    r = tb.redundant_counters(data)
+    assert set(r.iloc[0][["counter_a", "counter_b"]]) == {"ctr_task_clock", "ctr_cpu_clock"}
+    assert "ctr_page_faults" not in set(r.counter_a) | set(r.counter_b)
+
+
+def test_two_way_grid_from_a_table():
+    t = pd.DataFrame({"n": [1, 1, 2, 2, 2], "load": [10, 20, 10, 20, 20], "exec_ns": [1.0, 2.0, 3.0, 4.0, 6.0]})
+    g = tb.two_way_grid(t, "n", "load")
+    assert g.loc[20, 2] == 5.0 and g.loc[10, 1] == 1.0
+    assert list(g.columns) == [1, 2] and list(g.index) == [10, 20]
+    with pytest.raises(ValueError, match="column: 'nope'"):
+        tb.two_way_grid(t, "nope", "load")
+
+
+def test_parameter_grid_from_run_labels(tmp_path):
+    scen = [Scenario("solo", labels={"enemies": 0, "load": 0})]
+    for n in (1, 2):
+        for load in (1, 3):
+            scen.append(Scenario(f"e{n}-l{load}", enemies=[{"kind": "pi"}] * n, slowdown=1 + 0.1 * n * load,
+                                 labels={"enemies": n, "load": load}))
+    d = tb.load(write_results(tmp_path / "r", scen, repetitions=1, jobs=60))
+    g = tb.parameter_grid(d)
+    assert g.loc[3, 2] > g.loc[1, 2] > g.loc[1, 1]
+    assert np.isnan(g.loc[1, 0]) and g.loc[0, 0] > 0  # solo sits at (0, 0) only
+
+
+def test_wakeup_drift_recovers_the_planted_slope(data):
+    d = tb.wakeup_drift(data)
+    assert len(d) == 9
+    assert ((d.ci_low < 5.0) & (5.0 < d.ci_high)).mean() >= 2 / 3
+    assert not tb.quantisation(data).quantised.any()
+
+
+def test_spikes_and_their_period(data):
+    s = tb.spikes(data).set_index("run_id")
+    assert (s.loc[s.scenario == "solo", "spikes"] == 0).all()
+    per = tb.spike_periods(data)
+    clean = per[(per.run_id.isin(["5-pi-r1", "8-pi-r2"])) & (per.cls == "all")]
+    assert np.allclose(clean.period_jobs, SPIKE_EVERY, rtol=0.02)
+    assert np.allclose(clean.period_ns, SPIKE_EVERY * 1e6, rtol=0.02)
+
+
+def test_spike_attribution_names_the_planted_culprit(data):
+    a = tb.spike_attribution(data)
+    top = a[a.run_id == "2-pi-r0"].iloc[0]
+    assert top["name"] == "timesyncd" and top["fisher_p"] < 1e-3
+    c = tb.culprits(data)
+    assert "timesyncd" in set(c[c.run_id == "2-pi-r0"].name)
+
+
+def test_timeline_is_a_window_around_the_worst_traced_job(data):
+    tl = tb.timeline(data)
+    assert tl.attrs["job"] == 20 and tl.run_id.iloc[0] == "2-pi-r0"  # the planted serious miss
+    assert "timesyncd" in set(tl.name) and "victim" in set(tl.name)
+    assert tl.rel_start_ns.min() >= -2 * 1_000_000
+
+
+def test_pwcet_estimates_iid_data_and_refuses_periodic_spikes(data):
+    p = tb.pwcet(data)
+    solo = p[p.scenario == "solo"]
+    assert solo.refused.isna().all() and len(solo) == 10
+    assert (solo.pwcet_ns >= data.measured[data.measured.scenario == "solo"].exec_ns.quantile(0.99)).all()
+    pi = p[p.scenario == "pi"]
+    assert len(pi) == 1 and "ljung_box" in pi.refused.iloc[0]
+    iid = tb.pwcet_iid(data)
+    assert not iid[iid.scenario == "pi"].passed.all() and iid[iid.scenario == "solo"].passed.all()
+
+
+def test_not_a_results_directory(tmp_path):
+    with pytest.raises(UsageError, match="not an xtalk results directory"):
+        tb.load(tmp_path)
+
+
+def test_blame_ranks_the_spike_culprit(data):
+    from conftest import xtalk
+
+    r = xtalk("blame", data.run_dir("2-pi-r0"))
+    assert r.returncode == 0, r.stderr
+    assert "over-represented in the" in r.stdout
+    table = r.stdout[r.stdout.index("over-represented"):]
+    assert table.index("timesyncd") < table.index("kworker")

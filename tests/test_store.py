@@ -1,0 +1,49 @@
+"""The results store: runs with different observations (counters, trace) in one experiment
+read as one table; a run without jobs.parquet (a killed host) is converted on open."""
+
+import json
+
+import numpy as np
+import pandas as pd
+
+from xtalk import store
+from xtalk.store.jobs import HEADER, RECORD, write_parquet_atomic
+
+
+def fake_run(root, run_id, scenario, extra=None, parquet=True):
+    d = root / "runs" / run_id
+    d.mkdir(parents=True)
+    (d / "run.json").write_text(json.dumps({"run_id": run_id, "status": "completed",
+                                            "plan": {"labels": {"scenario": scenario, "repetition": "0"}}}))
+    n = 5
+    rec = np.zeros(n, RECORD)
+    rec["job"] = np.arange(n)
+    rec["release_ns"] = np.arange(n) * 1000
+    rec["start_ns"] = rec["release_ns"] + 10
+    rec["end_ns"] = rec["start_ns"] + 100
+    head = np.zeros(1, HEADER)
+    head["magic"], head["version"], head["record_size"], head["capacity"], head["count"] = b"XTJOBS01", 1, 80, n, n
+    (d / "jobs.bin").write_bytes(head.tobytes() + rec.tobytes())
+    if parquet:
+        df = store.read_job_log(d / "jobs.bin")
+        for k, v in (extra or {}).items():
+            df[k] = v
+        write_parquet_atomic(df, d / "jobs.parquet")
+    return d
+
+
+def test_runs_with_different_columns_read_as_one_table(tmp_path):
+    fake_run(tmp_path, "a", "solo")
+    fake_run(tmp_path, "b", "traced", {"trace_preemptions": 1})
+    fake_run(tmp_path, "c", "counted", {"ctr_task_clock": pd.array([7] * 5, dtype="Int64")})
+    jobs = store.open(tmp_path).jobs()
+    assert len(jobs) == 15
+    assert jobs.set_index("run_id").loc["b", "trace_preemptions"].eq(1).all()
+    assert jobs.set_index("run_id").loc["a", "trace_preemptions"].isna().all(), "absent, not zero"
+
+
+def test_unconverted_run_is_converted_on_open(tmp_path):
+    d = fake_run(tmp_path, "k", "solo", parquet=False)
+    jobs = store.open(tmp_path).jobs()
+    assert len(jobs) == 5 and (d / "jobs.parquet").exists()
+    assert (jobs.exec_ns == 100).all() and (jobs.response_ns == 110).all()

@@ -46,6 +46,14 @@ def test_example_campaign_plans_as_is_and_runs_scaled_down(name, tmp_path):
     assert not processes_named()
 
 
+def test_plan_and_run_recognise_a_campaign_file():
+    src = ROOT / "examples" / "bessad-contention.toml"
+    out = run_xtalk("plan", src)
+    assert out.returncode == 0 and out.stdout.startswith("bessad-contention: 18 runs "), (out.stdout, out.stderr)
+    out = run_xtalk("run", src)
+    assert out.returncode == 2 and "a campaign file" in out.stderr and "xtalk campaign run" in out.stderr, out.stderr
+
+
 def test_footprint_grid_sizes_follow_the_caches(facts):
     from xtalk.campaign.grid import expand_campaign
     from xtalk.campaign.schema import load

@@ -226,5 +226,15 @@ def load(path: Union[str, Path]) -> tuple[Campaign, str]:
     return parse(text, str(p)), text
 
 
+def is_campaign_file(path: Union[str, Path]) -> bool:
+    """A campaign file has `[[application]]` tables and no top-level `[victim]` (which makes
+    an experiment file); unreadable or invalid TOML is left to the experiment parser."""
+    try:
+        data = tomllib.loads(Path(path).read_text())
+    except (OSError, tomllib.TOMLDecodeError, UnicodeDecodeError):
+        return False
+    return "application" in data and "victim" not in data
+
+
 def schema_text() -> str:
     return json.dumps(json_schema(), indent=2)

@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
+import os
+import tempfile
 from pathlib import Path
+
+# The local target's machine-wide lock lives in a directory of the test run, removed with it.
+_LOCK_DIR = tempfile.TemporaryDirectory(prefix="xtalk-test-lock-")
+os.environ.setdefault("XTALK_TARGET_LOCK", str(Path(_LOCK_DIR.name) / "target.lock"))
 
 # 6 runs of about 0.1 s each: solo and pi, 3 repetitions, interleaved.
 TINY = """

@@ -4,7 +4,6 @@ scaled down (one repetition, few jobs) through the same code, and its results qu
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 import pytest
 
@@ -14,9 +13,9 @@ from conftest import ROOT, processes_named, xtalk as run_xtalk
 
 EXAMPLES = {
     # name: (runs as planned, replacements that scale it down, runs scaled down)
-    "beck-two-way": (56, {"repetitions = 2": "repetitions = 1", "jobs = 30": "jobs = 8", 'settle = "50ms"': 'settle = "10ms"',
+    "beck-two-way": (88, {"repetitions = 2": "repetitions = 1", "jobs = 30": "jobs = 8", 'settle = "50ms"': 'settle = "10ms"',
                           "counts = [1, 2, 4]": "counts = [1, 4]", 'totals = ["2ms", "5ms", "10ms"]': 'totals = ["2ms", "10ms"]',
-                          "totals = [65536, 262144]": "totals = [65536]"}, 2 * (1 + 1 + 3 + 2)),
+                          "totals = [65536, 262144]": "totals = [65536]"}, 2 * (1 + 1 + 3 + 3 + 2)),
     "bessad-contention": (18, {"repetitions = 3": "repetitions = 1", "jobs = 100": "jobs = 10"}, 6),
     "metrics-footprint": (18, {"repetitions = 3": "repetitions = 1", "jobs = 50": "jobs = 10"}, 6),
 }
@@ -45,6 +44,14 @@ def test_example_campaign_plans_as_is_and_runs_scaled_down(name, tmp_path):
     q = run_xtalk("query", store, "SELECT scenario, count(DISTINCT run_id) AS runs FROM jobs GROUP BY ALL", "--csv")
     assert q.returncode == 0 and q.stdout.startswith("scenario,runs"), q.stderr
     assert not processes_named()
+
+
+def test_plan_and_run_recognise_a_campaign_file():
+    src = ROOT / "examples" / "bessad-contention.toml"
+    out = run_xtalk("plan", src)
+    assert out.returncode == 0 and out.stdout.startswith("bessad-contention: 18 runs "), (out.stdout, out.stderr)
+    out = run_xtalk("run", src)
+    assert out.returncode == 2 and "a campaign file" in out.stderr and "xtalk campaign run" in out.stderr, out.stderr
 
 
 def test_footprint_grid_sizes_follow_the_caches(facts):

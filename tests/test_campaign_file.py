@@ -47,6 +47,7 @@ FACTS = TargetFacts(online_cpus=[0, 1], caches={"l1d": 32768, "l2": 1 << 20, "ll
     ('bound = "3ms" }', 'bound = "3ms", relative = 1.2 }', 7, "give exactly one of 'bound'"),
     ('bytes = "1MiB", cpus', 'bytes = "1MiB", colour = 1, cpus', 20, "scenario[0].enemies[0].colour: unknown key"),
     ('name = "app"\n', '', 4, "application[0].name: required; add it"),
+    ('priority = 80', 'priority = = 80', 16, "not valid TOML: Invalid value (column 12); fix the syntax"),
 ])
 def test_bad_campaign_file_is_one_line_with_file_line_field_and_fix(tmp_path, old, new, line, needle):
     assert old in BASE
@@ -120,6 +121,24 @@ def test_two_way_cells_split_the_total_evenly_and_exclude_infeasible_ones():
     assert reasons == {"per-enemy share": 2 * 2, "total demand": 1 * 2}
     c2 = parse(BASE + TWO_WAY, "c")  # period 2 ms: 3 ms on one enemy exceeds its period
     assert any("per-enemy share 3 ms ≥ period 2 ms" in why for _, why in expand_campaign(c2, FACTS).excluded)
+
+
+def test_two_way_intensity_share_is_cpu_time_per_period_as_a_duty_cycle():
+    c = parse(BASE.replace('period = "2ms"', 'period = "10ms"') + """
+[[two_way]]
+name = "duty"
+enemy = { kind = "pi", cpus = "others" }
+share = "intensity"
+counts = [1, 2, 4]
+totals = ["2ms", "7ms", "30ms"]
+""", "c")
+    exp = expand_campaign(c, FACTS)
+    cells = {(r.labels["enemies"], r.labels["total"]): r.plan for r in exp.runs if r.labels.get("two_way") == "duty"}
+    # 30 ms is more than 2 cores × 10 ms whatever the count: excluded, like the seed's table.
+    assert sorted(cells) == sorted([(n, t) for t in ("2ms", "7ms") for n in ("1", "2", "4")])
+    assert {e.intensity for e in cells[("1", "7ms")].enemies} == {70.0}
+    assert {e.intensity for e in cells[("4", "2ms")].enemies} == {5.0}
+    assert len(cells[("4", "7ms")].enemies) == 4
 
 
 def test_exclusions_and_interleaving():

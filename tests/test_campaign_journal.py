@@ -80,3 +80,26 @@ def test_layout_refuses_a_directory_that_is_not_a_campaign(tmp_path):
 
     with pytest.raises(UsageError, match="not a campaign directory"):
         layout.load(tmp_path)
+
+
+def test_kernel_log_reader_filters_by_the_run_start():
+    import os
+    import time
+
+    import pytest
+
+    from xtalk.targets.base import read_kmsg_since
+
+    if not os.access("/dev/kmsg", os.R_OK):
+        assert read_kmsg_since(0.0)[0].startswith("(kernel log not readable")
+        pytest.skip("/dev/kmsg not readable here")
+    everything = read_kmsg_since(0.0)
+    assert everything and all(line.startswith("[") for line in everything)
+    stamps = [float(line[1:line.index("]")]) for line in everything]
+    assert stamps == sorted(stamps)
+    # Nothing is stamped after now + 1 h: a run that starts then sees an empty log.
+    assert read_kmsg_since(time.monotonic() + 3600) == []
+    cut = stamps[len(stamps) // 2]
+    since = read_kmsg_since(cut)
+    assert all(float(line[1:line.index("]")]) >= cut for line in since)
+    assert len(since) >= sum(s >= cut for s in stamps)  # the ring only grows meanwhile

@@ -53,7 +53,11 @@ def run(experiment: Path = typer.Argument(..., help="experiment file (TOML)"),
         skip_unavailable: bool = typer.Option(False, "--skip-unavailable",
                                               help="run the configurations this kernel offers; mark the others skipped")):
     """Run an experiment: the victim against each enemy scenario, interleaved, then the summary table."""
+    from .campaign.schema import is_campaign_file
     from .runner import run_experiment
+
+    if is_campaign_file(experiment):
+        raise UsageError(f"{experiment}: a campaign file (it has [[application]]); run it with `xtalk campaign run {experiment}`")
 
     run_experiment(experiment, results, console, skip_unavailable)
 
@@ -71,6 +75,12 @@ def plan(experiment: Optional[Path] = typer.Argument(None, help="experiment file
         return
     if experiment is None:
         raise UsageError("plan: give an experiment file, or --schema")
+    from .campaign.schema import is_campaign_file
+
+    if is_campaign_file(experiment):  # the same question for a campaign: runs and duration
+        from .campaign.cli import plan as campaign_plan
+
+        return campaign_plan(experiment, [], False)
     from .runner import RUN_OVERHEAD_S, prepare
 
     skipped: list = []

@@ -52,13 +52,13 @@ def plan(file: Path = typer.Argument(..., help="campaign file (TOML)"),
          target: list[str] = typer.Option([], "--target", help="where it would run (default local)"),
          show_runs: bool = typer.Option(False, "--runs", help="list every run in order")):
     """Number of runs and estimated duration; nothing runs."""
-    from .estimate import campaign_seconds, human
+    from .estimate import campaign_seconds, human, startup_seconds
     from .prepare import prepare
 
     targets = _targets(target)
     p = prepare(file, targets)
     plans = [r.plan for r in p.expansion.runs]
-    secs = campaign_seconds(plans, _kind(targets, None), len(targets))
+    secs = campaign_seconds(plans, _kind(targets, None), len(targets), startup=startup_seconds())
     cells = {(r.labels["application"], r.labels["configuration"], r.labels["variant"], r.labels["scenario"])
              for r in p.expansion.runs}
     console.print(f"{p.campaign.name}: {len(plans)} runs ({len(cells)} cells × up to {p.campaign.repetitions} repetitions), "

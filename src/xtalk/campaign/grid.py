@@ -75,7 +75,7 @@ def variants(c: Campaign) -> list[tuple[str, dict]]:
     return out or [("default", {})]
 
 
-def _period_ns(c: Campaign, victim: dict) -> int:
+def _period_ns(victim: dict) -> int:
     return units.duration_ns(victim.get("period", "10ms"), "victim.period")
 
 
@@ -92,7 +92,7 @@ def two_way_cells(tw: TwoWay, twi: int, victim_period_ns: int, facts: TargetFact
         for n in tw.counts:
             labels = {"two_way": tw.name, "enemies": str(n), "total": str(total)}
             enemy = dict(template)
-            if tw.share == "reservation.runtime":
+            if tw.share in ("reservation.runtime", "intensity"):
                 total_ns = units.duration_ns(total, f"{field_name}.totals")
                 res = dict(enemy.get("reservation", {}))
                 period = units.duration_ns(res["period"], f"{field_name}.enemy.reservation.period") if "period" in res \
@@ -106,11 +106,16 @@ def two_way_cells(tw: TwoWay, twi: int, victim_period_ns: int, facts: TargetFact
                 if total_ns >= cores * period:
                     bad.append((labels, f"total demand {total_ns / 1e6:g} ms ≥ {cores} cores × {period / 1e6:g} ms"))
                     continue
-                if share < 1024:
+                if tw.share == "intensity":
+                    # The enemy works `intensity` % of every 1 ms window: on average, `share`
+                    # of CPU time in each victim period.
+                    enemy["intensity"] = round(100.0 * share / period, 6)
+                elif share < 1024:
                     bad.append((labels, f"per-enemy runtime {share} ns is below SCHED_DEADLINE's 1024 ns"))
                     continue
-                res["runtime"] = f"{share}ns"
-                enemy["reservation"] = res
+                else:
+                    res["runtime"] = f"{share}ns"
+                    enemy["reservation"] = res
             elif tw.share == "bytes":
                 size = units.size_bytes(total, f"{field_name}.totals", facts.caches) // n
                 if tw.enemy.kind in ("read", "write") and size < 4096:
@@ -153,7 +158,7 @@ def _cell_experiment(c: Campaign, app, conf, point: dict, facts: TargetFacts, so
                     _set(e, k[len("enemy."):], v)
         scenarios.append(sd)
     try:
-        period = _period_ns(c, victim)
+        period = _period_ns(victim)
         for i, tw in enumerate(c.two_way):
             ok, bad = two_way_cells(tw, i, period, facts, point)
             for sd, labels in ok:

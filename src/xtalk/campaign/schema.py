@@ -8,6 +8,7 @@ Parsing is strict, like experiment files, and every problem is one line
 from __future__ import annotations
 
 import json
+import re
 import tomllib
 from pathlib import Path
 from typing import Any, Literal, Optional, Union
@@ -23,7 +24,7 @@ NAME = r"^[A-Za-z0-9_.+-]+$"
 AXIS_PREFIXES = ("victim.", "enemy.")
 AXIS_TOP = ("settle",)
 #: Enemy fields that receive a two-way cell's per-enemy share of the total.
-SHARE_FIELDS = ("reservation.runtime", "bytes", "elements")
+SHARE_FIELDS = ("intensity", "reservation.runtime", "bytes", "elements")
 
 
 class _Strict(BaseModel):
@@ -105,14 +106,15 @@ class Grid(_Strict):
 class TwoWay(_Strict):
     """Seed 000 §6.5.1: (number of enemies) × (total resource, split evenly among them).
 
-    `share` names the enemy field that receives total / count: `reservation.runtime`
-    (CPU time per period through SCHED_DEADLINE, the seed's pi benchmarks), `bytes` or
-    `elements` (memory footprint). Infeasible cells are excluded and listed by `plan`."""
+    `share` names the enemy field that receives total / count: `intensity` (CPU time per
+    victim period, as the enemy's duty cycle), `reservation.runtime` (CPU time per period
+    through SCHED_DEADLINE, the seed's pi benchmarks), `bytes` or `elements` (memory
+    footprint). Infeasible cells are excluded and listed by `plan`."""
 
     name: str = Field(min_length=1, pattern=NAME)
     description: str = ""
     enemy: EnemySpec
-    share: Literal["reservation.runtime", "bytes", "elements"]
+    share: Literal["intensity", "reservation.runtime", "bytes", "elements"]
     counts: list[int] = Field(min_length=1)
     totals: list[Union[int, float, str]] = Field(min_length=1)
 
@@ -199,7 +201,12 @@ def parse(text: str, source: str) -> Campaign:
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
-        raise UsageError(f"{source}: not valid TOML: {e}") from None
+        # tomllib ends its message with "(at line N, column M)": lead with the line instead.
+        m = re.search(r"\s*\(at line (\d+), column (\d+)\)$", str(e))
+        where = f"{source}:{m.group(1)}" if m else source
+        what = str(e)[:m.start()] if m else str(e)
+        raise UsageError(f"{where}: not valid TOML: {what}"
+                         f"{f' (column {m.group(2)})' if m else ''}; fix the syntax (quotes, brackets, commas)") from None
     try:
         return Campaign.model_validate(data)
     except ValidationError as e:
@@ -217,6 +224,16 @@ def load(path: Union[str, Path]) -> tuple[Campaign, str]:
     except OSError as e:
         raise UsageError(f"{p}: cannot read: {e.strerror}") from None
     return parse(text, str(p)), text
+
+
+def is_campaign_file(path: Union[str, Path]) -> bool:
+    """A campaign file has `[[application]]` tables and no top-level `[victim]` (which makes
+    an experiment file); unreadable or invalid TOML is left to the experiment parser."""
+    try:
+        data = tomllib.loads(Path(path).read_text())
+    except (OSError, tomllib.TOMLDecodeError, UnicodeDecodeError):
+        return False
+    return "application" in data and "victim" not in data
 
 
 def schema_text() -> str:

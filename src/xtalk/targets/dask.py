@@ -46,7 +46,6 @@ def run_task(store_url: str, run_id: str, labels: dict, plan_json: str, session:
 
     from ..campaign.execute import attempt
     from ..campaign.grid import CampaignRun
-    from ..campaign.postmortem import collect  # noqa: F401 - imported here so the worker has it
     from .base import TargetUnreachable
 
     try:
@@ -107,7 +106,6 @@ class DaskExecutor:
             last = states(journal.events())
             finished = [e for e in last.values() if e.get("state") in FINAL]
             queue = [r for r in runs if last.get(r.run_id, {}).get("state") not in FINAL]
-            by_id = {r.run_id: r for r in runs}
             workers = {w: i for w, i in client.scheduler_info()["workers"].items() if i.get("resources", {}).get(RESOURCE)}
             if not workers:
                 raise AgentError(f"--cluster {self.address}: no worker offers the resource {RESOURCE}; start workers with "

@@ -143,7 +143,10 @@ class SshTarget(Target):
         (run_dir / "plan.json").write_text(plan.to_json())
         # The shell prints the work directory and the kernel clock, then becomes the agent, so
         # the agent's parent is the ssh session: when the connection drops, the run ends.
-        script = ('d=$(mktemp -d /tmp/xtalk-run.XXXXXX) && echo "$d" && cut -d" " -f1 /proc/uptime && '
+        # The board's lock (fd 9, inherited by the agent) keeps runs of two campaigns apart.
+        cache = self.cache.replace("~", "$HOME", 1) if self.cache.startswith("~") else shlex.quote(self.cache)
+        script = (f'mkdir -p "{cache}" && exec 9>"{cache}/target.lock" && {{ ! command -v flock >/dev/null || flock 9; }} && '
+                  'd=$(mktemp -d /tmp/xtalk-run.XXXXXX) && echo "$d" && cut -d" " -f1 /proc/uptime && '
                   f'cat > "$d/plan.json" && exec {agent} run "$d/plan.json" --out "$d/out" --exit-with-parent >"$d/agent.log" 2>&1')
         with self._lock:
             self._proc = subprocess.Popen(self._ssh(script), stdin=subprocess.PIPE, stdout=subprocess.PIPE,

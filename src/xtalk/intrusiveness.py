@@ -4,7 +4,6 @@ per-job counters, and with the kernel trace, interleaved, compared like any inte
 from __future__ import annotations
 
 import datetime as dt
-import io
 import json
 import os
 from pathlib import Path

@@ -9,7 +9,6 @@ from __future__ import annotations
 import datetime as dt
 import json
 import shutil
-import subprocess
 from pathlib import Path
 
 from rich.console import Console
@@ -22,19 +21,12 @@ from .report.summary import write_summary
 from .store import open as open_results
 from .targets.agent import check_plan, find_agent, local_facts, recover
 from .targets.local import run_plan
+from .provenance import git_commit
 
 #: Per-run cost beyond the measured window (fork, buffer set-up, teardown, conversion).
 RUN_OVERHEAD_S = 0.6
 
 
-def git_commit() -> str:
-    """The checkout's commit when running from one, else "unknown"."""
-    root = Path(__file__).resolve().parents[2]
-    try:
-        out = subprocess.run(["git", "-C", str(root), "rev-parse", "--short", "HEAD"], capture_output=True, text=True, timeout=5)
-        return out.stdout.strip() or "unknown"
-    except (OSError, subprocess.SubprocessError):
-        return "unknown"
 
 
 def prepare(path: Path, skip_unavailable: bool = False, skipped: list | None = None
@@ -95,7 +87,7 @@ def run_experiment(path: Path, results: Path | None = None, console: Console | N
             for note in meta.get("notes") or []:  # e.g. an external enemy that exited early
                 bar.console.print(f"[yellow]run {r.run_id}: {note}[/]", markup=True, highlight=False)
             bar.update(task, advance=r.expected_seconds() + RUN_OVERHEAD_S, runs=f"{i + 1}/{len(runs)}")
-    table = write_summary(open_results(out), console=console)
+    write_summary(open_results(out), console=console)
     if failed:
         console.print(f"[yellow]{failed} run(s) did not complete; their partial jobs are kept and counted above.[/]")
     return out

@@ -8,13 +8,13 @@ that would fail on its 10 000th run fails now instead.
 from __future__ import annotations
 
 import json
-import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
 from .. import __version__
 from .grid import Expansion, expand_campaign
 from .schema import Campaign, load
+from ..provenance import git_commit
 
 
 @dataclass
@@ -24,14 +24,6 @@ class Prepared:
     expansion: Expansion
 
 
-def git_commit() -> str:
-    """The checkout's commit (like runner.git_commit, without importing the analysis stack)."""
-    root = Path(__file__).resolve().parents[3]
-    try:
-        out = subprocess.run(["git", "-C", str(root), "rev-parse", "--short", "HEAD"], capture_output=True, text=True, timeout=5)
-        return out.stdout.strip() or "unknown"
-    except (OSError, subprocess.SubprocessError):
-        return "unknown"
 
 
 def _shape(plan) -> str:

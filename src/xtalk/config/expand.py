@@ -6,16 +6,13 @@ scenario never form a block and a slow drift of the machine cannot pass for inte
 
 from __future__ import annotations
 
+import math
 import random
 from dataclasses import dataclass
 
 from pydantic import ValidationError
 
 from ..errors import UsageError
-import math
-
-from pydantic import ValidationError
-
 from ..plan import (AocsBody, AocsLoad, BranchLoad, ChaseBody, ChaseLoad, CommandBody, CopyLoad, Counter, CrashloopLoad,
                     DeadlineSched, DiskfillLoad, Enemy, ExternalLoad, FalseshareLoad, FdexhaustLoad, FifoSched, FileioLoad,
                     ForkbombLoad, ForkLoad, IcacheLoad, L1dLoad, L2Load, LatencyBody, LlcLoad, LoadsLoad, MemhogLoad, NetLoad,

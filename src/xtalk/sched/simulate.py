@@ -22,7 +22,7 @@ overhead Δ^relEv (seed 001 §4.5). Releases are synchronous and periodic.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Sequence
 
 import numpy as np

@@ -43,7 +43,7 @@ test-py: setup
 test: test-agent test-py
 
 bench: setup
-	@for f in bench/*.py; do echo "== $$f"; PYTHONPATH=src $(BIN)/python $$f || exit 1; done
+	@for f in bench/[!_]*.py; do echo "== $$f"; PYTHONPATH=src $(BIN)/python $$f || exit 1; done
 
 clean:
 	rm -rf $(VENV) agent/target build *.egg-info src/*.egg-info

@@ -22,7 +22,6 @@ import argparse
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -30,20 +29,14 @@ from pathlib import Path
 
 import numpy as np
 
+import _peers as peers  # bench/_peers.py, beside this script
+
 from xtalk.store.jobs import read_job_log
 from xtalk.targets.agent import find_agent, local_facts
 
 
 def ensure_cyclictest() -> str:
-    found = shutil.which("cyclictest")
-    if found:
-        return found
-    print("cyclictest not found: installing rt-tests (apt-get install -y rt-tests)", flush=True)
-    p = subprocess.run(["apt-get", "install", "-y", "rt-tests"], capture_output=True, text=True)
-    found = shutil.which("cyclictest")
-    if not found:
-        sys.exit(f"cannot install rt-tests: {p.stderr.strip()[-300:]}")
-    return found
+    return peers.ensure("cyclictest", "rt-tests")
 
 
 def run_xtalk(agent: Path, work: Path, name: str, cpu: int, prio: int, interval_us: int, samples: int) -> np.ndarray:

@@ -19,13 +19,14 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
 import numpy as np
+
+import _peers as peers  # bench/_peers.py, beside this script
 from rich.console import Console
 
 from xtalk.analysis.slowdown import SOLO, ratio_ci
@@ -54,15 +55,7 @@ VICTIMS = {
 
 
 def ensure_stress_ng() -> str:
-    path = shutil.which("stress-ng")
-    if path:
-        return path
-    print("bench: stress-ng is missing; installing it: apt-get install -y stress-ng", flush=True)
-    r = subprocess.run(["apt-get", "install", "-y", "stress-ng"], capture_output=True, text=True)
-    path = shutil.which("stress-ng")
-    if not path:
-        sys.exit(f"bench: could not install stress-ng (apt-get exit {r.returncode}): {r.stderr.strip()[-300:]}")
-    return path
+    return peers.ensure("stress-ng", "stress-ng")
 
 
 def experiment(name: str, victim: dict, period: str, jobs: int, cpu: int, others: list[int]) -> str:

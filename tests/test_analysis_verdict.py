@@ -141,3 +141,11 @@ def test_relative_needs_solo_and_missing_columns_are_errors():
         V.epsilon_verdict(None, scen.drop(columns=["exec_ns", "start_ns"]), {"bound_ns": 5})
     with pytest.raises(ValueError, match="period_ns"):
         V.deadline_misses(scen.drop(columns="period_ns"))
+
+
+def test_wilson_bounds_are_exact_at_the_ends():
+    from xtalk.analysis.verdict import _wilson
+    assert _wilson(0, 600)[0] == 0.0 and 0 < _wilson(0, 600)[1] < 0.01
+    assert _wilson(600, 600)[1] == 1.0 and 0.99 < _wilson(600, 600)[0] < 1
+    lo, hi = _wilson(30, 600)
+    assert lo < 0.05 < hi

@@ -72,7 +72,10 @@ def _wilson(k: int, n: int, level: float = 0.95) -> tuple[float, float]:
     den = 1.0 + z * z / n
     c = (p + z * z / (2 * n)) / den
     h = z * np.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / den
-    return max(0.0, c - h), min(1.0, c + h)
+    # At k = 0 (k = n) the bound is exactly 0 (1); the subtraction leaves rounding dust.
+    lo = 0.0 if k == 0 else max(0.0, c - h)
+    hi = 1.0 if k == n else min(1.0, c + h)
+    return lo, hi
 
 
 def _lost_jobs(g: pd.DataFrame) -> int:

@@ -219,16 +219,7 @@ pub fn execute(plan: &Plan, out: &Path, exit_with_parent: bool) -> Result<i32, S
                 _ => None,
             })
             .collect();
-        let placement = crate::plan::Placement { cpus: plan.housekeeping_cpus.clone() };
-        match fork_child(|| {
-            setup::set_name("xt-regulator");
-            let ready = setup::die_with_parent(me)
-                .and_then(|_| setup::apply_placement(&placement))
-                .and_then(|_| setup::apply_sched(&crate::plan::Sched::Fifo { priority: r.priority }));
-            if ready.is_ok() {
-                crate::regulate::run(r, &shared, &targets);
-            }
-        }) {
+        match fork_child(|| crate::regulate::regulator_main(r, &shared, &targets, me, &plan.housekeeping_cpus)) {
             Ok(pid) => children.push(Child { pid, role: Role::Regulator, status: None, rusage: None }),
             Err(m) => {
                 status = "failed";
@@ -368,19 +359,7 @@ pub fn execute(plan: &Plan, out: &Path, exit_with_parent: bool) -> Result<i32, S
         "records_staged_on_tmpfs": staging.on_tmpfs(),
     });
     if let Some(r) = &plan.regulator {
-        let s = &shared.ctl().regulator;
-        doc["regulator"] = json!({
-            "mode": if r.budget_bytes.is_some() { "budget" } else { "feedback" },
-            "accounting": match r.source { crate::plan::Source::Cooperative => "cooperative".to_string(), crate::plan::Source::Hardware => format!("hardware: {} × {} bytes", r.event, r.bytes_per_event) },
-            "period_us": r.period_us,
-            "budget_bytes": r.budget_bytes,
-            "wakeups": s.wakeups.load(Ordering::Acquire),
-            "periods": s.periods.load(Ordering::Acquire),
-            "throttles": s.throttles.load(Ordering::Acquire),
-            "overshoot_bytes_mean": s.overshoot_bytes.load(Ordering::Acquire) as f64 / s.throttles.load(Ordering::Acquire).max(1) as f64,
-            "overshoot_bytes_max": s.overshoot_max.load(Ordering::Acquire),
-            "cpu_ns": s.cpu_ns.load(Ordering::Acquire),
-        });
+        doc["regulator"] = crate::regulate::report(r, &shared);
     }
     doc["counters"] = json!({
         "events": events.iter().map(|e| e.name.clone()).collect::<Vec<_>>(),

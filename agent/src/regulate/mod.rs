@@ -41,11 +41,46 @@ fn throttle(t: &Target, how: Throttle, on: bool) {
     }
 }
 
+/// Entry point of the forked regulator process: the housekeeping CPUs, SCHED_FIFO at the
+/// plan's priority, then the loop until the run stops.
+pub fn regulator_main(r: &Regulator, shared: &Shared, targets: &[Target], parent: libc::pid_t, housekeeping: &Option<Vec<usize>>) {
+    use crate::launch::setup;
+    setup::set_name("xt-regulator");
+    let placement = crate::plan::Placement { cpus: housekeeping.clone() };
+    let ready = setup::die_with_parent(parent)
+        .and_then(|_| setup::apply_placement(&placement))
+        .and_then(|_| setup::apply_sched(&crate::plan::Sched::Fifo { priority: r.priority }));
+    if ready.is_ok() {
+        run(r, shared, targets);
+    }
+}
+
+/// What the regulator did, for run.json.
+pub fn report(r: &Regulator, shared: &Shared) -> serde_json::Value {
+    let s = &shared.ctl().regulator;
+    let throttles = s.throttles.load(Ordering::Acquire);
+    serde_json::json!({
+        "mode": if r.budget_bytes.is_some() { "budget" } else { "feedback" },
+        "accounting": match r.source {
+            crate::plan::Source::Cooperative => "cooperative".to_string(),
+            crate::plan::Source::Hardware => format!("hardware: {} × {} bytes", r.event, r.bytes_per_event),
+        },
+        "period_us": r.period_us,
+        "budget_bytes": r.budget_bytes,
+        "wakeups": s.wakeups.load(Ordering::Acquire),
+        "periods": s.periods.load(Ordering::Acquire),
+        "throttles": throttles,
+        "overshoot_bytes_mean": s.overshoot_bytes.load(Ordering::Acquire) as f64 / throttles.max(1) as f64,
+        "overshoot_bytes_max": s.overshoot_max.load(Ordering::Acquire),
+        "cpu_ns": s.cpu_ns.load(Ordering::Acquire),
+    })
+}
+
 /// Smallest sleep between checks: below this the regulator's own cost dominates.
 const MIN_SLEEP_NS: i64 = 20_000;
 
 /// The regulator's loop. Runs until the stop flag; leaves every target running.
-pub fn run(r: &Regulator, shared: &Shared, targets: &[Target]) {
+fn run(r: &Regulator, shared: &Shared, targets: &[Target]) {
     let ctl = shared.ctl();
     let stats = &ctl.regulator;
     let period = r.period_us as i64 * 1000;

@@ -9,7 +9,9 @@ import subprocess
 import pandas as pd
 import pytest
 
-from conftest import needs_two_cpus, processes_named, small_plan, write_plan, xtalk
+from pathlib import Path
+
+from conftest import needs_root, needs_two_cpus, processes_named, small_plan, write_plan, xtalk
 from xtalk.report.containment import verdicts
 
 FAULTS = {
@@ -77,3 +79,116 @@ def test_verdicts_against_solo_run_by_run():
     assert v.loc["d", "verdict"] == "contained", "one noisy run out of two is not propagation"
     with pytest.raises(ValueError):
         verdicts(runs[runs.scenario != "solo"], jobs)
+
+
+def test_failed_jobs_propagate_and_a_fault_that_cannot_start_is_refused():
+    runs = pd.DataFrame({"scenario": ["solo", "bomb", "bomb", "rt", "rt"],
+                         "status": ["completed", "completed", "completed", "failed", "failed"],
+                         "reason": [None, None, None] + ["enemy pi: sched_setattr: not permitted"] * 2,
+                         "enemies": [[]] * 5})
+
+    def run(rid, scenario, failed=0):
+        return pd.DataFrame({"run_id": rid, "scenario": scenario, "missed": [True] * failed + [False] * (50 - failed),
+                             "failed": [True] * failed + [False] * (50 - failed), "response_ns": [1_000_000] * 50})
+    jobs = pd.concat([run("s", "solo"), run("b1", "bomb", failed=3), run("b2", "bomb")])
+    v = verdicts(runs, jobs).set_index("scenario")
+    assert v.loc["bomb", "verdict"] == "propagated" and v.loc["bomb", "failed_jobs"] == 3
+    assert "3 job(s) failed in 1/2 run(s)" in v.loc["bomb", "why"]
+    assert v.loc["rt", "verdict"] == "refused" and "could not start" in v.loc["rt", "why"]
+    # Results written before the failed flag existed: no column, nothing failed.
+    v = verdicts(runs[runs.scenario != "rt"], jobs.drop(columns="failed")).set_index("scenario")
+    assert v.loc["bomb", "failed_jobs"] == 0
+
+
+FORK_BOMB_EXPERIMENT = """
+name = "fork-bomb"
+repetitions = 2
+settle = "100ms"
+pids_max = 64
+results = "{results}"
+
+[victim]
+body = "spawn"
+bytes = "64KiB"
+period = "5ms"
+jobs = 160
+cpus = "last"
+policy = "fifo"
+priority = 80
+
+[[scenario]]
+name = "forkbomb"
+enemies = [{{ kind = "forkbomb", max_procs = 256, hold = "20s", cpus = "others" }}]
+
+[[configuration]]
+name = "unconstrained"
+
+[[configuration]]
+name = "pids-max"
+enemies = {{ group = "faults" }}
+groups = [{{ name = "faults", pids_max = 16 }}]
+"""
+
+
+def _pids_controller() -> bool:
+    return any(line.split()[2] in ("cgroup", "cgroup2") and ("pids" in line.split()[3].split(",") or line.split()[2] == "cgroup2")
+               for line in open("/proc/mounts") if len(line.split()) > 3)
+
+
+@needs_root
+@needs_two_cpus
+@pytest.mark.skipif(not _pids_controller(), reason="needs the pids cgroup controller")
+def test_fork_bomb_propagates_unless_held_by_pids_max(tmp_path):
+    """The run's PID budget is shared: an unconstrained bomb exhausts it and the victim's
+    forks fail (propagated); the same bomb under pids.max stops short of it (contained)."""
+    exp = tmp_path / "fork-bomb.toml"
+    exp.write_text(FORK_BOMB_EXPERIMENT.format(results=tmp_path / "results"))
+    p = xtalk("run", exp)
+    assert p.returncode == 0, p.stdout + p.stderr
+    (out,) = (tmp_path / "results").iterdir()
+    p = xtalk("containment", out)
+    assert p.returncode == 0, p.stdout + p.stderr
+    v = pd.DataFrame(json.loads((out / "containment.json").read_text())).set_index("configuration")
+    assert v.loc["unconstrained", "verdict"] == "propagated" and v.loc["unconstrained", "failed_jobs"] > 0, v.to_dict()
+    assert "job(s) failed" in v.loc["unconstrained", "why"]
+    assert v.loc["pids-max", "verdict"] == "contained" and v.loc["pids-max", "failed_jobs"] == 0, v.to_dict()
+    for run in (out / "runs").iterdir():
+        meta = json.loads((run / "run.json").read_text())
+        budget = meta["process_budget"]
+        assert budget["pids_max"] == "64"
+        refused = {g["group"]: g["refused_forks"] for g in budget["groups"]}
+        labels = meta["plan"]["labels"]
+        if labels["scenario"] == "forkbomb" and labels["configuration"] == "pids-max":
+            assert refused["faults"] > 0 and meta["enemies"][0]["ops"] <= 16, budget
+    assert not processes_named(("xt-enemy", "xt-forkbomb", "xt-victim"))
+    assert not [d for d in Path("/sys/fs/cgroup").glob("*/xtalk-*")], "the run's groups are removed"
+
+
+@pytest.mark.parametrize("extra,field,hint", [
+    ({"pids_max": 3}, "pids_max", "at least 4"),
+    ({"groups": [{"name": "_run"}]}, "groups[0].name", "the run's own group"),
+])
+def test_process_budget_is_checked_first(agent, tmp_path, extra, field, hint):
+    plan = dict(small_plan(), **extra)
+    p = subprocess.run([agent, "check", write_plan(tmp_path, plan)], capture_output=True, text=True)
+    line = p.stderr.strip()
+    assert p.returncode == 2 and "\n" not in line and line.startswith(f"xtalk-agent: plan: {field}") and hint in line, line
+
+
+@needs_root
+def test_spawn_victim_forks_a_helper_per_job(agent, tmp_path):
+    """Each job of the spawn body is a fork + wait inside the run's process budget: the
+    helpers count against it (peak >= victim + helper), and with room no job fails."""
+    from xtalk.store.jobs import read_job_log
+    plan = small_plan(jobs=20, body={"kind": "spawn", "bytes": 65536}, cpus=None)
+    plan["pids_max"] = 8
+    out = tmp_path / "run"
+    p = subprocess.run([agent, "run", write_plan(tmp_path, plan), "--out", out], capture_output=True, text=True, timeout=60)
+    meta = json.loads((out / "run.json").read_text())
+    assert p.returncode == 0 and meta["status"] == "completed", (p.stderr, meta["reason"])
+    jobs = read_job_log(out / "jobs.bin")
+    assert len(jobs) == 22 and not jobs.failed.any() and not jobs.missed.any()  # 2 warm-up + 20
+    budget = meta["process_budget"]
+    assert budget["pids_max"] == "8" and [g["group"] for g in budget["groups"]] == ["_run"]
+    if budget["peak"] is not None:  # pids.peak: newer kernels only
+        assert int(budget["peak"]) >= 2

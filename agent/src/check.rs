@@ -50,7 +50,7 @@ pub fn check(plan: &Plan) -> Result<(), PlanError> {
 
 fn victim_footprint(b: &Body) -> u64 {
     match b {
-        Body::Chase { bytes, .. } | Body::Sum { bytes } => *bytes,
+        Body::Chase { bytes, .. } | Body::Sum { bytes } | Body::Spawn { bytes } => *bytes,
         Body::Pi { .. } | Body::Command { .. } | Body::Syscall { .. } | Body::Aocs { .. } | Body::Latency {} | Body::Taskset { .. } => 0,
     }
 }
@@ -167,7 +167,7 @@ fn check_victim(v: &Victim, online: &[usize], allowed: &[usize]) -> Result<(), P
                 return err("victim.body.accesses", "must be at least 1, or absent for one pass over the buffer");
             }
         }
-        Body::Sum { bytes } if *bytes < 8 => return err("victim.body.bytes", "must be at least 8"),
+        Body::Sum { bytes } | Body::Spawn { bytes } if *bytes < 8 => return err("victim.body.bytes", "must be at least 8"),
         Body::Pi { iterations } if *iterations == 0 => return err("victim.body.iterations", "must be at least 1"),
         Body::Command { argv, preload, probe_capacity, .. } => {
             if argv.is_empty() || argv[0].is_empty() {
@@ -219,6 +219,9 @@ fn check_groups(plan: &Plan, online: &[usize]) -> Result<(), PlanError> {
         if plan.groups[..i].iter().any(|o| o.name == g.name) {
             return err(format!("{at}.name"), format!("'{}' is used twice", g.name));
         }
+        if g.name == crate::launch::cgroups::RUN_GROUP {
+            return err(format!("{at}.name"), format!("'{}' is the run's own group; choose another name", g.name));
+        }
         if let Some(c) = &g.cpus {
             if c.is_empty() {
                 return err(format!("{at}.cpus"), "a cpuset with no CPU can run nothing; list CPUs or leave cpus out");
@@ -244,6 +247,16 @@ fn check_groups(plan: &Plan, online: &[usize]) -> Result<(), PlanError> {
         }
         if let Err(why) = crate::launch::cgroups::settings(g) {
             return err(at, format!("this kernel cannot provide it: {why}"));
+        }
+    }
+    if let Some(max) = plan.pids_max {
+        // The agent's children, plus a victim's helpers (AOCS reader and comparer, a spawn child).
+        let least = plan.enemies.len() as u64 + 4;
+        if max < least {
+            return err("pids_max", format!("{max} cannot hold the run's own {least} processes; raise it to at least {least}"));
+        }
+        if crate::launch::cgroups::controller("pids").is_none() {
+            return err("pids_max", "the pids controller is not mounted; mount it or leave pids_max out");
         }
     }
     let known = |name: &Option<String>, at: String| -> Result<(), PlanError> {
@@ -582,8 +595,11 @@ fn check_load(at: &str, load: &Load) -> Result<(), PlanError> {
             Ok(())
         }
         Load::Fdexhaust { fds } if !(16..=65_536).contains(fds) => err(f("fds"), "must be between 16 and 65536"),
-        Load::Forkbomb { max_procs } if !(1..=256).contains(max_procs) => {
+        Load::Forkbomb { max_procs, .. } if !(1..=256).contains(max_procs) => {
             err(f("max_procs"), "must be between 1 and 256 (the ceiling that keeps the machine up)")
+        }
+        Load::Forkbomb { hold_ns, .. } if !(1_000..=60_000_000_000).contains(hold_ns) => {
+            err(f("hold_ns"), "must be between 1 us and 60 s (each child's life)")
         }
         Load::Diskfill { dir, bytes } => {
             let free = fs_free_bytes(dir).or_else(|m| err(f("dir"), m))?;

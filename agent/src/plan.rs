@@ -36,6 +36,11 @@ pub struct Plan {
     /// Memory-bandwidth regulator (seed 003 part 2; MemGuard in spirit).
     #[serde(default)]
     pub regulator: Option<Regulator>,
+    /// The whole run's process budget (pids.max over every process the run starts, its
+    /// groups included): the stand-in for the machine's PID table, so that a fault which
+    /// exhausts it harms nothing outside the run.
+    #[serde(default)]
+    pub pids_max: Option<u64>,
     /// Free-form labels copied into run.json (experiment, scenario, repetition...).
     #[serde(default)]
     pub labels: std::collections::BTreeMap<String, String>,
@@ -161,6 +166,10 @@ fn default_buffer_kb() -> u32 {
     8192
 }
 
+fn default_hold_ns() -> u64 {
+    2_000_000
+}
+
 fn default_settle_ms() -> f64 {
     200.0
 }
@@ -238,6 +247,9 @@ pub enum Body {
     },
     /// Sum of a u64 array of `bytes`.
     Sum { bytes: u64 },
+    /// Each job forks a child that sums `bytes` and exits, and waits for it: an application
+    /// that starts processes as it runs. A refused fork fails the job (victims/spawn.rs).
+    Spawn { bytes: u64 },
     /// pi/4 series in registers only (seed 000 §6.4.2).
     Pi { iterations: u64 },
     /// `calls` getppid(2) system calls (system-call latency probe).
@@ -412,8 +424,13 @@ pub enum Load {
     Memhog { bytes: u64 },
     /// Descriptors opened up to RLIMIT_NOFILE = `fds`, closed, again.
     Fdexhaust { fds: u64 },
-    /// `max_procs` short-lived children kept alive, each replaced when it ends.
-    Forkbomb { max_procs: u64 },
+    /// Up to `max_procs` children kept alive, each spinning `hold_ns` then replaced; forks
+    /// go on (and fail) when a pids limit stops it first.
+    Forkbomb {
+        max_procs: u64,
+        #[serde(default = "default_hold_ns")]
+        hold_ns: u64,
+    },
     /// An unnamed file in `dir` written up to `bytes` (RLIMIT_FSIZE), synced, emptied, again.
     Diskfill {
         #[serde(default = "default_fill_dir")]

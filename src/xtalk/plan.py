@@ -37,6 +37,13 @@ class SumBody(_Strict):
     bytes: int = Field(ge=8)
 
 
+class SpawnBody(_Strict):
+    """Each job forks a child that sums `bytes` and exits; a refused fork fails the job."""
+
+    kind: Literal["spawn"] = "spawn"
+    bytes: int = Field(ge=8)
+
+
 class PiBody(_Strict):
     """pi/4 series in registers (seed 000 §6.4.2)."""
 
@@ -99,7 +106,7 @@ class TasksetBody(_Strict):
     policy: Literal["rm", "deadline"] = "rm"
 
 
-Body = Annotated[Union[ChaseBody, SumBody, PiBody, CommandBody, SyscallBody, AocsBody, LatencyBody, TasksetBody], Field(discriminator="kind")]
+Body = Annotated[Union[ChaseBody, SumBody, SpawnBody, PiBody, CommandBody, SyscallBody, AocsBody, LatencyBody, TasksetBody], Field(discriminator="kind")]
 
 
 class ReadLoad(_Strict):
@@ -255,10 +262,12 @@ class FdexhaustLoad(_Strict):
 
 
 class ForkbombLoad(_Strict):
-    """Failure propagation: `max_procs` short-lived children kept alive, each replaced."""
+    """Failure propagation: up to `max_procs` children alive, each spinning `hold_ns` then
+    replaced; a pids limit that stops it first leaves it retrying."""
 
     kind: Literal["forkbomb"] = "forkbomb"
     max_procs: int = Field(ge=1, le=256)
+    hold_ns: int = Field(default=2_000_000, ge=1_000, le=60_000_000_000)
 
 
 class DiskfillLoad(_Strict):
@@ -411,6 +420,7 @@ class Plan(_Strict):
     housekeeping_cpus: Optional[list[int]] = None
     steer_irqs: bool = False
     regulator: Optional[Regulator] = None
+    pids_max: Optional[int] = Field(default=None, ge=1, description="the whole run's process budget (the stand-in for the machine's PID table)")
     labels: dict[str, str] = {}
 
     def to_json(self) -> str:

@@ -1,19 +1,22 @@
-//! `forkbomb`: keeps `max_procs` children alive, each spinning ~2 ms then exiting, and
-//! replaces every one that ends: a fork storm at a fixed ceiling. The ceiling is the enemy's
-//! own count (RLIMIT_NPROC does not bind root; a pids cgroup is the configuration's job)
-//! and the plan check bounds it; children die with the enemy. Counts forks.
+//! `forkbomb`: keeps up to `max_procs` children alive, each spinning `hold` then exiting, and
+//! replaces every one that ends: a fork storm at a ceiling. The ceiling is the enemy's own
+//! count (RLIMIT_NPROC does not bind root) and the plan check bounds it; a pids limit (the
+//! run's `pids_max` or its group's) may stop it earlier, and then it keeps trying, as a real
+//! bomb does: that is what exhausts the PIDs of whatever shares the limit. Children die with
+//! the enemy. Counts successful forks.
 use super::limits;
 use super::EnemyLoad;
 use crate::observe::clock::mono_ns;
 
 pub struct ForkBomb {
     max: u64,
+    hold_ns: i64,
     live: u64,
 }
 
 impl ForkBomb {
-    pub fn new(max_procs: u64) -> ForkBomb {
-        ForkBomb { max: max_procs, live: 0 }
+    pub fn new(max_procs: u64, hold_ns: u64) -> ForkBomb {
+        ForkBomb { max: max_procs, hold_ns: hold_ns as i64, live: 0 }
     }
 }
 
@@ -28,8 +31,9 @@ impl EnemyLoad for ForkBomb {
             }
             self.live -= 1;
         }
+        let hold = self.hold_ns;
         let pid = limits::fork_child("xt-forkbomb", || {
-            let end = mono_ns() + 2_000_000;
+            let end = mono_ns() + hold;
             while mono_ns() < end {
                 std::hint::spin_loop();
             }

@@ -108,7 +108,7 @@ pub fn build(load: &Load, cx: &Ctx) -> Result<Box<dyn EnemyLoad>, String> {
         Load::Aocs { input, expected, first_step, steps, period_ns } => Box::new(aocs::Aocs::new(input, expected, *first_step, *steps, *period_ns)),
         Load::Memhog { bytes } => Box::new(memhog::MemHog::new(*bytes)),
         Load::Fdexhaust { fds } => Box::new(fdexhaust::FdExhaust::new(*fds)),
-        Load::Forkbomb { max_procs } => Box::new(forkbomb::ForkBomb::new(*max_procs)),
+        Load::Forkbomb { max_procs, hold_ns } => Box::new(forkbomb::ForkBomb::new(*max_procs, *hold_ns)),
         Load::Diskfill { dir, bytes } => Box::new(diskfill::DiskFill::new(dir, *bytes)),
         Load::Syscallstorm {} => Box::new(syscallstorm::SyscallStorm),
         Load::Crashloop {} => Box::new(crashloop::CrashLoop),

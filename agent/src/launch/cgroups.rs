@@ -108,21 +108,38 @@ pub fn settings(g: &Group) -> Result<Vec<(&'static str, String, String)>, String
     Ok(out)
 }
 
+/// Name of the group that holds the processes outside any plan group when the run has a
+/// process budget (`pids_max`): in the pids hierarchy every process of the run then sits
+/// under `xtalk-<pid>`, whose pids.max is the budget. (A leaf, because cgroup v2 keeps
+/// processes out of inner groups.)
+pub const RUN_GROUP: &str = "_run";
+
 /// The run's groups: directories per controller, and the settings applied.
 pub struct Groups {
     /// (group name, controller, directory)
     dirs: Vec<(String, &'static str, PathBuf)>,
+    /// `xtalk-<pid>` in the pids hierarchy, when the run has a process budget.
+    budget: Option<PathBuf>,
 }
 
 impl Groups {
-    /// Create every group (parents first), journalled, and apply its settings.
-    pub fn create(groups: &[Group], journal: &mut Journal) -> Result<Groups, String> {
+    /// Create every group (parents first), journalled, and apply its settings. With a run
+    /// budget (`pids_max`), every group also joins the pids hierarchy and the processes
+    /// outside any group go to `_run`, so that all of them count against the budget.
+    pub fn create(groups: &[Group], pids_max: Option<u64>, journal: &mut Journal) -> Result<Groups, String> {
         let mut dirs = Vec::new();
         let pid = std::process::id();
-        for g in groups {
+        let mut all: Vec<Group> = groups.to_vec();
+        if pids_max.is_some() {
+            all.push(Group { name: RUN_GROUP.into(), ..Default::default() });
+        }
+        for g in &all {
             let mut ctls: Vec<&'static str> = settings(g)?.iter().map(|(c, _, _)| *c).collect();
             if g.freezable {
                 ctls.push(if controller("freezer").is_some() { "freezer" } else { "cpu" });
+            }
+            if pids_max.is_some() {
+                ctls.push("pids");
             }
             ctls.sort();
             ctls.dedup();
@@ -132,6 +149,9 @@ impl Groups {
                 if !parent.exists() {
                     journal.mkdir(&parent)?;
                     prepare_parent(&ctl, &parent, groups, journal)?;
+                    if let (Some(max), "pids") = (pids_max, c) {
+                        journal.write(&parent.join("pids.max"), &max.to_string()).map_err(|e| format!("pids_max: {e}"))?;
+                    }
                 }
                 let dir = parent.join(&g.name);
                 journal.mkdir(&dir)?;
@@ -142,12 +162,37 @@ impl Groups {
                 journal.write(&dir.join(&file), &value).map_err(|e| format!("group {}: {e}", g.name))?;
             }
         }
-        Ok(Groups { dirs })
+        let budget = pids_max.and_then(|_| controller("pids")).map(|c| c.mount.join(format!("xtalk-{pid}")));
+        Ok(Groups { dirs, budget })
     }
 
     /// Directories of one group (one per controller it uses).
     pub fn dirs_of(&self, group: &str) -> Vec<PathBuf> {
         self.dirs.iter().filter(|(n, _, _)| n == group).map(|(_, _, d)| d.clone()).collect()
+    }
+
+    /// Where a process of `group` (None: of no group) attaches itself.
+    pub fn dirs_for(&self, group: Option<&str>) -> Vec<PathBuf> {
+        self.dirs_of(group.unwrap_or(RUN_GROUP))
+    }
+
+    /// The run's process budget at the end: its limit, the most processes seen at once where
+    /// the kernel keeps it (pids.peak), and the forks refused under it (pids.events "max",
+    /// summed over the run's pids groups: kernels count a refusal in the forking process's
+    /// group, newer ones also in the group whose limit was hit).
+    pub fn budget_report(&self) -> Option<serde_json::Value> {
+        let dir = self.budget.as_ref()?;
+        let read = |p: PathBuf| fs::read_to_string(p).ok().map(|s| s.trim().to_string());
+        let refused = |d: &Path| read(d.join("pids.events")).and_then(|t| t.lines().find_map(|l| l.strip_prefix("max ").and_then(|n| n.trim().parse::<u64>().ok())));
+        let groups: Vec<serde_json::Value> = self.dirs.iter().filter(|(_, c, _)| *c == "pids")
+            .map(|(n, _, d)| serde_json::json!({"group": n, "refused_forks": refused(d)}))
+            .collect();
+        Some(serde_json::json!({
+            "pids_max": read(dir.join("pids.max")),
+            "peak": read(dir.join("pids.peak")),
+            "refused_forks": refused(dir),
+            "groups": groups,
+        }))
     }
 
     /// The directory through which `group` is frozen, with its kind.

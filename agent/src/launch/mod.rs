@@ -158,8 +158,8 @@ pub fn execute(plan: &Plan, out: &Path, exit_with_parent: bool) -> Result<i32, S
     // Ticks against CLOCK_MONOTONIC at both ends of the run: the probes' conversion.
     let ref_start = (crate::observe::calibrate::ticks(), mono_ns());
     let shared = Shared::new(1 + plan.enemies.len() as u32).map_err(|e| format!("shared control block: {e}"))?;
-    let groups = cgroups::Groups::create(&plan.groups, &mut journal).map_err(|e| format!("groups: {e}"))?;
-    let dirs_of = |g: &Option<String>| g.as_ref().map(|g| groups.dirs_of(g)).unwrap_or_default();
+    let groups = cgroups::Groups::create(&plan.groups, plan.pids_max, &mut journal).map_err(|e| format!("groups: {e}"))?;
+    let dirs_of = |g: &Option<String>| groups.dirs_for(g.as_deref());
     signals::block_watched();
     if exit_with_parent {
         // The host may die (even by SIGKILL): tear the run down rather than outlive it.
@@ -347,6 +347,7 @@ pub fn execute(plan: &Plan, out: &Path, exit_with_parent: bool) -> Result<i32, S
             _ => None,
         }).collect::<serde_json::Map<String, Value>>(),
     });
+    doc["process_budget"] = json!(groups.budget_report());
     doc["jobs_recorded"] = json!(log.count());
     doc["jobs_planned"] = json!(v.total_jobs());
     doc["t0_ns"] = json!(log.header().t0_ns);

@@ -14,6 +14,8 @@ pub const MAGIC: [u8; 8] = *b"XTJOBS01";
 pub const FLAG_WARMUP: u32 = 1;
 pub const FLAG_MISSED: u32 = 2;
 pub const FLAG_MIGRATED: u32 = 4;
+/// The job could not do its work (e.g. a refused fork); it also counts as missed.
+pub const FLAG_FAILED: u32 = 8;
 
 #[repr(C)]
 pub struct Header {

@@ -9,6 +9,7 @@ mod latency;
 mod pi;
 pub use pi::leibniz;
 mod rundir;
+mod spawn;
 mod sum;
 mod syscall;
 pub mod taskset;
@@ -19,7 +20,7 @@ use crate::observe::clock::{ctx_switches, current_cpu, mono_ns, sleep_until, thr
 use crate::plan::{Body, Victim};
 use crate::observe::perf::{EventSpec, Group, Reading};
 use crate::record::counters::CounterLog;
-use crate::record::jobs::{JobLog, JobRecord, FLAG_MIGRATED, FLAG_MISSED, FLAG_WARMUP};
+use crate::record::jobs::{JobLog, JobRecord, FLAG_FAILED, FLAG_MIGRATED, FLAG_MISSED, FLAG_WARMUP};
 
 /// Reads the counter group: rdpmc where every event allows it, else read(2).
 pub struct CounterReader<'a> {
@@ -55,6 +56,10 @@ pub trait JobBody {
     fn warm(&mut self) -> u64 {
         self.run_job()
     }
+    /// Did the job just run fail to do its work? (Recorded as failed and missed.)
+    fn job_failed(&mut self) -> bool {
+        false
+    }
     fn before_job(&mut self) {}
     fn after_job(&mut self) {}
     fn finish(&mut self) -> Result<(), String> {
@@ -68,6 +73,7 @@ pub fn build(v: &Victim, log: &JobLog) -> Result<Box<dyn JobBody>, String> {
     Ok(match &v.body {
         &Body::Chase { bytes, order, accesses, seed } => Box::new(chase::Chase::new(bytes, order, accesses, seed, huge_pages)),
         &Body::Sum { bytes } => Box::new(sum::Sum::new(bytes, huge_pages)),
+        &Body::Spawn { bytes } => Box::new(spawn::Spawn::new(bytes, huge_pages)),
         &Body::Pi { iterations } => Box::new(pi::Pi::new(iterations)),
         Body::Aocs { input, expected, first_step } => Box::new(aocs::body::Aocs::new(input.as_ref(), expected.as_ref(), *first_step, v.total_jobs(), rundir::of(log))?),
         Body::Latency {} => Box::new(latency::Latency),
@@ -180,6 +186,9 @@ fn periodic(v: &Victim, body: &mut dyn JobBody, log: &JobLog, mut counters: Opti
         }
         if end > release + deadline {
             flags |= FLAG_MISSED;
+        }
+        if body.job_failed() {
+            flags |= FLAG_FAILED | FLAG_MISSED;
         }
         if cpu0 != cpu1 {
             flags |= FLAG_MIGRATED;

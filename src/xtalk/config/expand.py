@@ -17,7 +17,7 @@ from ..plan import (AocsBody, AocsLoad, BranchLoad, ChaseBody, ChaseLoad, Comman
                     DeadlineSched, DiskfillLoad, Enemy, ExternalLoad, FalseshareLoad, FdexhaustLoad, FifoSched, FileioLoad,
                     ForkbombLoad, ForkLoad, IcacheLoad, L1dLoad, L2Load, LatencyBody, LlcLoad, LoadsLoad, MemhogLoad, NetLoad,
                     NtstoreLoad, OtherSched, PagefaultLoad, PiBody, PiLoad, PingpongLoad, Placement, Plan, ReadLoad, RrSched,
-                    SumBody, SyscallBody, SyscallLoad, SyscallstormLoad, Task, TasksetBody, TimerLoad, TlbLoad, Trace, Victim,
+                    SpawnBody, SumBody, SyscallBody, SyscallLoad, SyscallstormLoad, Task, TasksetBody, TimerLoad, TlbLoad, Trace, Victim,
                     WriteLoad)
 from ..targets.agent import TargetFacts
 from . import units
@@ -119,6 +119,8 @@ def _victim(exp: Experiment, facts: TargetFacts) -> Victim:
         body = ChaseBody(bytes=units.size_bytes(v.bytes, "victim.bytes", facts.caches), order=v.order, accesses=v.accesses, seed=v.seed)
     elif v.body == "sum":
         body = SumBody(bytes=units.size_bytes(v.bytes, "victim.bytes", facts.caches))
+    elif v.body == "spawn":
+        body = SpawnBody(bytes=units.size_bytes(v.bytes, "victim.bytes", facts.caches))
     elif v.body == "syscall":
         body = SyscallBody(calls=v.calls)
     elif v.body == "pi":
@@ -190,7 +192,8 @@ def _load(e: EnemySpec, field: str, facts: TargetFacts):
     if e.kind == "fdexhaust":
         return FdexhaustLoad(fds=e.fds)
     if e.kind == "forkbomb":
-        return ForkbombLoad(max_procs=e.max_procs)
+        return ForkbombLoad(max_procs=e.max_procs,
+                            hold_ns=units.duration_ns(e.hold if e.hold is not None else "2ms", f"{field}.hold"))
     if e.kind == "syscallstorm":
         return SyscallstormLoad()
     if e.kind == "crashloop":
@@ -209,7 +212,7 @@ def _enemies(sc: ScenarioSpec, si: int, victim: Victim, facts: TargetFacts, peri
             first = err.errors()[0]
             # Name the experiment's key (interval, not the plan's interval_ns) and its unit.
             key = ".".join(map(str, first["loc"]))
-            exp_key, unit = {"interval_ns": ("interval", " ns")}.get(key, (key, ""))
+            exp_key, unit = {"interval_ns": ("interval", " ns"), "hold_ns": ("hold", " ns")}.get(key, (key, ""))
             raise ValueError(f"{field}.{exp_key}: {first['msg']}{unit} (got {first.get('input')!r}{unit}); change it") from None
         sched = _sched(e, field, period_ns)
         base = e.name or e.kind
@@ -253,7 +256,8 @@ def expand(exp: Experiment, facts: TargetFacts, labels: dict[str, str] | None = 
     resolved: dict[tuple[str, str], Plan] = {}
     for ci, cfg in enumerate(configs):
         for s in scenarios:
-            base = Plan(run_id="x", timeout_s=timeout_s, settle_ms=settle_ms, victim=victim, enemies=enemies[s.name], trace=trace)
+            base = Plan(run_id="x", timeout_s=timeout_s, settle_ms=settle_ms, victim=victim, enemies=enemies[s.name], trace=trace,
+                        pids_max=exp.pids_max)
             try:
                 resolved[(cfg.name, s.name)] = resolve_configuration(cfg, base, facts, reservation,
                                                                      f"configuration[{ci}]" if exp.configuration else "configuration")

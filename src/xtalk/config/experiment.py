@@ -71,7 +71,7 @@ class TaskSpec(_Strict):
 
 
 class VictimSpec(SchedSpec):
-    body: Literal["chase", "sum", "pi", "command", "syscall", "aocs", "latency", "taskset"]
+    body: Literal["chase", "sum", "spawn", "pi", "command", "syscall", "aocs", "latency", "taskset"]
     bytes: Optional[Size] = None
     order: Literal["random", "linear"] = "random"
     accesses: Optional[int] = Field(default=None, ge=1)
@@ -98,7 +98,7 @@ class VictimSpec(SchedSpec):
 
     @model_validator(mode="after")
     def _body_fields(self):
-        if self.body in ("chase", "sum") and self.bytes is None:
+        if self.body in ("chase", "sum", "spawn") and self.bytes is None:
             raise ValueError(f"body '{self.body}' needs 'bytes' (e.g. \"llc/4\" or \"8MiB\")")
         if self.body == "pi" and self.iterations is None:
             raise ValueError("body 'pi' needs 'iterations'")
@@ -145,7 +145,7 @@ KIND_PARAMS: dict[str, set[str]] = {
     "pagefault": {"bytes"}, "net": {"proto", "message_bytes"}, "timer": {"interval"},
     "external": {"argv", "rate_regex", "unit"},
     "aocs": {"data", "data_seed", "first_step", "steps", "period", "files", "instances"},
-    "memhog": {"bytes"}, "diskfill": {"bytes", "dir"}, "fdexhaust": {"fds"}, "forkbomb": {"max_procs"},
+    "memhog": {"bytes"}, "diskfill": {"bytes", "dir"}, "fdexhaust": {"fds"}, "forkbomb": {"max_procs", "hold"},
     "syscallstorm": set(), "crashloop": set(),
 }
 _COMMON = {"kind", "name", "per_cpu", "intensity", "rate"} | set(SchedSpec.model_fields)
@@ -188,6 +188,7 @@ class EnemySpec(SchedSpec):
     # failure propagation (docs/victims.md): the hard limit of each fault
     fds: int = Field(default=1024, ge=16, le=65_536, description="fdexhaust: RLIMIT_NOFILE")
     max_procs: int = Field(default=64, ge=1, le=256, description="forkbomb: live children")
+    hold: Optional[Duration] = Field(default=None, description="forkbomb: each child's life, spinning (default 2ms)")
 
     @model_validator(mode="after")
     def _kind_fields(self):
@@ -234,6 +235,7 @@ class Experiment(_Strict):
     seed: int = Field(default=0, ge=0, description="seed of the interleaving order")
     settle: Duration = "200ms"
     timeout: Optional[Duration] = None
+    pids_max: Optional[int] = Field(default=None, ge=8, description="the whole run's process budget: every process of each run counts against one pids.max (the stand-in for the machine's PID table)")
     results: str = "results"
     victim: VictimSpec
     scenario: list[ScenarioSpec] = []

@@ -2,10 +2,13 @@
 against `solo`, the higher-criticality application (the victim) is judged run by run, so
 that the machine's own noise does not pass for propagation:
 
-- propagated: a run of it did not complete (the victim failed or timed out), or *every* run
-  missed more deadlines per job than the worst solo run, or *every* run's p99 response time
-  exceeds `tolerance` × the worst solo run's;
-- contained: none of these.
+- propagated: a run of it did not complete (the victim failed or timed out), or a job of it
+  failed (could not do its work, e.g. a fork refused for want of PIDs) where no solo job did,
+  or *every* run missed more deadlines per job than the worst solo run, or *every* run's p99
+  response time exceeds `tolerance` × the worst solo run's;
+- contained: none of these;
+- refused: the configuration did not let the fault start (an enemy's setup failed, e.g. an RT
+  policy in a group without RT runtime), so nothing was measured.
 
 The fault enemies (memhog, fdexhaust, forkbomb, diskfill, syscallstorm, crashloop, or any
 other) and their achieved work are listed beside the verdict."""
@@ -21,12 +24,19 @@ from rich.table import Table
 
 from ..store import Results
 
-COLUMNS = ["configuration", "scenario", "runs_ok", "miss_ratio", "p99_response_ms", "p99_vs_solo", "verdict", "why", "faults"]
+COLUMNS = ["configuration", "scenario", "runs_ok", "failed_jobs", "miss_ratio", "p99_response_ms", "p99_vs_solo", "verdict", "why", "faults"]
+
+
+def _failed(jobs: pd.DataFrame) -> pd.Series:
+    """Failed-job flags (False for results recorded before the flag existed)."""
+    return jobs["failed"].fillna(False).astype(bool) if "failed" in jobs else pd.Series(False, index=jobs.index)
 
 
 def _per_run(jobs: pd.DataFrame) -> pd.DataFrame:
-    """Miss ratio and p99 response (ms) of each run."""
-    return jobs.groupby("run_id").agg(miss=("missed", "mean"), p99=("response_ns", lambda r: np.percentile(r, 99) / 1e6))
+    """Miss ratio, failed jobs and p99 response (ms) of each run."""
+    return (jobs.assign(failed=_failed(jobs))
+            .groupby("run_id").agg(miss=("missed", "mean"), failed=("failed", "sum"),
+                                   p99=("response_ns", lambda r: np.percentile(r, 99) / 1e6)))
 
 
 def verdicts(runs: pd.DataFrame, jobs: pd.DataFrame, tolerance: float = 1.5) -> pd.DataFrame:
@@ -46,25 +56,36 @@ def _verdicts_one(runs: pd.DataFrame, jobs: pd.DataFrame, tolerance: float) -> p
         raise ValueError("no 'solo' runs to compare with")
     solo = _per_run(jobs[jobs.scenario == "solo"])
     solo_miss, solo_p99 = (solo.miss.max(), solo.p99.max()) if len(solo) else (0.0, float("nan"))
+    solo_failed = int(solo.failed.sum()) if len(solo) else 0
     rows = []
     for scenario, g in runs.groupby("scenario", sort=False):
         if scenario == "solo":
             continue
         j = jobs[jobs.scenario == scenario]
-        per = _per_run(j) if len(j) else pd.DataFrame(columns=["miss", "p99"])
+        per = _per_run(j) if len(j) else pd.DataFrame(columns=["miss", "failed", "p99"])
         ok = int((g.status == "completed").sum())
+        # A run that failed because an enemy could not start says nothing about the victim.
+        refused = g[(g.status != "completed") & g.reason.fillna("").astype(str).str.startswith("enemy ")]
         why = []
-        if ok < len(g):
-            why.append(f"{len(g) - ok} run(s) not completed: {'; '.join(str(r) for r in g[g.status != 'completed'].reason)}")
+        if ok + len(refused) < len(g):
+            bad = g[(g.status != "completed") & ~g.index.isin(refused.index)]
+            why.append(f"{len(bad)} run(s) not completed: {'; '.join(str(r) for r in bad.reason)}")
+        failed = int(per.failed.sum()) if len(per) else 0
+        if failed and not solo_failed:
+            why.append(f"{failed} job(s) failed in {int((per.failed > 0).sum())}/{len(per)} run(s) (none solo)")
         if len(per) and per.miss.min() > solo_miss:
             why.append(f"every run misses more: ratio >= {per.miss.min():.3f} > solo's worst {solo_miss:.3f}")
         if len(per) and per.p99.min() > tolerance * solo_p99:
             why.append(f"every run's p99 response >= {per.p99.min():.3f} ms > {tolerance} x solo's worst {solo_p99:.3f} ms")
         p99 = float(np.percentile(j.response_ns, 99) / 1e6) if len(j) else float("nan")
         faults = sorted({f"{e['kind']} ({e['ops']} {e['unit']})" for es in g.enemies for e in (es or [])})
-        rows.append({"scenario": scenario, "runs_ok": f"{ok}/{len(g)}", "miss_ratio": float(j.missed.mean()) if len(j) else float("nan"),
+        verdict = "propagated" if why else "contained"
+        if len(refused) and not why:
+            verdict = "refused" if ok == 0 else verdict
+            why.append(f"{len(refused)} run(s) where the fault could not start: {sorted(set(map(str, refused.reason)))[0]}")
+        rows.append({"scenario": scenario, "runs_ok": f"{ok}/{len(g)}", "failed_jobs": failed, "miss_ratio": float(j.missed.mean()) if len(j) else float("nan"),
                      "p99_response_ms": p99, "p99_vs_solo": p99 / solo_p99 if solo_p99 else float("nan"),
-                     "verdict": "propagated" if why else "contained", "why": "; ".join(why), "faults": ", ".join(faults)})
+                     "verdict": verdict, "why": "; ".join(why), "faults": ", ".join(faults)})
     return pd.DataFrame(rows, columns=[c for c in COLUMNS if c != "configuration"])
 
 
@@ -73,9 +94,9 @@ def show(results: Results, console: Console, tolerance: float = 1.5) -> pd.DataF
     (results.path / "containment.json").write_text(json.dumps(json.loads(table.to_json(orient="records")), indent=2))
     t = Table(title=f"containment of faults (victim vs solo, tolerance {tolerance}): {results.path.name}")
     for c in COLUMNS:
-        t.add_column(c, justify="right" if c in ("miss_ratio", "p99_response_ms", "p99_vs_solo") else "left")
+        t.add_column(c, justify="right" if c in ("failed_jobs", "miss_ratio", "p99_response_ms", "p99_vs_solo") else "left")
     for r in table.itertuples():
-        t.add_row(r.configuration, r.scenario, r.runs_ok, f"{r.miss_ratio:.3f}", f"{r.p99_response_ms:.3f}", f"{r.p99_vs_solo:.2f}",
-                  f"[{'red' if r.verdict == 'propagated' else 'green'}]{r.verdict}[/]", r.why, r.faults)
+        t.add_row(r.configuration, r.scenario, r.runs_ok, str(r.failed_jobs), f"{r.miss_ratio:.3f}", f"{r.p99_response_ms:.3f}", f"{r.p99_vs_solo:.2f}",
+                  f"[{ {'propagated': 'red', 'refused': 'yellow'}.get(r.verdict, 'green') }]{r.verdict}[/]", r.why, r.faults)
     console.print(t)
     return table

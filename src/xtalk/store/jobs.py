@@ -20,7 +20,7 @@ HEADER = np.dtype([("magic", "S8"), ("version", "<u4"), ("record_size", "<u4"), 
 RECORD = np.dtype([("job", "<u8"), ("release_ns", "<i8"), ("wakeup_ns", "<i8"), ("start_ns", "<i8"), ("end_ns", "<i8"),
                    ("cpu_time_ns", "<i8"), ("nvcsw", "<i8"), ("nivcsw", "<i8"), ("cpu_start", "<i4"), ("cpu_end", "<i4"),
                    ("flags", "<u4"), ("reserved", "<u4")])
-FLAG_WARMUP, FLAG_MISSED, FLAG_MIGRATED = 1, 2, 4
+FLAG_WARMUP, FLAG_MISSED, FLAG_MIGRATED, FLAG_FAILED = 1, 2, 4, 8
 assert HEADER.itemsize == 64 and RECORD.itemsize == 80
 
 
@@ -55,6 +55,7 @@ def read_job_log(path: Path) -> pd.DataFrame:
         "nvcsw": rec["nvcsw"],
         "nivcsw": rec["nivcsw"],
         "missed": (flags & FLAG_MISSED) != 0,
+        "failed": (flags & FLAG_FAILED) != 0,  # the job could not do its work (also missed)
     })
     df["period_ns"] = np.int64(h["period_ns"])
     df["deadline_ns"] = np.int64(h["deadline_ns"])

@@ -10,7 +10,7 @@ slowdown against solo, 95 % CI) and their ratio (> 1: xtalk hurts more).
 Part 2, bandwidth. xtalk's read, write and copy enemies (rate over the victim's window)
 versus stress-ng stream and memrate (their own MB/s metrics), one instance on one CPU.
 
-Run: PYTHONPATH=src .venv/bin/python bench/potency.py   (about 17 minutes on 2 cores).
+Run: PYTHONPATH=src .venv/bin/python bench/potency.py   (about 20 minutes on 2 cores).
 stress-ng is installed with apt-get when missing (root needed), and the bench says so.
 """
 
@@ -45,6 +45,10 @@ XTALK = {
     "x-copy": {"kind": "copy", "bytes": "8*llc"},
     "x-ntstore": {"kind": "ntstore", "bytes": "4*llc"},
     "x-chase-mlp": {"kind": "chase", "bytes": "4*llc", "chains": 8},
+    # CPU-side peers of stress-ng cpu and l1cache: on a VM whose vCPUs may be SMT siblings
+    # on the host, the core itself can be the channel.
+    "x-pi": {"kind": "pi"},
+    "x-l1d": {"kind": "l1d"},
 }
 STRESS_NG = ["stream", "cache", "memrate", "vm", "memcpy", "l1cache", "matrix", "cpu"]
 VICTIMS = {

@@ -153,15 +153,19 @@ def test_aocs_enemies_replay_their_window_beside_the_victim(agent, data, tmp_pat
     plan = aocs_plan(data, last_cpu, jobs=200, period_ns=1_000_000)
     load = {"kind": "aocs", "input": str(data / INPUT_FILE), "expected": str(data / EXPECTED_FILE), "first_step": 3000,
             "steps": 60, "period_ns": 1_000_000}
-    plan["enemies"] = [{"name": f"aocs{i}", "load": load, "placement": {"cpus": [facts.online_cpus[0]]}} for i in range(2)]
+    # aocs0 forked (the agent's text), aocs1 run from its own copy of the executable.
+    plan["enemies"] = [{"name": f"aocs{i}", "load": dict(load, duplicate_executable=i == 1),
+                        "placement": {"cpus": [facts.online_cpus[0]]}} for i in range(2)]
     p, out = run(agent, tmp_path, plan, "inst")
     meta = json.loads((out / "run.json").read_text())
     assert p.returncode == 0 and meta["status"] == "completed", meta["reason"]
     assert meta["notes"] == [], "no enemy ended early (a mismatch would end it)"
     for e in meta["enemies"]:
         assert e["kind"] == "aocs" and e["unit"] == "steps" and e["ops"] > 120, e
-    assert not processes_named(("xt-aocs", "xt-enemy"))
+        assert 0 < e["window_ops"] <= e["ops"], e
+    assert not processes_named(("xt-aocs", "xt-enemy", "xtalk-agent"))
     bad = dict(load, steps=20_000)
+    plan["enemies"] = plan["enemies"][:1]
     plan["enemies"][0]["load"] = bad
     p = subprocess.run([agent, "check", write_plan(tmp_path, plan, "bad.json")], capture_output=True, text=True)
     assert p.returncode == 2 and p.stderr.startswith("xtalk-agent: plan: enemies[0].load.steps: the window first_step + steps = 23000")
@@ -186,6 +190,9 @@ enemies = [{{ kind = "aocs", data = "{data}", steps = 100, period = "10ms", inst
 [[scenario]]
 name = "dup"
 enemies = [{{ kind = "aocs", data = "{data}", steps = 100, period = "10ms", instances = 3, files = "duplicated" }}]
+[[scenario]]
+name = "exe"
+enemies = [{{ kind = "aocs", data = "{data}", steps = 100, period = "10ms", executable = "duplicated" }}]
 """)
     runs = {r.scenario: r.plan for r in expand(load(exp), facts)}
     shared = [e.load.input for e in runs["shared"].enemies]
@@ -193,6 +200,7 @@ enemies = [{{ kind = "aocs", data = "{data}", steps = 100, period = "10ms", inst
     assert [e.name for e in runs["dup"].enemies] == ["aocs#0", "aocs#1", "aocs#2"]
     assert len(set(shared)) == 1 and shared[0] == runs["shared"].victim.body.input
     assert len(set(dup)) == 3 and runs["dup"].victim.body.input not in dup
+    assert [e.load.duplicate_executable for e in runs["dup"].enemies + runs["exe"].enemies] == [False] * 3 + [True]
     for p in dup:
         assert Path(p).read_bytes() == (data / INPUT_FILE).read_bytes()
     exp.write_text(exp.read_text().replace('files = "duplicated"', 'files = "duplicated", bytes = 4096').replace("kind = \"aocs\", data", "kind = \"pi\", data", 1))

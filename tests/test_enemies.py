@@ -87,7 +87,7 @@ def test_every_enemy_reports_a_plausible_rate(catalog, kind):
     assert e["ops"] > 0 and e["ops"] % chunk == 0, (e["ops"], chunk)
     assert 0 < e["window_ops"] <= e["ops"]
     assert low <= e["rate"] <= high, f"{kind}: {e['rate']:.3g} {unit}/s outside [{low:.0e}, {high:.0e}]"
-    assert e["target_intensity"] == 100 and e["intensity"] > 99
+    assert e["target_intensity"] == 100 and e["intensity"] > 99 and e["window_intensity"] > 99
 
 
 def test_intensity_and_rate_are_achieved(tmp_path):
@@ -100,6 +100,7 @@ def test_intensity_and_rate_are_achieved(tmp_path):
     }, jobs=40))
     pi = runs["pi30"]["enemies"][0]
     assert 15 <= pi["intensity"] <= 45 and pi["target_intensity"] == 30, pi
+    assert 15 <= pi["window_intensity"] <= 45, pi  # over the victim's window alone
     # The work done drops with the duty cycle (about 0.3; loose bounds: the machine is shared
     # with other tests, and an unpaced loop would give about 1).
     ratio = pi["rate"] / runs["pi100"]["enemies"][0]["rate"]
@@ -110,7 +111,7 @@ def test_intensity_and_rate_are_achieved(tmp_path):
     assert sr["intensity"] < 100
     ext = runs["ext50"]["enemies"][0]
     # The command ran (was not SIGSTOPped) about half of the time, and counts only that.
-    assert 35 <= ext["intensity"] <= 65, ext
+    assert 35 <= ext["intensity"] <= 65 and 35 <= ext["window_intensity"] <= 65, ext
     assert 0.35 <= ext["ops"] / 1000 / ext["seconds"] <= 0.65, ext
 
 

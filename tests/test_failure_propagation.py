@@ -77,6 +77,10 @@ def test_verdicts_against_solo_run_by_run():
     assert v.loc["b", "verdict"] == "propagated" and "every run misses more" in v.loc["b", "why"] and "p99" in v.loc["b", "why"]
     assert v.loc["c", "verdict"] == "propagated" and "victim killed" in v.loc["c", "why"]
     assert v.loc["d", "verdict"] == "contained", "one noisy run out of two is not propagation"
+    # Slower in every run but no more misses: timing interference, not a failure.
+    jobs2 = pd.concat([jobs[jobs.scenario != "d"], run("d1", "d", slow=5), run("d2", "d", slow=5)])
+    v = verdicts(runs, jobs2, tolerance=1.5).set_index("scenario")
+    assert v.loc["d", "verdict"] == "slowed" and "p99" in v.loc["d", "why"]
     with pytest.raises(ValueError):
         verdicts(runs[runs.scenario != "solo"], jobs)
 
@@ -140,7 +144,9 @@ def _pids_controller() -> bool:
 @pytest.mark.skipif(not _pids_controller(), reason="needs the pids cgroup controller")
 def test_fork_bomb_propagates_unless_held_by_pids_max(tmp_path):
     """The run's PID budget is shared: an unconstrained bomb exhausts it and the victim's
-    forks fail (propagated); the same bomb under pids.max stops short of it (contained)."""
+    forks fail (propagated); the same bomb under pids.max stops short of it: no job fails.
+    (Its refused forks still run most of fork in the kernel, which may slow the victim's own
+    forks: 'slowed' is measured, not a failure.)"""
     exp = tmp_path / "fork-bomb.toml"
     exp.write_text(FORK_BOMB_EXPERIMENT.format(results=tmp_path / "results"))
     p = xtalk("run", exp)
@@ -151,7 +157,7 @@ def test_fork_bomb_propagates_unless_held_by_pids_max(tmp_path):
     v = pd.DataFrame(json.loads((out / "containment.json").read_text())).set_index("configuration")
     assert v.loc["unconstrained", "verdict"] == "propagated" and v.loc["unconstrained", "failed_jobs"] > 0, v.to_dict()
     assert "job(s) failed" in v.loc["unconstrained", "why"]
-    assert v.loc["pids-max", "verdict"] == "contained" and v.loc["pids-max", "failed_jobs"] == 0, v.to_dict()
+    assert v.loc["pids-max", "verdict"] in ("contained", "slowed") and v.loc["pids-max", "failed_jobs"] == 0, v.to_dict()
     for run in (out / "runs").iterdir():
         meta = json.loads((run / "run.json").read_text())
         budget = meta["process_budget"]

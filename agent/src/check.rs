@@ -582,7 +582,7 @@ fn check_load(at: &str, load: &Load) -> Result<(), PlanError> {
             }
             Ok(())
         }
-        Load::Aocs { input, expected, first_step, steps, period_ns } => {
+        Load::Aocs { input, expected, first_step, steps, period_ns, .. } => {
             at_least(f("steps"), *steps, 1, "")?;
             at_least(f("period_ns"), *period_ns, 100_000, " ns (100 us)")?;
             check_aocs(at, input, expected, *first_step, *steps, &f("steps"), "first_step + steps")

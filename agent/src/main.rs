@@ -51,6 +51,21 @@ enum Cmd {
         #[arg(long, default_value_t = 0)]
         seed: u64,
     },
+    /// One AOCS instance on its own (the `aocs` enemy with a duplicated executable runs
+    /// this from a private copy of the agent); one output line per step, until SIGTERM.
+    #[command(hide = true)]
+    AocsInstance {
+        #[arg(long)]
+        input: String,
+        #[arg(long)]
+        expected: String,
+        #[arg(long)]
+        first_step: u64,
+        #[arg(long)]
+        steps: u64,
+        #[arg(long)]
+        period_ns: u64,
+    },
     /// Measure the cost of every time source and counter read (back-to-back pairs) and
     /// characterise the clocks; prints JSON.
     Calibrate {
@@ -129,6 +144,9 @@ fn main() {
                 die(launch::EXIT_BAD_INPUT, "--pairs: at least 100".into());
             }
             println!("{}", serde_json::to_string(&observe::calibrate::run(pairs, cpu, drift_ms as i64 * 1_000_000, &online)).unwrap());
+        }
+        Cmd::AocsInstance { input, expected, first_step, steps, period_ns } => {
+            exit(enemies::aocs_instance(&input, &expected, first_step, steps, period_ns))
         }
         Cmd::Recover => {
             for line in launch::journal::recover() {

@@ -417,8 +417,19 @@ pub enum Load {
     },
     /// Another instance of the AOCS loop (victims/aocs/) with its reader and comparer, at
     /// its own period, steps first_step..first_step + steps over and over (seed 000 §5.3.1:
-    /// instances sharing or duplicating their files).
-    Aocs { input: String, expected: String, #[serde(default)] first_step: u64, steps: u64, period_ns: u64 },
+    /// instances sharing or duplicating their files). `duplicate_executable`: run it from a
+    /// private copy of the agent's executable (text pages of its own) instead of the forked
+    /// agent (text shared with the victim).
+    Aocs {
+        input: String,
+        expected: String,
+        #[serde(default)]
+        first_step: u64,
+        steps: u64,
+        period_ns: u64,
+        #[serde(default)]
+        duplicate_executable: bool,
+    },
     /// Failure propagation: faults held under hard limits (enemies/{memhog,...}.rs).
     /// Memory touched up to RLIMIT_AS = `bytes` over its own, freed, again.
     Memhog { bytes: u64 },

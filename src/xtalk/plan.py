@@ -245,6 +245,7 @@ class AocsLoad(_Strict):
     first_step: int = Field(default=0, ge=0)
     steps: int = Field(ge=1)
     period_ns: int = Field(ge=100_000)
+    duplicate_executable: bool = Field(default=False, description="run from a private copy of the agent's executable (own text pages)")
 
 
 class MemhogLoad(_Strict):

@@ -3,12 +3,15 @@
 //! of steps over and over. Several of them, on the victim's files or on copies, give the
 //! shared-versus-duplicated-files experiment of seed 000 §5.3.1. Each chunk is one period
 //! (one step); a mismatch against the expected outputs ends the enemy with status 1 (the
-//! run notes it). The executable is always the agent's (forked, shared text).
+//! run notes it). The executable is the agent's: forked (text shared with the victim), or
+//! with `duplicate_executable` a private copy run as `xtalk-agent aocs-instance`
+//! (external.rs, `agent_copy`), which prints one line per step.
 use super::EnemyLoad;
 use crate::observe::clock::{mono_ns, sleep_until};
 use crate::victims::aocs::body::Aocs as Loop;
 use crate::victims::JobBody;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 pub struct Aocs {
     input: PathBuf,
@@ -60,4 +63,31 @@ impl EnemyLoad for Aocs {
         }
         1
     }
+}
+
+/// The hidden subcommand line of one instance (main.rs `aocs-instance`).
+pub fn instance_args(input: &str, expected: &str, first_step: u64, steps: u64, period_ns: u64) -> Vec<String> {
+    ["aocs-instance", "--input", input, "--expected", expected].iter().map(|s| s.to_string())
+        .chain(["--first-step".into(), first_step.to_string(), "--steps".into(), steps.to_string(), "--period-ns".into(), period_ns.to_string()])
+        .collect()
+}
+
+static TERMINATE: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_term(_: libc::c_int) {
+    TERMINATE.store(true, Ordering::Relaxed);
+}
+
+/// `xtalk-agent aocs-instance`: one instance on its own, one output line per step, until
+/// SIGTERM (at the end of the step under way). A mismatch exits with status 1.
+pub fn instance_main(input: &str, expected: &str, first_step: u64, steps: u64, period_ns: u64) -> i32 {
+    crate::launch::setup::set_name("xt-aocs-copy");
+    unsafe { libc::signal(libc::SIGTERM, on_term as *const () as libc::sighandler_t) };
+    let mut app = Aocs::new(input, expected, first_step, steps, period_ns);
+    let mut n = 0u64;
+    while !TERMINATE.load(Ordering::Relaxed) {
+        n += app.chunk();
+        println!("{n}");
+    }
+    0
 }

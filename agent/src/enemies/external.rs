@@ -8,6 +8,10 @@
 //! command also carries PR_SET_PDEATHSIG, so it dies with its enemy process even if that
 //! is killed. A command that exits by itself before the run ends is reported: the enemy
 //! ends with the reason and the agent records it in run.json's notes.
+//!
+//! `agent_copy` runs one of the agent's own hidden subcommands from a private copy of its
+//! executable (a memfd, fexecve): a process with its own text pages, as a duplicated
+//! executable file gives (seed 000 §5.3.1); it counts one unit of work per output line.
 use super::{Ctx, EnemyLoad};
 use crate::observe::clock::mono_ns;
 use regex::Regex;
@@ -28,13 +32,43 @@ pub struct External {
     since: i64,
     counted_ms: u64,
     status: Option<libc::c_int>,
+    /// A private copy of the agent's executable to run instead of argv[0] (agent_copy), and
+    /// the environment it gets (this process's).
+    exe_fd: Option<libc::c_int>,
+    env: Vec<CString>,
+    /// Output lines seen, and those already counted as work (agent_copy).
+    lines: u64,
+    counted_lines: u64,
 }
 
 impl External {
     pub fn new(argv: &[String], rate_regex: Option<&str>, _cx: &Ctx) -> Result<External, String> {
         let regex = rate_regex.map(|r| Regex::new(r).map_err(|e| format!("external: rate_regex: {e}"))).transpose()?;
         let argv = argv.iter().map(|a| CString::new(a.as_str()).map_err(|_| "external: argv holds a NUL byte".to_string())).collect::<Result<_, _>>()?;
-        Ok(External { argv, regex, pid: 0, out_fd: -1, output: Vec::new(), started: 0, run_ns: 0, since: 0, counted_ms: 0, status: None })
+        Ok(External { argv, regex, pid: 0, out_fd: -1, output: Vec::new(), started: 0, run_ns: 0, since: 0, counted_ms: 0, status: None,
+                      exe_fd: None, env: Vec::new(), lines: 0, counted_lines: 0 })
+    }
+
+    /// The agent's hidden subcommand `args` run from a private copy of the agent's executable
+    /// (copied now, before the start barrier, into a memfd of its own); one line of its
+    /// output is one unit of work.
+    pub fn agent_copy(args: &[String], cx: &Ctx) -> Result<External, String> {
+        let image = std::fs::read("/proc/self/exe").map_err(|e| format!("copy of the agent executable: {e}"))?;
+        let name = CString::new("xtalk-agent-copy").unwrap();
+        let fd = unsafe { libc::memfd_create(name.as_ptr(), 0) };
+        if fd < 0 {
+            return Err(format!("memfd_create: {}", std::io::Error::last_os_error()));
+        }
+        let mut file = unsafe { <std::fs::File as std::os::fd::FromRawFd>::from_raw_fd(fd) };
+        std::io::Write::write_all(&mut file, &image).map_err(|e| format!("copy of the agent executable: {e}"))?;
+        let fd = std::os::fd::IntoRawFd::into_raw_fd(file);
+        let argv: Vec<String> = std::iter::once("xtalk-agent".to_string()).chain(args.iter().cloned()).collect();
+        let mut e = External::new(&argv, None, cx)?;
+        e.exe_fd = Some(fd);
+        e.env = std::env::vars_os()
+            .filter_map(|(k, v)| CString::new([std::os::unix::ffi::OsStrExt::as_bytes(k.as_os_str()), b"=", std::os::unix::ffi::OsStrExt::as_bytes(v.as_os_str())].concat()).ok())
+            .collect();
+        Ok(e)
     }
 
     fn spawn(&mut self) {
@@ -43,6 +77,9 @@ impl External {
         let mut ptrs: Vec<*const libc::c_char> = self.argv.iter().map(|a| a.as_ptr()).collect();
         ptrs.push(std::ptr::null());
         let parent = unsafe { libc::getpid() };
+        let exe = self.exe_fd;
+        let mut envp: Vec<*const libc::c_char> = self.env.iter().map(|a| a.as_ptr()).collect();
+        envp.push(std::ptr::null());
         match unsafe { libc::fork() } {
             0 => unsafe {
                 // Only async-signal-safe calls between fork and exec.
@@ -53,7 +90,14 @@ impl External {
                 }
                 libc::dup2(fds[1], 1);
                 libc::dup2(fds[1], 2);
-                libc::execvp(ptrs[0], ptrs.as_ptr());
+                match exe {
+                    Some(fd) => {
+                        libc::fexecve(fd, ptrs.as_ptr(), envp.as_ptr());
+                    }
+                    None => {
+                        libc::execvp(ptrs[0], ptrs.as_ptr());
+                    }
+                }
                 let msg = b"xtalk external: exec failed\n";
                 libc::write(2, msg.as_ptr() as *const libc::c_void, msg.len());
                 libc::_exit(127)
@@ -83,6 +127,7 @@ impl External {
         let mut buf = [0u8; 8192];
         let n = unsafe { libc::read(self.out_fd, buf.as_mut_ptr() as *mut libc::c_void, buf.len()) };
         if n > 0 {
+            self.lines += buf[..n as usize].iter().filter(|&&b| b == b'\n').count() as u64;
             self.output.extend_from_slice(&buf[..n as usize]);
             if self.output.len() > 2 * KEEP {
                 self.output.drain(..self.output.len() - KEEP);
@@ -145,7 +190,11 @@ impl EnemyLoad for External {
         let ms = ((self.run_ns + mono_ns() - self.since) / 1_000_000) as u64;
         let d = ms - self.counted_ms;
         self.counted_ms = ms;
-        if self.regex.is_some() {
+        if self.exe_fd.is_some() {
+            let l = self.lines - self.counted_lines;
+            self.counted_lines = self.lines;
+            l
+        } else if self.regex.is_some() {
             0
         } else {
             d

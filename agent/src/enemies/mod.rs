@@ -26,6 +26,7 @@ mod timer;
 mod tlb;
 mod write;
 mod aocs;
+pub use aocs::instance_main as aocs_instance;
 mod crashloop;
 mod diskfill;
 mod fdexhaust;
@@ -105,7 +106,12 @@ pub fn build(load: &Load, cx: &Ctx) -> Result<Box<dyn EnemyLoad>, String> {
         Load::Net { proto, message_bytes } => Box::new(net::Net::new(*proto, *message_bytes)?),
         Load::Timer { interval_ns } => Box::new(timer::Timer::new(*interval_ns)),
         Load::External { argv, rate_regex, .. } => Box::new(external::External::new(argv, rate_regex.as_deref(), cx)?),
-        Load::Aocs { input, expected, first_step, steps, period_ns } => Box::new(aocs::Aocs::new(input, expected, *first_step, *steps, *period_ns)),
+        Load::Aocs { input, expected, first_step, steps, period_ns, duplicate_executable: false } => {
+            Box::new(aocs::Aocs::new(input, expected, *first_step, *steps, *period_ns))
+        }
+        Load::Aocs { input, expected, first_step, steps, period_ns, duplicate_executable: true } => {
+            Box::new(external::External::agent_copy(&aocs::instance_args(input, expected, *first_step, *steps, *period_ns), cx)?)
+        }
         Load::Memhog { bytes } => Box::new(memhog::MemHog::new(*bytes)),
         Load::Fdexhaust { fds } => Box::new(fdexhaust::FdExhaust::new(*fds)),
         Load::Forkbomb { max_procs, hold_ns } => Box::new(forkbomb::ForkBomb::new(*max_procs, *hold_ns)),

@@ -433,6 +433,17 @@ fn enemy_results(plan: &Plan, shared: &Shared) -> Value {
                 u64::MAX => seconds.unwrap_or(0.0),
                 ns => ns as f64 / 1e9,
             };
+            // Over the victim's window: a paced enemy's busy time between the snapshots; an
+            // unpaced one is busy whenever it lives, so its share of the window it overlaps.
+            let window_intensity = window_s.map(|ws| {
+                let busy_s = if s.busy_ns.load(Ordering::Relaxed) == u64::MAX {
+                    let end = if b > 0 { b.min(w1) } else { w1 };
+                    (end - a.max(w0)).max(0) as f64 / 1e9
+                } else {
+                    ctl.busy_at_end[i].load(Ordering::Relaxed).saturating_sub(ctl.busy_at_start[i].load(Ordering::Relaxed)) as f64 / 1e9
+                };
+                (100.0 * busy_s / ws).min(100.0)
+            }).filter(|_| a > 0);
             json!({
                 "name": e.name,
                 "kind": e.load.kind(),
@@ -443,6 +454,7 @@ fn enemy_results(plan: &Plan, shared: &Shared) -> Value {
                 "window_ops": window_ops,
                 "window_rate": window_s.zip(window_ops).map(|(s, o)| o as f64 / s),
                 "intensity": seconds.map(|t| (100.0 * busy / t).min(100.0)),
+                "window_intensity": window_intensity,
                 "target_intensity": e.intensity,
                 "target_rate": e.rate,
                 "setup_error": if a == 0 { s.message() } else { None },

@@ -44,6 +44,9 @@ pub struct Control {
     pub window_end_ns: AtomicI64,
     pub ops_at_start: [AtomicU64; MAX_ENEMIES],
     pub ops_at_end: [AtomicU64; MAX_ENEMIES],
+    /// Paced enemies' busy time at the same instants (their achieved intensity over the window).
+    pub busy_at_start: [AtomicU64; MAX_ENEMIES],
+    pub busy_at_end: [AtomicU64; MAX_ENEMIES],
     /// 1 when the victim reads its counters with rdpmc (no system call), 0 with read(2).
     pub counters_rdpmc: AtomicU32,
     /// The victim's last job time (the regulator's feedback mode reads it).

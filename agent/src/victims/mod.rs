@@ -143,6 +143,9 @@ pub(crate) fn snapshot(shared: &Shared, enemies: usize, at_start: bool, t: i64) 
         let ops = ctl.enemies[i].ops.load(Ordering::Relaxed);
         let dst = if at_start { &ctl.ops_at_start[i] } else { &ctl.ops_at_end[i] };
         dst.store(ops, Ordering::Relaxed);
+        let busy = ctl.enemies[i].busy_ns.load(Ordering::Relaxed);
+        let dst = if at_start { &ctl.busy_at_start[i] } else { &ctl.busy_at_end[i] };
+        dst.store(busy, Ordering::Relaxed);
     }
     let w = if at_start { &ctl.window_start_ns } else { &ctl.window_end_ns };
     w.store(t, Ordering::Release);

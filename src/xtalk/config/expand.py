@@ -184,7 +184,7 @@ def _load(e: EnemySpec, field: str, facts: TargetFacts):
 
         inp, expected = ensure_data(e.data, e.data_seed, find_agent(), f"{field}.data")
         return AocsLoad(input=str(inp), expected=str(expected), first_step=e.first_step, steps=e.steps,
-                        period_ns=units.duration_ns(e.period, f"{field}.period"))
+                        period_ns=units.duration_ns(e.period, f"{field}.period"), duplicate_executable=e.executable == "duplicated")
     if e.kind == "memhog":
         return MemhogLoad(bytes=units.size_bytes(e.bytes, f"{field}.bytes", facts.caches))
     if e.kind == "diskfill":

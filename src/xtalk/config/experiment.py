@@ -144,7 +144,7 @@ KIND_PARAMS: dict[str, set[str]] = {
     "icache": {"functions"}, "fileio": {"bytes", "shared", "dir"}, "fork": {"exec"},
     "pagefault": {"bytes"}, "net": {"proto", "message_bytes"}, "timer": {"interval"},
     "external": {"argv", "rate_regex", "unit"},
-    "aocs": {"data", "data_seed", "first_step", "steps", "period", "files", "instances"},
+    "aocs": {"data", "data_seed", "first_step", "steps", "period", "files", "executable", "instances"},
     "memhog": {"bytes"}, "diskfill": {"bytes", "dir"}, "fdexhaust": {"fds"}, "forkbomb": {"max_procs", "hold"},
     "syscallstorm": set(), "crashloop": set(),
 }
@@ -184,6 +184,7 @@ class EnemySpec(SchedSpec):
     steps: int = Field(default=800, ge=1, description="aocs: steps replayed over and over")
     period: Duration = Field(default="125ms", description="aocs: the instance's period")
     files: Literal["shared", "duplicated"] = Field(default="shared", description="aocs: every instance on the same files, or each on its own copy")
+    executable: Literal["shared", "duplicated"] = Field(default="shared", description="aocs: the agent's text shared with the victim (forked), or each instance run from its own copy of the executable")
     instances: int = Field(default=1, ge=1, le=64, description="aocs: copies of this enemy (named name#k)")
     # failure propagation (docs/victims.md): the hard limit of each fault
     fds: int = Field(default=1024, ge=16, le=65_536, description="fdexhaust: RLIMIT_NOFILE")

@@ -2,10 +2,12 @@
 against `solo`, the higher-criticality application (the victim) is judged run by run, so
 that the machine's own noise does not pass for propagation:
 
-- propagated: a run of it did not complete (the victim failed or timed out), or a job of it
-  failed (could not do its work, e.g. a fork refused for want of PIDs) where no solo job did,
-  or *every* run missed more deadlines per job than the worst solo run, or *every* run's p99
-  response time exceeds `tolerance` × the worst solo run's;
+- propagated: the fault made the victim fail: a run of it did not complete (the victim failed
+  or timed out), or a job of it failed (could not do its work, e.g. a fork refused for want of
+  PIDs) where no solo job did, or *every* run missed more deadlines per job than the worst
+  solo run;
+- slowed: none of these, but *every* run's p99 response time exceeds `tolerance` × the worst
+  solo run's (timing interference beyond the tolerance, deadlines still met);
 - contained: none of these;
 - refused: the configuration did not let the fault start (an enemy's setup failed, e.g. an RT
   policy in a group without RT runtime), so nothing was measured.
@@ -75,11 +77,12 @@ def _verdicts_one(runs: pd.DataFrame, jobs: pd.DataFrame, tolerance: float) -> p
             why.append(f"{failed} job(s) failed in {int((per.failed > 0).sum())}/{len(per)} run(s) (none solo)")
         if len(per) and per.miss.min() > solo_miss:
             why.append(f"every run misses more: ratio >= {per.miss.min():.3f} > solo's worst {solo_miss:.3f}")
+        verdict = "propagated" if why else "contained"
         if len(per) and per.p99.min() > tolerance * solo_p99:
             why.append(f"every run's p99 response >= {per.p99.min():.3f} ms > {tolerance} x solo's worst {solo_p99:.3f} ms")
+            verdict = "propagated" if verdict == "propagated" else "slowed"
         p99 = float(np.percentile(j.response_ns, 99) / 1e6) if len(j) else float("nan")
         faults = sorted({f"{e['kind']} ({e['ops']} {e['unit']})" for es in g.enemies for e in (es or [])})
-        verdict = "propagated" if why else "contained"
         if len(refused) and not why:
             verdict = "refused" if ok == 0 else verdict
             why.append(f"{len(refused)} run(s) where the fault could not start: {sorted(set(map(str, refused.reason)))[0]}")
@@ -97,6 +100,6 @@ def show(results: Results, console: Console, tolerance: float = 1.5) -> pd.DataF
         t.add_column(c, justify="right" if c in ("failed_jobs", "miss_ratio", "p99_response_ms", "p99_vs_solo") else "left")
     for r in table.itertuples():
         t.add_row(r.configuration, r.scenario, r.runs_ok, str(r.failed_jobs), f"{r.miss_ratio:.3f}", f"{r.p99_response_ms:.3f}", f"{r.p99_vs_solo:.2f}",
-                  f"[{ {'propagated': 'red', 'refused': 'yellow'}.get(r.verdict, 'green') }]{r.verdict}[/]", r.why, r.faults)
+                  f"[{ {'propagated': 'red', 'slowed': 'yellow', 'refused': 'yellow'}.get(r.verdict, 'green') }]{r.verdict}[/]", r.why, r.faults)
     console.print(t)
     return table

@@ -8,9 +8,12 @@ interleaved in one experiment, REPETITIONS times. Printed: the strongest of each
 slowdown against solo, 95 % CI) and their ratio (> 1: xtalk hurts more).
 
 Part 2, bandwidth. xtalk's read, write and copy enemies (rate over the victim's window)
-versus stress-ng stream and memrate (their own MB/s metrics), one instance on one CPU.
+versus stress-ng stream and memrate (their own MB/s metrics), one instance on one CPU, in
+BW_ROUNDS interleaved rounds; medians per figure. memrate reports a dozen methods per side:
+each method's median over the rounds, then the best method (taking the best of single runs
+would favour memrate by picking its luckiest sample).
 
-Run: PYTHONPATH=src .venv/bin/python bench/potency.py   (about 20 minutes on 2 cores).
+Run: PYTHONPATH=src .venv/bin/python bench/potency.py   (about 25 minutes on 2 cores).
 stress-ng is installed with apt-get when missing (root needed), and the bench says so.
 """
 
@@ -36,6 +39,7 @@ from xtalk.store import open as open_results
 from xtalk.targets.agent import local_facts
 
 REPETITIONS = int(os.environ.get("XTALK_BENCH_REPETITIONS", "10"))  # >= 10 for the record; less only to try the bench
+BW_ROUNDS = int(os.environ.get("XTALK_BENCH_BW_ROUNDS", "5"))
 XTALK = {
     "x-l2": {"kind": "l2"},
     "x-llc": {"kind": "llc"},
@@ -82,15 +86,15 @@ def slowdowns(results: Path) -> dict[str, tuple[float, float, float]]:
     return {s: ratio_ci(g, groups[SOLO], "median", n_boot=1000) for s, g in groups.items() if s != SOLO}
 
 
-def xtalk_bandwidth(work: Path, cpu: int, victim_cpu: int) -> dict[str, float]:
-    """MB/s of xtalk's read, write and copy enemies, alone on `cpu` for 2 s."""
+def xtalk_bandwidth(work: Path, cpu: int, victim_cpu: int, round_: int) -> dict[str, float]:
+    """MB/s of xtalk's read, write and copy enemies, alone on `cpu` for 2 s each."""
     text = "\n".join([
-        'name = "bandwidth"', "repetitions = 1", 'settle = "200ms"', "", "[victim]", 'body = "pi"', "iterations = 1000",
+        f'name = "bandwidth{round_}"', "repetitions = 1", 'settle = "200ms"', "", "[victim]", 'body = "pi"', "iterations = 1000",
         'period = "10ms"', "jobs = 200", f"cpus = [{victim_cpu}]",
         *[f'\n[[scenario]]\nname = "{k}"\nenemies = [{_toml_value({"kind": k, "bytes": "8*llc", "cpus": [cpu]})}]'
           for k in ("read", "write", "copy")],
     ]) + "\n"
-    f = work / "bandwidth.toml"
+    f = work / f"bandwidth{round_}.toml"
     f.write_text(text)
     out = run_experiment(f, work / "runs", Console(quiet=True))
     mbs = {}
@@ -102,23 +106,52 @@ def xtalk_bandwidth(work: Path, cpu: int, victim_cpu: int) -> dict[str, float]:
 
 
 def stress_ng_bandwidth(cpu: int) -> dict[str, float]:
-    """stress-ng stream and memrate MB/s, one instance on `cpu`, from their own metrics."""
+    """stress-ng stream and every memrate method, MB/s, one instance on `cpu`, from their own metrics."""
     out = {}
-    r = subprocess.run(["stress-ng", "--stream", "1", "--taskset", str(cpu), "--timeout", "5", "--metrics"],
-                       capture_output=True, text=True, timeout=60)
-    m = re.search(r"memory rate: ([0-9.]+) MB read/sec, ([0-9.]+) MB write/sec", r.stdout + r.stderr)
+    for _ in range(2):  # stream sometimes says "run duration too short to determine memory rate": once more
+        r = subprocess.run(["stress-ng", "--stream", "1", "--taskset", str(cpu), "--timeout", "8", "--metrics"],
+                           capture_output=True, text=True, timeout=60)
+        m = re.search(r"memory rate: ([0-9.]+) MB read/sec, ([0-9.]+) MB write/sec", r.stdout + r.stderr)
+        if m:
+            break
     if m:
         out["stream read"], out["stream write"] = float(m.group(1)), float(m.group(2))
         # STREAM convention: copy traffic = read + write.
         out["stream read+write"] = float(m.group(1)) + float(m.group(2))
     r = subprocess.run(["stress-ng", "--memrate", "1", "--taskset", str(cpu), "--timeout", "4", "--metrics"],
                        capture_output=True, text=True, timeout=60)
-    rates = dict((k, float(v)) for v, k in re.findall(r"memrate\s+([0-9.]+) (\w+) MB per sec", r.stdout + r.stderr))
-    for prefix in ("read", "write"):
-        best = max(((v, k) for k, v in rates.items() if k.startswith(prefix)), default=None)
-        if best:
-            out[f"memrate {prefix} (best: {best[1]})"] = best[0]
+    for v, k in re.findall(r"memrate\s+([0-9.]+) (\w+) MB per sec", r.stdout + r.stderr):
+        out[f"memrate {k}"] = float(v)
     return out
+
+
+def bandwidth(work: Path, cpu: int, victim_cpu: int) -> None:
+    """Part 2: interleaved rounds, medians, ratios."""
+    xs: dict[str, list[float]] = {}
+    ss: dict[str, list[float]] = {}
+    for r in range(BW_ROUNDS):
+        for k, v in xtalk_bandwidth(work, cpu, victim_cpu, r).items():
+            xs.setdefault(k, []).append(v)
+        for k, v in stress_ng_bandwidth(cpu).items():
+            ss.setdefault(k, []).append(v)
+    x = {k: float(np.median(v)) for k, v in xs.items()}
+    s = {k: float(np.median(v)) for k, v in ss.items()}
+    for side in ("read", "write"):
+        methods = {k: v for k, v in s.items() if k.startswith(f"memrate {side}")}
+        if methods:
+            best = max(methods, key=methods.get)
+            s[f"memrate {side} (best: {best.split()[1]})"] = methods[best]
+    print(f"\nbandwidth, one instance on CPU {cpu}, median of {BW_ROUNDS} interleaved rounds (MB/s)")
+    for k, v in x.items():
+        print(f"  xtalk {k:<6} {v:10.0f}   rounds: {', '.join(f'{a:.0f}' for a in xs[k])}")
+    for k, v in s.items():
+        if not k.startswith("memrate") or "best" in k:
+            print(f"  stress-ng {k:<28} {v:10.0f}")
+    pairs = [("read", "stream read"), ("write", "stream write"), ("copy", "stream read+write")]
+    pairs += [("read", k) for k in s if k.startswith("memrate read (best")] + [("write", k) for k in s if k.startswith("memrate write (best")]
+    for a, b in pairs:
+        if a in x and b in s:
+            print(f"  ratio xtalk {a} / stress-ng {b}: {x[a] / s[b]:.2f}")
 
 
 def main() -> None:
@@ -142,18 +175,7 @@ def main() -> None:
             fmt = lambda s: f"{s} {res[s][0]:.2f}× [{res[s][1]:.2f}, {res[s][2]:.2f}]"  # noqa: E731
             print(f"{vname:<12} {fmt(bx):<34} {fmt(bs):<34} {res[bx][0] / res[bs][0]:>6.2f}", flush=True)
             print("    all: " + ", ".join(f"{s} {v[0]:.2f}" for s, v in sorted(res.items(), key=lambda kv: -kv[1][0])))
-        print("\nbandwidth, one instance on CPU", others[0], "(MB/s)")
-        x = xtalk_bandwidth(work, others[0], victim_cpu)
-        s = stress_ng_bandwidth(others[0])
-        for k, v in x.items():
-            print(f"  xtalk {k:<6} {v:10.0f}")
-        for k, v in s.items():
-            print(f"  stress-ng {k:<28} {v:10.0f}")
-        pairs = [("read", "stream read"), ("write", "stream write"), ("copy", "stream read+write")]
-        pairs += [("read", k) for k in s if k.startswith("memrate read")] + [("write", k) for k in s if k.startswith("memrate write")]
-        for a, b in pairs:
-            if a in x and b in s:
-                print(f"  ratio xtalk {a} / stress-ng {b}: {x[a] / s[b]:.2f}")
+        bandwidth(work, others[0], victim_cpu)
 
 
 if __name__ == "__main__":

@@ -1,10 +1,9 @@
 //! `ntstore`: non-temporal store bandwidth. Streaming stores (256-bit `vmovntdq` where the
 //! CPU has AVX, else `movnti` through `_mm_stream_si64`, on x86_64) write a `bytes` buffer
-//! without reading it and without
-//! allocating its lines in the caches: all of the traffic goes to the memory controller,
-//! and the caches the victim uses are left alone, which separates the memory channel
-//! from the cache channel. Other architectures use ordinary volatile stores (a portable
-//! fallback, cached). The counter is bytes stored.
+//! without reading it and without allocating its lines in the caches: all of the traffic
+//! goes to the memory controller, and the caches the victim uses are left alone, which
+//! separates the memory channel from the cache channel. Other architectures use ordinary
+//! volatile stores (a portable fallback, cached). The counter is bytes stored.
 use super::EnemyLoad;
 use crate::kernels::Buffer;
 
@@ -27,17 +26,14 @@ impl NtStore {
 #[cfg(target_arch = "x86_64")]
 fn store(dst: &mut [u64], v: u64) {
     use std::arch::x86_64::{_mm_sfence, _mm_stream_si64};
+    // Whole 32-byte stores where AVX allows (fewer, wider write-combining fills than 8-byte
+    // movnti); movnti for the rest.
+    let mut done = 0;
     if std::arch::is_x86_feature_detected!("avx") && dst.as_ptr() as usize % 32 == 0 {
-        // Whole 32-byte stores: fewer, wider write-combining fills than 8-byte movnti.
-        let blocks = dst.len() / 4;
-        unsafe { store_avx(&mut dst[..blocks * 4], v) };
-        for w in dst[blocks * 4..].iter_mut() {
-            unsafe { _mm_stream_si64(w as *mut u64 as *mut i64, v as i64) };
-        }
-        unsafe { _mm_sfence() };
-        return;
+        done = dst.len() / 4 * 4;
+        unsafe { store_avx(&mut dst[..done], v) };
     }
-    for w in dst.iter_mut() {
+    for w in dst[done..].iter_mut() {
         unsafe { _mm_stream_si64(w as *mut u64 as *mut i64, v as i64) };
     }
     // Order the streaming stores before anything that follows (they are weakly ordered).

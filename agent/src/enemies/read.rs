@@ -22,7 +22,7 @@ impl Read {
 /// Sum of `words`: four independent 256-bit accumulators where the CPU has AVX2 (more loads
 /// in flight per cycle than the compiler's baseline SSE2 loop: +5–10 % from DRAM on the
 /// development VM), the plain fold elsewhere.
-pub fn sum(words: &[u64]) -> u64 {
+fn sum(words: &[u64]) -> u64 {
     #[cfg(target_arch = "x86_64")]
     if std::arch::is_x86_feature_detected!("avx2") {
         return unsafe { sum_avx2(words) };

@@ -118,8 +118,6 @@ pub const RUN_GROUP: &str = "_run";
 pub struct Groups {
     /// (group name, controller, directory)
     dirs: Vec<(String, &'static str, PathBuf)>,
-    /// `xtalk-<pid>` in the pids hierarchy, when the run has a process budget.
-    budget: Option<PathBuf>,
 }
 
 impl Groups {
@@ -162,8 +160,7 @@ impl Groups {
                 journal.write(&dir.join(&file), &value).map_err(|e| format!("group {}: {e}", g.name))?;
             }
         }
-        let budget = pids_max.and_then(|_| controller("pids")).map(|c| c.mount.join(format!("xtalk-{pid}")));
-        Ok(Groups { dirs, budget })
+        Ok(Groups { dirs })
     }
 
     /// Directories of one group (one per controller it uses).
@@ -181,7 +178,8 @@ impl Groups {
     /// summed over the run's pids groups: kernels count a refusal in the forking process's
     /// group, newer ones also in the group whose limit was hit).
     pub fn budget_report(&self) -> Option<serde_json::Value> {
-        let dir = self.budget.as_ref()?;
+        // The budget is `_run`'s parent in the pids hierarchy (there only with a budget).
+        let dir = self.dirs.iter().find(|(n, c, _)| n == RUN_GROUP && *c == "pids")?.2.parent()?;
         let read = |p: PathBuf| fs::read_to_string(p).ok().map(|s| s.trim().to_string());
         let refused = |d: &Path| read(d.join("pids.events")).and_then(|t| t.lines().find_map(|l| l.strip_prefix("max ").and_then(|n| n.trim().parse::<u64>().ok())));
         let groups: Vec<serde_json::Value> = self.dirs.iter().filter(|(_, c, _)| *c == "pids")

@@ -68,24 +68,22 @@ def _verdicts_one(runs: pd.DataFrame, jobs: pd.DataFrame, tolerance: float) -> p
         ok = int((g.status == "completed").sum())
         # A run that failed because an enemy could not start says nothing about the victim.
         refused = g[(g.status != "completed") & g.reason.fillna("").astype(str).str.startswith("enemy ")]
-        why = []
+        failure, timing = [], []  # why it propagated; why it only slowed the victim
         if ok + len(refused) < len(g):
             bad = g[(g.status != "completed") & ~g.index.isin(refused.index)]
-            why.append(f"{len(bad)} run(s) not completed: {'; '.join(str(r) for r in bad.reason)}")
+            failure.append(f"{len(bad)} run(s) not completed: {'; '.join(str(r) for r in bad.reason)}")
         failed = int(per.failed.sum()) if len(per) else 0
         if failed and not solo_failed:
-            why.append(f"{failed} job(s) failed in {int((per.failed > 0).sum())}/{len(per)} run(s) (none solo)")
+            failure.append(f"{failed} job(s) failed in {int((per.failed > 0).sum())}/{len(per)} run(s) (none solo)")
         if len(per) and per.miss.min() > solo_miss:
-            why.append(f"every run misses more: ratio >= {per.miss.min():.3f} > solo's worst {solo_miss:.3f}")
-        verdict = "propagated" if why else "contained"
+            failure.append(f"every run misses more: ratio >= {per.miss.min():.3f} > solo's worst {solo_miss:.3f}")
         if len(per) and per.p99.min() > tolerance * solo_p99:
-            why.append(f"every run's p99 response >= {per.p99.min():.3f} ms > {tolerance} x solo's worst {solo_p99:.3f} ms")
-            verdict = "propagated" if verdict == "propagated" else "slowed"
+            timing.append(f"every run's p99 response >= {per.p99.min():.3f} ms > {tolerance} x solo's worst {solo_p99:.3f} ms")
+        notes = [f"{len(refused)} run(s) where the fault could not start: {sorted(set(map(str, refused.reason)))[0]}"] if len(refused) else []
+        verdict = ("propagated" if failure else "slowed" if timing else "refused" if ok == 0 and len(refused) else "contained")
+        why = failure + timing + notes
         p99 = float(np.percentile(j.response_ns, 99) / 1e6) if len(j) else float("nan")
         faults = sorted({f"{e['kind']} ({e['ops']} {e['unit']})" for es in g.enemies for e in (es or [])})
-        if len(refused) and not why:
-            verdict = "refused" if ok == 0 else verdict
-            why.append(f"{len(refused)} run(s) where the fault could not start: {sorted(set(map(str, refused.reason)))[0]}")
         rows.append({"scenario": scenario, "runs_ok": f"{ok}/{len(g)}", "failed_jobs": failed, "miss_ratio": float(j.missed.mean()) if len(j) else float("nan"),
                      "p99_response_ms": p99, "p99_vs_solo": p99 / solo_p99 if solo_p99 else float("nan"),
                      "verdict": verdict, "why": "; ".join(why), "faults": ", ".join(faults)})

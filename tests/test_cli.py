@@ -1,6 +1,7 @@
 """Commands that only read: sysinfo and plan."""
 
 import json
+import shutil
 
 from conftest import ROOT, xtalk
 
@@ -57,4 +58,15 @@ def test_every_example_experiment_plans(tmp_path):
     for f in sorted((ROOT / "examples").glob("*.toml")):
         campaign = "application" in tomllib.loads(f.read_text())
         out = xtalk("campaign", "plan", f) if campaign else xtalk("plan", f, "--skip-unavailable")
+        missing = [p for p in _external_programs(f) if shutil.which(p) is None]
+        if missing:  # a fresh machine lacks the peers (make bench installs them): refused, by name
+            assert out.returncode == 2 and missing[0] in out.stderr and "install it" in out.stderr, out.stderr
+            continue
         assert out.returncode == 0, f"{f.name}: {out.stderr}"
+
+
+def _external_programs(f):
+    """The programs an example's external enemies run (argv[0] of each)."""
+    import tomllib
+    doc = tomllib.loads(f.read_text())
+    return [e["argv"][0] for s in doc.get("scenario", []) for e in s.get("enemies", []) if e.get("kind") == "external"]

@@ -116,9 +116,10 @@ def test_live_capture_leaves_tracefs_as_found(agent, tmp_path, facts):
     ev = parse_file(out / "trace.txt")
     victim = meta["pids"]["victim"]
     sleeps = ev[(ev.event == "sched_switch") & (ev.prev_pid == victim) & (ev.prev_state == "S")]
-    assert len(sleeps) >= 40, "the victim slept after every job"
     from xtalk import store
     jobs = store.open(tmp_path / "exp").jobs()
+    # A job that ends past the next release goes straight on: only the others sleep.
+    assert len(sleeps) >= int((~jobs.missed).sum()), "the victim slept after every job that met its deadline"
     assert {"trace_preemptions", "trace_runnable_ns", "trace_irq_ns"} <= set(jobs.columns)
     # The recovered timeline has the victim on its CPU through (nearly) every job.
     occ = occupancy(ev)

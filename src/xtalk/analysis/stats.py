@@ -577,7 +577,7 @@ def markers(
     groups = jobs.groupby(keys, sort=True) if keys else [((), jobs)]
     rows = []
     for key, g in groups:
-        g = g.sort_values("job") if "job" in g.columns else g
+        g = g.sort_values("job", kind="stable") if "job" in g.columns else g
         steady = g[~g["warmup"].astype(bool)] if "warmup" in g.columns else g
         if steady.empty:
             steady = g

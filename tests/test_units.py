@@ -49,3 +49,13 @@ def test_bad_cpu_sets(bad, msg):
 def test_others_needs_a_free_cpu():
     with pytest.raises(ValueError, match="leaves no CPU"):
         units.cpu_set("others", "f", [0], [0])
+
+
+def test_rates_print_with_the_prefix_that_fits():
+    from xtalk.config.units import rate_text
+    assert rate_text(2400, "wakeups") == "2.4 kwakeups/s"
+    assert rate_text(1.25e9, "bytes") == "1.25 GB/s"
+    assert rate_text(3.2e6, "accesses") == "3.2 Maccesses/s"
+    assert rate_text(0.5, "forks") == "0.5 forks/s"
+    assert rate_text(0, "ops") == "0 ops/s"
+    assert rate_text(float("nan"), "ops") == "nan ops/s"

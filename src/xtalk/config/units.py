@@ -101,3 +101,16 @@ def cpu_set(value: Union[int, str, list, None], field: str, online: list[int], v
     if not cpus:
         raise ValueError(f"{field}: no CPU given; list CPUs or leave the field out to run unpinned")
     return cpus
+
+
+_PREFIXES = [(1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"), (1.0, "")]
+
+
+def rate_text(per_s: float, unit: str) -> str:
+    """A rate with the SI prefix that keeps 1–999 before the unit: 2.4 kwakeups/s, not
+    0.0 Mwakeups/s; bytes are written B (1.25 GB/s). Three significant digits."""
+    unit = "B" if unit == "bytes" else unit
+    if per_s != per_s or per_s in (float("inf"), float("-inf")):
+        return f"{per_s} {unit}/s"
+    scale, prefix = next(((s, p) for s, p in _PREFIXES if abs(per_s) >= s), (1.0, ""))
+    return f"{per_s / scale:.3g} {prefix}{unit}/s"

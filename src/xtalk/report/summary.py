@@ -10,6 +10,7 @@ import pandas as pd
 from rich.console import Console
 from rich.table import Table
 
+from ..config.units import rate_text
 from ..analysis.slowdown import summarize
 from ..store import Results
 
@@ -38,7 +39,7 @@ def enemy_rates(runs: pd.DataFrame) -> dict[tuple[str, str], str]:
         parts = []
         for (kind, unit), rates in acc.items():
             mean = sum(rates) / len(rates)
-            parts.append(f"{kind} {mean / 1e9:.2f} GB/s" if unit == "bytes" else f"{kind} {mean / 1e6:.1f} M{unit}/s")
+            parts.append(f"{kind} {rate_text(mean, unit)}")
         out[s] = ", ".join(parts)
     return out
 

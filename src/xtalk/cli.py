@@ -84,10 +84,15 @@ def plan(experiment: Optional[Path] = typer.Argument(None, help="experiment file
     from .runner import RUN_OVERHEAD_S, prepare
 
     skipped: list = []
-    _, runs, _ = prepare(experiment, skip_unavailable, skipped)
+    exp, runs, _ = prepare(experiment, skip_unavailable, skipped)
     for s in skipped:
         console.print(f"configuration {s['configuration']} skipped: {s['reason']}")
     total = sum(r.expected_seconds() + RUN_OVERHEAD_S for r in runs)
+    if exp.victim.utilization is not None:
+        from .calibrate_work import estimated_seconds
+
+        total += estimated_seconds(runs, RUN_OVERHEAD_S)
+        console.print(f"victim work: calibrated on this machine before the runs, for {exp.victim.utilization} of the period")
     console.print(f"{len(runs)} runs, about {total:.0f} s; order: " + ", ".join(r.run_id for r in runs))
     if show:
         seen = set()

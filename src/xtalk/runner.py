@@ -17,6 +17,7 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, Ti
 from . import __version__, config
 from .config.expand import RunSpec, expand
 from .config.experiment import load
+from .config.units import fraction
 from .report.summary import write_summary
 from .store import open as open_results
 from .targets.agent import check_plan, find_agent, local_facts, recover
@@ -64,14 +65,24 @@ def run_experiment(path: Path, results: Path | None = None, console: Console | N
         k += 1
     (out / "runs").mkdir(parents=True)
     shutil.copy(path, out / "experiment.toml")
+    calibration = None
+    if exp.victim.utilization is not None:
+        from .calibrate_work import calibrate
+
+        share = fraction(exp.victim.utilization, "victim.utilization")
+        runs, calibration = calibrate(runs, share, agent, out, say=console.print)
     (out / "experiment.json").write_text(json.dumps({
         "experiment": json.loads(exp.model_dump_json()),
         "agent": str(agent),
         "order": [{"run_id": r.run_id, "configuration": r.configuration, "scenario": r.scenario, "repetition": r.repetition}
                   for r in runs],
         "skipped_configurations": skipped,
+        "calibration": calibration,
     }, indent=2))
     total = sum(r.expected_seconds() + RUN_OVERHEAD_S for r in runs)
+    if calibration is not None:
+        console.print(f"victim work: {calibration['knob']} = {calibration['work']} "
+                      f"({calibration['achieved_utilization']:.0%} of the period solo, asked {calibration['utilization']:.0%})")
     console.print(f"[bold]{exp.name}[/]: {len(runs)} runs ({len(runs) // exp.repetitions} configuration × scenario pairs × "
                   f"{exp.repetitions}), about {total:.0f} s → {out}")
     failed = 0

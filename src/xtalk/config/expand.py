@@ -122,9 +122,9 @@ def _victim(exp: Experiment, facts: TargetFacts) -> Victim:
     elif v.body == "spawn":
         body = SpawnBody(bytes=units.size_bytes(v.bytes, "victim.bytes", facts.caches))
     elif v.body == "syscall":
-        body = SyscallBody(calls=v.calls)
+        body = SyscallBody(calls=v.calls or 1)  # with utilization: calibrated before the runs
     elif v.body == "pi":
-        body = PiBody(iterations=v.iterations)
+        body = PiBody(iterations=v.iterations or 1)
     else:
         body = CommandBody(argv=v.argv, env=v.env, preload=v.preload, probe_capacity=v.probe_capacity)
     return Victim(

@@ -77,6 +77,9 @@ class VictimSpec(SchedSpec):
     accesses: Optional[int] = Field(default=None, ge=1)
     iterations: Optional[int] = Field(default=None, ge=1)
     calls: Optional[int] = Field(default=None, ge=1, description="syscall: system calls per job")
+    utilization: Optional[Union[float, str]] = Field(
+        default=None, description="chase, pi, syscall: the work per job that takes this share of the period solo "
+                                  "(\"30%\"), calibrated on the target before the runs")
     seed: int = Field(default=0, ge=0)
     argv: Optional[list[str]] = Field(default=None, description="command: the program and its arguments")
     env: dict[str, str] = {}
@@ -100,10 +103,18 @@ class VictimSpec(SchedSpec):
     def _body_fields(self):
         if self.body in ("chase", "sum", "spawn") and self.bytes is None:
             raise ValueError(f"body '{self.body}' needs 'bytes' (e.g. \"llc/4\" or \"8MiB\")")
-        if self.body == "pi" and self.iterations is None:
-            raise ValueError("body 'pi' needs 'iterations'")
-        if self.body == "syscall" and self.calls is None:
-            raise ValueError("body 'syscall' needs 'calls'")
+        work = {"chase": "accesses", "pi": "iterations", "syscall": "calls"}.get(self.body)
+        if self.utilization is not None:
+            if work is None:
+                raise ValueError(f"'utilization' calibrates the work of bodies chase, pi and syscall, not '{self.body}'; remove it")
+            if getattr(self, work) is not None:
+                raise ValueError(f"give either '{work}' or 'utilization', not both")
+            from .units import fraction
+            fraction(self.utilization, "victim.utilization", high=0.9)
+        elif self.body == "pi" and self.iterations is None:
+            raise ValueError("body 'pi' needs 'iterations' or 'utilization' (e.g. \"30%\")")
+        elif self.body == "syscall" and self.calls is None:
+            raise ValueError("body 'syscall' needs 'calls' or 'utilization' (e.g. \"30%\")")
         if self.body == "taskset":
             if not self.tasks:
                 raise ValueError("body 'taskset' needs 'tasks', e.g. [{ name = \"t1\", period = \"10ms\", wcet = \"2ms\" }]")

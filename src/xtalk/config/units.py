@@ -34,6 +34,20 @@ def duration_ns(value: Union[int, float, str], field: str) -> int:
     return int(round(ns))
 
 
+def fraction(value: Union[int, float, str], field: str, high: float = 1.0) -> float:
+    """A share written "30%" or 0.3, in (0, high]."""
+    text = value.strip() if isinstance(value, str) else value
+    try:
+        if isinstance(text, bool):
+            raise ValueError
+        f = float(text[:-1]) / 100 if isinstance(text, str) and text.endswith("%") else float(text)
+    except ValueError:
+        raise ValueError(f"{field}: cannot read {value!r}; write a share such as \"30%\" or 0.3") from None
+    if not 0 < f <= high:  # also refuses nan
+        raise ValueError(f"{field}: {value!r} is outside (0, {high:.0%}]; write e.g. \"30%\"")
+    return f
+
+
 def size_bytes(value: Union[int, float, str], field: str, caches: dict[str, int]) -> int:
     """Parse a size; `caches` maps "l1d", "l2", "llc" to bytes on the target."""
     if isinstance(value, bool):

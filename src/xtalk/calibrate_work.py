@@ -1,0 +1,105 @@
+"""The victim's work per job from a target solo utilisation (`utilization = "30%"`).
+
+A body's footprint may come from the caches (`bytes = "llc/4"`), but how long a job takes
+depends on the machine: the same 8 MiB pointer chase took 4 ms on one machine and 18 ms on
+another against a 10 ms period, and a victim overloaded alone measures its own backlog, not
+interference. So the work (chase `accesses`, pi `iterations`, syscall `calls`) is set on the
+target before the interleaved runs: short solo runs in the first configuration's placement and
+policy measure the median execution time per unit of work, and the work that fills the asked
+share of the period is used in every run of the experiment, solo and enemies alike. The passes
+are kept under `calibration/` and the result in experiment.json and in each run's plan labels.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import shutil
+from pathlib import Path
+
+from .config.expand import RunSpec
+from .errors import UsageError
+from .plan import ChaseBody, PiBody, Plan, SyscallBody
+from .store.jobs import read_job_log
+from .targets.local import run_plan
+
+#: The work knob of each body that can be calibrated.
+KNOB = {ChaseBody: "accesses", PiBody: "iterations", SyscallBody: "calls"}
+#: Jobs per calibration pass (after warm-up): enough for a stable median, short on any period.
+PASS_JOBS = 20
+PASS_WARMUP = 3
+#: A pass whose median lands within this of the target ends the calibration.
+TOLERANCE = 0.10
+MAX_PASSES = 4
+
+
+def _first_guess(body) -> int:
+    """A small first amount of work: one pass over a chase buffer, a short pi series or a
+    few system calls. The later passes scale it; only its order of magnitude matters."""
+    if isinstance(body, ChaseBody):
+        return max(body.bytes // 64, 2)
+    return 100_000 if isinstance(body, PiBody) else 200
+
+
+def estimated_seconds(runs: list[RunSpec], per_run_overhead_s: float) -> float:
+    """What calibration adds to an experiment: three passes (the usual count: a first guess,
+    its correction, a check) of a short solo run each."""
+    plan = runs[0].plan
+    return 3 * (plan.settle_ms / 1e3 + (PASS_JOBS + PASS_WARMUP) * plan.victim.period_ns / 1e9 + per_run_overhead_s)
+
+
+def _with_work(plan: Plan, knob: str, work: int, **victim) -> Plan:
+    p = plan.model_copy(deep=True)
+    setattr(p.victim.body, knob, work)
+    for k, v in victim.items():
+        setattr(p.victim, k, v)
+    return p
+
+
+def calibrate(runs: list[RunSpec], utilization: float, agent: Path, out: Path, say=print) -> tuple[list[RunSpec], dict]:
+    """Measure and set the victim's work so that a solo job takes `utilization` × period.
+
+    Returns the runs with the calibrated work (every one the same) and the record of it."""
+    solo = next((r for r in runs if r.scenario == "solo"), runs[0])
+    base = solo.plan.model_copy(deep=True)
+    base.enemies = []
+    body = base.victim.body
+    knob = KNOB.get(type(body))
+    if knob is None:
+        raise UsageError(f"victim.utilization: body '{body.kind}' has no work to calibrate; remove utilization")
+    period = base.victim.period_ns
+    target_ns = utilization * period
+    work = _first_guess(body)
+    passes = []
+    pass_dir = out / "calibration"
+    for i in range(MAX_PASSES):
+        plan = _with_work(base, knob, work, jobs=PASS_JOBS, warmup_jobs=PASS_WARMUP)
+        plan.run_id = f"calibration-{i}"
+        plan.timeout_s = 60 + 2 * (PASS_JOBS + PASS_WARMUP) * max(period / 1e9, 1.0)
+        run_dir = pass_dir / plan.run_id
+        if run_dir.exists():  # a resumed or repeated calibration starts its passes afresh
+            shutil.rmtree(run_dir)
+        meta = run_plan(plan, run_dir, agent)
+        jobs = read_job_log(run_dir / "jobs.bin")
+        measured = jobs[~jobs.warmup & ~jobs.failed] if len(jobs) else jobs
+        if meta.get("status") != "completed" or len(measured) < PASS_JOBS // 2:
+            raise UsageError(f"victim.utilization: the calibration run did not complete ({meta.get('status')}: "
+                             f"{meta.get('reason')}); fix that run's cause, or give victim.{knob} explicitly")
+        median = float(measured.exec_ns.median())
+        passes.append({knob: work, "median_exec_ns": median, "utilization": median / period})
+        say(f"calibration pass {i + 1}: {knob} = {work}: median {median / 1e6:.3f} ms = {median / period:.0%} of the period")
+        if i > 0 and abs(median - target_ns) <= TOLERANCE * target_ns:
+            break
+        work = max(1, round(work * target_ns / median))
+    else:
+        say(f"[yellow]calibration did not settle within {TOLERANCE:.0%} in {MAX_PASSES} passes; "
+            f"using {knob} = {work} (the machine is noisy: the solo runs measure what it achieves)[/]")
+    record = {"knob": knob, "work": work, "utilization": utilization, "period_ns": period,
+              "configuration": solo.configuration, "passes": passes,
+              "achieved_utilization": passes[-1]["utilization"]}
+    label = f"{knob}={work} for {utilization:.0%} of {period / 1e6:g} ms"
+    calibrated = []
+    for r in runs:
+        plan = _with_work(r.plan, knob, work)
+        plan.labels = {**plan.labels, "calibrated_work": label}
+        calibrated.append(dataclasses.replace(r, plan=plan))
+    return calibrated, record

@@ -28,6 +28,7 @@ import shlex
 import shutil
 import signal
 import subprocess
+import sys
 import tarfile
 import threading
 import urllib.parse
@@ -275,7 +276,7 @@ class SshTarget(Target):
             return [f"recovery not run: {e}"]
         lines = [f"restored: {line}" for line in out.stdout.decode(errors="replace").splitlines() if line.strip()]
         for line in lines or ["agent recovery ran: nothing was left to restore"]:
-            print(f"xtalk: {self.name}: run {run_id}: {line}", flush=True)
+            print(f"xtalk: {self.name}: run {run_id}: {line}", file=sys.stderr, flush=True)
         return lines or ["agent recovery ran: nothing was left to restore"]
 
     def _fetch(self, remote: str, run_dir: Path) -> None:

@@ -44,3 +44,94 @@ def test_campaign_on_a_local_dask_cluster(cluster, tmp_path):
     assert not any((store / "staging").iterdir())
     assert len(xtalk.open(store).jobs()) == 6 * 30
     assert not processes_named()
+
+
+# -- security: workers run as root, so the scheduler speaks TLS with certificates ----------------
+
+
+def test_a_plain_tcp_scheduler_off_loopback_is_refused_before_anything_starts(tmp_path):
+    f = tiny(tmp_path, jobs=10)
+    out = run_xtalk("campaign", "run", f, "--results", tmp_path / "res", "--cluster", "tcp://10.1.2.3:8786")
+    assert out.returncode == 2 and out.stderr.count("\n") == 1, out.stderr
+    assert "plain tcp:// lets anyone who reaches the scheduler run code as root" in out.stderr
+    assert "tls://10.1.2.3:8786" in out.stderr and "--insecure-cluster" in out.stderr
+    assert not campaign_dirs(tmp_path / "res")
+    out = run_xtalk("campaign", "run", f, "--results", tmp_path / "res", "--cluster", "tls://10.1.2.3:8786")
+    assert out.returncode == 2 and "give --tls-ca, --tls-cert, --tls-key" in out.stderr, out.stderr
+    assert not campaign_dirs(tmp_path / "res")
+
+
+@pytest.mark.parametrize("address,insecure,allowed", [
+    ("tcp://127.0.0.1:8786", False, True),
+    ("tcp://127.3.4.5:8786", False, True),
+    ("tcp://[::1]:8786", False, True),
+    ("localhost:8786", False, True),
+    ("inproc://x/1/2", False, True),
+    ("tcp://10.0.0.1:8786", False, False),
+    ("tcp://board-farm:8786", False, False),  # a name may resolve anywhere
+    ("10.0.0.1:8786", False, False),          # no scheme: Dask's default, tcp
+    ("ws://10.0.0.1:8786", False, False),
+    ("tcp://10.0.0.1:8786", True, True),      # the user said so
+    ("ucx://10.0.0.1:8786", True, False),
+])
+def test_which_scheduler_addresses_may_go_without_tls(address, insecure, allowed):
+    from xtalk.errors import UsageError
+    from xtalk.targets.dask import cluster_security
+
+    if allowed:
+        assert cluster_security(address, insecure=insecure) is None
+    else:
+        with pytest.raises(UsageError):
+            cluster_security(address, insecure=insecure)
+
+
+def _openssl(*args, cwd):
+    import subprocess
+
+    subprocess.run(["openssl", *args], cwd=cwd, check=True, capture_output=True)
+
+
+def make_pki(d, name="cluster"):
+    """A throwaway CA and one certificate signed by it (used for every role here)."""
+    d.mkdir()
+    ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
+    _openssl("req", "-x509", *ec, "-keyout", "ca.key", "-out", "ca.pem", "-days", "2", "-subj", f"/CN={name} CA", cwd=d)
+    _openssl("req", *ec, "-keyout", "node.key", "-out", "node.csr", "-subj", f"/CN={name} node", cwd=d)
+    _openssl("x509", "-req", "-in", "node.csr", "-CA", "ca.pem", "-CAkey", "ca.key", "-CAcreateserial",
+             "-out", "node.pem", "-days", "2", cwd=d)
+    return d / "ca.pem", d / "node.pem", d / "node.key"
+
+
+@pytest.fixture
+def tls_cluster(tmp_path):
+    import shutil
+
+    from distributed import LocalCluster
+    from distributed.security import Security
+
+    if not shutil.which("openssl"):
+        pytest.skip("needs the openssl command to make a throwaway CA")
+    ca, cert, key = make_pki(tmp_path / "pki")
+    sec = Security(tls_ca_file=str(ca), tls_scheduler_cert=str(cert), tls_scheduler_key=str(key),
+                   tls_worker_cert=str(cert), tls_worker_key=str(key), tls_client_cert=str(cert),
+                   tls_client_key=str(key), require_encryption=True)
+    with LocalCluster(n_workers=1, threads_per_worker=1, processes=True, host="127.0.0.1", protocol="tls://",
+                      security=sec, dashboard_address=None, resources={"xtalk_target": 1}, silence_logs=50) as c:
+        yield c, (ca, cert, key)
+
+
+def test_campaign_on_a_tls_cluster_with_certificates_and_a_stranger_refused(tls_cluster, tmp_path):
+    cluster, (ca, cert, key) = tls_cluster
+    address = cluster.scheduler_address
+    assert address.startswith("tls://")
+    f = tiny(tmp_path, jobs=10, **{"repetitions = 3": "repetitions = 1"})
+    tls = ["--tls-ca", ca, "--tls-cert", cert, "--tls-key", key]
+    out = run_xtalk("campaign", "run", f, "--results", tmp_path / "res", "--cluster", address, *tls, timeout=150)
+    assert out.returncode == 0, out.stderr
+    assert "2 done, 0 failed, 0 remaining of 2" in out.stdout, out.stdout
+    # A client whose certificate another CA signed is not let in: one line, exit 3.
+    oca, ocert, okey = make_pki(tmp_path / "other", name="stranger")
+    out = run_xtalk("campaign", "run", f, "--results", tmp_path / "res2", "--cluster", address,
+                    "--tls-ca", ca, "--tls-cert", ocert, "--tls-key", okey, timeout=150)
+    assert out.returncode == 3 and "no scheduler answers" in out.stderr and out.stderr.count("\n") == 1, out.stderr
+    assert not processes_named()

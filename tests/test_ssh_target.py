@@ -19,6 +19,7 @@ import xtalk
 from campaign_util import campaign_dirs, tiny
 from conftest import processes_named, small_plan, wait_for, xtalk as run_xtalk
 from xtalk.campaign import layout
+from xtalk.errors import AgentError, UsageError
 from xtalk.campaign.prepare import prepare
 from xtalk.plan import Plan
 from xtalk.targets.agent import local_facts
@@ -137,3 +138,118 @@ def test_a_campaign_whose_only_target_is_down_stops_then_resumes_on_another(sshd
     assert out.returncode == 0, out.stderr
     assert "2 done, 0 failed, 0 remaining of 2" in out.stdout
     assert len(xtalk.open(store).jobs()) == 2 * 20
+
+
+# -- the URL is input and the board runs as root: quoting, validation, host keys -----------------
+
+FAKE_SSH = """#!/bin/sh
+# Stands for ssh and the board's sshd: logs its arguments, then runs the remote command the
+# way sshd does, `$SHELL -c "<the words after the destination, joined by spaces>"`.
+for a in "$@"; do printf '%s\\n' "$a" >> "$FAKE_SSH_LOG"; done
+echo "--end--" >> "$FAKE_SSH_LOG"
+if [ -n "$FAKE_SSH_FAIL" ]; then echo "$FAKE_SSH_FAIL" >&2; exit 255; fi
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --) shift; break;;
+    -p|-o|-i) shift 2;;
+    -*) shift;;
+    *) break;;
+  esac
+done
+shift
+cd "$FAKE_HOME" && HOME="$FAKE_HOME" exec sh -c "$*"
+"""
+
+NASTY = ['x"; touch {m}; "', "x'; touch {m}; '", "x$(touch {m})", "x`touch {m}`", "x; touch {m}", "x\\\\\" $(touch {m})",
+         "x*{{a,b}} $HOME ~ ~root"]
+
+
+@pytest.fixture
+def fake_ssh(tmp_path, monkeypatch):
+    """`ssh` on PATH that runs the remote command here with sh -c, as root like a board."""
+    bin_dir, home = tmp_path / "bin", tmp_path / "home"
+    bin_dir.mkdir()
+    home.mkdir()
+    (bin_dir / "ssh").write_text(FAKE_SSH)
+    os.chmod(bin_dir / "ssh", 0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+    monkeypatch.setenv("FAKE_HOME", str(home))
+    monkeypatch.setenv("FAKE_SSH_LOG", str(tmp_path / "ssh.log"))
+    marker = tmp_path / "pwned"
+    return home, marker, tmp_path / "ssh.log"
+
+
+@pytest.mark.parametrize("nasty", NASTY)
+@pytest.mark.parametrize("prefix", ["/ABS/", "~/", "~/sub dir/"])
+def test_remote_words_are_taken_literally_by_the_remote_shell(tmp_path, nasty, prefix):
+    from xtalk.targets.ssh import remote_word
+
+    marker = tmp_path / "pwned"
+    path = prefix.replace("/ABS/", f"{tmp_path}/") + nasty.format(m=marker)
+    word = remote_word(path)
+    out = subprocess.run(["sh", "-c", f"printf '%s' {word}"], capture_output=True, text=True, env={"HOME": "/the/home"})
+    expected = path.replace("~/", "/the/home/", 1) if path.startswith("~/") else path
+    assert out.stdout == expected and not marker.exists(), (word, out.stdout)
+
+
+@pytest.mark.parametrize("nasty", NASTY[:5])
+def test_an_injection_in_the_cache_path_is_not_executed_and_the_run_works(fake_ssh, tmp_path, nasty):
+    import urllib.parse
+
+    home, marker, log = fake_ssh
+    cache = "~/" + nasty.format(m=marker)
+    t = SshTarget.from_url(f"ssh://root@127.0.0.1:2222?cache={urllib.parse.quote(cache, safe='')}&name=fake")
+    assert t.facts().online_cpus == local_facts().online_cpus
+    assert not marker.exists(), "the URL's text ran as a command on the board"
+    literal = home / nasty.format(m=marker)
+    assert Path(t.agent).parent == literal and os.access(t.agent, os.X_OK), t.agent  # the path, verbatim
+    plan = Plan.model_validate(small_plan("ssh-quoted", jobs=10, cpus=[t.facts().online_cpus[-1]]))
+    meta = t.run(plan, tmp_path / "run")
+    assert meta["status"] == "completed", meta
+    assert (literal / "target.lock").is_file()  # the board's lock, inside the cache as named
+    assert not marker.exists(), "the URL's text ran as a command on the board"
+    # Every connection checks the host key, and nothing after `--` is an ssh option.
+    calls = log.read_text().split("--end--\n")[:-1]
+    assert calls and all("StrictHostKeyChecking=yes" in c.splitlines() and "--" in c.splitlines() for c in calls)
+
+
+def test_an_injection_in_the_agent_path_is_not_executed(fake_ssh):
+    import urllib.parse
+
+    home, marker, _ = fake_ssh
+    agent = f"/nonexistent/x$(touch {marker})"
+    t = SshTarget.from_url(f"ssh://root@127.0.0.1:2222?agent={urllib.parse.quote(agent, safe='')}&name=fake")
+    with pytest.raises(AgentError, match="is not an executable file there"):
+        t.facts()
+    assert not marker.exists()
+
+
+def test_host_keys_are_always_checked_and_new_ones_accepted_only_when_asked(fake_ssh, monkeypatch):
+    plain = SshTarget.from_url("ssh://root@board.lab:22")._ssh("true")
+    assert "StrictHostKeyChecking=yes" in plain and plain[-3:] == ["--", "root@board.lab", "true"]
+    assert "StrictHostKeyChecking=accept-new" in SshTarget.from_url("ssh://root@board.lab?host_key=accept-new")._ssh("true")
+    # An unknown or changed key is the user's to settle: one line saying how, not a board "down".
+    monkeypatch.setenv("FAKE_SSH_FAIL", "Host key verification failed.")
+    with pytest.raises(AgentError) as e:
+        SshTarget.from_url("ssh://root@board.lab?name=b").facts()
+    assert not isinstance(e.value, TargetUnreachable)
+    assert "host key is unknown or changed" in str(e.value) and "host_key=accept-new" in str(e.value)
+
+
+@pytest.mark.parametrize("url,needle", [
+    ("ssh://-oProxyCommand=touch%20x", "is not a host name"),
+    ("ssh://-oProxyCommand=x@host", "user"),
+    ("ssh://root@host:99999", "port"),
+    ("ssh://root@host?cache=relative/dir", "absolute path"),
+    ("ssh://root@host?cache=~other/dir", "not ~user"),
+    ("ssh://root@host?agent=%0Arm", "printable"),
+    ("ssh://root@host?host_key=no", "host_key"),
+    ("ssh://root@host?known_hosts=/nonexistent/file", "known_hosts"),
+    ("ssh://root@host?identity=/nonexistent/key", "identity"),
+    ("ssh://root@host?name=a%20b", "name="),
+    ("ssh://root@host?proxy=x", "unknown option"),
+])
+def test_bad_target_urls_are_refused_in_one_line(url, needle):
+    with pytest.raises(UsageError) as e:
+        SshTarget.from_url(url)
+    assert needle in str(e.value) and "\n" not in str(e.value)

@@ -21,6 +21,7 @@ from rich.table import Table  # noqa: E402
 
 from .errors import AgentError, UsageError  # noqa: E402
 from .targets.agent import find_agent  # noqa: E402
+from .targets.lock import target_lock  # noqa: E402
 
 
 def measure(pairs: int, cpu: int | None, drift_ms: int) -> dict:
@@ -28,7 +29,8 @@ def measure(pairs: int, cpu: int | None, drift_ms: int) -> dict:
     cmd = [str(find_agent()), "calibrate", "--pairs", str(pairs), "--drift-ms", str(drift_ms)]
     if cpu is not None:
         cmd += ["--cpu", str(cpu)]
-    out = subprocess.run(cmd, capture_output=True, text=True)
+    with target_lock():  # calibration measures the machine: never beside a run
+        out = subprocess.run(cmd, capture_output=True, text=True)
     if out.returncode == 2:
         raise UsageError(out.stderr.strip().removeprefix("xtalk-agent: "))
     if out.returncode != 0:

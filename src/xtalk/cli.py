@@ -55,9 +55,11 @@ def run(experiment: Path = typer.Argument(..., help="experiment file (TOML)"),
     """Run an experiment: the victim against each enemy scenario, interleaved, then the summary table."""
     from .campaign.schema import is_campaign_file
     from .runner import run_experiment
+    from .trust import require_trusted
 
     if is_campaign_file(experiment):
         raise UsageError(f"{experiment}: a campaign file (it has [[application]]); run it with `xtalk campaign run {experiment}`")
+    require_trusted(experiment)  # its argv, preloads and paths run as root
 
     run_experiment(experiment, results, console, skip_unavailable)
 
@@ -76,7 +78,9 @@ def plan(experiment: Optional[Path] = typer.Argument(None, help="experiment file
     if experiment is None:
         raise UsageError("plan: give an experiment file, or --schema")
     from .campaign.schema import is_campaign_file
+    from .trust import warn_untrusted
 
+    warn_untrusted(experiment)
     if is_campaign_file(experiment):  # the same question for a campaign: runs and duration
         from .campaign.cli import plan as campaign_plan
 

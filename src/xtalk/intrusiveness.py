@@ -51,6 +51,9 @@ def _variants(plan, counters: list[str]):
 
 def run(experiment: Path, repetitions: int, jobs: int, results: Path, console: Console):
     """Run the variants of `experiment`'s victim (no enemies) and print the ratios."""
+    from .trust import require_trusted
+
+    require_trusted(experiment)
     exp = load(experiment)
     agent = find_agent()
     facts = local_facts(agent)

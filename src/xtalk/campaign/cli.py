@@ -33,6 +33,32 @@ def _targets(specs: list[str]):
     return targets
 
 
+def _cluster_options():
+    """The options that secure a cluster connection (shared by `run` and `resume`)."""
+    return {
+        "tls_ca": typer.Option(None, "--tls-ca", help="the cluster's CA certificate (PEM), for a tls:// scheduler"),
+        "tls_cert": typer.Option(None, "--tls-cert", help="this client's certificate (PEM), signed by that CA"),
+        "tls_key": typer.Option(None, "--tls-key", help="this client's private key (PEM)"),
+        "insecure_cluster": typer.Option(False, "--insecure-cluster",
+                                         help="accept a plain tcp:// scheduler off loopback: anyone reaching it runs code "
+                                              "as root on every board"),
+    }
+
+
+_CLUSTER = _cluster_options()
+
+
+def _security(cluster, tls_ca, tls_cert, tls_key, insecure_cluster):
+    """Check the cluster options before anything starts; the dask Security to use."""
+    if not cluster:
+        if tls_ca or tls_cert or tls_key or insecure_cluster:
+            raise UsageError("--tls-ca/--tls-cert/--tls-key/--insecure-cluster go with --cluster; add --cluster tls://HOST:PORT")
+        return None
+    from ..targets.dask import cluster_security
+
+    return cluster_security(cluster, tls_ca, tls_cert, tls_key, insecure_cluster)
+
+
 def _kind(targets, cluster) -> str:
     if cluster:
         return "dask"
@@ -52,9 +78,11 @@ def plan(file: Path = typer.Argument(..., help="campaign file (TOML)"),
          target: list[str] = typer.Option([], "--target", help="where it would run (default local)"),
          show_runs: bool = typer.Option(False, "--runs", help="list every run in order")):
     """Number of runs and estimated duration; nothing runs."""
+    from ..trust import warn_untrusted
     from .estimate import campaign_seconds, human, startup_seconds
     from .prepare import prepare
 
+    warn_untrusted(file)
     targets = _targets(target)
     p = prepare(file, targets)
     plans = [r.plan for r in p.expansion.runs]
@@ -75,12 +103,17 @@ def plan(file: Path = typer.Argument(..., help="campaign file (TOML)"),
 def run(file: Path = typer.Argument(..., help="campaign file (TOML)"),
         results: Optional[Path] = typer.Option(None, help="base directory (default: the file's `results`)"),
         target: list[str] = typer.Option([], "--target", help="local (default) or ssh://user@host:port; repeat for a pool"),
-        cluster: Optional[str] = typer.Option(None, "--cluster", help="Dask scheduler, e.g. tcp://10.0.0.1:8786"),
-        target_wait: float = typer.Option(600.0, help="seconds to wait for a target that does not answer before stopping")):
+        cluster: Optional[str] = typer.Option(None, "--cluster", help="Dask scheduler, e.g. tls://10.0.0.1:8786"),
+        target_wait: float = typer.Option(600.0, help="seconds to wait for a target that does not answer before stopping"),
+        tls_ca: Optional[Path] = _CLUSTER["tls_ca"], tls_cert: Optional[Path] = _CLUSTER["tls_cert"],
+        tls_key: Optional[Path] = _CLUSTER["tls_key"], insecure_cluster: bool = _CLUSTER["insecure_cluster"]):
     """Run a campaign: validate and check everything, then run with a progress bar and ETA."""
+    from ..trust import require_trusted
     from . import layout
     from .estimate import campaign_seconds
 
+    require_trusted(file)  # its argv, preloads and paths run as root
+    security = _security(cluster, tls_ca, tls_cert, tls_key, insecure_cluster)
     targets = _targets(target)
     from .prepare import prepare
 
@@ -91,25 +124,32 @@ def run(file: Path = typer.Argument(..., help="campaign file (TOML)"),
             "applications": [json.loads(a.model_dump_json()) for a in p.campaign.application]}
     store = layout.create(results or Path(p.campaign.results), p.campaign.name, p.text, p.expansion, meta)
     console.print(f"campaign directory: {store}")
-    _drive(store, targets, cluster, target_wait)
+    _drive(store, targets, cluster, target_wait, security)
 
 
 @_command
 def resume(store: Path = typer.Argument(..., help="campaign directory"),
            target: list[str] = typer.Option([], "--target", help="local (default) or ssh://...; repeat for a pool"),
-           cluster: Optional[str] = typer.Option(None, "--cluster", help="Dask scheduler address"),
-           target_wait: float = typer.Option(600.0, help="seconds to wait for a target that does not answer")):
+           cluster: Optional[str] = typer.Option(None, "--cluster", help="Dask scheduler address, e.g. tls://10.0.0.1:8786"),
+           target_wait: float = typer.Option(600.0, help="seconds to wait for a target that does not answer"),
+           tls_ca: Optional[Path] = _CLUSTER["tls_ca"], tls_cert: Optional[Path] = _CLUSTER["tls_cert"],
+           tls_key: Optional[Path] = _CLUSTER["tls_key"], insecure_cluster: bool = _CLUSTER["insecure_cluster"]):
     """Finish an interrupted campaign: no run lost, none repeated."""
-    _drive(store, _targets(target), cluster, target_wait)
+    from ..trust import require_trusted
+    from .layout import CAMPAIGN_JSON
+
+    require_trusted(Path(store) / CAMPAIGN_JSON)  # the plans it runs as root
+    security = _security(cluster, tls_ca, tls_cert, tls_key, insecure_cluster)
+    _drive(store, _targets(target), cluster, target_wait, security)
 
 
-def _drive(store: Path, targets, cluster, target_wait) -> None:
+def _drive(store: Path, targets, cluster, target_wait, security=None) -> None:
     from .status import status as read_status
 
     if cluster:
         from ..targets.dask import DaskExecutor
 
-        DaskExecutor(store, cluster, console=console).run()
+        DaskExecutor(store, cluster, console=console, security=security).run()
     else:
         from .executor import Executor
 

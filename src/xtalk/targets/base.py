@@ -8,8 +8,6 @@ kernel log since a run started (`kernel_log_since`, for post-mortems).
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import os
 import signal
 import time
@@ -19,27 +17,7 @@ from ..errors import AgentError
 from ..plan import Plan
 from .agent import TargetFacts, check_plan, find_agent, local_facts
 from .local import run_plan
-
-
-def local_lock_path() -> Path:
-    """The machine-wide lock of the local target: $XTALK_TARGET_LOCK, else one in the
-    runtime directory (a tmpfs emptied at boot)."""
-    env = os.environ.get("XTALK_TARGET_LOCK")
-    if env:
-        return Path(env)
-    return Path(os.environ.get("XDG_RUNTIME_DIR") or "/tmp") / "xtalk-target.lock"
-
-
-@contextlib.contextmanager
-def target_lock(path: Path):
-    """Hold an exclusive flock on `path` for one run, so that runs of two campaigns (or two
-    cluster workers) on one machine never overlap; a killed holder releases it at once."""
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        yield
-    finally:
-        os.close(fd)
+from .lock import TargetBusy, local_lock_path, target_lock  # noqa: F401 (the lock's public names)
 
 
 class TargetUnreachable(AgentError):
@@ -89,8 +67,7 @@ class LocalTarget(Target):
     def run(self, plan: Plan, run_dir: Path) -> dict:
         self._current = Path(run_dir)
         try:
-            with target_lock(local_lock_path()):
-                return run_plan(plan, run_dir, self.agent)
+            return run_plan(plan, run_dir, self.agent)  # holds the machine-wide lock for the run
         finally:
             self._current = None
 

@@ -1,4 +1,4 @@
-"""The distributed engine: `xtalk campaign run --cluster tcp://HOST:PORT`.
+"""The distributed engine: `xtalk campaign run --cluster tls://HOST:PORT --tls-ca ... --tls-cert ... --tls-key ...`.
 
 Each Dask worker owns one target and advertises the resource `xtalk_target=1`; every run is
 a task that needs that resource, so a worker (a target) never holds two runs at once. The
@@ -7,10 +7,16 @@ worker runs on; or `ssh://...`: a board the worker drives). Workers write each a
 the shared store (a path every worker and the driver see, or any fsspec URL) under
 `staging/<run>@<session>`; the driver alone publishes it to `runs/` and writes the journal,
 so the crash-safety rules of a local campaign hold unchanged (see docs/campaigns.md).
+
+Whoever can talk to the scheduler can run any code on every worker, and workers run as root
+on the boards. So the cluster speaks TLS with certificates by default (mutual: Dask requires
+a certificate signed by the cluster's CA on both ends); a plain `tcp://` address is accepted
+only on the loopback interface, or when the user says `--insecure-cluster` explicitly.
 """
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import socket
 import tempfile
@@ -25,6 +31,57 @@ from ..plan import Plan
 
 RESOURCE = "xtalk_target"
 _TARGETS: dict = {}
+#: Schemes whose traffic Dask encrypts and authenticates (with a Security of certificates).
+SECURE_SCHEMES = ("tls", "wss")
+
+
+def _host_of(location: str) -> str:
+    if location.startswith("["):  # [IPv6]:port
+        return location[1:].partition("]")[0]
+    return location.rpartition(":")[0] if location.count(":") == 1 else location
+
+
+def is_loopback(host: str) -> bool:
+    """Whether `host` is this machine's loopback interface (only local users reach it)."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False  # a name: it may resolve anywhere
+
+
+def cluster_security(address: str, tls_ca: Path | None = None, tls_cert: Path | None = None,
+                     tls_key: Path | None = None, insecure: bool = False):
+    """The dask `Security` to reach the scheduler at `address` (None: plain TCP, allowed only on
+    loopback or with `insecure`). UsageError, naming the option and the fix, otherwise."""
+    scheme, sep, location = address.rpartition("://")
+    scheme = scheme if sep else "tcp"
+    files = {"--tls-ca": tls_ca, "--tls-cert": tls_cert, "--tls-key": tls_key}
+    if scheme in SECURE_SCHEMES:
+        missing = [k for k, v in files.items() if not v]
+        if missing:
+            raise UsageError(f"--cluster {address}: TLS needs the cluster CA and this client's certificate and key; "
+                             f"give {', '.join(missing)} (docs/campaigns.md shows how to make them)")
+        for option, f in files.items():
+            if not Path(f).is_file():
+                raise UsageError(f"{option} {f}: no such file; give the PEM file (docs/campaigns.md, `Securing a cluster`)")
+        try:
+            from distributed.security import Security
+        except ImportError:
+            raise UsageError("--cluster needs Dask: pip install 'xtalk[cluster]'") from None
+        return Security(tls_ca_file=str(tls_ca), tls_client_cert=str(tls_cert), tls_client_key=str(tls_key),
+                        require_encryption=True)
+    given = [k for k, v in files.items() if v]
+    if given:
+        raise UsageError(f"--cluster {address}: {given[0]} is for a tls:// scheduler; write tls://{location}")
+    if scheme in ("tcp", "ws", "inproc"):
+        if scheme == "inproc" or is_loopback(_host_of(location)) or insecure:
+            return None
+        raise UsageError(f"--cluster {address}: plain {scheme}:// lets anyone who reaches the scheduler run code as root on "
+                         f"every board; use tls://{location} with --tls-ca/--tls-cert/--tls-key (docs/campaigns.md), "
+                         "or add --insecure-cluster on a network that is yours alone")
+    raise UsageError(f"--cluster {address}: unknown scheme {scheme!r}; write tls://HOST:PORT (or tcp://127.0.0.1:PORT)")
 
 
 def worker_target():
@@ -76,9 +133,11 @@ def run_task(store_url: str, run_id: str, labels: dict, plan_json: str, session:
 class DaskExecutor:
     """Drive a campaign directory on a Dask cluster; the driver owns the journal."""
 
-    def __init__(self, store: Path, address: str, console: Console | None = None, target_wait: float = 600.0):
+    def __init__(self, store: Path, address: str, console: Console | None = None, target_wait: float = 600.0,
+                 security=None):
         self.store = Path(store)
         self.address = address
+        self.security = security  # from `cluster_security`: certificates for a tls:// scheduler
         self.console = console or Console()
         self.target_wait = target_wait
 
@@ -97,7 +156,7 @@ class DaskExecutor:
         doc, runs = load(self.store)
         session = uuid.uuid4().hex[:8]
         try:
-            client = Client(self.address, timeout="20s")
+            client = Client(self.address, timeout="20s", security=self.security)
         except (OSError, TimeoutError) as e:
             raise AgentError(f"--cluster {self.address}: no scheduler answers ({e})") from None
         with client, CampaignLock(self.store), Journal(self.store / JOURNAL) as journal:

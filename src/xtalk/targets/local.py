@@ -3,6 +3,12 @@
 The agent runs in its own session (the terminal's Ctrl-C reaches only `xtalk`), with
 `--exit-with-parent` so that even a SIGKILL of `xtalk` tears the run down. On SIGINT or
 SIGTERM `xtalk` forwards SIGTERM and waits for the agent to stop and reap every child.
+
+Every run holds the machine-wide target lock (`lock.target_lock`), whichever command started
+it, so two experiments on one machine take turns run by run and never overlap. An agent that
+did not finish its own teardown (killed by a signal, or ending without a final run.json) has
+left its changes on the machine: the host runs `xtalk-agent recover` at once, while it still
+holds the lock, and says what was restored.
 """
 
 from __future__ import annotations
@@ -10,31 +16,60 @@ from __future__ import annotations
 import json
 import signal
 import subprocess
+import sys
 from pathlib import Path
+from typing import Callable
 
 from ..plan import Plan
 from ..store import read_run_json
 from ..store.jobs import convert_run
+from .agent import recover
+from .lock import target_lock
 
 #: How long the agent gets to tear a run down after SIGTERM before it is killed.
 TEARDOWN_GRACE_S = 20
 
 
-def _write_failed(run_dir: Path, plan: Plan, reason: str, previous: dict | None) -> dict:
-    meta = dict(previous or {"run_id": plan.run_id, "plan": json.loads(plan.to_json())})
-    meta["status"] = "failed"
-    meta["reason"] = reason
+def _write_meta(run_dir: Path, meta: dict) -> dict:
     tmp = run_dir / "run.json.tmp"
     tmp.write_text(json.dumps(meta, indent=2))
     tmp.replace(run_dir / "run.json")
     return meta
 
 
-def run_plan(plan: Plan, run_dir: Path, agent: Path) -> dict:
-    """Execute `plan` with results in `run_dir` (created here); return run.json's content.
+def _write_failed(run_dir: Path, plan: Plan, reason: str, previous: dict | None) -> dict:
+    meta = dict(previous or {"run_id": plan.run_id, "plan": json.loads(plan.to_json())})
+    meta["status"] = "failed"
+    meta["reason"] = reason
+    return _write_meta(run_dir, meta)
+
+
+def _say(line: str) -> None:
+    print(f"xtalk: {line}", file=sys.stderr, flush=True)
+
+
+def restore_after_dead_agent(agent: Path, run_id: str, say: Callable[[str], None] = _say) -> list[str]:
+    """Undo what a dead agent left on the machine (its journal); say and return each
+    restored change as `restored: ...`."""
+    lines = [f"restored: {line}" for line in recover(agent)]
+    if not lines:
+        lines = ["agent recovery ran: nothing was left to restore"]
+    for line in lines:
+        say(f"run {run_id}: {line}")
+    return lines
+
+
+def run_plan(plan: Plan, run_dir: Path, agent: Path, say: Callable[[str], None] = _say) -> dict:
+    """Execute `plan` with results in `run_dir` (created here) while holding the machine;
+    return run.json's content.
 
     KeyboardInterrupt (SIGINT, or SIGTERM mapped to it by the CLI) stops the agent cleanly,
     keeps what it recorded and propagates."""
+    with target_lock(say=say):
+        return _run_locked(plan, run_dir, agent, say)
+
+
+def _run_locked(plan: Plan, run_dir: Path, agent: Path, say: Callable[[str], None]) -> dict:
     run_dir.mkdir(parents=True, exist_ok=False)
     plan_path = run_dir / "plan.json"
     plan_path.write_text(plan.to_json())
@@ -50,12 +85,18 @@ def run_plan(plan: Plan, run_dir: Path, agent: Path) -> dict:
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
+                restore_after_dead_agent(agent, plan.run_id, say)
             convert_run(run_dir)
             raise
     meta = read_run_json(run_dir)
-    if meta is None or meta.get("status") == "running":
-        text = (run_dir / "agent.log").read_text(errors="replace").strip().splitlines()
-        why = text[-1] if text else f"agent exited with {rc}"
-        meta = _write_failed(run_dir, plan, f"agent ended abnormally (exit {rc}): {why}", meta)
+    unfinished = meta is None or meta.get("status") == "running"
+    if rc < 0 or unfinished:
+        restored = restore_after_dead_agent(agent, plan.run_id, say)
+        if unfinished:
+            text = (run_dir / "agent.log").read_text(errors="replace").strip().splitlines()
+            how = f"killed by signal {-rc}" if rc < 0 else f"exit {rc}"
+            why = text[-1] if text else f"agent exited with {rc}"
+            meta = _write_failed(run_dir, plan, f"agent ended abnormally ({how}): {why}", meta)
+        meta = _write_meta(run_dir, {**meta, "restored": restored})
     convert_run(run_dir)
     return meta

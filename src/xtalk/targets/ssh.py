@@ -1,6 +1,6 @@
 """A remote Linux target over SSH, with the system's `ssh` client (no Python dependency).
 
-    ssh://[user@]host[:port][?identity=KEY&known_hosts=FILE&agent=PATH&cache=DIR&name=NAME]
+    ssh://[user@]host[:port][?identity=KEY&known_hosts=FILE&host_key=accept-new&agent=PATH&cache=DIR&name=NAME]
 
 The agent is found on the target (`agent=`, else a copy cached under `cache`, else
 `xtalk-agent` on its PATH); when none is there and the target's architecture matches this
@@ -9,6 +9,12 @@ copied again). Each run sends its plan on stdin, runs the agent with `--exit-wit
 (a dropped connection ends the run on the target), then streams the output directory back
 as a tar archive and removes it on the target. ssh's exit code 255 (no connection) becomes
 TargetUnreachable: the campaign requeues the run and fails over to other targets.
+
+The URL is input from the command line and the target runs as root, so every parameter is
+checked (`check_url_parts`) and every remote argument goes through `remote_word` (shlex
+quoting; `~/` becomes the remote "$HOME"). The host key is always checked
+(StrictHostKeyChecking=yes, against `known_hosts=` or the user's own file); a new key is
+accepted only when the URL says `host_key=accept-new`.
 """
 
 from __future__ import annotations
@@ -17,10 +23,12 @@ import hashlib
 import json
 import os
 import platform
+import re
 import shlex
 import shutil
 import signal
 import subprocess
+import sys
 import tarfile
 import threading
 import urllib.parse
@@ -33,9 +41,59 @@ from ..store import read_run_json
 from ..store.jobs import convert_run
 from .agent import TargetFacts, _caches, _cpu_list, find_agent
 from .base import Target, TargetUnreachable
-from .local import _write_failed
+from .local import _write_failed, _write_meta
+from .lock import lock_timeout
 
 CONNECT_TIMEOUT_S = 10
+OPTIONS = ("identity", "known_hosts", "host_key", "agent", "cache", "name")
+_HOST = re.compile(r"[A-Za-z0-9_.:%-]{1,253}")
+_USER = re.compile(r"[A-Za-z0-9_.][A-Za-z0-9_.-]{0,63}")
+_NAME = re.compile(r"[A-Za-z0-9_.@:+-]{1,80}")
+
+
+def remote_word(path: str) -> str:
+    """`path` as one word for the remote shell, taken literally there: shlex-quoted, except
+    that a leading `~` or `~/` is the remote user's home ("$HOME", expanded there)."""
+    if path == "~":
+        return '"$HOME"'
+    if path.startswith("~/"):
+        return '"$HOME"/' + (shlex.quote(path[2:]) if path[2:] else "")
+    return shlex.quote(path)
+
+
+def _remote_join(directory: str, name: str) -> str:
+    return f"{directory.rstrip('/')}/{name}"
+
+
+def _check_remote_path(url: str, key: str, value: str) -> None:
+    if not value or any(not c.isprintable() for c in value) or len(value) > 4096:
+        raise UsageError(f"--target {url!r}: {key}= must be a printable path on the target")
+    if value.startswith("~") and not (value == "~" or value.startswith("~/")):
+        raise UsageError(f"--target {url!r}: {key}={value!r}: write ~/PATH (your home there) or an absolute path, not ~user")
+    if not (value.startswith("/") or value.startswith("~")):
+        raise UsageError(f"--target {url!r}: {key}={value!r}: write an absolute path or ~/PATH")
+
+
+def check_url_parts(url: str, host: str, user: str | None, q: dict) -> None:
+    """Refuse what the URL must not carry: a host or user ssh would read as an option, local
+    files that do not exist, remote paths that are not absolute (or ~/), unknown values."""
+    if not _HOST.fullmatch(host) or host.startswith("-"):
+        raise UsageError(f"--target {url!r}: host {host!r} is not a host name or address")
+    if user is not None and not _USER.fullmatch(user):
+        raise UsageError(f"--target {url!r}: user {user!r}: letters, digits, '.', '_' and '-' only")
+    for key in ("identity", "known_hosts"):
+        if key in q:
+            v = q[key]
+            if any(c.isspace() or not c.isprintable() for c in v) or not os.path.isfile(v):
+                raise UsageError(f"--target {url!r}: {key}={v!r} is not a file here (a path without spaces)")
+    if q.get("host_key", "yes") not in ("yes", "accept-new"):
+        raise UsageError(f"--target {url!r}: host_key={q['host_key']!r}: write host_key=accept-new to trust a new board's "
+                         "key on first contact (default: known keys only)")
+    for key in ("agent", "cache"):
+        if key in q:
+            _check_remote_path(url, key, q[key])
+    if "name" in q and not _NAME.fullmatch(q["name"]):
+        raise UsageError(f"--target {url!r}: name={q['name']!r}: letters, digits and ._@:+- only, at most 80")
 
 
 class SshTarget(Target):
@@ -43,9 +101,10 @@ class SshTarget(Target):
 
     def __init__(self, host: str, user: str | None = None, port: int = 22, identity: str | None = None,
                  known_hosts: str | None = None, agent: str | None = None, cache: str = "~/.cache/xtalk",
-                 name: str | None = None):
+                 name: str | None = None, host_key: str = "yes"):
         self.host, self.user, self.port = host, user, int(port)
         self.identity, self.known_hosts, self.agent_path, self.cache = identity, known_hosts, agent, cache
+        self.host_key = host_key
         self.name = name or f"{user + '@' if user else ''}{host}:{port}"
         self._proc: subprocess.Popen | None = None
         self._lock = threading.Lock()
@@ -56,12 +115,16 @@ class SshTarget(Target):
         u = urllib.parse.urlsplit(url)
         if u.scheme != "ssh" or not u.hostname:
             raise UsageError(f"--target {url!r}: write ssh://[user@]host[:port]")
+        try:
+            port = u.port or 22
+        except ValueError:
+            raise UsageError(f"--target {url!r}: the port must be a number from 1 to 65535") from None
         q = {k: v[-1] for k, v in urllib.parse.parse_qs(u.query).items()}
-        unknown = set(q) - {"identity", "known_hosts", "agent", "cache", "name"}
+        unknown = set(q) - set(OPTIONS)
         if unknown:
-            raise UsageError(f"--target {url!r}: unknown option {sorted(unknown)[0]!r}; "
-                             "use identity, known_hosts, agent, cache or name")
-        return cls(u.hostname, u.username, u.port or 22, **q)
+            raise UsageError(f"--target {url!r}: unknown option {sorted(unknown)[0]!r}; use {', '.join(OPTIONS)}")
+        check_url_parts(url, u.hostname, u.username, q)
+        return cls(u.hostname, u.username, port, **q)
 
     # -- ssh plumbing ------------------------------------------------------------------------
     def _ssh(self, command: str) -> list[str]:
@@ -70,8 +133,21 @@ class SshTarget(Target):
         if self.identity:
             cmd += ["-i", self.identity, "-o", "IdentitiesOnly=yes"]
         if self.known_hosts:
-            cmd += ["-o", f"UserKnownHostsFile={self.known_hosts}", "-o", "StrictHostKeyChecking=yes"]
-        return cmd + [f"{self.user}@{self.host}" if self.user else self.host, command]
+            cmd += ["-o", f"UserKnownHostsFile={self.known_hosts}"]
+        # A board runs what we send as root: never talk to one whose key is unknown or changed.
+        cmd += ["-o", f"StrictHostKeyChecking={self.host_key}"]
+        # `--`: nothing after it is an option, whatever the host or the command look like.
+        return cmd + ["--", f"{self.user}@{self.host}" if self.user else self.host, command]
+
+    def _failure(self, stderr: bytes) -> AgentError:
+        """What ssh's exit code 255 means: a host key problem (the user must act), else the
+        board does not answer."""
+        lines = stderr.decode(errors="replace").strip().splitlines()
+        text = " ".join(lines)
+        if "Host key verification failed" in text or "REMOTE HOST IDENTIFICATION HAS CHANGED" in text:
+            return AgentError(f"{self.name}: its host key is unknown or changed; check its fingerprint, then add it to "
+                              f"{self.known_hosts or '~/.ssh/known_hosts'} (or give host_key=accept-new to trust it on first contact)")
+        return TargetUnreachable(f"{self.name}: {lines[-1] if lines else 'ssh failed'}")
 
     def _call(self, command: str, stdin: bytes | None = None, timeout: float = 60) -> subprocess.CompletedProcess:
         try:
@@ -79,8 +155,7 @@ class SshTarget(Target):
         except subprocess.TimeoutExpired:
             raise TargetUnreachable(f"{self.name}: no answer in {timeout:.0f} s") from None
         if out.returncode == 255:
-            lines = out.stderr.decode(errors="replace").strip().splitlines()
-            raise TargetUnreachable(f"{self.name}: {lines[-1] if lines else 'ssh failed'}")
+            raise self._failure(out.stderr)
         return out
 
     # -- the agent on the target ---------------------------------------------------------------
@@ -88,32 +163,35 @@ class SshTarget(Target):
     def agent(self) -> str:
         """Path of the agent on the target (copied there when needed)."""
         if self.agent_path:
-            if self._call(f"test -x {shlex.quote(self.agent_path)}").returncode != 0:
+            word = remote_word(self.agent_path)
+            if self._call(f"test -x {word}").returncode != 0:
                 raise AgentError(f"{self.name}: agent={self.agent_path} is not an executable file there")
-            return self.agent_path
+            return self._expand(word)
         local = find_agent()
         digest = hashlib.sha256(local.read_bytes()).hexdigest()[:16]
-        cache = self.cache.replace("~", "$HOME", 1) if self.cache.startswith("~") else shlex.quote(self.cache)
-        remote = f"{cache}/xtalk-agent-{digest}"
-        probe = self._call(f'uname -m; test -x "{remote}" && echo cached; command -v xtalk-agent || true')
+        cache = remote_word(self.cache)
+        remote = _remote_join(self.cache, f"xtalk-agent-{digest}")
+        word, tmp = remote_word(remote), remote_word(remote + ".tmp")
+        probe = self._call(f"uname -m; test -x {word} && echo cached; command -v xtalk-agent || true")
         lines = probe.stdout.decode().split()
         arch = lines[0] if lines else "?"
         if "cached" in lines:
-            return self._expand(remote)
+            return self._expand(word)
         if arch == platform.machine():
-            put = self._call(f'mkdir -p "{cache}" && cat > "{remote}.tmp" && chmod 755 "{remote}.tmp" && mv "{remote}.tmp" "{remote}"',
+            put = self._call(f"mkdir -p {cache} && cat > {tmp} && chmod 755 {tmp} && mv {tmp} {word}",
                              stdin=local.read_bytes(), timeout=300)
             if put.returncode != 0:
                 raise AgentError(f"{self.name}: cannot copy the agent: {put.stderr.decode(errors='replace').strip()}")
-            return self._expand(remote)
+            return self._expand(word)
         found = [x for x in lines[1:] if x.startswith("/")]
         if found:
             return found[0]
         raise AgentError(f"{self.name}: no xtalk-agent there and its architecture ({arch}) differs from this host's "
                          f"({platform.machine()}); build the agent for {arch} and give ?agent=PATH")
 
-    def _expand(self, path: str) -> str:
-        return self._call(f'echo "{path}"').stdout.decode().strip()
+    def _expand(self, word: str) -> str:
+        """The absolute path a remote shell word names (its "$HOME" expanded there)."""
+        return self._call(f"printf '%s\\n' {word}").stdout.decode().rstrip("\n")
 
     # -- the Target interface ---------------------------------------------------------------------
     @cached_property
@@ -144,8 +222,12 @@ class SshTarget(Target):
         # The shell prints the work directory and the kernel clock, then becomes the agent, so
         # the agent's parent is the ssh session: when the connection drops, the run ends.
         # The board's lock (fd 9, inherited by the agent) keeps runs of two campaigns apart.
-        cache = self.cache.replace("~", "$HOME", 1) if self.cache.startswith("~") else shlex.quote(self.cache)
-        script = (f'mkdir -p "{cache}" && exec 9>"{cache}/target.lock" && {{ ! command -v flock >/dev/null || flock 9; }} && '
+        cache, lock = remote_word(self.cache), remote_word(_remote_join(self.cache, "target.lock"))
+        wait = lock_timeout()
+        flock = "flock 9" if wait == float("inf") else (
+            f"{{ flock -w {wait:g} 9 || {{ echo 'xtalk: the board is busy: another run held its lock for more than {wait:g} s "
+            "(XTALK_LOCK_TIMEOUT)' >&2; exit 75; }; }")
+        script = (f'mkdir -p {cache} && exec 9>{lock} && {{ ! command -v flock >/dev/null || {flock}; }} && '
                   'd=$(mktemp -d /tmp/xtalk-run.XXXXXX) && echo "$d" && cut -d" " -f1 /proc/uptime && '
                   f'cat > "$d/plan.json" && exec {agent} run "$d/plan.json" --out "$d/out" --exit-with-parent >"$d/agent.log" 2>&1')
         with self._lock:
@@ -165,7 +247,7 @@ class SshTarget(Target):
         interrupted = proc.returncode < 0
         if proc.returncode == 255 and len(lines) < 2:
             shutil.rmtree(run_dir, ignore_errors=True)
-            raise TargetUnreachable(f"{self.name}: {err.decode(errors='replace').strip() or 'ssh failed'}")
+            raise self._failure(err)
         if len(lines) < 2:
             raise AgentError(f"{self.name}: the run did not start: {err.decode(errors='replace').strip()}")
         remote, self._run_start = lines[0], float(lines[1])
@@ -182,8 +264,20 @@ class SshTarget(Target):
             log = (run_dir / "agent.log").read_text(errors="replace").strip().splitlines() if (run_dir / "agent.log").exists() else []
             why = log[-1] if log else f"ssh exited with {proc.returncode}"
             meta = _write_failed(run_dir, plan, f"agent ended abnormally on {self.name} (exit {proc.returncode}): {why}", meta)
+            meta = _write_meta(run_dir, {**meta, "restored": self._restore(plan.run_id)})
         convert_run(run_dir)
         return meta
+
+    def _restore(self, run_id: str) -> list[str]:
+        """The agent died on the board before its teardown: undo its changes there now."""
+        try:
+            out = self._call(f"{shlex.quote(self.agent)} recover")
+        except TargetUnreachable as e:
+            return [f"recovery not run: {e}"]
+        lines = [f"restored: {line}" for line in out.stdout.decode(errors="replace").splitlines() if line.strip()]
+        for line in lines or ["agent recovery ran: nothing was left to restore"]:
+            print(f"xtalk: {self.name}: run {run_id}: {line}", file=sys.stderr, flush=True)
+        return lines or ["agent recovery ran: nothing was left to restore"]
 
     def _fetch(self, remote: str, run_dir: Path) -> None:
         """Stream the remote output directory and log back as one tar, then remove them there."""

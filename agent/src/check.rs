@@ -458,6 +458,7 @@ fn check_sched(at: &str, s: &Sched, p: &Placement, online: &[usize]) -> Result<(
             if !privileged && (machine::rlimit_rtprio() as i64) < priority as i64 {
                 return err(f("policy"), "a real-time policy needs CAP_SYS_NICE (or RLIMIT_RTPRIO); run as root or use policy 'other'");
             }
+            preflight_sched(at, s)?;
         }
         Sched::Deadline { runtime_ns, deadline_ns, period_ns } => {
             if runtime_ns < DL_MIN_RUNTIME_NS {
@@ -477,9 +478,16 @@ fn check_sched(at: &str, s: &Sched, p: &Placement, online: &[usize]) -> Result<(
                     return err(format!("{at}.placement.cpus"), "SCHED_DEADLINE tasks may not be pinned to a subset of the root domain; leave placement unpinned (or use an exclusive cpuset)");
                 }
             }
+            preflight_sched(at, s)?;
         }
     }
     Ok(())
+}
+
+/// The policy tried for real in a throwaway child (crate::preflight): what the kernel will
+/// refuse is refused here, with its cause, before anything starts.
+fn preflight_sched(at: &str, s: &Sched) -> Result<(), PlanError> {
+    crate::preflight::try_in_child(s).or_else(|e| err(format!("{at}.sched.policy"), crate::preflight::refusal(s, &e)))
 }
 
 fn check_lock(at: &str, lock: bool, footprint: u64) -> Result<(), PlanError> {

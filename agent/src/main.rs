@@ -5,6 +5,7 @@ mod kernels;
 mod launch;
 mod observe;
 mod plan;
+mod preflight;
 mod record;
 mod regulate;
 mod victims;

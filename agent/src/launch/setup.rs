@@ -59,7 +59,24 @@ const SCHED_DEADLINE: u32 = 6;
 const SCHED_FLAG_RESET_ON_FORK: u64 = 1;
 
 pub fn apply_sched(s: &Sched) -> Result<(), String> {
+    try_sched(s).map_err(|e| format!("sched_setattr({s:?}): {}", crate::preflight::refusal(s, &e)))
+}
+
+fn set_attr(a: &SchedAttr) -> std::io::Result<()> {
+    match unsafe { libc::syscall(libc::SYS_sched_setattr, 0, a as *const SchedAttr, 0u32) } {
+        0 => Ok(()),
+        _ => Err(std::io::Error::last_os_error()),
+    }
+}
+
+/// sched_setattr for the calling process, the raw error kept (pre-flight diagnoses it).
+pub fn try_sched(s: &Sched) -> std::io::Result<()> {
     let mut a = SchedAttr { size: std::mem::size_of::<SchedAttr>() as u32, sched_flags: SCHED_FLAG_RESET_ON_FORK, ..Default::default() };
+    fill_attr(&mut a, s);
+    set_attr(&a)
+}
+
+fn fill_attr(a: &mut SchedAttr, s: &Sched) {
     match *s {
         Sched::Other { nice } => {
             a.sched_policy = libc::SCHED_OTHER as u32;
@@ -80,17 +97,6 @@ pub fn apply_sched(s: &Sched) -> Result<(), String> {
             a.sched_period = period_ns;
         }
     }
-    let rc = unsafe { libc::syscall(libc::SYS_sched_setattr, 0, &a as *const SchedAttr, 0u32) };
-    if rc != 0 {
-        let e = std::io::Error::last_os_error();
-        let hint = match (e.raw_os_error(), s) {
-            (Some(libc::EBUSY), Sched::Deadline { .. }) => " (SCHED_DEADLINE admission refused: total bandwidth over the limit)",
-            (Some(libc::EPERM), _) => " (not permitted: needs CAP_SYS_NICE)",
-            _ => "",
-        };
-        return Err(format!("sched_setattr({s:?}): {e}{hint}"));
-    }
-    Ok(())
 }
 
 pub fn lock_memory() -> Result<(), String> {

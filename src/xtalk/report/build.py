@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import json
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -83,6 +84,10 @@ class _Builder:
         self.keep("epsilon", tb.epsilon_table(self.data, self.epsilons, n_boot=self.n_boot))
         s = Section("verdicts", "Verdicts")
         s.raw(verdict_list([(r.status, r.verdict) for r in v.itertuples()]))
+        warned = self.keep("warnings", result_guards(self.data.path))
+        if len(warned):
+            s.heading("Warnings")
+            s.raw(verdict_list([("inconclusive", line) for line in warned["line"]]))
         specs = tb._specs(self.data, self.epsilons)
         s.text("ε bounds: " + ", ".join(eps.describe(e) for e in specs) if specs else
                "No ε bound given: pass one, e.g. `xtalk report RESULTS --epsilon exec:max:1.2x`, to get holds / violated / "
@@ -269,6 +274,27 @@ def fg_escape(s) -> str:
     return html.escape(str(s))
 
 
+def result_guards(path: Path) -> pd.DataFrame:
+    """The guards that fire on the results (analysis/guards.py), one row each with its line:
+    from summary.json when the run or `xtalk summary` wrote them, else computed now."""
+    from ..analysis.guards import Guard, Kind
+    from ..report.summary import summary_table
+    from ..store import open as open_results
+
+    rows = None
+    try:
+        stored = json.loads((Path(path) / "summary.json").read_text())
+        if all("warnings" in r for r in stored):
+            rows = [w for r in stored for w in r["warnings"]]
+    except (OSError, ValueError):
+        pass
+    if rows is None:
+        rows = [w for ws in summary_table(open_results(path))["warnings"] for w in ws]
+    lines = [Guard(Kind(w["kind"]), w["configuration"], w["scenario"], w["message"]).line() for w in rows]
+    return pd.DataFrame({"kind": [w["kind"] for w in rows], "configuration": [w["configuration"] for w in rows],
+                         "scenario": [w["scenario"] for w in rows], "line": lines})
+
+
 def build(path, out: Path | None = None, epsilons: Sequence = (), *, csv: bool = True, n_boot: int = 2000,
           console=None) -> Path:
     """Write the report of results directory ``path``; returns the HTML file."""
@@ -320,10 +346,12 @@ def build(path, out: Path | None = None, epsilons: Sequence = (), *, csv: bool =
     (out / "summary.md").write_text(md_summary(title, b.tables["verdicts"][["status", "verdict"]] if len(b.tables["verdicts"])
                                                else pd.DataFrame(columns=["status", "verdict"]),
                                                b.tables["slowdown"], b.tables["noise_floor"], in_ms(b.tables["misses"]),
-                                               b.tables["pwcet"], files))
+                                               b.tables["pwcet"], files, list(b.tables["warnings"]["line"])))
     if console is not None:
         for r in b.tables["verdicts"].itertuples():
             console.print(f"[bold]{r.status}[/]: {r.verdict}", highlight=False)
+        for line in b.tables["warnings"]["line"]:
+            console.print(f"[yellow]warning: {line}[/]", highlight=False)
         console.print(f"report: {html_path} ({len(b.figures)} figures, {html_path.stat().st_size / 1e6:.1f} MB) in {elapsed:.1f} s: "
                       + ", ".join(f"{k} {v:.1f}" for k, v in timings.items()), highlight=False, soft_wrap=True)
     return html_path

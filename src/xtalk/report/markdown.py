@@ -21,9 +21,11 @@ def md_table(df: pd.DataFrame, max_rows: int = 50) -> str:
 
 
 def summary(title: str, verdicts: pd.DataFrame, slowdown: pd.DataFrame, floor: pd.DataFrame, misses: pd.DataFrame,
-            pwcet: pd.DataFrame, files: list[str]) -> str:
+            pwcet: pd.DataFrame, files: list[str], warnings: list[str] = ()) -> str:
     out = [f"# {title}", "", "## Verdicts", ""]
     out += [f"- {r.verdict}" for r in verdicts.itertuples()] or ["_(no jobs)_"]
+    if warnings:
+        out += ["", "## Warnings", ""] + [f"- {w}" for w in warnings]
     out += ["", "## Slowdown against solo (95 % CI)", "", md_table(slowdown), "## Noise floor", "",
             "A slowdown whose CI stays within 1 ± floor is indistinguishable from run-to-run noise.", "",
             md_table(floor), "## Deadline misses", "", md_table(misses), "## pWCET (execution time)", ""]

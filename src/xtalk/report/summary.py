@@ -5,14 +5,16 @@ from __future__ import annotations
 
 import json
 import math
+from pathlib import Path
 
 import pandas as pd
 from rich.console import Console
 from rich.table import Table
 
 from ..config.units import rate_text
+from ..analysis import guards
 from ..analysis.slowdown import summarize
-from ..store import Results
+from ..store import Results, read_run_json
 
 
 def _f(x: float, nd: int = 3) -> str:
@@ -21,6 +23,8 @@ def _f(x: float, nd: int = 3) -> str:
 
 def _ci(row, stat: str) -> str:
     p, lo, hi = (getattr(row, f"slowdown_{stat}{k}") for k in ("", "_lo", "_hi"))
+    if stat == "max" and row.scenario != "solo" and row.runs_ok < guards.MIN_RUNS_FOR_MAX:
+        return f"– ({row.runs_ok} runs)"  # guards: too few runs for a maximum (the value stays in summary.json)
     if isinstance(lo, float) and math.isnan(lo):
         return _f(p, 2)
     return f"{p:.2f} [{lo:.2f}, {hi:.2f}]"
@@ -69,8 +73,27 @@ def summary_table(results: Results) -> pd.DataFrame:
     table = summarize(jobs, runs)
     rates = enemy_rates(runs)
     table["enemy_rate"] = [rates.get((c, s), "") for c, s in zip(table.configuration, table.scenario)]
+    fired = guards.check(table, victims(runs))
+    table["warnings"] = [[g.to_dict() for g in fired if (g.configuration, g.scenario) == (c, s)]
+                         for c, s in zip(table.configuration, table.scenario)]
     cols = ["configuration"] + [c for c in table.columns if c != "configuration"]
     return table[cols]
+
+
+def victims(runs: pd.DataFrame) -> dict[str, dict]:
+    """Each configuration's victim as its first run's plan gives it (period, deadline, sched)."""
+    out: dict[str, dict] = {}
+    for cfg, d in zip(runs.get("configuration", []), runs.get("dir", [])):
+        if cfg not in out:
+            meta = read_run_json(Path(d)) or {}
+            out[cfg] = (meta.get("plan") or {}).get("victim") or {}
+    return out
+
+
+def warning_lines(table: pd.DataFrame) -> list[str]:
+    """The guards that fired, one line each ("scenario: what is wrong; what to change")."""
+    return [guards.Guard(guards.Kind(w["kind"]), w["configuration"], w["scenario"], w["message"]).line()
+            for ws in table.get("warnings", []) for w in ws]
 
 
 def to_markdown(table: pd.DataFrame, title: str) -> str:
@@ -80,6 +103,9 @@ def to_markdown(table: pd.DataFrame, title: str) -> str:
         lines.append("| " + " | ".join(_cells(row)) + " |")
     lines += [""] + [f"- enemies in `{_name(row)}`: {row.enemy_rate} (achieved over the victim's window, per copy)"
                      for row in table.itertuples() if row.enemy_rate]
+    warned = warning_lines(table)
+    if warned:
+        lines += ["", "## Warnings", ""] + [f"- {w}" for w in warned]
     return "\n".join(lines) + "\n"
 
 
@@ -99,5 +125,7 @@ def write_summary(results: Results, console: Console | None = None) -> pd.DataFr
         for row in table.itertuples():
             if row.enemy_rate:
                 console.print(f"  enemies in {_name(row)}: {row.enemy_rate} per copy, over the victim's window")
+        for w in warning_lines(table):
+            console.print(f"[yellow]warning: {w}[/]", highlight=False)
         console.print(f"results: {results.path}")
     return table

@@ -116,12 +116,13 @@ def culprit_rows(jobs: pd.DataFrame) -> pd.DataFrame:
 
 
 def write_run(root: Path, run_id: str, scenario: str, repetition: int, jobs: pd.DataFrame, *, labels: dict | None = None,
-              trace: bool = False, status: str = "completed") -> Path:
+              trace: bool = False, status: str = "completed", victim: dict | None = None) -> Path:
     d = root / "runs" / run_id
     d.mkdir(parents=True, exist_ok=True)
     meta = {"run_id": run_id, "status": status, "reason": None, "jobs_recorded": int(len(jobs)),
             "jobs_planned": int(len(jobs)), "enemies": [],
-            "plan": {"labels": {"scenario": scenario, "configuration": "default", "repetition": repetition, **(labels or {})}},
+            "plan": {"labels": {"scenario": scenario, "configuration": "default", "repetition": repetition, **(labels or {})},
+                     **({"victim": victim} if victim else {})},
             "pids": {"victim": VICTIM_PID, "enemies": {}}}
     (d / "run.json").write_text(json.dumps(meta))
     pq.write_table(pa.Table.from_pandas(jobs, preserve_index=False), d / "jobs.parquet")
@@ -133,7 +134,8 @@ def write_run(root: Path, run_id: str, scenario: str, repetition: int, jobs: pd.
 
 def write_results(root: Path, scenarios: list[Scenario], *, repetitions: int = 3, jobs: int = 400, period_ns: int = 1_000_000,
                   exec_ns: float = 200_000, trace: bool = False, counters: bool = False, drift_ns: float = 0.0,
-                  miss_jobs: tuple = (), serious_jobs: tuple = (), name: str = "synthetic", seed: int = 0) -> Path:
+                  miss_jobs: tuple = (), serious_jobs: tuple = (), name: str = "synthetic", seed: int = 0,
+                  victim: dict | None = None) -> Path:
     """A whole results directory; runs interleaved as `xtalk run` orders them. Misses are
     planted in the last scenario's first run; with ``trace`` the first repetition of every
     scenario has a kernel trace (deriving culprits costs ~5 ms per job)."""
@@ -148,7 +150,7 @@ def write_results(root: Path, scenarios: list[Scenario], *, repetitions: int = 3
                           spike_ns=s.spike_ns, big_every=s.big_every, drift_ns=drift_ns, counters=counters,
                           miss_jobs=miss_jobs if last else (), serious_jobs=serious_jobs if last else (),
                           seed=seed * 1000 + i, t0_ns=10**12 + i * 10**11)
-            write_run(root, run_id, s.name, rep, j, labels=s.labels, trace=trace and rep == 0)
+            write_run(root, run_id, s.name, rep, j, labels=s.labels, trace=trace and rep == 0, victim=victim)
             order.append({"run_id": run_id, "scenario": s.name, "repetition": rep})
             i += 1
     exp = {"name": name, "description": "synthetic results with planted effects",

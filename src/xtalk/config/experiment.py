@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import tomllib
 from pathlib import Path
-from typing import Literal, Optional, Union
+from typing import Annotated, Literal, Optional, Union
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
@@ -225,7 +225,7 @@ class ScenarioSpec(_Strict):
 class TraceSpec(_Strict):
     """`[trace]`: capture the kernel scheduling trace of each run's measured window."""
 
-    events: Optional[list[str]] = None
+    events: Optional[list[Annotated[str, Field(pattern=r"^[A-Za-z0-9_-]{1,128}(:[A-Za-z0-9_-]{1,128})?$")]]] = None
     buffer_kb: int = Field(default=8192, ge=64, le=1 << 20)
 
 

@@ -64,8 +64,8 @@ def kill_leftovers(marker: str) -> None:
 def traces_of(pid: int) -> list[str]:
     """What an agent `pid` could have left: cgroups, its journal, its staging directory."""
     left = [str(d) for d in CGROUP_ROOT.glob(f"*/xtalk-{pid}")]
-    if Path(f"/run/xtalk/journal-{pid}.jsonl").exists():
-        left.append(f"/run/xtalk/journal-{pid}.jsonl")
+    if Path(f"/run/xtalk/journal-p{pid}.jsonl").exists():
+        left.append(f"/run/xtalk/journal-p{pid}.jsonl")
     return left
 
 
@@ -79,11 +79,19 @@ def irq_affinities() -> dict[str, str]:
     return out
 
 
+def _of_live_agent(name: str) -> bool:
+    """An entry another xtalk running on this machine owns (named after its live pid)."""
+    digits = "".join(ch for ch in name.split("-", 1)[-1] if ch.isdigit())
+    return name.split("-", 1)[-1].lstrip("p").split(".")[0].isdigit() and Path(f"/proc/{digits}").exists()
+
+
 def machine_state() -> dict:
-    """What the issue checks: processes aside, cgroups, IRQs, RT runtime, /dev/shm, /run/xtalk."""
+    """What the issue checks: processes aside, cgroups, IRQs, RT runtime, /dev/shm, /run/xtalk
+    (leaving out what other live xtalk agents on this machine hold)."""
+    run = Path("/run/xtalk")
     return {
-        "shm": sorted(os.listdir("/dev/shm")),
-        "run": sorted(p for p in os.listdir("/run/xtalk") if p.startswith("journal-")) if Path("/run/xtalk").is_dir() else [],
+        "shm": sorted(n for n in os.listdir("/dev/shm") if not _of_live_agent(n)),
+        "run": sorted(n for n in os.listdir(run) if n.startswith("journal-") and not _of_live_agent(n)) if run.is_dir() else [],
         "irqs": irq_affinities(),
         "rt_runtime": Path("/proc/sys/kernel/sched_rt_runtime_us").read_text(),
         "instances": sorted(os.listdir("/sys/kernel/tracing/instances")) if Path("/sys/kernel/tracing/instances").is_dir() else [],

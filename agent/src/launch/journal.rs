@@ -1,6 +1,6 @@
 //! The change journal: every change the agent makes to the machine (a cgroup created, a
 //! file written: cgroup limits, IRQ affinity, sysctls) is appended to
-//! /run/xtalk/journal-<pid>.jsonl and fsynced *before* it is made, and undone in reverse
+//! /run/xtalk/journal-p<pid>.jsonl (verified directory, file created O_EXCL|O_NOFOLLOW) and fsynced *before* it is made, and undone in reverse
 //! order when the run ends. A journal whose agent is dead is undone by the next agent that
 //! starts (`xtalk-agent recover`, which `xtalk` calls too). /run is a tmpfs: after a reboot
 //! there is nothing to undo, and nothing is left.
@@ -68,7 +68,7 @@ impl Journal {
     /// This agent's journal (created empty, O_EXCL, in the verified /run/xtalk).
     pub fn open() -> Result<Journal, String> {
         let dir = safefs::own_dir(Path::new(DIR))?;
-        let name = format!("journal-{}.jsonl", std::process::id());
+        let name = format!("journal-p{}.jsonl", std::process::id());
         let file = dir.create(&name, 0o600).map_err(|e| format!("{DIR}/{name}: {e}"))?;
         Ok(Journal { dir, name, file, entries: Vec::new() })
     }
@@ -278,6 +278,14 @@ fn undo_entries(entries: &[Entry], dead: Option<i32>) -> Vec<(usize, Outcome)> {
         Entry::Cgroup { path } if !abandoned.contains(&path) => Some(format!("{path}/")),
         _ => None,
     }).collect();
+    // Thaw every group first: a task frozen in a v1 freezer group dies of SIGKILL only once
+    // thawed, and the kill may come through another hierarchy (v2 cgroup.kill).
+    for c in &cgroups {
+        if let Ok(d) = safefs::is_cgroup_dir(Path::new(c.trim_end_matches('/'))) {
+            let _ = d.write("freezer.state", "THAWED");
+            let _ = d.write("cgroup.freeze", "0");
+        }
+    }
     let mut all = Vec::new();
     for (i, e) in entries.iter().enumerate().rev() {
         let mut out = Vec::new();
@@ -317,7 +325,9 @@ pub fn recover() -> Vec<String> {
         Err(why) => return vec![format!("refused: {why}; nothing recovered")],
     };
     for name in dir.names().unwrap_or_default() {
-        let Some(pid) = name.strip_prefix("journal-").and_then(|s| s.strip_suffix(".jsonl")).and_then(|s| s.parse::<i32>().ok()) else { continue };
+        // journal-p<pid>.jsonl; journal-<pid>.jsonl from agents before private directories
+        // (which skip the new name: they would drop the entries they do not know).
+        let Some(pid) = name.strip_prefix("journal-").and_then(|s| s.strip_suffix(".jsonl")).and_then(|s| s.trim_start_matches('p').parse::<i32>().ok()) else { continue };
         if alive(pid) && pid != std::process::id() as i32 {
             continue;
         }

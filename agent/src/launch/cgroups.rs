@@ -148,6 +148,15 @@ impl Groups {
         }
         let mut parents: Vec<PathBuf> = Vec::new();
         let mut budget_set = false;
+        // The run's own group first; where the machine will not have it (a read-only
+        // cgroup file system in a container), the run goes on without and says so.
+        let run_ctl = run_ctl.and_then(|c| {
+            let parent = c.mount.join(format!("xtalk-{pid}"));
+            journal.cgroup(&parent).map_err(|e| format!("cannot create the run's own cgroup: {e}"))?;
+            parents.push(parent.clone());
+            prepare_parent(&c, &parent, groups, &wanted, journal)?;
+            Ok(c)
+        });
         for g in &all {
             let mut ctls: Vec<&'static str> = settings(g)?.iter().map(|(c, _, _)| *c).collect();
             if g.freezable {

@@ -1,9 +1,14 @@
 //! The change journal: every change the agent makes to the machine (a cgroup created, a
-//! file written: cgroup limits, IRQ affinity, sysctls) is appended to
-//! /run/xtalk/journal-p<pid>.jsonl (verified directory, file created O_EXCL|O_NOFOLLOW) and fsynced *before* it is made, and undone in reverse
-//! order when the run ends. A journal whose agent is dead is undone by the next agent that
-//! starts (`xtalk-agent recover`, which `xtalk` calls too). /run is a tmpfs: after a reboot
-//! there is nothing to undo, and nothing is left.
+//! private directory made, a kernel file written: cgroup limits, IRQ affinity) is appended
+//! to /run/xtalk/journal-p<pid>.jsonl (verified directory, file created O_EXCL|O_NOFOLLOW)
+//! and fsynced *before* it is made, and undone in reverse order when the run ends. A journal
+//! whose agent is dead is undone by the next agent that starts (`xtalk-agent recover`, which
+//! `xtalk` calls too). /run is a tmpfs: after a reboot there is nothing to undo.
+//!
+//! Undo trusts nothing it finds: a cgroup only if it is a real directory on a cgroup file
+//! system, a private directory only if still ours and mode 0700, a value written back only
+//! into a kernel file and never through a symlink. What cannot be undone safely is dropped
+//! with a line saying why, so that no journal is retried at every start forever.
 
 use super::safefs::{self, Dir};
 use serde::{Deserialize, Serialize};

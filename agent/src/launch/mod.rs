@@ -439,7 +439,12 @@ fn run(plan: &Plan, out: &Path, exit_with_parent: bool, journal: &mut journal::J
     }
     doc["configuration"]["run_group"] = match groups.run_group() {
         Ok(dir) => json!({"dir": dir, "killed": runaways.as_ref().ok()}),
-        Err(why) => json!({"dir": null, "why": why}),
+        Err(why) => {
+            if unsafe { libc::geteuid() } == 0 {
+                notes.push(format!("processes the run started could outlive it: {why}"));
+            }
+            json!({"dir": null, "why": why})
+        }
     };
     doc["notes"] = json!(notes);
     if !skipped.is_empty() {

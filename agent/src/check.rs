@@ -348,6 +348,9 @@ fn check_trace(t: &crate::plan::Trace) -> Result<(), PlanError> {
     if t.events.is_empty() {
         return err("trace.events", "is empty; leave it out for the default set");
     }
+    for (i, ev) in t.events.iter().enumerate() {
+        trace::valid_event_name(ev).or_else(|why| err(format!("trace.events[{i}]"), why))?;
+    }
     if unsafe { libc::geteuid() } != 0 {
         return err("trace", "kernel tracing needs root (tracefs); run as root or leave trace out");
     }

@@ -39,8 +39,9 @@ enum Cmd {
     Dump { jobs: PathBuf },
     /// Print this machine's environment as JSON.
     Sysinfo,
-    /// Undo what dead runs left on this machine (cgroups, IRQ affinity, ...) from their
-    /// journals in /run/xtalk; prints what was restored.
+    /// Undo what dead runs left on this machine (cgroups and the processes left in them, IRQ
+    /// affinity, staging directories, trace instances) from their journals in /run/xtalk;
+    /// prints one line per change restored ("agent <pid>: ...").
     Recover,
     /// Write the AOCS scenario's input and expected-output files (aocs-input.bin,
     /// aocs-expected.bin) into DIR by running the closed loop once; prints a JSON summary.
@@ -112,6 +113,8 @@ fn main() {
             if let Err(e) = std::fs::create_dir_all(&out) {
                 die(launch::EXIT_BAD_INPUT, format!("--out: cannot create {}: {e}", out.display()));
             }
+            // Absolute: the journal names files in it, and recovery may run from anywhere.
+            let out = out.canonicalize().unwrap_or(out);
             match launch::execute(&p, &out, exit_with_parent) {
                 Ok(code) => exit(code),
                 Err(e) => die(launch::EXIT_INTERNAL, e),
@@ -150,7 +153,7 @@ fn main() {
             exit(enemies::aocs_instance(&input, &expected, first_step, steps, period_ns))
         }
         Cmd::Recover => {
-            for line in launch::journal::recover() {
+            for line in launch::recover() {
                 println!("{line}");
             }
         }

@@ -397,10 +397,16 @@ class Enemy(_Strict):
     group: Optional[str] = None
 
 
+# "subsystem:event" (or a bare event): the agent builds tracefs paths from these names, so
+# nothing that could leave tracefs ("..", "/") is a name.
+TRACE_EVENT_PATTERN = r"^[A-Za-z0-9_-]{1,128}(:[A-Za-z0-9_-]{1,128})?$"
+TraceEvent = Annotated[str, Field(pattern=TRACE_EVENT_PATTERN)]
+
+
 class Trace(_Strict):
     """Kernel trace of the measured window through tracefs (root only)."""
 
-    events: list[str] = Field(default=["sched:sched_switch", "sched:sched_wakeup", "sched:sched_migrate_task",
+    events: list[TraceEvent] = Field(default=["sched:sched_switch", "sched:sched_wakeup", "sched:sched_migrate_task",
                                        "irq:irq_handler_entry", "irq:irq_handler_exit", "irq:softirq_entry",
                                        "irq:softirq_exit", "timer:hrtimer_expire_entry", "timer:hrtimer_expire_exit"],
                               min_length=1)

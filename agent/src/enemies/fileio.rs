@@ -4,29 +4,32 @@
 //! from page-cache pages, loading the kernel paths, the LLC and memory. With `shared`,
 //! every copy of the enemy in the run reads one file (one set of page-cache pages,
 //! seed 000's "mono file"); without it each copy has its own file ("multi files", n times
-//! the footprint). Files go to `dir` (default: $TMPDIR or /tmp) and are unlinked as soon
-//! as every reader holds them open (after the start barrier; at once for private files),
-//! so nothing is left behind once the run ends. The counter is bytes read.
+//! the footprint). Files go to a private directory the agent made in `dir` (default:
+//! $TMPDIR or /tmp) for the run (`xtalk-fileio-<random>`, mode 0700, removed at the end
+//! whatever happens): nothing is ever created by a predictable name in a directory others
+//! can write, and every file is created O_EXCL|O_NOFOLLOW relative to that directory.
+//! Files are unlinked as soon as every reader holds them open (after the start barrier; at
+//! once for private files). The counter is bytes read.
 use super::{Ctx, EnemyLoad};
-use std::ffi::CString;
+use crate::launch::safefs::{self, Dir};
 use std::io::Write;
 use std::os::unix::io::AsRawFd;
-use std::path::{Path, PathBuf};
 
 const BLOCK: usize = 64 << 10;
 const BLOCKS_PER_CHUNK: usize = 4;
 
 pub struct FileIo {
     file: std::fs::File,
-    path: Option<PathBuf>,
+    /// The shared file's name, removed past the barrier (every reader holds it open then).
+    shared: Option<(Dir, String)>,
     len: u64,
     at: u64,
     buf: Vec<u8>,
     prepared: bool,
 }
 
-fn fill(path: &Path, bytes: u64) -> std::io::Result<()> {
-    let mut f = std::fs::File::create(path)?;
+fn fill(dir: &Dir, name: &str, bytes: u64) -> std::io::Result<()> {
+    let mut f = dir.create(name, 0o600)?;
     let block: Vec<u8> = (0..BLOCK).map(|i| (i * 131 % 251) as u8).collect();
     let mut left = bytes;
     while left > 0 {
@@ -37,44 +40,38 @@ fn fill(path: &Path, bytes: u64) -> std::io::Result<()> {
     Ok(())
 }
 
-/// link(2) fails if the name exists: the first enemy to finish its copy wins, and every
-/// reader sees a complete file.
-fn link(from: &Path, to: &Path) -> std::io::Result<()> {
-    let a = CString::new(from.as_os_str().as_encoded_bytes()).unwrap();
-    let b = CString::new(to.as_os_str().as_encoded_bytes()).unwrap();
-    if unsafe { libc::link(a.as_ptr(), b.as_ptr()) } == 0 {
-        return Ok(());
-    }
-    let e = std::io::Error::last_os_error();
-    if e.raw_os_error() == Some(libc::EEXIST) {
-        Ok(())
-    } else {
-        Err(e)
-    }
-}
-
 impl FileIo {
-    pub fn new(bytes: u64, shared: bool, dir: Option<&str>, cx: &Ctx) -> Result<FileIo, String> {
-        let dir = dir.map(PathBuf::from).unwrap_or_else(std::env::temp_dir);
-        let own = dir.join(format!("xtalk-fileio-{}-{}", cx.agent_pid, cx.index));
-        let attempt = || -> std::io::Result<FileIo> {
-            fill(&own, bytes)?;
-            let (file, path) = if shared {
-                let name = dir.join(format!("xtalk-fileio-{}-shared-{bytes}", cx.agent_pid));
-                link(&own, &name)?;
-                let _ = std::fs::remove_file(&own);
-                (std::fs::File::open(&name)?, Some(name))
+    pub fn new(bytes: u64, shared: bool, cx: &Ctx) -> Result<FileIo, String> {
+        let path = cx.scratch.as_ref().ok_or("fileio: the run has no scratch directory for it")?;
+        // Made by the agent; verified again: still a private directory of ours.
+        let dir = safefs::open_verified(path, true).map_err(|e| format!("fileio: {e}"))?;
+        let own = format!("own-{}", cx.index);
+        let attempt = || -> std::io::Result<(std::fs::File, Option<String>)> {
+            fill(&dir, &own, bytes)?;
+            if shared {
+                // link(2) fails if the name exists: the first enemy to finish its copy wins,
+                // and every reader sees a complete file.
+                let name = format!("shared-{bytes}");
+                if let Err(e) = dir.link(&own, &name) {
+                    if e.raw_os_error() != Some(libc::EEXIST) {
+                        return Err(e);
+                    }
+                }
+                let _ = dir.unlink(&own);
+                Ok((dir.open_file(&name, libc::O_RDONLY)?, Some(name)))
             } else {
-                let f = std::fs::File::open(&own)?;
-                std::fs::remove_file(&own)?;
-                (f, None)
-            };
-            Ok(FileIo { file, path, len: bytes, at: 0, buf: vec![0; BLOCK], prepared: false })
+                let f = dir.open_file(&own, libc::O_RDONLY)?;
+                dir.unlink(&own)?;
+                Ok((f, None))
+            }
         };
-        attempt().map_err(|e| {
-            let _ = std::fs::remove_file(&own);
-            format!("fileio: cannot prepare a file in {}: {e}", dir.display())
-        })
+        match attempt() {
+            Ok((file, name)) => Ok(FileIo { file, shared: name.map(|n| (dir, n)), len: bytes, at: 0, buf: vec![0; BLOCK], prepared: false }),
+            Err(e) => {
+                let _ = dir.unlink(&own);
+                Err(format!("fileio: cannot prepare a file in {}: {e}", path.display()))
+            }
+        }
     }
 }
 
@@ -92,8 +89,8 @@ impl EnemyLoad for FileIo {
     fn chunk(&mut self) -> u64 {
         if self.prepared {
             // Past the barrier every reader holds the shared file open: drop its name.
-            if let Some(p) = self.path.take() {
-                let _ = std::fs::remove_file(p);
+            if let Some((dir, name)) = self.shared.take() {
+                let _ = dir.unlink(&name);
             }
         }
         let mut done = 0u64;

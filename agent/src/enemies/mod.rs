@@ -76,8 +76,9 @@ pub struct Ctx {
     pub intensity: f64,
     pub rate: Option<f64>,
     pub cpus: Option<Vec<usize>>,
-    pub agent_pid: libc::pid_t,
     pub huge_pages: bool,
+    /// The run's private scratch directory for this enemy's files (fileio), made by the agent.
+    pub scratch: Option<std::path::PathBuf>,
 }
 
 /// Registry of enemy kinds.
@@ -100,7 +101,7 @@ pub fn build(load: &Load, cx: &Ctx) -> Result<Box<dyn EnemyLoad>, String> {
         Load::Pingpong {} => Box::new(pingpong::PingPong::new(cx)),
         Load::Falseshare {} => Box::new(falseshare::FalseShare::new(cx)),
         Load::Syscall {} => Box::new(syscall::Syscall),
-        Load::Fileio { bytes, shared, dir } => Box::new(fileio::FileIo::new(*bytes, *shared, dir.as_deref(), cx)?),
+        Load::Fileio { bytes, shared, .. } => Box::new(fileio::FileIo::new(*bytes, *shared, cx)?),
         Load::Fork { exec } => Box::new(fork::Fork::new(*exec)),
         Load::Pagefault { bytes } => Box::new(pagefault::PageFault::new(*bytes)),
         Load::Net { proto, message_bytes } => Box::new(net::Net::new(*proto, *message_bytes)?),
@@ -158,8 +159,31 @@ fn stop_flag(shared: &Shared) -> &'static AtomicU32 {
     unsafe { &*(&shared.ctl().stop as *const AtomicU32) }
 }
 
+/// Before the fork: one private scratch directory (mode 0700, random name, journalled, so
+/// removed with whatever is in it when the run ends or by recovery) per directory the
+/// plan's `fileio` enemies name, shared by the enemies naming it. (enemy index, directory)
+pub fn scratch_dirs(plan: &crate::plan::Plan, journal: &mut crate::launch::journal::Journal) -> Result<Vec<(usize, std::path::PathBuf)>, String> {
+    let mut made: Vec<(std::path::PathBuf, std::path::PathBuf)> = Vec::new();
+    let mut out = Vec::new();
+    for (i, e) in plan.enemies.iter().enumerate() {
+        let Load::Fileio { dir, .. } = &e.load else { continue };
+        let base = dir.as_ref().map(std::path::PathBuf::from).unwrap_or_else(std::env::temp_dir);
+        let d = match made.iter().find(|(b, _)| *b == base) {
+            Some((_, d)) => d.clone(),
+            None => {
+                let d = journal.private(&base.join(crate::launch::safefs::random_name("xtalk-fileio-")))
+                    .map_err(|m| format!("enemies[{i}] ({}): fileio: {m}", e.name))?.path;
+                made.push((base, d.clone()));
+                d
+            }
+        };
+        out.push((i, d));
+    }
+    Ok(out)
+}
+
 /// Entry point of a forked enemy process. Never returns.
-pub fn enemy_main(index: usize, e: &Enemy, shared: &Shared, parent: libc::pid_t) -> ! {
+pub fn enemy_main(index: usize, e: &Enemy, shared: &Shared, parent: libc::pid_t, scratch: Option<std::path::PathBuf>) -> ! {
     let slot = &shared.ctl().enemies[index];
     setup::set_name(&format!("xt-enemy-{index}"));
     let ready = setup::die_with_parent(parent)
@@ -171,7 +195,7 @@ pub fn enemy_main(index: usize, e: &Enemy, shared: &Shared, parent: libc::pid_t)
         unsafe { libc::_exit(3) };
     }
     let stop = stop_flag(shared);
-    let cx = Ctx { index, stop, intensity: e.intensity, rate: e.rate, cpus: e.placement.cpus.clone(), agent_pid: parent, huge_pages: e.huge_pages };
+    let cx = Ctx { index, stop, intensity: e.intensity, rate: e.rate, cpus: e.placement.cpus.clone(), huge_pages: e.huge_pages, scratch };
     let mut load = match build(&e.load, &cx) {
         Ok(l) => l,
         Err(msg) => {

@@ -22,7 +22,8 @@ pub struct Controller {
     pub mount: PathBuf,
 }
 
-fn mounts() -> Vec<(String, String, String)> {
+/// (mount point, type, options) of every mount.
+pub fn mounts() -> Vec<(String, String, String)> {
     fs::read_to_string("/proc/mounts")
         .unwrap_or_default()
         .lines()
@@ -108,29 +109,54 @@ pub fn settings(g: &Group) -> Result<Vec<(&'static str, String, String)>, String
     Ok(out)
 }
 
-/// Name of the group that holds the processes outside any plan group when the run has a
-/// process budget (`pids_max`): in the pids hierarchy every process of the run then sits
-/// under `xtalk-<pid>`, whose pids.max is the budget. (A leaf, because cgroup v2 keeps
-/// processes out of inner groups.)
+/// Name of the group that holds the processes outside any plan group: every run has it (in
+/// the containment hierarchy, see contain.rs) and, with a process budget (`pids_max`), in the
+/// pids hierarchy too, so that every process of the run counts against `xtalk-<pid>`'s
+/// pids.max. (A leaf, because cgroup v2 keeps processes out of inner groups.)
 pub const RUN_GROUP: &str = "_run";
 
 /// The run's groups: directories per controller, and the settings applied.
 pub struct Groups {
     /// (group name, controller, directory)
     dirs: Vec<(String, &'static str, PathBuf)>,
+    freezable: Vec<String>,
+    budget: bool,
+    /// The run's own group `xtalk-<pid>` in the containment hierarchy: every process of the
+    /// run is below it. Err: why the run could not have one.
+    run: Result<PathBuf, String>,
 }
 
 impl Groups {
-    /// Create every group (parents first), journalled, and apply its settings. With a run
-    /// budget (`pids_max`), every group also joins the pids hierarchy and the processes
-    /// outside any group go to `_run`, so that all of them count against the budget.
+    /// Create every group (parents first), journalled, and apply its settings. Every run has
+    /// its own group in the containment hierarchy (contain.rs): each plan group and `_run`
+    /// (the processes outside any group) get a directory there. With a run budget
+    /// (`pids_max`), every group also joins the pids hierarchy, so that all of them count.
     pub fn create(groups: &[Group], pids_max: Option<u64>, journal: &mut Journal) -> Result<Groups, String> {
-        let mut dirs = Vec::new();
+        let mut dirs: Vec<(String, &'static str, PathBuf)> = Vec::new();
         let pid = std::process::id();
+        let run_ctl = if unsafe { libc::geteuid() } != 0 { Err("not root: the run has no cgroup of its own".to_string()) } else { super::contain::hierarchy() };
         let mut all: Vec<Group> = groups.to_vec();
-        if pids_max.is_some() {
-            all.push(Group { name: RUN_GROUP.into(), ..Default::default() });
+        all.push(Group { name: RUN_GROUP.into(), ..Default::default() });
+        // Controllers a v2 parent must enable for its children: only those some group uses
+        // (the cpu controller, enabled needlessly, can refuse real-time tasks).
+        let mut wanted: Vec<&'static str> = Vec::new();
+        for g in &all {
+            wanted.extend(settings(g)?.iter().map(|(c, _, _)| *c));
         }
+        if pids_max.is_some() {
+            wanted.push("pids");
+        }
+        let mut parents: Vec<PathBuf> = Vec::new();
+        let mut budget_set = false;
+        // The run's own group first; where the machine will not have it (a read-only
+        // cgroup file system in a container), the run goes on without and says so.
+        let run_ctl = run_ctl.and_then(|c| {
+            let parent = c.mount.join(format!("xtalk-{pid}"));
+            journal.cgroup(&parent).map_err(|e| format!("cannot create the run's own cgroup: {e}"))?;
+            parents.push(parent.clone());
+            prepare_parent(&c, &parent, groups, &wanted, journal)?;
+            Ok(c)
+        });
         for g in &all {
             let mut ctls: Vec<&'static str> = settings(g)?.iter().map(|(c, _, _)| *c).collect();
             if g.freezable {
@@ -141,31 +167,63 @@ impl Groups {
             }
             ctls.sort();
             ctls.dedup();
+            let mut hier: Vec<Controller> = Vec::new();
             for c in ctls {
-                let ctl = controller(c).ok_or_else(|| format!("the {c} controller is not mounted"))?;
+                hier.push(controller(c).ok_or_else(|| format!("the {c} controller is not mounted"))?);
+            }
+            if let Ok(c) = &run_ctl {
+                hier.push(c.clone());
+            }
+            for ctl in hier {
                 let parent = ctl.mount.join(format!("xtalk-{pid}"));
-                if !parent.exists() {
-                    journal.mkdir(&parent)?;
-                    prepare_parent(&ctl, &parent, groups, journal)?;
-                    if let (Some(max), "pids") = (pids_max, c) {
-                        journal.write(&parent.join("pids.max"), &max.to_string()).map_err(|e| format!("pids_max: {e}"))?;
-                    }
+                if !parents.contains(&parent) {
+                    journal.cgroup(&parent)?;
+                    parents.push(parent.clone());
+                    prepare_parent(&ctl, &parent, groups, &wanted, journal)?;
                 }
+                if let (Some(max), "pids", false) = (pids_max, ctl.name, budget_set) {
+                    journal.write(&parent.join("pids.max"), &max.to_string()).map_err(|e| format!("pids_max: {e}"))?;
+                    budget_set = true;
+                }
+                // v2: one directory serves every controller of the unified hierarchy.
                 let dir = parent.join(&g.name);
-                journal.mkdir(&dir)?;
-                dirs.push((g.name.clone(), c, dir));
+                if !dirs.iter().any(|(_, _, d)| d == &dir) {
+                    journal.cgroup(&dir)?;
+                }
+                dirs.push((g.name.clone(), ctl.name, dir));
             }
             for (c, file, value) in settings(g)? {
                 let dir = &dirs.iter().find(|(n, cc, _)| n == &g.name && *cc == c).unwrap().2;
                 journal.write(&dir.join(&file), &value).map_err(|e| format!("group {}: {e}", g.name))?;
             }
         }
-        Ok(Groups { dirs })
+        let run = run_ctl.map(|c| c.mount.join(format!("xtalk-{pid}")));
+        Ok(Groups { dirs, freezable: groups.iter().filter(|g| g.freezable).map(|g| g.name.clone()).collect(), budget: pids_max.is_some(), run })
+    }
+
+    /// The run's own group (every process of the run is below it), or why there is none.
+    pub fn run_group(&self) -> Result<&Path, &str> {
+        self.run.as_deref().map_err(|e| e.as_str())
+    }
+
+    /// Kill whatever is still in the run's group (teardown, after the children were
+    /// stopped): the processes killed, as "pid (name)".
+    pub fn kill_runaways(&self) -> Result<Vec<String>, String> {
+        match &self.run {
+            Ok(dir) => super::contain::kill_all(dir, 10_000_000_000),
+            Err(_) => Ok(Vec::new()),
+        }
     }
 
     /// Directories of one group (one per controller it uses).
     pub fn dirs_of(&self, group: &str) -> Vec<PathBuf> {
-        self.dirs.iter().filter(|(n, _, _)| n == group).map(|(_, _, d)| d.clone()).collect()
+        let mut v: Vec<PathBuf> = Vec::new();
+        for (_, _, d) in self.dirs.iter().filter(|(n, _, _)| n == group) {
+            if !v.contains(d) {
+                v.push(d.clone());
+            }
+        }
+        v
     }
 
     /// Where a process of `group` (None: of no group) attaches itself.
@@ -178,7 +236,10 @@ impl Groups {
     /// summed over the run's pids groups: kernels count a refusal in the forking process's
     /// group, newer ones also in the group whose limit was hit).
     pub fn budget_report(&self) -> Option<serde_json::Value> {
-        // The budget is `_run`'s parent in the pids hierarchy (there only with a budget).
+        if !self.budget {
+            return None;
+        }
+        // The budget is `_run`'s parent in the pids hierarchy.
         let dir = self.dirs.iter().find(|(n, c, _)| n == RUN_GROUP && *c == "pids")?.2.parent()?;
         let read = |p: PathBuf| fs::read_to_string(p).ok().map(|s| s.trim().to_string());
         let refused = |d: &Path| read(d.join("pids.events")).and_then(|t| t.lines().find_map(|l| l.strip_prefix("max ").and_then(|n| n.trim().parse::<u64>().ok())));
@@ -195,6 +256,9 @@ impl Groups {
 
     /// The directory through which `group` is frozen, with its kind.
     pub fn freezer_of(&self, group: &str) -> Option<(PathBuf, Version)> {
+        if !self.freezable.iter().any(|g| g == group) {
+            return None;
+        }
         self.dirs.iter().find(|(n, c, _)| n == group && (*c == "freezer" || controller(c).map(|x| x.version) == Some(Version::V2))).map(|(_, c, d)| {
             (d.clone(), if *c == "freezer" { Version::V1 } else { Version::V2 })
         })
@@ -203,7 +267,7 @@ impl Groups {
 
 /// A parent needs what its children will use: cpuset cpus/mems, RT runtime for RT groups,
 /// and (v2) the controllers enabled for its children.
-fn prepare_parent(ctl: &Controller, parent: &Path, groups: &[Group], journal: &mut Journal) -> Result<(), String> {
+fn prepare_parent(ctl: &Controller, parent: &Path, groups: &[Group], wanted: &[&str], journal: &mut Journal) -> Result<(), String> {
     match (ctl.name, &ctl.version) {
         ("cpuset", Version::V1) => {
             for f in ["cpuset.cpus", "cpuset.mems"] {
@@ -224,7 +288,6 @@ fn prepare_parent(ctl: &Controller, parent: &Path, groups: &[Group], journal: &m
                     fs::read_to_string("/proc/sys/kernel/sched_rt_runtime_us").unwrap_or_default().trim()))?;
         }
         (_, Version::V2) => {
-            let wanted = ["cpuset", "cpu", "memory", "pids"];
             let avail = fs::read_to_string(ctl.mount.join("cgroup.controllers")).unwrap_or_default();
             let enable: Vec<String> = wanted.iter().filter(|c| avail.split_whitespace().any(|a| a == **c)).map(|c| format!("+{c}")).collect();
             for c in enable {
@@ -236,7 +299,8 @@ fn prepare_parent(ctl: &Controller, parent: &Path, groups: &[Group], journal: &m
     Ok(())
 }
 
-/// In a child: move the calling process into every directory of its group.
+/// In a child: move the calling process into every directory of its group (the first thing
+/// it does, so that whatever it starts is in the run's group too).
 pub fn attach_self(dirs: &[PathBuf]) -> Result<(), String> {
     let me = std::process::id().to_string();
     for d in dirs {

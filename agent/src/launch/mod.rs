@@ -3,8 +3,10 @@
 //! every child and write the run's outcome. Nothing in the agent polls while measuring.
 
 pub mod cgroups;
+pub mod contain;
 pub mod irq;
 pub mod journal;
+pub mod safefs;
 pub mod setup;
 pub mod shm;
 pub mod signals;
@@ -93,11 +95,12 @@ fn end_children(children: &mut [Child], pred: impl Fn(&Child) -> bool, sig: libc
     reap(children);
 }
 
-/// Write JSON to `path` atomically (temporary file, fsync, rename).
+/// Write JSON to `path` atomically (a fresh temporary file, O_EXCL|O_NOFOLLOW: the run
+/// directory may belong to someone else; fsync, rename).
 pub fn write_json_atomic(path: &Path, v: &Value) -> std::io::Result<()> {
     use std::io::Write;
     let tmp = path.with_extension("json.tmp");
-    let mut f = std::fs::File::create(&tmp)?;
+    let mut f = safefs::create_new(&tmp, 0o644)?;
     f.write_all(serde_json::to_string_pretty(v).unwrap().as_bytes())?;
     f.sync_all()?;
     std::fs::rename(&tmp, path)
@@ -119,11 +122,23 @@ fn fork_child(f: impl FnOnce()) -> Result<libc::pid_t, String> {
     }
 }
 
+/// Undo whatever dead agents left (their journals: cgroups and the processes in them, IRQ
+/// affinities, staging directories; their trace instances): one line per change restored.
+pub fn recover() -> Vec<String> {
+    let mut lines = journal::recover();
+    lines.extend(trace::recover());
+    lines
+}
+
 /// Execute `plan`, writing `run.json` and `jobs.bin` under `out`. Returns the exit code.
+/// From the first line on, the termination signals are blocked (they end the run through
+/// `sigtimedwait`, never the agent): whatever arrives, SIGKILL aside, the machine is
+/// restored and run.json is left with the run's outcome, never `running`.
 pub fn execute(plan: &Plan, out: &Path, exit_with_parent: bool) -> Result<i32, String> {
+    signals::block_watched();
     let run_json = out.join("run.json");
     // What a dead run left (cgroups, IRQ affinity, ...) is undone before anything else.
-    let recovered = journal::recover();
+    let recovered = recover();
     let mut journal = journal::Journal::open()?;
     let mut doc = json!({
         "run_id": plan.run_id,
@@ -133,15 +148,34 @@ pub fn execute(plan: &Plan, out: &Path, exit_with_parent: bool) -> Result<i32, S
         "started_unix_ns": unix_ns(),
     });
     write_json_atomic(&run_json, &doc).map_err(|e| format!("{}: {e}", run_json.display()))?;
+    journal.run_json(&run_json)?;
+    match run(plan, out, exit_with_parent, &mut journal, &mut doc, recovered) {
+        Ok(code) => Ok(code),
+        Err(e) => {
+            // Set-up failed before any child was forked: restore, and say so in run.json.
+            let undo_errors = journal.undo();
+            doc["status"] = json!("failed");
+            doc["reason"] = json!(e);
+            doc["configuration"]["restored"] = json!(undo_errors.is_empty());
+            doc["configuration"]["restore_errors"] = json!(undo_errors);
+            doc["ended_unix_ns"] = json!(unix_ns());
+            let _ = write_json_atomic(&run_json, &doc);
+            Err(e)
+        }
+    }
+}
+
+fn run(plan: &Plan, out: &Path, exit_with_parent: bool, journal: &mut journal::Journal, doc: &mut Value, recovered: Vec<String>) -> Result<i32, String> {
+    let run_json = out.join("run.json");
     let v = &plan.victim;
-    let staging = crate::record::staging::Staging::new(out, &mut journal);
-    let mut log = JobLog::create(&staging.file("jobs.bin", &mut journal)?, v.total_jobs(), v.period_ns, v.deadline()).map_err(|e| format!("jobs.bin: {e}"))?;
+    let staging = crate::record::staging::Staging::new(out, journal);
+    let mut log = JobLog::create(&staging.file("jobs.bin", journal)?, v.total_jobs(), v.period_ns, v.deadline()).map_err(|e| format!("jobs.bin: {e}"))?;
     log.set_out_dir(out);
     let (events, skipped) = perf::select(&v.counters, v.counters_exclude_kernel);
     let counter_log = if events.is_empty() {
         None
     } else {
-        Some(CounterLog::create(&staging.file("counters.bin", &mut journal)?, v.total_jobs(), events.len()).map_err(|e| format!("counters.bin: {e}"))?)
+        Some(CounterLog::create(&staging.file("counters.bin", journal)?, v.total_jobs(), events.len()).map_err(|e| format!("counters.bin: {e}"))?)
     };
     let counters = counter_log.as_ref().map(|log| victims::Counters { events: &events, exclude_kernel: v.counters_exclude_kernel, log });
     let tracer = match &plan.trace {
@@ -150,7 +184,7 @@ pub fn execute(plan: &Plan, out: &Path, exit_with_parent: bool) -> Result<i32, S
     };
     let probes = match &v.body {
         crate::plan::Body::Command { probe_capacity, .. } => {
-            Some(ProbeBuffer::create(&staging.file("probes.bin", &mut journal)?, *probe_capacity).map_err(|e| format!("probes.bin: {e}"))?)
+            Some(ProbeBuffer::create(&staging.file("probes.bin", journal)?, *probe_capacity).map_err(|e| format!("probes.bin: {e}"))?)
         }
         _ => None,
     };
@@ -158,9 +192,8 @@ pub fn execute(plan: &Plan, out: &Path, exit_with_parent: bool) -> Result<i32, S
     // Ticks against CLOCK_MONOTONIC at both ends of the run: the probes' conversion.
     let ref_start = (crate::observe::calibrate::ticks(), mono_ns());
     let shared = Shared::new(1 + plan.enemies.len() as u32).map_err(|e| format!("shared control block: {e}"))?;
-    let groups = cgroups::Groups::create(&plan.groups, plan.pids_max, &mut journal).map_err(|e| format!("groups: {e}"))?;
+    let groups = cgroups::Groups::create(&plan.groups, plan.pids_max, journal).map_err(|e| format!("groups: {e}"))?;
     let dirs_of = |g: &Option<String>| groups.dirs_for(g.as_deref());
-    signals::block_watched();
     if exit_with_parent {
         // The host may die (even by SIGKILL): tear the run down rather than outlive it.
         unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM as libc::c_ulong, 0, 0, 0) };
@@ -173,14 +206,16 @@ pub fn execute(plan: &Plan, out: &Path, exit_with_parent: bool) -> Result<i32, S
     let mut status = "completed";
     let mut reason: Option<String> = None;
 
+    let scratch = enemies::scratch_dirs(plan, journal)?;
     for (i, e) in plan.enemies.iter().enumerate() {
         let dirs = dirs_of(&e.group);
+        let own = scratch.iter().find(|(j, _)| *j == i).map(|(_, d)| d.clone());
         match fork_child(|| {
             if let Err(m) = cgroups::attach_self(&dirs) {
                 shared.ctl().enemies[i].fail(&format!("enemy {}: {m}", e.name));
                 unsafe { libc::_exit(3) };
             }
-            enemies::enemy_main(i, e, &shared, me)
+            enemies::enemy_main(i, e, &shared, me, own)
         }) {
             Ok(pid) => children.push(Child { pid, role: Role::Enemy(i), status: None, rusage: None }),
             Err(m) => {
@@ -219,7 +254,14 @@ pub fn execute(plan: &Plan, out: &Path, exit_with_parent: bool) -> Result<i32, S
                 _ => None,
             })
             .collect();
-        match fork_child(|| crate::regulate::regulator_main(r, &shared, &targets, me, &plan.housekeeping_cpus)) {
+        let dirs = groups.dirs_for(None);
+        match fork_child(|| {
+            if let Err(m) = cgroups::attach_self(&dirs) {
+                shared.ctl().victim.fail(&format!("regulator: {m}"));
+                unsafe { libc::_exit(3) };
+            }
+            crate::regulate::regulator_main(r, &shared, &targets, me, &plan.housekeeping_cpus)
+        }) {
             Ok(pid) => children.push(Child { pid, role: Role::Regulator, status: None, rusage: None }),
             Err(m) => {
                 status = "failed";
@@ -233,7 +275,7 @@ pub fn execute(plan: &Plan, out: &Path, exit_with_parent: bool) -> Result<i32, S
     if let Some(h) = &plan.housekeeping_cpus {
         let _ = setup::apply_placement(&crate::plan::Placement { cpus: Some(h.clone()) });
         if plan.steer_irqs {
-            irqs = Some(irq::steer(h, &mut journal));
+            irqs = Some(irq::steer(h, journal));
         }
     }
 
@@ -314,7 +356,10 @@ pub fn execute(plan: &Plan, out: &Path, exit_with_parent: bool) -> Result<i32, S
     }
     end_children(&mut children, |c| c.role != Role::Victim, 0, 2_000_000_000);
     end_children(&mut children, |_| true, libc::SIGKILL, 5_000_000_000);
-    signals::unblock_watched();
+    // Whatever the children started and left (a command's background child, a helper that
+    // called setsid, a runaway real-time task) is still in the run's group: kill it.
+    let runaways = groups.kill_runaways();
+    reap(&mut children);
     if let (crate::plan::Body::Command { .. }, Some(c)) = (&v.body, children.iter().find(|c| c.role == Role::Victim)) {
         if let Some((ru, end)) = &c.rusage {
             victims::command::finish(v, &log, *end, ru);
@@ -387,6 +432,21 @@ pub fn execute(plan: &Plan, out: &Path, exit_with_parent: bool) -> Result<i32, S
         };
         drop(t); // instance removed, tracefs unmounted if this run mounted it
     }
+    match &runaways {
+        Ok(k) if !k.is_empty() => notes.push(format!("{} process(es) outlived their parents and were killed at the end of the run: {}", k.len(), k.join(", "))),
+        Ok(_) => {}
+        Err(e) => notes.push(format!("the run's group could not be emptied: {e}")),
+    }
+    doc["configuration"]["run_group"] = match groups.run_group() {
+        Ok(dir) => json!({"dir": dir, "killed": runaways.as_ref().ok()}),
+        Err(why) => {
+            if unsafe { libc::geteuid() } == 0 {
+                notes.push(format!("processes the run started could outlive it: {why}"));
+            }
+            json!({"dir": null, "why": why})
+        }
+    };
+    doc["notes"] = json!(notes);
     if !skipped.is_empty() {
         notes.push(format!("counters not read on this machine: {} ({})", skipped.iter().map(|(n, _)| n.as_str()).collect::<Vec<_>>().join(", "), skipped[0].1));
         doc["notes"] = json!(notes);
@@ -396,7 +456,7 @@ pub fn execute(plan: &Plan, out: &Path, exit_with_parent: bool) -> Result<i32, S
     doc["configuration"]["restored"] = json!(undo_errors.is_empty());
     doc["configuration"]["restore_errors"] = json!(undo_errors);
     doc["ended_unix_ns"] = json!(unix_ns());
-    write_json_atomic(&run_json, &doc).map_err(|e| format!("{}: {e}", run_json.display()))?;
+    write_json_atomic(&run_json, doc).map_err(|e| format!("{}: {e}", run_json.display()))?;
     Ok(match status {
         "completed" => EXIT_COMPLETED,
         "interrupted" => EXIT_INTERRUPTED,

@@ -32,8 +32,10 @@ fn mount_tracefs() -> Result<(), String> {
         return Err(format!("tracefs is not mounted and mounting it at {DEFAULT_MOUNT} failed: {} (as root: mount -t tracefs nodev {DEFAULT_MOUNT})",
             std::io::Error::last_os_error()));
     }
-    let _ = fs::create_dir_all("/run/xtalk");
-    let _ = fs::write(MOUNT_MARKER, DEFAULT_MOUNT);
+    // The marker lives in the agent's own verified directory, created O_EXCL|O_NOFOLLOW.
+    if let Ok(d) = crate::launch::safefs::own_dir(Path::new(crate::launch::journal::DIR)) {
+        let _ = d.create("tracefs-mounted", 0o600).and_then(|mut f| std::io::Write::write_all(&mut f, DEFAULT_MOUNT.as_bytes()));
+    }
     Ok(())
 }
 
@@ -66,8 +68,25 @@ pub fn with_tracefs<T>(f: impl FnOnce(&Path) -> Result<T, String>) -> Result<T, 
     r
 }
 
+/// Is `name` an event name, "subsystem:event" or a bare "event", each part letters, digits,
+/// '_' and '-' (as tracefs names them: `xhci-hcd`)? Anything else (`..`, `/`) could lead
+/// the agent's writes out of tracefs, so it is refused before any path is built.
+pub fn valid_event_name(name: &str) -> Result<(), String> {
+    let part = |p: &str| !p.is_empty() && p.len() <= 128 && p.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
+    let ok = match name.split_once(':') {
+        Some((sys, ev)) => part(sys) && part(ev),
+        None => part(name),
+    };
+    if ok {
+        Ok(())
+    } else {
+        Err(format!("'{}' is not an event name: write subsystem:event, each part letters, digits, '_' or '-' (e.g. sched:sched_switch)", name.escape_debug()))
+    }
+}
+
 /// "sched:sched_switch" or a bare "sched_switch" -> its directory under events/.
 pub fn event_dir(root: &Path, name: &str) -> Result<PathBuf, String> {
+    valid_event_name(name)?;
     let events = root.join("events");
     if let Some((sys, ev)) = name.split_once(':') {
         let d = events.join(sys).join(ev);
@@ -110,6 +129,16 @@ fn remove_stale(root: &Path) {
     }
 }
 
+/// `xtalk-agent recover`: remove the trace instances of dead agents, if tracefs is mounted
+/// (it is never mounted for this). One line per instance removed.
+pub fn recover() -> Vec<String> {
+    let Some(root) = tracefs_root() else { return Vec::new() };
+    let dir = Path::new(&root).join("instances");
+    let before: Vec<String> = fs::read_dir(&dir).map(|d| d.flatten().map(|e| e.file_name().to_string_lossy().into_owned()).collect()).unwrap_or_default();
+    remove_stale(Path::new(&root));
+    before.into_iter().filter(|n| n.starts_with(PREFIX) && !dir.join(n).exists()).map(|n| format!("agent {}: removed trace instance {}", &n[PREFIX.len()..], dir.join(&n).display())).collect()
+}
+
 pub struct Tracer {
     root: PathBuf,
     dir: PathBuf,
@@ -148,7 +177,7 @@ impl Tracer {
     /// Copy the buffer to `dest` (text format); returns the events lost to overruns.
     pub fn save(&self, dest: &Path) -> Result<u64, String> {
         let mut src = fs::File::open(self.dir.join("trace")).map_err(|e| format!("trace: {e}"))?;
-        let mut dst = fs::File::create(dest).map_err(|e| format!("{}: {e}", dest.display()))?;
+        let mut dst = crate::launch::safefs::create_new(dest, 0o644).map_err(|e| format!("{}: {e}", dest.display()))?;
         std::io::copy(&mut src, &mut dst).map_err(|e| format!("trace copy: {e}"))?;
         let mut lost = 0;
         if let Ok(cpus) = fs::read_dir(self.dir.join("per_cpu")) {
@@ -172,5 +201,21 @@ impl Drop for Tracer {
         }
         let _ = fs::remove_dir(&self.dir);
         release(&self.root);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn event_names_stay_inside_tracefs() {
+        for ok in ["sched:sched_switch", "sched_switch", "xhci-hcd:xhci_urb_enqueue", "irq_vectors:local_timer_entry"] {
+            assert!(valid_event_name(ok).is_ok(), "{ok}");
+        }
+        for bad in ["../../../../tmp/x:y", "sched:../x", "a/b:c", "..", ":x", "x:", "x:y:z", "sched:sched switch", "", "s\0:x"] {
+            assert!(valid_event_name(bad).is_err(), "{bad}");
+        }
+        assert!(event_dir(Path::new("/nonexistent"), "../../../../tmp/x:y").unwrap_err().contains("not an event name"));
     }
 }

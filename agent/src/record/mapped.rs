@@ -1,6 +1,7 @@
 //! A file mapped MAP_SHARED: what a process writes there survives its death (the page
 //! cache holds it), with no system call per write.
 use std::fs::OpenOptions;
+use std::os::unix::fs::OpenOptionsExt;
 use std::io;
 use std::path::Path;
 
@@ -12,9 +13,10 @@ pub struct MappedFile {
 unsafe impl Send for MappedFile {}
 
 impl MappedFile {
-    /// Create (truncate) `path` with `len` bytes and map it.
+    /// Create `path` (a new file: O_EXCL|O_NOFOLLOW, so never through a symlink) with `len`
+    /// bytes and map it.
     pub fn create(path: &Path, len: usize) -> io::Result<MappedFile> {
-        let f = OpenOptions::new().read(true).write(true).create(true).truncate(true).open(path)?;
+        let f = OpenOptions::new().read(true).write(true).create_new(true).mode(0o644).custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC).open(path)?;
         f.set_len(len as u64)?;
         let base = unsafe {
             libc::mmap(std::ptr::null_mut(), len, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_SHARED, std::os::fd::AsRawFd::as_raw_fd(&f), 0)

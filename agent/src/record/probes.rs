@@ -29,7 +29,7 @@ impl ProbeBuffer {
         map.prefault(64);
         // A descriptor of our own for the victim to inherit (the mapping's is closed).
         let c = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).unwrap();
-        let fd = unsafe { libc::open(c.as_ptr(), libc::O_RDWR | libc::O_CLOEXEC) };
+        let fd = unsafe { libc::open(c.as_ptr(), libc::O_RDWR | libc::O_NOFOLLOW | libc::O_CLOEXEC) };
         if fd < 0 {
             return Err(io::Error::last_os_error());
         }

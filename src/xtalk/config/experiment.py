@@ -6,13 +6,15 @@ Parsing is strict: an unknown key, a wrong type or a missing field is reported a
 
 from __future__ import annotations
 
+import re
 import tomllib
 from pathlib import Path
 from typing import Literal, Optional, Union
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from ..errors import UsageError
+from ..plan import TRACE_EVENT_PATTERN
 from .configuration import ConfigurationSpec
 
 Duration = Union[int, float, str]
@@ -238,6 +240,16 @@ class TraceSpec(_Strict):
 
     events: Optional[list[str]] = None
     buffer_kb: int = Field(default=8192, ge=64, le=1 << 20)
+
+    @field_validator("events")
+    @classmethod
+    def _event_names(cls, v: Optional[list[str]]) -> Optional[list[str]]:
+        # The agent builds tracefs paths from these: nothing that could leave tracefs.
+        for i, name in enumerate(v or []):
+            if not re.fullmatch(TRACE_EVENT_PATTERN, name):
+                raise ValueError(f"[{i}] {name!r} is not an event name: write subsystem:event, each part letters, digits, "
+                                 "'_' or '-' (e.g. sched:sched_switch)")
+        return v
 
 
 class Experiment(_Strict):

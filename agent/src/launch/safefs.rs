@@ -1,0 +1,330 @@
+//! Paths the agent (root) can trust. Nothing under a world-writable directory is trusted by
+//! name: what the agent creates lives in a private directory it made itself (random name,
+//! mode 0700, verified after creation: a real directory owned by this user), files are
+//! created O_EXCL|O_NOFOLLOW relative to that directory's descriptor, and the kernel files
+//! the journal writes are opened O_NOFOLLOW and must be on a kernel file system. The journal
+//! directory (/run/xtalk) is verified the same way before it is used.
+
+use std::ffi::CString;
+use std::fs::File;
+use std::io::{self, Read, Write};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+
+pub const CGROUP_SUPER_MAGIC: i64 = 0x27e0eb;
+pub const CGROUP2_SUPER_MAGIC: i64 = 0x6367_7270;
+const PROC_SUPER_MAGIC: i64 = 0x9fa0;
+const SYSFS_MAGIC: i64 = 0x6265_6572;
+const TRACEFS_MAGIC: i64 = 0x7472_6163;
+const DEBUGFS_MAGIC: i64 = 0x6462_6720;
+
+/// File systems whose files are kernel settings: the only ones the journal writes.
+pub const KERNEL_FS: &[i64] = &[PROC_SUPER_MAGIC, SYSFS_MAGIC, CGROUP_SUPER_MAGIC, CGROUP2_SUPER_MAGIC, TRACEFS_MAGIC, DEBUGFS_MAGIC];
+
+fn cstr(s: &[u8]) -> io::Result<CString> {
+    CString::new(s).map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "path holds a NUL byte"))
+}
+
+fn check(rc: libc::c_int) -> io::Result<libc::c_int> {
+    if rc < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(rc)
+    }
+}
+
+fn fs_type_of(fd: libc::c_int) -> io::Result<i64> {
+    let mut s: libc::statfs = unsafe { std::mem::zeroed() };
+    check(unsafe { libc::fstatfs(fd, &mut s) })?;
+    Ok(s.f_type as i64)
+}
+
+fn stat_of(fd: libc::c_int) -> io::Result<libc::stat> {
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    check(unsafe { libc::fstat(fd, &mut st) })?;
+    Ok(st)
+}
+
+/// An open directory: every file operation is relative to its descriptor, so a path
+/// component swapped after it was opened changes nothing.
+#[derive(Debug)]
+pub struct Dir {
+    fd: OwnedFd,
+    pub path: PathBuf,
+}
+
+impl Dir {
+    /// Open `path` as a directory; its last component must not be a symlink.
+    pub fn open(path: &Path) -> io::Result<Dir> {
+        let c = cstr(path.as_os_str().as_bytes())?;
+        let fd = check(unsafe { libc::open(c.as_ptr(), libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC) })?;
+        Ok(Dir { fd: unsafe { OwnedFd::from_raw_fd(fd) }, path: path.to_path_buf() })
+    }
+
+    pub fn stat(&self) -> io::Result<libc::stat> {
+        stat_of(self.fd.as_raw_fd())
+    }
+
+    /// The file system's magic number (statfs f_type).
+    pub fn fs_type(&self) -> io::Result<i64> {
+        fs_type_of(self.fd.as_raw_fd())
+    }
+
+    fn open_at(&self, name: &str, flags: libc::c_int, mode: libc::mode_t) -> io::Result<File> {
+        if name.contains('/') || name == ".." || name == "." || name.is_empty() {
+            return Err(io::Error::new(io::ErrorKind::InvalidInput, format!("'{name}' is not a plain file name")));
+        }
+        let c = cstr(name.as_bytes())?;
+        let fd = check(unsafe { libc::openat(self.fd.as_raw_fd(), c.as_ptr(), flags | libc::O_NOFOLLOW | libc::O_CLOEXEC, mode as libc::c_uint) })?;
+        Ok(unsafe { File::from_raw_fd(fd) })
+    }
+
+    /// Create a new file (fails if anything, a symlink included, has the name).
+    pub fn create(&self, name: &str, mode: libc::mode_t) -> io::Result<File> {
+        self.open_at(name, libc::O_RDWR | libc::O_CREAT | libc::O_EXCL, mode)
+    }
+
+    /// Open an existing file (not a symlink) with `flags` (O_RDONLY, O_RDWR...).
+    pub fn open_file(&self, name: &str, flags: libc::c_int) -> io::Result<File> {
+        self.open_at(name, flags, 0)
+    }
+
+    /// Read a (kernel or private) file.
+    pub fn read(&self, name: &str) -> io::Result<String> {
+        let mut s = String::new();
+        self.open_at(name, libc::O_RDONLY, 0)?.read_to_string(&mut s)?;
+        Ok(s)
+    }
+
+    /// Write an existing file (a kernel setting such as freezer.state); never creates one.
+    pub fn write(&self, name: &str, value: &str) -> io::Result<()> {
+        self.open_at(name, libc::O_WRONLY, 0)?.write_all(value.as_bytes())
+    }
+
+    pub fn unlink(&self, name: &str) -> io::Result<()> {
+        let c = cstr(name.as_bytes())?;
+        check(unsafe { libc::unlinkat(self.fd.as_raw_fd(), c.as_ptr(), 0) }).map(|_| ())
+    }
+
+    /// Hard-link `from` to `to` inside this directory (fails if `to` exists).
+    pub fn link(&self, from: &str, to: &str) -> io::Result<()> {
+        let (a, b) = (cstr(from.as_bytes())?, cstr(to.as_bytes())?);
+        let fd = self.fd.as_raw_fd();
+        check(unsafe { libc::linkat(fd, a.as_ptr(), fd, b.as_ptr(), 0) }).map(|_| ())
+    }
+
+    /// Names of the entries (without . and ..).
+    pub fn names(&self) -> io::Result<Vec<String>> {
+        // Through /proc/self/fd: the directory this descriptor holds, whatever its path now.
+        let mut v: Vec<String> = std::fs::read_dir(format!("/proc/self/fd/{}", self.fd.as_raw_fd()))?
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .collect();
+        v.sort();
+        Ok(v)
+    }
+}
+
+/// Is `st` a directory owned by this user that nobody else may write (with `strict`, that
+/// nobody else may even read or enter)?
+pub fn check_private(path: &Path, st: &libc::stat, strict: bool) -> Result<(), String> {
+    let euid = unsafe { libc::geteuid() };
+    let open = if strict { 0o077 } else { 0o022 };
+    if st.st_mode & libc::S_IFMT != libc::S_IFDIR {
+        return Err(format!("{} is not a directory", path.display()));
+    }
+    if st.st_uid != euid {
+        return Err(format!("{} belongs to uid {}, not to this user (uid {euid})", path.display(), st.st_uid));
+    }
+    if st.st_mode & open != 0 {
+        return Err(format!("{} has mode {:o}; others may {}", path.display(), st.st_mode & 0o7777, if strict { "use it" } else { "write it" }));
+    }
+    Ok(())
+}
+
+/// A directory of this agent's own at a fixed place (/run/xtalk): created (mode 0700) if
+/// missing, then verified: not a symlink, owned by this user, writable by no one else.
+pub fn own_dir(path: &Path) -> Result<Dir, String> {
+    let c = cstr(path.as_os_str().as_bytes()).map_err(|e| e.to_string())?;
+    if unsafe { libc::mkdir(c.as_ptr(), 0o700) } != 0 {
+        let e = io::Error::last_os_error();
+        if e.raw_os_error() != Some(libc::EEXIST) {
+            return Err(format!("{}: {e}", path.display()));
+        }
+    }
+    let dir = open_verified(path, false)?;
+    Ok(dir)
+}
+
+/// Open an existing directory and verify it is private (see `check_private`).
+pub fn open_verified(path: &Path, strict: bool) -> Result<Dir, String> {
+    let dir = Dir::open(path).map_err(|e| match e.raw_os_error() {
+        Some(libc::ELOOP) | Some(libc::ENOTDIR) => format!("{} is a symlink or not a directory; remove it", path.display()),
+        _ => format!("{}: {e}", path.display()),
+    })?;
+    let st = dir.stat().map_err(|e| format!("{}: {e}", path.display()))?;
+    check_private(path, &st, strict).map_err(|m| if strict { m } else { format!("{m}: remove it (it must be root's alone)") })?;
+    Ok(dir)
+}
+
+/// Twelve random characters for a private directory's name (mkdtemp-style).
+pub fn random_name(prefix: &str) -> String {
+    let mut b = [0u8; 12];
+    let mut got = 0;
+    while got < b.len() {
+        let n = unsafe { libc::getrandom(b[got..].as_mut_ptr() as *mut libc::c_void, b.len() - got, 0) };
+        if n <= 0 {
+            // No getrandom (very old kernel): time and pid still make a name nobody predicts exactly.
+            let t = crate::observe::clock::mono_ns() as u64 ^ ((std::process::id() as u64) << 32);
+            b.iter_mut().enumerate().for_each(|(i, x)| *x = (t >> ((i % 8) * 8)) as u8 ^ i as u8);
+            break;
+        }
+        got += n as usize;
+    }
+    const ALPHABET: &[u8] = b"abcdefghijklmnopqrstuvwxyz0123456789";
+    let s: String = b.iter().map(|x| ALPHABET[*x as usize % ALPHABET.len()] as char).collect();
+    format!("{prefix}{s}")
+}
+
+/// Create the private directory `path` (mode 0700; an existing entry is an error, as with
+/// mkdtemp) and verify what was created.
+pub fn create_private(path: &Path) -> Result<Dir, String> {
+    let c = cstr(path.as_os_str().as_bytes()).map_err(|e| e.to_string())?;
+    if unsafe { libc::mkdir(c.as_ptr(), 0o700) } != 0 {
+        return Err(format!("mkdir {}: {}", path.display(), io::Error::last_os_error()));
+    }
+    open_verified(path, true)
+}
+
+/// Write a kernel setting: the file is opened without following a symlink and must be on a
+/// kernel file system (procfs, sysfs, cgroupfs, tracefs); nothing is ever created.
+pub fn write_kernel_file(path: &Path, value: &str) -> io::Result<()> {
+    let c = cstr(path.as_os_str().as_bytes())?;
+    let fd = check(unsafe { libc::open(c.as_ptr(), libc::O_WRONLY | libc::O_NOFOLLOW | libc::O_CLOEXEC) })?;
+    let mut f = unsafe { File::from_raw_fd(fd) };
+    let t = fs_type_of(fd)?;
+    if !KERNEL_FS.contains(&t) {
+        return Err(io::Error::new(io::ErrorKind::PermissionDenied, format!("not a kernel file (file system type {t:#x})")));
+    }
+    f.write_all(value.as_bytes())
+}
+
+/// Read a file without following a symlink at its last component.
+pub fn read_nofollow(path: &Path) -> io::Result<String> {
+    let c = cstr(path.as_os_str().as_bytes())?;
+    let fd = check(unsafe { libc::open(c.as_ptr(), libc::O_RDONLY | libc::O_NOFOLLOW | libc::O_CLOEXEC) })?;
+    let mut s = String::new();
+    unsafe { File::from_raw_fd(fd) }.read_to_string(&mut s)?;
+    Ok(s)
+}
+
+/// Create `path` afresh in a directory others may own (the run directory): a stale entry
+/// (even a symlink) is removed, never followed, and the file is created O_EXCL|O_NOFOLLOW.
+pub fn create_new(path: &Path, mode: libc::mode_t) -> io::Result<File> {
+    match std::fs::remove_file(path) {
+        Ok(()) => {}
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+        Err(e) => return Err(e),
+    }
+    let c = cstr(path.as_os_str().as_bytes())?;
+    let fd = check(unsafe {
+        libc::open(c.as_ptr(), libc::O_RDWR | libc::O_CREAT | libc::O_EXCL | libc::O_NOFOLLOW | libc::O_CLOEXEC, mode as libc::c_uint)
+    })?;
+    Ok(unsafe { File::from_raw_fd(fd) })
+}
+
+/// Is `path` a real directory on a cgroup file system (v1 or v2)?
+pub fn is_cgroup_dir(path: &Path) -> Result<Dir, String> {
+    let dir = Dir::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    match dir.fs_type() {
+        Ok(CGROUP_SUPER_MAGIC) | Ok(CGROUP2_SUPER_MAGIC) => Ok(dir),
+        Ok(t) => Err(format!("{} is not on a cgroup file system (type {t:#x})", path.display())),
+        Err(e) => Err(format!("{}: {e}", path.display())),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tmp() -> tempfile::TempDir {
+        tempfile::tempdir().unwrap()
+    }
+
+    #[test]
+    fn create_private_refuses_an_existing_entry_and_a_symlink() {
+        let t = tmp();
+        let p = t.path().join("x");
+        std::fs::create_dir(&p).unwrap();
+        assert!(create_private(&p).is_err(), "an existing directory is not ours");
+        let l = t.path().join("l");
+        std::os::unix::fs::symlink(&p, &l).unwrap();
+        assert!(create_private(&l).is_err());
+        let q = t.path().join("y");
+        let d = create_private(&q).unwrap();
+        assert_eq!(d.stat().unwrap().st_mode & 0o777, 0o700);
+    }
+
+    #[test]
+    fn open_verified_refuses_symlinks_and_open_modes() {
+        let t = tmp();
+        let p = t.path().join("d");
+        std::fs::create_dir(&p).unwrap();
+        std::fs::set_permissions(&p, std::os::unix::fs::PermissionsExt::from_mode(0o777)).unwrap();
+        assert!(open_verified(&p, false).unwrap_err().contains("mode 777"));
+        std::fs::set_permissions(&p, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+        assert!(open_verified(&p, false).is_ok());
+        assert!(open_verified(&p, true).is_err(), "0755 is not private enough for a staging directory");
+        let l = t.path().join("l");
+        std::os::unix::fs::symlink(&p, &l).unwrap();
+        assert!(open_verified(&l, false).unwrap_err().contains("symlink"));
+    }
+
+    #[test]
+    fn files_are_created_exclusively_and_never_through_a_symlink() {
+        let t = tmp();
+        let d = create_private(&t.path().join("p")).unwrap();
+        let target = t.path().join("target");
+        std::fs::write(&target, "precious").unwrap();
+        std::os::unix::fs::symlink(&target, d.path.join("f")).unwrap();
+        assert!(d.create("f", 0o600).is_err());
+        assert!(d.write("f", "THAWED").is_err(), "writes never follow a symlink");
+        assert_eq!(std::fs::read_to_string(&target).unwrap(), "precious");
+        assert!(d.create("../escape", 0o600).is_err());
+        d.create("g", 0o600).unwrap();
+        assert!(d.create("g", 0o600).is_err());
+        assert_eq!(d.names().unwrap(), vec!["f".to_string(), "g".to_string()]);
+    }
+
+    #[test]
+    fn kernel_writes_refuse_ordinary_files_and_symlinks() {
+        let t = tmp();
+        let f = t.path().join("freezer.state");
+        std::fs::write(&f, "x").unwrap();
+        assert!(write_kernel_file(&f, "THAWED").is_err());
+        assert_eq!(std::fs::read_to_string(&f).unwrap(), "x");
+        let l = t.path().join("l");
+        std::os::unix::fs::symlink("/proc/sys/kernel/sched_rt_runtime_us", &l).unwrap();
+        assert!(write_kernel_file(&l, "1").is_err());
+        assert!(is_cgroup_dir(t.path()).is_err());
+    }
+
+    #[test]
+    fn create_new_replaces_a_symlink_instead_of_following_it() {
+        let t = tmp();
+        let target = t.path().join("target");
+        std::fs::write(&target, "precious").unwrap();
+        let p = t.path().join("run.json.tmp");
+        std::os::unix::fs::symlink(&target, &p).unwrap();
+        create_new(&p, 0o644).unwrap().write_all(b"new").unwrap();
+        assert_eq!(std::fs::read_to_string(&target).unwrap(), "precious");
+        assert_eq!(std::fs::read_to_string(&p).unwrap(), "new");
+    }
+
+    #[test]
+    fn random_names_differ() {
+        let (a, b) = (random_name("xtalk-"), random_name("xtalk-"));
+        assert!(a.starts_with("xtalk-") && a.len() == 18 && a != b);
+    }
+}

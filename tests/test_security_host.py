@@ -365,7 +365,7 @@ def leftovers(agent_pid: int) -> dict:
     """What the agent `agent_pid` could have left: its groups, its journal, our processes.
     (Only its own: other xtalk users of this machine may have runs of their own going.)"""
     groups = [str(d) for d in Path("/sys/fs/cgroup").glob(f"*/xtalk-{agent_pid}")]
-    journal = [str(p) for p in ROOT_DIR.glob(f"journal-{agent_pid}.jsonl")]
+    journal = [str(p) for p in ROOT_DIR.glob(f"journal-p{agent_pid}.jsonl")]
     return {"cgroups": groups, "journal": journal, "processes": processes_named()}
 
 

@@ -24,7 +24,8 @@ cpus = "last"
 def _run(tmp_path, body, share, size=""):
     f = tmp_path / f"{body}-{share.rstrip('%')}.toml"
     f.write_text(EXPERIMENT.format(body=body, share=share, size=size))
-    p = xtalk("run", f, "--results", tmp_path / "res" / f.stem)
+    # Calibration, not feasibility, is under test (a loaded machine may miss at 40 %).
+    p = xtalk("run", f, "--results", tmp_path / "res" / f.stem, "--skip-feasibility")
     assert p.returncode == 0, p.stdout + p.stderr
     (out,) = (tmp_path / "res" / f.stem).iterdir()
     return p, out, json.loads((out / "experiment.json").read_text())["calibration"]

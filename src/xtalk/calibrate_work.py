@@ -47,12 +47,29 @@ def estimated_seconds(runs: list[RunSpec], per_run_overhead_s: float) -> float:
     return 3 * (plan.settle_ms / 1e3 + (PASS_JOBS + PASS_WARMUP) * plan.victim.period_ns / 1e9 + per_run_overhead_s)
 
 
-def _with_work(plan: Plan, knob: str, work: int, **victim) -> Plan:
+def _with_work(plan: Plan, knob: str, work: int) -> Plan:
     p = plan.model_copy(deep=True)
     setattr(p.victim.body, knob, work)
-    for k, v in victim.items():
-        setattr(p.victim, k, v)
     return p
+
+
+def solo_pass(plan: Plan, run_dir: Path, agent: Path, what: str, alternative: str):
+    """Run `plan` alone for one short pass (PASS_JOBS jobs after PASS_WARMUP) into `run_dir`;
+    return its measured jobs. A pass that does not complete is an input error naming `what`."""
+    plan = plan.model_copy(deep=True)
+    plan.enemies = []
+    plan.victim.jobs, plan.victim.warmup_jobs = PASS_JOBS, PASS_WARMUP
+    plan.run_id = run_dir.name
+    plan.timeout_s = 60 + 2 * (PASS_JOBS + PASS_WARMUP) * max(plan.victim.period_ns / 1e9, 1.0)
+    if run_dir.exists():  # a repeated pass starts afresh
+        shutil.rmtree(run_dir)
+    meta = run_plan(plan, run_dir, agent)
+    jobs = read_job_log(run_dir / "jobs.bin")
+    measured = jobs[~jobs.warmup & ~jobs.failed] if len(jobs) else jobs
+    if meta.get("status") != "completed" or len(measured) < PASS_JOBS // 2:
+        raise UsageError(f"{what} did not complete ({meta.get('status')}: {meta.get('reason')}); fix that run's cause, "
+                         f"{alternative}")
+    return measured
 
 
 def calibrate(runs: list[RunSpec], utilization: float, agent: Path, out: Path, say=print) -> tuple[list[RunSpec], dict]:
@@ -60,8 +77,7 @@ def calibrate(runs: list[RunSpec], utilization: float, agent: Path, out: Path, s
 
     Returns the runs with the calibrated work (every one the same) and the record of it."""
     solo = next((r for r in runs if r.scenario == "solo"), runs[0])
-    base = solo.plan.model_copy(deep=True)
-    base.enemies = []
+    base = solo.plan
     body = base.victim.body
     knob = KNOB.get(type(body))
     if knob is None:
@@ -72,18 +88,8 @@ def calibrate(runs: list[RunSpec], utilization: float, agent: Path, out: Path, s
     passes = []
     pass_dir = out / "calibration"
     for i in range(MAX_PASSES):
-        plan = _with_work(base, knob, work, jobs=PASS_JOBS, warmup_jobs=PASS_WARMUP)
-        plan.run_id = f"calibration-{i}"
-        plan.timeout_s = 60 + 2 * (PASS_JOBS + PASS_WARMUP) * max(period / 1e9, 1.0)
-        run_dir = pass_dir / plan.run_id
-        if run_dir.exists():  # a resumed or repeated calibration starts its passes afresh
-            shutil.rmtree(run_dir)
-        meta = run_plan(plan, run_dir, agent)
-        jobs = read_job_log(run_dir / "jobs.bin")
-        measured = jobs[~jobs.warmup & ~jobs.failed] if len(jobs) else jobs
-        if meta.get("status") != "completed" or len(measured) < PASS_JOBS // 2:
-            raise UsageError(f"victim.utilization: the calibration run did not complete ({meta.get('status')}: "
-                             f"{meta.get('reason')}); fix that run's cause, or give victim.{knob} explicitly")
+        measured = solo_pass(_with_work(base, knob, work), pass_dir / f"calibration-{i}", agent,
+                             "victim.utilization: the calibration run", f"or give victim.{knob} explicitly")
         median = float(measured.exec_ns.median())
         passes.append({knob: work, "median_exec_ns": median, "utilization": median / period})
         say(f"calibration pass {i + 1}: {knob} = {work}: median {median / 1e6:.3f} ms = {median / period:.0%} of the period")

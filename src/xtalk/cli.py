@@ -51,7 +51,9 @@ def command_wrapper(fn):
 def run(experiment: Path = typer.Argument(..., help="experiment file (TOML)"),
         results: Optional[Path] = typer.Option(None, help="base directory for results (default: the file's `results`)"),
         skip_unavailable: bool = typer.Option(False, "--skip-unavailable",
-                                              help="run the configurations this kernel offers; mark the others skipped")):
+                                              help="run the configurations this kernel offers; mark the others skipped"),
+        skip_feasibility: bool = typer.Option(False, "--skip-feasibility",
+                                              help="run even if the victim cannot hold its period alone (the guards still say so)")):
     """Run an experiment: the victim against each enemy scenario, interleaved, then the summary table."""
     from .campaign.schema import is_campaign_file
     from .runner import run_experiment
@@ -61,7 +63,7 @@ def run(experiment: Path = typer.Argument(..., help="experiment file (TOML)"),
         raise UsageError(f"{experiment}: a campaign file (it has [[application]]); run it with `xtalk campaign run {experiment}`")
     require_trusted(experiment)  # its argv, preloads and paths run as root
 
-    run_experiment(experiment, results, console, skip_unavailable)
+    run_experiment(experiment, results, console, skip_unavailable, skip_feasibility)
 
 
 @command

@@ -18,6 +18,7 @@ from . import __version__, config
 from .config.expand import RunSpec, expand
 from .config.experiment import load
 from .config.units import fraction
+from .errors import UsageError
 from .report.summary import write_summary
 from .store import open as open_results
 from .targets.agent import check_plan, find_agent, local_facts, recover
@@ -47,7 +48,7 @@ def prepare(path: Path, skip_unavailable: bool = False, skipped: list | None = N
 
 
 def run_experiment(path: Path, results: Path | None = None, console: Console | None = None,
-                   skip_unavailable: bool = False) -> Path:
+                   skip_unavailable: bool = False, skip_feasibility: bool = False) -> Path:
     """Run every run of the experiment; return the results directory."""
     console = console or Console()
     for line in recover():
@@ -59,6 +60,7 @@ def run_experiment(path: Path, results: Path | None = None, console: Console | N
     stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
     base = Path(results) if results else Path(exp.results)
     out = base / f"{exp.name}-{stamp}"
+    base_existed = base.exists()
     k = 1
     while out.exists():
         out = base / f"{exp.name}-{stamp}-{k}"
@@ -71,6 +73,17 @@ def run_experiment(path: Path, results: Path | None = None, console: Console | N
 
         share = fraction(exp.victim.utilization, "victim.utilization")
         runs, calibration = calibrate(runs, share, agent, out, say=console.print)
+    feasible = None
+    if not skip_feasibility:
+        from . import feasibility
+
+        try:
+            feasible = feasibility.check(runs, agent, out, say=console.print)
+        except UsageError:
+            shutil.rmtree(out)  # refused before the first run: nothing to keep
+            if not base_existed:
+                base.rmdir()
+            raise
     (out / "experiment.json").write_text(json.dumps({
         "experiment": json.loads(exp.model_dump_json()),
         "agent": str(agent),
@@ -78,6 +91,7 @@ def run_experiment(path: Path, results: Path | None = None, console: Console | N
                   for r in runs],
         "skipped_configurations": skipped,
         "calibration": calibration,
+        "feasibility": feasible,
     }, indent=2))
     total = sum(r.expected_seconds() + RUN_OVERHEAD_S for r in runs)
     if calibration is not None:

@@ -1,0 +1,78 @@
+"""The solo feasibility run: before the interleaved runs, the victim runs alone for one short
+pass in each configuration, and an experiment that cannot hold its period alone is refused.
+
+A victim that misses alone measures its own backlog, not interference (every job of an
+overloaded quickstart missed and the table still printed a slowdown of 1.03), and a
+SCHED_DEADLINE runtime below the victim's need throttles every job: seed 000 §7.2.1 sizes the
+runtime as the observed maximum plus a margin. Both are found in a second, refused with the
+numbers and what to set, exit 2, and the results directory removed. `--skip-feasibility`
+runs anyway (the result guards still say what is wrong).
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+from .calibrate_work import KNOB, solo_pass
+from .config.expand import RunSpec
+from .errors import UsageError
+from .plan import ChaseBody, PiBody, SpawnBody, SumBody, SyscallBody
+
+#: Bodies with periodic jobs of their own work (command, task sets, latency and AOCS have
+#: their own structure or their own checks).
+PERIODIC = (ChaseBody, PiBody, SpawnBody, SumBody, SyscallBody)
+
+#: Alone, the median job may take at most this share of the deadline ...
+MAX_SHARE = 0.9
+#: ... and at most this share of the pass's jobs may miss.
+MAX_MISSES = 0.1
+#: Margin over the observed maximum CPU time for a suggested DEADLINE runtime.
+RUNTIME_MARGIN = 1.1
+
+
+def _suggest_work(plan, scale: float) -> str:
+    """'lower the work to …': the body's work knob times `scale` (< 1), where it has one."""
+    knob = KNOB.get(type(plan.victim.body))
+    now = getattr(plan.victim.body, knob, None) if knob else None
+    if knob is None:
+        return "lighten the victim"
+    if now is None:
+        return f"lower the work: set victim.utilization = \"30%\" (or victim.{knob})"
+    return f"lower the work to about victim.{knob} = {max(1, int(now * scale))} (or victim.utilization = \"30%\")"
+
+
+def check(runs: list[RunSpec], agent: Path, out: Path, say=print) -> list[dict]:
+    """One solo pass per configuration; UsageError (exit 2) when the victim cannot hold its
+    period alone or its DEADLINE runtime is below its need. Returns what each pass measured."""
+    record = []
+    seen = set()
+    for r in runs:
+        if r.configuration in seen or r.scenario != "solo" or not isinstance(r.plan.victim.body, PERIODIC):
+            continue
+        seen.add(r.configuration)
+        v = r.plan.victim
+        where = "" if r.configuration == "default" else f" in configuration '{r.configuration}'"
+        jobs = solo_pass(r.plan, out / "feasibility" / r.configuration, agent, f"the solo feasibility run{where}",
+                         "or run with --skip-feasibility")
+        deadline = v.deadline_ns or v.period_ns
+        median, share = float(jobs.exec_ns.median()), float(jobs.exec_ns.median()) / deadline
+        missed = float(jobs.missed.mean())
+        cpu_max = float(jobs.cpu_time_ns.max())
+        record.append({"configuration": r.configuration, "jobs": len(jobs), "median_exec_ns": median,
+                       "share_of_deadline": share, "missed": missed, "max_cpu_time_ns": cpu_max})
+        say(f"solo feasibility{where}: median job {median / 1e6:.3g} ms = {share:.0%} of the deadline, {missed:.0%} missed")
+        runtime = getattr(v.sched, "runtime_ns", None)
+        if runtime is not None and cpu_max > runtime:
+            need = math.ceil(cpu_max * RUNTIME_MARGIN / 1e5) / 10
+            raise UsageError(f"victim.reservation.runtime{where}: {runtime / 1e6:g} ms is below the victim's solo need "
+                             f"(up to {cpu_max / 1e6:.3g} ms of CPU per job over {len(jobs)} jobs): every job would be "
+                             f"throttled; set runtime = \"{need:g}ms\" (the observed maximum + 10 %, seed 000 §7.2.1), "
+                             f"or {_suggest_work(r.plan, runtime / (cpu_max * RUNTIME_MARGIN))}")
+        if share > MAX_SHARE or missed > MAX_MISSES:
+            period = math.ceil(median / 0.3 / 1e6)
+            raise UsageError(f"victim.period{where}: the victim cannot hold its period alone (median job "
+                             f"{median / 1e6:.3g} ms against a {deadline / 1e6:g} ms deadline, {missed:.0%} of "
+                             f"{len(jobs)} jobs missed); lengthen the period to about \"{period}ms\", or "
+                             f"{_suggest_work(r.plan, 0.3 / share)}; --skip-feasibility runs it anyway")
+    return record

@@ -1,0 +1,67 @@
+"""The solo feasibility run: a victim that cannot hold its period alone, or whose DEADLINE
+runtime is below its need, is refused before the first run with the numbers and what to
+set; --skip-feasibility runs it anyway and the guards say what is wrong."""
+
+import json
+
+from conftest import needs_root, xtalk
+
+# 2·10^7 terms take several ms on any CPU (one term a cycle at 5 GHz: 4 ms) > the 1 ms period.
+OVERLOADED = """
+name = "over"
+repetitions = 1
+[victim]
+body = "pi"
+iterations = 20000000
+period = "1ms"
+jobs = 3
+warmup_jobs = 0
+cpus = "last"
+"""
+
+# 3·10^6 terms need well over the 0.2 ms of CPU this reservation gives each period.
+THROTTLED = """
+name = "dl"
+repetitions = 1
+[victim]
+body = "pi"
+iterations = 3000000
+period = "50ms"
+jobs = 3
+warmup_jobs = 0
+policy = "deadline"
+reservation = { runtime = "200us" }
+"""
+
+
+def _refused(tmp_path, text, needle):
+    f = tmp_path / "exp.toml"
+    f.write_text(text)
+    p = xtalk("run", f, "--results", tmp_path / "res")
+    err = p.stderr.strip().splitlines()
+    assert p.returncode == 2 and len(err) == 1 and needle in err[0], p.stdout + p.stderr
+    assert not (tmp_path / "res").exists(), "a refused experiment leaves no results directory"
+    return err[0]
+
+
+@needs_root
+def test_a_victim_overloaded_alone_is_refused_with_a_period_that_would_do(tmp_path):
+    line = _refused(tmp_path, OVERLOADED, "victim.period: the victim cannot hold its period alone")
+    assert "lengthen the period to about" in line and "victim.iterations = " in line
+
+
+@needs_root
+def test_a_deadline_runtime_below_the_need_is_refused_with_the_runtime_to_set(tmp_path):
+    line = _refused(tmp_path, THROTTLED, "victim.reservation.runtime: 0.2 ms is below the victim's solo need")
+    assert "set runtime = \"" in line and "seed 000 §7.2.1" in line
+
+
+@needs_root
+def test_skip_feasibility_runs_it_and_the_guard_fires_on_solo(tmp_path):
+    f = tmp_path / "exp.toml"
+    f.write_text(OVERLOADED)
+    p = xtalk("run", f, "--results", tmp_path / "res", "--skip-feasibility")
+    (out,) = (tmp_path / "res").iterdir()
+    rows = {r["scenario"]: r for r in json.loads((out / "summary.json").read_text())}
+    assert "overloaded_solo" in {w["kind"] for w in rows["solo"]["warnings"]}, p.stdout + p.stderr
+    assert "overloaded alone" in " ".join(p.stdout.split())

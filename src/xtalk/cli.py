@@ -94,6 +94,9 @@ def plan(experiment: Optional[Path] = typer.Argument(None, help="experiment file
     for s in skipped:
         console.print(f"configuration {s['configuration']} skipped: {s['reason']}")
     total = sum(r.expected_seconds() + RUN_OVERHEAD_S for r in runs)
+    from .feasibility import estimated_seconds as feasibility_seconds
+
+    total += feasibility_seconds(runs, RUN_OVERHEAD_S)
     if exp.victim.utilization is not None:
         from .calibrate_work import estimated_seconds
 

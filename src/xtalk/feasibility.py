@@ -42,6 +42,15 @@ def _suggest_work(plan, scale: float) -> str:
     return f"lower the work to about victim.{knob} = {max(1, int(now * scale))} (or victim.utilization = \"30%\")"
 
 
+def estimated_seconds(runs: list[RunSpec], per_run_overhead_s: float) -> float:
+    """What the feasibility passes add: one short solo pass per configuration."""
+    from .calibrate_work import PASS_JOBS, PASS_WARMUP
+
+    firsts = {r.configuration: r.plan for r in runs if isinstance(r.plan.victim.body, PERIODIC)}
+    return sum(p.settle_ms / 1e3 + (PASS_JOBS + PASS_WARMUP) * p.victim.period_ns / 1e9 + per_run_overhead_s
+               for p in firsts.values())
+
+
 def check(runs: list[RunSpec], agent: Path, out: Path, say=print) -> list[dict]:
     """One solo pass per configuration; UsageError (exit 2) when the victim cannot hold its
     period alone or its DEADLINE runtime is below its need. Returns what each pass measured."""

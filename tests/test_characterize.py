@@ -16,8 +16,8 @@ def test_a_small_characterisation_writes_matrix_heatmap_and_text(tmp_path, facts
     m = pd.read_parquet(d / "matrix.parquet")
     copies = len(facts.online_cpus) - 1
     n_counts = min(copies, 2)
-    assert len(m) == len(PROBES) * 2 * n_counts
-    assert set(m.probe) == {p.name for p in PROBES} and set(m.enemy) == {"llc", "syscall"}
+    assert len(m) == len(PROBES) * 3 * n_counts
+    assert set(m.probe) == {p.name for p in PROBES} and set(m.enemy) == {"llc", "syscall", "pi"}  # pi: the control
     assert m.copies.min() == 1 and m.copies.max() == copies
     assert (m.slowdown > 0).all() and (m.lo <= m.slowdown).all() and (m.slowdown <= m.hi).all()
     assert (m[m.probe == "wakeup"].metric == "wakeup_latency_ns").all()
@@ -46,3 +46,17 @@ def test_unknown_enemy_is_refused(tmp_path):
     out = xtalk("characterize", "--quick", "--results", tmp_path, "--enemy", "gremlin")
     assert out.returncode == 2 and "unknown enemy 'gremlin'" in out.stderr
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_channel_the_cpu_only_control_reproduces_is_not_claimed():
+    row = {"resource": "r", "copies": 1}
+    m = pd.DataFrame([
+        {**row, "probe": "llc-chase", "enemy": "llc", "slowdown": 1.9, "lo": 1.6, "hi": 2.2},
+        {**row, "probe": "llc-chase", "enemy": "pi", "slowdown": 1.8, "lo": 1.5, "hi": 2.1},  # the control
+        {**row, "probe": "dram-latency", "enemy": "read", "slowdown": 3.0, "lo": 2.6, "hi": 3.4},
+        {**row, "probe": "dram-latency", "enemy": "pi", "slowdown": 1.0, "lo": 0.97, "hi": 1.04},
+    ])
+    text = channels_text(m, "test box")
+    assert "**dram-latency**" in text and "read ×1 → 3.00×" in text, text
+    assert "**llc-chase**" not in text and "Not told apart from the control" in text and "llc-chase × llc ×1 1.90×" in text
+    assert "The CPU-only control (pi, no memory traffic) slows llc-chase ×1 1.80×" in text

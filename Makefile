@@ -38,6 +38,7 @@ test-agent: $(AGENT)
 	cargo test --release --manifest-path agent/Cargo.toml
 
 test-py: setup
+	@bash tests/peers.sh
 	$(BIN)/python -m pytest -q -rs
 
 test: test-agent test-py

@@ -22,7 +22,9 @@ def test_sysinfo_json_is_the_environment():
 def test_plan_estimates_without_running(tmp_path):
     out = xtalk("plan", ROOT / "examples" / "quickstart.toml", "--show")
     assert out.returncode == 0, out.stderr
-    assert "9 runs" in out.stdout
+    import tomllib
+    exp = tomllib.loads((ROOT / "examples" / "quickstart.toml").read_text())
+    assert f"{exp['repetitions'] * (1 + len(exp['scenario']))} runs" in out.stdout  # solo + scenarios, each repeated
     assert '"run_id"' in out.stdout and not (tmp_path / "results").exists()
 
 

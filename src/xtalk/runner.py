@@ -20,7 +20,7 @@ from .config.experiment import load
 from .config.units import fraction
 from .report.summary import write_summary
 from .store import open as open_results
-from .targets.agent import check_plan, find_agent, local_facts, recover
+from .targets.agent import check_plan, find_agent, local_facts, recover, refuse_fixture
 from .targets.local import run_plan
 from .provenance import git_commit
 
@@ -46,9 +46,20 @@ def prepare(path: Path, skip_unavailable: bool = False, skipped: list | None = N
     return exp, runs, agent
 
 
+def estimate_seconds(exp: config.experiment.Experiment, runs: list[RunSpec]) -> float:
+    """How long the runs take, with the calibration passes of `victim.utilization`."""
+    total = sum(r.expected_seconds() + RUN_OVERHEAD_S for r in runs)
+    if exp.victim.utilization is not None and runs:
+        from .calibrate_work import estimated_seconds
+
+        total += estimated_seconds(runs, RUN_OVERHEAD_S)
+    return total
+
+
 def run_experiment(path: Path, results: Path | None = None, console: Console | None = None,
                    skip_unavailable: bool = False) -> Path:
     """Run every run of the experiment; return the results directory."""
+    refuse_fixture("run")
     console = console or Console()
     for line in recover():
         console.print(f"[yellow]restored after an earlier run that died: {line}[/]")

@@ -114,8 +114,11 @@ fn refuse_fixture(command: &str) {
 
 fn main() {
     let cli = Cli::parse();
-    if let Err(e) = observe::facts::init() {
-        die(launch::EXIT_BAD_INPUT, e);
+    // A bad fixture is refused before any command; the live facts are read when first asked.
+    if std::env::var_os(observe::facts::ENV_VAR).is_some() {
+        if let Err(e) = observe::facts::init() {
+            die(launch::EXIT_BAD_INPUT, e);
+        }
     }
     match cli.cmd {
         Cmd::Run { plan, out, exit_with_parent } => {

@@ -208,6 +208,9 @@ def calibrate(pairs: int = typer.Option(180_000, help="back-to-back pairs per in
     """Cost of every time source and counter read, clock resolution, offsets and drift."""
     from .calibrate import calibrate as run_calibration
     from .config.units import duration_ns
+    from .targets.agent import refuse_fixture
+
+    refuse_fixture("calibrate")
 
     try:
         drift_ms = max(1, duration_ns(drift, "--drift") // 1_000_000)

@@ -187,3 +187,19 @@ def test_hand_made_fixtures_say_so():
         origin = fixture_doc(name)["fixture"]
         assert origin["hand_made"] is (name != "dev-2vcpu-amd.json"), name
         assert origin["source"], name
+
+
+def test_cgroup_layout_comes_from_the_fixture(agent, tmp_path):
+    """A group with RT runtime needs the v1 cpu controller: this machine has it, the cgroup-v2
+    board does not, and the check says so for the board."""
+    plan = small_plan(cpus=[1])
+    plan["groups"] = [{"name": "rt", "rt_runtime_us": 500000}]
+    plan["victim"]["group"] = "rt"
+    f = write_plan(tmp_path, plan)
+    board = subprocess.run([str(agent), "check", str(f)], capture_output=True, text=True,
+                           env={**os.environ, "XTALK_MACHINE": str(MACHINES / "cortex-a53-4core.json")})
+    assert board.returncode == 2, board.stderr
+    assert "groups[0]: this kernel cannot provide it: RT group scheduling (cpu.rt_runtime_us) needs the cgroup v1 cpu controller" in board.stderr
+    dev = subprocess.run([str(agent), "check", str(f)], capture_output=True, text=True,
+                         env={**os.environ, "XTALK_MACHINE": str(MACHINES / "dev-2vcpu-amd.json")})
+    assert (dev.returncode, dev.stdout.strip()) == (0, "ok"), dev.stderr

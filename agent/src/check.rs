@@ -1,7 +1,9 @@
-//! Checks a parsed plan against itself and against this machine (CPUs, privileges,
-//! memory) before anything is started. Every error names the field and the fix.
+//! Checks a parsed plan against itself and against the machine (CPUs, privileges, memory)
+//! before anything is started. Every error names the field and the fix. The machine is the
+//! facts of observe/facts.rs: this one, or a recorded fixture ($XTALK_MACHINE).
 
 use crate::plan::{err, Body, Enemy, Load, Placement, Plan, PlanError, Proto, Sched, Victim, MAX_FUNCTIONS, PLAN_VERSION};
+use crate::observe::facts::{self, Machine};
 use crate::observe::{machine, perf, trace};
 
 /// Smallest SCHED_DEADLINE runtime the kernel accepts (2^10 ns, sched/deadline.c).
@@ -20,8 +22,8 @@ pub fn check(plan: &Plan) -> Result<(), PlanError> {
     if let Some(t) = &plan.trace {
         check_trace(t)?;
     }
-    let online = machine::online_cpus();
-    let allowed = machine::allowed_cpus();
+    let m = facts::current();
+    let (online, allowed) = (m.online.clone(), m.allowed.clone());
     check_victim(&plan.victim, &online, &allowed)?;
     let mut footprint = victim_footprint(&plan.victim.body);
     for (i, e) in plan.enemies.iter().enumerate() {
@@ -36,7 +38,7 @@ pub fn check(plan: &Plan) -> Result<(), PlanError> {
     if let Some(r) = &plan.regulator {
         check_regulator(plan, r)?;
     }
-    let avail = machine::mem_available_bytes();
+    let avail = m.mem_available;
     if avail > 0 && footprint > avail / 10 * 9 {
         return err("enemies", format!("victim and enemies need {} MiB but only {} MiB are available; use smaller buffers",
             footprint >> 20, avail >> 20));
@@ -149,7 +151,7 @@ fn check_taskset(v: &Victim, tasks: &[crate::plan::Task], policy: crate::plan::T
             return err("victim.placement.cpus", "SCHED_DEADLINE tasks may not be pinned to a subset of the root domain; leave placement unpinned");
         }
         let bw: f64 = tasks.iter().map(|t| crate::victims::taskset::runtime(t) as f64 / t.period_ns as f64).sum();
-        let limit = crate::victims::taskset::dl_bandwidth_limit() * online.len() as f64;
+        let limit = facts::current().dl_bandwidth_limit() * online.len() as f64;
         if bw > limit {
             return err("victim.body.tasks", format!("SCHED_DEADLINE admission would fail: the reservations add up to {bw:.3} CPUs, over the limit of {limit:.3} ({} CPUs x sched_rt_runtime/sched_rt_period); lower runtimes or drop tasks", online.len()));
         }
@@ -255,7 +257,7 @@ fn check_groups(plan: &Plan, online: &[usize]) -> Result<(), PlanError> {
         if max < least {
             return err("pids_max", format!("{max} cannot hold the run's own {least} processes; raise it to at least {least}"));
         }
-        if crate::launch::cgroups::controller("pids").is_none() {
+        if facts::current().controller("pids").is_none() {
             return err("pids_max", "the pids controller is not mounted; mount it or leave pids_max out");
         }
     }
@@ -290,8 +292,8 @@ fn check_deadline_admission(plan: &Plan, online: &[usize]) -> Result<(), PlanErr
     if total == 0.0 {
         return Ok(());
     }
-    let read = |p: &str| std::fs::read_to_string(p).ok().and_then(|s| s.trim().parse::<f64>().ok());
-    let (rt, period) = (read("/proc/sys/kernel/sched_rt_runtime_us").unwrap_or(950_000.0), read("/proc/sys/kernel/sched_rt_period_us").unwrap_or(1e6));
+    let m = facts::current();
+    let (rt, period) = (m.rt_runtime_us.map_or(950_000.0, |v| v as f64), m.rt_period_us.map_or(1e6, |v| v as f64));
     let limit = if rt < 0.0 { online.len() as f64 } else { online.len() as f64 * rt / period };
     if total > limit {
         return err("victim.sched", format!("SCHED_DEADLINE bandwidth of the plan is {total:.2} CPUs, above the admission limit {limit:.2} ({} CPUs × {rt}/{period}); lower the runtimes", online.len()));
@@ -313,10 +315,10 @@ fn check_regulator(plan: &Plan, r: &crate::plan::Regulator) -> Result<(), PlanEr
         return err("regulator.priority", "1..99");
     }
     if r.source == crate::plan::Source::Hardware {
-        let spec = perf::resolve(&r.event).or_else(|e| err("regulator.event", e))?;
-        if let Err(why) = perf::probe(&spec, false) {
+        perf::resolve(&r.event).or_else(|e| err("regulator.event", e))?;
+        if let Err(why) = facts::current().counter(&r.event, false) {
             return err("regulator.source", format!("hardware accounting counts '{}', which this machine cannot: {why}; use source = \"cooperative\" (offered: {})",
-                r.event, perf::available(false).join(", ")));
+                r.event, facts::current().countable(false).join(", ")));
         }
         if r.bytes_per_event == 0 {
             return err("regulator.bytes_per_event", "must be positive (64: one cache line per miss)");
@@ -351,21 +353,7 @@ fn check_trace(t: &crate::plan::Trace) -> Result<(), PlanError> {
     for (i, ev) in t.events.iter().enumerate() {
         trace::valid_event_name(ev).or_else(|why| err(format!("trace.events[{i}]"), why))?;
     }
-    if unsafe { libc::geteuid() } != 0 {
-        return err("trace", "kernel tracing needs root (tracefs); run as root or leave trace out");
-    }
-    trace::with_tracefs(|root| {
-        for (i, ev) in t.events.iter().enumerate() {
-            if let Err(why) = trace::event_dir(root, ev) {
-                return Err(PlanError { field: format!("trace.events[{i}]"), message: format!("{why}; this kernel offers {}", trace::offered(root)) }.to_string());
-            }
-        }
-        Ok(())
-    })
-    .map_err(|m| match m.split_once(": ") {
-        Some((f, rest)) if f.starts_with("trace.events[") => PlanError { field: f.into(), message: rest.into() },
-        _ => PlanError { field: "trace".into(), message: m },
-    })
+    facts::current().trace_events(&t.events).map_err(|(field, message)| PlanError { field, message })
 }
 
 fn check_counters(v: &Victim) -> Result<(), PlanError> {
@@ -374,11 +362,12 @@ fn check_counters(v: &Victim) -> Result<(), PlanError> {
     }
     for (i, c) in v.counters.iter().enumerate() {
         let field = format!("victim.counters[{i}].event");
-        let spec = perf::resolve(&c.event).or_else(|e| err(&field, e))?;
-        if let Err(why) = perf::probe(&spec, v.counters_exclude_kernel) {
+        perf::resolve(&c.event).or_else(|e| err(&field, e))?;
+        let m = facts::current();
+        if let Err(why) = m.counter(&c.event, v.counters_exclude_kernel) {
             if !c.optional {
                 return err(field, format!("'{}' cannot be counted here: {why}; this machine offers: {}; or mark it optional = true",
-                    c.event, perf::available(v.counters_exclude_kernel).join(", ")));
+                    c.event, m.countable(v.counters_exclude_kernel).join(", ")));
             }
         }
         if v.counters[..i].iter().any(|o| o.event == c.event) {
@@ -444,13 +433,14 @@ fn check_placement(at: &str, p: &Placement, online: &[usize], allowed: &[usize])
 
 fn check_sched(at: &str, s: &Sched, p: &Placement, online: &[usize]) -> Result<(), PlanError> {
     let f = |k: &str| format!("{at}.sched.{k}");
-    let privileged = machine::has_cap_sys_nice();
+    let m = facts::current();
+    let privileged = m.cap_sys_nice;
     match *s {
         Sched::Other { nice } => {
             if !(-20..=19).contains(&nice) {
                 return err(f("nice"), format!("{nice} is out of range; use -20..19"));
             }
-            if nice < 0 && !privileged && machine::rlimit_nice_floor() > nice {
+            if nice < 0 && !privileged && m.nice_floor > nice {
                 return err(f("nice"), "a negative nice needs CAP_SYS_NICE or RLIMIT_NICE; run as root or use nice >= 0");
             }
         }
@@ -458,10 +448,10 @@ fn check_sched(at: &str, s: &Sched, p: &Placement, online: &[usize]) -> Result<(
             if !(1..=99).contains(&priority) {
                 return err(f("priority"), format!("{priority} is out of range; use 1..99"));
             }
-            if !privileged && (machine::rlimit_rtprio() as i64) < priority as i64 {
+            if !privileged && (m.rlimit_rtprio.min(i64::MAX as u64) as i64) < priority as i64 {
                 return err(f("policy"), "a real-time policy needs CAP_SYS_NICE (or RLIMIT_RTPRIO); run as root or use policy 'other'");
             }
-            preflight_sched(at, s)?;
+            preflight_sched(at, s, m)?;
         }
         Sched::Deadline { runtime_ns, deadline_ns, period_ns } => {
             if runtime_ns < DL_MIN_RUNTIME_NS {
@@ -481,21 +471,23 @@ fn check_sched(at: &str, s: &Sched, p: &Placement, online: &[usize]) -> Result<(
                     return err(format!("{at}.placement.cpus"), "SCHED_DEADLINE tasks may not be pinned to a subset of the root domain; leave placement unpinned (or use an exclusive cpuset)");
                 }
             }
-            preflight_sched(at, s)?;
+            preflight_sched(at, s, m)?;
         }
     }
     Ok(())
 }
 
-/// The policy tried for real in a throwaway child (crate::preflight): what the kernel will
-/// refuse is refused here, with its cause, before anything starts.
-fn preflight_sched(at: &str, s: &Sched) -> Result<(), PlanError> {
-    crate::preflight::try_in_child(s).or_else(|e| err(format!("{at}.sched.policy"), crate::preflight::refusal(s, &e)))
+/// The policy tried for real in a throwaway child (crate::preflight), or its outcome as a
+/// fixture recorded it: what the kernel will refuse is refused here, with its cause, before
+/// anything starts.
+fn preflight_sched(at: &str, s: &Sched, m: &Machine) -> Result<(), PlanError> {
+    m.try_sched(s).or_else(|e| err(format!("{at}.sched.policy"), crate::preflight::refusal(s, &e, m)))
 }
 
 fn check_lock(at: &str, lock: bool, footprint: u64) -> Result<(), PlanError> {
-    if lock && !machine::has_cap_ipc_lock() {
-        let lim = machine::rlimit_memlock();
+    let m = facts::current();
+    if lock && !m.cap_ipc_lock {
+        let lim = m.rlimit_memlock;
         if lim != u64::MAX && lim < footprint + (64 << 20) {
             return err(format!("{at}.lock_memory"), format!("needs CAP_IPC_LOCK or RLIMIT_MEMLOCK >= {} MiB (now {} KiB); run as root or set lock_memory = false", (footprint >> 20) + 64, lim >> 10));
         }
@@ -599,7 +591,7 @@ fn check_load(at: &str, load: &Load) -> Result<(), PlanError> {
             check_aocs(at, input, expected, *first_step, *steps, &f("steps"), "first_step + steps")
         }
         Load::Memhog { bytes } => {
-            let avail = machine::mem_available_bytes();
+            let avail = facts::current().mem_available;
             if *bytes < 1 << 20 || (avail > 0 && *bytes > avail / 2) {
                 return err(f("bytes"), format!("must be between 1 MiB and half the available memory ({} MiB)", avail >> 21));
             }

@@ -33,11 +33,13 @@ enum Cmd {
         #[arg(long)]
         exit_with_parent: bool,
     },
-    /// Validate a run plan against the schema and this machine; print "ok".
+    /// Validate a run plan against the schema and this machine (or the machine fixture named
+    /// by $XTALK_MACHINE); print "ok".
     Check { plan: PathBuf },
     /// Print a job log (jobs.bin) as CSV.
     Dump { jobs: PathBuf },
-    /// Print this machine's environment as JSON.
+    /// Print this machine's environment and facts as JSON (a machine fixture: save it and set
+    /// XTALK_MACHINE=FILE to check plans as that machine would; with it set, print the fixture).
     Sysinfo,
     /// Undo what dead runs left on this machine (cgroups and the processes left in them, IRQ
     /// affinity, staging directories, trace instances) from their journals in /run/xtalk;
@@ -102,10 +104,25 @@ fn load_plan(path: &PathBuf) -> plan::Plan {
     p
 }
 
+/// Commands that change or measure this machine cannot use a recorded one: exit 2.
+fn refuse_fixture(command: &str) {
+    if let Some(f) = &observe::facts::current().fixture {
+        die(launch::EXIT_BAD_INPUT, format!("{command}: {}={} is a machine fixture, for planning and checking only; unset it to {command} on this machine",
+            observe::facts::ENV_VAR, f.path.display()));
+    }
+}
+
 fn main() {
     let cli = Cli::parse();
+    // A bad fixture is refused before any command; the live facts are read when first asked.
+    if std::env::var_os(observe::facts::ENV_VAR).is_some() {
+        if let Err(e) = observe::facts::init() {
+            die(launch::EXIT_BAD_INPUT, e);
+        }
+    }
     match cli.cmd {
         Cmd::Run { plan, out, exit_with_parent } => {
+            refuse_fixture("run");
             let p = load_plan(&plan);
             if out.join("run.json").exists() {
                 die(launch::EXIT_BAD_INPUT, format!("--out: {} already holds a run; choose an empty directory", out.display()));
@@ -139,6 +156,7 @@ fn main() {
             let _ = out();
         }
         Cmd::Calibrate { pairs, cpu, drift_ms } => {
+            refuse_fixture("calibrate");
             let online = observe::machine::online_cpus();
             let cpu = cpu.unwrap_or(*online.last().unwrap_or(&0));
             if !online.contains(&cpu) {
@@ -166,6 +184,6 @@ fn main() {
                 Err(e) => die(launch::EXIT_BAD_INPUT, format!("--out: {e}")),
             }
         }
-        Cmd::Sysinfo => println!("{}", serde_json::to_string_pretty(&observe::env::collect()).unwrap()),
+        Cmd::Sysinfo => println!("{}", serde_json::to_string_pretty(&observe::facts::sysinfo(observe::facts::current())).unwrap()),
     }
 }

@@ -218,14 +218,10 @@ def channels_text(m: pd.DataFrame, machine: str) -> str:
     return "\n".join(lines) + "\n"
 
 
-def characterize(out_base: Path, quick: bool, console: Console, repetitions: int | None = None,
-                 enemies: list[str] | None = None, jobs: int | None = None) -> Path:
-    """Run every probe against every enemy; write the matrix, heat map and text under a new
-    directory of `out_base`; return it."""
-    from .runner import run_experiment
-
-    facts = local_facts()
-    cpus = facts.online_cpus
+def experiment_texts(quick: bool, repetitions: int | None = None, enemies: list[str] | None = None,
+                     jobs: int | None = None) -> dict[str, str]:
+    """The experiment file of every probe, for the target's CPUs (live or a machine fixture)."""
+    cpus = local_facts().online_cpus
     if len(cpus) < 2:
         raise UsageError("characterize: needs at least two online CPUs (probe and enemies apart)")
     names = enemies or (QUICK_ENEMIES if quick else list(ENEMIES))
@@ -240,6 +236,44 @@ def characterize(out_base: Path, quick: bool, console: Console, repetitions: int
     # Between-run variance dominates on a busy machine: more short runs beat fewer long ones.
     reps = repetitions or (4 if quick else 5)
     njobs = jobs or (30 if quick else 200)
+    return {p.name: experiment_text(p, names, counts, victim_cpu, others, reps, njobs, "4ms") for p in PROBES}
+
+
+def plan(quick: bool, console: Console, repetitions: int | None = None, enemies: list[str] | None = None,
+         jobs: int | None = None) -> float:
+    """What `characterize` would run, probe by probe, and how long it would take: every plan
+    checked by the agent, nothing started, nothing written. Returns the estimate (s)."""
+    import tempfile
+
+    from .runner import estimate_seconds, prepare
+
+    texts = experiment_texts(quick, repetitions, enemies, jobs)
+    total = 0.0
+    with tempfile.TemporaryDirectory(prefix="xtalk-characterize-plan-") as tmp:
+        for name, text in texts.items():
+            f = Path(tmp) / f"{name}.toml"
+            f.write_text(text)
+            exp, runs, _ = prepare(f)
+            seconds = estimate_seconds(exp, runs, feasibility=False)  # characterize skips it (see below)
+            total += seconds
+            solo = next(r for r in runs if r.scenario == SOLO).plan
+            console.print(f"probe {name}: {len(runs)} runs ({len(runs) // exp.repetitions} scenarios × {exp.repetitions}), "
+                          f"victim on CPU {solo.victim.placement.cpus[0]}, {solo.victim.body.kind} body, about {seconds:.0f} s",
+                          highlight=False)
+    env = local_facts().environment
+    console.print(f"characterize{' --quick' if quick else ''} on {env.get('cpu', {}).get('model')} × {len(local_facts().online_cpus)}: "
+                  f"{len(texts)} probes, about {total:.0f} s ({total / 60:.1f} min); nothing started", highlight=False)
+    return total
+
+
+def characterize(out_base: Path, quick: bool, console: Console, repetitions: int | None = None,
+                 enemies: list[str] | None = None, jobs: int | None = None) -> Path:
+    """Run every probe against every enemy; write the matrix, heat map and text under a new
+    directory of `out_base`; return it."""
+    from .runner import run_experiment
+
+    facts = local_facts()
+    texts = experiment_texts(quick, repetitions, enemies, jobs)
     stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
     out = Path(out_base) / f"characterize-{stamp}"
     (out / "experiments").mkdir(parents=True)
@@ -247,7 +281,7 @@ def characterize(out_base: Path, quick: bool, console: Console, repetitions: int
     results = {}
     for p in PROBES:
         f = out / "experiments" / f"{p.name}.toml"
-        f.write_text(experiment_text(p, names, counts, victim_cpu, others, reps, njobs, "4ms"))
+        f.write_text(texts[p.name])
         # The probes' work is calibrated to 30 % of the period: a separate feasibility pass
         # would only re-measure that (the summary's guards still flag an overloaded solo).
         results[p.name] = run_experiment(f, out / "runs", console, skip_feasibility=True)

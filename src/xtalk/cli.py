@@ -62,7 +62,9 @@ def run(experiment: Path = typer.Argument(..., help="experiment file (TOML)"),
     if is_campaign_file(experiment):
         raise UsageError(f"{experiment}: a campaign file (it has [[application]]); run it with `xtalk campaign run {experiment}`")
     require_trusted(experiment)  # its argv, preloads and paths run as root
+    from .targets.agent import refuse_fixture
 
+    refuse_fixture("run")  # before anything is recovered, created or started
     run_experiment(experiment, results, console, skip_unavailable, skip_feasibility)
 
 
@@ -70,9 +72,13 @@ def run(experiment: Path = typer.Argument(..., help="experiment file (TOML)"),
 def plan(experiment: Optional[Path] = typer.Argument(None, help="experiment file (TOML)"),
          schema: bool = typer.Option(False, "--schema", help="print the run plan's JSON Schema"),
          show: bool = typer.Option(False, "--show", help="print the plan of the first run of each scenario"),
-         skip_unavailable: bool = typer.Option(False, "--skip-unavailable", help="leave out configurations this kernel cannot provide")):
+         skip_unavailable: bool = typer.Option(False, "--skip-unavailable", help="leave out configurations this kernel cannot provide"),
+         machine: Optional[Path] = typer.Option(None, "--machine", help="plan for a recorded machine fixture (as $XTALK_MACHINE)")):
     """Print the run-plan JSON Schema, or what an experiment would run (nothing is started)."""
     from .plan import json_schema
+    from .targets.agent import use_machine
+
+    use_machine(machine)
 
     if schema:
         print(json.dumps(json_schema(), indent=2))
@@ -87,21 +93,20 @@ def plan(experiment: Optional[Path] = typer.Argument(None, help="experiment file
         from .campaign.cli import plan as campaign_plan
 
         return campaign_plan(experiment, [], False)
-    from .runner import RUN_OVERHEAD_S, prepare
+    from .runner import estimate_seconds, prepare
+    from .targets.agent import machine_fixture
 
     skipped: list = []
     exp, runs, _ = prepare(experiment, skip_unavailable, skipped)
+    fixture = machine_fixture()
+    if fixture is not None:
+        console.print(f"machine: {_machine_line(fixture)}", highlight=False)
     for s in skipped:
         console.print(f"configuration {s['configuration']} skipped: {s['reason']}")
-    total = sum(r.expected_seconds() + RUN_OVERHEAD_S for r in runs)
-    from .feasibility import estimated_seconds as feasibility_seconds
-
-    total += feasibility_seconds(runs, RUN_OVERHEAD_S)
+    total = estimate_seconds(exp, runs)
     if exp.victim.utilization is not None:
-        from .calibrate_work import estimated_seconds
-
-        total += estimated_seconds(runs, RUN_OVERHEAD_S)
-        console.print(f"victim work: calibrated on this machine before the runs, for {exp.victim.utilization} of the period")
+        where = "on the target at run time (a fixture calibrates nothing; the estimate counts the passes)" if fixture else "on this machine"
+        console.print(f"victim work: calibrated {where} before the runs, for {exp.victim.utilization} of the period")
     console.print(f"{len(runs)} runs, about {total:.0f} s; order: " + ", ".join(r.run_id for r in runs))
     if show:
         seen = set()
@@ -109,6 +114,16 @@ def plan(experiment: Optional[Path] = typer.Argument(None, help="experiment file
             if (r.configuration, r.scenario) not in seen:
                 seen.add((r.configuration, r.scenario))
                 print(r.plan.to_json())
+
+
+def _machine_line(fixture: Path) -> str:
+    """The fixture planned for, and where its facts came from."""
+    from .targets.agent import local_facts
+
+    env = local_facts().environment
+    cpu, origin = env.get("cpu", {}), env.get("fixture", {})
+    made = "hand-made (see its `fixture` field)" if origin.get("hand_made") else f"recorded {origin.get('recorded', '')}".strip()
+    return f"fixture {fixture} ({cpu.get('model')} × {cpu.get('count')}; {made})"
 
 
 @command
@@ -129,11 +144,21 @@ def characterize(quick: bool = typer.Option(False, "--quick", help="few enemies,
                  results: Path = typer.Option(Path("results"), help="base directory for the results"),
                  enemy: Optional[list[str]] = typer.Option(None, help="enemies to use (repeatable; default: all, or a few with --quick)"),
                  repetitions: Optional[int] = typer.Option(None, min=1, help="runs per scenario (default 5, 4 with --quick)"),
-                 jobs: Optional[int] = typer.Option(None, min=5, help="measured jobs per run (default 200, 30 with --quick)")):
+                 jobs: Optional[int] = typer.Option(None, min=5, help="measured jobs per run (default 200, 30 with --quick)"),
+                 plan_only: bool = typer.Option(False, "--plan", help="print each probe's runs and the estimate; start nothing"),
+                 machine: Optional[Path] = typer.Option(None, "--machine", help="with --plan: a recorded machine fixture (as $XTALK_MACHINE)")):
     """Characterise this machine: resource probes against each enemy and 1..N copies; writes a
     sensitivity matrix (Parquet, CSV), a heat map (PNG, SVG) and the channels that matter."""
     from .characterize import characterize as run_characterize
+    from .targets.agent import refuse_fixture, use_machine
 
+    use_machine(machine)
+    if plan_only:
+        from .characterize import plan as plan_characterize
+
+        plan_characterize(quick, console, repetitions=repetitions, enemies=enemy, jobs=jobs)
+        return
+    refuse_fixture("characterize")
     run_characterize(results, quick, console, repetitions=repetitions, enemies=enemy, jobs=jobs)
 
 
@@ -150,11 +175,21 @@ def report(results: Path = typer.Argument(..., help="results directory of an exp
 
 
 @command
-def sysinfo(as_json: bool = typer.Option(False, "--json", help="the agent's whole environment document")):
+def sysinfo(as_json: bool = typer.Option(False, "--json", help="the agent's whole environment document"),
+            record: Optional[Path] = typer.Option(None, "--record", help="write this machine's facts to FILE: a machine fixture "
+                                                                         "for `plan --machine FILE` / XTALK_MACHINE=FILE"),
+            machine: Optional[Path] = typer.Option(None, "--machine", help="show a recorded machine fixture (as $XTALK_MACHINE)")):
     """What this machine offers: kernel, caches, PMU and events, tracefs, cgroups, policies."""
     from .report.sysinfo import show
-    from .targets.agent import local_facts
+    from .targets.agent import local_facts, use_machine
 
+    use_machine(machine)
+    if record is not None:
+        from .report.sysinfo import record as record_fixture
+
+        path = record_fixture(record)
+        console.print(f"wrote {path}: plan with `xtalk plan --machine {path} FILE` (or XTALK_MACHINE={path})")
+        return
     env = local_facts().environment
     if as_json:
         print(json.dumps(env, indent=2))
@@ -175,6 +210,9 @@ def calibrate(pairs: int = typer.Option(180_000, help="back-to-back pairs per in
     """Cost of every time source and counter read, clock resolution, offsets and drift."""
     from .calibrate import calibrate as run_calibration
     from .config.units import duration_ns
+    from .targets.agent import refuse_fixture
+
+    refuse_fixture("calibrate")
 
     try:
         drift_ms = max(1, duration_ns(drift, "--drift") // 1_000_000)

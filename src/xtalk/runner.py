@@ -21,7 +21,7 @@ from .config.units import fraction
 from .errors import UsageError
 from .report.summary import write_summary
 from .store import open as open_results
-from .targets.agent import check_plan, find_agent, local_facts, recover
+from .targets.agent import check_plan, find_agent, local_facts, recover, refuse_fixture
 from .targets.local import run_plan
 from .provenance import git_commit
 
@@ -47,9 +47,25 @@ def prepare(path: Path, skip_unavailable: bool = False, skipped: list | None = N
     return exp, runs, agent
 
 
+def estimate_seconds(exp: config.experiment.Experiment, runs: list[RunSpec], feasibility: bool = True) -> float:
+    """How long the runs take, with the feasibility passes and the calibration passes of
+    `victim.utilization`."""
+    from .feasibility import estimated_seconds as feasibility_seconds
+
+    total = sum(r.expected_seconds() + RUN_OVERHEAD_S for r in runs)
+    if feasibility:
+        total += feasibility_seconds(runs, RUN_OVERHEAD_S)
+    if exp.victim.utilization is not None and runs:
+        from .calibrate_work import estimated_seconds
+
+        total += estimated_seconds(runs, RUN_OVERHEAD_S)
+    return total
+
+
 def run_experiment(path: Path, results: Path | None = None, console: Console | None = None,
                    skip_unavailable: bool = False, skip_feasibility: bool = False) -> Path:
     """Run every run of the experiment; return the results directory."""
+    refuse_fixture("run")
     console = console or Console()
     for line in recover():
         console.print(f"[yellow]restored after an earlier run that died: {line}[/]")

@@ -46,13 +46,21 @@ pub fn controller(name: &'static str) -> Option<Controller> {
     })
 }
 
-/// (controller, file, value) settings a group needs, in the order they must be written.
+/// The static name of a controller known to xtalk (for facts read from a fixture).
+pub fn controller_name(name: &str) -> Option<&'static str> {
+    const KNOWN: &[&str] = &["cpu", "cpuacct", "cpuset", "memory", "freezer", "pids", "blkio", "io", "devices", "net_cls", "perf_event", "hugetlb", "rdma", "misc"];
+    KNOWN.iter().find(|k| **k == name).copied()
+}
+
+/// (controller, file, value) settings a group needs, in the order they must be written, on
+/// the machine the facts describe (live, or a fixture when a plan is only checked).
 pub fn settings(g: &Group) -> Result<Vec<(&'static str, String, String)>, String> {
     let mut out = Vec::new();
-    let v = |c: &'static str| controller(c).map(|c| c.version);
+    let m = crate::observe::facts::current();
+    let v = |c: &'static str| m.controller(c).map(|c| c.version);
     if g.cpus.is_some() || g.exclusive {
         let ver = v("cpuset").ok_or("the cpuset controller is not mounted")?;
-        let cpus = g.cpus.as_ref().map(|c| crate::observe::machine::cpu_list(c)).unwrap_or_else(|| crate::observe::machine::cpu_list(&crate::observe::machine::online_cpus()));
+        let cpus = g.cpus.as_ref().map(|c| crate::observe::machine::cpu_list(c)).unwrap_or_else(|| crate::observe::machine::cpu_list(&m.online));
         out.push(("cpuset", "cpuset.cpus".into(), cpus));
         let mems = g.mems.clone().unwrap_or_else(|| "0".into());
         out.push(("cpuset", "cpuset.mems".into(), mems));
@@ -82,7 +90,7 @@ pub fn settings(g: &Group) -> Result<Vec<(&'static str, String, String)>, String
     }
     if let Some(rt) = g.rt_runtime_us {
         match v("cpu") {
-            Some(Version::V1) if Path::new(&format!("{}/cpu.rt_runtime_us", controller("cpu").unwrap().mount.display())).exists() => {
+            Some(Version::V1) if m.rt_group_files() => {
                 out.push(("cpu", "cpu.rt_period_us".into(), g.rt_period_us.unwrap_or(1_000_000).to_string()));
                 out.push(("cpu", "cpu.rt_runtime_us".into(), rt.to_string()));
             }
@@ -103,7 +111,7 @@ pub fn settings(g: &Group) -> Result<Vec<(&'static str, String, String)>, String
         out.push(("pids", "pids.max".into(), p.to_string()));
     }
     if g.freezable {
-        let ver = v("freezer").or_else(|| controller("cpu").filter(|c| c.version == Version::V2).map(|c| c.version));
+        let ver = v("freezer").or_else(|| m.controller("cpu").filter(|c| c.version == Version::V2).map(|c| c.version));
         ver.ok_or("no freezer: neither the v1 freezer controller nor cgroup v2")?;
     }
     Ok(out)

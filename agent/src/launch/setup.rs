@@ -59,7 +59,7 @@ const SCHED_DEADLINE: u32 = 6;
 const SCHED_FLAG_RESET_ON_FORK: u64 = 1;
 
 pub fn apply_sched(s: &Sched) -> Result<(), String> {
-    try_sched(s).map_err(|e| format!("sched_setattr({s:?}): {}", crate::preflight::refusal(s, &e)))
+    try_sched(s).map_err(|e| format!("sched_setattr({s:?}): {}", crate::preflight::refusal(s, &e, crate::observe::facts::current())))
 }
 
 fn set_attr(a: &SchedAttr) -> std::io::Result<()> {

@@ -110,6 +110,18 @@ fn topology(cpus: &[usize]) -> Vec<Value> {
         .collect()
 }
 
+/// NUMA nodes and their CPUs (sysfs); empty when the kernel exposes none.
+fn numa() -> Vec<Value> {
+    let mut nodes: Vec<(u64, String)> = fs::read_dir("/sys/devices/system/node")
+        .map(|d| d.flatten().filter_map(|e| {
+            let n = e.file_name().to_str()?.strip_prefix("node")?.parse::<u64>().ok()?;
+            Some((n, read_trim(&format!("/sys/devices/system/node/node{n}/cpulist"))?))
+        }).collect())
+        .unwrap_or_default();
+    nodes.sort();
+    nodes.into_iter().map(|(n, cpus)| json!({"node": n, "cpus": cpus})).collect()
+}
+
 /// Hypervisor vendor from CPUID leaf 0x40000000 when the hypervisor bit is set.
 fn hypervisor_vendor() -> Option<String> {
     #[cfg(target_arch = "x86_64")]
@@ -163,6 +175,7 @@ pub fn collect() -> Value {
             "isolated": read_trim("/sys/devices/system/cpu/isolated").map(|s| cpu_list(&parse_cpu_list(&s))),
             "topology": topology(&online),
             "caches": caches(),
+            "numa": numa(),
         },
         "memory_bytes": super::machine::meminfo_kib("MemTotal:") * 1024,
         "clocksource": {

@@ -3,6 +3,7 @@ pub mod calibrate;
 pub mod capabilities;
 pub mod clock;
 pub mod env;
+pub mod facts;
 pub mod machine;
 pub mod perf;
 pub mod trace;

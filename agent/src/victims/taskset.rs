@@ -68,17 +68,6 @@ pub fn runtime(t: &Task) -> u64 {
     t.runtime_ns.unwrap_or_else(|| (t.wcet_ns + t.wcet_ns / 20 + 50_000).min(t.deadline()))
 }
 
-/// Share of each CPU SCHED_DEADLINE may reserve: sched_rt_runtime_us / sched_rt_period_us
-/// (0.95 by default; 1.0 when RT throttling is off, runtime −1).
-pub fn dl_bandwidth_limit() -> f64 {
-    let read = |f: &str| std::fs::read_to_string(format!("/proc/sys/kernel/{f}")).ok().and_then(|s| s.trim().parse::<f64>().ok());
-    match (read("sched_rt_runtime_us"), read("sched_rt_period_us")) {
-        (Some(r), _) if r < 0.0 => 1.0,
-        (Some(r), Some(p)) if p > 0.0 => r / p,
-        _ => 0.95,
-    }
-}
-
 /// Policy of each task's thread.
 fn sched_of(v: &Victim, tasks: &[Task], policy: TaskPolicy) -> Vec<Sched> {
     match policy {

@@ -113,6 +113,9 @@ def run(file: Path = typer.Argument(..., help="campaign file (TOML)"),
     from .estimate import campaign_seconds
 
     require_trusted(file)  # its argv, preloads and paths run as root
+    from ..targets.agent import refuse_fixture
+
+    refuse_fixture("campaign run")
     security = _security(cluster, tls_ca, tls_cert, tls_key, insecure_cluster)
     targets = _targets(target)
     from .prepare import prepare
@@ -139,6 +142,9 @@ def resume(store: Path = typer.Argument(..., help="campaign directory"),
     from .layout import CAMPAIGN_JSON
 
     require_trusted(Path(store) / CAMPAIGN_JSON)  # the plans it runs as root
+    from ..targets.agent import refuse_fixture
+
+    refuse_fixture("campaign resume")
     security = _security(cluster, tls_ca, tls_cert, tls_key, insecure_cluster)
     _drive(store, _targets(target), cluster, target_wait, security)
 

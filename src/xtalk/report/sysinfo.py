@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import datetime as dt
+import json
+from pathlib import Path
+
 from rich.console import Console
 from rich.table import Table
 
@@ -20,10 +24,14 @@ def rows(env: dict) -> list[tuple[str, str]]:
     v1 = sorted({c for m in cg.get("v1", []) for c in m["controllers"]})
     v2 = sorted({c for m in cg.get("v2", []) for c in m["controllers"]})
     virt = env["virtualization"]
-    return [
+    origin = env.get("fixture")
+    numa = cpu.get("numa") or []
+    return ([("machine fixture", f"hand-made from {origin.get('source')}" if origin.get("hand_made")
+              else f"recorded {origin.get('recorded')} with {origin.get('source')}")] if origin else []) + [
         ("kernel", f"{k['release']} ({'PREEMPT_RT' if k['preempt_rt'] else 'stock'}, HZ={k.get('hz') or '?'})"),
         ("cpu", f"{cpu['model']} × {cpu['count']} (online {cpu['online']})"),
         ("caches", caches),
+        *([("NUMA nodes", ", ".join(f"{n['node']}: CPUs {n['cpus']}" for n in numa))] if len(numa) > 1 else []),
         ("isolated CPUs / nohz_full", f"{cpu.get('isolated') or '-'} / {k.get('nohz_full') or '-'}"),
         ("clocksource", env["clocksource"]["current"] or "?"),
         ("virtualization", (f"hypervisor {virt['vendor']}" if virt["hypervisor"] else "none") + (", container" if virt["container"] else "")),
@@ -50,3 +58,36 @@ def show(env: dict, console: Console) -> None:
     for item, value in rows(env):
         t.add_row(item, value)
     console.print(t)
+
+
+#: Kernel parameters a fixture keeps from the boot line: those that change scheduling or timing.
+TIMING_PARAMETERS = {"isolcpus", "nohz_full", "nohz", "rcu_nocbs", "rcu_nocb_poll", "irqaffinity", "nosmt", "mitigations",
+                     "threadirqs", "preempt", "idle", "processor.max_cstate", "intel_idle.max_cstate", "intel_pstate",
+                     "skew_tick", "tsc", "clocksource", "transparent_hugepage", "hugepages", "default_hugepagesz",
+                     "sched_rt_runtime_us", "psi", "nosoftlockup", "nowatchdog", "audit", "cpuidle_haltpoll.force",
+                     "haltpoll.guest_halt_poll_ns"}
+
+
+def record(path: Path) -> Path:
+    """Write this machine's facts (the agent's sysinfo document, with `fixture` saying when and
+    how it was recorded) as a machine fixture; return the path."""
+    from .. import __version__
+    from ..errors import UsageError
+    from ..targets.agent import MACHINE_ENV, local_facts, machine_fixture
+
+    if machine_fixture() is not None:
+        raise UsageError(f"--record: records this machine; unset {MACHINE_ENV} (and --machine) first")
+    env = dict(local_facts().environment)
+    # The boot line also names the machine's own set-up (root device, consoles, init
+    # arguments); a fixture keeps the parameters that change timing only.
+    kernel = dict(env["kernel"])
+    kernel["cmdline"] = " ".join(w for w in kernel.get("cmdline", "").split()
+                                 if w.split("=", 1)[0] in TIMING_PARAMETERS)
+    env["kernel"] = kernel
+    origin = {"hand_made": False, "source": f"xtalk sysinfo --record (xtalk {__version__})",
+              "recorded": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")}
+    try:
+        path.write_text(json.dumps({"fixture": origin, **env}, indent=2) + "\n")
+    except OSError as e:
+        raise UsageError(f"--record: cannot write {path}: {e.strerror}") from None
+    return path

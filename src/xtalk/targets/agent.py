@@ -14,6 +14,10 @@ from pathlib import Path
 from ..errors import AgentError, UsageError
 
 AGENT_NAME = "xtalk-agent"
+#: A machine fixture (the JSON of `xtalk-agent sysinfo`) to plan and check against instead of
+#: this machine. The agent reads it too (it inherits the environment), so facts, checks and
+#: the pre-flight all describe the fixture's machine; `run` refuses it.
+MACHINE_ENV = "XTALK_MACHINE"
 
 
 def find_agent() -> Path:
@@ -68,11 +72,39 @@ def _cpu_list(text: str) -> list[int]:
     return cpus
 
 
-@lru_cache(maxsize=None)
+def machine_fixture() -> Path | None:
+    """The machine fixture named by $XTALK_MACHINE, if any."""
+    v = os.environ.get(MACHINE_ENV)
+    return Path(v) if v else None
+
+
+def use_machine(path: Path | None) -> None:
+    """Plan and check against the machine fixture `path` from now on (this process and the
+    agents it starts); None leaves the choice to $XTALK_MACHINE."""
+    if path is None:
+        return
+    if not path.is_file():
+        raise UsageError(f"--machine: {path} is not a file; give a machine fixture (`xtalk sysinfo --record FILE` writes one)")
+    os.environ[MACHINE_ENV] = str(path.resolve())
+
+
+def refuse_fixture(what: str) -> None:
+    """A fixture describes a machine one does not have: nothing can run on it (exit 2)."""
+    f = machine_fixture()
+    if f is not None:
+        raise UsageError(f"{what}: {MACHINE_ENV}={f} is a machine fixture, for planning only; unset it to {what} on this machine")
+
+
 def local_facts(agent: Path | None = None) -> TargetFacts:
-    """Ask the local agent for the machine's environment."""
-    agent = agent or find_agent()
+    """Ask the local agent for the machine's environment (the fixture's, with $XTALK_MACHINE)."""
+    return _facts(agent or find_agent(), os.environ.get(MACHINE_ENV, ""))
+
+
+@lru_cache(maxsize=None)
+def _facts(agent: Path, fixture: str) -> TargetFacts:
     out = subprocess.run([str(agent), "sysinfo"], capture_output=True, text=True)
+    if out.returncode == 2 and fixture:
+        raise UsageError(out.stderr.strip().removeprefix("xtalk-agent: "))
     if out.returncode != 0:
         raise AgentError(f"{agent} sysinfo failed: {out.stderr.strip()}")
     env = json.loads(out.stdout)

@@ -82,12 +82,13 @@ def test_quickstart_resolves_to_the_fixtures_caches_and_cpus(name, tmp_path):
     read = p["read"]["enemies"]
     assert [e["placement"]["cpus"] for e in read] == [[c] for c in range(ncpu - 1)]  # "others", one per CPU
     assert {e["load"]["bytes"] for e in read} == {4 * llc}
-    # 15 runs of settle + (warm-up + jobs) periods + the per-run cost, and the three
-    # calibration passes of victim.utilization (a fixture calibrates nothing, but the run will).
+    # 15 runs of settle + (warm-up + jobs) periods + the per-run cost, the three calibration
+    # passes of victim.utilization (a fixture calibrates nothing, but the run will) and the
+    # one feasibility pass of the one configuration, each as long as a calibration pass.
     v = p["solo"]["victim"]
     run_s = p["solo"]["settle_ms"] / 1e3 + (v["jobs"] + v["warmup_jobs"]) * v["period_ns"] / 1e9 + RUN_OVERHEAD_S
-    calib_s = 3 * (p["solo"]["settle_ms"] / 1e3 + (PASS_JOBS + PASS_WARMUP) * v["period_ns"] / 1e9 + RUN_OVERHEAD_S)
-    assert estimate(r.stdout) == round(15 * run_s + calib_s)
+    pass_s = p["solo"]["settle_ms"] / 1e3 + (PASS_JOBS + PASS_WARMUP) * v["period_ns"] / 1e9 + RUN_OVERHEAD_S
+    assert estimate(r.stdout) == round(15 * run_s + 3 * pass_s + pass_s)
     assert list(tmp_path.iterdir()) in ([], [tmp_path / "quickstart.toml"])  # nothing written
 
 
@@ -114,7 +115,8 @@ def test_characterize_quick_plans_on_each_fixture(name, tmp_path):
     r = xtalk("characterize", "--quick", "--plan", "--machine", MACHINES / name, cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     counts = [1, ncpu - 1] if ncpu - 1 > 2 else list(range(1, ncpu))
-    scenarios = 1 + 5 * len(counts)  # solo + the five quick enemies × copies
+    from xtalk.characterize import QUICK_ENEMIES
+    scenarios = 1 + len(QUICK_ENEMIES) * len(counts)  # solo + the quick enemies (the control among them) × copies
     probes = [l for l in r.stdout.splitlines() if l.startswith("probe ")]
     assert len(probes) == 6, r.stdout
     for line in probes:

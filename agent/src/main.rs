@@ -1,4 +1,5 @@
 //! xtalk-agent: executes one run plan on the target. Thin command line; see launch/.
+mod bounds;
 mod check;
 mod enemies;
 mod kernels;
@@ -110,6 +111,9 @@ fn main() {
             }
             if let Err(e) = std::fs::create_dir_all(&out) {
                 die(launch::EXIT_BAD_INPUT, format!("--out: cannot create {}: {e}", out.display()));
+            }
+            if let Err(e) = bounds::check_output(&p, &out) {
+                die(launch::EXIT_BAD_INPUT, e.to_string());
             }
             match launch::execute(&p, &out, exit_with_parent) {
                 Ok(code) => exit(code),

@@ -67,6 +67,7 @@ pub fn materialize(tmp: &Path, dest: &Path) -> Result<(), String> {
     }
     let part = dest.with_extension("part");
     let copy = || -> std::io::Result<()> {
+        super::mapped::trim_to_published(tmp)?; // a stopped run copies what it recorded
         std::fs::copy(tmp, &part)?;
         std::fs::File::open(&part)?.sync_all()?;
         std::fs::rename(&part, dest)?;

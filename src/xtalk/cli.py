@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Optional
 
 import typer
+from pydantic import ValidationError
 from rich.console import Console
 
 from .errors import AgentError, UsageError
@@ -22,7 +23,7 @@ console = Console() if sys.stdout.isatty() else Console(width=160)
 
 def command(fn):
     """Register a command whose failures end as one line and a documented exit code:
-    2 bad input, 3 agent problem, 130 interrupted."""
+    2 bad input, 3 agent problem, 4 / 5 some / all runs failed (`run`), 130 interrupted."""
 
     return app.command()(command_wrapper(fn))
 
@@ -40,6 +41,11 @@ def command_wrapper(fn):
         except AgentError as e:
             print(f"xtalk: {e}", file=sys.stderr)
             raise typer.Exit(AgentError.exit_code) from None
+        except ValidationError as e:  # a model check no caller turned into its own line
+            from .config.experiment import error_line
+
+            print(f"xtalk: {error_line(e)}", file=sys.stderr)
+            raise typer.Exit(UsageError.exit_code) from None
         except KeyboardInterrupt:
             print("xtalk: interrupted; every process stopped, partial results kept", file=sys.stderr)
             raise typer.Exit(130) from None
@@ -54,12 +60,14 @@ def run(experiment: Path = typer.Argument(..., help="experiment file (TOML)"),
                                               help="run the configurations this kernel offers; mark the others skipped")):
     """Run an experiment: the victim against each enemy scenario, interleaved, then the summary table."""
     from .campaign.schema import is_campaign_file
-    from .runner import run_experiment
+    from .runner import exit_code, run_experiment
 
     if is_campaign_file(experiment):
         raise UsageError(f"{experiment}: a campaign file (it has [[application]]); run it with `xtalk campaign run {experiment}`")
 
-    run_experiment(experiment, results, console, skip_unavailable)
+    code = exit_code(run_experiment(experiment, results, console, skip_unavailable))
+    if code:
+        raise typer.Exit(code)
 
 
 @command
@@ -84,9 +92,14 @@ def plan(experiment: Optional[Path] = typer.Argument(None, help="experiment file
     from .runner import RUN_OVERHEAD_S, prepare
 
     skipped: list = []
-    _, runs, _ = prepare(experiment, skip_unavailable, skipped)
+    exp, runs, _ = prepare(experiment, skip_unavailable, skipped)
     for s in skipped:
         console.print(f"configuration {s['configuration']} skipped: {s['reason']}")
+    from .config.limits import check_results_space
+
+    why = check_results_space(Path(exp.results), [r.plan for r in runs])
+    if why:  # `run --results` may point elsewhere: a warning here, a refusal there
+        console.print(f"warning: {why}")
     total = sum(r.expected_seconds() + RUN_OVERHEAD_S for r in runs)
     console.print(f"{len(runs)} runs, about {total:.0f} s; order: " + ", ".join(r.run_id for r in runs))
     if show:

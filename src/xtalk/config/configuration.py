@@ -26,7 +26,7 @@ PRESETS = ("default", "deadline", "rr", "rr+cgroups", "deadline+cgroups")
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
 
 class ProcessSettings(_Strict):
@@ -52,7 +52,7 @@ class GroupSpec(_Strict):
     rt_period: Optional[Union[int, float, str]] = None
     memory_max: Optional[Union[int, str]] = None
     memory_high: Optional[Union[int, str]] = None
-    pids_max: Optional[int] = Field(default=None, ge=1)
+    pids_max: Optional[int] = Field(default=None, ge=1, le=4_194_304, description="at most the kernel's PID limit")
     freezable: bool = False
 
 

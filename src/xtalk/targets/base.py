@@ -17,7 +17,7 @@ from pathlib import Path
 
 from ..errors import AgentError
 from ..plan import Plan
-from .agent import TargetFacts, check_plan, find_agent, local_facts
+from .agent import TargetFacts, check_plan, check_plans, find_agent, local_facts
 from .local import run_plan
 
 
@@ -58,6 +58,11 @@ class Target:
     def check(self, plan_json: str) -> None:
         raise NotImplementedError
 
+    def check_many(self, plans_json: list[str]) -> None:
+        """`check` every plan; the first refusal raises."""
+        for p in plans_json:
+            self.check(p)
+
     def run(self, plan: Plan, run_dir: Path) -> dict:
         raise NotImplementedError
 
@@ -85,6 +90,9 @@ class LocalTarget(Target):
 
     def check(self, plan_json: str) -> None:
         check_plan(plan_json, self.agent)
+
+    def check_many(self, plans_json: list[str]) -> None:
+        check_plans(plans_json, self.agent)
 
     def run(self, plan: Plan, run_dir: Path) -> dict:
         self._current = Path(run_dir)

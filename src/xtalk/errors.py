@@ -13,8 +13,8 @@ class AgentError(Exception):
     exit_code = 3
 
 
-#: Exit codes of `xtalk run` (and `xtalk campaign run`) besides 2 and 3 above: every run
-#: completed (0); some runs failed or timed out (4); no run completed (5); interrupted (130).
+#: Exit codes of `xtalk run` besides 2 and 3 above: every run completed (0); some runs
+#: failed, timed out or were not started (4); no run completed (5); interrupted (130).
 #: docs/experiments.md documents them.
 EXIT_OK = 0
 EXIT_SOME_RUNS_FAILED = 4

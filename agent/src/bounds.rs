@@ -79,7 +79,7 @@ pub fn check(plan: &Plan) -> Result<(), PlanError> {
     if v.deadline_ns.is_some_and(|d| d > MAX_PERIOD_NS) {
         return err("victim.deadline_ns", format!("is above one hour ({MAX_PERIOD_NS} ns); lower it"));
     }
-    let run_s = plan.settle_ms / 1e3 + (v.jobs + v.warmup_jobs) as f64 * v.period_ns as f64 / 1e9;
+    let run_s = plan.settle_ms / 1e3 + crate::check::run_periods(v) * v.period_ns as f64 / 1e9;
     if run_s > MAX_RUN_S {
         return err("victim.jobs", format!("jobs x period make a run of {:.0} s, above the limit of {MAX_RUN_S:.0} s (7 days); lower jobs or the period", run_s));
     }

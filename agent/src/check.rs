@@ -58,7 +58,7 @@ fn victim_footprint(b: &Body) -> u64 {
 
 /// Periods the victim runs: one per job, or for a task set one per hyperperiod (plus the
 /// hyperperiod a late task may use before it gives up).
-fn run_periods(v: &Victim) -> f64 {
+pub fn run_periods(v: &Victim) -> f64 {
     match &v.body {
         Body::Taskset { tasks, .. } if !tasks.is_empty() => {
             let per: u64 = tasks.iter().map(|t| v.period_ns / t.period_ns.max(1)).sum();

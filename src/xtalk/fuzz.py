@@ -333,7 +333,9 @@ def _plan_in_process(path: str) -> dict:
         signal.setitimer(signal.ITIMER_REAL, 0)
     result["seconds"] = time.monotonic() - t0
     result["stdout"] = out.getvalue()[-2000:]
-    result["stderr"] = err.getvalue()[-2000:]
+    text = err.getvalue()
+    result["stderr"] = text[:2000]
+    result["stderr_lines"] = len(text.strip().splitlines())
     result["maxrss"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     result["maxrss_children"] = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024
     return result
@@ -415,7 +417,7 @@ def judge(source: str, what: str, res: dict) -> Outcome:
     if res["code"] != 2:
         return Outcome(source, what, f"exit {res['code']}", err[:300], secs)
     lines = err.splitlines()
-    if len(lines) != 1 or not lines[0].startswith("xtalk: ") or "Traceback" in err:
+    if res.get("stderr_lines", len(lines)) != 1 or len(lines) != 1 or not lines[0].startswith("xtalk: ") or "Traceback" in err:
         return Outcome(source, what, "not one line", err[:300], secs)
     return Outcome(source, what, "refused", lines[0][:300], secs)
 

@@ -42,7 +42,7 @@ class ProcessSettings(_Strict):
 
 
 class GroupSpec(_Strict):
-    name: str = Field(pattern=r"^[A-Za-z0-9_-]+$")
+    name: str = Field(max_length=64, pattern=r"^[A-Za-z0-9_-]+$")
     cpus: Optional[Union[int, str, list[int]]] = None
     mems: Optional[str] = None
     exclusive: bool = False
@@ -70,7 +70,7 @@ class RegulatorSpec(_Strict):
 
 
 class ConfigurationSpec(_Strict):
-    name: str = Field(pattern=r"^[A-Za-z0-9_.+-]+$")
+    name: str = Field(max_length=64, pattern=r"^[A-Za-z0-9_.+-]+$")
     preset: Optional[Literal["default", "deadline", "rr", "rr+cgroups", "deadline+cgroups"]] = None
     victim: ProcessSettings = ProcessSettings()
     enemies: ProcessSettings = ProcessSettings()

@@ -282,6 +282,8 @@ def _expand(exp: Experiment, facts: TargetFacts, labels: dict[str, str] | None,
         why = limits.check_memory(victim, facts.environment.get("memory_available_bytes"))
         if why:
             raise ValueError(why)
+        reservation = (units.duration_ns(exp.victim.reservation.runtime, "victim.reservation.runtime")
+                       if exp.victim.reservation is not None else None)
     except ValidationError as e:  # a ValueError too: before the next clause
         raise UsageError(plan_error_line(e)) from None
     except ValueError as e:
@@ -289,8 +291,6 @@ def _expand(exp: Experiment, facts: TargetFacts, labels: dict[str, str] | None,
     trace = None
     if exp.trace is not None:
         trace = Trace(buffer_kb=exp.trace.buffer_kb, **({"events": exp.trace.events} if exp.trace.events else {}))
-    reservation = (units.duration_ns(exp.victim.reservation.runtime, "victim.reservation.runtime")
-                   if exp.victim.reservation is not None else None)
     configs = exp.configurations()
     resolved: dict[tuple[str, str], Plan] = {}
     for ci, cfg in enumerate(configs):

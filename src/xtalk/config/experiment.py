@@ -68,8 +68,12 @@ class SchedSpec(_Strict):
         return self
 
 
+#: A perf event name, raw code or sysfs alias (the longest are about 100 characters).
+EventName = Annotated[str, Field(min_length=1, max_length=256)]
+
+
 class CounterSpec(_Strict):
-    event: str = Field(min_length=1)
+    event: EventName
     optional: bool = False
 
 
@@ -107,7 +111,7 @@ class VictimSpec(SchedSpec):
     deadline: Optional[Duration] = None
     jobs: Optional[int] = Field(default=None, ge=1, le=limits.MAX_JOBS)
     warmup_jobs: int = Field(default=10, ge=0, le=limits.MAX_JOBS)
-    counters: list[Union[str, CounterSpec]] = Field(default=[], description="events read around every job")
+    counters: list[Union[EventName, CounterSpec]] = Field(default=[], max_length=64, description="events read around every job")
     counters_exclude_kernel: bool = False
 
     @model_validator(mode="after")
@@ -239,7 +243,7 @@ class ScenarioSpec(_Strict):
 class TraceSpec(_Strict):
     """`[trace]`: capture the kernel scheduling trace of each run's measured window."""
 
-    events: Optional[list[str]] = None
+    events: Optional[list[EventName]] = Field(default=None, max_length=256)
     buffer_kb: int = Field(default=8192, ge=64, le=1 << 20)
 
 

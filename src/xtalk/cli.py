@@ -101,7 +101,10 @@ def plan(experiment: Optional[Path] = typer.Argument(None, help="experiment file
     if why:  # `run --results` may point elsewhere: a warning here, a refusal there
         console.print(f"warning: {why}")
     total = sum(r.expected_seconds() + RUN_OVERHEAD_S for r in runs)
-    console.print(f"{len(runs)} runs, about {total:.0f} s; order: " + ", ".join(r.run_id for r in runs))
+    # The order in full up to a few hundred runs; beyond, its start (rich would spend
+    # seconds laying out a line of a hundred thousand names).
+    shown = ", ".join(r.run_id for r in runs[:200]) + (f", ... ({len(runs) - 200} more)" if len(runs) > 200 else "")
+    console.print(f"{len(runs)} runs, about {total:.0f} s; order: {shown}", highlight=False)
     if show:
         seen = set()
         for r in runs:

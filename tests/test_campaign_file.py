@@ -42,8 +42,8 @@ FACTS = TargetFacts(online_cpus=[0, 1], caches={"l1d": 32768, "l2": 1 << 20, "ll
 
 @pytest.mark.parametrize("old,new,line,needle", [
     ('jobs = 5, cpus', 'jobs = 5, colour = "red", cpus', 8, "application[0].victim.colour: unknown key"),
-    ('criticality = "A"\n', 'criticality = "E"\n', 6, "application[0].criticality: Input should be 'A', 'B', 'C' or 'D'"),
-    ('priority = 80', 'priority = 800', 16, "configuration[1].priority: Input should be less than or equal to 99"),
+    ('criticality = "A"\n', 'criticality = "E"\n', 6, "application[0].criticality: should be 'A', 'B', 'C' or 'D' (got 'E'); change it"),
+    ('priority = 80', 'priority = 800', 16, "configuration[1].priority: should be at most 99 (got 800); change it"),
     ('bound = "3ms" }', 'bound = "3ms", relative = 1.2 }', 7, "give exactly one of 'bound'"),
     ('bytes = "1MiB", cpus', 'bytes = "1MiB", colour = 1, cpus', 20, "scenario[0].enemies[0].colour: unknown key"),
     ('name = "app"\n', '', 4, "application[0].name: required; add it"),

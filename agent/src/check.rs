@@ -16,6 +16,7 @@ pub fn check(plan: &Plan) -> Result<(), PlanError> {
     if plan.run_id.is_empty() || plan.run_id.contains('/') {
         return err("run_id", "must be a non-empty name without '/'");
     }
+    crate::bounds::check(plan)?;
     if !(plan.settle_ms >= 0.0 && plan.settle_ms <= 60_000.0) {
         return err("settle_ms", "must be between 0 and 60000");
     }
@@ -31,7 +32,7 @@ pub fn check(plan: &Plan) -> Result<(), PlanError> {
         if plan.enemies[..i].iter().any(|o| o.name == e.name) {
             return err(format!("enemies[{i}].name"), format!("'{}' is used twice; give each enemy its own name", e.name));
         }
-        footprint += e.load.footprint();
+        footprint = footprint.saturating_add(e.load.footprint());
     }
     check_groups(plan, &online)?;
     check_deadline_admission(plan, &online)?;
@@ -59,7 +60,7 @@ fn victim_footprint(b: &Body) -> u64 {
 
 /// Periods the victim runs: one per job, or for a task set one per hyperperiod (plus the
 /// hyperperiod a late task may use before it gives up).
-fn run_periods(v: &Victim) -> f64 {
+pub fn run_periods(v: &Victim) -> f64 {
     match &v.body {
         Body::Taskset { tasks, .. } if !tasks.is_empty() => {
             let per: u64 = tasks.iter().map(|t| v.period_ns / t.period_ns.max(1)).sum();
@@ -79,7 +80,7 @@ fn check_aocs(at: &str, input: &str, expected: &str, first_step: u64, steps: u64
     if (ih.steps, ih.seed) != (eh.steps, eh.seed) {
         return err(format!("{at}.expected"), format!("'{expected}' ({} steps, seed {}) does not belong to '{input}' ({} steps, seed {}); use files generated together", eh.steps, eh.seed, ih.steps, ih.seed));
     }
-    let end = first_step + steps;
+    let end = first_step.saturating_add(steps);
     if end > ih.steps {
         return err(window_field, format!("the window {window} = {end} passes the {} steps of '{input}'; lower them", ih.steps));
     }
@@ -131,7 +132,7 @@ fn check_taskset(v: &Victim, tasks: &[crate::plan::Task], policy: crate::plan::T
                 }
             }
         }
-        hyper = hyper / gcd(hyper, t.period_ns) * t.period_ns;
+        hyper = (hyper / gcd(hyper, t.period_ns)).checked_mul(t.period_ns).unwrap_or(u64::MAX);
         if hyper > 3_600_000_000_000 {
             return err("victim.body.tasks", "the hyperperiod exceeds one hour; use harmonic periods");
         }

@@ -1,4 +1,5 @@
 //! xtalk-agent: executes one run plan on the target. Thin command line; see launch/.
+mod bounds;
 mod check;
 mod enemies;
 mod kernels;
@@ -33,8 +34,8 @@ enum Cmd {
         #[arg(long)]
         exit_with_parent: bool,
     },
-    /// Validate a run plan against the schema and this machine (or the machine fixture named
-    /// by $XTALK_MACHINE); print "ok".
+    /// Validate a run plan (or a JSON array of plans) against the schema and this machine (or
+    /// the machine fixture named by $XTALK_MACHINE); print "ok".
     Check { plan: PathBuf },
     /// Print a job log (jobs.bin) as CSV.
     Dump { jobs: PathBuf },
@@ -89,15 +90,18 @@ fn die(code: i32, msg: String) -> ! {
     exit(code)
 }
 
-fn load_plan(path: &PathBuf) -> plan::Plan {
-    let text = if path.as_os_str() == "-" {
+fn read_plan_text(path: &PathBuf) -> String {
+    if path.as_os_str() == "-" {
         let mut s = String::new();
         std::io::Read::read_to_string(&mut std::io::stdin(), &mut s).map(|_| s)
     } else {
         std::fs::read_to_string(path)
     }
-    .unwrap_or_else(|e| die(launch::EXIT_BAD_INPUT, format!("plan: cannot read {}: {e}", path.display())));
-    let p = plan::parse(&text).unwrap_or_else(|e| die(launch::EXIT_BAD_INPUT, format!("plan: {e}")));
+    .unwrap_or_else(|e| die(launch::EXIT_BAD_INPUT, format!("plan: cannot read {}: {e}", path.display())))
+}
+
+fn checked(text: &str) -> plan::Plan {
+    let p = plan::parse(text).unwrap_or_else(|e| die(launch::EXIT_BAD_INPUT, format!("plan: {e}")));
     if let Err(e) = check::check(&p) {
         die(launch::EXIT_BAD_INPUT, format!("plan: {e}"));
     }
@@ -109,6 +113,25 @@ fn refuse_fixture(command: &str) {
     if let Some(f) = &observe::facts::current().fixture {
         die(launch::EXIT_BAD_INPUT, format!("{command}: {}={} is a machine fixture, for planning and checking only; unset it to {command} on this machine",
             observe::facts::ENV_VAR, f.path.display()));
+    }
+}
+
+fn load_plan(path: &PathBuf) -> plan::Plan {
+    checked(&read_plan_text(path))
+}
+
+/// `check` of one plan, or of a JSON array of plans (one process for the many plans of a
+/// campaign); the first refusal ends it.
+fn check_all(path: &PathBuf) {
+    let text = read_plan_text(path);
+    if text.trim_start().starts_with('[') {
+        let plans: Vec<serde_json::Value> =
+            serde_json::from_str(&text).unwrap_or_else(|e| die(launch::EXIT_BAD_INPUT, format!("plan: not a JSON array of plans: {e}")));
+        for p in plans {
+            checked(&p.to_string());
+        }
+    } else {
+        checked(&text);
     }
 }
 
@@ -132,13 +155,16 @@ fn main() {
             }
             // Absolute: the journal names files in it, and recovery may run from anywhere.
             let out = out.canonicalize().unwrap_or(out);
+            if let Err(e) = bounds::check_output(&p, &out) {
+                die(launch::EXIT_BAD_INPUT, e.to_string());
+            }
             match launch::execute(&p, &out, exit_with_parent) {
                 Ok(code) => exit(code),
                 Err(e) => die(launch::EXIT_INTERNAL, e),
             }
         }
         Cmd::Check { plan } => {
-            load_plan(&plan);
+            check_all(&plan);
             println!("ok");
         }
         Cmd::Dump { jobs } => {

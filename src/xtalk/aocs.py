@@ -22,7 +22,14 @@ assert HEADER.itemsize == 64
 
 def ensure_data(directory: Path, seed: int, agent: Path, field: str = "victim.data") -> tuple[Path, Path]:
     """The (input, expected) files in `directory`, generated there first when both are absent."""
-    directory = Path(directory).resolve()
+    try:
+        return _ensure_data(Path(directory), seed, agent, field)
+    except OSError as e:  # a name too long, a component that is a file, no permission
+        raise UsageError(f"{field}: {str(directory)[:60]!r}: {e.strerror}; name a directory for the AOCS files") from None
+
+
+def _ensure_data(directory: Path, seed: int, agent: Path, field: str) -> tuple[Path, Path]:
+    directory = directory.resolve()
     inp, exp = directory / INPUT_FILE, directory / EXPECTED_FILE
     if inp.exists() and exp.exists():
         header = read_header(inp)

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Optional
 
 import typer
+from pydantic import ValidationError
 from rich.console import Console
 
 from .errors import AgentError, UsageError
@@ -22,7 +23,7 @@ console = Console() if sys.stdout.isatty() else Console(width=160)
 
 def command(fn):
     """Register a command whose failures end as one line and a documented exit code:
-    2 bad input, 3 agent problem, 130 interrupted."""
+    2 bad input, 3 agent problem, 4 / 5 some / all runs failed (`run`), 130 interrupted."""
 
     return app.command()(command_wrapper(fn))
 
@@ -40,6 +41,11 @@ def command_wrapper(fn):
         except AgentError as e:
             print(f"xtalk: {e}", file=sys.stderr)
             raise typer.Exit(AgentError.exit_code) from None
+        except ValidationError as e:  # a model check no caller turned into its own line
+            from .config.experiment import error_line
+
+            print(f"xtalk: {error_line(e)}", file=sys.stderr)
+            raise typer.Exit(UsageError.exit_code) from None
         except KeyboardInterrupt:
             print("xtalk: interrupted; every process stopped, partial results kept", file=sys.stderr)
             raise typer.Exit(130) from None
@@ -56,7 +62,7 @@ def run(experiment: Path = typer.Argument(..., help="experiment file (TOML)"),
                                               help="run even if the victim cannot hold its period alone (the guards still say so)")):
     """Run an experiment: the victim against each enemy scenario, interleaved, then the summary table."""
     from .campaign.schema import is_campaign_file
-    from .runner import run_experiment
+    from .runner import exit_code, run_experiment
     from .trust import require_trusted
 
     if is_campaign_file(experiment):
@@ -65,7 +71,9 @@ def run(experiment: Path = typer.Argument(..., help="experiment file (TOML)"),
     from .targets.agent import refuse_fixture
 
     refuse_fixture("run")  # before anything is recovered, created or started
-    run_experiment(experiment, results, console, skip_unavailable, skip_feasibility)
+    code = exit_code(run_experiment(experiment, results, console, skip_unavailable, skip_feasibility))
+    if code:
+        raise typer.Exit(code)
 
 
 @command
@@ -103,11 +111,19 @@ def plan(experiment: Optional[Path] = typer.Argument(None, help="experiment file
         console.print(f"machine: {_machine_line(fixture)}", highlight=False)
     for s in skipped:
         console.print(f"configuration {s['configuration']} skipped: {s['reason']}")
+    from .config.limits import check_results_space
+
+    why = check_results_space(Path(exp.results), [r.plan for r in runs])
+    if why:  # `run --results` may point elsewhere: a warning here, a refusal there
+        console.print(f"warning: {why}")
     total = estimate_seconds(exp, runs)
     if exp.victim.utilization is not None:
         where = "on the target at run time (a fixture calibrates nothing; the estimate counts the passes)" if fixture else "on this machine"
         console.print(f"victim work: calibrated {where} before the runs, for {exp.victim.utilization} of the period")
-    console.print(f"{len(runs)} runs, about {total:.0f} s; order: " + ", ".join(r.run_id for r in runs))
+    # The order in full up to a few hundred runs; beyond, its start (rich would spend
+    # seconds laying out a line of a hundred thousand names).
+    shown = ", ".join(r.run_id for r in runs[:200]) + (f", ... ({len(runs) - 200} more)" if len(runs) > 200 else "")
+    console.print(f"{len(runs)} runs, about {total:.0f} s; order: {shown}", highlight=False)
     if show:
         seen = set()
         for r in runs:

@@ -13,11 +13,14 @@ from typing import Annotated, Literal, Optional, Union
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from .config.limits import MAX_ENEMIES, MAX_JOBS, MAX_PERIOD_NS, MAX_PIDS, MAX_TIMEOUT_S
+
 PLAN_VERSION = 1
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    # JSON has no inf or nan: refused here rather than written as null.
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
 
 class ChaseBody(_Strict):
@@ -90,7 +93,7 @@ class Task(_Strict):
     """One periodic task of a task set: a calibrated busy loop of `wcet_ns` per job."""
 
     name: str = Field(min_length=1)
-    period_ns: int = Field(ge=100_000)
+    period_ns: int = Field(ge=100_000, le=MAX_PERIOD_NS)
     wcet_ns: int = Field(ge=1000)
     deadline_ns: Optional[int] = Field(default=None, ge=1)
     priority: Optional[int] = Field(default=None, ge=1, le=99)
@@ -244,7 +247,7 @@ class AocsLoad(_Strict):
     expected: str = Field(min_length=1)
     first_step: int = Field(default=0, ge=0)
     steps: int = Field(ge=1)
-    period_ns: int = Field(ge=100_000)
+    period_ns: int = Field(ge=100_000, le=MAX_PERIOD_NS)
     duplicate_executable: bool = Field(default=False, description="run from a private copy of the agent's executable (own text pages)")
 
 
@@ -351,7 +354,7 @@ class Group(_Strict):
     rt_period_us: Optional[int] = Field(default=None, ge=1)
     memory_max: Optional[int] = Field(default=None, ge=4 << 20)
     memory_high: Optional[int] = Field(default=None, ge=1)
-    pids_max: Optional[int] = Field(default=None, ge=1)
+    pids_max: Optional[int] = Field(default=None, ge=1, le=MAX_PIDS)
     freezable: bool = False
 
 
@@ -372,10 +375,10 @@ class Regulator(_Strict):
 
 class Victim(_Strict):
     body: Body
-    period_ns: int = Field(ge=10_000)
-    deadline_ns: Optional[int] = Field(default=None, ge=1)
-    jobs: int = Field(ge=1)
-    warmup_jobs: int = Field(default=0, ge=0)
+    period_ns: int = Field(ge=10_000, le=MAX_PERIOD_NS)
+    deadline_ns: Optional[int] = Field(default=None, ge=1, le=MAX_PERIOD_NS)
+    jobs: int = Field(ge=1, le=MAX_JOBS)
+    warmup_jobs: int = Field(default=0, ge=0, le=MAX_JOBS)
     placement: Placement = Placement()
     sched: Sched = OtherSched()
     lock_memory: bool = False
@@ -417,17 +420,17 @@ class Plan(_Strict):
     """Everything one run needs; the agent executes exactly this."""
 
     version: Literal[1] = PLAN_VERSION
-    run_id: str = Field(min_length=1)
-    timeout_s: float = Field(gt=0)
+    run_id: str = Field(min_length=1, max_length=200)
+    timeout_s: float = Field(gt=0, le=MAX_TIMEOUT_S)
     settle_ms: float = Field(default=200.0, ge=0, le=60_000)
     victim: Victim
-    enemies: list[Enemy] = []
+    enemies: list[Enemy] = Field(default=[], max_length=MAX_ENEMIES)
     trace: Optional[Trace] = None
     groups: list[Group] = []
     housekeeping_cpus: Optional[list[int]] = None
     steer_irqs: bool = False
     regulator: Optional[Regulator] = None
-    pids_max: Optional[int] = Field(default=None, ge=1, description="the whole run's process budget (the stand-in for the machine's PID table)")
+    pids_max: Optional[int] = Field(default=None, ge=1, le=MAX_PIDS, description="the whole run's process budget (the stand-in for the machine's PID table)")
     labels: dict[str, str] = {}
 
     def to_json(self) -> str:

@@ -7,6 +7,7 @@ run starts; run in interleaved order with a progress bar; summarise at the end.
 from __future__ import annotations
 
 import datetime as dt
+import errno
 import json
 import shutil
 from pathlib import Path
@@ -17,17 +18,45 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, Ti
 from . import __version__, config
 from .config.expand import RunSpec, expand
 from .config.experiment import load
+from .config.limits import check_results_space
 from .config.units import fraction
-from .errors import UsageError
+from .errors import UsageError, runs_exit_code
 from .report.summary import write_summary
 from .store import open as open_results
-from .targets.agent import check_plan, find_agent, local_facts, recover, refuse_fixture
+from .targets.agent import check_plans, find_agent, local_facts, recover, refuse_fixture
 from .targets.local import run_plan
 from .provenance import git_commit
 
 #: Per-run cost beyond the measured window (fork, buffer set-up, teardown, conversion).
 RUN_OVERHEAD_S = 0.6
+#: Errors of a results file system that no later run would escape: stop, summarise, say so.
+_DISK_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EIO)
 
+
+def _create_results(out: Path, path: Path, document: dict) -> None:
+    """The results directory with the experiment's copy; UsageError when it cannot be made."""
+    try:
+        (out / "runs").mkdir(parents=True)
+        shutil.copy(path, out / "experiment.toml")
+        (out / "experiment.json").write_text(json.dumps(document, indent=2))
+    except OSError as e:
+        raise UsageError(f"results: cannot create {out}: {e.strerror}; give --results a writable directory") from None
+
+
+def exit_code(out: Path) -> int:
+    """`xtalk run`'s exit code from what its results directory holds: 0 every planned run
+    completed, 4 some did not (failed, timed out, or never ran), 5 none did."""
+    try:
+        planned = len(json.loads((out / "experiment.json").read_text())["order"])
+    except (OSError, ValueError, KeyError):
+        return runs_exit_code(0, 1)
+    completed = 0
+    for run in (out / "runs").iterdir() if (out / "runs").is_dir() else []:
+        try:
+            completed += json.loads((run / "run.json").read_text()).get("status") == "completed"
+        except (OSError, ValueError):
+            pass
+    return runs_exit_code(completed, planned)
 
 
 
@@ -39,11 +68,11 @@ def prepare(path: Path, skip_unavailable: bool = False, skipped: list | None = N
     facts = local_facts(agent)
     runs = expand(exp, facts, labels={"xtalk_version": __version__, "git_commit": git_commit()},
                   skip_unavailable=skip_unavailable, skipped=skipped)
-    seen = set()
+    first: dict[tuple[str, str], str] = {}
     for r in runs:
-        if (r.configuration, r.scenario) not in seen:
-            seen.add((r.configuration, r.scenario))
-            check_plan(r.plan.to_json(), agent)
+        if (r.configuration, r.scenario) not in first:
+            first[(r.configuration, r.scenario)] = r.plan.to_json()
+    check_plans(list(first.values()), agent)
     return exp, runs, agent
 
 
@@ -75,40 +104,41 @@ def run_experiment(path: Path, results: Path | None = None, console: Console | N
         console.print(f"[yellow]configuration {s['configuration']} skipped: {s['reason']}[/]")
     stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
     base = Path(results) if results else Path(exp.results)
+    why = check_results_space(base, [r.plan for r in runs])
+    if why:
+        raise UsageError(why)
     out = base / f"{exp.name}-{stamp}"
     base_existed = base.exists()
     k = 1
     while out.exists():
         out = base / f"{exp.name}-{stamp}-{k}"
         k += 1
-    (out / "runs").mkdir(parents=True)
-    shutil.copy(path, out / "experiment.toml")
+    document = {
+        "experiment": json.loads(exp.model_dump_json()),
+        "agent": str(agent),
+        "order": [{"run_id": r.run_id, "configuration": r.configuration, "scenario": r.scenario, "repetition": r.repetition}
+                  for r in runs],
+        "skipped_configurations": skipped,
+    }
+    _create_results(out, Path(path), document)
     calibration = None
     if exp.victim.utilization is not None:
         from .calibrate_work import calibrate
 
         share = fraction(exp.victim.utilization, "victim.utilization")
         runs, calibration = calibrate(runs, share, agent, out, say=console.print)
-    feasible = None
+        document["calibration"] = calibration
     if not skip_feasibility:
         from . import feasibility
 
         try:
-            feasible = feasibility.check(runs, agent, out, say=console.print)
+            document["feasibility"] = feasibility.check(runs, agent, out, say=console.print)
         except UsageError:
             shutil.rmtree(out)  # refused before the first run: nothing to keep
             if not base_existed:
                 base.rmdir()
             raise
-    (out / "experiment.json").write_text(json.dumps({
-        "experiment": json.loads(exp.model_dump_json()),
-        "agent": str(agent),
-        "order": [{"run_id": r.run_id, "configuration": r.configuration, "scenario": r.scenario, "repetition": r.repetition}
-                  for r in runs],
-        "skipped_configurations": skipped,
-        "calibration": calibration,
-        "feasibility": feasible,
-    }, indent=2))
+    (out / "experiment.json").write_text(json.dumps(document, indent=2))
     total = sum(r.expected_seconds() + RUN_OVERHEAD_S for r in runs)
     if calibration is not None:
         console.print(f"victim work: {calibration['knob']} = {calibration['work']} "
@@ -116,19 +146,35 @@ def run_experiment(path: Path, results: Path | None = None, console: Console | N
     console.print(f"[bold]{exp.name}[/]: {len(runs)} runs ({len(runs) // exp.repetitions} configuration × scenario pairs × "
                   f"{exp.repetitions}), about {total:.0f} s → {out}")
     failed = 0
+    disk_error: OSError | None = None
     with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.fields[runs]}"),
                   TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(), console=console, transient=False) as bar:
         task = bar.add_task("starting", total=total, runs=f"0/{len(runs)}")
         for i, r in enumerate(runs):
             bar.update(task, description=f"{'' if r.configuration == 'default' else r.configuration + ' / '}{r.scenario} (rep {r.repetition})")
-            meta = run_plan(r.plan, out / "runs" / r.run_id, agent)
+            try:
+                meta = run_plan(r.plan, out / "runs" / r.run_id, agent)
+            except OSError as e:
+                if e.errno not in _DISK_ERRNOS:
+                    raise
+                disk_error = e
+                failed += len(runs) - i
+                break
             if meta.get("status") != "completed":
                 failed += 1
                 bar.console.print(f"[yellow]run {r.run_id}: {meta.get('status')}: {meta.get('reason')}[/]")
             for note in meta.get("notes") or []:  # e.g. an external enemy that exited early
                 bar.console.print(f"[yellow]run {r.run_id}: {note}[/]", markup=True, highlight=False)
             bar.update(task, advance=r.expected_seconds() + RUN_OVERHEAD_S, runs=f"{i + 1}/{len(runs)}")
-    write_summary(open_results(out), console=console)
+    try:
+        write_summary(open_results(out), console=console)
+    except OSError as e:
+        if e.errno not in _DISK_ERRNOS:
+            raise
+        disk_error = disk_error or e
     if failed:
         console.print(f"[yellow]{failed} run(s) did not complete; their partial jobs are kept and counted above.[/]")
+    if disk_error is not None:
+        console.print(f"[red]results: {out} cannot be written ({disk_error.strerror}); the runs after it were not started. "
+                      f"Free space and run again.[/]")
     return out

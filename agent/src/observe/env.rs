@@ -178,6 +178,8 @@ pub fn collect() -> Value {
             "numa": numa(),
         },
         "memory_bytes": super::machine::meminfo_kib("MemTotal:") * 1024,
+        // What a run's buffers and tmpfs-staged records may use (the host checks plans with it).
+        "memory_available_bytes": super::machine::mem_available_bytes(),
         "clocksource": {
             "current": read_trim("/sys/devices/system/clocksource/clocksource0/current_clocksource"),
             "available": read_trim("/sys/devices/system/clocksource/clocksource0/available_clocksource"),

@@ -47,3 +47,48 @@ impl Drop for MappedFile {
         unsafe { libc::munmap(self.base as *mut libc::c_void, self.len) };
     }
 }
+
+/// Cut a record file (jobs.bin, counters.bin, probes.bin: magic, version u32, record_size
+/// u32, capacity u64, then the published count u64) down to its published records, so that
+/// a run stopped early copies what it recorded, not its whole capacity. A file that does not
+/// have this header, or already ends there, is left alone.
+pub fn trim_to_published(path: &Path) -> io::Result<()> {
+    use std::io::Read;
+    let f = OpenOptions::new().read(true).write(true).open(path)?;
+    let mut h = [0u8; 64];
+    if (&f).read_exact(&mut h).is_err() || &h[..2] != b"XT" {
+        return Ok(());
+    }
+    let u64_at = |o: usize| u64::from_le_bytes(h[o..o + 8].try_into().unwrap());
+    let record = u32::from_le_bytes(h[12..16].try_into().unwrap()) as u64;
+    let (capacity, count) = (u64_at(16), u64_at(24));
+    let keep = 64u64.saturating_add(count.min(capacity).saturating_mul(record));
+    if keep < f.metadata()?.len() {
+        f.set_len(keep)?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn trim_keeps_the_published_records_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("jobs.bin");
+        let log = crate::record::jobs::JobLog::create(&p, 1000, 10, 10).unwrap();
+        log.push(0, &Default::default());
+        log.push(1, &Default::default());
+        drop(log);
+        assert_eq!(std::fs::metadata(&p).unwrap().len(), 64 + 1000 * 80);
+        trim_to_published(&p).unwrap();
+        assert_eq!(std::fs::metadata(&p).unwrap().len(), 64 + 2 * 80);
+        let (count, _, recs) = crate::record::jobs::read_file(&p).unwrap();
+        assert_eq!((count, recs.len()), (2, 2));
+        let other = dir.path().join("notes.txt");
+        std::fs::write(&other, b"not a record file, longer than nothing at all").unwrap();
+        trim_to_published(&other).unwrap();
+        assert_eq!(std::fs::read(&other).unwrap(), b"not a record file, longer than nothing at all");
+    }
+}

@@ -18,7 +18,7 @@ from pydantic import ValidationError
 
 from ..config import units
 from ..config.expand import expand
-from ..config.experiment import Experiment, _fix, _path
+from ..config.experiment import Experiment, error_line
 from ..errors import UsageError
 from ..plan import Plan
 from ..targets.agent import TargetFacts
@@ -176,9 +176,8 @@ def _cell_experiment(c: Campaign, app, conf, point: dict, facts: TargetFacts, so
     try:
         exp = Experiment.model_validate(data)
     except ValidationError as e:
-        err = e.errors()[0]
         raise UsageError(f"{source}: application '{app.name}' with configuration '{conf.name}'"
-                         f"{'' if not point else ' and variant ' + str(point)}: {_path(err['loc'])}: {_fix(err, [])}") from None
+                         f"{'' if not point else ' and variant ' + str(point)[:80]}: {error_line(e)}") from None
     return exp, extra, excluded
 
 

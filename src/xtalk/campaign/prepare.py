@@ -54,10 +54,10 @@ def prepare(path: Path, targets: list) -> Prepared:
     target = first_answering(targets)
     expansion = expand_campaign(campaign, target.facts(), source=str(path),
                                 labels={"xtalk_version": __version__, "git_commit": git_commit()})
-    seen = set()
+    seen: dict[str, str] = {}
     for r in expansion.runs:
         shape = _shape(r.plan)
         if shape not in seen:
-            seen.add(shape)
-            target.check(r.plan.to_json())
+            seen[shape] = r.plan.to_json()
+    target.check_many(list(seen.values()))
     return Prepared(campaign, text, expansion)

@@ -8,14 +8,15 @@ Parsing is strict, like experiment files, and every problem is one line
 from __future__ import annotations
 
 import json
-import re
-import tomllib
+import math
 from pathlib import Path
-from typing import Any, Literal, Optional, Union
+from typing import Annotated, Any, Literal, Optional, Union
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from ..config.experiment import Duration, EnemySpec, Reservation, ScenarioSpec, TraceSpec, VictimSpec, _fix, _path
+from ..config import limits
+from ..config.experiment import Duration, EnemySpec, Name, Reservation, ScenarioSpec, TraceSpec, VictimSpec, _is_tag, _path, error_line
+from ..config.tomlfile import parse_toml, read_text
 from ..errors import UsageError
 from .lines import line_of
 
@@ -28,7 +29,7 @@ SHARE_FIELDS = ("intensity", "reservation.runtime", "bytes", "elements")
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
 
 class Epsilon(_Strict):
@@ -50,7 +51,7 @@ class Epsilon(_Strict):
 class Application(_Strict):
     """A victim with its criticality level and its ε specification."""
 
-    name: str = Field(min_length=1, pattern=NAME)
+    name: Name
     description: str = ""
     criticality: Literal["A", "B", "C", "D"]
     epsilon: Epsilon
@@ -60,7 +61,7 @@ class Application(_Strict):
 class Configuration(_Strict):
     """A named placement/policy variant applied to every application's victim."""
 
-    name: str = Field(min_length=1, pattern=NAME)
+    name: Name
     description: str = ""
     cpus: Optional[Union[int, str, list[int]]] = None
     policy: Optional[Literal["other", "fifo", "rr", "deadline"]] = None
@@ -79,10 +80,10 @@ class Grid(_Strict):
     """Parameter variants: `product` of the axes, `zip` of equally long axes, or an explicit
     `list` of points. Axis keys: `victim.<field>`, `enemy.<field>` (every enemy), `settle`."""
 
-    name: Optional[str] = Field(default=None, pattern=NAME)
+    name: Optional[str] = Field(default=None, max_length=limits.MAX_NAME, pattern=NAME)
     mode: Literal["product", "zip", "list"] = "product"
     axes: dict[str, list[Any]] = {}
-    points: list[dict[str, Any]] = []
+    points: list[dict[str, Any]] = Field(default=[], max_length=limits.MAX_GRID_POINTS)
 
     @model_validator(mode="after")
     def _shape(self):
@@ -100,7 +101,18 @@ class Grid(_Strict):
                 raise ValueError("an axis has no values; give at least one")
             if self.mode == "zip" and len({len(v) for v in self.axes.values()}) > 1:
                 raise ValueError("mode 'zip' needs axes of equal length; use 'product' to combine them")
+        if self.size() > limits.MAX_GRID_POINTS:
+            raise ValueError(f"the grid has {self.size()} points, above the limit of {limits.MAX_GRID_POINTS}; "
+                             f"use fewer values per axis or split the campaign")
         return self
+
+    def size(self) -> int:
+        """Number of points, counted without building them."""
+        if self.mode == "list":
+            return len(self.points)
+        if self.mode == "zip":
+            return min(len(v) for v in self.axes.values())
+        return math.prod(len(v) for v in self.axes.values())
 
 
 class TwoWay(_Strict):
@@ -111,12 +123,12 @@ class TwoWay(_Strict):
     through SCHED_DEADLINE, the seed's pi benchmarks), `bytes` or `elements` (memory
     footprint). Infeasible cells are excluded and listed by `plan`."""
 
-    name: str = Field(min_length=1, pattern=NAME)
+    name: Name
     description: str = ""
     enemy: EnemySpec
     share: Literal["intensity", "reservation.runtime", "bytes", "elements"]
-    counts: list[int] = Field(min_length=1)
-    totals: list[Union[int, float, str]] = Field(min_length=1)
+    counts: list[Annotated[int, Field(ge=1, le=limits.MAX_ENEMIES)]] = Field(min_length=1, max_length=limits.MAX_SCENARIOS)
+    totals: list[Duration] = Field(min_length=1, max_length=limits.MAX_SCENARIOS)
 
     @model_validator(mode="before")
     @classmethod
@@ -147,23 +159,41 @@ class TwoWay(_Strict):
 class Campaign(_Strict):
     """A whole campaign; `expand_campaign` turns it into an ordered list of runs."""
 
-    name: str = Field(min_length=1, pattern=NAME)
+    name: Name
     description: str = ""
-    repetitions: int = Field(default=3, ge=1)
+    repetitions: int = Field(default=3, ge=1, le=limits.MAX_REPETITIONS)
     seed: int = Field(default=0, ge=0, description="seed of the interleaving order")
     interleave: Literal["random", "ordered"] = Field(
         default="random", description="random: every repetition runs all cells in a shuffled order; ordered: cell by cell")
     settle: Duration = "200ms"
     timeout: Optional[Duration] = None
     results: str = "results"
-    application: list[Application] = Field(min_length=1)
-    configuration: list[Configuration] = []
-    scenario: list[ScenarioSpec] = []
-    two_way: list[TwoWay] = []
-    grid: list[Grid] = []
+    application: list[Application] = Field(min_length=1, max_length=limits.MAX_SCENARIOS)
+    configuration: list[Configuration] = Field(default=[], max_length=limits.MAX_CONFIGURATIONS)
+    scenario: list[ScenarioSpec] = Field(default=[], max_length=limits.MAX_SCENARIOS)
+    two_way: list[TwoWay] = Field(default=[], max_length=limits.MAX_SCENARIOS)
+    grid: list[Grid] = Field(default=[], max_length=limits.MAX_GRID_POINTS)
     exclude: list[dict[str, Union[str, int]]] = Field(
         default=[], description="tables of labels; a run whose labels match every key of one table is not run")
     trace: Optional[TraceSpec] = None
+
+    @model_validator(mode="after")
+    def _size(self):
+        # Counted before anything is built: cells × scenarios × repetitions.
+        points = max(1, sum(g.size() for g in self.grid))
+        if points > limits.MAX_GRID_POINTS:
+            raise ValueError(f"grid: the grids have {points} points together, above the limit of {limits.MAX_GRID_POINTS}; "
+                             f"use fewer values or split the campaign")
+        scenarios = 1 + len(self.scenario) + sum(len(t.counts) * len(t.totals) for t in self.two_way)
+        plans = len(self.application) * max(1, len(self.configuration)) * points * scenarios
+        if plans > limits.MAX_PLANS:
+            raise ValueError(f"grid: applications × configurations × grid points × scenarios make {plans} distinct runs to "
+                             f"check, above the limit of {limits.MAX_PLANS}; use fewer grid points or split the campaign")
+        runs = plans * self.repetitions
+        if runs > limits.MAX_RUNS:
+            raise ValueError(f"repetitions: applications × configurations × grid points × scenarios × repetitions make "
+                             f"{runs} runs, above the limit of {limits.MAX_RUNS}; lower them or split the campaign")
+        return self
 
     @model_validator(mode="after")
     def _unique(self):
@@ -198,31 +228,19 @@ def locate(source: str, text: str, loc: tuple, message: str) -> str:
 
 def parse(text: str, source: str) -> Campaign:
     """Validate a campaign text; UsageError with one line naming file, line, field, fix."""
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as e:
-        # tomllib ends its message with "(at line N, column M)": lead with the line instead.
-        m = re.search(r"\s*\(at line (\d+), column (\d+)\)$", str(e))
-        where = f"{source}:{m.group(1)}" if m else source
-        what = str(e)[:m.start()] if m else str(e)
-        raise UsageError(f"{where}: not valid TOML: {what}"
-                         f"{f' (column {m.group(2)})' if m else ''}; fix the syntax (quotes, brackets, commas)") from None
+    data = parse_toml(text, source)
     try:
         return Campaign.model_validate(data)
     except ValidationError as e:
         err = e.errors()[0]
-        loc = tuple(p for p in err["loc"] if not (isinstance(p, str) and (p.startswith("function-") or p in
-                                                                          ("str", "int", "float", "list[int]"))))
-        raise UsageError(locate(source, text, loc, _fix(err, []))) from None
+        line = line_of(text, tuple(p for p in err["loc"] if not _is_tag(p)))
+        raise UsageError(f"{f'{source}:{line}' if line else source}: {error_line(e)}") from None
 
 
 def load(path: Union[str, Path]) -> tuple[Campaign, str]:
     """Read and validate a campaign file; returns the campaign and its text."""
     p = Path(path)
-    try:
-        text = p.read_text()
-    except OSError as e:
-        raise UsageError(f"{p}: cannot read: {e.strerror}") from None
+    text = read_text(p)
     return parse(text, str(p)), text
 
 
@@ -230,8 +248,8 @@ def is_campaign_file(path: Union[str, Path]) -> bool:
     """A campaign file has `[[application]]` tables and no top-level `[victim]` (which makes
     an experiment file); unreadable or invalid TOML is left to the experiment parser."""
     try:
-        data = tomllib.loads(Path(path).read_text())
-    except (OSError, tomllib.TOMLDecodeError, UnicodeDecodeError):
+        data = parse_toml(read_text(Path(path)), str(path))
+    except UsageError:
         return False
     return "application" in data and "victim" not in data
 

@@ -26,7 +26,7 @@ PRESETS = ("default", "deadline", "rr", "rr+cgroups", "deadline+cgroups")
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
 
 class ProcessSettings(_Strict):
@@ -42,7 +42,7 @@ class ProcessSettings(_Strict):
 
 
 class GroupSpec(_Strict):
-    name: str = Field(pattern=r"^[A-Za-z0-9_-]+$")
+    name: str = Field(max_length=64, pattern=r"^[A-Za-z0-9_-]+$")
     cpus: Optional[Union[int, str, list[int]]] = None
     mems: Optional[str] = None
     exclusive: bool = False
@@ -52,7 +52,7 @@ class GroupSpec(_Strict):
     rt_period: Optional[Union[int, float, str]] = None
     memory_max: Optional[Union[int, str]] = None
     memory_high: Optional[Union[int, str]] = None
-    pids_max: Optional[int] = Field(default=None, ge=1)
+    pids_max: Optional[int] = Field(default=None, ge=1, le=4_194_304, description="at most the kernel's PID limit")
     freezable: bool = False
 
 
@@ -70,7 +70,7 @@ class RegulatorSpec(_Strict):
 
 
 class ConfigurationSpec(_Strict):
-    name: str = Field(pattern=r"^[A-Za-z0-9_.+-]+$")
+    name: str = Field(max_length=64, pattern=r"^[A-Za-z0-9_.+-]+$")
     preset: Optional[Literal["default", "deadline", "rr", "rr+cgroups", "deadline+cgroups"]] = None
     victim: ProcessSettings = ProcessSettings()
     enemies: ProcessSettings = ProcessSettings()

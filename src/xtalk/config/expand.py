@@ -20,7 +20,7 @@ from ..plan import (AocsBody, AocsLoad, BranchLoad, ChaseBody, ChaseLoad, Comman
                     SpawnBody, SumBody, SyscallBody, SyscallLoad, SyscallstormLoad, Task, TasksetBody, TimerLoad, TlbLoad, Trace, Victim,
                     WriteLoad)
 from ..targets.agent import TargetFacts
-from . import units
+from . import limits, units
 from .configuration import Unavailable, resolve as resolve_configuration
 from .experiment import EnemySpec, Experiment, SchedSpec, ScenarioSpec
 
@@ -228,7 +228,30 @@ def _enemies(sc: ScenarioSpec, si: int, victim: Victim, facts: TargetFacts, peri
                     iload = load.model_copy(update=duplicate(load.input, load.expected, f"{sc.name}-{iname}"))
                 out.append(Enemy(name=iname, load=iload, placement=Placement(cpus=g), sched=sched, lock_memory=e.lock_memory,
                                  huge_pages=e.huge_pages, intensity=e.intensity, rate=e.rate))
+                if len(out) > limits.MAX_ENEMIES:  # per_cpu and instances multiply the enemies
+                    raise ValueError(f"scenario[{si}].enemies: more than {limits.MAX_ENEMIES} enemies in one run "
+                                     f"(per_cpu and instances count each copy); split them over scenarios")
     return out
+
+
+#: Plan fields whose name in the experiment file differs.
+_FILE_FIELD = {"settle_ms": "settle", "timeout_s": "timeout", "period_ns": "period", "deadline_ns": "deadline",
+               "interval_ns": "interval", "hold_ns": "hold", "runtime_ns": "runtime", "wcet_ns": "wcet"}
+
+
+def plan_error_line(e: ValidationError) -> str:
+    """A value the file schema let through but the run plan refuses (a task set's jobs
+    beyond the limit, a derived period): one line naming the field in the file's terms."""
+    from .experiment import error_line
+
+    line = error_line(e)
+    path, _, rest = line.partition(": ")
+    if e.title == "Victim":  # built on its own: its errors' paths start below it
+        path = "victim" if path == "(top level)" else f"victim.{path}"
+    parts = path.split(".")
+    named = ".".join(_FILE_FIELD.get(p, p) for p in parts if p not in ("load", "body", "placement", "sched"))
+    unit = " (ns)" if parts[-1].endswith("_ns") else " (s)" if parts[-1].endswith("_s") else ""
+    return f"{named}{unit}: {rest}"
 
 
 def expand(exp: Experiment, facts: TargetFacts, labels: dict[str, str] | None = None,
@@ -237,6 +260,14 @@ def expand(exp: Experiment, facts: TargetFacts, labels: dict[str, str] | None = 
     every configuration × scenario × repetition. A configuration this kernel cannot provide
     is an input error, or (skip_unavailable) left out and noted in `skipped`."""
     try:
+        return _expand(exp, facts, labels, skip_unavailable, skipped)
+    except ValidationError as e:
+        raise UsageError(plan_error_line(e)) from None
+
+
+def _expand(exp: Experiment, facts: TargetFacts, labels: dict[str, str] | None,
+            skip_unavailable: bool, skipped: list | None) -> list[RunSpec]:
+    try:
         victim = _victim(exp, facts)
         settle_ms = units.duration_ns(exp.settle, "settle") / 1e6
         scenarios = exp.scenarios()
@@ -244,14 +275,22 @@ def expand(exp: Experiment, facts: TargetFacts, labels: dict[str, str] | None = 
                    for i, sc in enumerate(s for s in exp.scenario) } if exp.scenario else {}
         enemies.setdefault("solo", [])
         run_s = settle_ms / 1e3 + victim_seconds(victim)
+        if run_s > limits.MAX_RUN_S:
+            raise ValueError(f"victim.jobs: jobs × period make a run of {run_s:.0f} s, above the limit of "
+                             f"{limits.MAX_RUN_S} s (7 days); lower jobs or the period")
         timeout_s = units.duration_ns(exp.timeout, "timeout") / 1e9 if exp.timeout is not None else 2 * run_s + 30
+        why = limits.check_memory(victim, facts.environment.get("memory_available_bytes"))
+        if why:
+            raise ValueError(why)
+        reservation = (units.duration_ns(exp.victim.reservation.runtime, "victim.reservation.runtime")
+                       if exp.victim.reservation is not None else None)
+    except ValidationError as e:  # a ValueError too: before the next clause
+        raise UsageError(plan_error_line(e)) from None
     except ValueError as e:
         raise UsageError(str(e)) from None
     trace = None
     if exp.trace is not None:
         trace = Trace(buffer_kb=exp.trace.buffer_kb, **({"events": exp.trace.events} if exp.trace.events else {}))
-    reservation = (units.duration_ns(exp.victim.reservation.runtime, "victim.reservation.runtime")
-                   if exp.victim.reservation is not None else None)
     configs = exp.configurations()
     resolved: dict[tuple[str, str], Plan] = {}
     for ci, cfg in enumerate(configs):
@@ -267,6 +306,8 @@ def expand(exp: Experiment, facts: TargetFacts, labels: dict[str, str] | None = 
                 if skipped is not None and all(x["configuration"] != cfg.name for x in skipped):
                     skipped.append({"configuration": cfg.name, "reason": str(e)})
                 break
+            except ValidationError as e:
+                raise UsageError(plan_error_line(e)) from None
             except ValueError as e:
                 raise UsageError(str(e)) from None
     pairs = [(c.name, s.name) for c in configs for s in scenarios if (c.name, s.name) in resolved]
@@ -279,8 +320,10 @@ def expand(exp: Experiment, facts: TargetFacts, labels: dict[str, str] | None = 
     for i, (rep, key) in enumerate(interleave(keys, exp.repetitions, exp.seed)):
         cname, name = key.split("\t")
         run_id = f"{i:0{width}d}-{cname + '-' if multi else ''}{name}-r{rep}"
-        plan = resolved[(cname, name)].model_copy(deep=True)
-        plan.run_id = run_id
-        plan.labels = {**(labels or {}), "experiment": exp.name, "scenario": name, "repetition": str(rep), "configuration": cname}
+        # A shallow copy: runs share their (never modified) victim and enemies, so that an
+        # experiment of many runs costs little memory and time to expand.
+        plan = resolved[(cname, name)].model_copy(update={
+            "run_id": run_id,
+            "labels": {**(labels or {}), "experiment": exp.name, "scenario": name, "repetition": str(rep), "configuration": cname}})
         runs.append(RunSpec(index=i, scenario=name, repetition=rep, plan=plan, configuration=cname))
     return runs

@@ -6,24 +6,37 @@ Parsing is strict: an unknown key, a wrong type or a missing field is reported a
 
 from __future__ import annotations
 
+import math
 import re
-import tomllib
 from pathlib import Path
-from typing import Literal, Optional, Union
+from typing import Annotated, Literal, Optional, Union
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from ..errors import UsageError
 from ..plan import TRACE_EVENT_PATTERN
+from . import limits
 from .configuration import ConfigurationSpec
+from .tomlfile import read_toml
 
-Duration = Union[int, float, str]
-Size = Union[int, float, str]
+
+def _finite(value):
+    """Refuse inf and nan in a duration or size before the union tries each type (its
+    errors would be three lines about int, float and str)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ValueError(f"{value} is not a finite number; write e.g. \"10ms\" or \"8MiB\"")
+    return value
+
+
+Duration = Annotated[Union[int, float, str], BeforeValidator(_finite)]
+Size = Annotated[Union[int, float, str], BeforeValidator(_finite)]
 Cpus = Union[int, str, list[int]]
+Name = Annotated[str, Field(min_length=1, max_length=limits.MAX_NAME, pattern=r"^[A-Za-z0-9_.+-]+$")]
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    # inf and nan are refused in every number (TOML has both).
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
 
 class Reservation(_Strict):
@@ -56,15 +69,19 @@ class SchedSpec(_Strict):
         return self
 
 
+#: A perf event name, raw code or sysfs alias (the longest are about 100 characters).
+EventName = Annotated[str, Field(min_length=1, max_length=256)]
+
+
 class CounterSpec(_Strict):
-    event: str = Field(min_length=1)
+    event: EventName
     optional: bool = False
 
 
 class TaskSpec(_Strict):
     """One periodic task of a `taskset` victim."""
 
-    name: str = Field(min_length=1)
+    name: str = Field(min_length=1, max_length=limits.MAX_NAME)
     period: Duration
     wcet: Duration = Field(description="busy-loop CPU time per job")
     deadline: Optional[Duration] = None
@@ -90,15 +107,15 @@ class VictimSpec(SchedSpec):
     data: str = Field(default="aocs-data", description="aocs: directory of aocs-input.bin / aocs-expected.bin (generated when absent)")
     data_seed: int = Field(default=0, ge=0, description="aocs: sensor-noise seed used when generating the data")
     first_step: int = Field(default=0, ge=0, description="aocs: scenario step of the first job (e.g. 3000)")
-    tasks: Optional[list[TaskSpec]] = Field(default=None, description="taskset: the periodic tasks")
+    tasks: Optional[list[TaskSpec]] = Field(default=None, max_length=64, description="taskset: the periodic tasks")
     task_policy: Literal["rm", "deadline"] = "rm"
-    hyperperiods: Optional[int] = Field(default=None, ge=1, description="taskset: measured hyperperiods")
-    warmup_hyperperiods: int = Field(default=1, ge=0)
+    hyperperiods: Optional[int] = Field(default=None, ge=1, le=limits.MAX_JOBS, description="taskset: measured hyperperiods")
+    warmup_hyperperiods: int = Field(default=1, ge=0, le=limits.MAX_JOBS)
     period: Optional[Duration] = None
     deadline: Optional[Duration] = None
-    jobs: Optional[int] = Field(default=None, ge=1)
-    warmup_jobs: int = Field(default=10, ge=0)
-    counters: list[Union[str, CounterSpec]] = Field(default=[], description="events read around every job")
+    jobs: Optional[int] = Field(default=None, ge=1, le=limits.MAX_JOBS)
+    warmup_jobs: int = Field(default=10, ge=0, le=limits.MAX_JOBS)
+    counters: list[Union[EventName, CounterSpec]] = Field(default=[], max_length=64, description="events read around every job")
     counters_exclude_kernel: bool = False
 
     @model_validator(mode="after")
@@ -166,7 +183,7 @@ _COMMON = {"kind", "name", "per_cpu", "intensity", "rate"} | set(SchedSpec.model
 
 class EnemySpec(SchedSpec):
     kind: EnemyKind
-    name: Optional[str] = None
+    name: Optional[str] = Field(default=None, min_length=1, max_length=limits.MAX_NAME)
     bytes: Optional[Size] = None
     elements: Optional[int] = Field(default=None, ge=2)
     element_bytes: int = Field(default=64, ge=8, multiple_of=8)
@@ -230,15 +247,15 @@ class EnemySpec(SchedSpec):
 
 
 class ScenarioSpec(_Strict):
-    name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9_.+-]+$")
+    name: Name
     description: str = ""
-    enemies: list[EnemySpec] = []
+    enemies: list[EnemySpec] = Field(default=[], max_length=limits.MAX_ENEMIES)
 
 
 class TraceSpec(_Strict):
     """`[trace]`: capture the kernel scheduling trace of each run's measured window."""
 
-    events: Optional[list[str]] = None
+    events: Optional[list[EventName]] = Field(default=None, max_length=256)
     buffer_kb: int = Field(default=8192, ge=64, le=1 << 20)
 
     @field_validator("events")
@@ -253,18 +270,37 @@ class TraceSpec(_Strict):
 
 
 class Experiment(_Strict):
-    name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9_.+-]+$")
+    name: Name
     description: str = ""
-    repetitions: int = Field(default=3, ge=1)
+    repetitions: int = Field(default=3, ge=1, le=limits.MAX_REPETITIONS)
     seed: int = Field(default=0, ge=0, description="seed of the interleaving order")
     settle: Duration = "200ms"
     timeout: Optional[Duration] = None
-    pids_max: Optional[int] = Field(default=None, ge=8, description="the whole run's process budget: every process of each run counts against one pids.max (the stand-in for the machine's PID table)")
+    pids_max: Optional[int] = Field(default=None, ge=8, le=limits.MAX_PIDS, description="the whole run's process budget: every process of each run counts against one pids.max (the stand-in for the machine's PID table)")
     results: str = "results"
     victim: VictimSpec
-    scenario: list[ScenarioSpec] = []
-    configuration: list[ConfigurationSpec] = []
+    scenario: list[ScenarioSpec] = Field(default=[], max_length=limits.MAX_SCENARIOS)
+    configuration: list[ConfigurationSpec] = Field(default=[], max_length=limits.MAX_CONFIGURATIONS)
     trace: Optional[TraceSpec] = None
+
+    @model_validator(mode="after")
+    def _bounds(self):
+        # The plan's limits, in the file's terms, so that the file schema and the plan agree.
+        from .units import duration_ns
+
+        if duration_ns(self.settle, "settle") > limits.MAX_SETTLE_NS:
+            raise ValueError(f"settle: {self.settle!r} is longer than 60 s; give at most \"60s\"")
+        if self.timeout is not None:
+            duration_ns(self.timeout, "timeout")
+        plans = max(1, len(self.configuration)) * (len(self.scenario) + 1)
+        if plans > limits.MAX_PLANS:
+            raise ValueError(f"scenario: configurations × scenarios make {plans} distinct runs to check, above the limit of "
+                             f"{limits.MAX_PLANS}; split the experiment")
+        runs = plans * self.repetitions
+        if runs > limits.MAX_RUNS:
+            raise ValueError(f"repetitions: configurations × scenarios × repetitions make {runs} runs, above the limit of "
+                             f"{limits.MAX_RUNS}; lower the repetitions or split the experiment")
+        return self
 
     @model_validator(mode="after")
     def _scenarios(self):
@@ -292,45 +328,85 @@ class Experiment(_Strict):
         return [ScenarioSpec(name="solo", description="the victim alone")] + list(self.scenario)
 
 
+_UNION_TAG = re.compile(r"^(int|float|str|bool|none|[a-z][a-z-]*\[.*\]|constrained-[a-z]+)$")
+_TAG_WORDS = {"int": "an integer", "float": "a number", "str": "a string", "bool": "true or false",
+              "list[int]": "a list of integers", "list[str]": "a list of strings"}
+
+
+def _is_tag(part) -> bool:
+    """Parts of an error location that pydantic adds for unions and validators, not keys."""
+    return isinstance(part, str) and bool(_UNION_TAG.match(part)) and part not in ("name", "kind")
+
+
 def _path(loc: tuple) -> str:
+    """The dotted field path of an error location (`scenario[0].enemies[1].bytes`)."""
     out = ""
     for part in loc:
         if isinstance(part, int):
             out += f"[{part}]"
-        elif part in ("function-after",) or str(part).startswith("function-"):
+        elif _is_tag(part):
             continue
         else:
             out += ("." if out else "") + str(part)
     return out or "(top level)"
 
 
+def _shown(value) -> str:
+    """A short, one-line rendering of a value for an error message."""
+    text = repr(value)
+    text = text if len(text) <= 40 else text[:37] + "..."
+    return text.replace("\n", " ")
+
+
 def _fix(err: dict, model_fields: list[str]) -> str:
+    """What is wrong and what to do, from one pydantic error, on one line."""
     kind = err["type"]
     if kind == "extra_forbidden":
         return "unknown key; remove it or check its spelling"
     if kind == "missing":
         return "required; add it"
     msg = err["msg"]
-    return msg[len("Value error, "):] if msg.startswith("Value error, ") else msg
+    if msg.startswith("Value error, "):
+        msg = msg[len("Value error, "):]
+    else:
+        msg = msg.replace("Input should be", "should be").replace("String should", "should").replace("List should", "should")
+        msg = msg.replace("less than or equal to", "at most").replace("greater than or equal to", "at least")
+        msg = msg.replace(" after validation", "")
+        if kind == "string_pattern_mismatch":
+            msg = "should be letters, digits and . _ + - only"
+        if "input" in err and not isinstance(err["input"], (dict, list)):
+            msg += f" (got {_shown(err['input'])})"
+        msg += "; change it"
+    return " ".join(msg.split())
+
+
+def error_line(e: ValidationError) -> str:
+    """`field: what is wrong; fix` for the first problem of `e`. An invalid value of a field
+    that accepts several types (a duration, a CPU set) is one line naming what it accepts,
+    not one line per type."""
+    errors = e.errors()
+    err = errors[0]
+    path = _path(err["loc"])
+    tags = [p for x in errors if _path(x["loc"]) == path for p in x["loc"][-1:] if _is_tag(p) and x["type"] != "value_error"]
+    if len(tags) > 1 and err["type"] not in ("extra_forbidden", "missing"):
+        kinds = " or ".join(dict.fromkeys(_TAG_WORDS.get(t, t) for t in tags))
+        return f"{path}: {_shown(err.get('input'))} is not valid here; give {kinds}"
+    fix = _fix(err, [])
+    # A check of the whole model names its field itself ("settle: ..."): no "(top level)".
+    if path == "(top level)" and re.match(r"^[A-Za-z_][\w.\[\]]*: ", fix):
+        return fix
+    return f"{path}: {fix}"
 
 
 def format_validation_error(source: str, e: ValidationError) -> str:
     """One line for the first problem: `SOURCE: field: what is wrong; fix`."""
-    err = e.errors()[0]
-    return f"{source}: {_path(err['loc'])}: {_fix(err, [])}"
+    return f"{source}: {error_line(e)}"
 
 
 def load(path: Union[str, Path]) -> Experiment:
     """Read and validate an experiment file; raise UsageError with one clear line."""
     p = Path(path)
-    try:
-        text = p.read_text()
-    except OSError as e:
-        raise UsageError(f"{p}: cannot read: {e.strerror}") from None
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as e:
-        raise UsageError(f"{p}: not valid TOML: {e}") from None
+    _, data = read_toml(p)
     try:
         return Experiment.model_validate(data)
     except ValidationError as e:

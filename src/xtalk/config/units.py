@@ -7,8 +7,35 @@ the target ("llc", "l2", "l1d"), optionally scaled ("4*llc", "llc/4", "0.5*l2").
 
 from __future__ import annotations
 
+import math
 import re
 from typing import Union
+
+from .limits import MAX_CPU, MAX_TIMEOUT_S
+
+#: Longest text a duration, size or CPU list may be (the patterns stay linear below it).
+MAX_TEXT = 64
+#: Largest size anyone means (1 PiB); the agent reads sizes as 64-bit numbers.
+MAX_SIZE = 1 << 50
+
+
+def _text(value: str, field: str, what: str) -> str:
+    if len(value) > MAX_TEXT:
+        raise ValueError(f"{field}: {value[:20]!r}... is {len(value)} characters, too long for {what}; write e.g. {_EXAMPLE[what]}")
+    return value
+
+
+def _finite(n, value, field: str, what: str) -> float:
+    try:
+        n = float(n)
+    except OverflowError:  # an integer beyond any float
+        n = math.inf
+    if not math.isfinite(n):
+        raise ValueError(f"{field}: {str(value)[:40]} is not a finite {what}; write e.g. {_EXAMPLE[what]}")
+    return n
+
+
+_EXAMPLE = {"a duration": '"10ms"', "a size": '"8MiB"', "a CPU list": '"0-3,6"', "duration": '"10ms"', "size": '"8MiB"'}
 
 _DURATION = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*(ns|us|µs|ms|s|min)?\s*$")
 _DURATION_NS = {"ns": 1, "us": 1_000, "µs": 1_000, "ms": 1_000_000, "s": 1_000_000_000, "min": 60_000_000_000}
@@ -23,14 +50,16 @@ def duration_ns(value: Union[int, float, str], field: str) -> int:
     if isinstance(value, bool):
         raise ValueError(f"{field}: expected a duration such as \"10ms\", got {value!r}")
     if isinstance(value, (int, float)):
-        ns = float(value) * 1e6
+        ns = _finite(value, value, field, "duration") * 1e6
     else:
-        m = _DURATION.match(value)
+        m = _DURATION.match(_text(value, field, "a duration"))
         if not m:
             raise ValueError(f"{field}: cannot read duration {value!r}; write e.g. \"10ms\", \"250us\" or \"1.5s\"")
-        ns = float(m.group(1)) * _DURATION_NS[m.group(2) or "ms"]
+        ns = _finite(float(m.group(1)), value, field, "duration") * _DURATION_NS[m.group(2) or "ms"]
     if ns <= 0:
         raise ValueError(f"{field}: duration must be positive, got {value!r}")
+    if ns > MAX_TIMEOUT_S * 1e9:
+        raise ValueError(f"{field}: {value!r} is longer than {MAX_TIMEOUT_S // 86_400} days; give a shorter duration")
     return int(round(ns))
 
 
@@ -53,22 +82,29 @@ def size_bytes(value: Union[int, float, str], field: str, caches: dict[str, int]
     if isinstance(value, bool):
         raise ValueError(f"{field}: expected a size such as \"2MiB\" or \"llc\", got {value!r}")
     if isinstance(value, (int, float)):
-        n = float(value)
+        n = _finite(value, value, field, "size")
     else:
-        m = _CACHE_EXPR.match(value)
+        m = _CACHE_EXPR.match(_text(value, field, "a size"))
         if m:
             name = m.group(2).lower()
             name = {"l1": "l1d", "l3": "llc"}.get(name, name)
             if name not in caches:
                 raise ValueError(f"{field}: this target reports no {name.upper()} cache; give the size in bytes (e.g. \"8MiB\")")
-            n = caches[name] * float(m.group(1) or 1) / float(m.group(3) or 1)
+            divisor = float(m.group(3) or 1)
+            if divisor == 0:
+                raise ValueError(f"{field}: {value!r} divides by zero; write e.g. \"llc/4\"")
+            n = caches[name] * float(m.group(1) or 1) / divisor
         else:
             m = _SIZE.match(value)
             if not m:
                 raise ValueError(f"{field}: cannot read size {value!r}; write e.g. \"64KiB\", \"8MiB\", \"llc\" or \"4*llc\"")
             n = float(m.group(1)) * _SIZE_MUL[(m.group(2) or "b").lower()]
+    if not math.isfinite(n):
+        raise ValueError(f"{field}: {value!r} is not a finite size; write e.g. \"8MiB\"")
     if n <= 0:
         raise ValueError(f"{field}: size must be positive, got {value!r}")
+    if n > MAX_SIZE:
+        raise ValueError(f"{field}: {value!r} is larger than 1 PiB; give a smaller size")
     return int(n)
 
 
@@ -83,7 +119,9 @@ def cpu_set(value: Union[int, str, list, None], field: str, online: list[int], v
         cpus = [value]
     elif isinstance(value, list):
         if not all(isinstance(c, int) and not isinstance(c, bool) for c in value):
-            raise ValueError(f"{field}: a CPU list holds integers, got {value!r}")
+            raise ValueError(f"{field}: a CPU list holds integers, got {str(value)[:40]}")
+        if len(value) > MAX_CPU + 1:
+            raise ValueError(f"{field}: {len(value)} CPUs listed; a machine has at most {MAX_CPU + 1}; online CPUs: {online}")
         cpus = list(value)
     else:
         word = value.strip().lower()
@@ -100,18 +138,24 @@ def cpu_set(value: Union[int, str, list, None], field: str, online: list[int], v
                 raise ValueError(f"{field}: \"others\" leaves no CPU beside the victim's; pin the victim to fewer CPUs")
         else:
             cpus = []
+            if len(word) > 8192:
+                raise ValueError(f"{field}: {value[:20]!r}... is {len(value)} characters, too long for a CPU list; write e.g. \"0-3,6\"")
             for part in word.split(","):
                 a, _, b = part.partition("-")
                 try:
                     lo, hi = int(a), int(b or a)
                 except ValueError:
-                    raise ValueError(f"{field}: cannot read CPU list {value!r}; write e.g. \"0-3,6\", \"last\" or \"others\"") from None
+                    raise ValueError(f"{field}: cannot read CPU list {value[:40]!r}; write e.g. \"0-3,6\", \"last\" or \"others\"") from None
+                # Never expand a range past the largest CPU number a kernel has.
+                if hi > MAX_CPU or len(cpus) + hi - lo > MAX_CPU:
+                    raise ValueError(f"{field}: CPU range {part!r} goes past CPU {MAX_CPU}; online CPUs: {online}")
                 cpus.extend(range(lo, hi + 1))
+    known = set(online)
     for c in cpus:
-        if c not in online:
+        if c not in known:
             raise ValueError(f"{field}: CPU {c} does not exist or is offline on the target; online CPUs: {online}")
     if len(set(cpus)) != len(cpus):
-        raise ValueError(f"{field}: a CPU is listed twice in {value!r}")
+        raise ValueError(f"{field}: a CPU is listed twice in {str(value)[:40]}")
     if not cpus:
         raise ValueError(f"{field}: no CPU given; list CPUs or leave the field out to run unpinned")
     return cpus

@@ -113,9 +113,7 @@ def write_summary(results: Results, console: Console | None = None) -> pd.DataFr
     """Compute the summary, print it, and write summary.md and summary.json."""
     table = summary_table(results)
     title = results.path.name
-    (results.path / "summary.md").write_text(to_markdown(table, title))
-    (results.path / "summary.json").write_text(json.dumps(json.loads(table.to_json(orient="records")), indent=2))
-    if console is not None:
+    if console is not None:  # printed first: a full disk must not cost the table
         t = Table(title=title)
         for _, h in COLUMNS:
             t.add_column(h, justify="left" if h == "scenario" else "right")
@@ -128,4 +126,6 @@ def write_summary(results: Results, console: Console | None = None) -> pd.DataFr
         for w in warning_lines(table):
             console.print(f"[yellow]warning: {w}[/]", highlight=False)
         console.print(f"results: {results.path}")
+    (results.path / "summary.md").write_text(to_markdown(table, title))
+    (results.path / "summary.json").write_text(json.dumps(json.loads(table.to_json(orient="records")), indent=2))
     return table

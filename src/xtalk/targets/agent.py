@@ -126,3 +126,10 @@ def check_plan(plan_json: str, agent: Path | None = None) -> None:
         raise UsageError(out.stderr.strip().removeprefix("xtalk-agent: "))
     if out.returncode != 0:
         raise AgentError(f"agent check failed: {out.stderr.strip()}")
+
+
+def check_plans(plans_json: list[str], agent: Path | None = None) -> None:
+    """`check_plan` for many plans in one agent process (a JSON array): the first refusal
+    is the UsageError. A campaign's thousands of plans take a second, not minutes."""
+    if plans_json:
+        check_plan("[" + ",".join(plans_json) + "]", agent)

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from ..errors import AgentError
 from ..plan import Plan
-from .agent import TargetFacts, check_plan, find_agent, local_facts
+from .agent import TargetFacts, check_plan, check_plans, find_agent, local_facts
 from .local import run_plan
 from .lock import TargetBusy, local_lock_path, target_lock  # noqa: F401 (the lock's public names)
 
@@ -35,6 +35,11 @@ class Target:
 
     def check(self, plan_json: str) -> None:
         raise NotImplementedError
+
+    def check_many(self, plans_json: list[str]) -> None:
+        """`check` every plan; the first refusal raises."""
+        for p in plans_json:
+            self.check(p)
 
     def run(self, plan: Plan, run_dir: Path) -> dict:
         raise NotImplementedError
@@ -63,6 +68,9 @@ class LocalTarget(Target):
 
     def check(self, plan_json: str) -> None:
         check_plan(plan_json, self.agent)
+
+    def check_many(self, plans_json: list[str]) -> None:
+        check_plans(plans_json, self.agent)
 
     def run(self, plan: Plan, run_dir: Path) -> dict:
         self._current = Path(run_dir)

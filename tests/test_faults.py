@@ -127,7 +127,7 @@ def test_a_crashed_victim_fails_its_run_and_the_experiment_goes_on(tmp_path):
     wait_for(lambda: False, timeout=0.3)
     os.kill(first[0][0], signal.SIGABRT)
     out, err = p.communicate(timeout=120)
-    assert p.returncode == 0, err
+    assert p.returncode == 4, err  # some runs did not complete (docs/experiments.md, exit codes)
     (res,) = (tmp_path / "res").iterdir()
     runs = store.open(res).runs().set_index("run_id")
     assert sorted(runs.status) == ["completed", "failed"]

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import shutil
 import signal
 import subprocess
@@ -84,7 +85,15 @@ def in_private_tmp(fake_tmp: Path, script: str, env: dict, timeout: float = 120)
         pytest.skip("needs unshare(1) for a private /tmp")
     fake_tmp.mkdir(exist_ok=True)
     os.chmod(fake_tmp, 0o1777)
-    wrapped = f"mount --bind {fake_tmp} /tmp || exit 97\n{script}"
+    # The checkout and its virtual environment may live under /tmp themselves (a CI clone):
+    # bind them into the private /tmp at the same place, so xtalk still runs there.
+    keep = ""
+    roots = sorted({ROOT.resolve(), Path(sys.prefix).resolve()})
+    for p in [p for p in roots if not any(p != q and p.is_relative_to(q) for q in roots)]:
+        if p.is_relative_to("/tmp") and not fake_tmp.resolve().is_relative_to(p):
+            inside = fake_tmp / p.relative_to("/tmp")
+            keep += f"mkdir -p {shlex.quote(str(inside))} && mount --bind {shlex.quote(str(p))} {shlex.quote(str(inside))} || exit 97\n"
+    wrapped = f"{keep}mount --bind {fake_tmp} /tmp || exit 97\n{script}"
     out = subprocess.run(["unshare", "--mount", "--propagation", "private", "sh", "-c", wrapped],
                          capture_output=True, text=True, env=env, timeout=timeout, cwd=ROOT)
     if out.returncode == 97:

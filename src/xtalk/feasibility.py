@@ -25,8 +25,10 @@ PERIODIC = (ChaseBody, PiBody, SpawnBody, SumBody, SyscallBody)
 
 #: Alone, the median job may take at most this share of the deadline ...
 MAX_SHARE = 0.9
-#: ... and at most this share of the pass's jobs may miss.
-MAX_MISSES = 0.1
+#: ... and at most this share of the pass's jobs may miss. (Loose: a short job that misses
+#: now and then alone suffers wake-up latency or preemption, which the guards report; a run
+#: missing most of its deadlines alone measures nothing but its backlog.)
+MAX_MISSES = 0.5
 #: Margin over the observed maximum CPU time for a suggested DEADLINE runtime.
 RUNTIME_MARGIN = 1.1
 

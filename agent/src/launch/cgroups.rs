@@ -291,9 +291,22 @@ fn prepare_parent(ctl: &Controller, parent: &Path, groups: &[Group], wanted: &[&
             let period = 1_000_000u64;
             let share: f64 = groups.iter().filter_map(|g| g.rt_runtime_us.map(|r| r as f64 / g.rt_period_us.unwrap_or(1_000_000) as f64)).sum();
             journal.write(&parent.join("cpu.rt_period_us"), &period.to_string())?;
-            journal.write(&parent.join("cpu.rt_runtime_us"), &((share * period as f64).round() as u64).to_string())
-                .map_err(|e| format!("{e} (the RT groups ask {:.0} % of each CPU; the system allows {} us per s)", share * 100.0,
-                    fs::read_to_string("/proc/sys/kernel/sched_rt_runtime_us").unwrap_or_default().trim()))?;
+            let runtime = ((share * period as f64).round() as u64).to_string();
+            // A group removed just before (the previous run's) gives its RT bandwidth back to
+            // the root only after an RCU grace period: until then the kernel refuses (EINVAL)
+            // what it will accept a moment later. Retry for up to a second.
+            let mut tries = 0;
+            loop {
+                match journal.write(&parent.join("cpu.rt_runtime_us"), &runtime) {
+                    Ok(()) => break,
+                    Err(e) if tries < 50 && e.contains("os error 22") => {
+                        tries += 1;
+                        std::thread::sleep(std::time::Duration::from_millis(20));
+                    }
+                    Err(e) => return Err(format!("{e} (the RT groups ask {:.0} % of each CPU; the system allows {} us per s)", share * 100.0,
+                        fs::read_to_string("/proc/sys/kernel/sched_rt_runtime_us").unwrap_or_default().trim())),
+                }
+            }
         }
         (_, Version::V2) => {
             let avail = fs::read_to_string(ctl.mount.join("cgroup.controllers")).unwrap_or_default();

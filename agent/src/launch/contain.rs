@@ -58,6 +58,9 @@ fn comm(pid: i32) -> String {
     std::fs::read_to_string(format!("/proc/{pid}/comm")).map(|s| s.trim().to_string()).unwrap_or_else(|_| "?".into())
 }
 
+/// How long processes left in the run's group may take to end by themselves.
+const EXITING_GRACE_NS: i64 = 200_000_000;
+
 /// Freeze (or thaw) a group and everything below it, where the hierarchy can.
 fn freeze(dir: &Dir, frozen: bool) {
     let _ = dir.write("freezer.state", if frozen { "FROZEN" } else { "THAWED" });
@@ -71,6 +74,13 @@ fn freeze(dir: &Dir, frozen: bool) {
 pub fn kill_all(path: &Path, limit_ns: i64) -> Result<Vec<String>, String> {
     let dir = safefs::is_cgroup_dir(path)?;
     let me = std::process::id() as i32;
+    // Helpers of a child just reaped (an AOCS instance's reader and comparer) are already on
+    // their way out (PR_SET_PDEATHSIG, a closed pipe): they get a moment before they count
+    // as runaways.
+    let grace = crate::observe::clock::mono_ns() + EXITING_GRACE_NS;
+    while crate::observe::clock::mono_ns() < grace && procs_below(&dir).iter().any(|p| *p != me) {
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
     let until = crate::observe::clock::mono_ns() + limit_ns;
     let mut killed: Vec<(i32, String)> = Vec::new();
     loop {

@@ -93,7 +93,8 @@ def in_private_tmp(fake_tmp: Path, script: str, env: dict, timeout: float = 120)
         if p.is_relative_to("/tmp") and not fake_tmp.resolve().is_relative_to(p):
             inside = fake_tmp / p.relative_to("/tmp")
             keep += f"mkdir -p {shlex.quote(str(inside))} && mount --bind {shlex.quote(str(p))} {shlex.quote(str(inside))} || exit 97\n"
-    wrapped = f"{keep}mount --bind {fake_tmp} /tmp || exit 97\n{script}"
+    # --rbind: the binds just made inside it come along.
+    wrapped = f"{keep}mount --rbind {fake_tmp} /tmp || exit 97\n{script}"
     out = subprocess.run(["unshare", "--mount", "--propagation", "private", "sh", "-c", wrapped],
                          capture_output=True, text=True, env=env, timeout=timeout, cwd=ROOT)
     if out.returncode == 97:

@@ -2,7 +2,9 @@
 applied, enemies' achieved work reported, the environment recorded."""
 
 import json
+import os
 import subprocess
+import time
 
 import numpy as np
 import pytest
@@ -32,7 +34,10 @@ def test_every_job_is_recorded_on_one_time_base(agent, tmp_path, last_cpu):
     assert (np.diff(j.release_ns) == 2_000_000).all(), "releases on the absolute grid"
     assert (j.wakeup_ns >= j.release_ns).all() and (j.start_ns >= j.wakeup_ns).all() and (j.end_ns > j.start_ns).all()
     assert (j.cpu_start == last_cpu).all() and (j.cpu_end == last_cpu).all() and not j.migrated.any()
-    assert (j.cpu_time_ns > 0).all() and (j.cpu_time_ns <= j.exec_ns + 50_000).all()
+    # CPU time within the job's wall time: closely for the typical job; interrupts charged to
+    # the task (kernels without IRQ time accounting, a VM's host) may add to a single one.
+    assert (j.cpu_time_ns > 0).all() and (j.cpu_time_ns - j.exec_ns).median() <= 50_000
+    assert (j.cpu_time_ns <= j.exec_ns + 1_000_000).all()
     assert j.release_ns.iloc[0] == meta["t0_ns"]
     assert (j.nvcsw >= 0).all() and (j.nivcsw >= 0).all()
 
@@ -101,6 +106,13 @@ def test_deadline_bandwidth_over_the_limit_is_bad_input(agent, tmp_path, facts):
     assert not out.exists()
 
 
+def _policy(pid: int) -> int | None:
+    try:
+        return os.sched_getscheduler(pid)
+    except OSError:
+        return None
+
+
 @needs_root
 def test_kernel_refusal_is_found_before_the_run_starts(agent, tmp_path, facts):
     """Bandwidth taken by other processes is invisible to the plan's static check: the
@@ -113,6 +125,10 @@ def test_kernel_refusal_is_found_before_the_run_starts(agent, tmp_path, facts):
     hogs = [subprocess.Popen(["chrt", "-d", "--sched-runtime", "9000000", "--sched-deadline", "10000000",
                               "--sched-period", "10000000", "0", "sleep", "30"]) for _ in range(m)]
     try:
+        # The reservations exist once each hog runs `sleep` under SCHED_DEADLINE (6).
+        deadline = time.monotonic() + 10
+        while not all(_policy(h.pid) == 6 for h in hogs) and time.monotonic() < deadline:
+            time.sleep(0.01)
         plan = small_plan(jobs=5, period_ns=4_000_000,
                           sched={"policy": "deadline", "runtime_ns": 1_000_000, "deadline_ns": 4_000_000, "period_ns": 4_000_000})
         p, out = run_agent(agent, tmp_path, plan)

@@ -11,7 +11,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from xtalk.sched.coupling import apply_measured_wcets, load_jobs, parse_wcet_from
+from xtalk.sched.coupling import Measured, load_jobs, measure_tasks, parse_wcet_from
 from xtalk.sched.deadline import Reservation, admit
 from xtalk.sched.generate import DISTRIBUTIONS, generate_taskset
 from xtalk.sched.inputs import InputError, parse_duration_ms
@@ -23,7 +23,8 @@ from xtalk.sched.prm import (
     prm_schedulable,
     shin_lee_capacity,
 )
-from xtalk.sched.simulate import GLOBAL_POLICIES, SimPartition, gantt, simulate
+from xtalk.sched.placement import cpu_bandwidth, place_partitions, place_tasks
+from xtalk.sched.simulate import GLOBAL_POLICIES, SimPartition, gantt, simulate, simulate_cpus
 from xtalk.sched.taskset import Task, TaskSystem, hyperperiod, load_taskset
 from xtalk.sched.uniproc import (
     edf_demand_test,
@@ -51,38 +52,62 @@ def _fmt(x: float) -> str:
     return "inf" if math.isinf(x) else f"{x:.3f}"
 
 
-def _load(file: Path, wcet_from: Optional[str], statistic: str) -> TaskSystem:
+def _load(file: Path, wcet_from: Optional[str] = None, statistic: str = "max") -> tuple[TaskSystem, dict[str, Measured]]:
+    """The task system of ``file``, WCETs replaced by measurements when asked; the
+    measurements per task name."""
     system = load_taskset(file)
+    measured: dict[str, Measured] = {}
     needs = [t for t in system.tasks if t.measured]
     if wcet_from or needs:
         if not wcet_from:
             raise InputError(f"task {needs[0].name}.measured", "needs measurements", "pass --wcet-from RESULTS_DIR[:SCENARIO]")
         path, scenario = parse_wcet_from(wcet_from)
         jobs = load_jobs(path)
-        system.tasks = apply_measured_wcets(system.tasks, jobs, scenario, statistic)
+        measured = measure_tasks(system.tasks, jobs, scenario, statistic)
+        system.tasks = [t.with_wcet(measured[t.name].wcet) if t.name in measured else t for t in system.tasks]
     missing = [t for t in system.tasks if t.wcet <= 0]
     if missing:
         raise InputError(f"task {missing[0].name}.wcet", "no WCET", "give wcet or a measured scenario")
     if system.overhead_ms:
         system.tasks = inflate(system.tasks, system.overhead_ms)
-    return system
+    return system, measured
 
 
-def _analyze_group(title: str, tasks: list[Task], scheduler: str, resource: PeriodicResource | None) -> bool:
+def _measured_cells(name: str, bound: float, measured: dict[str, Measured]) -> list[str]:
+    m = measured.get(name)
+    if m is None:
+        return ["-", "-"]
+    if math.isnan(m.response_max):
+        return ["-", "-"]
+    return [_fmt(m.response_max), "yes" if m.response_max <= bound + 1e-9 else "NO (exceeds)"]
+
+
+def _analyze_group(title: str, tasks: list[Task], scheduler: str, resource: PeriodicResource | None,
+                   measured: dict[str, Measured] | None = None) -> bool:
+    measured = measured or {}
     table = Table(title=title)
-    for col in ("task", "wcet", "period", "deadline", "response", "schedulable", "slack"):
-        table.add_column(col)
+    bound_col = "response (ms, sim)" if scheduler == "edf" and resource is None else "bound (ms)"
+    cols = ["task", "wcet (ms)", "period (ms)", "deadline (ms)", bound_col, "schedulable", "slack (ms)"]
+    if measured:
+        cols += ["measured max response (ms)", "within bound"]
+    for col in cols:
+        table.add_column(col, justify="left" if col == "task" else "right")
+
+    def row(t: Task, r: float, good: bool) -> None:
+        cells = [t.name, _fmt(t.wcet), _fmt(t.period), _fmt(t.d), _fmt(r), "yes" if good else "NO", _fmt(t.d - r)]
+        table.add_row(*(cells + (_measured_cells(t.name, r, measured) if measured else [])))
+
     ok = True
     if resource is not None:
         rts = prm_response_times(tasks, resource, order="dm" if scheduler == "dm" else "rm")
         for t, r in rts:
             good = r <= t.d
             ok &= good
-            table.add_row(t.name, _fmt(t.wcet), _fmt(t.period), _fmt(t.d), _fmt(r), "yes" if good else "NO", _fmt(t.d - r))
+            row(t, r, good)
         verdict, _ = prm_schedulable(tasks, resource)
         _out.print(table)
         _out.print(
-            f"Γ=(Π={resource.period:g}, Θ={resource.budget:g}) bandwidth {resource.bandwidth:.3f}, "
+            f"Γ=(Π={resource.period:g} ms, Θ={resource.budget:g} ms) bandwidth {resource.bandwidth:.3f}, "
             f"U={utilization(tasks):.3f}, Lemma 2.1: {'schedulable' if verdict else 'NOT schedulable'}"
         )
         return ok and verdict
@@ -94,20 +119,16 @@ def _analyze_group(title: str, tasks: list[Task], scheduler: str, resource: Peri
             res = simulate([SimPartition("cpu", tasks, local="edf")], h + max(t.d for t in tasks))
             sim_r = res.max_response_by_task().to_dict()
         for t in tasks:
-            r = sim_r.get(t.name, math.nan)
-            table.add_row(t.name, _fmt(t.wcet), _fmt(t.period), _fmt(t.d), _fmt(r) + " (sim)", "yes" if verdict else "NO", _fmt(t.d - r))
+            row(t, sim_r.get(t.name, math.nan), verdict)
         _out.print(table)
         _out.print(
             f"EDF: U={utilization(tasks):.3f}, U<=1: {edf_utilization_test(tasks)}, processor demand: "
-            + ("schedulable" if verdict else f"NOT schedulable (dbf(t) > t at t={fail_t})")
+            + ("schedulable" if verdict else f"NOT schedulable (dbf(t) > t at t={fail_t} ms)")
         )
         return verdict
     for r in response_time_analysis(tasks, order=scheduler if scheduler in ("rm", "dm") else "rm"):
         ok &= r.schedulable
-        table.add_row(
-            r.task.name, _fmt(r.task.wcet), _fmt(r.task.period), _fmt(r.task.d), _fmt(r.response),
-            "yes" if r.schedulable else "NO", _fmt(r.slack),
-        )
+        row(r.task, r.response, r.schedulable)
     _out.print(table)
     n = len(tasks)
     _out.print(
@@ -117,33 +138,77 @@ def _analyze_group(title: str, tasks: list[Task], scheduler: str, resource: Peri
     return ok
 
 
+def _cpu_title(k: int, parts: list) -> str:
+    names = ", ".join(f"{p.name} ({p.bandwidth:.3f})" for p in parts)
+    return f"CPU {k}: {names}, bandwidth {cpu_bandwidth(parts):.3f}"
+
+
 @app.command("analyze")
 def analyze_cmd(
     file: Path = typer.Argument(..., help="task-set TOML ([[task]] tables)"),
-    wcet_from: Optional[str] = typer.Option(None, "--wcet-from", help="RESULTS_DIR:SCENARIO: WCET = measured maximum"),
+    wcet_from: Optional[str] = typer.Option(
+        None, "--wcet-from", help="RESULTS_DIR:SCENARIO (or CONFIGURATION/SCENARIO): WCET = measured maximum"),
     statistic: str = typer.Option("max", help="max, p99, p999, mean or median of the measured execution times"),
     scheduler: Optional[str] = typer.Option(None, help="override [system] scheduler: rm, dm, edf, fp"),
 ) -> None:
-    """Response time, verdict and slack of every task (per partition when partitions exist)."""
+    """Response time, verdict and slack of every task (per CPU and partition when there are
+    several); with --wcet-from, the measured response of each task beside its bound."""
     try:
-        system = _load(file, wcet_from, statistic)
+        system, measured = _load(file, wcet_from, statistic)
         sched = scheduler or system.scheduler
         if sched not in ("rm", "dm", "edf", "fp"):
             raise InputError("--scheduler", f"unknown scheduler {sched!r}", "use rm, dm, edf or fp")
+        for name, m in measured.items():
+            _out.print(f"{name}: WCET = {m.wcet:.3f} ms, the measured {statistic} of {m.source} under "
+                       f"{m.scenario!r} ({m.jobs} jobs)")
         ok = True
         if system.partitions:
-            for p in system.partitions:
-                tasks = system.tasks_of(p.name)
-                if tasks:
-                    ok &= _analyze_group(f"partition {p.name}", tasks, sched, PeriodicResource(p.period, p.budget))
+            placed = place_partitions(system)
+            for k, parts in placed.items():
+                _out.print(_cpu_title(k, parts))
+                for p in parts:
+                    tasks = system.tasks_of(p.name)
+                    if tasks:
+                        ok &= _analyze_group(f"CPU {k}, partition {p.name}", tasks, sched,
+                                             PeriodicResource(p.period, p.budget), measured)
             loose = system.tasks_of(None)
             if loose:
-                ok &= _analyze_group("tasks without partition", loose, sched, None)
+                ok &= _analyze_group("tasks without partition (a CPU of their own)", loose, sched, None, measured)
+        elif (system.cpus or 1) > 1:
+            placed_tasks = place_tasks(system.tasks, system.cpus, sched)
+            _out.print(f"{system.cpus} CPUs, partitioned: first-fit decreasing utilisation, no migration")
+            for k, tasks in placed_tasks.items():
+                ok &= _analyze_group(f"CPU {k}", tasks, sched, None, measured)
         else:
-            ok = _analyze_group(str(file), system.tasks, sched, None)
+            ok = _analyze_group(str(file), system.tasks, sched, None, measured)
         _out.print("verdict: " + ("schedulable" if ok else "NOT schedulable"))
     except InputError as exc:
         _fail(exc)
+
+
+def sim_groups(system: TaskSystem, local: str, policy: str) -> tuple[list[tuple[int, list[SimPartition], str]], str]:
+    """The CPUs to simulate, each with its partitions and level-1 policy, placed as the
+    analysis places them (:mod:`xtalk.sched.placement`); and the policy's name."""
+    groups: list[tuple[int, list[SimPartition], str]] = []
+    if system.partitions:
+        kinds = {p.server for p in system.partitions}
+        if not policy and len(kinds) > 1:
+            raise InputError("partition.server", f"mixed server kinds {sorted(kinds)}", "use one kind or pass --policy")
+        pol = policy or {"periodic": "ps", "deferrable": "ds", "cbs": "cbs"}[kinds.pop()]
+        placed = place_partitions(system)
+        for k, parts in placed.items():
+            sp = [SimPartition(p.name, system.tasks_of(p.name), local, p.budget, p.period, p.priority) for p in parts]
+            sp = [p for p in sp if p.tasks]
+            if sp:
+                groups.append((k, sp, pol))
+        loose = system.tasks_of(None)
+        if loose:
+            groups.append((max(placed, default=-1) + 1, [SimPartition("cpu", loose, local)], "dedicated"))
+        return groups, pol
+    pol = policy or "dedicated"
+    for k, tasks in place_tasks(system.tasks, system.cpus or 1, local).items():
+        groups.append((k, [SimPartition(f"cpu{k}" if (system.cpus or 1) > 1 else "cpu", tasks, local)], pol))
+    return groups, pol
 
 
 @app.command("simulate")
@@ -158,26 +223,16 @@ def simulate_cmd(
     plot: Optional[Path] = typer.Option(None, "--gantt", help="write a Gantt chart (PNG)"),
     csv: Optional[Path] = typer.Option(None, help="write the job trace as CSV"),
 ) -> None:
-    """Two-level discrete-event simulation: deadline-miss ratio and response times."""
+    """Two-level discrete-event simulation, per CPU as the analysis places servers and tasks:
+    deadline-miss ratio and response times."""
     try:
-        system = _load(file, None, "max")
+        system, _ = _load(file)
         loc = local or ("edf" if system.scheduler == "edf" else "rm")
         if loc not in ("rm", "edf"):
             raise InputError("--local", f"unknown policy {loc!r}", "use rm or edf")
-        if system.partitions:
-            parts = [
-                SimPartition(p.name, system.tasks_of(p.name), loc, p.budget, p.period, p.priority)
-                for p in system.partitions
-            ]
-            kinds = {p.server for p in system.partitions}
-            if not policy and len(kinds) > 1:
-                raise InputError("partition.server", f"mixed server kinds {sorted(kinds)}", "use one kind or pass --policy")
-            pol = policy or {"periodic": "ps", "deferrable": "ds", "cbs": "cbs"}[kinds.pop()]
-        else:
-            parts = [SimPartition("cpu", system.tasks, loc)]
-            pol = policy or "dedicated"
-        if pol not in GLOBAL_POLICIES:
-            raise InputError("--policy", f"unknown policy {pol!r}", f"use one of {', '.join(GLOBAL_POLICIES)}")
+        if policy and policy not in GLOBAL_POLICIES:
+            raise InputError("--policy", f"unknown policy {policy!r}", f"use one of {', '.join(GLOBAL_POLICIES)}")
+        groups, pol = sim_groups(system, loc, policy)
         if not 0 < exec_min <= 1:
             raise InputError("--exec-min", f"{exec_min} outside (0, 1]", "use e.g. 0.5")
         if duration:
@@ -188,13 +243,17 @@ def simulate_cmd(
             if dur > cap:  # co-prime periods: the hyperperiod can be astronomically long
                 _out.print(f"hyperperiod too long to simulate; simulating {cap:g} ms (set --duration)")
                 dur = cap
-        res = simulate(parts, dur, pol, quantum=parse_duration_ms(quantum, "--quantum"),
-                       exec_fraction=(exec_min, 1.0), rng=np.random.default_rng(seed))
-        table = Table(title=f"{pol} over {dur:g} ms")
-        for col in ("task", "jobs", "missed", "miss ratio", "max response"):
-            table.add_column(col)
+        for k, parts, p in groups:
+            names = ", ".join(f"{sp.name} ({sp.budget / sp.period:.3f})" if sp.budget else sp.name for sp in parts)
+            _out.print(f"CPU {k}: {names} under {p}")
+        res = simulate_cpus([(k, parts, p) for k, parts, p in groups], dur, quantum=parse_duration_ms(quantum, "--quantum"),
+                            exec_fraction=(exec_min, 1.0), rng=np.random.default_rng(seed))
+        table = Table(title=f"{pol} over {dur:g} ms on {len(groups)} CPU{'s' if len(groups) != 1 else ''}")
+        for col in ("task", "CPU", "jobs", "missed", "miss ratio", "max response (ms)"):
+            table.add_column(col, justify="left" if col == "task" else "right")
         for name, g in res.jobs.groupby("task", sort=False):
-            table.add_row(str(name), str(len(g)), str(int(g["missed"].sum())), f"{g['missed'].mean():.3f}",
+            table.add_row(str(name), str(int(g["cpu"].iloc[0])), str(len(g)), str(int(g["missed"].sum())),
+                          f"{g['missed'].mean():.3f}",
                           _fmt(float(g["response"].max())) if g["response"].notna().any() else "-")
         _out.print(table)
         _out.print(f"deadline-miss ratio {res.deadline_miss_ratio:.4f}")
@@ -226,7 +285,9 @@ def generate_cmd(
         if m < 1 or k < 1:
             raise InputError("--m/--k", "must be >= 1", "use positive counts")
         tasks = generate_taskset(np.random.default_rng(seed), m=m, k=k, dist=dist, total=total, periods=periods)
-        lines = [f"# generated: m={m} k={k} dist={dist} total={total} periods={periods} seed={seed}"]
+        lines = [f"# generated: m={m} k={k} dist={dist} total={total} periods={periods} seed={seed}; times in ms"]
+        if m > 1:  # analysed and simulated on m CPUs (partitioned), not on one
+            lines += ["[system]", f"cpus = {m}", ""]
         for t in tasks:
             lines += ["[[task]]", f'name = "{t.name}"', f"wcet = {t.wcet:.6f}", f"period = {t.period:g}", ""]
         text = "\n".join(lines)
@@ -247,7 +308,7 @@ def prm_cmd(
 ) -> None:
     """Periodic resource model: Lemma 2.1 test, minimal Θ, Shin–Lee capacity, overhead."""
     try:
-        system = _load(file, None, "max")
+        system, _ = _load(file)
         pi = parse_duration_ms(period, "--period")
         if pi <= 0:
             raise InputError("--period", "must be > 0", "use a positive period")
@@ -255,20 +316,20 @@ def prm_cmd(
         theta_min = minimal_budget(tasks, pi)
         cap = shin_lee_capacity(tasks, pi)
         _out.print(f"U = {utilization(tasks):.4f}")
-        _out.print(f"minimal Θ for Π={pi:g} (Lemma 2.1): " + ("none ≤ Π" if theta_min is None else f"{theta_min:.4f}"))
-        _out.print(f"Shin–Lee capacity Θ (Eq. 2.2–2.3): {cap:.4f}")
+        _out.print(f"minimal Θ for Π={pi:g} ms (Lemma 2.1): " + ("none ≤ Π" if theta_min is None else f"{theta_min:.4f} ms"))
+        _out.print(f"Shin–Lee capacity Θ (Eq. 2.2–2.3): {cap:.4f} ms")
         theta = parse_duration_ms(budget, "--budget") if budget else theta_min
         if theta is not None and theta <= pi:
             res = PeriodicResource(pi, theta)
             ok, _ = prm_schedulable(tasks, res)
             _out.print(
-                f"Γ=(Π={pi:g}, Θ={theta:.4f}): bandwidth {res.bandwidth:.4f}, interface overhead "
+                f"Γ=(Π={pi:g} ms, Θ={theta:.4f} ms): bandwidth {res.bandwidth:.4f}, interface overhead "
                 f"{interface_overhead(tasks, res):.4f}, {'schedulable' if ok else 'NOT schedulable'}"
             )
             for t, r in prm_response_times(tasks, res):
-                _out.print(f"  {t.name}: response bound {_fmt(r)} (deadline {t.d:g})")
+                _out.print(f"  {t.name}: response bound {_fmt(r)} ms (deadline {t.d:g} ms)")
         elif theta is not None:
-            raise InputError("--budget", f"budget {theta} exceeds period {pi}", "use budget <= period")
+            raise InputError("--budget", f"budget {theta} ms exceeds period {pi} ms", "use budget <= period")
     except InputError as exc:
         _fail(exc)
 
@@ -276,34 +337,42 @@ def prm_cmd(
 @app.command("vm")
 def vm_cmd(
     file: Path = typer.Argument(..., help="task-set TOML with [[partition]] tables, or tasks only"),
-    one_per_cpu: bool = typer.Option(False, help="each VM on its own CPU (no higher-priority VM)"),
+    one_per_cpu: bool = typer.Option(False, help="each VM on its own CPU, whatever the placement (no higher-priority VM)"),
 ) -> None:
-    """VM analysis (seed 001 Eq. 4.1–4.6) of the partitions, or budget synthesis
-    (Eq. 4.12–4.17) of a highest-priority VM for the tasks when there is no partition."""
+    """VM analysis (seed 001 Eq. 4.1–4.6) of the partitions, per CPU as they are placed (first
+    fit by bandwidth, or their `cpu`), or budget synthesis (Eq. 4.12–4.17) of a
+    highest-priority VM for the tasks when there is no partition."""
     try:
-        system = _load(file, None, "max")
+        system, _ = _load(file)
         if not system.partitions:
             syn = synthesize_highest_priority(system.tasks)
-            _out.print(f"Π = d_min = {syn.period:g} (Eq. 4.12)")
+            _out.print(f"Π = d_min = {syn.period:g} ms (Eq. 4.12)")
             for s in syn.steps:
                 _out.print(
-                    f"  {s.task}: ω={s.omega:g} (4.5), root of (4.15) {s.root:.4f}, Δ={s.delta:.4f} (4.16), "
-                    f"η={s.eta} (4.17), refined Θ={s.refined:.4f}, needed Θ={_fmt(s.budget)}"
+                    f"  {s.task}: ω={s.omega:g} ms (4.5), root of (4.15) {s.root:.4f} ms, Δ={s.delta:.4f} ms (4.16), "
+                    f"η={s.eta} (4.17), refined Θ={s.refined:.4f} ms, needed Θ={_fmt(s.budget)} ms"
                 )
-            _out.print(f"Θ = {_fmt(syn.budget)}; Eq. 4.6 for every task: {syn.check.schedulable}")
+            _out.print(f"Θ = {_fmt(syn.budget)} ms; Eq. 4.6 for every task: {syn.check.schedulable}")
             return
-        vms = [(p.name, PeriodicResource(p.period, p.budget), system.tasks_of(p.name)) for p in system.partitions]
-        vms = [v for v in vms if v[2]]
-        checks = [check_vm(n, r, ts, []) for n, r, ts in vms] if one_per_cpu else analyse_vms(vms)
+        placed = place_partitions(system)
+        checks = []
+        for k, parts in placed.items():
+            vms = [(p.name, PeriodicResource(p.period, p.budget), system.tasks_of(p.name)) for p in parts]
+            vms = [v for v in vms if v[2]]
+            if one_per_cpu:
+                checks += [check_vm(n, r, ts, []) for n, r, ts in vms]
+                continue
+            _out.print(_cpu_title(k, parts) + (": VMs by RM on Π" if len(vms) > 1 else ""))
+            checks += analyse_vms(vms)
         for c in checks:
             _out.print(
-                f"{c.name}: Θ={c.vm.budget:g} Π={c.vm.period:g} Ω={_fmt(c.omega)} (4.1) L={_fmt(c.length)} (4.2) "
+                f"{c.name}: Θ={c.vm.budget:g} ms Π={c.vm.period:g} ms Ω={_fmt(c.omega)} ms (4.1) L={_fmt(c.length)} ms (4.2) "
                 f"Θ≥e_min (4.3): {c.e_min_ok}, L≤d_min (4.4): {c.necessary_ok}"
             )
             for tc in c.tasks:
                 _out.print(
-                    f"  {tc.task.name}: ω={tc.omega:g} (4.5) t={tc.t:g} k={tc.k} "
-                    f"kΘ+min(Θ,α)={tc.lhs:g} (4.6) {'ok' if tc.ok else 'FAILS'}"
+                    f"  {tc.task.name}: ω={tc.omega:g} ms (4.5) t={tc.t:g} ms k={tc.k} "
+                    f"kΘ+min(Θ,α)={tc.lhs:g} ms (4.6) {'ok' if tc.ok else 'FAILS'}"
                 )
             _out.print(f"  {'schedulable' if c.schedulable else 'NOT schedulable'}")
     except InputError as exc:
@@ -319,7 +388,7 @@ def deadline_cmd(
 ) -> None:
     """SCHED_DEADLINE admission control for the tasks as reservations."""
     try:
-        system = _load(file, None, "max")
+        system, _ = _load(file)
         res = admit([Reservation(t.name, t.wcet, t.d, t.period) for t in system.tasks], cpus, rt_runtime_us, rt_period_us)
         _out.print(
             f"bandwidth {res.total_bandwidth:.4f} / limit {res.limit:.4f}: "

@@ -6,8 +6,9 @@ Times are milliseconds (floats). TOML files hold ``[[task]]`` tables with ``name
 (longest blocking by lower-priority work), ``partition`` (the VM / server that runs the
 task) and ``measured`` (the enemy scenario whose measured maximum replaces ``wcet``).
 Durations may carry units: ``"250us"``, ``"2ms"``, ``"1.5s"``. Optional ``[[partition]]``
-tables give each partition's server (``budget``, ``period``, ``priority``) and an optional
-``[system]`` table the scheduler and the release overhead Δ^relEv (seed 001 §4.5).
+tables give each partition's server (``budget``, ``period``, ``priority``, ``server``) and
+optionally the ``cpu`` it runs on; an optional ``[system]`` table the scheduler, the release
+overhead Δ^relEv (seed 001 §4.5) and the number of ``cpus`` (see :mod:`xtalk.sched.placement`).
 """
 
 from __future__ import annotations
@@ -61,6 +62,12 @@ class Partition:
     period: float
     priority: int | None = None
     server: str = "periodic"  # periodic | deferrable | cbs
+    cpu: int | None = None  # None: placed first-fit by bandwidth (sched.placement)
+
+    @property
+    def bandwidth(self) -> float:
+        """Θ / Π: the share of one CPU the server reserves."""
+        return self.budget / self.period
 
 
 @dataclass
@@ -71,6 +78,7 @@ class TaskSystem:
     partitions: list[Partition] = field(default_factory=list)
     scheduler: str = "rm"
     overhead_ms: float = 0.0
+    cpus: int | None = None  # None: as many CPUs as the placement needs (partitions) or one (tasks)
 
     def tasks_of(self, partition: str | None) -> list[Task]:
         """Tasks that belong to ``partition`` (``None``: tasks without a partition)."""
@@ -78,8 +86,8 @@ class TaskSystem:
 
 
 _TASK_FIELDS = {"name", "wcet", "period", "deadline", "priority", "jitter", "blocking", "partition", "measured"}
-_PART_FIELDS = {"name", "budget", "period", "priority", "server"}
-_SYS_FIELDS = {"scheduler", "overhead"}
+_PART_FIELDS = {"name", "budget", "period", "priority", "server", "cpu"}
+_SYS_FIELDS = {"scheduler", "overhead", "cpus"}
 _SCHEDULERS = ("rm", "dm", "edf", "fp")
 _SERVERS = ("periodic", "deferrable", "cbs")
 
@@ -151,7 +159,10 @@ def _partition(d: dict, i: int) -> Partition:
     server = d.get("server", "periodic")
     if server not in _SERVERS:
         raise InputError(f"{where}.server", f"unknown server {server!r}", f"use one of {', '.join(_SERVERS)}")
-    return Partition(name=name, budget=budget, period=period, priority=prio, server=server)
+    cpu = d.get("cpu")
+    if cpu is not None and (not isinstance(cpu, int) or isinstance(cpu, bool) or cpu < 0):
+        raise InputError(f"{where}.cpu", f"expected a CPU index >= 0, got {cpu!r}", "write cpu = 0, 1, ...")
+    return Partition(name=name, budget=budget, period=period, priority=prio, server=server, cpu=cpu)
 
 
 def taskset_from_dict(data: dict) -> TaskSystem:
@@ -177,7 +188,10 @@ def taskset_from_dict(data: dict) -> TaskSystem:
     if sched not in _SCHEDULERS:
         raise InputError("system.scheduler", f"unknown scheduler {sched!r}", f"use one of {', '.join(_SCHEDULERS)}")
     overhead = _duration(system, "overhead", "system") or 0.0
-    return TaskSystem(tasks=tasks, partitions=parts, scheduler=sched, overhead_ms=overhead)
+    cpus = system.get("cpus")
+    if cpus is not None and (not isinstance(cpus, int) or isinstance(cpus, bool) or cpus < 1):
+        raise InputError("system.cpus", f"expected a CPU count >= 1, got {cpus!r}", "write cpus = 1, 2, ...")
+    return TaskSystem(tasks=tasks, partitions=parts, scheduler=sched, overhead_ms=overhead, cpus=cpus)
 
 
 def load_taskset(path: str | Path) -> TaskSystem:

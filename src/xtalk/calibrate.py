@@ -65,12 +65,32 @@ def plot(doc: dict, out: Path) -> list[Path]:
     return paths
 
 
+def source_resolution_ns(name: str, clocks: dict) -> float:
+    """The smallest difference an instrument's two back-to-back readings can show, ns: its
+    clock's resolution for ``clock_gettime`` sources, one tick for the ones timed by ticks."""
+    res = clocks.get("resolution_ns", {})
+    for clock in ("MONOTONIC_RAW", "THREAD_CPUTIME_ID", "MONOTONIC"):
+        if name == f"clock_gettime {clock}":
+            return float(res.get(clock, 1.0))
+    return float(res.get("ticks") or 1 / clocks["ticks_per_ns"])
+
+
+def reading_text(value: float, resolution: float) -> str:
+    """A reading's cost, or "< R ns" when it is below what the clock can resolve (two readings
+    that return the same value cost less than one step of the clock, not nothing)."""
+    if value < resolution:
+        return f"< {resolution:.3g} (resolution)"
+    return f"{value:.1f}"
+
+
 def show(doc: dict, console: Console) -> None:
     t = Table(title=f"cost of one reading, ns ({doc['pairs']} pairs, CPU {doc['cpu']})")
-    for h in ("source", "min", "median", "p99", "p99.99", "max", "< 110 ns"):
+    for h in ("source", "min (ns)", "median (ns)", "p99 (ns)", "p99.99 (ns)", "max (ns)", "< 110 ns"):
         t.add_column(h, justify="left" if h == "source" else "right")
     for r in sources_table(doc).itertuples():
-        t.add_row(r.source, f"{r.min:.1f}", f"{r.median:.1f}", f"{r.p99:.1f}", f"{r.p9999:.1f}", f"{r.max:.1f}", f"{100 * r.below_110ns:.1f} %")
+        res = source_resolution_ns(r.source, doc["clocks"])
+        t.add_row(r.source, *(reading_text(v, res) for v in (r.min, r.median, r.p99, r.p9999, r.max)),
+                  f"{100 * r.below_110ns:.1f} %")
     console.print(t)
     c = doc["clocks"]
     console.print(f"ticks: {c['ticks_per_ns']:.4f} per ns ({1 / c['ticks_per_ns']:.3f} ns resolution); "

@@ -60,6 +60,16 @@ def exit_code(out: Path) -> int:
 
 
 
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}" + ("" if n == 1 else "s")
+
+
+def run_count_text(runs: int, repetitions: int) -> str:
+    """"6 runs (3 configuration/scenario pairs × 2 repetitions)", singular where it is one."""
+    pairs = runs // max(repetitions, 1)
+    return f"{_plural(runs, 'run')} ({_plural(pairs, 'configuration/scenario pair')} × {_plural(repetitions, 'repetition')})"
+
+
 def prepare(path: Path, skip_unavailable: bool = False, skipped: list | None = None
             ) -> tuple[config.experiment.Experiment, list[RunSpec], Path]:
     """Load, resolve and check an experiment; nothing is started. Returns its runs."""
@@ -143,8 +153,7 @@ def run_experiment(path: Path, results: Path | None = None, console: Console | N
     if calibration is not None:
         console.print(f"victim work: {calibration['knob']} = {calibration['work']} "
                       f"({calibration['achieved_utilization']:.0%} of the period solo, asked {calibration['utilization']:.0%})")
-    console.print(f"[bold]{exp.name}[/]: {len(runs)} runs ({len(runs) // exp.repetitions} configuration × scenario pairs × "
-                  f"{exp.repetitions}), about {total:.0f} s → {out}")
+    console.print(f"[bold]{exp.name}[/]: {run_count_text(len(runs), exp.repetitions)}, about {total:.0f} s → {out}")
     failed = 0
     disk_error: OSError | None = None
     with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.fields[runs]}"),

@@ -64,6 +64,22 @@ def _cells(row) -> list[str]:
             _f(row.max_response_ms), _f(row.max_exec_ms), str(row.deadline_misses), _ci(row, "median"), _ci(row, "max")]
 
 
+def skipped_configurations(results: Results) -> list[dict]:
+    """The configurations `xtalk run --skip-unavailable` left out, each with its reason (from
+    experiment.json): they have no run, yet the summary must say they were asked for."""
+    try:
+        doc = json.loads((results.path / "experiment.json").read_text())
+    except (OSError, ValueError):
+        return []
+    return [s for s in doc.get("skipped_configurations") or [] if isinstance(s, dict) and s.get("configuration")]
+
+
+def skipped_cells(skipped: dict) -> list[str]:
+    """A summary row for a skipped configuration: its name, "skipped", the reason, no numbers."""
+    return [f"{skipped['configuration']} / (all)", "skipped", *["–"] * (len(COLUMNS) - 3),
+            f"skipped: {skipped.get('reason') or 'unavailable'}"]
+
+
 def summary_table(results: Results) -> pd.DataFrame:
     """The summary as a DataFrame (the Python API behind the table)."""
     runs = results.runs()
@@ -96,11 +112,13 @@ def warning_lines(table: pd.DataFrame) -> list[str]:
             for ws in table.get("warnings", []) for w in ws]
 
 
-def to_markdown(table: pd.DataFrame, title: str) -> str:
+def to_markdown(table: pd.DataFrame, title: str, skipped: list[dict] = ()) -> str:
     lines = [f"# {title}", "", "Slowdown: ratio of execution-time statistics against `solo`, 95 % bootstrap CI over runs and jobs.", "",
              "| " + " | ".join(h for _, h in COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
     for row in table.itertuples():
         lines.append("| " + " | ".join(_cells(row)) + " |")
+    for sk in skipped:
+        lines.append("| " + " | ".join(c.replace("|", "\\|") for c in skipped_cells(sk)) + " |")
     lines += [""] + [f"- enemies in `{_name(row)}`: {row.enemy_rate} (achieved over the victim's window, per copy)"
                      for row in table.itertuples() if row.enemy_rate]
     warned = warning_lines(table)
@@ -112,6 +130,7 @@ def to_markdown(table: pd.DataFrame, title: str) -> str:
 def write_summary(results: Results, console: Console | None = None) -> pd.DataFrame:
     """Compute the summary, print it, and write summary.md and summary.json."""
     table = summary_table(results)
+    skipped = skipped_configurations(results)
     title = results.path.name
     if console is not None:  # printed first: a full disk must not cost the table
         t = Table(title=title)
@@ -119,6 +138,8 @@ def write_summary(results: Results, console: Console | None = None) -> pd.DataFr
             t.add_column(h, justify="left" if h == "scenario" else "right")
         for row in table.itertuples():
             t.add_row(*_cells(row))
+        for sk in skipped:
+            t.add_row(*skipped_cells(sk), style="yellow")
         console.print(t)
         for row in table.itertuples():
             if row.enemy_rate:
@@ -126,6 +147,6 @@ def write_summary(results: Results, console: Console | None = None) -> pd.DataFr
         for w in warning_lines(table):
             console.print(f"[yellow]warning: {w}[/]", highlight=False)
         console.print(f"results: {results.path}")
-    (results.path / "summary.md").write_text(to_markdown(table, title))
+    (results.path / "summary.md").write_text(to_markdown(table, title, skipped))
     (results.path / "summary.json").write_text(json.dumps(json.loads(table.to_json(orient="records")), indent=2))
     return table

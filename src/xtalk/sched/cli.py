@@ -73,22 +73,22 @@ def _load(file: Path, wcet_from: Optional[str] = None, statistic: str = "max") -
     return system, measured
 
 
-_EXCEEDED: list[str] = []  # tasks whose measured response exceeded the bound in this command
-
-
-def _measured_cells(name: str, bound: float, measured: dict[str, Measured]) -> list[str]:
+def _measured_cells(name: str, bound: float, measured: dict[str, Measured], exceeded: list[str]) -> list[str]:
     m = measured.get(name)
     if m is None or math.isnan(m.response_max):
         return ["-", "-"]
     within = m.response_max <= bound + 1e-9
     if not within:
-        _EXCEEDED.append(name)
+        exceeded.append(name)
     return [_fmt(m.response_max), "yes" if within else "NO (exceeds)"]
 
 
 def _analyze_group(title: str, tasks: list[Task], scheduler: str, resource: PeriodicResource | None,
-                   measured: dict[str, Measured] | None = None) -> bool:
+                   measured: dict[str, Measured] | None = None, exceeded: list[str] | None = None) -> bool:
+    """Print one group's table (per task: bound, verdict, slack and, when measured, the
+    measured response beside the bound); tasks measured above their bound go to ``exceeded``."""
     measured = measured or {}
+    exceeded = [] if exceeded is None else exceeded
     table = Table(title=title)
     bound_col = "response (ms, sim)" if scheduler == "edf" and resource is None else "bound (ms)"
     cols = ["task", "wcet (ms)", "period (ms)", "deadline (ms)", bound_col, "schedulable", "slack (ms)"]
@@ -99,7 +99,7 @@ def _analyze_group(title: str, tasks: list[Task], scheduler: str, resource: Peri
 
     def row(t: Task, r: float, good: bool) -> None:
         cells = [t.name, _fmt(t.wcet), _fmt(t.period), _fmt(t.d), _fmt(r), "yes" if good else "NO", _fmt(t.d - r)]
-        table.add_row(*(cells + (_measured_cells(t.name, r, measured) if measured else [])))
+        table.add_row(*(cells + (_measured_cells(t.name, r, measured, exceeded) if measured else [])))
 
     ok = True
     if resource is not None:
@@ -158,7 +158,6 @@ def analyze_cmd(
     """Response time, verdict and slack of every task (per CPU and partition when there are
     several); with --wcet-from, the measured response of each task beside its bound."""
     try:
-        _EXCEEDED.clear()
         system, measured = _load(file, wcet_from, statistic)
         sched = scheduler or system.scheduler
         if sched not in ("rm", "dm", "edf", "fp"):
@@ -167,6 +166,7 @@ def analyze_cmd(
             _out.print(f"{name}: WCET = {m.wcet:.3f} ms, the measured {statistic} of {m.source} under "
                        f"{m.scenario!r} ({m.jobs} jobs)")
         ok = True
+        exceeded: list[str] = []
         if system.partitions:
             placed = place_partitions(system)
             for k, parts in placed.items():
@@ -175,28 +175,28 @@ def analyze_cmd(
                     tasks = system.tasks_of(p.name)
                     if tasks:
                         ok &= _analyze_group(f"CPU {k}, partition {p.name}", tasks, sched,
-                                             PeriodicResource(p.period, p.budget), measured)
+                                             PeriodicResource(p.period, p.budget), measured, exceeded)
             loose = system.tasks_of(None)
             if loose:
-                ok &= _analyze_group("tasks without partition (a CPU of their own)", loose, sched, None, measured)
+                ok &= _analyze_group("tasks without partition (a CPU of their own)", loose, sched, None, measured, exceeded)
         elif (system.cpus or 1) > 1:
             placed_tasks = place_tasks(system.tasks, system.cpus, sched)
             _out.print(f"{system.cpus} CPUs, partitioned: first-fit decreasing utilisation, no migration")
             for k, tasks in placed_tasks.items():
-                ok &= _analyze_group(f"CPU {k}", tasks, sched, None, measured)
+                ok &= _analyze_group(f"CPU {k}", tasks, sched, None, measured, exceeded)
         else:
-            ok = _analyze_group(str(file), system.tasks, sched, None, measured)
+            ok = _analyze_group(str(file), system.tasks, sched, None, measured, exceeded)
         _out.print("verdict: " + ("schedulable" if ok else "NOT schedulable"))
-        _explain_excess()
+        _explain_excess(exceeded)
     except InputError as exc:
         _fail(exc)
 
 
-def _explain_excess() -> None:
+def _explain_excess(exceeded: list[str]) -> None:
     """A measured response above its bound: say what the model leaves out (the measurement
     counts from the nominal release)."""
-    if _EXCEEDED:
-        _out.print(f"measured above the bound: {', '.join(_EXCEEDED)}. A measured response counts from the nominal "
+    if exceeded:
+        _out.print(f"measured above the bound: {', '.join(exceeded)}. A measured response counts from the nominal "
                    "release, so the wake-up latency and the time the kernel took are in it but not in the model: give "
                    "them as the task's jitter and blocking, or read the excess as what they cost.")
 

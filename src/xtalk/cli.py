@@ -143,11 +143,17 @@ def _machine_line(fixture: Path) -> str:
 
 
 @command
-def summary(results: Path = typer.Argument(..., help="results directory of an experiment")):
-    """Print (and rewrite) the summary table of a results directory."""
+def summary(results: Path = typer.Argument(..., help="results directory of an experiment or a campaign")):
+    """Print (and rewrite) the summary table of a results directory (per cell for a campaign)."""
+    from .report.campaign_cells import is_campaign
     from .report.summary import write_summary
     from .store import open as open_results
 
+    if is_campaign(results):
+        from .report.campaign_summary import write_campaign_summary
+
+        write_campaign_summary(results, console=console)
+        return
     try:
         r = open_results(results)
     except FileNotFoundError as e:

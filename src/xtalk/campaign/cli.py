@@ -162,6 +162,18 @@ def _drive(store: Path, targets, cluster, target_wait, security=None) -> None:
         Executor(store, targets, console=console, kind=_kind(targets, None), target_wait=target_wait).run()
     for line in read_status(store).lines():
         console.print(line)
+    _summary(store)
+
+
+def _summary(store: Path) -> None:
+    """The per-cell summary (slowdown, ε verdict, guards), printed and written as summary.md
+    and summary.json; the runs are safe on disk already, so a failure here is only reported."""
+    from ..report.campaign_summary import write_campaign_summary
+
+    try:
+        write_campaign_summary(store, console=console)
+    except Exception as e:  # noqa: BLE001 - the campaign itself succeeded; `xtalk summary DIR` retries
+        console.print(f"[yellow]no campaign summary: {e}; run `xtalk summary {store}`[/]", highlight=False)
 
 
 @_command

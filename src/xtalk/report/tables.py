@@ -264,10 +264,17 @@ def _misses(data: ReportData) -> pd.DataFrame:
 # --------------------------------------------------------------------------- verdicts
 
 
-def _specs(data: ReportData, epsilons) -> list[EpsilonSpec]:
+def _specs(data: ReportData, epsilons, configuration: str | None = None) -> list[EpsilonSpec]:
+    """The ε bounds that apply to ``configuration`` (all of them when None): the experiment's,
+    those given (``--epsilon``), and those its runs carry as the ``epsilon`` label (a
+    campaign's application ε, stored on every run by campaign/grid.py)."""
     out = eps.from_experiment(data.experiment)
     for e in epsilons or ():
         out.append(e if isinstance(e, EpsilonSpec) else eps.parse(e))
+    run_ids = None
+    if configuration is not None:
+        run_ids = data.runs.loc[data.runs["configuration"] == configuration, "run_id"]
+    out += [s for s in eps.from_labels(data.parameters, run_ids) if s not in out]
     return out
 
 
@@ -275,12 +282,20 @@ def epsilon_table(x, epsilons: Sequence = (), *, n_boot: int = 2000, seed: int =
     """One row per scenario, configuration and ε bound: observed value and CI, the bound, the
     verdict (holds / violated / inconclusive; analysis.verdict.epsilon_verdict)."""
     data = _data(x)
+    key = ("epsilon", tuple(epsilons or ()), n_boot, seed)
+    return _memo(data, key, lambda: _epsilon_table(data, epsilons, n_boot, seed)).copy()
+
+
+def _epsilon_table(data: ReportData, epsilons: Sequence, n_boot: int, seed: int) -> pd.DataFrame:
     rows = []
-    for spec in _specs(data, epsilons):
-        for scen, conf in groups(data):
-            cols = ["exec_ns", "response_ns", "start_ns", "end_ns", "release_ns"]
-            solo = _subset(data, SOLO, conf, cols)
-            cur = _subset(data, scen, conf, cols)
+    cols = ["exec_ns", "response_ns", "start_ns", "end_ns", "release_ns"]
+    for scen, conf in groups(data):
+        specs = _specs(data, epsilons, conf)
+        if not specs:
+            continue
+        solo = _subset(data, SOLO, conf, cols)
+        cur = _subset(data, scen, conf, cols)
+        for spec in specs:
             if spec.relative is not None and (scen == SOLO or solo.empty):
                 continue  # a bound relative to solo says nothing about solo itself
             r = vd.epsilon_verdict(solo if len(solo) else None, cur, spec, n_boot=n_boot, seed=seed)

@@ -2,9 +2,12 @@
 tests and its scale check: the layout `xtalk campaign run` writes (campaign.toml,
 campaign.json, runs/<id>/run.json with the campaign's labels, jobs.parquet), no agent.
 
-What is planted: every cell's execution (and response) time is the solo one times
-``slowdown(configuration, family, enemies, total)``, so the right two-way grid is known;
-every run carries the application's ε label exactly as campaign/grid.py stores it.
+What is planted: solo's execution (and response) time is ``exec_ns`` times
+``slowdown(configuration, "solo", 0, "")``, and every other cell's is solo's times its
+slowdown (``scenarios[name]``, or ``slowdown(configuration, family, enemies, total)`` for a
+two-way cell), so the right two-way grid is known; cells for
+which ``excluded`` is true are absent, as a campaign leaves out infeasible shares; every run
+carries the application's ε label exactly as campaign/grid.py stores it.
 """
 
 from __future__ import annotations
@@ -27,28 +30,41 @@ class Family:
     totals: list
 
 
-#: A planted slowdown: (configuration, family or scenario name, enemies, total as written) -> factor.
+#: A planted factor: (configuration, family or scenario name, enemies, total as written) -> factor.
 Planted = Callable[[str, str, int, str], float]
 
 
+def _one(conf: str, name: str, n: int, total: str) -> float:
+    return 1.0
+
+
+def _never(conf: str, name: str, n: int, total: str) -> bool:
+    return False
+
+
 def write_campaign(root: Path, *, families: list[Family], configurations: tuple = ("other", "fifo"),
-                   scenarios: dict[str, float] | None = None, slowdown: Planted = lambda *a: 1.0,
+                   scenarios: dict[str, float] | None = None, slowdown: Planted = _one,
+                   excluded: Callable[[str, str, int, str], bool] = _never,
                    epsilon: dict | None = None, application: str = "aocs", repetitions: int = 2, jobs: int = 40,
                    period_ns: int = 1_000_000, exec_ns: float = 200_000, name: str = "planted") -> Path:
-    """Write a campaign directory under ``root``; ``scenarios``: explicit scenario -> slowdown."""
+    """Write a campaign directory under ``root``; ``scenarios``: explicit scenario -> its
+    slowdown against solo."""
     root = Path(root)
     (root / "runs").mkdir(parents=True, exist_ok=True)
     eps_label = json.dumps(epsilon or {"on": "response", "relative": 1.5, "statistic": "p99"})
     cells = []  # (scenario, extra labels, factor) per configuration
     for conf in configurations:
-        cells.append((conf, "solo", {}, 1.0))
+        solo = slowdown(conf, "solo", 0, "")
+        cells.append((conf, "solo", {}, solo))
         for sc, f in (scenarios or {}).items():
-            cells.append((conf, sc, {}, f))
+            cells.append((conf, sc, {}, f * solo))
         for fam in families:
             for total in fam.totals:
                 for n in fam.counts:
+                    if excluded(conf, fam.name, n, str(total)):
+                        continue
                     lb = {"two_way": fam.name, "enemies": str(n), "total": str(total)}
-                    cells.append((conf, f"{fam.name}-n{n}-t{total}", lb, slowdown(conf, fam.name, n, str(total))))
+                    cells.append((conf, f"{fam.name}-n{n}-t{total}", lb, solo * slowdown(conf, fam.name, n, str(total))))
     runs, i = [], 0
     victim = {"period_ns": period_ns, "deadline_ns": period_ns, "sched": {"policy": "fifo", "priority": 90}}
     for rep in range(repetitions):

@@ -200,3 +200,17 @@ def test_campaign_report_renders_in_chromium(two_way, tmp_path):
     assert all(i["ok"] for i in main["imgs"]) and all(s["ok"] for s in main["svgs"])
     assert {"Verdicts", "Two-way views", "Worst cells", "Warnings"} <= set(main["sections"])
     assert group["status"] == "0/0" and group["sections"]
+
+
+def test_a_cell_whose_runs_recorded_no_job_is_listed_as_such(tmp_path):
+    root = write_campaign(tmp_path / "c", families=[], scenarios={"read": 1.2, "broken": 1.2}, repetitions=2, jobs=40)
+    for d in (root / "runs").glob("*-other-broken-*"):
+        (d / "jobs.parquet").unlink()
+        meta = json.loads((d / "run.json").read_text())
+        (d / "run.json").write_text(json.dumps({**meta, "status": "failed", "jobs_recorded": 0}))
+    cells = write_campaign_summary(root).set_index(["group", "scenario"])
+    assert cells.loc[("other", "broken"), "status"] == "NO JOBS"
+    assert cells.loc[("other", "broken"), ["runs", "runs_ok", "jobs"]].tolist() == [2, 0, 0]
+    assert cells.loc[("fifo", "broken"), "eps_verdict"] == "holds"
+    assert "| other | broken | 0/2 | 0 |" in (root / "summary.md").read_text()
+    assert "no jobs (0/2 runs ok)" in build(root, csv=False).read_text()

@@ -164,17 +164,22 @@ def cell_table(cd: CampaignData, epsilons: Sequence = (), *, n_boot: int = 1000)
     n_runs, n_ok = status.size(), status.agg(lambda s: int((s == "completed").sum()))
     first_run = data.runs.groupby(["configuration", "scenario"])["run_id"].first()
     order = {s: i for i, s in enumerate(data.scenarios)}
-    keys = sorted(per, key=lambda k: (list(cd.groups).index(k[0]) if k[0] in cd.groups else 99, order.get(k[1], 999)))
+    # Every cell that has runs, with jobs or not: a cell whose runs all failed is listed as such.
+    keys = list(dict.fromkeys(list(per) + [(str(g), str(sc)) for g, sc in n_runs.index]))
+    keys.sort(key=lambda k: (list(cd.groups).index(k[0]) if k[0] in cd.groups else 99, order.get(k[1], 999)))
     specs = {g: tb._specs(data, epsilons, g) for g in dict.fromkeys(k[0] for k in keys)}
     floors = {(g, m): _floor(per.get((g, SOLO), {}).get(m, []), n_boot) for g in specs for m in ("exec_ns", "response_ns")}
     rows = []
     for g, sc in keys:
-        cur, ref = per[(g, sc)], per.get((g, SOLO))
+        cur, ref = per.get((g, sc)), per.get((g, SOLO))
         lb = cd.labels.get(first_run.get((g, sc)), {})
         row = {"group": g, **cd.groups.get(g, {}), "scenario": sc,
                "two_way": lb.get("two_way", ""), "enemies": lb.get("enemies", ""), "total": lb.get("total", ""),
                "runs": int(n_runs.get((g, sc), 0)), "runs_ok": int(n_ok.get((g, sc), 0)),
-               "jobs": int(sum(v.size for v in cur["exec_ns"]))}
+               "jobs": int(sum(v.size for v in cur["exec_ns"])) if cur else 0}
+        if cur is None:
+            rows.append(_no_jobs(row))
+            continue
         ex, resp = np.concatenate(cur["exec_ns"]).astype(float), np.concatenate(cur["response_ns"]).astype(float)
         row.update(exec_median_ms=float(np.median(ex)) / 1e6, exec_max_ms=float(ex.max()) / 1e6,
                    response_median_ms=float(np.median(resp)) / 1e6,
@@ -218,6 +223,22 @@ def cell_table(cd: CampaignData, epsilons: Sequence = (), *, n_boot: int = 1000)
     cells["warnings"] = [[w.to_dict() for w in fired if (w.configuration, w.scenario) == (g, s)]
                          for g, s in zip(cells["group"], cells["scenario"])]
     return cells
+
+
+def _no_jobs(row: dict) -> dict:
+    """A cell whose runs recorded no job (all failed or timed out before the first): listed,
+    every statistic NaN, its status saying so."""
+    for k in ("exec_median_ms", "exec_max_ms", "response_median_ms", "response_p99_ms", "response_max_ms"):
+        row[k] = math.nan
+    for m in ("exec", "response"):
+        row.update({f"{m}_slowdown_median": math.nan, f"{m}_slowdown_median_lo": math.nan,
+                    f"{m}_slowdown_median_hi": math.nan, f"{m}_slowdown_max": math.nan, f"{m}_noise_floor": math.nan})
+    row.update(deadline_misses=0, serious_misses=0, epsilon="", eps_verdict="no jobs", eps_observed_ms=math.nan,
+               eps_bound_ms=math.nan, eps_ratio=math.nan, eps_ratio_lo=math.nan, eps_ratio_hi=math.nan,
+               status="NO JOBS")
+    row["verdict"] = (f"{row['group']} · {row['scenario']}: NO JOBS — {row['runs']} run(s), {row['runs_ok']} completed, "
+                      "none recorded a job; see each run's postmortem/ (xtalk campaign status DIR)")
+    return row
 
 
 def _epsilon(specs: list, sc: str, cur: dict, ref: dict | None, n_boot: int) -> dict:

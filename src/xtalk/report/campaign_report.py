@@ -66,7 +66,9 @@ def verdict_matrix(cells: pd.DataFrame) -> str:
                 tds.append('<td class="note">–</td>')
                 continue
             r = by.loc[(sc, g)]
-            if sc == "solo":
+            if r["status"] == "NO JOBS":
+                text, cls = f"no jobs ({r['runs_ok']}/{r['runs']} runs ok)", "bad"
+            elif sc == "solo":
                 text, cls = f"reference {r['exec_median_ms']:.3g} ms", ""
             elif r["eps_verdict"] in CLASS:
                 text, cls = cs.eps_text(r["eps_verdict"], r["eps_ratio"], r["eps_observed_ms"]), CLASS[r["eps_verdict"]]

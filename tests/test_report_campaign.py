@@ -214,3 +214,27 @@ def test_a_cell_whose_runs_recorded_no_job_is_listed_as_such(tmp_path):
     assert cells.loc[("fifo", "broken"), "eps_verdict"] == "holds"
     assert "| other | broken | 0/2 | 0 |" in (root / "summary.md").read_text()
     assert "no jobs (0/2 runs ok)" in build(root, csv=False).read_text()
+
+
+def test_a_real_campaign_declaring_epsilon_gets_verdicts_and_guards(tmp_path):
+    """A tiny campaign run by the agent (tests/campaign_util.py: `epsilon = { on = "exec",
+    relative = 1.5 }`): `campaign run` ends with the per-cell summary, and the report's verdicts
+    carry that ε."""
+    import os
+
+    from campaign_util import campaign_dirs, tiny
+
+    if os.geteuid() != 0:
+        pytest.skip("the agent runs victims under real-time policies: needs root")
+    r = xtalk("campaign", "run", tiny(tmp_path, jobs=40), "--results", tmp_path / "res", timeout=600)
+    assert r.returncode == 0, r.stderr
+    assert "ε (exec max ≤ 1.5× solo):" in r.stdout and "of 1 cells" in r.stdout
+    (d,) = campaign_dirs(tmp_path / "res")
+    stored = {c["scenario"]: c for c in json.loads((d / "summary.json").read_text())}
+    assert stored["pi"]["eps_verdict"] in ("holds", "violated", "inconclusive")
+    assert stored["pi"]["epsilon"] == "exec max ≤ 1.5× solo"
+    # Three runs per side: the maximum's guard fires, in the terminal and in the file.
+    assert "too_few_runs_for_max" in {w["kind"] for w in stored["pi"]["warnings"]}
+    assert "warning: default / pi: the max slowdown comes from 3 run(s)" in r.stdout
+    html = build(d, csv=False).read_text()
+    assert "no ε given" not in html and "exec max ≤ 1.5× solo" in html

@@ -185,12 +185,13 @@ def characterize(quick: bool = typer.Option(False, "--quick", help="few enemies,
 
 
 @command
-def report(results: Path = typer.Argument(..., help="results directory of an experiment"),
+def report(results: Path = typer.Argument(..., help="results directory of an experiment or a campaign"),
            epsilon: list[str] = typer.Option([], "--epsilon", "-e",
                                              help="ε bound METRIC:STATISTIC:BOUND, e.g. exec:max:1.2x or response:p99:12ms (repeatable)"),
            out: Optional[Path] = typer.Option(None, "-o", "--out", help="output directory (default RESULTS/report)"),
            csv: bool = typer.Option(True, "--csv/--no-csv", help="export jobs.csv and probes.csv")):
-    """Write the HTML report (self-contained), figures, Markdown summary and CSV files of an experiment."""
+    """Write the HTML report (self-contained), figures, Markdown summary and CSV files of an experiment
+    (of a campaign: verdicts per cell, two-way views, worst cells, one page per group)."""
     from .report.build import build
 
     build(results, out, epsilon, csv=csv, console=console)

@@ -274,8 +274,8 @@ def _line(row: dict) -> str:
         parts.append(f"reference: exec median {row['exec_median_ms']:.3f} ms, response p99 {row['response_p99_ms']:.3f} ms")
     else:
         for m in ("exec", "response"):
-            parts.append(f"{m} median {tb._fmt_ci(row[f'{m}_slowdown_median'], row[f'{m}_slowdown_median_lo'], row[f'{m}_slowdown_median_hi'])}"
-                         f" ({row[f'{m}_interference']})")
+            ci = tb._fmt_ci(*(row[f"{m}_slowdown_median{k}"] for k in ("", "_lo", "_hi")))
+            parts.append(f"{m} median {ci} ({row[f'{m}_interference']})")
     parts.append(f"{row['deadline_misses']} deadline miss{'es' if row['deadline_misses'] != 1 else ''}, "
                  f"{row['serious_misses']} serious")
     if row["eps_verdict"] in vd.VERDICTS:

@@ -30,7 +30,7 @@ from . import campaign_figures as cf
 from . import campaign_summary as cs
 from . import figures as fg
 from .export import export_jobs, export_tables
-from .html import Section, page, table_html, verdict_list
+from .html import Section, page, verdict_list
 
 #: Worst cells listed on the main page.
 WORST = 10

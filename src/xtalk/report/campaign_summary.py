@@ -79,7 +79,8 @@ def epsilon_line(cells: pd.DataFrame) -> str:
     parts = [f"{int(counts.get(k, 0))} {k}" for k in ("violated", "inconclusive", "holds") if counts.get(k, 0)]
     rest = int(len(c) - sum(int(counts.get(k, 0)) for k in ("violated", "inconclusive", "holds")))
     if rest:
-        parts.append(f"{rest} without a verdict ({', '.join(sorted(set(c['eps_verdict']) - {'violated', 'inconclusive', 'holds'}))})")
+        why = sorted(set(c["eps_verdict"]) - {"violated", "inconclusive", "holds"})
+        parts.append(f"{rest} without a verdict ({', '.join(why)})")
     bounds = sorted({e for e in c["epsilon"] if e})
     return f"ε ({'; '.join(bounds) or 'none given'}): " + ", ".join(parts) + f" of {len(c)} cells"
 

@@ -238,3 +238,16 @@ def test_a_real_campaign_declaring_epsilon_gets_verdicts_and_guards(tmp_path):
     assert "warning: default / pi: the max slowdown comes from 3 run(s)" in r.stdout
     html = build(d, csv=False).read_text()
     assert "no ε given" not in html and "exec max ≤ 1.5× solo" in html
+
+
+def test_the_generic_two_way_grid_sorts_labels_by_value():
+    """tables.two_way_grid (the experiment report's grid over run labels) reads its labels
+    as numbers or durations: "10ms" after "5ms", 262144 after 65536."""
+    import pandas as pd
+
+    t = pd.DataFrame({"total": ["10ms", "2ms", "5ms", "10ms"], "n": ["4", "1", "1", "1"], "exec_ns": [4.0, 1.0, 2.0, 3.0]})
+    g = tb.two_way_grid(t, "total", "n")
+    assert list(g.columns) == ["2ms", "5ms", "10ms"] and list(g.index) == ["1", "4"]
+    t = pd.DataFrame({"total": ["65536", "262144"], "n": ["2", "10"], "exec_ns": [1.0, 2.0]})
+    g = tb.two_way_grid(t, "total", "n")
+    assert list(g.columns) == ["65536", "262144"] and list(g.index) == ["2", "10"]

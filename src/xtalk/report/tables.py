@@ -29,6 +29,7 @@ from ..analysis import stats as st
 from ..analysis import verdict as vd
 from ..analysis import wakeup as wk
 from ..analysis.verdict import EpsilonSpec
+from ..config import units
 from . import epsilon as eps
 from .data import SOLO, ReportData, load
 
@@ -549,7 +550,21 @@ def two_way_grid(table: pd.DataFrame, x: str, y: str, value: str = "exec_ns", st
     q = st._quantile_level(statistic)
     g = table.groupby([y, x], observed=True)[value]
     cells = g.quantile(q) if q is not None else g.agg(statistic)
-    return cells.unstack(x).sort_index().sort_index(axis=1)
+    grid = cells.unstack(x)
+    return grid.loc[sorted(grid.index, key=_by_value), sorted(grid.columns, key=_by_value)]
+
+
+def _by_value(label) -> tuple:
+    """Sort key of a grid label by its value: numbers, then durations (as ns), then text, so
+    that "10ms" comes after "5ms" and 262144 after 65536."""
+    try:
+        return (0, float(label), "")
+    except (TypeError, ValueError):
+        pass
+    try:
+        return (1, float(units.duration_ns(str(label), "label")), "")
+    except ValueError:
+        return (2, 0.0, str(label))
 
 
 def grid_parameters(data: ReportData) -> list[str]:

@@ -218,8 +218,8 @@ def test_a_cell_whose_runs_recorded_no_job_is_listed_as_such(tmp_path):
 
 def test_a_real_campaign_declaring_epsilon_gets_verdicts_and_guards(tmp_path):
     """A tiny campaign run by the agent (tests/campaign_util.py: `epsilon = { on = "exec",
-    relative = 1.5 }`): `campaign run` ends with the per-cell summary, and the report's verdicts
-    carry that ε."""
+    relative = 1.5 }`): `xtalk summary` on it gives every cell's ε verdict and guards, and the
+    report's verdicts carry that ε."""
     import os
 
     from campaign_util import campaign_dirs, tiny
@@ -228,8 +228,11 @@ def test_a_real_campaign_declaring_epsilon_gets_verdicts_and_guards(tmp_path):
         pytest.skip("the agent runs victims under real-time policies: needs root")
     r = xtalk("campaign", "run", tiny(tmp_path, jobs=40), "--results", tmp_path / "res", timeout=600)
     assert r.returncode == 0, r.stderr
-    assert "ε (exec max ≤ 1.5× solo):" in r.stdout and "of 1 cells" in r.stdout
     (d,) = campaign_dirs(tmp_path / "res")
+    assert f"xtalk summary {d}" in r.stdout
+    r = xtalk("summary", d)
+    assert r.returncode == 0, r.stderr
+    assert "ε (exec max ≤ 1.5× solo):" in r.stdout and "of 1 cells" in r.stdout
     stored = {c["scenario"]: c for c in json.loads((d / "summary.json").read_text())}
     assert stored["pi"]["eps_verdict"] in ("holds", "violated", "inconclusive")
     assert stored["pi"]["epsilon"] == "exec max ≤ 1.5× solo"

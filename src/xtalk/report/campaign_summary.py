@@ -1,6 +1,7 @@
 """The campaign summary: one row per cell (campaign_cells.cell_table) with its slowdown, its
-ε verdict and its guards, printed at the end of `xtalk campaign run` / `resume` and by
-`xtalk summary DIR`, and written as DIR/summary.md and DIR/summary.json."""
+ε verdict and its guards, printed by `xtalk summary DIR` (which `campaign run` and `resume`
+name when they end) and written as DIR/summary.md and DIR/summary.json; the campaign report
+writes the same Markdown."""
 
 from __future__ import annotations
 

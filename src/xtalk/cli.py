@@ -143,11 +143,17 @@ def _machine_line(fixture: Path) -> str:
 
 
 @command
-def summary(results: Path = typer.Argument(..., help="results directory of an experiment")):
-    """Print (and rewrite) the summary table of a results directory."""
+def summary(results: Path = typer.Argument(..., help="results directory of an experiment or a campaign")):
+    """Print (and rewrite) the summary table of a results directory (per cell for a campaign)."""
+    from .report.campaign_cells import is_campaign
     from .report.summary import write_summary
     from .store import open as open_results
 
+    if is_campaign(results):
+        from .report.campaign_summary import write_campaign_summary
+
+        write_campaign_summary(results, console=console)
+        return
     try:
         r = open_results(results)
     except FileNotFoundError as e:
@@ -179,12 +185,13 @@ def characterize(quick: bool = typer.Option(False, "--quick", help="few enemies,
 
 
 @command
-def report(results: Path = typer.Argument(..., help="results directory of an experiment"),
+def report(results: Path = typer.Argument(..., help="results directory of an experiment or a campaign"),
            epsilon: list[str] = typer.Option([], "--epsilon", "-e",
                                              help="ε bound METRIC:STATISTIC:BOUND, e.g. exec:max:1.2x or response:p99:12ms (repeatable)"),
            out: Optional[Path] = typer.Option(None, "-o", "--out", help="output directory (default RESULTS/report)"),
            csv: bool = typer.Option(True, "--csv/--no-csv", help="export jobs.csv and probes.csv")):
-    """Write the HTML report (self-contained), figures, Markdown summary and CSV files of an experiment."""
+    """Write the HTML report (self-contained), figures, Markdown summary and CSV files of an experiment
+    (of a campaign: verdicts per cell, two-way views, worst cells, one page per group)."""
     from .report.build import build
 
     build(results, out, epsilon, csv=csv, console=console)

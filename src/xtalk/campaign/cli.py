@@ -162,6 +162,10 @@ def _drive(store: Path, targets, cluster, target_wait, security=None) -> None:
         Executor(store, targets, console=console, kind=_kind(targets, None), target_wait=target_wait).run()
     for line in read_status(store).lines():
         console.print(line)
+    # The per-cell analysis is a command of its own: it costs seconds of imports and bootstrap
+    # that the campaign's estimate (and a user waiting on a one-minute campaign) should not pay.
+    console.print(f"per cell (slowdown, ε verdict, warnings): xtalk summary {store}; report: xtalk report {store}",
+                  highlight=False, soft_wrap=True)
 
 
 @_command

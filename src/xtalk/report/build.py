@@ -302,6 +302,12 @@ def build(path, out: Path | None = None, epsilons: Sequence = (), *, csv: bool =
     for e in epsilons:  # bad ε input fails before any work
         if not isinstance(e, eps.EpsilonSpec):
             eps.parse(e)
+    from .campaign_cells import is_campaign
+
+    if not isinstance(path, ReportData) and is_campaign(path):  # a campaign leads with its grids and verdicts
+        from .campaign_report import build_campaign
+
+        return build_campaign(path, out, epsilons, csv=csv, console=console)
     runs = path.runs if isinstance(path, ReportData) else load_runs(path)
     convert_stale(runs)  # before the export thread reads the Parquet files
     root = path.path if isinstance(path, ReportData) else Path(path)

@@ -90,3 +90,46 @@ def describe(spec: EpsilonSpec) -> str:
     """``exec max ≤ 1.2× solo`` / ``response p99 ≤ 12 ms``."""
     bound = f"{spec.relative:g}× solo" if spec.relative is not None else f"{spec.bound_ns / 1e6:g} ms"
     return f"{spec.metric} {spec.statistic} ≤ {bound}"
+
+
+#: Campaign statistics (campaign/schema.py `Epsilon.statistic`) in the verdict's own names.
+_CAMPAIGN_STATISTIC = {"p999": "p99.9"}
+
+
+def from_campaign_label(text, field: str = "label epsilon") -> EpsilonSpec:
+    """An ε from a campaign run's ``epsilon`` label: the application's
+    ``{ on, bound | relative, statistic }`` table as campaign/grid.py stores it (JSON)."""
+    import json
+
+    try:
+        spec = json.loads(text) if isinstance(text, str) else dict(text)
+    except (TypeError, ValueError):
+        raise UsageError(f"{field}: cannot read {text!r}; expected the JSON of a campaign ε "
+                         '(e.g. {"on": "response", "relative": 1.5, "statistic": "p99"})') from None
+    statistic = str(spec.get("statistic", "max"))
+    kw = {"metric": spec.get("on", "response"), "statistic": _CAMPAIGN_STATISTIC.get(statistic, statistic)}
+    if spec.get("relative") is not None:
+        kw["relative"] = float(spec["relative"])
+    elif spec.get("bound") is not None:
+        try:
+            kw["bound_ns"] = float(duration_ns(spec["bound"], f"{field}.bound"))
+        except ValueError as e:
+            raise UsageError(str(e)) from None
+    try:
+        return EpsilonSpec(**kw)
+    except ValueError as e:
+        raise UsageError(f"{field}: {e}") from None
+
+
+def from_labels(parameters, run_ids=None) -> list[EpsilonSpec]:
+    """The distinct ε of the runs (all, or those in ``run_ids``) whose labels carry one: a
+    campaign stores its application's ε on every run (label ``epsilon``)."""
+    if parameters is None or len(parameters) == 0 or "epsilon" not in parameters.columns:
+        return []
+    p = parameters if run_ids is None else parameters[parameters["run_id"].isin(set(run_ids))]
+    out: list[EpsilonSpec] = []
+    for text in dict.fromkeys(t for t in p["epsilon"] if isinstance(t, str) and t):
+        spec = from_campaign_label(text)
+        if spec not in out:
+            out.append(spec)
+    return out

@@ -29,6 +29,7 @@ from ..analysis import stats as st
 from ..analysis import verdict as vd
 from ..analysis import wakeup as wk
 from ..analysis.verdict import EpsilonSpec
+from ..config import units
 from . import epsilon as eps
 from .data import SOLO, ReportData, load
 
@@ -264,10 +265,17 @@ def _misses(data: ReportData) -> pd.DataFrame:
 # --------------------------------------------------------------------------- verdicts
 
 
-def _specs(data: ReportData, epsilons) -> list[EpsilonSpec]:
+def _specs(data: ReportData, epsilons, configuration: str | None = None) -> list[EpsilonSpec]:
+    """The ε bounds that apply to ``configuration`` (all of them when None): the experiment's,
+    those given (``--epsilon``), and those its runs carry as the ``epsilon`` label (a
+    campaign's application ε, stored on every run by campaign/grid.py)."""
     out = eps.from_experiment(data.experiment)
     for e in epsilons or ():
         out.append(e if isinstance(e, EpsilonSpec) else eps.parse(e))
+    run_ids = None
+    if configuration is not None:
+        run_ids = data.runs.loc[data.runs["configuration"] == configuration, "run_id"]
+    out += [s for s in eps.from_labels(data.parameters, run_ids) if s not in out]
     return out
 
 
@@ -275,12 +283,20 @@ def epsilon_table(x, epsilons: Sequence = (), *, n_boot: int = 2000, seed: int =
     """One row per scenario, configuration and ε bound: observed value and CI, the bound, the
     verdict (holds / violated / inconclusive; analysis.verdict.epsilon_verdict)."""
     data = _data(x)
+    key = ("epsilon", tuple(epsilons or ()), n_boot, seed)
+    return _memo(data, key, lambda: _epsilon_table(data, epsilons, n_boot, seed)).copy()
+
+
+def _epsilon_table(data: ReportData, epsilons: Sequence, n_boot: int, seed: int) -> pd.DataFrame:
     rows = []
-    for spec in _specs(data, epsilons):
-        for scen, conf in groups(data):
-            cols = ["exec_ns", "response_ns", "start_ns", "end_ns", "release_ns"]
-            solo = _subset(data, SOLO, conf, cols)
-            cur = _subset(data, scen, conf, cols)
+    cols = ["exec_ns", "response_ns", "start_ns", "end_ns", "release_ns"]
+    for scen, conf in groups(data):
+        specs = _specs(data, epsilons, conf)
+        if not specs:
+            continue
+        solo = _subset(data, SOLO, conf, cols)
+        cur = _subset(data, scen, conf, cols)
+        for spec in specs:
             if spec.relative is not None and (scen == SOLO or solo.empty):
                 continue  # a bound relative to solo says nothing about solo itself
             r = vd.epsilon_verdict(solo if len(solo) else None, cur, spec, n_boot=n_boot, seed=seed)
@@ -534,7 +550,21 @@ def two_way_grid(table: pd.DataFrame, x: str, y: str, value: str = "exec_ns", st
     q = st._quantile_level(statistic)
     g = table.groupby([y, x], observed=True)[value]
     cells = g.quantile(q) if q is not None else g.agg(statistic)
-    return cells.unstack(x).sort_index().sort_index(axis=1)
+    grid = cells.unstack(x)
+    return grid.loc[sorted(grid.index, key=_by_value), sorted(grid.columns, key=_by_value)]
+
+
+def _by_value(label) -> tuple:
+    """Sort key of a grid label by its value: numbers, then durations (as ns), then text, so
+    that "10ms" comes after "5ms" and 262144 after 65536."""
+    try:
+        return (0, float(label), "")
+    except (TypeError, ValueError):
+        pass
+    try:
+        return (1, float(units.duration_ns(str(label), "label")), "")
+    except ValueError:
+        return (2, 0.0, str(label))
 
 
 def grid_parameters(data: ReportData) -> list[str]:

@@ -1,0 +1,223 @@
+"""`xtalk report CAMPAIGN_DIR`: a campaign report that leads with what a campaign is for.
+
+    REPORT/index.html          verdicts (ε per cell, as a matrix), the two-way views (per enemy
+                               family and per group: slowdown heat map beside its 3-D surface), the
+                               worst cells, the guards, every cell in one table
+    REPORT/cells/<group>.html  per-group detail, one click away: each cell's verdict line,
+                               guards and numbers
+    REPORT/summary.md          the campaign summary (campaign_summary.py)
+    REPORT/tables/*.csv        cells.csv, one grid_<family>_<group>.csv per two-way view
+    REPORT/figures/            every figure as PNG and SVG (cells/ for the detail pages)
+    REPORT/csv/jobs.csv        one row per job
+
+The figures on the main page are a fixed number per two-way view, not per cell: a campaign of
+88 cells gave 182 figures and 10 MB when each cell was reported like an experiment.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import html
+import re
+import time
+from pathlib import Path
+from typing import Sequence
+
+import pandas as pd
+
+from . import campaign_cells as cc
+from . import campaign_figures as cf
+from . import campaign_summary as cs
+from . import figures as fg
+from .export import export_jobs, export_tables
+from .html import Section, page, verdict_list
+
+#: Worst cells listed on the main page.
+WORST = 10
+#: Cell-table columns shown in the HTML (every column is in tables/cells.csv and summary.json).
+SHOWN = ["group", "scenario", "runs_ok", "jobs", "exec_median_ms", "response_p99_ms", "exec_slowdown_median",
+         "exec_slowdown_median_lo", "exec_slowdown_median_hi", "response_slowdown_median", "deadline_misses",
+         "serious_misses", "epsilon", "eps_verdict", "eps_ratio", "status"]
+CLASS = {"violated": "bad", "inconclusive": "warn", "holds": "good"}
+CSS = (".matrix td.bad{background:#f8d7cf}.matrix td.warn{background:#fbf0c9}.matrix td.good{background:#d6efe9}"
+       ".matrix td{text-align:center}.matrix a{color:inherit}")
+
+
+def slug(s: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.=-]+", "_", str(s)).strip("_") or "default"
+
+
+def _cell_link(group: str, scenario: str, text: str) -> str:
+    return (f'<a href="cells/{html.escape(slug(group))}.html#{html.escape(slug(scenario))}">'
+            f"{html.escape(text)}</a>")
+
+
+def verdict_matrix(cells: pd.DataFrame) -> str:
+    """Rows: scenarios; columns: groups; each cell its ε verdict and ratio, coloured, linking
+    to its detail."""
+    groups = list(dict.fromkeys(cells["group"]))
+    by = cells.set_index(["scenario", "group"])
+    head = "<th>scenario</th>" + "".join(f"<th>{html.escape(g)}</th>" for g in groups)
+    body = []
+    for sc in cc.scenario_order(cells):
+        tds = []
+        for g in groups:
+            if (sc, g) not in by.index:
+                tds.append('<td class="note">–</td>')
+                continue
+            r = by.loc[(sc, g)]
+            if r["status"] == "NO JOBS":
+                text, cls = f"no jobs ({r['runs_ok']}/{r['runs']} runs ok)", "bad"
+            elif sc == "solo":
+                text, cls = f"reference {r['exec_median_ms']:.3g} ms", ""
+            elif r["eps_verdict"] in CLASS:
+                text, cls = cs.eps_text(r["eps_verdict"], r["eps_ratio"], r["eps_observed_ms"]), CLASS[r["eps_verdict"]]
+            else:
+                text, cls = f"×{r['exec_slowdown_median']:.2f} ({r['eps_verdict']})", "warn" if r["serious_misses"] else ""
+            if r["serious_misses"]:
+                cls, text = "bad", text + f", {r['serious_misses']} serious"
+            tds.append(f'<td class="{cls}">{_cell_link(g, sc, text)}</td>')
+        body.append(f"<tr><td>{html.escape(sc)}</td>{''.join(tds)}</tr>")
+    return f'<table class="matrix"><thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody></table>'
+
+
+class _CampaignBuilder:
+    def __init__(self, cd: cc.CampaignData, out: Path, epsilons: Sequence, n_boot: int):
+        self.cd, self.out, self.epsilons, self.n_boot = cd, out, list(epsilons), n_boot
+        self.figures: list[fg.Rendered] = []
+        self.tables: dict[str, pd.DataFrame] = {}
+        self.cells = cc.cell_table(cd, self.epsilons, n_boot=n_boot)
+        self.tables["cells"] = self.cells.drop(columns=["warnings"]).assign(
+            warnings=[" | ".join(w["message"] for w in ws) for ws in self.cells["warnings"]])
+
+    def fig(self, figure, name: str, title: str, caption: str) -> fg.Rendered | None:
+        if figure is None:
+            return None
+        r = fg.render(figure, self.out / "figures", name, title, caption)
+        self.figures.append(r)
+        return r
+
+    def verdicts(self) -> Section:
+        s = Section("verdicts", "Verdicts")
+        c = self.cells
+        s.text(cs.epsilon_line(c), cls="")
+        s.text("Each cell against its application's ε (the campaign file's `epsilon`, stored on every run), the ratio "
+               "to the solo of the same application, configuration and variant with its 95 % CI: holds when the whole "
+               "CI is within the bound, violated when it is all above, inconclusive otherwise. Click a cell for its "
+               "detail.")
+        s.raw(verdict_matrix(c))
+        return s
+
+    def views(self) -> Section:
+        s = Section("views", "Two-way views")
+        grids = cc.two_way_grids(self.cd, self.cells)
+        if not grids:
+            s.text("This campaign has no [[two_way]] family, so there is no (number of enemies × total) grid to draw; "
+                   "the verdict matrix above is its grid.")
+            return s
+        s.text("Per enemy family and per group (application, configuration, variant): the median execution-time slowdown "
+               "against the solo of the same group, over the number of enemies and the total resource they share "
+               "(seed 000 ch. 6). Axes are numeric, sorted by value, one unit each; excluded cells (infeasible "
+               "shares) are gaps. Tables: tables/grid_<family>_<group>.csv.")
+        for i, g in enumerate(grids):
+            self.tables[f"grid_{slug(g.family)}_{slug(g.group)}"] = g.slowdown
+            s.figure(self.fig(cf.two_way_view(g.slowdown, f"{g.title}: slowdown against solo"), f"view_{i}",
+                              f"Two-way view, {g.title}",
+                              f"Left: heat map; right: 3-D surface of the same cells. Rows / y: {g.row_label}; "
+                              f"columns / x: {g.col_label}."))
+        return s
+
+    def worst(self) -> Section:
+        s = Section("worst", "Worst cells")
+        w = cc.worst(self.cells, WORST)
+        s.text(f"The {len(w)} worst cells: ε violated first, then inconclusive, then serious misses and the largest "
+               "median slowdown.")
+        s.raw(verdict_list([(r.status, r.verdict) for r in w.itertuples()]))
+        links = ", ".join(_cell_link(r.group, r.scenario, f"{r.group} · {r.scenario}") for r in w.itertuples())
+        s.raw(f'<p class="note">Details: {links}</p>')
+        return s
+
+    def warnings(self) -> Section:
+        s = Section("warnings", "Warnings")
+        lines = cs.guard_lines(self.cells)
+        if not lines:
+            s.text("No guard fired on any cell.")
+        else:
+            s.text("Guards (analysis/guards.py) per cell; a guard firing on many cells is one line here, each cell's "
+                   "own list is in its detail page and in summary.json.")
+            s.raw(verdict_list([("inconclusive", line) for line in lines]))
+        return s
+
+    def all_cells(self) -> Section:
+        s = Section("cells", "Every cell")
+        groups = list(dict.fromkeys(self.cells["group"]))
+        s.raw('<p>Per-group detail: ' + ", ".join(
+            f'<a href="cells/{html.escape(slug(g))}.html">{html.escape(g)}</a>' for g in groups) + "</p>")
+        shown = self.cells[[c for c in SHOWN if c in self.cells.columns]]
+        s.table(shown, max_rows=len(shown))
+        return s
+
+    def cell_pages(self) -> list[Path]:
+        """One small page per group (tables only, no figure: cheap at any number of cells): its
+        cells' verdict lines, guards and numbers."""
+        out = []
+        (self.out / "cells").mkdir(parents=True, exist_ok=True)
+        for i, (g, c) in enumerate(self.cells.groupby("group", sort=False)):
+            sec = Section("cells", f"{g}: {len(c)} cells")
+            sec.raw('<p><a href="../index.html">← campaign report</a></p>')
+            for r in c.itertuples():
+                sec.raw(f'<h3 id="{html.escape(slug(r.scenario))}">{html.escape(r.scenario)}</h3>')
+                sec.raw(verdict_list([(r.status, r.verdict)] + [("inconclusive", "guard: " + w["message"]) for w in r.warnings]))
+            sec.table(c.drop(columns=["warnings", "verdict"]), "Numbers", max_rows=len(c))
+            p = self.out / "cells" / f"{slug(g)}.html"
+            p.write_text(page(f"{self.cd.name}: {g}", f"{len(c)} cells", [sec], "Part of the campaign report."))
+            out.append(p)
+        return out
+
+
+def build_campaign(path, out: Path | None = None, epsilons: Sequence = (), *, csv: bool = True, n_boot: int = 1000,
+                   console=None) -> Path:
+    """Write the campaign report of campaign directory ``path``; returns index.html."""
+    t0 = time.perf_counter()
+    root = Path(path)
+    out = Path(out) if out is not None else root / "report"
+    out.mkdir(parents=True, exist_ok=True)
+    cd = cc.load_campaign(root)
+    timings = {"load": time.perf_counter() - t0}
+    t = time.perf_counter()
+    b = _CampaignBuilder(cd, out, epsilons, n_boot)
+    timings["cells"] = time.perf_counter() - t
+    sections = []
+    for name in ("verdicts", "views", "worst", "warnings", "all_cells"):
+        t = time.perf_counter()
+        sections.append(getattr(b, name)())
+        timings[name] = time.perf_counter() - t
+    t = time.perf_counter()
+    pages = b.cell_pages()
+    timings["cell pages"] = time.perf_counter() - t
+    files = ["index.html", "summary.md", f"cells/*.html ({len(pages)} pages, one per group)",
+             "figures/*.png, figures/*.svg (one per two-way view)", "tables/cells.csv, tables/grid_*.csv"]
+    if csv:
+        n_jobs = export_jobs(cd.data.runs, out / "csv" / "jobs.csv")
+        files.append(f"csv/jobs.csv ({n_jobs} rows, one per job)")
+    export_tables(b.tables, out / "tables")
+    (out / "summary.md").write_text(cs.to_markdown(b.cells, cd.name))
+    exports = Section("files", "Files")
+    exports.raw("<ul>" + "".join(f"<li>{html.escape(f)}</li>" for f in files) + "</ul>")
+    exports.text("Python API: xtalk.report.campaign_cells.cell_table(load_campaign(DIR)) returns the cell table.")
+    sections.append(exports)
+    elapsed = time.perf_counter() - t0
+    subtitle = (f"{len(b.cells)} cells, {len(cd.data.runs)} runs, {len(cd.data.measured)} measured jobs, "
+                f"generated {dt.datetime.now().strftime('%Y-%m-%d %H:%M:%S')}")
+    html_path = out / "index.html"
+    html_path.write_text(page(f"xtalk campaign report: {cd.name}", subtitle, sections,
+                              f"Built in {elapsed:.1f} s by xtalk report.").replace("</style>", CSS + "</style>", 1))
+    if console is not None:
+        console.print(cs.epsilon_line(b.cells), highlight=False)
+        for line in cs.guard_lines(b.cells):
+            console.print(f"[yellow]warning: {line}[/]", highlight=False)
+        size = sum(p.stat().st_size for p in out.rglob("*") if p.is_file() and p.parent.name != "csv")
+        console.print(f"report: {html_path} ({len(b.figures)} figures on the main page, {len(pages)} group pages, "
+                      f"{size / 1e6:.1f} MB without csv/) in {elapsed:.1f} s: "
+                      + ", ".join(f"{k} {v:.1f}" for k, v in timings.items()), highlight=False, soft_wrap=True)
+    return html_path

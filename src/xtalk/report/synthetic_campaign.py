@@ -1,0 +1,89 @@
+"""Synthetic campaign directories with a planted slowdown per cell, for the campaign report's
+tests and its scale check: the layout `xtalk campaign run` writes (campaign.toml,
+campaign.json, runs/<id>/run.json with the campaign's labels, jobs.parquet), no agent.
+
+What is planted: solo's execution (and response) time is ``exec_ns`` times
+``slowdown(configuration, "solo", 0, "")``, and every other cell's is solo's times its
+slowdown (``scenarios[name]``, or ``slowdown(configuration, family, enemies, total)`` for a
+two-way cell), so the right two-way grid is known; cells for
+which ``excluded`` is true are absent, as a campaign leaves out infeasible shares; every run
+carries the application's ε label exactly as campaign/grid.py stores it.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from .synthetic import job_table, write_run
+
+
+@dataclass
+class Family:
+    """A two-way family as a campaign file declares it (``[[two_way]]``)."""
+
+    name: str
+    share: str
+    counts: list
+    totals: list
+
+
+#: A planted factor: (configuration, family or scenario name, enemies, total as written) -> factor.
+Planted = Callable[[str, str, int, str], float]
+
+
+def _one(conf: str, name: str, n: int, total: str) -> float:
+    return 1.0
+
+
+def _never(conf: str, name: str, n: int, total: str) -> bool:
+    return False
+
+
+def write_campaign(root: Path, *, families: list[Family], configurations: tuple = ("other", "fifo"),
+                   scenarios: dict[str, float] | None = None, slowdown: Planted = _one,
+                   excluded: Callable[[str, str, int, str], bool] = _never,
+                   epsilon: dict | None = None, application: str = "aocs", repetitions: int = 2, jobs: int = 40,
+                   period_ns: int = 1_000_000, exec_ns: float = 200_000, name: str = "planted") -> Path:
+    """Write a campaign directory under ``root``; ``scenarios``: explicit scenario -> its
+    slowdown against solo."""
+    root = Path(root)
+    (root / "runs").mkdir(parents=True, exist_ok=True)
+    eps_label = json.dumps(epsilon or {"on": "response", "relative": 1.5, "statistic": "p99"})
+    cells = []  # (scenario, extra labels, factor) per configuration
+    for conf in configurations:
+        solo = slowdown(conf, "solo", 0, "")
+        cells.append((conf, "solo", {}, solo))
+        for sc, f in (scenarios or {}).items():
+            cells.append((conf, sc, {}, f * solo))
+        for fam in families:
+            for total in fam.totals:
+                for n in fam.counts:
+                    if excluded(conf, fam.name, n, str(total)):
+                        continue
+                    lb = {"two_way": fam.name, "enemies": str(n), "total": str(total)}
+                    cells.append((conf, f"{fam.name}-n{n}-t{total}", lb, solo * slowdown(conf, fam.name, n, str(total))))
+    runs, i = [], 0
+    victim = {"period_ns": period_ns, "deadline_ns": period_ns, "sched": {"policy": "fifo", "priority": 90}}
+    for rep in range(repetitions):
+        for conf, sc, extra, factor in cells:
+            run_id = f"{i:04d}-{application}-{conf}-{sc}-r{rep}"
+            labels = {"configuration": conf, "application": application, "criticality": "B", "variant": "default",
+                      **extra, "campaign": name, "epsilon": eps_label}
+            j = job_table(jobs, period_ns=period_ns, exec_ns=exec_ns, slowdown=factor, warmup=2, seed=i,
+                          t0_ns=10**12 + i * 10**10)
+            d = write_run(root, run_id, sc, rep, j, labels=labels, victim=victim)
+            meta = json.loads((d / "run.json").read_text())
+            meta["plan"]["labels"]["configuration"] = conf  # write_run's default is "default"
+            (d / "run.json").write_text(json.dumps(meta))
+            runs.append({"run_id": run_id, "labels": meta["plan"]["labels"]})
+            i += 1
+    toml = [f'name = "{name}"', f"repetitions = {repetitions}", ""]
+    for fam in families:
+        toml += ["[[two_way]]", f'name = "{fam.name}"', f'share = "{fam.share}"', f"counts = {json.dumps(fam.counts)}",
+                 f"totals = {json.dumps(fam.totals)}", ""]
+    (root / "campaign.toml").write_text("\n".join(toml))
+    (root / "campaign.json").write_text(json.dumps({"name": name, "kind": "local", "runs": runs}))
+    return root

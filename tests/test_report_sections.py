@@ -375,3 +375,27 @@ def test_latency_experiment_on_the_agent(tmp_path):
     assert r.returncode == 0, r.stderr
     html = (res / "report" / "index.html").read_text()
     assert "<h2>Timer latency</h2>" in html and os.uname().release in html and "<h2>pWCET</h2>" not in html
+
+
+def test_probe_portfolio_of_a_command_victim_on_the_agent(tmp_path):
+    """The instrumented example under the preload library, run by the agent: the report
+    shows its probes' histograms and the system calls' boxplots and timeline."""
+    if not is_root():
+        pytest.skip("needs root: the agent forks the victim and enemies and pins them")
+    root = Path(__file__).resolve().parent.parent
+    demo, preload = root / "build" / "probe_demo", root / "build" / "libxtalk_preload.so"
+    if not (demo.exists() and preload.exists()):
+        pytest.skip("build/probe_demo or build/libxtalk_preload.so missing: run `make setup`")
+    f = tmp_path / "cmd.toml"
+    f.write_text(f'name = "probes"\nrepetitions = 1\nsettle = "20ms"\n[victim]\nbody = "command"\n'
+                 f'argv = ["{demo}", "40", "1"]\npreload = "{preload}"\ncpus = "last"\n')
+    r = xtalk("run", f, "--results", tmp_path / "res", timeout=120)
+    assert r.returncode == 0, r.stderr
+    (res,) = (tmp_path / "res").iterdir()
+    r = xtalk("report", res, "--no-csv", timeout=300)
+    assert r.returncode == 0, r.stderr
+    st = pd.read_csv(res / "report" / "tables" / "probe_statistics.csv")
+    assert {"probe 1", "clock_nanosleep"} <= set(st.name) and (st.n > 0).all()
+    assert (st.best_us <= st.median_us).all() and (st.median_us <= st.worst_us).all() and (st.p99_us <= st.worst_us).all()
+    figs = {p.stem for p in (res / "report" / "figures").glob("*.png")}
+    assert {"probe_hist_1", "syscall_box", "syscall_timeline"} <= figs

@@ -129,6 +129,8 @@ def timeline(samples: pd.DataFrame, title: str):
     if samples.empty:
         return None
     s = samples.sort_values("begin_ns").head(TIMELINE_SAMPLES)
+    if "tid" in s and s["tid"].nunique() > 1:  # one lane per thread and name: threads overlap in time
+        s = s.assign(label=s["label"] + " · tid " + s["tid"].astype(str))
     t0 = int(s["begin_ns"].min())
     lanes = list(dict.fromkeys(s.sort_values(["kind", "label"])["label"]))
     fig, ax = plt.subplots(figsize=(10, 1.0 + 0.3 * len(lanes)))

@@ -97,12 +97,14 @@ def latency_histogram_figure(jobs: pd.DataFrame, title: str):
     hi = int(max(us.max(), 0)) + 1
     for i, name in enumerate(dict.fromkeys(names)):
         v = np.clip(us[names == name], 0, None)
-        counts = np.bincount(v, minlength=hi)
-        x = np.arange(hi)
-        c = fg._color(i)
-        ax.step(x, np.where(counts > 0, counts, np.nan), where="post", color=c, lw=1.0, label=f"{name} (max {v.max()} µs)")
-        ax.axvline(v.max(), color=c, ls=":", lw=0.8)
+        counts = np.bincount(v, minlength=hi).astype(float)
+        counts[counts == 0] = np.nan  # empty bins: gaps on a log axis
+        colour = fg._color(i)
+        ax.step(np.arange(hi + 1), np.append(counts, counts[-1]), where="post", color=colour, lw=1.0,
+                label=f"{name} (max {v.max()} µs)")
+        ax.axvline(v.max(), color=colour, ls=":", lw=0.8)
     ax.set_yscale("log")
+    ax.set_ylim(bottom=0.8)  # a single sample (the tail that matters) stays visible
     ax.set_xlabel("latency (µs, 1 µs bins: bin k holds [k, k+1) µs)")
     ax.set_ylabel("samples (log)")
     ax.set_title(title)

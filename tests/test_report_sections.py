@@ -30,7 +30,7 @@ from xtalk.report import victim_kinds as vk
 from xtalk.report.build import build
 from xtalk.report.data import load
 from xtalk.report.summary import write_summary
-from xtalk.report.synthetic import Scenario, job_table, write_results
+from xtalk.report.synthetic import Scenario, write_results
 from xtalk.store import Results
 
 ENV = {"kernel": {"release": "6.1.0-test", "machine": "x86_64", "preempt_rt": False, "hz": 250,

@@ -297,12 +297,14 @@ def taskset_root(tmp_path_factory):
         task = df["job"] % 3
         resp = np.select([task == 0, task == 1, task == 2], [1_800_000, 5_000_000, 16_000_000 if "pi" in run else 12_000_000])
         df["task"] = task.astype(np.int64)
-        df["period_ns"] = df["deadline_ns"] = np.select([task == 0, task == 1, task == 2], [10, 20, 40]) * 1_000_000
+        df["period_ns"] = df["deadline_ns"] = 40_000_000  # as the agent writes it: the hyperperiod
         df["start_ns"] = df["release_ns"] + 50_000
         df["end_ns"] = df["release_ns"] + resp
         df["exec_ns"] = df["end_ns"] - df["start_ns"]
         df["response_ns"] = df["end_ns"] - df["release_ns"]
-        df["missed"] = False
+        df["missed"] = ("pi" in run) & (task == 0) & (df["job"] == 30)  # the agent's per-task flag
+        df["cpu_time_ns"] = np.select([task == 0, task == 1, task == 2], [1_500_000, 3_000_000, 7_000_000 if "pi" in run
+                                                                            else 6_000_000])
         return df
 
     _rewrite_jobs(root, plant)
@@ -320,8 +322,11 @@ def test_taskset_report_is_per_task_beside_the_rta_bound(taskset_root):
     assert list(t.rta_bound_ms[:3]) == [2.0, 6.0, 14.0]
     assert t[t.scenario == "pi"].set_index("name").resp_max_ms["slow"] == 16.0
     assert list(t.within_bound) == [True, True, True, True, True, False]
+    assert list(t.wcet_ms[:3]) == [2.0, 4.0, 6.0] and list(t.cpu_max_ms) == [1.5, 3.0, 6.0, 1.5, 3.0, 7.0]
+    assert list(t.rta_measured_ms) == [1.5, 4.5, 12.0, 1.5, 4.5, 13.0]  # RTA by hand with the measured CPU times
     v = pd.read_csv(html_path.parent / "tables" / "verdicts.csv").set_index("scenario")
-    assert "ABOVE RTA BOUND" in v.verdict["pi"] and "slow: resp max 16.00 ms > bound 14.00 ms" in v.verdict["pi"]
+    assert v.status["pi"] == "DEADLINE MISSES, above RTA bound"  # the agent's flag, though 1.8 ms < the hyperperiod
+    assert "slow: resp max 16.00 ms > bound 14.00 ms" in v.verdict["pi"] and "fast: resp max 1.80 ms ≤ bound 2.00 ms, 1/13 missed" in v.verdict["pi"]
     assert "fast: resp max 1.80 ms ≤ bound 2.00 ms" in v.verdict["solo"] and v.status["solo"] == "ok"
     assert "task_response" in {p.stem for p in (html_path.parent / "figures").glob("*.png")}
 

@@ -157,7 +157,7 @@ def _rich(df: pd.DataFrame, title: str) -> Table:
 
     t = Table(title=title)
     for c in df.columns:
-        t.add_column(str(c), justify="left" if df[c].dtype == object else "right")
+        t.add_column(str(c), justify="right" if pd.api.types.is_numeric_dtype(df[c]) else "left")
     for row in df.itertuples(index=False):
         t.add_row(*(fmt(v) for v in row))
     return t

@@ -35,8 +35,12 @@ HIDDEN = {"latency": {"slowdown", "distributions", "series", "spikes", "pwcet"},
 LATENCY_COLUMNS = ["scenario", "configuration", "runs", "samples", "min_us", "avg_us", "p50_us", "p99_us", "p999_us",
                    "max_us", "p99_vs_solo"]
 TASK_COLUMNS = ["scenario", "configuration", "task", "name", "jobs", "missed", "skipped", "dmr", "resp_p50_ms",
-                "resp_p99_ms", "resp_max_ms", "rta_bound_ms", "deadline_ms", "within_bound"]
+                "resp_p99_ms", "resp_max_ms", "rta_bound_ms", "deadline_ms", "within_bound", "wcet_ms", "cpu_max_ms",
+                "rta_measured_ms"]
 AOCS_COLUMNS = ["run_id", "scenario", "configuration", "status", "compared", "mismatches", "first_mismatch_step"]
+#: The task table's columns the terminal shows (the report and tables/tasks.csv have all).
+TERMINAL_TASK_COLUMNS = ["name", "jobs", "missed", "skipped", "resp_p50_ms", "resp_max_ms", "rta_bound_ms", "cpu_max_ms",
+                         "rta_measured_ms"]
 RM_TOP_PRIORITY = 80  # agent/src/victims/taskset.rs: RM priorities start here when the victim is not fifo
 
 
@@ -132,14 +136,15 @@ def task_jobs(runs: pd.DataFrame) -> pd.DataFrame:
     return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=cols + ["run_id", "scenario", "configuration"])
 
 
-def rta_bounds(victim: dict) -> tuple[dict[int, float], str]:
+def rta_bounds(victim: dict, wcet_ms: dict[int, float] | None = None) -> tuple[dict[int, float], str]:
     """Task index -> bound on its response time (ms), and how it was obtained.
 
     ``rm``: fixed-priority response-time analysis (xtalk.sched.uniproc) with the priorities
     the agent gives the threads (rate monotonic from the victim's priority down, a task's own
     priority winning), valid on one CPU; ∞ where the analysis finds the deadline can be
     missed. ``deadline``: an admitted SCHED_DEADLINE reservation whose runtime covers the
-    job finishes by its deadline, so the bound is the deadline."""
+    job finishes by its deadline, so the bound is the deadline. ``wcet_ms`` replaces the
+    planned wcet of the tasks it names (a measured one)."""
     from ..sched.taskset import Task
     from ..sched.uniproc import response_time_analysis
 
@@ -155,7 +160,8 @@ def rta_bounds(victim: dict) -> tuple[dict[int, float], str]:
     prio = [t.get("priority") for t in tasks]
     for rank, i in enumerate(sorted((i for i, p in enumerate(prio) if p is None), key=lambda i: (tasks[i]["period_ns"], i))):
         prio[i] = max(top - rank, 1)
-    model = [Task(str(i), t["wcet_ns"] / 1e6, t["period_ns"] / 1e6, (t.get("deadline_ns") or t["period_ns"]) / 1e6,
+    wcet_ms = wcet_ms or {}
+    model = [Task(str(i), wcet_ms.get(i, t["wcet_ns"] / 1e6), t["period_ns"] / 1e6, (t.get("deadline_ns") or t["period_ns"]) / 1e6,
                   priority=100 - prio[i]) for i, t in enumerate(tasks)]  # SCHED_FIFO: higher number, higher priority
     cpus = (victim.get("placement") or {}).get("cpus") or []
     where = "on one CPU" if len(cpus) == 1 else (f"on one CPU (the tasks may use {len(cpus)} CPUs: a reference, not a "
@@ -167,12 +173,21 @@ def rta_bounds(victim: dict) -> tuple[dict[int, float], str]:
 
 def task_table(runs: pd.DataFrame, jobs: pd.DataFrame | None = None) -> pd.DataFrame:
     """One row per scenario, configuration and task: jobs, misses, skipped jobs (never ran),
-    deadline-miss ratio, response time p50 / p99 / max beside the RTA bound and deadline."""
+    deadline-miss ratio, response time p50 / p99 / max beside the RTA bound (planned wcet)
+    and the deadline; then the planned wcet, the largest CPU time a job of the task took
+    (``cpu_max_ms``) and the RTA bound with those measured CPU times as wcet
+    (``rta_measured_ms``): when the response exceeds the planned bound, this says whether
+    the task's own cost or something else explains it."""
     victim = victim_plan(runs)
     tasks = (victim.get("body") or {}).get("tasks") or []
     bounds, _ = rta_bounds(victim)
     jobs = task_jobs(runs) if jobs is None else jobs
     rows = []
+    measured: dict[tuple, dict[int, float]] = {}
+    if "cpu_time_ns" in jobs and len(jobs):
+        for (sc, cf, k), g in jobs[jobs["cpu_start"] >= 0].groupby(["scenario", "configuration", "task"], sort=False):
+            measured.setdefault((sc, cf), {})[int(k)] = float(g["cpu_time_ns"].max()) / 1e6
+    measured_bounds = {key: rta_bounds(victim, w)[0] for key, w in measured.items()}
     for (sc, cf, k), g in jobs.groupby(["scenario", "configuration", "task"], sort=False):
         k = int(k)
         skipped = (g["cpu_start"] < 0) & (g.get("cpu_time_ns", pd.Series(1, index=g.index)) == 0)
@@ -187,7 +202,9 @@ def task_table(runs: pd.DataFrame, jobs: pd.DataFrame | None = None) -> pd.DataF
                      "dmr": float(g["missed"].astype(bool).mean()), "resp_p50_ms": q(50), "resp_p99_ms": q(99),
                      "resp_max_ms": rmax, "rta_bound_ms": bound,
                      "deadline_ms": (t.get("deadline_ns") or t.get("period_ns") or math.nan) / 1e6,
-                     "within_bound": bool(rmax <= bound) if resp.size and not math.isnan(bound) else None})
+                     "within_bound": bool(rmax <= bound) if resp.size and not math.isnan(bound) else None,
+                     "wcet_ms": t.get("wcet_ns", math.nan) / 1e6, "cpu_max_ms": measured.get((sc, cf), {}).get(k, math.nan),
+                     "rta_measured_ms": measured_bounds.get((sc, cf), {}).get(k, math.nan)})
     out = pd.DataFrame(rows, columns=TASK_COLUMNS)
     return out.sort_values(["configuration", "scenario", "task"], key=lambda c: c != "solo" if c.name == "scenario" else c,
                            kind="stable").reset_index(drop=True)
@@ -293,9 +310,7 @@ def adapt_verdicts(kind: str, verdicts: pd.DataFrame, runs: pd.DataFrame, jobs: 
             clauses = [f"{x.name}: resp max {x.resp_max_ms:.2f} ms {_vs(x.resp_max_ms, x.rta_bound_ms)} bound "
                        f"{_ms(x.rta_bound_ms)}, {x.missed}/{x.jobs} missed" + (f", {x.skipped} skipped" if x.skipped else "")
                        for x in t.itertuples()]
-            status = r.status.replace("slowed down", "ok").replace("no interference beyond noise", "ok")
-            if (t["within_bound"] == False).any():  # noqa: E712 (None: no bound)
-                status = "ABOVE RTA BOUND" if status in ("ok", "ε holds") else status + ", above RTA bound"
+            status = _task_status(r.status, int(t["missed"].sum()), bool((t["within_bound"] == False).any()))  # noqa: E712
             v.at[v.index[i], "status"] = status
             v.at[v.index[i], "verdict"] = (f"{r.application} · {r.scenario} ({r.configuration}): {status} — "
                                            + "; ".join(clauses + [p for p in keep[i] if p.startswith("ε") or p == "no ε given"]))
@@ -307,6 +322,23 @@ def adapt_verdicts(kind: str, verdicts: pd.DataFrame, runs: pd.DataFrame, jobs: 
                 v.at[v.index[i], "verdict"] = (f"{r.verdict}; {int(a['compared'].sum())} AOCS steps compared, "
                                                f"{int(a['mismatches'].sum())} mismatches")
     return v
+
+
+def _task_status(generic: str, missed: int, above: bool) -> str:
+    """A task set's status: ε as decided on the pooled jobs, misses as the agent flagged them
+    per task (the generic status reads the job table's period, the hyperperiod), then any
+    task whose response exceeded its RTA bound."""
+    if generic == "ε VIOLATED":
+        s = generic
+    elif missed:
+        s = "DEADLINE MISSES"
+    elif generic == "ε INCONCLUSIVE":
+        s = generic
+    else:
+        s = "ε holds" if generic.startswith("ε holds") else "ok"
+    if above:
+        s = "ABOVE RTA BOUND" if s in ("ok", "ε holds") else s + ", above RTA bound"
+    return s
 
 
 def _vs(a: float, b: float) -> str:
@@ -351,7 +383,9 @@ def section(b, kind: str):
         if len(above):
             s.text("Above the bound: " + ", ".join(f"{r.name} in {r.scenario} ({r.resp_max_ms:.2f} > {r.rta_bound_ms:.2f} ms)"
                                                    for r in above.itertuples())
-                   + ". The analysis assumes the planned wcet and nothing else on the CPU above the tasks' priorities.")
+                   + ". The bound assumes the planned wcet and nothing else on the CPU above the tasks' priorities: "
+                   "cpu_max_ms is the most CPU time a job of the task took, rta_measured_ms the bound with those "
+                   "measured times as wcet (the response above it is interference or overhead, not the tasks' own cost).")
         s.figure(b.fig(task_figure(t, jobs, "response time per task"), "task_response", "Response time per task",
                        "Every measured job; black bar: the RTA bound of the task."))
         return s
@@ -386,7 +420,9 @@ def kind_summary(kind: str, runs: pd.DataFrame, jobs: pd.DataFrame) -> tuple[str
     if kind == "taskset":
         t = task_table(runs)
         _, how = rta_bounds(victim_plan(runs))
-        return "task set, per task (response = end − release, ms)", t, [f"RTA bound: {how}"]
+        cols = ([] if set(t["configuration"]) <= {"default"} else ["configuration"]) + TERMINAL_TASK_COLUMNS
+        return ("task set, per task (response = end − release, ms)", t[["scenario"] + cols],
+                [f"RTA bound: {how}; rta_measured_ms: the same with each task's largest measured CPU time as wcet"])
     if kind == "aocs":
         t = aocs_table(runs)
         return "AOCS outputs per run", t, [aocs_line(t)]

@@ -5,9 +5,12 @@ missing and cannot be installed (not root, no apt-get, no network)."""
 
 from __future__ import annotations
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 import chromium
+from test_report_sections import ENV, TASKS, _patch_runs, _probes, _rewrite_jobs
 from xtalk.report.build import build
 from xtalk.report.synthetic import Scenario, write_results
 
@@ -24,6 +27,10 @@ def test_report_renders_in_chromium_without_console_errors(tmp_path, browser_exe
     root = write_results(tmp_path / "res", [Scenario("solo"), Scenario("pi", enemies=[{"kind": "pi"}], slowdown=1.4,
                                                                         spike_every=30, spike_ns=150_000)],
                          repetitions=2, jobs=200, trace=True, counters=True, serious_jobs=(15,))
+    # the sections issue 15 added: platform (a VM without PMU), the probe and system-call portfolio
+    _patch_runs(root, environment=ENV)
+    pq.write_table(pa.Table.from_pandas(_probes(0, [50_000, 10_000, 20_000], [(1001, 3_000), (1008, 1_000_000)] * 3)),
+                   root / "runs" / "0-solo-r0" / "probes.parquet")
     html = build(root, epsilons=["exec:p99:1.2x"], csv=False)
     n_files = len(list((html.parent / "figures").glob("*.png")))
     with chromium.Browser(browser_exe, 1280, 1600) as b:
@@ -38,7 +45,31 @@ def test_report_renders_in_chromium_without_console_errors(tmp_path, browser_exe
     assert all(s["ok"] for s in page["svgs"])
     assert page["status"] == f"{n_files}/{n_files}"  # the page's own check agrees
     assert "Spikes and culprits" in page["sections"] and "pWCET" in page["sections"]
+    assert {"Platform", "Probes and system calls"} <= set(page["sections"])
     assert (tmp_path / "report.png").stat().st_size > 10_000
+
+
+@pytest.mark.parametrize("kind", ["latency", "taskset"])
+def test_victim_kind_sections_render_in_chromium(tmp_path, browser_exe, kind):
+    """A latency and a task-set victim: their own section and figure load without error."""
+    root = write_results(tmp_path / "res", [Scenario("solo"), Scenario("pi")], repetitions=1, jobs=60)
+    if kind == "taskset":
+        _rewrite_jobs(root, lambda df, run: df.assign(task=df["job"] % 3))
+        victim = {"body": {"kind": "taskset", "tasks": TASKS, "policy": "rm"}, "sched": {"policy": "fifo", "priority": 80}}
+    else:
+        victim = {"body": {"kind": "latency"}}
+    _patch_runs(root, victim=victim)
+    html = build(root, csv=False, n_boot=200)
+    n_files = len(list((html.parent / "figures").glob("*.png")))
+    with chromium.Browser(browser_exe, 1280, 1600) as b:
+        session = b.open(html.resolve().as_uri())
+        page = b.evaluate(session, chromium.FIGURE_CHECK)
+        errors = b.console_errors()
+    own = {"latency": "latency_histogram", "taskset": "task_response"}[kind]
+    assert (html.parent / "figures" / f"{own}.png").exists()
+    assert errors == [] and page["status"] == f"{n_files}/{n_files}" and n_files >= 1
+    assert {"latency": "Timer latency", "taskset": "Task set: per task"}[kind] in page["sections"]
+    assert "pWCET" not in page["sections"]
 
 
 def test_a_broken_figure_is_caught(tmp_path, browser_exe):

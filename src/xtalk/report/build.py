@@ -22,6 +22,8 @@ import pandas as pd
 from . import epsilon as eps
 from . import figures as fg
 from . import tables as tb
+from . import counters_section, platform, portfolio
+from . import victim_kinds as vk
 from .data import ReportData, convert_stale, load, load_runs
 from .export import export_jobs, export_probes, export_tables
 from .html import Section, page, verdict_list
@@ -65,6 +67,7 @@ class _Builder:
         self.fig_dir = out / "figures"
         self.tables: dict[str, pd.DataFrame] = {}
         self.figures: list[fg.Rendered] = []
+        self.kind = vk.kind_of(data.runs)
 
     def fig(self, figure, name: str, title: str, caption: str = "") -> fg.Rendered | None:
         if figure is None:
@@ -80,7 +83,8 @@ class _Builder:
     # ------------------------------------------------------------------ sections
 
     def verdicts(self) -> Section:
-        v = self.keep("verdicts", tb.verdicts(self.data, self.epsilons, n_boot=self.n_boot))
+        v = self.keep("verdicts", vk.adapt_verdicts(self.kind, tb.verdicts(self.data, self.epsilons, n_boot=self.n_boot),
+                                                    self.data.runs, self.data.measured))
         self.keep("epsilon", tb.epsilon_table(self.data, self.epsilons, n_boot=self.n_boot))
         s = Section("verdicts", "Verdicts")
         s.raw(verdict_list([(r.status, r.verdict) for r in v.itertuples()]))
@@ -161,35 +165,16 @@ class _Builder:
         return s
 
     def counters(self) -> Section | None:
-        if not self.data.counters:
-            return None
-        s = Section("counters", "Counters")
-        cs = self.keep("counters", tb.counter_summary(self.data))
-        s.table(cs, "Counters per scenario: markers and correlation with the execution time")
-        for ctr in self.data.counters:
-            g = tb.all_jobs(self.data, ["run_id", "job", "warmup", "exec_ns", ctr]).dropna()
-            g = g.assign(**{ctr: g[ctr].astype(float)})
-            if len(g) < 3:
-                continue
-            marks = fg.markers_of(g, ctr)
-            steady = g[~g["warmup"]]
-            s.figure(self.fig(fg.runtime_histogram(steady[ctr].to_numpy(), marks, f"{ctr}: all scenarios",
-                                                   xlabel=ctr.removeprefix("ctr_"), unit="", scale=1.0),
-                              f"hist_{ctr}", f"Histogram of {ctr}", "Markers as for the execution time (seed 004 Fig. 8)."))
-            first = g.loc[g.groupby("run_id", observed=True)["job"].idxmin()].iloc[0]
-            r = tb._corr(steady["exec_ns"], steady[ctr])
-            s.figure(self.fig(fg.counter_scatter(steady[ctr].to_numpy(), steady["exec_ns"].to_numpy(),
-                                                 (float(first[ctr]), float(first["exec_ns"])), r, ctr, "execution time vs counter"),
-                              f"scatter_{ctr}", f"Execution time against {ctr}", "Seed 004 Fig. 10; a random sample of jobs."))
-        corr = self.keep("counter_correlation", tb.counter_correlation(self.data))
-        s.figure(self.fig(fg.correlation_matrix(corr, "Pearson correlation"), "counter_correlation",
-                          "Correlation between execution time and counters", "Over every measured job."))
-        red = self.keep("redundant_counters", tb.redundant_counters(self.data))
-        s.table(red, "Redundant counters (|r| ≥ 0.95): one of each pair can be dropped")
-        if red.empty:
-            s.text("No pair of counters is redundant at |r| ≥ 0.95." if len(corr) > 2 else
-                   "Fewer than two varying counters: no redundancy to assess.")
-        return s
+        return counters_section.section(self)
+
+    def platform(self) -> Section:
+        return platform.section(self)
+
+    def victim(self) -> Section | None:
+        return vk.section(self, self.kind)
+
+    def portfolio(self) -> Section | None:
+        return portfolio.section(self)
 
     def grid(self) -> Section:
         s = Section("grid", "Two-way grid")
@@ -322,7 +307,11 @@ def build(path, out: Path | None = None, epsilons: Sequence = (), *, csv: bool =
     timings = {"load": time.perf_counter() - t0}
     b = _Builder(data, out, epsilons, n_boot)
     sections = []
-    for name in ("verdicts", "slowdown", "distributions", "series", "counters", "grid", "wakeup", "spikes", "pwcet"):
+    hidden = vk.HIDDEN.get(b.kind, set())  # generic sections that say nothing true about this victim
+    for name in ("verdicts", "platform", "victim", "slowdown", "distributions", "series", "counters", "portfolio", "grid",
+                 "wakeup", "spikes", "pwcet"):
+        if name in hidden:
+            continue
         t = time.perf_counter()
         sec = getattr(b, name)()
         timings[name] = time.perf_counter() - t
@@ -351,8 +340,11 @@ def build(path, out: Path | None = None, epsilons: Sequence = (), *, csv: bool =
     html_path.write_text(page(title, subtitle, sections, f"Built in {elapsed:.1f} s by xtalk report."))
     (out / "summary.md").write_text(md_summary(title, b.tables["verdicts"][["status", "verdict"]] if len(b.tables["verdicts"])
                                                else pd.DataFrame(columns=["status", "verdict"]),
-                                               b.tables["slowdown"], b.tables["noise_floor"], in_ms(b.tables["misses"]),
-                                               b.tables["pwcet"], files, list(b.tables["warnings"]["line"])))
+                                               b.tables.get("slowdown"), b.tables.get("noise_floor"),
+                                               in_ms(b.tables["misses"]) if "misses" in b.tables else None,
+                                               b.tables.get("pwcet"), files, list(b.tables["warnings"]["line"]),
+                                               extra=["## Platform", ""] + [f"- {x}" for x in platform.lines(platform.facts(data))]
+                                               + [""] + vk.markdown(b, b.kind)))
     if console is not None:
         for r in b.tables["verdicts"].itertuples():
             console.print(f"[bold]{r.status}[/]: {r.verdict}", highlight=False)

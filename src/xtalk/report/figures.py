@@ -11,6 +11,7 @@ shown, seed 004 Fig. 10).
 from __future__ import annotations
 
 import base64
+import colorsys
 import inspect
 import io
 from dataclasses import dataclass
@@ -19,6 +20,8 @@ from pathlib import Path
 import matplotlib
 
 matplotlib.use("Agg")  # before pyplot: no display, no GUI toolkit
+import matplotlib.colors  # noqa: E402
+import matplotlib.patches  # noqa: E402
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
@@ -330,35 +333,75 @@ def spike_series(run: pd.DataFrame, title: str):
     return fig
 
 
-def gantt(iv: pd.DataFrame, title: str):
-    """What ran on each CPU around one job (trace): one lane per CPU, colours per task, the
-    job's release, start and end as vertical lines; times in ms from its release."""
+def _reddish(rgb) -> bool:
+    """A saturated red (hue within ±0.04 of red): kept for the victim alone."""
+    h, s_, _ = colorsys.rgb_to_hsv(*rgb[:3])
+    return (h < 0.04 or h > 0.96) and s_ > 0.35
+
+
+#: The victim's colour in every timeline, never given to anything else (a dark red: the
+#: enemy colours below are drawn from tab20/tab20b/tab20c, which hold no such red).
+VICTIM_COLOR = "#b5001f"
+#: Distinct colours for everything else that ran, then the same colours again with a hatch,
+#: so that no two names share a look before ``len(OTHER_COLORS) × len(HATCHES)`` names.
+OTHER_COLORS = list(dict.fromkeys(
+    matplotlib.colors.to_hex(c) for cm in ("tab20", "tab20b", "tab20c") for c in plt.get_cmap(cm).colors
+    if not _reddish(c)))
+HATCHES = ["", "////", "....", "xxxx", "\\\\"]
+LEGEND_NAMES = 14  # legend entries beyond the victim before "+N more"
+
+
+def timeline_styles(names: list[str], victim: str = "victim") -> dict[str, tuple[str, str]]:
+    """name -> (colour, hatch) for a timeline: the victim always ``VICTIM_COLOR`` without a
+    hatch, every other name (in the given order: most frequent first) a distinct pair."""
+    out = {victim: (VICTIM_COLOR, "")}
+    others = [n for n in names if n != victim]
+    for i, n in enumerate(others):
+        colour, cycle = OTHER_COLORS[i % len(OTHER_COLORS)], i // len(OTHER_COLORS)
+        out[n] = (colour, HATCHES[cycle % len(HATCHES)])
+    return out
+
+
+def gantt(iv: pd.DataFrame, title: str, victim: str = "victim"):
+    """What ran on each CPU around one job (trace): one lane per CPU, the victim in its
+    reserved colour and first in the legend, every other task its own colour (hatched once
+    the colours run out); the job's release, start and end as vertical lines; times in ms
+    from its release."""
     if iv.empty:
         return None
     iv = iv[iv["pid"] != 0]  # idle
     cpus = sorted(iv["cpu"].unique())
-    names = list(iv.groupby("name")["rel_end_ns"].count().sort_values(ascending=False).index)
-    colors = {n: _color(i) for i, n in enumerate(names)}
+    names = list(iv.groupby("name")["rel_end_ns"].count().sort_values(ascending=False, kind="stable").index)
+    styles = timeline_styles(names, victim)
     fig, ax = plt.subplots(figsize=(10, 1.2 + 0.7 * max(1, len(cpus))))
     for lane, cpu in enumerate(cpus):
         g = iv[iv["cpu"] == cpu]
         for kind, h, off in (("process", 0.6, 0.0), ("irq", 0.25, 0.35), ("softirq", 0.25, 0.35), ("timer", 0.25, 0.35)):
             k = g[g["kind"] == kind]
-            if k.empty:
-                continue
-            ax.broken_barh(list(zip(k["rel_start_ns"] / 1e6, (k["rel_end_ns"] - k["rel_start_ns"]) / 1e6)),
-                           (lane - 0.3 + off, h), facecolors=[colors[n] for n in k["name"]], edgecolor="none")
+            for name, kn in k.groupby("name", sort=False):  # one call per name: its hatch is per collection
+                colour, hatch = styles[name]
+                ax.broken_barh(list(zip(kn["rel_start_ns"] / 1e6, (kn["rel_end_ns"] - kn["rel_start_ns"]) / 1e6)),
+                               (lane - 0.3 + off, h), facecolors=colour, edgecolor="white" if hatch else "none",
+                               hatch=hatch or None, lw=0)
     a = iv.attrs
     if "start_ns" in a and "end_ns" in a:  # the job itself, shaded: it may be far shorter than the window
-        ax.axvspan((a["start_ns"] - a["release_ns"]) / 1e6, (a["end_ns"] - a["release_ns"]) / 1e6, color="#e76f51", alpha=0.25,
-                   lw=0, zorder=0)
+        ax.axvspan((a["start_ns"] - a["release_ns"]) / 1e6, (a["end_ns"] - a["release_ns"]) / 1e6, color=VICTIM_COLOR,
+                   alpha=0.12, lw=0, zorder=0)
     for key, style in (("release_ns", ":"), ("start_ns", "--"), ("end_ns", "-")):
         if key in a:
             ax.axvline((a[key] - a["release_ns"]) / 1e6, color="k", lw=0.8, ls=style)
     ax.set_yticks(range(len(cpus)), [f"CPU {c}" for c in cpus])
     ax.set_xlabel("ms from the worst job's release (dotted: release, dashed: start, solid: end; shaded: the job)")
-    handles = [plt.Rectangle((0, 0), 1, 1, color=colors[n]) for n in names[:8]]
-    ax.legend(handles, names[:8], fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    # The victim leads the legend even when it ran in none of the drawn intervals' top names.
+    shown = [victim] + [n for n in names if n != victim][:LEGEND_NAMES]
+    handles = [matplotlib.patches.Patch(facecolor=styles[n][0], hatch=styles[n][1] or None, edgecolor="white")
+               for n in shown]
+    labels = [f"{n} (victim)" if n == victim else n for n in shown]
+    rest = len([n for n in names if n != victim]) - LEGEND_NAMES
+    if rest > 0:
+        handles.append(matplotlib.patches.Patch(facecolor="none", edgecolor="none"))
+        labels.append(f"+{rest} more (tables/timeline.csv)")
+    ax.legend(handles, labels, fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
     ax.set_title(title)
     return fig
 

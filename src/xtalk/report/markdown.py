@@ -20,18 +20,27 @@ def md_table(df: pd.DataFrame, max_rows: int = 50) -> str:
     return "\n".join(lines) + "\n"
 
 
-def summary(title: str, verdicts: pd.DataFrame, slowdown: pd.DataFrame, floor: pd.DataFrame, misses: pd.DataFrame,
-            pwcet: pd.DataFrame, files: list[str], warnings: list[str] = ()) -> str:
+def summary(title: str, verdicts: pd.DataFrame, slowdown: pd.DataFrame | None, floor: pd.DataFrame | None,
+            misses: pd.DataFrame | None, pwcet: pd.DataFrame | None, files: list[str], warnings: list[str] = (),
+            extra: list[str] = ()) -> str:
+    """summary.md; a table given as None (a section the victim's kind hides) is left out,
+    ``extra`` lines (platform, the victim kind's own numbers) come after the verdicts."""
     out = [f"# {title}", "", "## Verdicts", ""]
     out += [f"- {r.verdict}" for r in verdicts.itertuples()] or ["_(no jobs)_"]
     if warnings:
         out += ["", "## Warnings", ""] + [f"- {w}" for w in warnings]
-    out += ["", "## Slowdown against solo (95 % CI)", "", md_table(slowdown), "## Noise floor", "",
-            "A slowdown whose CI stays within 1 ± floor is indistinguishable from run-to-run noise.", "",
-            md_table(floor), "## Deadline misses", "", md_table(misses), "## pWCET (execution time)", ""]
-    if pwcet.empty:
-        out.append("_(no data)_")
-    for (scen, conf), g in pwcet.groupby(["scenario", "configuration"], sort=False):
+    out += ["", *extra]
+    if slowdown is not None:
+        out += ["", "## Slowdown against solo (95 % CI)", "", md_table(slowdown), "## Noise floor", "",
+                "A slowdown whose CI stays within 1 ± floor is indistinguishable from run-to-run noise.", "",
+                md_table(floor)]
+    if misses is not None:
+        out += ["## Deadline misses", "", md_table(misses)]
+    if pwcet is not None:
+        out += ["## pWCET (execution time)", ""]
+        if pwcet.empty:
+            out.append("_(no data)_")
+    for (scen, conf), g in (pwcet.groupby(["scenario", "configuration"], sort=False) if pwcet is not None else ()):
         r = g.iloc[0]
         if isinstance(r["refused"], str):
             out.append(f"- {scen} ({conf}): **refused** — {r['refused']}")

@@ -129,24 +129,56 @@ def to_markdown(table: pd.DataFrame, title: str, skipped: list[dict] = ()) -> st
 
 def write_summary(results: Results, console: Console | None = None) -> pd.DataFrame:
     """Compute the summary, print it, and write summary.md and summary.json."""
+    from . import victim_kinds as vk
+
     table = summary_table(results)
     skipped = skipped_configurations(results)
     title = results.path.name
+    runs = results.runs()
+    kind = vk.kind_of(runs)
+    own = vk.kind_summary(kind, runs, results.jobs() if kind == "latency" else pd.DataFrame())
     if console is not None:  # printed first: a full disk must not cost the table
-        t = Table(title=title)
-        for _, h in COLUMNS:
-            t.add_column(h, justify="left" if h == "scenario" else "right")
-        for row in table.itertuples():
-            t.add_row(*_cells(row))
-        for sk in skipped:
-            t.add_row(*skipped_cells(sk), style="yellow")
-        console.print(t)
+        if not vk.replaces_generic(kind):
+            t = Table(title=title)
+            for _, h in COLUMNS:
+                t.add_column(h, justify="left" if h == "scenario" else "right")
+            for row in table.itertuples():
+                t.add_row(*_cells(row))
+            for sk in skipped:
+                t.add_row(*skipped_cells(sk), style="yellow")
+            console.print(t)
+        if own is not None:
+            console.print(_rich(own[1], f"{title}: {own[0]}"))
+            for line in own[2]:
+                console.print(line, highlight=False)
         for row in table.itertuples():
             if row.enemy_rate:
                 console.print(f"  enemies in {_name(row)}: {row.enemy_rate} per copy, over the victim's window")
         for w in warning_lines(table):
             console.print(f"[yellow]warning: {w}[/]", highlight=False)
         console.print(f"results: {results.path}")
-    (results.path / "summary.md").write_text(to_markdown(table, title, skipped))
+    md = to_markdown(table, title, skipped)
+    if own is not None:
+        from .markdown import md_table
+
+        part = f"\n## {own[0]}\n\n" + md_table(own[1]) + "".join(f"\n{line}\n" for line in own[2])
+        if vk.replaces_generic(kind):  # the generic slowdown table would mislead: keep its warnings only
+            warned = warning_lines(table)
+            md = f"# {title}\n" + part + ("\n## Warnings\n\n" + "".join(f"- {w}\n" for w in warned) if warned else "")
+        else:
+            md += part
+    (results.path / "summary.md").write_text(md)
     (results.path / "summary.json").write_text(json.dumps(json.loads(table.to_json(orient="records")), indent=2))
     return table
+
+
+def _rich(df: pd.DataFrame, title: str) -> Table:
+    """A DataFrame as a rich table (cells as the report formats them)."""
+    from .html import fmt
+
+    t = Table(title=title)
+    for c in df.columns:
+        t.add_column(str(c), justify="right" if pd.api.types.is_numeric_dtype(df[c]) else "left")
+    for row in df.itertuples(index=False):
+        t.add_row(*(fmt(v) for v in row))
+    return t

@@ -32,6 +32,7 @@ from ..analysis.verdict import EpsilonSpec
 from ..config import units
 from . import epsilon as eps
 from .data import SOLO, ReportData, load
+from .platform import counter_unit, exclude_migrated, migrated
 
 __all__ = ["load", "runs", "slowdown", "noise_floor", "misses", "epsilon_table", "verdicts", "distribution",
            "per_job_reference", "counter_summary", "counter_correlation", "redundant_counters", "parameter_grid",
@@ -484,8 +485,10 @@ def counter_summary(x, column: str = "exec_ns") -> pd.DataFrame:
     rows = []
     for ctr in data.counters:
         for scen, conf in groups(data):
-            g = _subset(data, scen, conf, ["run_id", "job", "warmup", column, ctr], warmup=True)
+            g = _subset(data, scen, conf, ["run_id", "job", "warmup", "cpu_start", "cpu_end", column, ctr], warmup=True)
             g = g[g[ctr].notna()]
+            n_migrated = int(migrated(g).sum())
+            g = exclude_migrated(g)  # per-core counters: a migrated job's delta mixes two CPUs (SPEC §2)
             if len(g) < 3:
                 continue
             g = g.assign(**{ctr: g[ctr].astype(float)})
@@ -496,9 +499,9 @@ def counter_summary(x, column: str = "exec_ns") -> pd.DataFrame:
             rows.append({"scenario": scen, "configuration": conf, "counter": ctr, "n": len(steady),
                          "best": mk["best"].iloc[0], "median": mk["median"].iloc[0], "first": mk["first"].iloc[0],
                          "worst": mk["worst"].iloc[0], "mean": float(steady[ctr].mean()), "pearson_r": r,
-                         "spearman_rho": rho})
-    return pd.DataFrame(rows, columns=["scenario", "configuration", "counter", "n", "best", "median", "first", "worst",
-                                       "mean", "pearson_r", "spearman_rho"])
+                         "spearman_rho": rho, "migrated_excluded": n_migrated, "unit": counter_unit(ctr)})
+    return pd.DataFrame(rows, columns=["scenario", "configuration", "counter", "unit", "n", "migrated_excluded", "best", "median",
+                                       "first", "worst", "mean", "pearson_r", "spearman_rho"])
 
 
 def _corr(a: pd.Series, b: pd.Series) -> float:
@@ -510,10 +513,12 @@ def _corr(a: pd.Series, b: pd.Series) -> float:
 
 def counter_correlation(x, scenario: str | None = None, column: str = "exec_ns") -> pd.DataFrame:
     """Pearson correlation matrix of ``column`` and every counter over the measured jobs (all
-    scenarios unless one is named); constant counters are left out (no correlation)."""
+    scenarios unless one is named), migrated jobs excluded; constant counters are left out (no
+    correlation)."""
     data = _data(x)
     cols = [column] + data.counters
-    j = data.measured if scenario is None else _subset(data, scenario, None, cols)
+    j = data.measured if scenario is None else _subset(data, scenario, None, cols + ["cpu_start", "cpu_end"])
+    j = exclude_migrated(j)
     if not data.counters or j.empty:
         return pd.DataFrame()
     m = j[cols].astype(float)

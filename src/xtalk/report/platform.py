@@ -1,0 +1,170 @@
+"""What the report says about the machine a results directory was measured on: kernel
+(release, PREEMPT_RT or not), hypervisor, hardware PMU, the counters asked for and those
+the agent skipped, and how many jobs migrated between CPUs.
+
+Everything comes from each run's run.json (the agent's environment document and its
+`counters` block) and from the job table (``cpu_start`` / ``cpu_end``). A migrated job's
+counter deltas mix two CPUs' per-core counters and are meaningless (SPEC §2, seed 000
+§6.7.2), so the counter statistics exclude them with :func:`exclude_migrated`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from ..store import read_run_json
+from .data import ReportData
+
+#: Units of the counters the agent reads in software (perf software events) and of the usual
+#: hardware events; anything else is a count of events per job.
+COUNTER_UNITS = {"task_clock": "ns", "cpu_clock": "ns", "context_switches": "switches", "cpu_migrations": "migrations",
+                 "page_faults": "faults", "minor_faults": "faults", "major_faults": "faults",
+                 "alignment_faults": "faults", "emulation_faults": "faults", "cycles": "cycles",
+                 "cpu_cycles": "cycles", "instructions": "instructions"}
+
+
+def counter_unit(column: str) -> str:
+    """The unit of a ``ctr_*`` column's per-job delta ("ns", "faults", ... or "events")."""
+    return COUNTER_UNITS.get(column.removeprefix("ctr_"), "events")
+
+
+def counter_label(column: str) -> str:
+    """Axis label of a counter: its event name and unit per job."""
+    return f"{column.removeprefix('ctr_')} ({counter_unit(column)} per job)"
+
+
+def migrated(jobs: pd.DataFrame) -> np.ndarray:
+    """Boolean mask of jobs that ended on another CPU than they started on (a job whose end
+    CPU was not read, or that never ran, is not counted as migrated)."""
+    if "cpu_start" not in jobs or "cpu_end" not in jobs:
+        return np.zeros(len(jobs), dtype=bool)
+    a = pd.to_numeric(jobs["cpu_start"], errors="coerce").to_numpy(dtype=float)
+    b = pd.to_numeric(jobs["cpu_end"], errors="coerce").to_numpy(dtype=float)
+    return (a >= 0) & (b >= 0) & (a != b)
+
+
+def exclude_migrated(jobs: pd.DataFrame) -> pd.DataFrame:
+    """``jobs`` without the migrated ones (for counter statistics)."""
+    m = migrated(jobs)
+    return jobs[~m] if m.any() else jobs
+
+
+def run_metas(data: ReportData) -> list[dict]:
+    """run.json of every run, in run order (read once per ReportData)."""
+    if "_run_metas" not in data.memo:
+        data.memo["_run_metas"] = [read_run_json(Path(d)) or {} for d in data.runs["dir"]]
+    return data.memo["_run_metas"]
+
+
+def migration_table(data: ReportData) -> pd.DataFrame:
+    """Per scenario and configuration: measured jobs, migrated jobs, their share."""
+    rows = []
+    j = data.measured
+    if j.empty:
+        return pd.DataFrame(columns=["scenario", "configuration", "jobs", "migrated", "migrated_pct"])
+    m = migrated(j)
+    g = pd.DataFrame({"scenario": j["scenario"].astype(str), "configuration": j["configuration"].astype(str), "m": m})
+    for (sc, cf), x in g.groupby(["scenario", "configuration"], sort=False):
+        n, k = len(x), int(x["m"].sum())
+        rows.append({"scenario": sc, "configuration": cf, "jobs": n, "migrated": k, "migrated_pct": 100.0 * k / n})
+    return pd.DataFrame(rows)
+
+
+def _kernel(k: dict) -> str:
+    rt = "PREEMPT_RT" if k.get("preempt_rt") else "not PREEMPT_RT"
+    parts = [f"{k.get('release', '?')} {k.get('machine', '')}".strip(), f"({rt}, HZ={k.get('hz') or '?'})"]
+    if k.get("version"):
+        parts.append(f"— uname -v: {k['version']}")
+    return " ".join(parts)
+
+
+def _virt(v: dict) -> str:
+    if not v:
+        return "unknown (no environment in run.json)"
+    s = f"yes: hypervisor {v.get('vendor') or '?'}" if v.get("hypervisor") else "no hypervisor detected (bare metal)"
+    return s + (", inside a container" if v.get("container") else "")
+
+
+def facts(data: ReportData) -> dict:
+    """The platform facts of the results: kernel, virtualization, PMU, counters requested,
+    read and skipped (with the agent's reason), migrated jobs. Keys are stable (tests and
+    the Markdown summary read them)."""
+    metas = run_metas(data)
+    env = next((m["environment"] for m in metas if m.get("environment")), {})
+    requested, skipped, read_with, core_pmu = [], {}, None, None
+    for m in metas:
+        c = m.get("counters") or {}
+        for e in c.get("events") or []:
+            name = e.get("event") if isinstance(e, dict) else str(e)
+            if name not in requested:
+                requested.append(name)
+        for s in c.get("skipped") or []:
+            skipped.setdefault(s.get("event"), s.get("reason") or "")
+        read_with = read_with or c.get("read_with")
+        core_pmu = core_pmu or c.get("core_pmu")
+    pmu = (env.get("capabilities") or {}).get("pmu") or {}
+    core_pmu = core_pmu or pmu.get("core_pmu")
+    mt = migration_table(data)
+    return {
+        "kernel": _kernel(env.get("kernel") or {}) if env else "unknown (no environment in run.json)",
+        "preempt_rt": bool((env.get("kernel") or {}).get("preempt_rt")) if env else None,
+        "virtualization": _virt(env.get("virtualization") or {}),
+        "hypervisor": bool((env.get("virtualization") or {}).get("hypervisor")) if env else None,
+        "cpu": f"{(env.get('cpu') or {}).get('model', '?')} × {(env.get('cpu') or {}).get('count', '?')}" if env else "unknown",
+        "clocksource": (env.get("clocksource") or {}).get("current") or "unknown",
+        "pmu": core_pmu,
+        "pmu_line": (f"hardware PMU {core_pmu}" if core_pmu else
+                     "no hardware PMU: hardware counters (cache misses, bus accesses…) cannot be read here; "
+                     "only the kernel's software events are counted") if env or core_pmu else "unknown",
+        "counters_requested": [n for n in requested if n],
+        "counters_read": list(data.counters),
+        "counters_skipped": skipped,
+        "jobs": int(mt["jobs"].sum()) if len(mt) else 0,
+        "migrated": int(mt["migrated"].sum()) if len(mt) else 0,
+    }
+
+
+def lines(f: dict) -> list[str]:
+    """The facts as sentences (HTML section, summary.md, terminal)."""
+    out = [f"Kernel: {f['kernel']}.", f"Virtual machine: {f['virtualization']}.", f"CPU: {f['cpu']}, clocksource {f['clocksource']}.",
+           f"PMU: {f['pmu_line']}."]
+    if f["counters_skipped"]:
+        out.append("Counters skipped (not read on this machine): " + "; ".join(
+            f"{e} ({why})" if why else e for e, why in f["counters_skipped"].items()) + ".")
+    elif f["counters_requested"] or f["counters_read"]:
+        out.append("Counters: every requested counter was read.")
+    else:
+        out.append("Counters: none requested.")
+    n, k = f["jobs"], f["migrated"]
+    out.append(f"Migrated jobs (ended on another CPU than they started on): {k} of {n}"
+               + (f" ({100.0 * k / n:.2f} %); their counter deltas mix two CPUs, so the counter statistics exclude them."
+                  if k else "." if n else ""))
+    return out
+
+
+def section(b):
+    """The report's "Platform" section (b: the report builder)."""
+    from .html import Section
+
+    f = facts(b.data)
+    b.keep("platform", pd.DataFrame({"item": list(f), "value": [str(v) for v in f.values()]}))
+    s = Section("platform", "Platform")
+    s.raw("<ul>" + "".join(f"<li>{_esc(x)}</li>" for x in lines(f)) + "</ul>")
+    if f["hypervisor"]:
+        s.text("Timing measured in a virtual machine includes the hypervisor's own preemptions (steal time) and timer "
+               "emulation; compare solo and interference runs of the same machine only.")
+    if f["preempt_rt"] is False:
+        s.text("Stock (non PREEMPT_RT) kernel: non-preemptible kernel sections add to the latency tail.")
+    mt = b.keep("migrations", migration_table(b.data))
+    if f["migrated"]:
+        s.table(mt, "Migrated jobs per scenario")
+    return s
+
+
+def _esc(x) -> str:
+    import html
+
+    return html.escape(str(x))

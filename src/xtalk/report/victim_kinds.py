@@ -1,0 +1,434 @@
+"""What a results directory's victim is, and the numbers that fit it.
+
+The generic summary (execution-time slowdown against solo) fits a periodic compute body
+(chase, sum, pi, spawn, syscall). It misleads for the others, so each gets its own:
+
+- ``latency``: the job is empty; the measurement is wake-up − release per sample
+  (cyclictest). Latency statistics in µs and the 1 µs histogram, log counts; no execution
+  slowdown, no pWCET of an empty body.
+- ``taskset``: per task (never pooled): jobs, misses, skipped jobs, response time beside the
+  bound of the response-time analysis the plan's tasks admit (xtalk.sched.uniproc).
+- ``aocs``: the compute step is the job (generic statistics hold), plus the comparer's
+  verdict: steps compared and mismatches per run (aocs.json).
+
+Every function takes the run table (``Results.runs()`` or ``ReportData.runs``) and jobs
+as either gives them, so the terminal summary of `xtalk run` and the report read the same
+numbers from the same code.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pyarrow.parquet as pq
+
+from ..store import read_run_json
+
+PERIODIC = "periodic"
+#: Generic report sections that say nothing true about a kind (hidden for it).
+HIDDEN = {"latency": {"slowdown", "distributions", "series", "spikes", "pwcet"},
+          "taskset": {"slowdown", "distributions", "series", "spikes", "pwcet", "wakeup"}}
+LATENCY_COLUMNS = ["scenario", "configuration", "runs", "samples", "min_us", "avg_us", "p50_us", "p99_us", "p999_us",
+                   "max_us", "p99_vs_solo"]
+TASK_COLUMNS = ["scenario", "configuration", "task", "name", "jobs", "missed", "skipped", "dmr", "resp_p50_ms",
+                "resp_p99_ms", "resp_max_ms", "rta_bound_ms", "deadline_ms", "within_bound", "wcet_ms", "cpu_max_ms",
+                "rta_measured_ms"]
+AOCS_COLUMNS = ["run_id", "scenario", "configuration", "status", "compared", "mismatches", "first_mismatch_step"]
+#: The task table's columns the terminal shows (the report and tables/tasks.csv have all).
+TERMINAL_TASK_COLUMNS = ["name", "jobs", "missed", "skipped", "resp_p50_ms", "resp_max_ms", "rta_bound_ms", "cpu_max_ms",
+                         "rta_measured_ms"]
+RM_TOP_PRIORITY = 80  # agent/src/victims/taskset.rs: RM priorities start here when the victim is not fifo
+
+
+def victim_plan(runs: pd.DataFrame) -> dict:
+    """The victim of the first run whose run.json has a plan (``{}`` when none)."""
+    for d in runs.get("dir", []):
+        v = ((read_run_json(Path(d)) or {}).get("plan") or {}).get("victim")
+        if v:
+            return v
+    return {}
+
+
+def kind_of(runs: pd.DataFrame) -> str:
+    """"latency", "taskset", "aocs", "command", or "periodic" (a periodic compute body)."""
+    body = (victim_plan(runs).get("body") or {}).get("kind")
+    return body if body in ("latency", "taskset", "aocs", "command") else PERIODIC
+
+
+# --------------------------------------------------------------------------- latency
+
+
+def latency_table(jobs: pd.DataFrame) -> pd.DataFrame:
+    """Per scenario and configuration: samples and wake-up latency (wakeup − release) min,
+    avg, p50, p99, p99.9, max in µs; p99_vs_solo the ratio of p99 to solo's."""
+    if jobs.empty:
+        return pd.DataFrame(columns=LATENCY_COLUMNS)
+    lat = (jobs["wakeup_ns"].to_numpy(dtype=float) - jobs["release_ns"].to_numpy(dtype=float)) / 1e3
+    g = pd.DataFrame({"scenario": jobs["scenario"].astype(str), "configuration": jobs["configuration"].astype(str),
+                      "run_id": jobs["run_id"].astype(str), "us": lat})
+    rows = []
+    for (sc, cf), x in g.groupby(["scenario", "configuration"], sort=False):
+        us = x["us"].to_numpy()
+        p50, p99, p999 = np.percentile(us, [50, 99, 99.9])
+        rows.append({"scenario": sc, "configuration": cf, "runs": x["run_id"].nunique(), "samples": us.size,
+                     "min_us": us.min(), "avg_us": us.mean(), "p50_us": p50, "p99_us": p99, "p999_us": p999,
+                     "max_us": us.max()})
+    t = pd.DataFrame(rows)
+    solo = t[t["scenario"] == "solo"].set_index("configuration")["p99_us"]
+    t["p99_vs_solo"] = [r.p99_us / solo[r.configuration] if r.configuration in solo and solo[r.configuration] > 0
+                        else math.nan for r in t.itertuples()]
+    order = sorted(range(len(t)), key=lambda i: (t["configuration"].iat[i], t["scenario"].iat[i] != "solo"))
+    return t.iloc[order].reset_index(drop=True)[LATENCY_COLUMNS]
+
+
+def latency_histogram_figure(jobs: pd.DataFrame, title: str):
+    """The cyclictest plot: samples per 1 µs bin on a log axis, one step line per scenario,
+    the maximum of each marked."""
+    import matplotlib.pyplot as plt
+
+    from . import figures as fg
+
+    if jobs.empty:
+        return None
+    us = (jobs["wakeup_ns"].to_numpy(dtype=np.int64) - jobs["release_ns"].to_numpy(dtype=np.int64)) // 1000
+    names = (jobs["scenario"].astype(str) + np.where(jobs["configuration"].astype(str) == "default", "",
+                                                      " (" + jobs["configuration"].astype(str) + ")")).to_numpy()
+    fig, ax = plt.subplots(figsize=(9.0, 3.6))
+    hi = int(max(us.max(), 0)) + 1
+    for i, name in enumerate(dict.fromkeys(names)):
+        v = np.clip(us[names == name], 0, None)
+        counts = np.bincount(v, minlength=hi).astype(float)
+        counts[counts == 0] = np.nan  # empty bins: gaps on a log axis
+        colour = fg._color(i)
+        ax.step(np.arange(hi + 1), np.append(counts, counts[-1]), where="post", color=colour, lw=1.0,
+                label=f"{name} (max {v.max()} µs)")
+        ax.axvline(v.max(), color=colour, ls=":", lw=0.8)
+    ax.set_yscale("log")
+    ax.set_ylim(bottom=0.8)  # a single sample (the tail that matters) stays visible
+    ax.set_xlabel("latency (µs, 1 µs bins: bin k holds [k, k+1) µs)")
+    ax.set_ylabel("samples (log)")
+    ax.set_title(title)
+    ax.legend(fontsize=8, loc="upper right")
+    return fig
+
+
+# --------------------------------------------------------------------------- task sets
+
+
+def task_jobs(runs: pd.DataFrame) -> pd.DataFrame:
+    """Measured jobs of a task-set victim with their task index and the run's labels."""
+    cols = ["job", "warmup", "task", "release_ns", "start_ns", "end_ns", "cpu_start", "cpu_time_ns", "missed"]
+    parts = []
+    for r in runs.itertuples():
+        p = Path(r.dir) / "jobs.parquet"
+        if not p.exists():
+            continue
+        names = pq.read_schema(p).names
+        df = pq.read_table(p, columns=[c for c in cols if c in names]).to_pandas()
+        if "task" not in df:
+            continue
+        parts.append(df[~df["warmup"].astype(bool)].assign(run_id=r.run_id, scenario=r.scenario,
+                                                           configuration=r.configuration))
+    return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=cols + ["run_id", "scenario", "configuration"])
+
+
+def rta_bounds(victim: dict, wcet_ms: dict[int, float] | None = None) -> tuple[dict[int, float], str]:
+    """Task index -> bound on its response time (ms), and how it was obtained.
+
+    ``rm``: fixed-priority response-time analysis (xtalk.sched.uniproc) with the priorities
+    the agent gives the threads (rate monotonic from the victim's priority down, a task's own
+    priority winning), valid on one CPU; ∞ where the analysis finds the deadline can be
+    missed. ``deadline``: an admitted SCHED_DEADLINE reservation whose runtime covers the
+    job finishes by its deadline, so the bound is the deadline. ``wcet_ms`` replaces the
+    planned wcet of the tasks it names (a measured one)."""
+    from ..sched.taskset import Task
+    from ..sched.uniproc import response_time_analysis
+
+    body = victim.get("body") or {}
+    tasks = body.get("tasks") or []
+    if not tasks:
+        return {}, "no tasks in the plan"
+    if body.get("policy") == "deadline":
+        return ({i: (t.get("deadline_ns") or t["period_ns"]) / 1e6 for i, t in enumerate(tasks)},
+                "SCHED_DEADLINE reservations: an admitted job whose runtime covers it ends by its deadline")
+    sched = victim.get("sched") or {}
+    top = int(sched.get("priority") or RM_TOP_PRIORITY) if sched.get("policy") == "fifo" else RM_TOP_PRIORITY
+    prio = [t.get("priority") for t in tasks]
+    for rank, i in enumerate(sorted((i for i, p in enumerate(prio) if p is None), key=lambda i: (tasks[i]["period_ns"], i))):
+        prio[i] = max(top - rank, 1)
+    wcet_ms = wcet_ms or {}
+    model = [Task(str(i), wcet_ms.get(i, t["wcet_ns"] / 1e6), t["period_ns"] / 1e6, (t.get("deadline_ns") or t["period_ns"]) / 1e6,
+                  priority=100 - prio[i]) for i, t in enumerate(tasks)]  # SCHED_FIFO: higher number, higher priority
+    cpus = (victim.get("placement") or {}).get("cpus") or []
+    where = "on one CPU" if len(cpus) == 1 else (f"on one CPU (the tasks may use {len(cpus)} CPUs: a reference, not a "
+                                                 "proven bound for global scheduling)" if cpus else "on one CPU (unpinned: "
+                                                 "a reference, not a proven bound for global scheduling)")
+    return ({int(r.task.name): r.response for r in response_time_analysis(model)},
+            f"fixed-priority response-time analysis with the agent's SCHED_FIFO priorities, wcet as planned, {where}")
+
+
+def task_table(runs: pd.DataFrame, jobs: pd.DataFrame | None = None) -> pd.DataFrame:
+    """One row per scenario, configuration and task: jobs, misses, skipped jobs (never ran),
+    deadline-miss ratio, response time p50 / p99 / max beside the RTA bound (planned wcet)
+    and the deadline; then the planned wcet, the largest CPU time a job of the task took
+    (``cpu_max_ms``) and the RTA bound with those measured CPU times as wcet
+    (``rta_measured_ms``): when the response exceeds the planned bound, this says whether
+    the task's own cost or something else explains it."""
+    victim = victim_plan(runs)
+    tasks = (victim.get("body") or {}).get("tasks") or []
+    bounds, _ = rta_bounds(victim)
+    jobs = task_jobs(runs) if jobs is None else jobs
+    rows = []
+    measured: dict[tuple, dict[int, float]] = {}
+    if "cpu_time_ns" in jobs and len(jobs):
+        for (sc, cf, k), g in jobs[jobs["cpu_start"] >= 0].groupby(["scenario", "configuration", "task"], sort=False):
+            measured.setdefault((sc, cf), {})[int(k)] = float(g["cpu_time_ns"].max()) / 1e6
+    measured_bounds = {key: rta_bounds(victim, w)[0] for key, w in measured.items()}
+    for (sc, cf, k), g in jobs.groupby(["scenario", "configuration", "task"], sort=False):
+        k = int(k)
+        skipped = (g["cpu_start"] < 0) & (g.get("cpu_time_ns", pd.Series(1, index=g.index)) == 0)
+        ran = g[~skipped]
+        resp = (ran["end_ns"] - ran["release_ns"]).to_numpy(dtype=float) / 1e6
+        q = (lambda p: float(np.percentile(resp, p)) if resp.size else math.nan)  # noqa: E731
+        t = tasks[k] if k < len(tasks) else {}
+        bound = bounds.get(k, math.nan)
+        rmax = float(resp.max()) if resp.size else math.nan
+        rows.append({"scenario": str(sc), "configuration": str(cf), "task": k, "name": t.get("name", str(k)), "jobs": len(g),
+                     "missed": int(g["missed"].astype(bool).sum()), "skipped": int(skipped.sum()),
+                     "dmr": float(g["missed"].astype(bool).mean()), "resp_p50_ms": q(50), "resp_p99_ms": q(99),
+                     "resp_max_ms": rmax, "rta_bound_ms": bound,
+                     "deadline_ms": (t.get("deadline_ns") or t.get("period_ns") or math.nan) / 1e6,
+                     "within_bound": bool(rmax <= bound) if resp.size and not math.isnan(bound) else None,
+                     "wcet_ms": t.get("wcet_ns", math.nan) / 1e6, "cpu_max_ms": measured.get((sc, cf), {}).get(k, math.nan),
+                     "rta_measured_ms": measured_bounds.get((sc, cf), {}).get(k, math.nan)})
+    out = pd.DataFrame(rows, columns=TASK_COLUMNS)
+    return out.sort_values(["configuration", "scenario", "task"], key=lambda c: c != "solo" if c.name == "scenario" else c,
+                           kind="stable").reset_index(drop=True)
+
+
+def task_figure(table: pd.DataFrame, jobs: pd.DataFrame, title: str):
+    """Response time per task and scenario (box p25–p75, whiskers p1–p99, red dot: max) with
+    the RTA bound as a black bar."""
+    import inspect
+
+    import matplotlib.pyplot as plt
+
+    if table.empty:
+        return None
+    items, bounds = [], []
+    for r in table.itertuples():
+        g = jobs[(jobs["scenario"] == r.scenario) & (jobs["configuration"] == r.configuration) & (jobs["task"] == r.task)
+                 & (jobs["cpu_start"] >= 0)]
+        v = (g["end_ns"] - g["release_ns"]).to_numpy(dtype=float) / 1e6
+        if v.size == 0:
+            continue
+        p1, q1, med, q3, p99 = np.percentile(v, [1, 25, 50, 75, 99])
+        label = f"{r.name} · {r.scenario}" + ("" if r.configuration == "default" else f" ({r.configuration})")
+        items.append({"label": label, "whislo": p1, "q1": q1, "med": med, "q3": q3, "whishi": p99, "fliers": [v.max()]})
+        bounds.append(r.rta_bound_ms)
+    if not items:
+        return None
+    fig, ax = plt.subplots(figsize=(7.6, 1.2 + 0.4 * len(items)))
+    horizontal = {"orientation": "horizontal"} if "orientation" in inspect.signature(ax.bxp).parameters else {"vert": False}
+    ax.bxp(items, showfliers=True, flierprops={"marker": "o", "markerfacecolor": "#e76f51", "markersize": 4}, **horizontal)
+    for i, b in enumerate(bounds, start=1):
+        if np.isfinite(b):
+            ax.plot([b, b], [i - 0.4, i + 0.4], color="k", lw=2.2, label="RTA bound" if i == 1 else None)
+    ax.set_xlabel("response time, end − release (ms) — box p25–p75, whiskers p1–p99, dot: max; black: RTA bound")
+    ax.set_title(title)
+    ax.invert_yaxis()
+    return fig
+
+
+# --------------------------------------------------------------------------- AOCS
+
+
+def aocs_table(runs: pd.DataFrame) -> pd.DataFrame:
+    """Per run: the comparer's verdict from aocs.json (steps compared, mismatches, first
+    mismatching step); a run without aocs.json is listed with its status and no counts."""
+    rows = []
+    for r in runs.itertuples():
+        try:
+            a = json.loads((Path(r.dir) / "aocs.json").read_text())
+        except (OSError, ValueError):
+            a = {}
+        rows.append({"run_id": r.run_id, "scenario": r.scenario, "configuration": r.configuration, "status": r.status,
+                     "compared": a.get("compared"), "mismatches": a.get("mismatches"),
+                     "first_mismatch_step": a.get("first_mismatch_step")})
+    return pd.DataFrame(rows, columns=AOCS_COLUMNS)
+
+
+def aocs_line(t: pd.DataFrame) -> str:
+    """One sentence: steps compared and mismatches over every run."""
+    have = t[t["compared"].notna()]
+    if have.empty:
+        return "AOCS: no run wrote aocs.json, so no output was compared."
+    comp, mis = int(have["compared"].sum()), int(have["mismatches"].sum())
+    bad = have[have["mismatches"] > 0]
+    missing = len(t) - len(have)
+    s = (f"AOCS outputs: {comp} steps compared over {len(have)} runs, {mis} mismatches"
+         + (f" (runs {', '.join(bad['run_id'])})" if len(bad) else ": every step bit-exact"))
+    return s + (f"; {missing} runs without aocs.json" if missing else "") + "."
+
+
+# --------------------------------------------------------------------------- verdict lines
+
+
+def adapt_verdicts(kind: str, verdicts: pd.DataFrame, runs: pd.DataFrame, jobs: pd.DataFrame) -> pd.DataFrame:
+    """Rewrite the generic verdict lines (report/tables.verdicts) for the victim's kind:
+    latency statistics instead of an execution slowdown for ``latency``; one clause per task
+    with its response against the RTA bound for ``taskset``; steps compared and mismatches
+    appended for ``aocs``. Other kinds unchanged."""
+    if verdicts.empty or kind not in ("latency", "taskset", "aocs"):
+        return verdicts
+    v = verdicts.copy()
+    tail = [line.split(" — ", 1)[1].split("; ") if " — " in line else [] for line in v["verdict"]]
+    keep = [[p for p in parts if "deadline miss" in p or p.startswith("ε") or p == "no ε given"] for parts in tail]
+    if kind == "latency":
+        lt = latency_table(jobs).set_index(["scenario", "configuration"])
+        for i, r in enumerate(v.itertuples()):
+            if (r.scenario, r.configuration) not in lt.index:
+                continue
+            x = lt.loc[(r.scenario, r.configuration)]
+            vs = "" if r.scenario == "solo" or math.isnan(x["p99_vs_solo"]) else f" (p99 {x['p99_vs_solo']:.2f}× solo)"
+            word = getattr(r, "response_interference", None)
+            status = r.status if r.status not in ("slowed down", "ok", "no interference beyond noise", "ε holds, slowed down") \
+                else ("latency higher" if word == "slowed down" else "ok" if r.scenario == "solo" or word is None
+                      else "latency within noise")
+            v.at[v.index[i], "status"] = status
+            v.at[v.index[i], "verdict"] = (
+                f"{r.application} · {r.scenario} ({r.configuration}): {status} — wake-up latency p50 {x['p50_us']:.1f} µs, "
+                f"p99 {x['p99_us']:.1f} µs{vs}, max {x['max_us']:.1f} µs over {int(x['samples'])} samples; " + "; ".join(keep[i]))
+    elif kind == "taskset":
+        tt = task_table(runs)
+        for i, r in enumerate(v.itertuples()):
+            t = tt[(tt["scenario"] == r.scenario) & (tt["configuration"] == r.configuration)]
+            clauses = [f"{x.name}: resp max {x.resp_max_ms:.2f} ms {_vs(x.resp_max_ms, x.rta_bound_ms)} bound "
+                       f"{_ms(x.rta_bound_ms)}, {x.missed}/{x.jobs} missed" + (f", {x.skipped} skipped" if x.skipped else "")
+                       for x in t.itertuples()]
+            status = _task_status(r.status, int(t["missed"].sum()), bool((t["within_bound"] == False).any()))  # noqa: E712
+            v.at[v.index[i], "status"] = status
+            v.at[v.index[i], "verdict"] = (f"{r.application} · {r.scenario} ({r.configuration}): {status} — "
+                                           + "; ".join(clauses + [p for p in keep[i] if p.startswith("ε") or p == "no ε given"]))
+    else:
+        at = aocs_table(runs)
+        for i, r in enumerate(v.itertuples()):
+            a = at[(at["scenario"] == r.scenario) & (at["configuration"] == r.configuration) & at["compared"].notna()]
+            if len(a):
+                v.at[v.index[i], "verdict"] = (f"{r.verdict}; {int(a['compared'].sum())} AOCS steps compared, "
+                                               f"{int(a['mismatches'].sum())} mismatches")
+    return v
+
+
+def _task_status(generic: str, missed: int, above: bool) -> str:
+    """A task set's status: ε as decided on the pooled jobs, misses as the agent flagged them
+    per task (the generic status reads the job table's period, the hyperperiod), then any
+    task whose response exceeded its RTA bound."""
+    if generic == "ε VIOLATED":
+        s = generic
+    elif missed:
+        s = "DEADLINE MISSES"
+    elif generic == "ε INCONCLUSIVE":
+        s = generic
+    else:
+        s = "ε holds" if generic.startswith("ε holds") else "ok"
+    if above:
+        s = "ABOVE RTA BOUND" if s in ("ok", "ε holds") else s + ", above RTA bound"
+    return s
+
+
+def _vs(a: float, b: float) -> str:
+    return "?" if math.isnan(a) or math.isnan(b) else "≤" if a <= b else ">"
+
+
+def _ms(x: float) -> str:
+    return "∞ (deadline can be missed)" if math.isinf(x) else "–" if math.isnan(x) else f"{x:.2f} ms"
+
+
+# --------------------------------------------------------------------------- report section
+
+
+TITLES = {"latency": "Timer latency", "taskset": "Task set: per task", "aocs": "AOCS outputs"}
+
+
+def section(b, kind: str):
+    """The kind's own report section (b: the report builder), None for a periodic body."""
+    from .html import Section
+
+    if kind not in TITLES:
+        return None
+    data = b.data
+    s = Section("victim", TITLES[kind])
+    if kind == "latency":
+        s.text("The latency victim's job is empty: each sample is its wake-up minus its release (cyclictest's "
+               "measurement), so this section replaces the execution-time slowdown, distributions and pWCET.")
+        t = b.keep("latency", latency_table(data.measured))
+        s.table(t, "Wake-up latency per scenario (µs)")
+        s.figure(b.fig(latency_histogram_figure(data.measured, "wake-up latency"), "latency_histogram",
+                       "Latency histogram", "1 µs bins as cyclictest -h, counts on a log scale; dotted: each maximum."))
+        return s
+    if kind == "taskset":
+        runs = data.runs
+        jobs = task_jobs(runs)
+        t = b.keep("tasks", task_table(runs, jobs))
+        _, how = rta_bounds(victim_plan(runs))
+        s.text("Each task on its own line (response = end − release; skipped jobs never ran and count as missed). "
+               f"Bound: {how}.")
+        s.table(t, "Per task: measured response beside the RTA bound")
+        above = t[t["within_bound"] == False]  # noqa: E712
+        if len(above):
+            s.text("Above the bound: " + ", ".join(f"{r.name} in {r.scenario} ({r.resp_max_ms:.2f} > {r.rta_bound_ms:.2f} ms)"
+                                                   for r in above.itertuples())
+                   + ". The bound assumes the planned wcet and nothing else on the CPU above the tasks' priorities: "
+                   "cpu_max_ms is the most CPU time a job of the task took, rta_measured_ms the bound with those "
+                   "measured times as wcet (the response above it is interference or overhead, not the tasks' own cost).")
+        s.figure(b.fig(task_figure(t, jobs, "response time per task"), "task_response", "Response time per task",
+                       "Every measured job; black bar: the RTA bound of the task."))
+        return s
+    t = b.keep("aocs", aocs_table(data.runs))
+    s.text(aocs_line(t))
+    s.table(t, "Per run: steps compared with the expected outputs, mismatches")
+    return s
+
+
+def markdown(b, kind: str) -> list[str]:
+    """Lines of summary.md for the kind's own numbers (empty for a periodic body)."""
+    from .markdown import md_table
+
+    if kind == "latency" and "latency" in b.tables:
+        return ["## Timer latency (µs)", "", md_table(b.tables["latency"])]
+    if kind == "taskset" and "tasks" in b.tables:
+        return ["## Task set: response beside the RTA bound", "", md_table(b.tables["tasks"])]
+    if kind == "aocs" and "aocs" in b.tables:
+        return ["## AOCS outputs", "", aocs_line(b.tables["aocs"]), ""]
+    return []
+
+
+# --------------------------------------------------------------------------- terminal summary
+
+
+def kind_summary(kind: str, runs: pd.DataFrame, jobs: pd.DataFrame) -> tuple[str, pd.DataFrame, list[str]] | None:
+    """(title, table, lines) the terminal summary of `xtalk run` shows for a victim kind whose
+    numbers the generic table gets wrong; None for a periodic compute body. For ``latency``
+    and ``taskset`` the table replaces the generic one, for ``aocs`` it follows it."""
+    if kind == "latency":
+        return "timer latency (wake-up − release), µs", latency_table(jobs), []
+    if kind == "taskset":
+        t = task_table(runs)
+        _, how = rta_bounds(victim_plan(runs))
+        cols = ([] if set(t["configuration"]) <= {"default"} else ["configuration"]) + TERMINAL_TASK_COLUMNS
+        return ("task set, per task (response = end − release, ms)", t[["scenario"] + cols],
+                [f"RTA bound: {how}; rta_measured_ms: the same with each task's largest measured CPU time as wcet"])
+    if kind == "aocs":
+        t = aocs_table(runs)
+        return "AOCS outputs per run", t, [aocs_line(t)]
+    return None
+
+
+def replaces_generic(kind: str) -> bool:
+    """Whether the kind's table replaces the generic slowdown table in the terminal."""
+    return kind in ("latency", "taskset")

@@ -248,6 +248,17 @@ fn check_groups(plan: &Plan, online: &[usize]) -> Result<(), PlanError> {
         if g.memory_max.map_or(false, |m| m < 4 << 20) {
             return err(format!("{at}.memory_max"), "must be at least 4 MiB");
         }
+        if g.isolated && g.cpus.is_none() {
+            return err(format!("{at}.cpus"), "an isolated partition needs its CPUs listed (and the others left to the system)");
+        }
+        if let Some(io) = &g.io_max {
+            if io.paths.is_empty() && io.devices.is_empty() {
+                return err(format!("{at}.io_max"), "name the devices (\"MAJ:MIN\") or the paths whose disks it limits");
+            }
+            if [io.rbps, io.wbps, io.riops, io.wiops].iter().all(|x| x.is_none()) || [io.rbps, io.wbps, io.riops, io.wiops].contains(&Some(0)) {
+                return err(format!("{at}.io_max"), "give at least one of rbps, wbps, riops, wiops, each at least 1");
+            }
+        }
         if let Err(why) = crate::launch::cgroups::settings(g) {
             return err(at, format!("this kernel cannot provide it: {why}"));
         }

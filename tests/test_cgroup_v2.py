@@ -74,14 +74,17 @@ def test_failure_propagation_plans_on_v1_with_quota_rt_runtime_and_blkio(tmp_pat
 
 def test_rr_cgroups_on_v2_is_unavailable_with_its_nearest_equivalent(tmp_path):
     r = xtalk("plan", "--machine", v2_host(tmp_path), CONFIGURATIONS, cwd=tmp_path)
+    err = " ".join(r.stderr.split())
     assert r.returncode == 2
-    assert "'rr+cgroups'" in r.stderr and "per-task SCHED_DEADLINE with the same bandwidth" in r.stderr, r.stderr
+    assert "'rr+cgroups'" in err and "per-task SCHED_DEADLINE with the same bandwidth" in err, r.stderr
     r = xtalk("plan", "--machine", v2_host(tmp_path), CONFIGURATIONS, "--skip-unavailable", cwd=tmp_path)
+    out = " ".join(r.stdout.split())  # the console wraps long lines
     assert r.returncode == 0, r.stderr
-    assert "rr+cgroups skipped" in r.stdout and "deadline+cgroups skipped" in r.stdout
+    assert "configuration rr+cgroups skipped" in out and "configuration deadline+cgroups skipped" in out, out
     # The alternative, spelt out as settings: the victim's 8 ms of RT runtime per 10 ms
-    # (its reservation) reserved per task over its own 10 ms period.
-    assert 'runtime = \\"8000us\\"' in r.stdout or 'runtime = "8000us"' in r.stdout, r.stdout
+    # (its reservation) reserved per task over its own 10 ms period, the enemies' 1.5 ms.
+    assert 'victim = { policy = "deadline", runtime = "8000us", unpinned = true }' in out, out
+    assert 'enemies = { policy = "deadline", runtime = "1500us", unpinned = true }' in out, out
 
 
 def test_v2_groups_cpu_max_weight_partition_memory_io_pids_plan(tmp_path):
@@ -93,8 +96,7 @@ victim = { group = "crit" }
 enemies = { group = "rest" }
 groups = [
   { name = "crit", cpus = [15], isolated = true },
-  { name = "rest", cpus = "0-14", cpu_max = "20ms 100ms", cpu_weight = 50, memory_max = "1GiB", pids_max = 64,
-    io_max = { devices = ["8:0"], wbps = "8MiB/s", riops = 100 } },
+  { name = "rest", cpus = "0-14", cpu_max = "20ms 100ms", cpu_weight = 50, memory_max = "1GiB", pids_max = 64, io_max = { devices = ["8:0"], wbps = "8MiB/s", riops = 100 } },
 ]
 """)
     r = xtalk("plan", "--machine", v2_host(tmp_path), exp, "--show", cwd=tmp_path)
@@ -134,25 +136,52 @@ def disk_of(path: str) -> str | None:
 BLKIO = Path("/sys/fs/cgroup/blkio")
 
 
-@needs_root
-def test_io_limit_holds_diskfill_in_its_group_and_is_undone(agent, tmp_path, facts):
-    """Live on a v1 blkio hierarchy (this machine): the group's write limit is on the disk of
-    diskfill's directory while it runs; a SIGKILLed agent's limit and group are undone by
-    `xtalk-agent recover`."""
+def diskfill_plan(tmp_path: Path, jobs: int) -> tuple[dict, int]:
+    wbps = 4 << 20
+    plan = small_plan(jobs=jobs, period_ns=5_000_000)
+    plan["groups"] = [{"name": "faults", "pids_max": 16, "io_max": {"paths": [str(tmp_path)], "wbps": wbps}}]
+    plan["enemies"] = [{"name": "d", "load": {"kind": "diskfill", "dir": str(tmp_path), "bytes": 8 << 20}, "group": "faults"}]
+    return plan, wbps
+
+
+def needs_blkio_disk(tmp_path: Path) -> str:
     if not (BLKIO / "blkio.throttle.write_bps_device").exists():
         pytest.skip("no v1 blkio hierarchy here (the v2 io path is checked against a recorded tree in the agent's tests)")
     disk = disk_of(str(tmp_path))
     if disk is None:
         pytest.skip(f"{tmp_path} is on a file system without a block device: no disk to limit")
-    plan = small_plan(jobs=2000, period_ns=5_000_000)
-    plan["groups"] = [{"name": "faults", "pids_max": 16, "io_max": {"paths": [str(tmp_path)], "wbps": 4 << 20}}]
-    plan["enemies"] = [{"name": "d", "load": {"kind": "diskfill", "dir": str(tmp_path), "bytes": 16 << 20}, "group": "faults"}]
+    return disk
+
+
+@needs_root
+def test_io_limit_holds_diskfill_to_its_rate(agent, tmp_path):
+    """Live on a v1 blkio hierarchy (this machine): the group's write limit is on the disk of
+    diskfill's directory while it runs, and what diskfill wrote is bounded by it: the limit
+    over the run, plus the one file it writes into the page cache before its first sync."""
+    disk = needs_blkio_disk(tmp_path)
+    plan, wbps = diskfill_plan(tmp_path, jobs=800)
     out = tmp_path / "run"
     p = subprocess.Popen([agent, "run", write_plan(tmp_path, plan), "--out", out])
     limit = BLKIO / f"xtalk-{p.pid}" / "faults" / "blkio.throttle.write_bps_device"
     try:
         assert wait_for(lambda: limit.exists() and limit.read_text().strip(), timeout=20), "the group never had its limit"
-        assert limit.read_text().split() == [disk, str(4 << 20)]
+        assert limit.read_text().split() == [disk, str(wbps)]
+    finally:
+        assert p.wait(timeout=60) == 0
+    meta = json.loads((out / "run.json").read_text())
+    e = meta["enemies"][0]
+    seconds = e["ops"] / e["rate"]
+    assert e["ops"] > 0 and e["ops"] <= wbps * seconds + (8 << 20), f"{e['ops']} bytes in {seconds:.1f} s under {wbps} B/s"
+    assert meta["configuration"]["restored"] and not leftover_cgroups() and not journals()
+
+
+@needs_root
+def test_io_limited_group_of_a_killed_agent_is_recovered(agent, tmp_path):
+    """A SIGKILLed agent's limited group is undone by `xtalk-agent recover`."""
+    needs_blkio_disk(tmp_path)
+    plan, _ = diskfill_plan(tmp_path, jobs=2000)
+    p = subprocess.Popen([agent, "run", write_plan(tmp_path, plan), "--out", tmp_path / "run"])
+    try:
         enemy = wait_for(lambda: processes_named(("xt-enemy-0",)), timeout=20)
         assert enemy and f"blkio:/xtalk-{p.pid}/faults" in Path(f"/proc/{enemy[0][0]}/cgroup").read_text()
     finally:
@@ -213,7 +242,7 @@ def test_configurations_run_in_a_cgroup2_only_namespace(tmp_path):
     assert "per-task SCHED_DEADLINE with the same bandwidth" in skipped["rrcg"], skipped
     # Every run was contained in its own v2 group (cgroup.kill), and left nothing.
     run = json.loads(next(res.glob("runs/*/run.json")).read_text())
-    assert run["configuration"]["run_group"]["path"].startswith("/sys/fs/cgroup/xtalk-"), run["configuration"]["run_group"]
+    assert run["configuration"]["run_group"]["dir"].startswith("/sys/fs/cgroup/xtalk-"), run["configuration"]["run_group"]
     assert not v2_leftovers() and not leftover_cgroups() and not journals()
 
 

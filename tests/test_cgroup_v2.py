@@ -260,3 +260,40 @@ def test_failure_propagation_in_a_cgroup2_only_namespace(tmp_path):
         assert r.returncode == 2 and "controller is not mounted" in r.stderr, r.stdout + r.stderr
         pytest.skip(f"this machine's cgroup2 hierarchy offers only {sorted(offered) or 'no controller'}; "
                     f"pids and memory are bound to v1 hierarchies here: {r.stderr.strip()}")
+
+
+RESCTRL_CONFIG = """
+[[configuration]]
+name = "own"
+
+[[configuration]]
+name = "rdt"
+victim = { group = "crit" }
+groups = [{ name = "crit", cpus = [15], cache_ways = "0-3", memory_bandwidth = "40%" }]
+"""
+
+
+def test_cache_ways_and_bandwidth_need_resctrl_and_say_so(tmp_path):
+    exp = tmp_path / "r.toml"
+    exp.write_text(CONFIGS.split("[[configuration]]")[0] + RESCTRL_CONFIG)
+    r = xtalk("plan", "--machine", v2_host(tmp_path), exp, cwd=tmp_path)
+    err = " ".join(r.stderr.split())
+    assert r.returncode == 2 and "need resctrl (Intel RDT, AMD PQoS, Arm MPAM)" in err and "--skip-unavailable" in err, r.stderr
+    r = xtalk("plan", "--machine", v2_host(tmp_path), exp, "--skip-unavailable", cwd=tmp_path)
+    assert r.returncode == 0 and "configuration rdt skipped" in " ".join(r.stdout.split()), r.stdout + r.stderr
+
+
+def test_cache_ways_and_bandwidth_plan_where_resctrl_is_mounted(tmp_path):
+    """The same machine with resctrl mounted (recorded as Intel RDT shows it): the group's
+    ways and share reach the plan; the schemata written from them are checked against a
+    recorded resctrl tree in the agent's tests (launch/resctrl.rs)."""
+    f = v2_host(tmp_path)
+    doc = json.loads(f.read_text())
+    doc["capabilities"]["resctrl"] = {"supported": True, "mount": "/sys/fs/resctrl"}
+    f.write_text(json.dumps(doc))
+    exp = tmp_path / "r.toml"
+    exp.write_text(CONFIGS.split("[[configuration]]")[0] + RESCTRL_CONFIG)
+    r = xtalk("plan", "--machine", f, exp, "--show", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    (g,) = next(p for p in shown(r.stdout) if p["labels"]["configuration"] == "rdt")["groups"]
+    assert g["cache_ways"] == [0, 1, 2, 3] and g["mb_percent"] == 40

@@ -88,6 +88,12 @@ pub struct Group {
     /// I/O limits (v2 io.max, v1 blkio throttling) on block devices.
     #[serde(default)]
     pub io_max: Option<IoMax>,
+    /// resctrl (Intel RDT, AMD PQoS, Arm MPAM): the L3 ways the group may fill (contiguous)
+    /// and its memory-bandwidth share in percent, in every cache domain.
+    #[serde(default)]
+    pub cache_ways: Option<Vec<u32>>,
+    #[serde(default)]
+    pub mb_percent: Option<u32>,
 }
 
 /// I/O limits of a group, per block device: the devices given as "MAJ:MIN" and the disks

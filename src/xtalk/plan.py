@@ -371,6 +371,8 @@ class Group(_Strict):
     pids_max: Optional[int] = Field(default=None, ge=1, le=MAX_PIDS)
     freezable: bool = False
     io_max: Optional[IoMax] = None
+    cache_ways: Optional[list[Annotated[int, Field(ge=0, le=63)]]] = Field(default=None, min_length=1)
+    mb_percent: Optional[int] = Field(default=None, ge=1, le=100)
 
 
 class Regulator(_Strict):

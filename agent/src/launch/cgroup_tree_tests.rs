@@ -48,7 +48,15 @@ impl Tree {
 impl Changes for Tree {
     fn cgroup(&mut self, path: &Path) -> Result<(), String> {
         std::fs::create_dir(path).map_err(|e| format!("mkdir {}: {e}", path.display()))?;
-        let enabled = std::fs::read_to_string(path.parent().unwrap().join("cgroup.subtree_control")).unwrap();
+        let parent = path.parent().unwrap();
+        if let Ok(schemata) = std::fs::read_to_string(parent.join("schemata")) {
+            // A resctrl group: its schemata start as the default group's; tasks join through `tasks`.
+            std::fs::write(path.join("schemata"), schemata).unwrap();
+            std::fs::write(path.join("tasks"), "").unwrap();
+            self.log.push(format!("mkdir {}", self.rel(path)));
+            return Ok(());
+        }
+        let enabled = std::fs::read_to_string(parent.join("cgroup.subtree_control")).unwrap();
         std::fs::write(path.join("cgroup.controllers"), enabled.trim()).unwrap();
         for f in ["cgroup.subtree_control", "cgroup.procs", "cgroup.freeze", "cgroup.kill"] {
             std::fs::write(path.join(f), "").unwrap();
@@ -100,6 +108,7 @@ fn v2_machine<'a>(root: &Path, lookup: Lookup<'a>, disks: &'a dyn Fn(&Path) -> R
         rt_group_files: false,
         online: vec![0, 1, 2, 3],
         disks,
+        resctrl: None,
     }
 }
 
@@ -230,4 +239,34 @@ fn io_limits_without_a_controller_are_refused() {
     let bad = Group { name: "g".into(), io_max: Some(IoMax { devices: vec!["sda".into()], wbps: Some(1), ..Default::default() }), ..Default::default() };
     let lookup = v2_lookup(PathBuf::from("/x"));
     assert!(settings_with(&bad, &lookup, false, &[0], &|_| Ok(None)).unwrap_err().contains("MAJ:MIN"));
+}
+
+#[test]
+fn cache_ways_and_bandwidth_get_a_resctrl_group_of_their_own() {
+    let t = tempfile::tempdir().unwrap();
+    let mut tree = Tree::new(&t, "cpuset", "cpuset");
+    // A recorded resctrl tree: 11-way L3 CAT and MBA on two cache domains.
+    let rd = t.path().join("resctrl");
+    std::fs::create_dir_all(rd.join("info/L3")).unwrap();
+    std::fs::create_dir_all(rd.join("info/MB")).unwrap();
+    std::fs::write(rd.join("info/L3/cbm_mask"), "7ff").unwrap();
+    std::fs::write(rd.join("info/MB/min_bandwidth"), "10").unwrap();
+    std::fs::write(rd.join("schemata"), "L3:0=7ff;1=7ff\nMB:0=100;1=100\n").unwrap();
+    let lookup = v2_lookup(tree.root.clone());
+    let disks = |_: &Path| Ok(None);
+    let mut m = v2_machine(&tree.root.clone(), &lookup, &disks);
+    m.resctrl = Some(rd.clone());
+    let g = Group { name: "crit".into(), cpus: Some(vec![3]), cache_ways: Some(vec![0, 1, 2, 3]), mb_percent: Some(40), ..Default::default() };
+    let groups = Groups::create_on(&m, &[g.clone()], None, &mut tree).unwrap();
+    assert!(tree.log.contains(&format!("write {}/xtalk-4242-crit/schemata = L3:0=f;1=f", rd.display())), "{:?}", tree.log);
+    assert!(tree.log.contains(&format!("write {}/xtalk-4242-crit/schemata = MB:0=40;1=40", rd.display())), "{:?}", tree.log);
+    // Its processes join it with their cgroups.
+    assert_eq!(groups.dirs_of("crit"), vec![tree.root.join("xtalk-4242/crit"), rd.join("xtalk-4242-crit")]);
+    // No resctrl here: the run stops before anything starts, naming what is missing.
+    let t2 = tempfile::tempdir().unwrap();
+    let mut none = Tree::new(&t2, "cpuset", "cpuset");
+    let lookup2 = v2_lookup(none.root.clone());
+    let m2 = v2_machine(&none.root.clone(), &lookup2, &disks);
+    let e = Groups::create_on(&m2, &[g], None, &mut none).err().unwrap();
+    assert!(e.contains("resctrl"), "{e}");
 }

@@ -264,6 +264,8 @@ pub struct Machine<'a> {
     pub rt_group_files: bool,
     pub online: Vec<usize>,
     pub disks: &'a dyn Fn(&Path) -> Result<Option<String>, String>,
+    /// Where resctrl is mounted, if it is.
+    pub resctrl: Option<PathBuf>,
 }
 
 impl Groups {
@@ -276,7 +278,8 @@ impl Groups {
         let lookup = |c: &'static str| controller(c);
         let disks = |p: &Path| super::blockdev::disk_of(p);
         let run = if unsafe { libc::geteuid() } != 0 { Err("not root: the run has no cgroup of its own".to_string()) } else { super::contain::hierarchy() };
-        let m = Machine { lookup: &lookup, run, pid: std::process::id(), rt_group_files: facts.rt_group_files(), online: facts.online.clone(), disks: &disks };
+        let m = Machine { lookup: &lookup, run, pid: std::process::id(), rt_group_files: facts.rt_group_files(), online: facts.online.clone(), disks: &disks,
+                        resctrl: super::resctrl::mount() };
         Groups::create_on(&m, groups, pids_max, journal)
     }
 
@@ -361,6 +364,16 @@ impl Groups {
                         return Err(format!("group {}: the kernel refused the partition: {} = {}", g.name, dir.join(PARTITION).display(), state.trim()));
                     }
                 }
+            }
+            if super::resctrl::wanted(g) {
+                let root = m.resctrl.as_ref().ok_or_else(|| format!("group {}: {}", g.name, super::resctrl::unavailable(g, None, true).unwrap_or_default()))?;
+                let lines = super::resctrl::schemata(root, g).map_err(|e| format!("group {}: {e}", g.name))?;
+                let dir = super::resctrl::group_dir(root, pid, &g.name);
+                changes.cgroup(&dir)?;
+                for l in lines {
+                    changes.write(&dir.join("schemata"), &l).map_err(|e| format!("group {}: {e}", g.name))?;
+                }
+                dirs.push((g.name.clone(), "resctrl", dir));
             }
         }
         let run = run_ctl.map(|c| c.mount.join(format!("xtalk-{pid}")));
@@ -506,7 +519,9 @@ fn prepare_parent(ctl: &Controller, parent: &Path, groups: &[Group], wanted: &[&
 pub fn attach_self(dirs: &[PathBuf]) -> Result<(), String> {
     let me = std::process::id().to_string();
     for d in dirs {
-        fs::write(d.join("cgroup.procs"), &me).map_err(|e| format!("attach to {}: {e}", d.display()))?;
+        // A resctrl group takes tasks (the process's only thread, this early) through `tasks`.
+        let file = if d.join("cgroup.procs").exists() { "cgroup.procs" } else { "tasks" };
+        fs::write(d.join(file), &me).map_err(|e| format!("attach to {}: {e}", d.display()))?;
     }
     Ok(())
 }
@@ -517,6 +532,18 @@ pub fn set_frozen(dir: &Path, version: &Version, frozen: bool) -> std::io::Resul
         Version::V1 => fs::write(dir.join("freezer.state"), if frozen { "FROZEN" } else { "THAWED" }),
         Version::V2 => fs::write(dir.join("cgroup.freeze"), if frozen { "1" } else { "0" }),
     }
+}
+
+/// The calling process's cgroup v2 group when the cpu controller governs it (its parent
+/// enabled it: the group has cpu.max) and it is below a group the run created (`xtalk-`):
+/// there, a kernel with RT group scheduling refuses real-time policies.
+pub fn own_v2_cpu_group() -> Option<PathBuf> {
+    let own = fs::read_to_string("/proc/self/cgroup").ok()?;
+    let rel = own.lines().find_map(|l| l.strip_prefix("0::"))?.trim().trim_start_matches('/').to_string();
+    if !rel.contains("xtalk-") {
+        return None;
+    }
+    mounts().iter().filter(|(_, t, _)| t == "cgroup2").map(|(m, _, _)| Path::new(m).join(&rel)).find(|d| d.join("cpu.max").exists())
 }
 
 /// Does this kernel schedule SCHED_DEADLINE servers for groups (Abeni et al. 2019 patch,

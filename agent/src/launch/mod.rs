@@ -7,6 +7,7 @@ pub mod cgroups;
 pub mod contain;
 pub mod irq;
 pub mod journal;
+pub mod resctrl;
 pub mod safefs;
 pub mod setup;
 pub mod shm;

@@ -77,6 +77,8 @@ class GroupSpec(_Strict):
     pids_max: Optional[int] = Field(default=None, ge=1, le=4_194_304, description="at most the kernel's PID limit")
     freezable: bool = False
     io_max: Optional[IoMaxSpec] = None
+    cache_ways: Optional[Union[int, str, list[int]]] = Field(default=None, description='resctrl: the L3 ways it may fill, contiguous: "0-3"')
+    memory_bandwidth: Optional[Union[int, str]] = Field(default=None, description='resctrl: its memory-bandwidth share, e.g. "30%"')
 
 
 class RegulatorSpec(_Strict):
@@ -241,11 +243,39 @@ def _group(g: GroupSpec, facts, field: str) -> Group:
             raise ValueError(f'{field}.io_max: name the disks: paths = ["/dir"] (the disks holding them) or devices = ["MAJ:MIN"]')
         if all(x is None for x in (io.rbps, io.wbps, io.riops, io.wiops)):
             raise ValueError(f'{field}.io_max: give a limit: rbps, wbps (e.g. "16MiB/s"), riops or wiops')
-    return Group(name=g.name, cpus=units.cpu_set(g.cpus, f"{field}.cpus", facts.online_cpus), mems=g.mems,
+    ways, mb = _resctrl(g, facts, field)
+    return Group(name=g.name, cpus=units.cpu_set(g.cpus, f"{field}.cpus", facts.online_cpus), mems=g.mems, cache_ways=ways, mb_percent=mb,
                  exclusive=g.exclusive or g.isolated, isolated=g.isolated,
                  cpu_quota_us=quota, cpu_period_us=period, cpu_weight=g.cpu_weight, rt_runtime_us=us(g.rt_runtime, "rt_runtime"),
                  rt_period_us=us(g.rt_period, "rt_period"), memory_max=size(g.memory_max, "memory_max"),
                  memory_high=size(g.memory_high, "memory_high"), pids_max=g.pids_max, freezable=g.freezable, io_max=io)
+
+
+def _resctrl(g: GroupSpec, facts, field: str) -> tuple[list[int] | None, int | None]:
+    """The group's L3 ways and memory-bandwidth percentage (resctrl); Unavailable where the
+    target has no resctrl mounted."""
+    if g.cache_ways is None and g.memory_bandwidth is None:
+        return None, None
+    rc = facts.environment.get("capabilities", {}).get("resctrl", {})
+    if not rc.get("mount"):
+        raise Unavailable("cache_ways and memory_bandwidth need resctrl (Intel RDT, AMD PQoS, Arm MPAM): "
+                          + ("not mounted (mount -t resctrl resctrl /sys/fs/resctrl)" if rc.get("supported") else "this kernel or CPU offers none"))
+    ways = None
+    if g.cache_ways is not None:
+        w = g.cache_ways
+        if isinstance(w, int):
+            ways = list(range(w))  # the first N ways
+        elif isinstance(w, list):
+            ways = w
+        else:
+            a, _, b = w.strip().partition("-")
+            if not (a.isdigit() and (not b or b.isdigit())):
+                raise ValueError(f'{field}.cache_ways: write a way range such as "0-3", a list, or a count')
+            ways = list(range(int(a), int(b or a) + 1))
+    mb = None
+    if g.memory_bandwidth is not None:
+        mb = g.memory_bandwidth if isinstance(g.memory_bandwidth, int) else round(units.fraction(g.memory_bandwidth, f"{field}.memory_bandwidth") * 100)
+    return ways, mb
 
 
 def _rate(value: Union[int, str, None], field: str) -> int | None:

@@ -213,6 +213,17 @@ fn check_victim(v: &Victim, online: &[usize], allowed: &[usize]) -> Result<(), P
     check_lock("victim", v.lock_memory, victim_footprint(&v.body))
 }
 
+/// Why the machine the facts describe has no resctrl for `g`'s cache or bandwidth share.
+fn resctrl_unavailable(g: &crate::plan::Group) -> Option<String> {
+    let m = facts::current();
+    let (mount, supported) = match &m.fixture {
+        Some(f) => (f.doc["capabilities"]["resctrl"]["mount"].as_str().map(std::path::PathBuf::from),
+                    f.doc["capabilities"]["resctrl"]["supported"].as_bool().unwrap_or(false)),
+        None => (crate::launch::resctrl::mount(), std::fs::read_to_string("/proc/filesystems").is_ok_and(|s| s.contains("resctrl"))),
+    };
+    crate::launch::resctrl::unavailable(g, mount.as_deref(), supported)
+}
+
 fn check_groups(plan: &Plan, online: &[usize]) -> Result<(), PlanError> {
     for (i, g) in plan.groups.iter().enumerate() {
         let at = format!("groups[{i}]");
@@ -247,6 +258,23 @@ fn check_groups(plan: &Plan, online: &[usize]) -> Result<(), PlanError> {
         }
         if g.memory_max.map_or(false, |m| m < 4 << 20) {
             return err(format!("{at}.memory_max"), "must be at least 4 MiB");
+        }
+        if g.isolated && g.cpus.is_none() {
+            return err(format!("{at}.cpus"), "an isolated partition needs its CPUs listed (and the others left to the system)");
+        }
+        if let Some(io) = &g.io_max {
+            if io.paths.is_empty() && io.devices.is_empty() {
+                return err(format!("{at}.io_max"), "name the devices (\"MAJ:MIN\") or the paths whose disks it limits");
+            }
+            if [io.rbps, io.wbps, io.riops, io.wiops].iter().all(|x| x.is_none()) || [io.rbps, io.wbps, io.riops, io.wiops].contains(&Some(0)) {
+                return err(format!("{at}.io_max"), "give at least one of rbps, wbps, riops, wiops, each at least 1");
+            }
+        }
+        if g.cache_ways.as_ref().is_some_and(|w| w.is_empty()) || g.mb_percent.is_some_and(|p| !(1..=100).contains(&p)) {
+            return err(format!("{at}.cache_ways"), "cache_ways lists at least one way; mb_percent is 1..=100");
+        }
+        if let Some(why) = resctrl_unavailable(g) {
+            return err(at, format!("this kernel cannot provide it: {why}"));
         }
         if let Err(why) = crate::launch::cgroups::settings(g) {
             return err(at, format!("this kernel cannot provide it: {why}"));

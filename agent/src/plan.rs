@@ -59,6 +59,10 @@ pub struct Group {
     /// cpuset exclusive (v1) / partition root (v2).
     #[serde(default)]
     pub exclusive: bool,
+    /// An isolated partition (implies `exclusive`): v2 cpuset.cpus.partition = isolated (no
+    /// load balancing into or out of its CPUs); v1 cpuset.sched_load_balance = 0.
+    #[serde(default)]
+    pub isolated: bool,
     /// CFS bandwidth: quota per period (v1 cpu.cfs_quota_us, v2 cpu.max).
     #[serde(default)]
     pub cpu_quota_us: Option<u64>,
@@ -81,6 +85,35 @@ pub struct Group {
     /// Give the group a freezer (the regulator's `freeze` throttle uses it).
     #[serde(default)]
     pub freezable: bool,
+    /// I/O limits (v2 io.max, v1 blkio throttling) on block devices.
+    #[serde(default)]
+    pub io_max: Option<IoMax>,
+    /// resctrl (Intel RDT, AMD PQoS, Arm MPAM): the L3 ways the group may fill (contiguous)
+    /// and its memory-bandwidth share in percent, in every cache domain.
+    #[serde(default)]
+    pub cache_ways: Option<Vec<u32>>,
+    #[serde(default)]
+    pub mb_percent: Option<u32>,
+}
+
+/// I/O limits of a group, per block device: the devices given as "MAJ:MIN" and the disks
+/// holding `paths` (a path on a file system with no block device, tmpfs say, has none to
+/// limit: its files are memory, which memory_max bounds). Limits per second.
+#[derive(Debug, Clone, Serialize, Deserialize, Default, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct IoMax {
+    #[serde(default)]
+    pub paths: Vec<String>,
+    #[serde(default)]
+    pub devices: Vec<String>,
+    #[serde(default)]
+    pub rbps: Option<u64>,
+    #[serde(default)]
+    pub wbps: Option<u64>,
+    #[serde(default)]
+    pub riops: Option<u64>,
+    #[serde(default)]
+    pub wiops: Option<u64>,
 }
 
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Default)]

@@ -49,6 +49,12 @@ pub fn refusal(s: &Sched, e: &std::io::Error, m: &Machine) -> String {
             "{policy} admission refused: {runtime_ns} ns every {period_ns} ns does not fit in the bandwidth left for deadline tasks \
              (kernel.sched_rt_runtime_us = {}); shorten the runtime, lengthen the period, or stop other deadline tasks", global.trim()),
         (Some(libc::EPERM), Sched::Fifo { .. } | Sched::Rr { .. }) if m.cap_sys_nice => {
+            if let Some(dir) = crate::launch::cgroups::own_v2_cpu_group() {
+                return format!(
+                    "{policy} refused although this process has CAP_SYS_NICE: its group {} has the cgroup v2 cpu controller, and the kernel's RT \
+                     group scheduling gives tasks below such a group no real-time runtime; leave cpu_max and cpu_weight off the groups of \
+                     real-time tasks and their siblings (a cpuset bounds their CPUs), or use policy 'deadline'", dir.display());
+            }
             match m.cpu_group.clone() {
                 Some((dir, Some(0))) => format!(
                     "{policy} refused although this process has CAP_SYS_NICE: its cgroup {} has cpu.rt_runtime_us = 0 (RT group scheduling gives \

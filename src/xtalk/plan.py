@@ -340,13 +340,27 @@ class Counter(_Strict):
     optional: bool = False
 
 
+class IoMax(_Strict):
+    """I/O limits per second on block devices: those named "MAJ:MIN" and the disks holding
+    `paths` (resolved on the target; a path with no block device, tmpfs say, has none)."""
+
+    paths: list[str] = []
+    devices: list[Annotated[str, Field(pattern=r"^[0-9]+:[0-9]+$")]] = []
+    rbps: Optional[int] = Field(default=None, ge=1)
+    wbps: Optional[int] = Field(default=None, ge=1)
+    riops: Optional[int] = Field(default=None, ge=1)
+    wiops: Optional[int] = Field(default=None, ge=1)
+
+
 class Group(_Strict):
-    """A control group (partition): cpuset, CPU bandwidth, RT group bandwidth, memory, pids."""
+    """A control group (partition): cpuset (exclusive, isolated), CPU bandwidth, RT group
+    bandwidth, memory, I/O, pids."""
 
     name: str = Field(pattern=r"^[A-Za-z0-9_-]+$")
     cpus: Optional[list[int]] = None
     mems: Optional[str] = None
     exclusive: bool = False
+    isolated: bool = False
     cpu_quota_us: Optional[int] = Field(default=None, ge=1)
     cpu_period_us: Optional[int] = Field(default=None, ge=1000, le=1_000_000)
     cpu_weight: Optional[int] = Field(default=None, ge=1, le=10000)
@@ -356,6 +370,9 @@ class Group(_Strict):
     memory_high: Optional[int] = Field(default=None, ge=1)
     pids_max: Optional[int] = Field(default=None, ge=1, le=MAX_PIDS)
     freezable: bool = False
+    io_max: Optional[IoMax] = None
+    cache_ways: Optional[list[Annotated[int, Field(ge=0, le=63)]]] = Field(default=None, min_length=1)
+    mb_percent: Optional[int] = Field(default=None, ge=1, le=100)
 
 
 class Regulator(_Strict):

@@ -2,10 +2,12 @@
 //! until the victim ends (or the watchdog or a signal ends the run), then stop and reap
 //! every child and write the run's outcome. Nothing in the agent polls while measuring.
 
+pub mod blockdev;
 pub mod cgroups;
 pub mod contain;
 pub mod irq;
 pub mod journal;
+pub mod resctrl;
 pub mod safefs;
 pub mod setup;
 pub mod shm;
@@ -314,6 +316,11 @@ fn run(plan: &Plan, out: &Path, exit_with_parent: bool, journal: &mut journal::J
 
     // Phase 2: block until the victim ends, the watchdog fires or we are told to stop.
     let mut notes: Vec<String> = Vec::new();
+    for g in &plan.groups {
+        for path in g.io_max.as_ref().map(cgroups::io_unlimited).unwrap_or_default() {
+            notes.push(format!("group {}: io_max does not limit {path}: its file system has no block device (its files are memory, which memory_max bounds)", g.name));
+        }
+    }
     while measuring && reason.is_none() {
         match signals::wait_until(deadline) {
             None => {

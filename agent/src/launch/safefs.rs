@@ -14,13 +14,15 @@ use std::path::{Path, PathBuf};
 
 pub const CGROUP_SUPER_MAGIC: i64 = 0x27e0eb;
 pub const CGROUP2_SUPER_MAGIC: i64 = 0x6367_7270;
+/// resctrl: its groups are made, written and removed like cgroups.
+pub const RDTGROUP_SUPER_MAGIC: i64 = 0x0765_5821;
 const PROC_SUPER_MAGIC: i64 = 0x9fa0;
 const SYSFS_MAGIC: i64 = 0x6265_6572;
 const TRACEFS_MAGIC: i64 = 0x7472_6163;
 const DEBUGFS_MAGIC: i64 = 0x6462_6720;
 
 /// File systems whose files are kernel settings: the only ones the journal writes.
-pub const KERNEL_FS: &[i64] = &[PROC_SUPER_MAGIC, SYSFS_MAGIC, CGROUP_SUPER_MAGIC, CGROUP2_SUPER_MAGIC, TRACEFS_MAGIC, DEBUGFS_MAGIC];
+pub const KERNEL_FS: &[i64] = &[PROC_SUPER_MAGIC, SYSFS_MAGIC, CGROUP_SUPER_MAGIC, CGROUP2_SUPER_MAGIC, TRACEFS_MAGIC, DEBUGFS_MAGIC, RDTGROUP_SUPER_MAGIC];
 
 fn cstr(s: &[u8]) -> io::Result<CString> {
     CString::new(s).map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "path holds a NUL byte"))
@@ -238,7 +240,7 @@ pub fn create_new(path: &Path, mode: libc::mode_t) -> io::Result<File> {
 pub fn is_cgroup_dir(path: &Path) -> Result<Dir, String> {
     let dir = Dir::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
     match dir.fs_type() {
-        Ok(CGROUP_SUPER_MAGIC) | Ok(CGROUP2_SUPER_MAGIC) => Ok(dir),
+        Ok(CGROUP_SUPER_MAGIC) | Ok(CGROUP2_SUPER_MAGIC) | Ok(RDTGROUP_SUPER_MAGIC) => Ok(dir),
         Ok(t) => Err(format!("{} is not on a cgroup file system (type {t:#x})", path.display())),
         Err(e) => Err(format!("{}: {e}", path.display())),
     }

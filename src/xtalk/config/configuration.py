@@ -8,9 +8,19 @@ Presets are the four configurations seed 000 §6.6 compares:
 - `rr`: every process SCHED_RR; the victim at its `priority` (90 by default), enemies at 50.
 - `rr+cgroups`: `rr` plus one group for the victim (RT bandwidth 1 ms per 10 ms per CPU, or
   its `reservation.runtime`) and one for all enemies (what is left of 95 %: 8.5 ms per 10 ms
-  beside the seed's 1 ms), 5 % left to the system (cgroup v1 RT group scheduling).
+  beside the seed's 1 ms), 5 % left to the system (cgroup v1 RT group scheduling). Where it
+  is missing (cgroup v2 has no per-group RT bandwidth) it is unavailable, and the reason
+  spells out the nearest equivalent: per-task SCHED_DEADLINE with the same bandwidth.
 - `deadline+cgroups`: SCHED_DEADLINE servers for the groups with SCHED_RR inside: needs the
   hierarchical CBS patch (Abeni et al. 2019); reported unavailable where the kernel lacks it.
+
+And one for fault containment (examples/failure_propagation.toml):
+- `partitioned`: every enemy in one group `faults`: the CPUs other than the victim's
+  (cpuset), 16 processes, 192 MiB, reads and writes at 16 MiB/s on the disks holding the
+  enemies' files (io.max on v2, blkio on v1), and where the v1 cpu controller is there a
+  CFS quota of 5 ms per 10 ms and (RT group scheduling) 100 ms of RT runtime per second. On
+  v2 the CPU bound is the cpuset alone: a kernel with RT group scheduling refuses real-time
+  tasks below a v2 group with the cpu controller enabled, and the victim is one.
 """
 
 from __future__ import annotations
@@ -19,10 +29,10 @@ from typing import Literal, Optional, Union
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ..plan import DeadlineSched, FifoSched, Group, OtherSched, Plan, Regulator, RrSched
+from ..plan import DeadlineSched, FifoSched, Group, IoMax, OtherSched, Plan, Regulator, RrSched
 from . import units
 
-PRESETS = ("default", "deadline", "rr", "rr+cgroups", "deadline+cgroups")
+PRESETS = ("default", "deadline", "rr", "rr+cgroups", "deadline+cgroups", "partitioned")
 
 
 class _Strict(BaseModel):
@@ -41,11 +51,23 @@ class ProcessSettings(_Strict):
     group: Optional[str] = None
 
 
+class IoMaxSpec(_Strict):
+    """I/O limits on the disks holding `paths` (found on the target) and on `devices`."""
+
+    paths: list[str] = Field(default=[], description="directories whose disks are limited, e.g. the enemies' `dir`")
+    devices: list[str] = Field(default=[], description='"MAJ:MIN" of whole disks (lsblk)')
+    rbps: Optional[Union[int, str]] = Field(default=None, description='read rate, e.g. "16MiB/s" (an integer: bytes per second)')
+    wbps: Optional[Union[int, str]] = Field(default=None, description='write rate, e.g. "16MiB/s"')
+    riops: Optional[int] = Field(default=None, ge=1)
+    wiops: Optional[int] = Field(default=None, ge=1)
+
+
 class GroupSpec(_Strict):
     name: str = Field(max_length=64, pattern=r"^[A-Za-z0-9_-]+$")
     cpus: Optional[Union[int, str, list[int]]] = None
     mems: Optional[str] = None
     exclusive: bool = False
+    isolated: bool = Field(default=False, description="an isolated partition (v2 cpuset.cpus.partition = isolated); implies exclusive")
     cpu_max: Optional[str] = Field(default=None, description='"QUOTA PERIOD", e.g. "20ms 100ms"')
     cpu_weight: Optional[int] = Field(default=None, ge=1, le=10000)
     rt_runtime: Optional[Union[int, float, str]] = None
@@ -54,6 +76,9 @@ class GroupSpec(_Strict):
     memory_high: Optional[Union[int, str]] = None
     pids_max: Optional[int] = Field(default=None, ge=1, le=4_194_304, description="at most the kernel's PID limit")
     freezable: bool = False
+    io_max: Optional[IoMaxSpec] = None
+    cache_ways: Optional[Union[int, str, list[int]]] = Field(default=None, description='resctrl: the L3 ways it may fill, contiguous: "0-3"')
+    memory_bandwidth: Optional[Union[int, str]] = Field(default=None, description='resctrl: its memory-bandwidth share, e.g. "30%"')
 
 
 class RegulatorSpec(_Strict):
@@ -71,7 +96,7 @@ class RegulatorSpec(_Strict):
 
 class ConfigurationSpec(_Strict):
     name: str = Field(max_length=64, pattern=r"^[A-Za-z0-9_.+-]+$")
-    preset: Optional[Literal["default", "deadline", "rr", "rr+cgroups", "deadline+cgroups"]] = None
+    preset: Optional[Literal["default", "deadline", "rr", "rr+cgroups", "deadline+cgroups", "partitioned"]] = None
     victim: ProcessSettings = ProcessSettings()
     enemies: ProcessSettings = ProcessSettings()
     groups: list[GroupSpec] = []
@@ -97,8 +122,8 @@ def _sched(s: ProcessSettings, current, period_ns: int, field: str):
     return DeadlineSched(runtime_ns=runtime, deadline_ns=period_ns, period_ns=period_ns)
 
 
-def _preset(name: str, n_enemies: int, period_ns: int, cpus: int, capabilities: dict, victim_runtime_ns: int | None
-            ) -> ConfigurationSpec:
+def _preset(name: str, plan: Plan, facts, capabilities: dict, victim_runtime_ns: int | None) -> ConfigurationSpec:
+    n_enemies, period_ns, cpus = len(plan.enemies), plan.victim.period_ns, len(facts.online_cpus)
     if name == "default":
         return ConfigurationSpec(name=name)
     if name == "rr":
@@ -109,12 +134,14 @@ def _preset(name: str, n_enemies: int, period_ns: int, cpus: int, capabilities: 
         e_rt = int(min(0.85, left / max(1, n_enemies)) * period_ns)
         return ConfigurationSpec(name=name, victim=ProcessSettings(policy="deadline", runtime=f"{v_rt}ns", unpinned=True),
                                  enemies=ProcessSettings(policy="deadline", runtime=f"{max(e_rt, 100_000)}ns", unpinned=True))
+    if name == "partitioned":
+        return _partitioned(plan, facts, capabilities)
     if name == "rr+cgroups":
-        if not capabilities.get("cgroups", {}).get("rt_group_scheduling"):
-            raise Unavailable("RT group scheduling is missing (needs the cgroup v1 cpu controller and CONFIG_RT_GROUP_SCHED)")
         period = 10_000_000
         v_rt = min(victim_runtime_ns or 1_000_000, 9_000_000)
         e_rt = 9_500_000 - v_rt  # 5 % of every CPU stays with the system
+        if not capabilities.get("cgroups", {}).get("rt_group_scheduling"):
+            raise Unavailable(_rt_alternative(v_rt, e_rt, period, period_ns))
         return ConfigurationSpec(
             name=name, victim=ProcessSettings(policy="rr", group="victim"), enemies=ProcessSettings(policy="rr", priority=50, group="enemies"),
             groups=[GroupSpec(name="victim", rt_runtime=f"{v_rt}ns", rt_period=f"{period}ns"),
@@ -125,12 +152,45 @@ def _preset(name: str, n_enemies: int, period_ns: int, cpus: int, capabilities: 
     raise Unavailable("the kernel offers SCHED_DEADLINE group servers, but xtalk does not drive them yet")
 
 
+def _rt_alternative(v_rt: int, e_rt: int, group_period: int, period_ns: int) -> str:
+    """Why `rr+cgroups` cannot run, and the nearest equivalent spelt out as a configuration:
+    each task's SCHED_DEADLINE runtime is its group's RT share of the victim's period."""
+    v = round(v_rt / group_period * period_ns / 1000)
+    e = round(min(e_rt / group_period, 0.85) * period_ns / 1000)
+    return ("RT group scheduling is missing: it needs the cgroup v1 cpu controller and CONFIG_RT_GROUP_SCHED (cgroup v2 has "
+            f"no per-group RT bandwidth); nearest equivalent, per-task SCHED_DEADLINE with the same bandwidth ({v_rt / 1e6:g} ms and "
+            f"{e_rt / 1e6:g} ms per {group_period / 1e6:g} ms): victim = {{ policy = \"deadline\", runtime = \"{v}us\", unpinned = true }}, "
+            f"enemies = {{ policy = \"deadline\", runtime = \"{e}us\", unpinned = true }}")
+
+
+def _controllers(capabilities: dict, version: str) -> set[str]:
+    return {c for m in capabilities.get("cgroups", {}).get(version, []) for c in m.get("controllers", [])}
+
+
+def _partitioned(plan: Plan, facts, capabilities: dict) -> ConfigurationSpec:
+    """The `partitioned` preset: every enemy in one group bounded in CPUs, processes,
+    memory and I/O, with what this machine's hierarchies offer (see the module's text)."""
+    v1, v2 = _controllers(capabilities, "v1"), _controllers(capabilities, "v2")
+    group: dict = {"name": "faults", "pids_max": 16, "memory_max": "192MiB"}
+    victim = plan.victim.placement.cpus
+    others = [c for c in facts.online_cpus if c not in victim] if victim else []
+    if others and "cpuset" in v1 | v2:
+        group["cpus"] = others
+    if "blkio" in v1 or "io" in v2:
+        dirs = [en.load.dir or "/tmp" for en in plan.enemies if en.load.kind in ("diskfill", "fileio")]
+        group["io_max"] = IoMaxSpec(paths=list(dict.fromkeys(dirs)) or ["/tmp"], rbps="16MiB/s", wbps="16MiB/s")
+    if "cpu" in v1:
+        group["cpu_max"] = "5ms 10ms"
+        if capabilities.get("cgroups", {}).get("rt_group_scheduling"):
+            group.update(rt_runtime="100ms", rt_period="1s")
+    return ConfigurationSpec(name="partitioned", enemies=ProcessSettings(group="faults"), groups=[GroupSpec(**group)])
+
+
 def resolve(spec: ConfigurationSpec, plan: Plan, facts, victim_reservation_ns: int | None, field: str) -> Plan:
     """The plan of a run under this configuration (the preset first, then the table's own
     settings). Raises Unavailable or ValueError (with the field)."""
     caps = facts.environment.get("capabilities", {})
-    base = _preset(spec.preset, len(plan.enemies), plan.victim.period_ns, len(facts.online_cpus), caps,
-                   victim_reservation_ns) if spec.preset else ConfigurationSpec(name=spec.name)
+    base = _preset(spec.preset, plan, facts, caps, victim_reservation_ns) if spec.preset else ConfigurationSpec(name=spec.name)
     merged = ConfigurationSpec(
         name=spec.name,
         victim=ProcessSettings(**{**base.victim.model_dump(exclude_none=True), **spec.victim.model_dump(exclude_unset=True)}),
@@ -175,10 +235,57 @@ def _group(g: GroupSpec, facts, field: str) -> Group:
         quota, period = (units.duration_ns(x, f"{field}.cpu_max") // 1000 for x in parts)
     size = lambda v, k: units.size_bytes(v, f"{field}.{k}", {}) if v is not None else None  # noqa: E731
     us = lambda v, k: units.duration_ns(v, f"{field}.{k}") // 1000 if v is not None else None  # noqa: E731
-    return Group(name=g.name, cpus=units.cpu_set(g.cpus, f"{field}.cpus", facts.online_cpus), mems=g.mems, exclusive=g.exclusive,
+    io = None
+    if g.io_max is not None:
+        io = IoMax(paths=g.io_max.paths, devices=g.io_max.devices, rbps=_rate(g.io_max.rbps, f"{field}.io_max.rbps"),
+                   wbps=_rate(g.io_max.wbps, f"{field}.io_max.wbps"), riops=g.io_max.riops, wiops=g.io_max.wiops)
+        if not (io.paths or io.devices):
+            raise ValueError(f'{field}.io_max: name the disks: paths = ["/dir"] (the disks holding them) or devices = ["MAJ:MIN"]')
+        if all(x is None for x in (io.rbps, io.wbps, io.riops, io.wiops)):
+            raise ValueError(f'{field}.io_max: give a limit: rbps, wbps (e.g. "16MiB/s"), riops or wiops')
+    ways, mb = _resctrl(g, facts, field)
+    return Group(name=g.name, cpus=units.cpu_set(g.cpus, f"{field}.cpus", facts.online_cpus), mems=g.mems, cache_ways=ways, mb_percent=mb,
+                 exclusive=g.exclusive or g.isolated, isolated=g.isolated,
                  cpu_quota_us=quota, cpu_period_us=period, cpu_weight=g.cpu_weight, rt_runtime_us=us(g.rt_runtime, "rt_runtime"),
                  rt_period_us=us(g.rt_period, "rt_period"), memory_max=size(g.memory_max, "memory_max"),
-                 memory_high=size(g.memory_high, "memory_high"), pids_max=g.pids_max, freezable=g.freezable)
+                 memory_high=size(g.memory_high, "memory_high"), pids_max=g.pids_max, freezable=g.freezable, io_max=io)
+
+
+def _resctrl(g: GroupSpec, facts, field: str) -> tuple[list[int] | None, int | None]:
+    """The group's L3 ways and memory-bandwidth percentage (resctrl); Unavailable where the
+    target has no resctrl mounted."""
+    if g.cache_ways is None and g.memory_bandwidth is None:
+        return None, None
+    rc = facts.environment.get("capabilities", {}).get("resctrl", {})
+    if not rc.get("mount"):
+        raise Unavailable("cache_ways and memory_bandwidth need resctrl (Intel RDT, AMD PQoS, Arm MPAM): "
+                          + ("not mounted (mount -t resctrl resctrl /sys/fs/resctrl)" if rc.get("supported") else "this kernel or CPU offers none"))
+    ways = None
+    if g.cache_ways is not None:
+        w = g.cache_ways
+        if isinstance(w, int):
+            ways = list(range(w))  # the first N ways
+        elif isinstance(w, list):
+            ways = w
+        else:
+            a, _, b = w.strip().partition("-")
+            if not (a.isdigit() and (not b or b.isdigit())):
+                raise ValueError(f'{field}.cache_ways: write a way range such as "0-3", a list, or a count')
+            ways = list(range(int(a), int(b or a) + 1))
+    mb = None
+    if g.memory_bandwidth is not None:
+        mb = g.memory_bandwidth if isinstance(g.memory_bandwidth, int) else round(units.fraction(g.memory_bandwidth, f"{field}.memory_bandwidth") * 100)
+    return ways, mb
+
+
+def _rate(value: Union[int, str, None], field: str) -> int | None:
+    """Bytes per second from an integer or a rate such as "16MiB/s"."""
+    if value is None or isinstance(value, int):
+        return value
+    text = value.strip()
+    if not text.endswith("/s"):
+        raise ValueError(f'{field}: write a rate such as "16MiB/s"')
+    return units.size_bytes(text[:-2], field, {})
 
 
 def _regulator(r: RegulatorSpec, field: str) -> Regulator:

@@ -25,8 +25,12 @@ NOT_A_RATE = {"memhog", "fdexhaust", "forkbomb", "diskfill", "syscallstorm", "cr
 
 
 def _key(configuration: str, enemy) -> str:
-    """Two enemies alike but for their name (copies, the same enemy in two scenarios) share a pass."""
-    return configuration + "\0" + enemy.model_dump_json(exclude={"name"})
+    """Two enemies alike but for their name and which CPUs they are pinned to (the per-CPU
+    copies of one enemy, the same enemy in two scenarios) share a pass: alone, one CPU is
+    as good as another (how many it may use still counts)."""
+    cpus = enemy.placement.cpus
+    return "\0".join((configuration, enemy.model_dump_json(exclude={"name", "placement"}),
+                      "unpinned" if cpus is None else str(len(cpus))))
 
 
 def _alone_plan(plan: Plan, enemy, run_id: str) -> Plan:

@@ -98,3 +98,22 @@ def test_read_only_cgroup_hierarchy_is_refused(agent, tmp_path, facts):
     out = tmp_path / "run"
     p = _in_private_ns_read_only(where[:1], [agent, "run", write_plan(tmp_path, plan), "--out", out])
     _refused(p, out, "groups[0]", "cpuset", "read-only")
+
+
+def test_xtalk_run_is_refused_before_its_results_directory(tmp_path):
+    """The same refusal through `xtalk run`: exit 2, the agent's one line, no results."""
+    import os
+    from conftest import XTALK
+    first = ""
+    roots = _mounts("tracefs")
+    if not roots:
+        if not os.path.isdir("/sys/kernel/tracing"):
+            pytest.skip("no /sys/kernel/tracing (a kernel without tracefs)")
+        roots, first = ["/sys/kernel/tracing"], "mount -t tracefs nodev /sys/kernel/tracing || exit 99; "
+    f = tmp_path / "tr.toml"
+    f.write_text('name = "tr"\nrepetitions = 1\nsettle = "10ms"\n[victim]\nbody = "sum"\nbytes = "64KiB"\nperiod = "2ms"\njobs = 5\n'
+                 '[trace]\nevents = ["sched:sched_switch"]\n')
+    p = _in_private_ns_read_only(roots, [*XTALK, "run", f, "--results", tmp_path / "res"], first)
+    line = p.stderr.strip()
+    assert p.returncode == 2 and "\n" not in line and "trace: tracefs at" in line and "read-only" in line, p.stdout + p.stderr
+    assert not (tmp_path / "res").exists()

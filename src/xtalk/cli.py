@@ -59,7 +59,8 @@ def run(experiment: Path = typer.Argument(..., help="experiment file (TOML)"),
         skip_unavailable: bool = typer.Option(False, "--skip-unavailable",
                                               help="run the configurations this kernel offers; mark the others skipped"),
         skip_feasibility: bool = typer.Option(False, "--skip-feasibility",
-                                              help="run even if the victim cannot hold its period alone (the guards still say so)"),
+                                              help="run even if the victim cannot hold its period alone (the guards still say so); "
+                                                   "skips the noise floor and the enemies-alone passes too"),
         require_effect: bool = typer.Option(False, "--require-effect",
                                             help="refuse when the repetitions cannot resolve the experiment's min_effect "
                                                  "against the solo noise floor (default: a warning)")):

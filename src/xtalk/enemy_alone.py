@@ -82,7 +82,11 @@ def measure(runs: list[RunSpec], agent: Path, out: Path, say=print) -> list[dict
         say(f"enemies alone: {len(todo)} short pass(es), the reference of each enemy's achieved rate")
     for i, (plan, enemy, where) in enumerate(todo.values()):
         run_dir = out / "enemies-alone" / f"{i:03d}-{enemy.load.kind}"
-        meta = run_plan(_alone_plan(plan, enemy, run_dir.name), run_dir, agent)
+        try:
+            meta = run_plan(_alone_plan(plan, enemy, run_dir.name), run_dir, agent)
+        except Exception as why:  # a reference, not a result: the experiment goes on without it
+            say(f"enemy {enemy.name} alone: the pass failed ({why}); its rate guard is off")
+            continue
         (e,) = meta.get("enemies") or [{}]
         rate = e.get("window_rate")
         if meta.get("status") != "completed" or rate is None or e.get("setup_error") or e.get("ended_early"):

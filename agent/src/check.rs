@@ -276,9 +276,11 @@ fn check_groups(plan: &Plan, online: &[usize]) -> Result<(), PlanError> {
         if let Some(why) = resctrl_unavailable(g) {
             return err(at, format!("this kernel cannot provide it: {why}"));
         }
-        if let Err(why) = crate::launch::cgroups::settings(g) {
-            return err(at, format!("this kernel cannot provide it: {why}"));
-        }
+        let needs = match crate::launch::cgroups::settings(g) {
+            Err(why) => return err(at, format!("this kernel cannot provide it: {why}")),
+            Ok(v) => v,
+        };
+        check_group_hierarchies(&at, needs.iter().map(|(c, _, _)| *c))?;
     }
     if let Some(max) = plan.pids_max {
         // The agent's children, plus a victim's helpers (AOCS reader and comparer, a spawn child).
@@ -289,6 +291,7 @@ fn check_groups(plan: &Plan, online: &[usize]) -> Result<(), PlanError> {
         if facts::current().controller("pids").is_none() {
             return err("pids_max", "the pids controller is not mounted; mount it or leave pids_max out");
         }
+        check_group_hierarchies("pids_max", ["pids"].into_iter())?;
     }
     let known = |name: &Option<String>, at: String| -> Result<(), PlanError> {
         match name {
@@ -307,6 +310,21 @@ fn check_groups(plan: &Plan, online: &[usize]) -> Result<(), PlanError> {
     }
     if plan.steer_irqs && plan.housekeeping_cpus.is_none() {
         return err("steer_irqs", "needs housekeeping_cpus (where the interrupts go)");
+    }
+    Ok(())
+}
+
+/// The hierarchies of `controllers` where the run makes its groups, tried on a live machine
+/// (crate::preflight::cgroup_usable); a fixture records no such state.
+fn check_group_hierarchies(at: &str, controllers: impl Iterator<Item = &'static str>) -> Result<(), PlanError> {
+    let m = facts::current();
+    if m.fixture.is_some() || !m.root {
+        return Ok(());
+    }
+    for c in controllers {
+        if let Some(ctl) = m.controller(c) {
+            crate::preflight::cgroup_usable(&ctl).or_else(|why| err(at, why))?;
+        }
     }
     Ok(())
 }
@@ -382,7 +400,13 @@ fn check_trace(t: &crate::plan::Trace) -> Result<(), PlanError> {
     for (i, ev) in t.events.iter().enumerate() {
         trace::valid_event_name(ev).or_else(|why| err(format!("trace.events[{i}]"), why))?;
     }
-    facts::current().trace_events(&t.events).map_err(|(field, message)| PlanError { field, message })
+    let m = facts::current();
+    m.trace_events(&t.events).map_err(|(field, message)| PlanError { field, message })?;
+    if m.fixture.is_none() {
+        // The files the run will write, opened for writing (crate::preflight).
+        trace::with_tracefs(|root| crate::preflight::tracefs_writable(root, &t.events)).or_else(|why| err("trace", why))?;
+    }
+    Ok(())
 }
 
 fn check_counters(v: &Victim) -> Result<(), PlanError> {
@@ -401,6 +425,17 @@ fn check_counters(v: &Victim) -> Result<(), PlanError> {
         }
         if v.counters[..i].iter().any(|o| o.event == c.event) {
             return err(field, format!("'{}' is listed twice", c.event));
+        }
+    }
+    if facts::current().fixture.is_none() {
+        // Each event opens alone; the run opens them as one group, which a PMU with fewer
+        // counters than asked refuses: that group opened for real and closed again.
+        let (active, _) = perf::select(&v.counters, v.counters_exclude_kernel);
+        if !active.is_empty() {
+            if let Err(why) = perf::Group::open(&active, v.counters_exclude_kernel) {
+                return err("victim.counters", format!("the {} counters cannot be counted together in one group ({why}); the PMU has fewer \
+                    counters than asked: count fewer, or mark some optional = true", active.len()));
+            }
         }
     }
     Ok(())
@@ -514,8 +549,24 @@ fn preflight_sched(at: &str, s: &Sched, m: &Machine) -> Result<(), PlanError> {
 }
 
 fn check_lock(at: &str, lock: bool, footprint: u64) -> Result<(), PlanError> {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    /// The largest size already locked for real in this check: a smaller one needs no new try.
+    static LOCKED: AtomicU64 = AtomicU64::new(u64::MAX);
+    if !lock {
+        return Ok(());
+    }
     let m = facts::current();
-    if lock && !m.cap_ipc_lock {
+    if m.fixture.is_none() {
+        // Live: the planned size locked for real in a throwaway child (crate::preflight).
+        let done = LOCKED.load(Ordering::Relaxed);
+        if done != u64::MAX && footprint <= done {
+            return Ok(());
+        }
+        crate::preflight::lock(footprint).or_else(|why| err(format!("{at}.lock_memory"), why))?;
+        LOCKED.store(footprint.max(if done == u64::MAX { 0 } else { done }), Ordering::Relaxed);
+        return Ok(());
+    }
+    if !m.cap_ipc_lock {
         let lim = m.rlimit_memlock;
         if lim != u64::MAX && lim < footprint + (64 << 20) {
             return err(format!("{at}.lock_memory"), format!("needs CAP_IPC_LOCK or RLIMIT_MEMLOCK >= {} MiB (now {} KiB); run as root or set lock_memory = false", (footprint >> 20) + 64, lim >> 10));

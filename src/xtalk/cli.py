@@ -59,7 +59,11 @@ def run(experiment: Path = typer.Argument(..., help="experiment file (TOML)"),
         skip_unavailable: bool = typer.Option(False, "--skip-unavailable",
                                               help="run the configurations this kernel offers; mark the others skipped"),
         skip_feasibility: bool = typer.Option(False, "--skip-feasibility",
-                                              help="run even if the victim cannot hold its period alone (the guards still say so)")):
+                                              help="run even if the victim cannot hold its period alone (the guards still say so); "
+                                                   "skips the noise floor and the enemies-alone passes too"),
+        require_effect: bool = typer.Option(False, "--require-effect",
+                                            help="refuse when the repetitions cannot resolve the experiment's min_effect "
+                                                 "against the solo noise floor (default: a warning)")):
     """Run an experiment: the victim against each enemy scenario, interleaved, then the summary table."""
     from .campaign.schema import is_campaign_file
     from .runner import exit_code, run_experiment
@@ -71,7 +75,7 @@ def run(experiment: Path = typer.Argument(..., help="experiment file (TOML)"),
     from .targets.agent import refuse_fixture
 
     refuse_fixture("run")  # before anything is recovered, created or started
-    code = exit_code(run_experiment(experiment, results, console, skip_unavailable, skip_feasibility))
+    code = exit_code(run_experiment(experiment, results, console, skip_unavailable, skip_feasibility, require_effect))
     if code:
         raise typer.Exit(code)
 

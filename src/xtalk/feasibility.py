@@ -7,11 +7,17 @@ SCHED_DEADLINE runtime below the victim's need throttles every job: seed 000 §7
 runtime as the observed maximum plus a margin. Both are found in a second, refused with the
 numbers and what to set, exit 2, and the results directory removed. `--skip-feasibility`
 runs anyway (the result guards still say what is wrong).
+
+The same passes give the noise floor: the spread of the solo median from one pass to the
+next (NOISE_PASSES passes in the first configuration), stated against the smallest effect
+the experiment wants to see (`min_effect`, 5 % by default) with the repetitions that
+resolving it takes. Too few repetitions is a warning, or a refusal with `--require-effect`.
 """
 
 from __future__ import annotations
 
 import math
+import statistics
 from pathlib import Path
 
 from .calibrate_work import KNOB, solo_pass
@@ -31,6 +37,32 @@ MAX_SHARE = 0.9
 MAX_MISSES = 0.5
 #: Margin over the observed maximum CPU time for a suggested DEADLINE runtime.
 RUNTIME_MARGIN = 1.1
+#: Solo passes whose medians give the run-to-run spread (the first configuration only).
+NOISE_PASSES = 3
+#: Two-sided 95 % normal quantile.
+Z95 = 1.96
+
+
+def repetitions_needed(spread: float, effect: float) -> int:
+    """Repetitions per scenario for a slowdown of 1 + `effect` to stand out of a run-to-run
+    relative spread `spread` (the coefficient of variation of the solo median): the ratio
+    of two means of n runs each has a relative standard error of spread·√(2/n), and its
+    95 % interval excludes 1 when Z95·spread·√(2/n) < effect. At least 2."""
+    return max(2, math.ceil(2 * (Z95 * spread / effect) ** 2))
+
+
+def noise_floor(medians: list[float], effect: float, repetitions: int, jobs: int) -> dict:
+    """The noise floor from the solo medians of a few passes, against `effect`."""
+    spread = statistics.stdev(medians) / statistics.fmean(medians) if len(medians) > 1 else math.nan
+    return {"passes": len(medians), "jobs_per_pass": jobs, "median_exec_ns": medians, "spread": spread,
+            "min_effect": effect, "repetitions": repetitions, "repetitions_needed": repetitions_needed(spread, effect)}
+
+
+def noise_text(n: dict) -> str:
+    """One line: the spread, the effect, the repetitions it takes and those planned."""
+    return (f"noise floor: the solo median varies {n['spread']:.1%} from run to run ({n['passes']} passes of "
+            f"{n['jobs_per_pass']} jobs); resolving a {n['min_effect']:.0%} slowdown (min_effect) takes about "
+            f"{n['repetitions_needed']} repetitions, the experiment has {n['repetitions']}")
 
 
 def _suggest_work(plan, scale: float) -> str:
@@ -45,17 +77,24 @@ def _suggest_work(plan, scale: float) -> str:
 
 
 def estimated_seconds(runs: list[RunSpec], per_run_overhead_s: float) -> float:
-    """What the feasibility passes add: one short solo pass per configuration."""
+    """What the feasibility passes add: one short solo pass per configuration, NOISE_PASSES
+    in the first."""
     from .calibrate_work import PASS_JOBS, PASS_WARMUP
 
     firsts = {r.configuration: r.plan for r in runs if isinstance(r.plan.victim.body, PERIODIC)}
-    return sum(p.settle_ms / 1e3 + (PASS_JOBS + PASS_WARMUP) * p.victim.period_ns / 1e9 + per_run_overhead_s
-               for p in firsts.values())
+    return sum((NOISE_PASSES if i == 0 else 1) * (p.settle_ms / 1e3 + (PASS_JOBS + PASS_WARMUP) * p.victim.period_ns / 1e9
+                                                  + per_run_overhead_s)
+               for i, p in enumerate(firsts.values()))
 
 
-def check(runs: list[RunSpec], agent: Path, out: Path, say=print) -> list[dict]:
+def check(runs: list[RunSpec], agent: Path, out: Path, say=print, min_effect: float = 0.05,
+          require_effect: bool = False, warn=None) -> list[dict]:
     """One solo pass per configuration; UsageError (exit 2) when the victim cannot hold its
-    period alone or its DEADLINE runtime is below its need. Returns what each pass measured."""
+    period alone or its DEADLINE runtime is below its need. The first configuration's pass
+    is repeated for the noise floor against `min_effect`: too few repetitions to resolve it
+    is said by `warn`, or refused (exit 2) with `require_effect`. Returns what each pass
+    measured (the first configuration's record holds the noise floor)."""
+    warn = warn or say
     record = []
     seen = set()
     for r in runs:
@@ -73,6 +112,21 @@ def check(runs: list[RunSpec], agent: Path, out: Path, say=print) -> list[dict]:
         record.append({"configuration": r.configuration, "jobs": len(jobs), "median_exec_ns": median,
                        "share_of_deadline": share, "missed": missed, "max_cpu_time_ns": cpu_max})
         say(f"solo feasibility{where}: median job {median / 1e6:.3g} ms = {share:.0%} of the deadline, {missed:.0%} missed")
+        if len(record) == 1:
+            medians = [median] + [float(solo_pass(r.plan, out / "feasibility" / f"{r.configuration}-noise-{k}", agent,
+                                                  f"the solo feasibility run{where}", "or run with --skip-feasibility"
+                                                  ).exec_ns.median()) for k in range(1, NOISE_PASSES)]
+            reps = 1 + max((x.repetition for x in runs if x.configuration == r.configuration and x.scenario == "solo"), default=0)
+            noise = noise_floor(medians, min_effect, reps, len(jobs))
+            record[0]["noise_floor"] = noise
+            if noise["repetitions_needed"] <= reps:
+                say(noise_text(noise))
+            elif require_effect:
+                raise UsageError(f"repetitions: {noise_text(noise)}; set repetitions = {noise['repetitions_needed']}, "
+                                 f"raise min_effect, or quiet the machine (--require-effect refuses this)")
+            else:
+                warn(f"{noise_text(noise)}: too few to resolve it; set repetitions = {noise['repetitions_needed']} or "
+                     f"raise min_effect")
         runtime = getattr(v.sched, "runtime_ns", None)
         if runtime is not None and cpu_max > runtime:
             need = math.ceil(cpu_max * RUNTIME_MARGIN / 1e5) / 10

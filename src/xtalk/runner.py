@@ -93,7 +93,9 @@ def estimate_seconds(exp: config.experiment.Experiment, runs: list[RunSpec], fea
 
     total = sum(r.expected_seconds() + RUN_OVERHEAD_S for r in runs)
     if feasibility:
-        total += feasibility_seconds(runs, RUN_OVERHEAD_S)
+        from .enemy_alone import estimated_seconds as alone_seconds
+
+        total += feasibility_seconds(runs, RUN_OVERHEAD_S) + alone_seconds(runs, RUN_OVERHEAD_S)
     if exp.victim.utilization is not None and runs:
         from .calibrate_work import estimated_seconds
 
@@ -102,7 +104,7 @@ def estimate_seconds(exp: config.experiment.Experiment, runs: list[RunSpec], fea
 
 
 def run_experiment(path: Path, results: Path | None = None, console: Console | None = None,
-                   skip_unavailable: bool = False, skip_feasibility: bool = False) -> Path:
+                   skip_unavailable: bool = False, skip_feasibility: bool = False, require_effect: bool = False) -> Path:
     """Run every run of the experiment; return the results directory."""
     refuse_fixture("run")
     console = console or Console()
@@ -142,12 +144,17 @@ def run_experiment(path: Path, results: Path | None = None, console: Console | N
         from . import feasibility
 
         try:
-            document["feasibility"] = feasibility.check(runs, agent, out, say=console.print)
+            document["feasibility"] = feasibility.check(
+                runs, agent, out, say=console.print, min_effect=fraction(exp.min_effect, "min_effect", high=10.0),
+                require_effect=require_effect, warn=lambda line: console.print(f"[yellow]{line}[/]"))
         except UsageError:
             shutil.rmtree(out)  # refused before the first run: nothing to keep
             if not base_existed:
                 base.rmdir()
             raise
+        from . import enemy_alone
+
+        document["enemies_alone"] = enemy_alone.measure(runs, agent, out, say=console.print)
     (out / "experiment.json").write_text(json.dumps(document, indent=2))
     total = sum(r.expected_seconds() + RUN_OVERHEAD_S for r in runs)
     if calibration is not None:

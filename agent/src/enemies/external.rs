@@ -6,7 +6,9 @@
 //! continues the whole group (SIGSTOP / SIGCONT in 10 ms windows). At teardown the group
 //! gets SIGTERM, then SIGKILL after a second, and is reaped: nothing survives the run. The
 //! command also carries PR_SET_PDEATHSIG, so it dies with its enemy process even if that
-//! is killed. A command that exits by itself before the run ends is reported: the enemy
+//! is killed. The command runs under the enemy's planned policy and priority, taken
+//! between fork and exec (its CPUs it inherits from the enemy process); the enemy process
+//! only watches it (enemies::own_sched). A command that exits by itself before the run ends is reported: the enemy
 //! ends with the reason and the agent records it in run.json's notes.
 //!
 //! `agent_copy` runs one of the agent's own hidden subcommands from a private copy of its
@@ -39,14 +41,17 @@ pub struct External {
     /// Output lines seen, and those already counted as work (agent_copy).
     lines: u64,
     counted_lines: u64,
+    /// The planned policy, taken by the command itself.
+    sched: crate::launch::setup::ExecSched,
 }
 
 impl External {
-    pub fn new(argv: &[String], rate_regex: Option<&str>, _cx: &Ctx) -> Result<External, String> {
+    pub fn new(argv: &[String], rate_regex: Option<&str>, cx: &Ctx) -> Result<External, String> {
         let regex = rate_regex.map(|r| Regex::new(r).map_err(|e| format!("external: rate_regex: {e}"))).transpose()?;
         let argv = argv.iter().map(|a| CString::new(a.as_str()).map_err(|_| "external: argv holds a NUL byte".to_string())).collect::<Result<_, _>>()?;
         Ok(External { argv, regex, pid: 0, out_fd: -1, output: Vec::new(), started: 0, run_ns: 0, since: 0, counted_ms: 0, status: None,
-                      exe_fd: None, env: Vec::new(), lines: 0, counted_lines: 0 })
+                      exe_fd: None, env: Vec::new(), lines: 0, counted_lines: 0,
+                      sched: crate::launch::setup::ExecSched::new(&cx.sched) })
     }
 
     /// The agent's hidden subcommand `args` run from a private copy of the agent's executable
@@ -90,6 +95,9 @@ impl External {
                 }
                 libc::dup2(fds[1], 1);
                 libc::dup2(fds[1], 2);
+                if let Err(errno) = self.sched.apply() {
+                    refused(errno);
+                }
                 match exe {
                     Some(fd) => {
                         libc::fexecve(fd, ptrs.as_ptr(), envp.as_ptr());
@@ -161,6 +169,26 @@ impl External {
         if self.pid > 0 {
             unsafe { libc::kill(-self.pid, sig) };
         }
+    }
+}
+
+/// In the forked child: the planned policy was refused. Say so on the captured output (the
+/// enemy reports its last line) and exit 126, without allocating.
+fn refused(errno: i32) -> ! {
+    let mut msg = *b"xtalk external: sched_setattr of the enemy's policy for the command failed, errno     \n";
+    let mut at = msg.len() - 2;
+    let mut n = errno.unsigned_abs();
+    loop {
+        msg[at] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 || at == 0 {
+            break;
+        }
+        at -= 1;
+    }
+    unsafe {
+        libc::write(2, msg.as_ptr() as *const libc::c_void, msg.len());
+        libc::_exit(126)
     }
 }
 

@@ -76,6 +76,8 @@ pub struct Ctx {
     pub intensity: f64,
     pub rate: Option<f64>,
     pub cpus: Option<Vec<usize>>,
+    /// The enemy's planned policy: what an external command takes between fork and exec.
+    pub sched: crate::plan::Sched,
     pub huge_pages: bool,
     /// The run's private scratch directory for this enemy's files (fileio), made by the agent.
     pub scratch: Option<std::path::PathBuf>,
@@ -188,14 +190,14 @@ pub fn enemy_main(index: usize, e: &Enemy, shared: &Shared, parent: libc::pid_t,
     setup::set_name(&format!("xt-enemy-{index}"));
     let ready = setup::die_with_parent(parent)
         .and_then(|_| setup::apply_placement(&e.placement))
-        .and_then(|_| setup::apply_sched(&e.sched))
+        .and_then(|_| setup::apply_sched(&own_sched(e)))
         .and_then(|_| if e.lock_memory { setup::lock_memory() } else { Ok(()) });
     if let Err(msg) = ready {
         slot.fail(&format!("enemy {}: {msg}", e.name));
         unsafe { libc::_exit(3) };
     }
     let stop = stop_flag(shared);
-    let cx = Ctx { index, stop, intensity: e.intensity, rate: e.rate, cpus: e.placement.cpus.clone(), huge_pages: e.huge_pages, scratch };
+    let cx = Ctx { index, stop, intensity: e.intensity, rate: e.rate, cpus: e.placement.cpus.clone(), sched: e.sched.clone(), huge_pages: e.huge_pages, scratch };
     let mut load = match build(&e.load, &cx) {
         Ok(l) => l,
         Err(msg) => {
@@ -244,6 +246,16 @@ pub fn enemy_main(index: usize, e: &Enemy, shared: &Shared, parent: libc::pid_t,
     }
     slot.stopped_ns.store(stopped, Ordering::Release);
     unsafe { libc::_exit(0) }
+}
+
+/// The policy of the enemy process itself: the planned one, except for a load that runs a
+/// command (external, a duplicated AOCS instance), whose command takes the planned policy
+/// and whose own process only watches it (setup::watcher_sched).
+fn own_sched(e: &Enemy) -> crate::plan::Sched {
+    match e.load {
+        Load::External { .. } | Load::Aocs { duplicate_executable: true, .. } => setup::watcher_sched(&e.sched),
+        _ => e.sched.clone(),
+    }
 }
 
 /// Over the regulator's budget: stop here, at once (the cooperative counterpart of a

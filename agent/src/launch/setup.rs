@@ -76,6 +76,45 @@ pub fn try_sched(s: &Sched) -> std::io::Result<()> {
     set_attr(&a)
 }
 
+/// Policy `s` prepared before a fork, to be taken between fork and exec by a command the
+/// plan asks to run under it (an external enemy's command): the attribute is built here,
+/// so the child makes one system call and allocates nothing. Unlike the agent's own
+/// children, the command's children inherit it (as under `chrt`), except under DEADLINE,
+/// where the kernel lets a task fork only with SCHED_FLAG_RESET_ON_FORK.
+pub struct ExecSched(SchedAttr);
+
+impl ExecSched {
+    pub fn new(s: &Sched) -> ExecSched {
+        let mut a = SchedAttr { size: std::mem::size_of::<SchedAttr>() as u32, ..Default::default() };
+        fill_attr(&mut a, s);
+        if matches!(s, Sched::Deadline { .. }) {
+            a.sched_flags = SCHED_FLAG_RESET_ON_FORK;
+        }
+        ExecSched(a)
+    }
+
+    /// Take the policy (async-signal-safe: one system call). Err: the errno.
+    pub fn apply(&self) -> Result<(), i32> {
+        match unsafe { libc::syscall(libc::SYS_sched_setattr, 0, &self.0 as *const SchedAttr, 0u32) } {
+            0 => Ok(()),
+            _ => Err(unsafe { *libc::__errno_location() }),
+        }
+    }
+}
+
+/// The policy of a process that watches a command running under `s` (an external enemy):
+/// one real-time priority above it, since a busy command at the same FIFO priority on the
+/// same CPU would starve its watcher, and with it pacing, the output pipe and teardown; no
+/// DEADLINE reservation of its own (the command holds the one planned), so SCHED_OTHER.
+pub fn watcher_sched(s: &Sched) -> Sched {
+    match *s {
+        Sched::Fifo { priority } => Sched::Fifo { priority: (priority + 1).min(99) },
+        Sched::Rr { priority } => Sched::Rr { priority: (priority + 1).min(99) },
+        Sched::Deadline { .. } => Sched::Other { nice: 0 },
+        Sched::Other { nice } => Sched::Other { nice },
+    }
+}
+
 fn fill_attr(a: &mut SchedAttr, s: &Sched) {
     match *s {
         Sched::Other { nice } => {

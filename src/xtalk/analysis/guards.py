@@ -26,6 +26,8 @@ TARGET_CI = 0.1
 MIN_RUNS_FOR_MAX = 5
 #: Faster under interference beyond this (CI upper end below 1 − this).
 FASTER = 0.02
+#: An enemy that reached less than this share of its rate alone is much weaker than asked.
+ENEMY_SHARE = 0.5
 
 
 class Kind(str, Enum):
@@ -37,6 +39,7 @@ class Kind(str, Enum):
     FASTER_UNDER_INTERFERENCE = "faster_under_interference"
     CI_TOO_WIDE = "ci_too_wide"
     TOO_FEW_RUNS_FOR_MAX = "too_few_runs_for_max"
+    ENEMY_BELOW_ALONE_RATE = "enemy_below_alone_rate"
 
 
 @dataclass(frozen=True)
@@ -109,13 +112,35 @@ def _scenario_guards(row) -> list[Guard]:
     return out
 
 
-def check(table: pd.DataFrame, victims: dict[str, dict], reference: str = "solo") -> list[Guard]:
+def _enemy_guard(configuration: str, scenario: str, enemies: list[dict]) -> list[Guard]:
+    """Enemies of one scenario that reached less than ENEMY_SHARE of their rate alone."""
+    from ..config.units import rate_text
+
+    weak = sorted((e for e in enemies if e.get("alone") and e.get("achieved") is not None
+                   and e["achieved"] < ENEMY_SHARE * e["alone"]), key=lambda e: e["achieved"] / e["alone"])
+    if not weak:
+        return []
+    parts = ", ".join(f"{e['enemy']} {e['achieved'] / e['alone']:.0%} ({rate_text(e['achieved'], e['unit'])} against "
+                      f"{rate_text(e['alone'], e['unit'])} alone)" for e in weak[:4])
+    more = f" and {len(weak) - 4} more" if len(weak) > 4 else ""
+    return [Guard(Kind.ENEMY_BELOW_ALONE_RATE, configuration, scenario,
+                  f"{len(weak)} of {len(enemies)} enemies reached less than {ENEMY_SHARE:.0%} of their rate alone: {parts}{more}; "
+                  f"they share a CPU with the victim or with each other, or a real-time victim starves them, so the "
+                  f"scenario is milder than its name. Give each enemy a CPU of its own (cpus = \"others\", no more "
+                  f"enemies than free CPUs) or read the slowdown against the rates they reached")]
+
+
+def check(table: pd.DataFrame, victims: dict[str, dict], reference: str = "solo",
+          enemies: dict[tuple[str, str], list[dict]] | None = None) -> list[Guard]:
     """Every guard that fires on `table` (analysis.slowdown.summarize's rows); `victims` maps a
-    configuration to its plan's victim (period_ns, deadline_ns, sched)."""
+    configuration to its plan's victim (period_ns, deadline_ns, sched); `enemies` maps
+    (configuration, scenario) to its enemies' rates, each {enemy, unit, achieved (mean over
+    the runs), alone (enemy_alone.py), or None when not measured}."""
     out: list[Guard] = []
     for row in table.itertuples():
         if row.scenario == reference:
             out += _solo_guards(row, victims.get(row.configuration, {}))
         else:
             out += _scenario_guards(row)
+            out += _enemy_guard(row.configuration, row.scenario, (enemies or {}).get((row.configuration, row.scenario), []))
     return out

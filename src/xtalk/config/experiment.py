@@ -278,6 +278,8 @@ class Experiment(_Strict):
     timeout: Optional[Duration] = None
     pids_max: Optional[int] = Field(default=None, ge=8, le=limits.MAX_PIDS, description="the whole run's process budget: every process of each run counts against one pids.max (the stand-in for the machine's PID table)")
     results: str = "results"
+    min_effect: Union[float, str] = Field(default="5%", description="the smallest slowdown worth resolving (\"5%\": 1.05×): "
+                                          "the solo feasibility run says how many repetitions that takes on this machine")
     victim: VictimSpec
     scenario: list[ScenarioSpec] = Field(default=[], max_length=limits.MAX_SCENARIOS)
     configuration: list[ConfigurationSpec] = Field(default=[], max_length=limits.MAX_CONFIGURATIONS)
@@ -286,7 +288,9 @@ class Experiment(_Strict):
     @model_validator(mode="after")
     def _bounds(self):
         # The plan's limits, in the file's terms, so that the file schema and the plan agree.
-        from .units import duration_ns
+        from .units import duration_ns, fraction
+
+        fraction(self.min_effect, "min_effect", high=10.0)
 
         if duration_ns(self.settle, "settle") > limits.MAX_SETTLE_NS:
             raise ValueError(f"settle: {self.settle!r} is longer than 60 s; give at most \"60s\"")

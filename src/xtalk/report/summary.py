@@ -48,6 +48,26 @@ def enemy_rates(runs: pd.DataFrame) -> dict[tuple[str, str], str]:
     return out
 
 
+def enemy_shares(runs: pd.DataFrame, path: Path) -> dict[tuple[str, str], list[dict]]:
+    """Per (configuration, scenario): each enemy's mean rate over the victim's window against
+    its rate alone (enemy_alone.py; None when it was not measured), for the guards."""
+    from ..enemy_alone import recorded
+
+    alone = {(r["configuration"], r["scenario"], r["enemy"]): r["rate"] for r in recorded(path)}
+    out: dict[tuple[str, str], list[dict]] = {}
+    if "enemies" not in runs:
+        return out
+    for (cfg, scn), g in runs.groupby(["configuration", "scenario"]):
+        acc: dict[str, tuple[str, list[float]]] = {}
+        for enemies in g.enemies:
+            for e in enemies or []:
+                if e.get("window_rate") is not None:
+                    acc.setdefault(e["name"], (e["unit"], []))[1].append(e["window_rate"])
+        out[(cfg, scn)] = [{"enemy": n, "unit": u, "achieved": sum(v) / len(v), "alone": alone.get((cfg, scn, n))}
+                           for n, (u, v) in acc.items()]
+    return out
+
+
 COLUMNS = [("scenario", "scenario"), ("runs", "runs ok"), ("jobs", "jobs"), ("median_response_ms", "median resp ms"),
            ("p99_response_ms", "p99 resp ms"), ("max_response_ms", "max resp ms"), ("max_exec_ms", "max exec ms"),
            ("deadline_misses", "misses"), ("slowdown_median", "slowdown median [95% CI]"),
@@ -89,7 +109,7 @@ def summary_table(results: Results) -> pd.DataFrame:
     table = summarize(jobs, runs)
     rates = enemy_rates(runs)
     table["enemy_rate"] = [rates.get((c, s), "") for c, s in zip(table.configuration, table.scenario)]
-    fired = guards.check(table, victims(runs))
+    fired = guards.check(table, victims(runs), enemies=enemy_shares(runs, results.path))
     table["warnings"] = [[g.to_dict() for g in fired if (g.configuration, g.scenario) == (c, s)]
                          for c, s in zip(table.configuration, table.scenario)]
     cols = ["configuration"] + [c for c in table.columns if c != "configuration"]

@@ -1,0 +1,104 @@
+"""Each enemy alone: before the interleaved runs (with the solo feasibility run), every
+distinct enemy of every scenario runs for a short pass without the victim's load and
+without the other enemies, in its configuration's placement and policy. The rate it reaches
+there is the reference of the guard "enemies that reached much less than their solo rate"
+(analysis/guards.py): an enemy sharing its CPU with the victim or with another enemy, or
+starved by a real-time victim, interferes less than the scenario's name says.
+
+The victim cannot be left out of a plan, so it is replaced by one that loads nothing: a sum
+over one page every 10 ms, at SCHED_OTHER, on the victim's CPUs.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from .config.expand import RunSpec
+from .plan import OtherSched, Plan, SumBody
+
+#: Jobs of the stand-in victim and its period: the enemy's pass lasts about this long.
+PASS_JOBS = 30
+PASS_PERIOD_NS = 10_000_000
+#: Kinds whose work counter is not a throughput (fault enemies count what they break).
+NOT_A_RATE = {"memhog", "fdexhaust", "forkbomb", "diskfill", "syscallstorm", "crashloop"}
+
+
+def _key(configuration: str, enemy) -> str:
+    """Two enemies alike but for their name and which CPUs they are pinned to (the per-CPU
+    copies of one enemy, the same enemy in two scenarios) share a pass: alone, one CPU is
+    as good as another (how many it may use still counts)."""
+    cpus = enemy.placement.cpus
+    return "\0".join((configuration, enemy.model_dump_json(exclude={"name", "placement"}),
+                      "unpinned" if cpus is None else str(len(cpus))))
+
+
+def _alone_plan(plan: Plan, enemy, run_id: str) -> Plan:
+    p = plan.model_copy(deep=True)
+    p.run_id = run_id
+    p.enemies = [enemy.model_copy(deep=True)]
+    v = p.victim
+    v.body, v.period_ns, v.deadline_ns = SumBody(bytes=4096), PASS_PERIOD_NS, None
+    v.jobs, v.warmup_jobs, v.sched, v.counters, v.lock_memory = PASS_JOBS, 2, OtherSched(), [], False
+    p.trace = None
+    p.timeout_s = 60.0
+    p.labels = {**p.labels, "scenario": "enemy-alone"}
+    return p
+
+
+def passes(runs: list[RunSpec]) -> dict[str, tuple[Plan, object, list[tuple[str, str, str]]]]:
+    """The passes to run: per distinct enemy, the plan it comes from, the enemy, and every
+    (configuration, scenario, enemy name) it stands for. Configurations with a regulator are
+    left out: holding the enemies back is the regulator's purpose."""
+    out: dict[str, tuple[Plan, object, list[tuple[str, str, str]]]] = {}
+    for r in runs:
+        if r.plan.regulator is not None:
+            continue
+        for e in r.plan.enemies:
+            if e.load.kind in NOT_A_RATE:
+                continue
+            k = _key(r.configuration, e)
+            entry = out.setdefault(k, (r.plan, e, []))
+            if (r.configuration, r.scenario, e.name) not in entry[2]:
+                entry[2].append((r.configuration, r.scenario, e.name))
+    return out
+
+
+def estimated_seconds(runs: list[RunSpec], per_run_overhead_s: float) -> float:
+    """What the passes add to an experiment."""
+    return sum(p.settle_ms / 1e3 + (PASS_JOBS + 2) * PASS_PERIOD_NS / 1e9 + per_run_overhead_s
+               for p, _, _ in passes(runs).values())
+
+
+def measure(runs: list[RunSpec], agent: Path, out: Path, say=print) -> list[dict]:
+    """Run each distinct enemy alone; one record per (configuration, scenario, enemy name)
+    with the rate it reached over the stand-in victim's window. An enemy whose pass fails
+    gets no record (its own runs will say why)."""
+    from .targets.local import run_plan
+
+    records: list[dict] = []
+    todo = passes(runs)
+    if todo:
+        say(f"enemies alone: {len(todo)} short pass(es), the reference of each enemy's achieved rate")
+    for i, (plan, enemy, where) in enumerate(todo.values()):
+        run_dir = out / "enemies-alone" / f"{i:03d}-{enemy.load.kind}"
+        try:
+            meta = run_plan(_alone_plan(plan, enemy, run_dir.name), run_dir, agent)
+        except Exception as why:  # a reference, not a result: the experiment goes on without it
+            say(f"enemy {enemy.name} alone: the pass failed ({why}); its rate guard is off")
+            continue
+        (e,) = meta.get("enemies") or [{}]
+        rate = e.get("window_rate")
+        if meta.get("status") != "completed" or rate is None or e.get("setup_error") or e.get("ended_early"):
+            continue
+        records += [{"configuration": c, "scenario": s, "enemy": n, "kind": e.get("kind"), "unit": e.get("unit"),
+                     "rate": rate} for c, s, n in where]
+    return records
+
+
+def recorded(results_dir: Path) -> list[dict]:
+    """The records experiment.json holds ([] when the passes were skipped or predate them)."""
+    try:
+        return json.loads((Path(results_dir) / "experiment.json").read_text()).get("enemies_alone") or []
+    except (OSError, ValueError):
+        return []

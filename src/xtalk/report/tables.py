@@ -625,7 +625,7 @@ def detected_spikes(data: ReportData, scenario: str | None = None, k: float = 5.
 
 def _detected_spikes(data: ReportData, scenario: str | None, k: float) -> pd.DataFrame:
     # Only what the spike tables need: detect_spikes copies every column it is given.
-    narrow = ["run_id", "job", "exec_ns", "release_ns", "scenario"]
+    narrow = ["run_id", "job", "exec_ns", "release_ns", "period_ns", "scenario"]
     j = data.measured if scenario is None else _subset(data, scenario, None, narrow)
     cols = [c for c in narrow if c in j.columns]
     j = j[cols]

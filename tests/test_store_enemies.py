@@ -43,6 +43,7 @@ settle = "10ms"
 [[application]]
 name = "sum"
 criticality = "C"
+epsilon = { on = "exec", relative = 1.5 }
 victim = { body = "sum", bytes = "64KiB", period = "2ms", jobs = 30, warmup_jobs = 2, cpus = "last" }
 [[two_way]]
 name = "duty"

@@ -15,15 +15,15 @@ Method: the events become a 0/1 indicator on the sampling lattice (resolution = 
 mean; its zero-padded FFT gives the Rayleigh power of every trial frequency between
 ``min_cycles`` cycles over the span and the lattice's Nyquist frequency 1/(2P), so periods
 from 2P up. Sharp periodic events put power in many harmonics, so the statistic is de
-Jager's H test (de Jager, Raubenheimer & Swanepoel 1989; calibrated in de Jager & Büsching
-2010): H = max over m ≤ 8 of Z²_m − 4m + 4, where Z²_m sums the first m harmonics' powers;
-harmonics that fold onto the lattice frequency (where every event set has full power) count
-are left out. The ``p_value`` is the rank of the observed maximum of H among the maxima of
-the same number of episodes shuffled uniformly over the observed span (a Poisson null
-conditioned on the count: the trial factor of searching many frequencies is in it, and the
-analytic tail of H is too optimistic for the few events of seed-like runs);
-``confidence`` = 1 − p_value. Below
-``alpha`` the series has a period, refined by least squares on t ≈ t0 + n·T; otherwise
+Jager's H (de Jager, Raubenheimer & Swanepoel 1989): H = max over m ≤ 8 of Z²_m − 4m + 4,
+where Z²_m sums the first m harmonics' powers; harmonics above the lattice's Nyquist
+frequency are left out (they fold back onto lower ones, or onto the lattice line where
+every event set has full power). The ``p_value`` is the rank of the observed maximum of H
+among the maxima of as many episodes shuffled uniformly over the observed span (a Poisson
+null conditioned on the count: the trial factor of searching many frequencies is in it,
+and H's analytic tail is far too optimistic for the few events of seed-like runs);
+``confidence`` = 1 − p_value. Below ``alpha`` the series has a period, refined by least
+squares on t ≈ t0 + n·T; otherwise
 "no period". ``regularity`` is the mean resultant length of the events' phases at the
 period (1: every event at the same phase; about 1/√n for random events).
 """
@@ -34,6 +34,7 @@ from dataclasses import dataclass
 
 import numpy as np
 from scipy import fft as sfft
+
 
 @dataclass(frozen=True)
 class Periodicity:
@@ -137,7 +138,7 @@ def periodicity(
     lp = sfft.next_fast_len(2 * max_harmonics * bins)
     lo = int(np.ceil(f_lo * coarse * lp))
     top = int(np.floor(f_hi * coarse * lp))
-    nyq = lp // 2 if coarse == 1 else int(np.floor(0.5 * lp))  # harmonics stay below it
+    nyq = lp // 2  # harmonics stay below the (coarse) lattice's Nyquist frequency
     if top <= lo:
         return _none(n, k, "span too short for a period of 2 samples or more")
     cand = np.arange(lo, top + 1, dtype=np.int64)

@@ -27,7 +27,9 @@ def _jobs_from_wakeups(w, period=P, run_id="r0", t0=None):
 def test_rel_and_delta_definitions():
     w = np.array([1_000, 1_000 + P + 5, 1_000 + 2 * P - 3, 1_000 + 3 * P + 10])
     s = W.wakeup_series(_jobs_from_wakeups(w))
-    assert s["rel_ns"].tolist() == [0, 5, -3, 10]
+    assert s["latency_ns"].tolist() == [0, 5, -3, 10]
+    # rel(k): lateness minus the median over idle measured jobs (jobs 0-2 are warm-up).
+    assert s["rel_ns"].tolist() == [-10, -5, -13, 0]
     assert s["dw_ns"].tolist()[1:] == [5, -8, 13]
     assert np.isnan(s["dw_ns"].iloc[0])
     assert s["interval_ns"].tolist()[1:] == [P + 5, P - 8, P + 13]
@@ -119,3 +121,73 @@ def test_missing_period_is_an_error():
         W.wakeup_series(df)
     s = W.wakeup_series(df, period_ns=P)
     assert (s["rel_ns"] == 0).all()
+
+
+# --------------------------------------------------------------------------- reference, backlog (issue 15, defect 11)
+
+PB = 1_000_000  # 1 ms victim
+
+
+def _simulate(n, exec_ns, rng, slope=0.0, first_late=0, lat=15_000, jitter=500.0):
+    """Job rows of a periodic victim on an otherwise idle CPU: each job wakes at its release
+    + ``lat`` + ``slope``·k (timer drift) + jitter, or when the previous job ends if that is
+    later (backlog); job 0 wakes ``first_late`` ns late."""
+    exec_ns = np.broadcast_to(np.asarray(exec_ns, dtype=np.int64), (n,))
+    t0 = 10**12
+    release = t0 + np.arange(n, dtype=np.int64) * PB
+    timer = release + lat + np.rint(slope * np.arange(n) + rng.normal(0, jitter, n)).astype(np.int64)
+    timer[0] += first_late
+    wake = np.empty(n, dtype=np.int64)
+    end = np.empty(n, dtype=np.int64)
+    prev_end = 0
+    for k in range(n):
+        wake[k] = max(timer[k], prev_end + 2_000)
+        end[k] = wake[k] + 1_000 + exec_ns[k]
+        prev_end = end[k]
+    job = np.arange(n)
+    return pd.DataFrame({"run_id": "r", "job": job, "warmup": job < 3, "release_ns": release, "wakeup_ns": wake,
+                         "start_ns": wake + 1_000, "end_ns": end, "period_ns": PB})
+
+
+def test_late_first_job_does_not_offset_the_curve():
+    rng = np.random.default_rng(20)
+    jobs = _simulate(3_000, 300_000, rng, first_late=46_000_000)
+    s = W.wakeup_series(jobs)
+    measured = s[~s["warmup"]]
+    assert abs(measured["rel_ns"].median()) < 1_000  # around 0, not 46 ms below it
+    assert s["rel_ns"].iloc[0] == pytest.approx(46_000_000, abs=5_000)
+    # The jobs released while job 0 ran start late too, catching up 0.7 ms a job: backlog.
+    back = s.loc[s["backlog"], "job"]
+    assert back.min() == 1 and back.max() < 100 and len(back) == pytest.approx(46 / 0.7, abs=3)
+    d = W.drift(jobs).iloc[0]
+    assert d["ci_low"] <= 0.0 <= d["ci_high"] and abs(d["intercept_ns"]) < 1_000
+
+
+def test_overload_backlog_is_not_drift():
+    rng = np.random.default_rng(21)
+    n = 4_000
+    exec_ns = np.full(n, 300_000)
+    exec_ns[1_000:2_000] = 1_300_000  # overload: 1.3 ms of work every 1 ms
+    jobs = _simulate(n, exec_ns, rng)
+    s = W.wakeup_series(jobs)
+    # The backlog builds for 1000 jobs (0.3 ms each) and drains at 0.7 ms per job.
+    assert s["backlog"].sum() > 1_000 and s["backlog_ns"].max() > 250 * PB
+    d = W.drift(jobs).iloc[0]
+    assert d["n_backlog"] == s["backlog"].sum() and "backlogged" in d["note"]
+    assert abs(d["ppm"]) < 0.05  # the backlog ramp alone is 300 000 ppm
+    # Sustained overload: no idle wake-up, so no drift at all, and the note says why.
+    full = W.drift(_simulate(500, 1_200_000, rng)).iloc[0]
+    assert np.isnan(full["ppm"]) and "waited on the previous job" in full["note"]
+
+
+def test_real_drift_recovered_despite_late_start_and_backlog():
+    rng = np.random.default_rng(22)
+    n = 6_000
+    exec_ns = np.full(n, 200_000)
+    exec_ns[3_000:3_050] = 1_500_000  # a short overload in the middle
+    slope = 3.0  # ns per 1 ms job: 3 ppm
+    jobs = _simulate(n, exec_ns, rng, slope=slope, first_late=46_000_000)
+    d = W.drift(jobs).iloc[0]
+    assert d["ci_low"] <= slope <= d["ci_high"] and d["ci_low"] > 0
+    assert d["ppm"] == pytest.approx(3.0, rel=0.05)
+    assert d["n_backlog"] >= 50

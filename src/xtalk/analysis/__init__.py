@@ -2,13 +2,16 @@
 
 Modules: :mod:`.stats` (bootstrap CIs, slowdown, shift tests, A/A floor, histogram markers),
 :mod:`.pwcet` (MBPTA: i.i.d. checks, EVT fits, pWCET or refusal), :mod:`.wakeup` (rel(k),
-Δw(k), drift, period quantisation), :mod:`.spikes` (spike detection, periods, attribution),
+Δw(k), timer drift apart from backlog, period quantisation), :mod:`.spikes` (spike detection,
+periods, attribution), :mod:`.periodicity` (period of event times on a sampling lattice, with
+a shuffle test),
 :mod:`.verdict` (deadline and serious misses, ε verdict), :mod:`.slowdown` (the summary
 table's slowdown CIs: runs then jobs resampled, widened for few runs; what `xtalk run` prints).
 """
 
 # The function pwcet.pwcet is deliberately not re-exported: it would shadow the submodule
 # (``from xtalk.analysis import pwcet`` must keep giving the module).
+from .periodicity import Periodicity, periodicity
 from .pwcet import PWCETRefused, PWCETResult, fit_gev, fit_gpd, iid_checks
 from .spikes import Attribution, attribute_spikes, detect_spikes, spike_periods
 from .stats import (
@@ -25,7 +28,7 @@ from .stats import (
     slowdown,
 )
 from .verdict import EpsilonSpec, classify_misses, deadline_misses, epsilon_verdict, epsilon_verdicts
-from .wakeup import Drift, Quantisation, drift, period_quantisation, wakeup_series
+from .wakeup import Drift, Quantisation, drift, period_quantisation, run_drift, wakeup_series
 
 __all__ = [
     "Attribution",
@@ -34,6 +37,7 @@ __all__ = [
     "EpsilonSpec",
     "NoiseFloor",
     "PWCETRefused",
+    "Periodicity",
     "PWCETResult",
     "Quantisation",
     "ShiftTest",
@@ -53,7 +57,9 @@ __all__ = [
     "markers",
     "per_step_reference",
     "period_quantisation",
+    "periodicity",
     "ratio_ci",
+    "run_drift",
     "shift_test",
     "slowdown",
     "spike_periods",

@@ -17,6 +17,8 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
+from .periodicity import Periodicity, periodicity
+
 _MAD_TO_SD = 1.4826  # MAD of a normal sample × 1.4826 = its standard deviation
 
 
@@ -80,73 +82,6 @@ def detect_spikes(
 # --------------------------------------------------------------------------- periods
 
 
-def event_period(times, *, tol: float = 0.1, min_regular: float = 0.8, max_divisor: int = 4) -> tuple[float, float]:
-    """(period, regularity) of event times that recur at multiples of one period.
-
-    Missed events make some intervals 2T, 3T…, so candidates median(ISI)/j for
-    j = 1…``max_divisor`` are tried; the largest T whose multiples hold at least
-    ``min_regular`` of the inter-event intervals (within ``tol``·T) wins, and T is then
-    refined by least squares on t_i ≈ t_0 + n_i·T. ``regularity`` is that fraction.
-    Returns (nan, 0) with fewer than 3 events or no regular candidate.
-    """
-    t = np.sort(np.asarray(times, dtype=float))
-    if t.size < 3:
-        return float("nan"), 0.0
-    d = np.diff(t)
-    d = d[d > 0]
-    if d.size < 2:
-        return float("nan"), 0.0
-    med = float(np.median(d))
-    best = (float("nan"), 0.0)
-    for j in range(1, max_divisor + 1):
-        cand = med / j
-        m = d / cand
-        frac = float(np.mean(np.abs(m - np.round(m)) <= tol))
-        if frac >= min_regular and np.all(np.round(m) >= 1):
-            best = (cand, frac)
-            break
-        if frac > best[1]:
-            best = (float("nan"), frac)
-    if not np.isfinite(best[0]):
-        return float("nan"), best[1]
-    cand = best[0]
-    n = np.round((t - t[0]) / cand)
-    on = np.abs((t - t[0]) / cand - n) <= tol
-    if np.unique(n[on]).size >= 2:
-        slope = np.polyfit(n[on], t[on], 1)[0]
-        cand = float(slope)
-    return cand, best[1]
-
-
-def indicator_period(indicator, *, min_cycles: float = 2.0, rel_power: float = 0.5) -> float:
-    """Period (in samples) of a 0/1 spike indicator from its periodogram.
-
-    A narrow pulse train has nearly equal power at its fundamental and all harmonics, so the
-    *lowest* frequency whose power is ≥ ``rel_power`` × the maximum is taken, not the maximum.
-    Frequencies with fewer than ``min_cycles`` cycles in the series are ignored.
-    """
-    x = np.asarray(indicator, dtype=float)
-    n = x.size
-    if n < 8 or x.sum() < 2:
-        return float("nan")
-    p = np.abs(np.fft.rfft(x - x.mean())) ** 2
-    f = np.fft.rfftfreq(n)
-    ok = f >= min_cycles / n
-    if not ok.any() or p[ok].max() <= 0:
-        return float("nan")
-    fi = np.flatnonzero(ok)
-    pk = fi[np.argmax(p[fi] >= rel_power * p[fi].max())]
-    # Parabolic interpolation of the peak on the log power for sub-bin accuracy.
-    if 0 < pk < p.size - 1 and p[pk - 1] > 0 and p[pk + 1] > 0 and p[pk] > 0:
-        a, b, c = np.log(p[pk - 1]), np.log(p[pk]), np.log(p[pk + 1])
-        den = a - 2 * b + c
-        shift = 0.5 * (a - c) / den if den != 0 else 0.0
-        freq = (pk + float(np.clip(shift, -0.5, 0.5))) / n
-    else:
-        freq = f[pk]
-    return float(1.0 / freq)
-
-
 def split_big_small(excess, *, min_ratio: float = 1.5, min_count: int = 2) -> np.ndarray:
     """Boolean mask of "big" spikes: above the widest gap of the sorted log-amplitudes.
 
@@ -176,54 +111,118 @@ def spike_periods(
     *,
     time_column: str = "release_ns",
     by: Sequence[str] = ("run_id",),
-    tol: float = 0.1,
+    alpha: float = 0.01,
     min_ratio: float = 1.5,
+    seed: int = 0,
 ) -> pd.DataFrame:
-    """Period(s) of the detected spikes, per run (seed 000 §5.3.2).
+    """Period(s) of the detected spikes, per run, with their significance (seed 000 §5.3.2).
 
-    ``spikes`` is the output of :func:`detect_spikes`. One row per run and spike class:
-    ``all`` (every spike), and when amplitudes split into two groups (:func:`split_big_small`)
-    also ``big`` and ``small``. Columns: ``n_spikes``, ``period_ns`` (from ``time_column``;
-    the seed's period is in time, not in jobs), ``period_jobs`` (from job indices),
-    ``period_jobs_psd`` (periodogram of the spike indicator, ``all`` only), ``regularity``
-    (fraction of inter-spike intervals on the period lattice), ``every_n`` (for ``big``:
-    period(big) / period(all), i.e. one big spike every N spikes, N − 1 small ones between),
-    and ``on_lattice`` (for ``big``: fraction of big spikes that fall on the ``all`` lattice;
-    1 means the big phenomenon is synchronised with, or is a particular case of, the small).
+    ``spikes`` is the output of :func:`detect_spikes`. The spikes are events in time seen at
+    the victim's job times, so the period is searched in time (``time_column``) on the
+    lattice of the victim's period (``period_ns``; job indices when there is no time), by
+    :func:`xtalk.analysis.periodicity.periodicity`: any period from two victim periods up,
+    a multiple of the victim's or not, tested against the spikes shuffled over the run.
+
+    One row per run and class: ``all`` (every spike) and, when amplitudes split into two
+    groups (:func:`split_big_small`), ``big`` and ``small``. Columns: ``n_spikes``,
+    ``n_episodes`` (spikes in consecutive jobs count once), ``periodic``, ``period_ns`` and
+    ``period_jobs`` (NaN when there is no significant period: "no period"), ``regularity``
+    (phase coherence at the period, 0–1), ``coverage`` (fraction of the period's cycles with
+    a spike), ``p_value`` and ``confidence`` (1 − p), ``best_period_ns`` (the candidate,
+    also when not significant), ``reason``. For ``big`` when ``all`` is periodic: the big
+    spikes are placed on the ``all`` lattice; ``every_n`` is their most common spacing in
+    cycles of ``all`` (one big every N, N − 1 small between), ``small_between`` the median
+    number of small spikes between two big ones, ``on_lattice`` the fraction of big spikes on
+    the ``all`` lattice, and the p-value that of a shuffle test: big spikes as regularly
+    spaced among the ``all`` episodes by chance.
     """
     for col in ("job", "is_spike", "excess"):
         if col not in spikes.columns:
             raise ValueError(f"spikes: missing column {col!r} (pass the output of detect_spikes)")
-    tcol = time_column if time_column in spikes.columns else None
     keys = [b for b in by if b in spikes.columns]
     rows = []
-    for key, g in (spikes.groupby(keys, sort=True) if keys else [((), spikes)]):
+    for key, g in (spikes.groupby(keys, sort=True, observed=True) if keys else [((), spikes)]):
         g = g.sort_values("job")
-        s = g[g["is_spike"]]
+        if g.empty:
+            continue
         base = dict(zip(keys, key if isinstance(key, tuple) else (key,)))
+        timed = time_column in g.columns and "period_ns" in g.columns
+        res = float(g["period_ns"].iloc[0]) if timed else 1.0
+        tcol = time_column if timed else "job"
+        span = (float(g[tcol].iloc[0]), float(g[tcol].iloc[-1]))
+        s = g[g["is_spike"]]
         big = split_big_small(s["excess"].to_numpy(), min_ratio=min_ratio)
         classes = [("all", np.ones(len(s), dtype=bool))]
         if big.any():
             classes += [("big", big), ("small", ~big)]
-        t_all = None
+        fit_all = None
         for name, mask in classes:
-            sub = s[mask]
-            pj, reg = event_period(sub["job"].to_numpy(), tol=tol)
-            pn = event_period(sub[tcol].to_numpy(), tol=tol)[0] if tcol else float("nan")
-            row = dict(base, cls=name, n_spikes=int(len(sub)), period_ns=pn, period_jobs=pj,
-                       period_jobs_psd=float("nan"), regularity=reg, every_n=float("nan"),
+            t = s.loc[mask, tcol].to_numpy(dtype=float)
+            row = dict(base, cls=name, n_spikes=int(mask.sum()), every_n=float("nan"), small_between=float("nan"),
                        on_lattice=float("nan"))
-            if name == "all":
-                ind = np.zeros(int(g["job"].max() - g["job"].min()) + 1)
-                ind[(sub["job"] - g["job"].min()).to_numpy(dtype=np.int64)] = 1.0
-                row["period_jobs_psd"] = indicator_period(ind)
-                t_all = (pj, sub["job"].to_numpy(dtype=float))
-            elif name == "big" and t_all is not None and np.isfinite(t_all[0]) and np.isfinite(pj):
-                row["every_n"] = float(np.round(pj / t_all[0]))
-                ph = (sub["job"].to_numpy(dtype=float) - t_all[1][0]) / t_all[0]
-                row["on_lattice"] = float(np.mean(np.abs(ph - np.round(ph)) <= tol))
+            if name == "big" and fit_all is not None and fit_all.periodic:
+                row.update(_on_lattice(t, s.loc[~mask, tcol].to_numpy(dtype=float), fit_all, res, alpha, seed))
+            else:
+                f = periodicity(t, resolution=res, start=span[0], end=span[1], alpha=alpha, seed=seed)
+                row.update(_row(f, res, timed))
+                if name == "all":
+                    fit_all = f
             rows.append(row)
-    return pd.DataFrame(rows)
+    cols = list(keys) + ["cls", "n_spikes", "n_episodes", "periodic", "period_ns", "period_jobs", "regularity",
+                         "coverage", "p_value", "confidence", "every_n", "small_between", "on_lattice",
+                         "best_period_ns", "reason"]
+    return pd.DataFrame(rows, columns=cols)
+
+
+def _row(f: Periodicity, res: float, timed: bool) -> dict:
+    """A periodicity result as columns; without times the period is in jobs only."""
+    nan = float("nan")
+    return {"n_episodes": f.n_episodes, "periodic": f.periodic, "period_ns": f.period if timed else nan,
+            "period_jobs": f.period / res, "regularity": f.regularity, "coverage": f.coverage, "p_value": f.p_value,
+            "confidence": f.confidence, "best_period_ns": f.best_period if timed else nan, "reason": f.reason}
+
+
+def _regular_spacing(cycles: np.ndarray) -> tuple[int, float]:
+    """(most common spacing ≥ 1, fraction of spacings equal to it) of sorted cycle numbers."""
+    d = np.diff(np.unique(cycles))
+    if d.size == 0:
+        return 0, 0.0
+    vals, counts = np.unique(d, return_counts=True)
+    j = int(np.argmax(counts))
+    return int(vals[j]), float(counts[j] / d.size)
+
+
+def _on_lattice(t_big: np.ndarray, t_small: np.ndarray, fit: Periodicity, res: float, alpha: float, seed: int,
+                shuffles: int = 199) -> dict:
+    """The big spikes against the lattice of all spikes (seed 000: "exactly 9 small peaks
+    between two big peaks"): spacing in cycles, regularity, and a shuffle test that picks as
+    many cycles at random among those holding a spike."""
+    T, ph = fit.period, fit.phase
+    c_big = (t_big - ph) / T
+    on = np.abs(c_big - np.rint(c_big)) <= 0.25
+    cyc_big = np.unique(np.rint(c_big[on]).astype(np.int64))
+    c_small = (t_small - ph) / T
+    cyc_small = np.unique(np.rint(c_small[np.abs(c_small - np.rint(c_small)) <= 0.25]).astype(np.int64))
+    every, frac = _regular_spacing(cyc_big)
+    out = {"n_episodes": int(cyc_big.size), "regularity": frac, "on_lattice": float(on.mean()) if on.size else float("nan"),
+           "coverage": float("nan"), "every_n": float(every) if every else float("nan")}
+    if cyc_big.size >= 2:
+        between = [np.sum((cyc_small > a) & (cyc_small < b)) for a, b in zip(cyc_big[:-1], cyc_big[1:])]
+        out["small_between"] = float(np.median(between))
+    if cyc_big.size < 3 or every < 2:
+        why = "fewer than 3 big spikes on the lattice" if cyc_big.size < 3 else "big spikes in consecutive cycles"
+        return {**out, "periodic": False, "period_ns": float("nan"), "period_jobs": float("nan"), "p_value": 1.0,
+                "confidence": 0.0, "best_period_ns": every * T if every else float("nan"), "reason": why}
+    pool = np.union1d(cyc_big, cyc_small)
+    rng = np.random.default_rng(seed)
+    stat = frac
+    hits = sum(_regular_spacing(np.sort(rng.choice(pool, cyc_big.size, replace=False)))[1] >= stat
+               for _ in range(shuffles))
+    p = (1 + hits) / (shuffles + 1)
+    periodic = p < alpha
+    return {**out, "periodic": periodic, "period_ns": every * T if periodic else float("nan"),
+            "period_jobs": every * T / res if periodic else float("nan"), "p_value": p, "confidence": 1 - p,
+            "best_period_ns": every * T, "reason": "" if periodic else f"no significant spacing (p = {p:.2g} ≥ {alpha})"}
 
 
 # --------------------------------------------------------------------------- attribution

@@ -10,6 +10,19 @@ With the time-synchronisation services removed (seed 000 §5.3.3, Fig. 5.22–5.
 became an oscillating 1–3.5 ms delay and consecutive wake-ups were 124 ms or 128 ms apart,
 128 ms every 4th step: a period *quantised* to a coarse tick (4 ms is one jiffy at
 CONFIG_HZ=250, which is our hypothesis for that pattern, not the seed's).
+
+Two things besides the timer move w(k), and neither is timer drift:
+
+- the reference. The seed's w(0) is one job's wake-up; a first (warm-up) job that woke 46 ms
+  late shifts the whole curve by −46 ms. Here rel(k) is the lateness against the planned
+  release schedule, w(k) − release(k), minus its median over the first idle measured jobs
+  (the minimum-lateness baseline), so without drift rel(k) stays around 0 whatever one job
+  did;
+- backlog. A job released while the previous one still runs (previous end > release, an
+  overload) wakes when that one ends, not when its timer fires: its lateness is the
+  previous job's overrun, and under sustained overload it grows by (execution − P) per job,
+  a slope that once read as hundreds of ppm of drift. Such jobs are flagged ``backlog`` and
+  left out of the drift fit, which only sees wake-ups of an idle victim.
 """
 
 from __future__ import annotations
@@ -44,15 +57,26 @@ def _period(g: pd.DataFrame, period_ns: int | None) -> int:
     return int(g["period_ns"].iloc[0])
 
 
+#: Idle measured jobs whose median lateness is the reference of rel(k).
+REFERENCE_JOBS = 100
+
+
 def wakeup_series(
     jobs: pd.DataFrame, *, period_ns: int | None = None, include_warmup: bool = True
 ) -> pd.DataFrame:
-    """Per job: k, rel_ns = rel(k), dw_ns = Δw(k), interval_ns = w(k) − w(k−1) (seed 002 §VI-C).
+    """Per job: k, rel_ns = rel(k), dw_ns = Δw(k), interval_ns = w(k) − w(k−1), backlog.
 
-    k counts from the first job of each run (w(0) is the reference). Integer arithmetic on
-    int64 keeps nanosecond exactness over long runs. When job indices have gaps (a lost
-    job), Δw(k) = w(k) − w(j) − (k − j)·P over the gap and ``interval_ns`` is NaN there.
-    Warm-up jobs are kept by default: the scheduler's timer does not warm up.
+    k counts from the first job of each run. rel(k) is the wake-up lateness against the
+    planned release, w(k) − release(k) (w(k) − w(0) − k·P without a ``release_ns`` column),
+    minus its median over the first ``REFERENCE_JOBS`` idle measured jobs (not warm-up, not
+    backlogged; all jobs when there are none): a late first job does not offset the curve.
+    ``backlog_ns`` = previous job's end − this release when positive (the job was released
+    while the previous one ran: it could not wake before that end), ``backlog`` its flag;
+    both need ``end_ns`` (without it no job is flagged). Integer arithmetic on int64 keeps
+    nanosecond exactness over long runs. When job indices have gaps (a lost job),
+    Δw(k) = w(k) − w(j) − (k − j)·P over the gap and ``interval_ns`` is NaN there.
+    Warm-up jobs are kept by default (flagged ``warmup``): the scheduler's timer does not
+    warm up, but they are never the reference.
     """
     out = []
     for rid, g in _runs(jobs, include_warmup):
@@ -62,22 +86,40 @@ def wakeup_series(
         job = g["job"].to_numpy(dtype=np.int64)
         w = g["wakeup_ns"].to_numpy(dtype=np.int64)
         k = job - job[0]
-        rel = w - w[0] - k * p
+        warm = g["warmup"].to_numpy(dtype=bool) if "warmup" in g.columns else np.zeros(w.size, dtype=bool)
+        if "release_ns" in g.columns:
+            release = g["release_ns"].to_numpy(dtype=np.int64)
+        else:
+            release = w[0] + k * p
+        late = w - release
         dk = np.diff(job)
+        back = np.zeros(w.size, dtype=np.int64)
+        if "end_ns" in g.columns:
+            end = g["end_ns"].to_numpy(dtype=np.int64)
+            over = end[:-1] - release[1:]
+            back[1:] = np.where((dk == 1) & (over > 0), over, 0)
+        backlog = back > 0
+        ref_pool = np.flatnonzero(~warm & ~backlog)
+        if ref_pool.size == 0:
+            ref_pool = np.flatnonzero(~backlog) if (~backlog).any() else np.arange(w.size)
+        ref = int(np.rint(np.median(late[ref_pool[:REFERENCE_JOBS]])))
+        rel = late - ref
         dw = np.empty(w.size)
         dw[0] = np.nan
         dw[1:] = np.diff(w) - dk * p
         interval = np.full(w.size, np.nan)
         interval[1:] = np.where(dk == 1, np.diff(w), np.nan)
         d = pd.DataFrame({"job": job, "k": k, "wakeup_ns": w, "rel_ns": rel, "dw_ns": dw,
-                          "interval_ns": interval, "period_ns": p})
+                          "interval_ns": interval, "period_ns": p, "warmup": warm,
+                          "backlog_ns": back, "backlog": backlog})
         if "release_ns" in g.columns:
-            d["latency_ns"] = w - g["release_ns"].to_numpy(dtype=np.int64)
+            d["latency_ns"] = late
         if rid is not None:
             d.insert(0, "run_id", rid)
         out.append(d)
     if not out:
-        return pd.DataFrame(columns=["job", "k", "wakeup_ns", "rel_ns", "dw_ns", "interval_ns", "period_ns"])
+        return pd.DataFrame(columns=["job", "k", "wakeup_ns", "rel_ns", "dw_ns", "interval_ns", "period_ns", "warmup",
+                                     "backlog_ns", "backlog"])
     return pd.concat(out, ignore_index=True)
 
 
@@ -154,22 +196,53 @@ def fit_drift(
                  float(icpt), float(slope * (k.max() - k.min())), int(k.size), n_out, level)
 
 
+def run_drift(series: pd.DataFrame, *, level: float = 0.95, outlier_k: float = 6.0,
+              include_warmup: bool = False) -> dict:
+    """Timer drift of one run's :func:`wakeup_series`: the :class:`Drift` fields, fitted on
+    idle jobs only (not backlogged; not warm-up unless ``include_warmup``), with
+    ``n_backlog`` (jobs that waited on the previous one), ``backlog_fraction``,
+    ``max_backlog_ns`` and ``note``. Fewer than 10 idle jobs: NaN fields and a note saying
+    the run was overloaded, never a drift made of backlog."""
+    g = series
+    idle = ~g["backlog"].to_numpy(dtype=bool) if "backlog" in g.columns else np.ones(len(g), dtype=bool)
+    if not include_warmup and "warmup" in g.columns:
+        use = idle & ~g["warmup"].to_numpy(dtype=bool)
+    else:
+        use = idle
+    n_back = int((~idle).sum())
+    extra = {"n_backlog": n_back, "backlog_fraction": n_back / len(g) if len(g) else float("nan"),
+             "max_backlog_ns": int(g["backlog_ns"].max()) if "backlog_ns" in g.columns and len(g) else 0}
+    period = float(g["period_ns"].iloc[0])
+    try:
+        d = fit_drift(g["k"].to_numpy()[use], g["rel_ns"].to_numpy()[use], period, level=level, outlier_k=outlier_k)
+    except ValueError:
+        nan = float("nan")
+        d = Drift(nan, nan, nan, nan, nan, nan, nan, nan, int(use.sum()), 0, level)
+        return {**d.__dict__, **extra,
+                "note": f"no drift: {int(use.sum())} idle job(s), {n_back} of {len(g)} waited on the previous job"}
+    note = f"{n_back} backlogged job(s) left out" if n_back else ""
+    return {**d.__dict__, **extra, "note": note}
+
+
 def drift(
     jobs: pd.DataFrame,
     *,
     period_ns: int | None = None,
     level: float = 0.95,
     outlier_k: float = 6.0,
-    include_warmup: bool = True,
+    include_warmup: bool = False,
 ) -> pd.DataFrame:
-    """Drift of the wake-up date, one row per run (see :class:`Drift` for the columns)."""
-    ser = wakeup_series(jobs, period_ns=period_ns, include_warmup=include_warmup)
+    """Timer drift of the wake-up date, one row per run (:func:`run_drift`'s columns).
+
+    Backlogged jobs (released while the previous job ran) and, unless ``include_warmup``,
+    warm-up jobs are left out of the fit: the first are an overload, the second not yet in
+    the steady state the drift is about."""
+    ser = wakeup_series(jobs, period_ns=period_ns, include_warmup=True)
     groups = ser.groupby("run_id", sort=True) if "run_id" in ser.columns else [(None, ser)]
     rows = []
     for rid, g in groups:
-        d = fit_drift(g["k"], g["rel_ns"], g["period_ns"].iloc[0], level=level, outlier_k=outlier_k)
         row = {"run_id": rid} if rid is not None else {}
-        row.update(d.__dict__)
+        row.update(run_drift(g, level=level, outlier_k=outlier_k, include_warmup=include_warmup))
         rows.append(row)
     return pd.DataFrame(rows)
 

@@ -1,8 +1,8 @@
 """A campaign in the results store: `store.Results` plus the campaign's labels as columns.
 
 `xtalk.open(DIR)` returns this for a campaign directory; `.jobs()` gives every job with its
-run's application, criticality, configuration, variant, scenario, repetition and grid
-parameters; `.connect()` gives DuckDB views `jobs` and `runs` (`xtalk query DIR "SQL"`).
+run's application, criticality, configuration, variant, scenario, repetition, number and
+kinds of enemies (``n_enemies``, ``enemy_kinds``, see `store`) and grid parameters; `.connect()` gives DuckDB views `jobs` and `runs` (`xtalk query DIR "SQL"`).
 Only `runs/` is read, so runs in progress or moved aside never show.
 """
 
@@ -14,9 +14,11 @@ from pathlib import Path
 from ..store import Results
 
 #: Labels every campaign run carries, in column order; grid axes follow (dots become `_`).
-LABELS = ["application", "criticality", "variant", "two_way", "enemies", "total"]
+#: The two-way label `enemies` (the count) is the store's ``n_enemies`` column, which every
+#: run has, two-way cell or not (a column named `enemies` would clash with run metadata).
+LABELS = ["application", "criticality", "variant", "two_way", "total"]
 _NOT_COLUMNS = {"experiment", "scenario", "configuration", "repetition", "campaign", "epsilon", "xtalk_version",
-                "git_commit"}
+                "git_commit", "enemies"}
 
 
 class CampaignResults(Results):

@@ -190,12 +190,13 @@ class _Builder:
 
     def wakeup(self) -> Section:
         s = Section("wakeup", "Wake-up behaviour")
-        s.text("rel(k) = w(k) − w(0) − k·P and Δw(k) = w(k) − w(k−1) − P of the wake-up dates w(k) (seed 002 §VI-C). "
-               "A slope of rel(k) is a drift of the timer against CLOCK_MONOTONIC; distinct interval levels are a "
-               "period quantised to a coarse tick.")
+        s.text("rel(k) = w(k) − release(k) − the median lateness of the first idle measured jobs, and Δw(k) = "
+               "w(k) − w(k−1) − P of the wake-up dates w(k) (seed 002 §VI-C). A slope of rel(k) over idle jobs is a "
+               "drift of the timer against CLOCK_MONOTONIC; jobs released while the previous one ran (backlog, an "
+               "overload) are counted apart, not fitted; distinct interval levels are a period quantised to a coarse tick.")
         d = self.keep("wakeup_drift", tb.wakeup_drift(self.data))
         q = self.keep("quantisation", tb.quantisation(self.data))
-        s.table(d, "Drift of rel(k) per run (slope with its 95 % CI, Newey-West)")
+        s.table(d, "Timer drift of rel(k) per run, idle jobs (slope with its 95 % CI, Newey-West); backlog apart")
         s.table(q, "Period quantisation")
         if len(q) and not q["quantised"].any():
             s.text("No quantisation: every scenario's wake-up intervals form one level.")

@@ -601,21 +601,21 @@ def wakeup(data: ReportData, scenario: str, configuration: str) -> pd.DataFrame:
     """rel(k), Δw(k) and intervals of every run of a group, warm-up included (cached;
     analysis.wakeup.wakeup_series)."""
     return _memo(data, ("wakeup", scenario, configuration), lambda: wk.wakeup_series(
-        _subset(data, scenario, configuration, ["run_id", "job", "wakeup_ns", "release_ns", "period_ns"], warmup=True)))
+        _subset(data, scenario, configuration, ["run_id", "job", "warmup", "wakeup_ns", "release_ns", "end_ns", "period_ns"],
+                warmup=True)))
 
 
 def wakeup_drift(x) -> pd.DataFrame:
-    """Drift of the wake-up date per run: slope of rel(k) in ns per job and in ppm, its CI,
-    the total over the run (analysis.wakeup.fit_drift, seed 002 Fig. 10)."""
+    """Timer drift of the wake-up date per run: slope of rel(k) in ns per job and in ppm, its
+    CI, the total over the run, fitted on idle measured jobs; backlogged jobs (released while
+    the previous one ran) counted apart (analysis.wakeup.run_drift, seed 002 Fig. 10)."""
     data = _data(x)
     rows = []
     for scen, conf in groups(data):
         for rid, g in wakeup(data, scen, conf).groupby("run_id", observed=True, sort=True):
-            try:
-                d = wk.fit_drift(g["k"].to_numpy(), g["rel_ns"].to_numpy(), float(g["period_ns"].iloc[0]))
-            except ValueError:
+            if len(g) < 10:
                 continue  # fewer than 10 wake-ups in the run
-            rows.append({"run_id": str(rid), "scenario": scen, "configuration": conf, **d.__dict__})
+            rows.append({"run_id": str(rid), "scenario": scen, "configuration": conf, **wk.run_drift(g)})
     return pd.DataFrame(rows)
 
 
@@ -660,7 +660,7 @@ def detected_spikes(data: ReportData, scenario: str | None = None, k: float = 5.
 
 def _detected_spikes(data: ReportData, scenario: str | None, k: float) -> pd.DataFrame:
     # Only what the spike tables need: detect_spikes copies every column it is given.
-    narrow = ["run_id", "job", "exec_ns", "release_ns", "scenario"]
+    narrow = ["run_id", "job", "exec_ns", "release_ns", "period_ns", "scenario"]
     j = data.measured if scenario is None else _subset(data, scenario, None, narrow)
     cols = [c for c in narrow if c in j.columns]
     j = j[cols]

@@ -5,7 +5,10 @@
     RESULTS/summary.{md,json}
 
 `open(path).jobs()` gives every job with its run's labels as a pandas DataFrame, through
-DuckDB over the per-run Parquet files.
+DuckDB over the per-run Parquet files. Every run also carries what it ran against, read from
+its plan: ``n_enemies`` (number of enemy processes, 0 solo) and ``enemy_kinds`` (their
+distinct kinds, sorted, joined with "+"; "" solo), so the main axis of an interference
+experiment can be grouped on in SQL and pandas alike.
 """
 
 from __future__ import annotations
@@ -19,6 +22,11 @@ import pandas as pd
 from .jobs import convert_run, read_job_log  # noqa: F401
 
 RUN_COLUMNS = ["run_id", "scenario", "configuration", "repetition", "status"]
+#: What each run ran against (from its plan); SQL-friendly, so kept in the `jobs` view.
+ENEMY_COLUMNS = ["n_enemies", "enemy_kinds"]
+#: Run metadata after the labels; `enemies` (the per-enemy achieved work of run.json, a list
+#: of dicts) stays out of the DuckDB views.
+_META_COLUMNS = ["reason", "jobs_recorded", "jobs_planned", "enemies", "dir"]
 
 
 class Results:
@@ -33,28 +41,33 @@ class Results:
         return sorted(p for p in (self.path / "runs").iterdir() if p.is_dir())
 
     def runs(self) -> pd.DataFrame:
-        """One row per run: labels, status, reason, jobs recorded, enemy rates."""
+        """One row per run: labels, status, ``n_enemies``, ``enemy_kinds``, reason, jobs
+        recorded, ``enemies`` (each enemy's achieved work, as run.json lists it)."""
         rows = []
         for d in self.run_dirs():
             meta = read_run_json(d)
             if meta is None:
                 continue
             labels = meta.get("plan", {}).get("labels", {})
-            rows.append({
+            # Labels first: a label may not overwrite run metadata (a campaign's `enemies`
+            # label, the count, once replaced the per-enemy list and then both were dropped).
+            row = {k: v for k, v in self._label_columns(labels).items() if k not in _RESERVED}
+            row.update({
                 "run_id": meta.get("run_id", d.name),
                 "scenario": labels.get("scenario", ""),
                 "configuration": labels.get("configuration", "default"),
                 "repetition": int(labels.get("repetition", 0)),
                 "status": meta.get("status", "unknown"),
+                **enemy_summary(meta),
                 "reason": meta.get("reason"),
                 "jobs_recorded": meta.get("jobs_recorded"),
                 "jobs_planned": meta.get("jobs_planned"),
-                "enemies": meta.get("enemies", []),
+                "enemies": meta.get("enemies") or [],
                 "dir": str(d),
-                **self._label_columns(labels),
             })
-        extra = [c for c in (rows[0] if rows else {}) if c not in RUN_COLUMNS + ["reason", "jobs_recorded", "jobs_planned", "enemies", "dir"]]
-        return pd.DataFrame(rows, columns=RUN_COLUMNS + extra + ["reason", "jobs_recorded", "jobs_planned", "enemies", "dir"])
+            rows.append(row)
+        extra = [c for c in (rows[0] if rows else {}) if c not in _RESERVED]
+        return pd.DataFrame(rows, columns=RUN_COLUMNS + ENEMY_COLUMNS + extra + _META_COLUMNS)
 
     def _label_columns(self, labels: dict) -> dict:
         """Extra per-run columns taken from the plan's labels (none here; campaigns add theirs)."""
@@ -93,6 +106,20 @@ class Results:
             return pd.DataFrame()
         where = "WHERE NOT warmup" if measured_only else ""
         return con.execute(f"SELECT * FROM jobs {where} ORDER BY run_id, job").df()
+
+
+_RESERVED = set(RUN_COLUMNS + ENEMY_COLUMNS + _META_COLUMNS)
+
+
+def enemy_summary(meta: dict) -> dict:
+    """``n_enemies`` and ``enemy_kinds`` of a run from its run.json: the plan's enemy list (what
+    was asked), else the agent's per-enemy results (older run.json without the full plan)."""
+    plan_enemies = (meta.get("plan") or {}).get("enemies")
+    if isinstance(plan_enemies, list):
+        kinds = [((e.get("load") or {}).get("kind") if isinstance(e, dict) else None) for e in plan_enemies]
+    else:
+        kinds = [e.get("kind") if isinstance(e, dict) else None for e in meta.get("enemies") or []]
+    return {"n_enemies": len(kinds), "enemy_kinds": "+".join(sorted({k for k in kinds if k}))}
 
 
 def read_run_json(run_dir: Path) -> dict | None:

@@ -1,0 +1,120 @@
+"""Periodic disturbances seen through a periodic victim (issue 15, defect 5; seed 000 §5.3.2).
+
+Planted data with a known answer: a disturber whose period is unrelated to the victim's,
+Poisson spikes (no period, and never the victim's own period), the seed's two-level pattern
+(big peaks every 10 small ones). Every random draw is seeded: the results are reproducible.
+"""
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from xtalk.analysis import spikes as S
+from xtalk.analysis.periodicity import episodes, periodicity
+
+MS = 1_000_000
+
+
+def _jobs(exec_ns, period_ns, t0=10**12):
+    n = len(exec_ns)
+    job = np.arange(n)
+    return pd.DataFrame({"run_id": "r0", "job": job, "warmup": job < 2, "release_ns": t0 + job * period_ns,
+                         "exec_ns": np.asarray(exec_ns, dtype=np.int64), "period_ns": period_ns})
+
+
+def _disturbed(n, victim_ns, hits_ns, amp_ns, rng):
+    """Execution times of a victim whose job k runs during [k·P, (k+1)·P): a disturbance at
+    time s slows the job it falls in by ``amp_ns``."""
+    exec_ns = 2 * MS + rng.normal(0, 20_000, n)
+    k = (np.asarray(hits_ns) // victim_ns).astype(np.int64)
+    keep = k < n
+    np.add.at(exec_ns, k[keep], np.broadcast_to(amp_ns, k.shape)[keep])
+    return exec_ns, np.unique(k[keep])
+
+
+def test_disturber_unrelated_to_the_victims_period_is_found():
+    # Victim 10 ms, disturber 37.3 ms with 0.5 ms of jitter: 3.73 jobs apart, never a multiple.
+    rng = np.random.default_rng(11)
+    victim, n = 10 * MS, 3_000
+    hits = np.arange(3.1 * MS, n * victim, 37.3 * MS) + rng.normal(0, 0.5 * MS, 805)[: len(np.arange(3.1 * MS, n * victim, 37.3 * MS))]
+    exec_ns, hit_jobs = _disturbed(n, victim, hits, 600_000, rng)
+    per = S.spike_periods(S.detect_spikes(_jobs(exec_ns, victim))).set_index("cls")
+    assert list(per.index) == ["all"]
+    row = per.loc["all"]
+    assert row["periodic"] and row["confidence"] >= 0.99
+    assert row["period_ns"] == pytest.approx(37.3 * MS, rel=0.001)
+    assert row["period_jobs"] == pytest.approx(3.73, rel=0.001)
+    # Sampling at 10 ms smears the phase by ±0.13 cycle: regular, not perfectly so.
+    assert 0.7 < row["regularity"] < 0.95
+    assert row["coverage"] > 0.95
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_poisson_spikes_have_no_period(seed):
+    rng = np.random.default_rng(100 + seed)
+    victim, n = 10 * MS, 3_000
+    hits = np.cumsum(rng.exponential(400 * MS, 200))  # about 75 spikes, at random
+    exec_ns, hit_jobs = _disturbed(n, victim, hits, 600_000, rng)
+    row = S.spike_periods(S.detect_spikes(_jobs(exec_ns, victim))).set_index("cls").loc["all"]
+    assert row["n_spikes"] == hit_jobs.size > 40
+    assert not row["periodic"] and np.isnan(row["period_ns"]) and np.isnan(row["period_jobs"])
+    assert row["reason"].startswith("no significant period")
+    assert row["p_value"] >= 0.01
+    # Never the victim's own period (the lattice every spike sits on) reported as regular.
+    assert row["best_period_ns"] >= 2 * victim
+
+
+def test_seed_two_level_pattern_nine_small_between_big():
+    # Seed 000 §5.3.2: 20 peaks in 625 s at any task period; 9 small between two big. Over
+    # 4 × 625 s there are 8 big peaks, enough to test the big ones' spacing on its own.
+    rng = np.random.default_rng(5)
+    victim = 50 * MS
+    n = int(4 * 625_000 * MS / victim)
+    t = np.arange(7_300 * MS, n * victim, 31_250 * MS) + rng.normal(0, 2 * MS, 80)
+    amp = np.where(np.arange(t.size) % 10 == 9, 900_000, 250_000)
+    exec_ns, _ = _disturbed(n, victim, t, amp, rng)
+    per = S.spike_periods(S.detect_spikes(_jobs(exec_ns, victim))).set_index("cls")
+    assert per.loc["all", "n_spikes"] == 80 and per.loc["big", "n_spikes"] == 8
+    assert per["periodic"].all(), per[["p_value", "reason"]]
+    assert per.loc["all", "period_ns"] == pytest.approx(31_250 * MS, rel=0.001)
+    assert per.loc["small", "period_ns"] == pytest.approx(31_250 * MS, rel=0.001)
+    assert per.loc["small", "coverage"] == pytest.approx(0.9, abs=0.03)  # every 10th is a big one
+    assert per.loc["big", "period_ns"] == pytest.approx(312_500 * MS, rel=0.001)
+    assert per.loc["big", "every_n"] == 10 and per.loc["big", "small_between"] == 9
+    assert per.loc["big", "regularity"] == 1.0 and per.loc["big", "on_lattice"] == 1.0
+
+
+def test_seed_run_of_625_s_reports_the_pattern_but_not_a_big_period():
+    # One 625 s run holds only 2 big peaks: their spacing is reported, not called a period.
+    victim = 125 * MS
+    n = 5_000
+    t = np.arange(20) * 31_250 * MS + 7_300 * MS
+    amp = np.where(np.arange(20) % 10 == 9, 900_000, 250_000)
+    exec_ns, _ = _disturbed(n, victim, t, amp, np.random.default_rng(6))
+    per = S.spike_periods(S.detect_spikes(_jobs(exec_ns, victim))).set_index("cls")
+    assert per.loc["all", "periodic"] and per.loc["all", "period_ns"] == pytest.approx(31_250 * MS, rel=0.002)
+    assert per.loc["big", "every_n"] == 10 and per.loc["big", "small_between"] == 9
+    assert not per.loc["big", "periodic"] and "fewer than 3" in per.loc["big", "reason"]
+
+
+def test_periodic_but_random_amplitude_classes_big_spacing_not_significant():
+    # Big spikes picked at random among periodic ones: the lattice is there, the spacing not.
+    rng = np.random.default_rng(8)
+    victim, n = 10 * MS, 6_000
+    t = np.arange(5 * MS, n * victim, 200 * MS)
+    amp = np.where(rng.random(t.size) < 0.15, 900_000, 250_000)
+    exec_ns, _ = _disturbed(n, victim, t, amp, rng)
+    per = S.spike_periods(S.detect_spikes(_jobs(exec_ns, victim))).set_index("cls")
+    assert per.loc["all", "periodic"] and per.loc["all", "period_ns"] == pytest.approx(200 * MS, rel=0.001)
+    assert not per.loc["big", "periodic"] and per.loc["big", "p_value"] >= 0.01
+
+
+def test_periodicity_contract():
+    assert episodes(np.array([3, 4, 5, 9, 11, 12])).tolist() == [3, 9, 11]
+    few = periodicity([0.0, 10.0, 20.0], resolution=1.0)
+    assert not few.periodic and few.reason.startswith("too few events")
+    a = periodicity(np.arange(0, 1000, 7.0), resolution=1.0, seed=3)
+    b = periodicity(np.arange(0, 1000, 7.0), resolution=1.0, seed=3)
+    assert a == b and a.periodic and a.period == pytest.approx(7.0)
+    with pytest.raises(ValueError, match="resolution"):
+        periodicity([1.0], resolution=0)

@@ -9,7 +9,7 @@ import subprocess
 import numpy as np
 import pytest
 
-from conftest import is_root, processes_named, wait_for, write_plan, xtalk, children_of
+from conftest import fifo_or_other, is_root, processes_named, wait_for, write_plan, xtalk, children_of
 from xtalk.aocs import EXPECTED_FILE, INPUT_FILE, OUTPUTS_FILE, read_outputs
 
 FIRST, JOBS, WARMUP = 3000, 300, 5
@@ -26,7 +26,7 @@ def data(agent, tmp_path_factory):
 
 
 def aocs_plan(data, cpu, first_step=FIRST, jobs=JOBS, expected=None, period_ns=1_000_000):
-    sched = {"policy": "fifo", "priority": 60} if is_root() else {"policy": "other", "nice": 0}
+    sched = fifo_or_other(60)
     return {"version": 1, "run_id": "aocs", "timeout_s": 30, "settle_ms": 20,
             "victim": {"body": {"kind": "aocs", "input": str(data / INPUT_FILE), "expected": str(expected or data / EXPECTED_FILE),
                                 "first_step": first_step},

@@ -159,6 +159,14 @@ def needs_cgroup_v1():
 
 
 @pytest.fixture
+def needs_pids():
+    """Skip unless a pids controller (v1, or offered by v2) takes a child group (pids_max)."""
+    v1, v2 = capabilities.cgroup_v1("pids"), capabilities.cgroup_v2("pids")
+    if v1 and v2:
+        pytest.skip(f"needs the pids cgroup controller: {v1}; {v2}")
+
+
+@pytest.fixture
 def needs_rt_group():
     """Skip unless RT group scheduling (v1 cpu.rt_runtime_us) is there."""
     _need(capabilities.rt_group())
@@ -193,10 +201,15 @@ AGENT_MODULES = {
     "test_feasibility.py", "test_guards.py", "test_input_bounds.py", "test_isolation.py", "test_latency.py",
     "test_preflight.py", "test_run_exit_codes.py", "test_security_host.py", "test_ssh_target.py",
     "test_taskset.py", "test_teardown.py", "test_agent_run.py", "test_trace.py", "test_security.py",
-    "test_counters.py",
+    "test_counters.py", "test_cli.py", "test_dask_cluster.py", "test_fuzz_inputs.py", "test_machine_fixtures.py",
+    "test_characterize.py",
 }
 #: Single tests that drive the agent without any of the fixtures above.
-AGENT_TESTS: set[str] = set()
+AGENT_TESTS = {
+    "test_aa.py::test_aa_confidence_intervals_cover_one",
+    "test_units.py::test_rates_print_with_the_prefix_that_fits",
+    "test_report_build.py::test_report_on_a_real_experiment",
+}
 TRIPWIRE = Path(__file__).with_name("agent_tripwire.sh")
 #: The agent-driven modules run again in hostile environments (tests/hostile/*.sh): those that
 #: touch policies, cgroups, tracefs and the journal, where a container or a cgroup-v2-only

@@ -250,11 +250,13 @@ def _agent_tripwire(request, tmp_path_factory, monkeypatch):
 
 
 # --- the machine as found: checked at the end of the session -----------------------------------
-def _locked_snapshot() -> set[str]:
+def _locked_snapshot(lock: bool = True) -> set[str]:
     """A snapshot taken while holding the machine-wide lock, so no agent (ours or another
-    user's) is mid-run; without it (not root, or another run held it a minute) one that leaves
-    out what live processes own."""
+    user's) is mid-run; without it (not asked for, not root, or another run held it a minute)
+    one that leaves out what live processes own."""
     from xtalk.targets.lock import target_lock
+    if not lock:
+        return leftovers.snapshot(TOKEN, locked=False)
     try:
         with target_lock(timeout=float(os.environ.get("XTALK_LEFTOVER_LOCK_S", "60")), say=lambda _: None):
             return leftovers.snapshot(TOKEN)
@@ -263,16 +265,18 @@ def _locked_snapshot() -> set[str]:
 
 
 @pytest.fixture(scope="session", autouse=True)
-def machine_as_found():
+def machine_as_found(request):
     """Fail the session, listing them, if the tests left anything xtalk makes: processes this
     session started, cgroups, tracefs instances or mount, /dev/shm or /run/xtalk entries,
     or a changed policy/affinity of the test process itself."""
-    before = _locked_snapshot()
+    # Only a session that runs the agent waits for the machine lock (`-m "not agent"` never).
+    lock = any(item.get_closest_marker("agent") for item in request.session.items)
+    before = _locked_snapshot(lock)
     yield
     left = set()
     # Processes being reaped and runs winding down get a few seconds to finish.
     for _ in range(20):
-        left = _locked_snapshot() - before
+        left = _locked_snapshot(lock) - before
         if not left:
             return
         time.sleep(0.5)

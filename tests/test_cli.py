@@ -21,7 +21,7 @@ def test_sysinfo_json_is_the_environment():
     assert "task-clock" in env["capabilities"]["pmu"]["countable"]
 
 
-def test_plan_estimates_without_running(tmp_path):
+def test_plan_estimates_without_running(tmp_path, needs_fifo):  # the quickstart's victim is FIFO
     out = xtalk("plan", ROOT / "examples" / "quickstart.toml", "--show")
     assert out.returncode == 0, out.stderr
     import tomllib

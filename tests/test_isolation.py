@@ -172,7 +172,7 @@ def test_regulator_caps_a_read_enemy(agent, tmp_path, facts, needs_fifo):  # the
 
 
 @needs_root
-def test_killed_run_is_restored_by_the_next_start(agent, tmp_path, facts, needs_v1_pids):
+def test_killed_run_is_restored_by_the_next_start(agent, tmp_path, facts, needs_v1_pids, needs_fifo):  # regulator: FIFO
     """SIGKILL the agent in the middle of a regulated, cgroup-using, IRQ-steering run: its
     changes stay (it could not undo them); the next `xtalk run` restores everything first."""
     irqs = {p: p.read_text().strip() for p in Path("/proc/irq").glob("*/smp_affinity_list")}

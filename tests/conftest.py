@@ -193,7 +193,8 @@ def needs_pmu():
 # --- the `agent` marker: exact, and enforced ---------------------------------------------------
 #: Fixtures whose use means the test spawns xtalk-agent (facts come from the agent).
 AGENT_FIXTURES = {"agent", "facts", "last_cpu"}
-#: Modules every test of which drives the agent (`xtalk run`, `xtalk plan`, campaigns, facts).
+#: Modules whose tests drive the agent (`xtalk run`/`plan`/`sysinfo`/`calibrate`, campaigns,
+#: the agent itself); the few pure tests among them are marked too, which costs only speed.
 AGENT_MODULES = {
     "test_aocs.py", "test_blame_live.py", "test_calibrate_work.py", "test_campaign_examples.py",
     "test_campaign_resume.py", "test_campaign_run.py", "test_enemies.py", "test_enemies_errors.py",

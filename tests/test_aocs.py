@@ -97,7 +97,13 @@ def test_process_structure_and_cleanup(agent, data, tmp_path, last_cpu):
         victim = wait_for(lambda: processes_named(("xt-victim",)), timeout=10)
         assert victim, "no victim process"
         vpid = victim[0][0]
-        kids = wait_for(lambda: sorted(n for pid, n in processes_named(("xt-aocs",)) if pid in children_of(vpid)) or None, timeout=5)
+        def helpers():
+            return sorted(n for pid, n in processes_named(("xt-aocs",)) if pid in children_of(vpid))
+        # The victim forks its two helpers one after the other: wait for both, not the first.
+        def both():
+            k = helpers()
+            return k if len(k) >= 2 else None
+        kids = wait_for(both, timeout=5) or helpers()
         assert kids == ["xt-aocs-cmp", "xt-aocs-in"], kids
     finally:
         assert proc.wait(timeout=30) == 0, proc.stderr.read()

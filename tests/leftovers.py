@@ -89,11 +89,8 @@ def _self() -> set[str]:
 def _owner_alive(entry: str) -> bool:
     """True for an entry named after a live process (xtalk-<pid>, journal-p<pid>...): another
     user's run in progress, not a leftover. Ours are dead by the end of the session."""
-    name = entry.rsplit("/", 1)[-1]
-    if not name.startswith(("xtalk-", "journal-")):
-        return False
-    digits = re.match(r"\D*(\d+)", name.split("-", 1)[1])
-    return bool(digits) and Path(f"/proc/{digits.group(1)}").exists()
+    m = re.fullmatch(r"(?:xtalk-|journal-p?)(\d+)(?:\.jsonl)?", entry.rsplit("/", 1)[-1])
+    return bool(m) and Path(f"/proc/{m.group(1)}").exists()
 
 
 def snapshot(token: str, locked: bool = True) -> set[str]:

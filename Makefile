@@ -5,7 +5,7 @@ BIN     := $(VENV)/bin
 AGENT   := agent/target/release/xtalk-agent
 AGENT_SRC := agent/Cargo.toml $(shell find agent/src -name '*.rs' 2>/dev/null)
 
-.PHONY: all setup demo test test-agent test-py bench clean
+.PHONY: all setup demo test test-agent test-py test-pure test-hostile bench clean
 
 all: demo
 
@@ -42,6 +42,17 @@ test-py: setup
 	$(BIN)/python -m pytest -q -rs
 
 test: test-agent test-py
+
+# The tests that start no agent: seconds, no root needed.
+test-pure: setup
+	$(BIN)/python -m pytest -q -rs -m "not agent"
+
+# The `hostile` subset again with only cgroup2 mounted, then from a cgroup with no RT runtime
+# (root; each script cleans up after itself).
+test-hostile: setup
+	@bash tests/peers.sh
+	tests/hostile/cgroup2_only.sh
+	tests/hostile/no_rt.sh
 
 bench: setup
 	@for f in bench/[!_]*.py; do echo "== $$f"; PYTHONPATH=src $(BIN)/python $$f || exit 1; done

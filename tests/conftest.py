@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+import capabilities
+import leftovers
 from xtalk.targets.agent import find_agent, local_facts
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -116,3 +118,171 @@ def children_of(pid: int) -> list[int]:
 
 def shm_entries() -> set[str]:
     return set(os.listdir("/dev/shm")) if os.path.isdir("/dev/shm") else set()
+
+
+# --- capabilities: probed, never assumed (see capabilities.py) ---------------------------------
+
+
+def _need(why: str) -> None:
+    if why:
+        pytest.skip(why)
+
+
+def fifo_or_other(priority: int) -> dict:
+    """A victim's sched: SCHED_FIFO at `priority` where this machine lets us take it, else the
+    other path (SCHED_OTHER), so the test runs in a container too."""
+    return {"policy": "fifo", "priority": priority} if not capabilities.policy("fifo") else {"policy": "other", "nice": 0}
+
+
+@pytest.fixture
+def needs_fifo():
+    """Skip unless a child may take SCHED_FIFO here (refused in a cgroup without RT runtime)."""
+    _need(capabilities.policy("fifo"))
+
+
+@pytest.fixture
+def needs_rr():
+    """Skip unless a child may take SCHED_RR here."""
+    _need(capabilities.policy("rr"))
+
+
+@pytest.fixture
+def needs_deadline():
+    """Skip unless a child may take SCHED_DEADLINE here."""
+    _need(capabilities.policy("deadline"))
+
+
+@pytest.fixture
+def needs_cgroup_v1():
+    """Skip unless the v1 cpu and cpuset hierarchies are mounted and take a child group."""
+    _need(capabilities.cgroup_v1("cpu") or capabilities.cgroup_v1("cpuset"))
+
+
+@pytest.fixture
+def needs_pids():
+    """Skip unless a pids controller (v1, or offered by v2) takes a child group (pids_max)."""
+    v1, v2 = capabilities.cgroup_v1("pids"), capabilities.cgroup_v2("pids")
+    if v1 and v2:
+        pytest.skip(f"needs the pids cgroup controller: {v1}; {v2}")
+
+
+@pytest.fixture
+def needs_rt_group():
+    """Skip unless RT group scheduling (v1 cpu.rt_runtime_us) is there."""
+    _need(capabilities.rt_group())
+
+
+@pytest.fixture
+def needs_cgroup_v2():
+    """Skip unless a cgroup2 hierarchy with the cpu and cpuset controllers takes a child group."""
+    _need(capabilities.cgroup_v2("cpu", "cpuset"))
+
+
+@pytest.fixture
+def needs_tracefs():
+    """Skip unless tracefs is mounted or mountable by us."""
+    _need(capabilities.tracefs())
+
+
+@pytest.fixture
+def needs_pmu():
+    """Skip unless a hardware PMU is exposed."""
+    _need(capabilities.pmu())
+
+
+# --- the `agent` marker: exact, and enforced ---------------------------------------------------
+#: Fixtures whose use means the test spawns xtalk-agent (facts come from the agent).
+AGENT_FIXTURES = {"agent", "facts", "last_cpu"}
+#: Modules whose tests drive the agent (`xtalk run`/`plan`/`sysinfo`/`calibrate`, campaigns,
+#: the agent itself); the few pure tests among them are marked too, which costs only speed.
+AGENT_MODULES = {
+    "test_aocs.py", "test_blame_live.py", "test_calibrate_work.py", "test_campaign_examples.py",
+    "test_campaign_resume.py", "test_campaign_run.py", "test_enemies.py", "test_enemies_errors.py",
+    "test_enemies_external.py", "test_experiment_errors.py", "test_failure_propagation.py", "test_faults.py",
+    "test_feasibility.py", "test_guards.py", "test_input_bounds.py", "test_isolation.py", "test_latency.py",
+    "test_preflight.py", "test_run_exit_codes.py", "test_security_host.py", "test_ssh_target.py",
+    "test_taskset.py", "test_teardown.py", "test_agent_run.py", "test_trace.py", "test_security.py",
+    "test_counters.py", "test_cli.py", "test_dask_cluster.py", "test_fuzz_inputs.py", "test_machine_fixtures.py",
+    "test_characterize.py",
+}
+#: Single tests that drive the agent without any of the fixtures above.
+AGENT_TESTS = {
+    "test_aa.py::test_aa_confidence_intervals_cover_one",
+    "test_units.py::test_rates_print_with_the_prefix_that_fits",
+    "test_report_build.py::test_report_on_a_real_experiment",
+}
+TRIPWIRE = Path(__file__).with_name("agent_tripwire.sh")
+#: The agent-driven modules run again in hostile environments (tests/hostile/*.sh): those that
+#: touch policies, cgroups, tracefs and the journal, where a container or a cgroup-v2-only
+#: machine differs; chosen to keep both variants together under 20 minutes on 2 CPUs.
+HOSTILE_MODULES = {"test_agent_run.py", "test_aocs.py", "test_blame_live.py", "test_campaign_examples.py",
+                   "test_cli.py", "test_enemies.py", "test_failure_propagation.py", "test_isolation.py",
+                   "test_latency.py", "test_taskset.py"}
+
+
+def pytest_collection_modifyitems(config, items):
+    """Mark `agent` every test that spawns xtalk-agent: by fixture, by module, or by name."""
+    for item in items:
+        module = Path(item.fspath).name
+        name = item.originalname if hasattr(item, "originalname") else item.name
+        if (AGENT_FIXTURES & set(item.fixturenames) or module in AGENT_MODULES
+                or f"{module}::{name}" in AGENT_TESTS):
+            item.add_marker(pytest.mark.agent)
+            if module in HOSTILE_MODULES:
+                item.add_marker(pytest.mark.hostile)
+
+
+@pytest.fixture(autouse=True)
+def _agent_tripwire(request, tmp_path_factory, monkeypatch):
+    """A test not marked `agent` that spawns the agent fails: $XTALK_AGENT points at a
+    tripwire that records the test and refuses to run, so `pytest -m "not agent"` can never
+    start an agent and the marking cannot drift from the truth."""
+    if request.node.get_closest_marker("agent"):
+        yield
+        return
+    log = tmp_path_factory.getbasetemp() / "agent-tripwire.log"
+    log.unlink(missing_ok=True)
+    monkeypatch.setenv("XTALK_AGENT", str(TRIPWIRE))
+    monkeypatch.setenv("XTALK_TRIPWIRE_LOG", str(log))
+    yield
+    if log.exists() and log.read_text().strip():
+        pytest.fail(f"{request.node.nodeid} spawned xtalk-agent but is not marked `agent` "
+                    "(use an agent fixture, or add it to AGENT_MODULES/AGENT_TESTS in conftest.py)")
+
+
+# --- the machine as found: checked at the end of the session -----------------------------------
+def _locked_snapshot(lock: bool = True) -> set[str]:
+    """A snapshot taken while holding the machine-wide lock, so no agent (ours or another
+    user's) is mid-run; without it (not asked for, not root, or another run held it a minute)
+    one that leaves out what live processes own."""
+    from xtalk.targets.lock import target_lock
+    if not lock:
+        return leftovers.snapshot(TOKEN, locked=False)
+    try:
+        with target_lock(timeout=float(os.environ.get("XTALK_LEFTOVER_LOCK_S", "60")), say=lambda _: None):
+            return leftovers.snapshot(TOKEN)
+    except Exception:  # noqa: BLE001 - busy or not ours: the check still runs, on what is not live
+        return leftovers.snapshot(TOKEN, locked=False)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def machine_as_found(request):
+    """Fail the session, listing them, if the tests left anything xtalk makes: processes this
+    session started, cgroups, tracefs instances or mount, /dev/shm or /run/xtalk entries,
+    or a changed policy/affinity of the test process itself."""
+    # Only a session that runs the agent waits for the machine lock (`-m "not agent"` never).
+    lock = any(item.get_closest_marker("agent") for item in request.session.items)
+    before = _locked_snapshot(lock)
+    yield
+    left = set()
+    # Processes being reaped and runs winding down get a few seconds to finish; a last look
+    # is taken under the lock, so another user's run in progress (its staging directory in
+    # /dev/shm has a random name) has ended and taken its things with it.
+    for attempt in range(11):
+        left = _locked_snapshot(lock or attempt == 10) - before
+        if not lock:  # `before` could not tell a tracefs mount of xtalk's from the system's
+            left = {x for x in left if not x.startswith("tracefs mounted")}
+        if not left:
+            return
+        time.sleep(0.5)
+    pytest.fail("the tests left the machine changed:\n  " + "\n  ".join(sorted(left)), pytrace=False)

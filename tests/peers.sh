@@ -1,22 +1,32 @@
 #!/usr/bin/env bash
 # The programs some tests drive, installed from Debian's packages when missing (root with
-# apt-get only; elsewhere those tests skip and say why): stress-ng for the external-enemy
-# example, sshd/ssh/ssh-keygen for the SSH target against a real sshd on loopback.
+# apt-get only; elsewhere those tests skip and say why):
+#   stress-ng         the external-enemy example (examples/enemies-external.toml)
+#   openssh-server/-client  the SSH target against a real sshd on loopback
+#   rt-tests          cyclictest, the reference the latency victim is compared with
+#   chromium          the HTML report loaded in a real headless browser
+# Says which were present, which it installs, and why it could not.
 set -u
 need=()
-command -v stress-ng >/dev/null || need+=(stress-ng)
-command -v sshd >/dev/null || [ -x /usr/sbin/sshd ] || need+=(openssh-server)
-command -v ssh >/dev/null && command -v ssh-keygen >/dev/null || need+=(openssh-client)
-[ ${#need[@]} -eq 0 ] && exit 0
-if [ "$(id -u)" != 0 ] || ! command -v apt-get >/dev/null; then
-  echo "test peers: ${need[*]} missing and not installable here (needs root and apt-get); their tests skip"
+have() { command -v "$1" >/dev/null 2>&1 || [ -x "/usr/sbin/$1" ]; }
+have stress-ng || need+=(stress-ng)
+have sshd || need+=(openssh-server)
+{ have ssh && have ssh-keygen; } || need+=(openssh-client)
+have cyclictest || need+=(rt-tests)
+have chromium || have chromium-browser || have google-chrome || need+=(chromium)
+if [ ${#need[@]} -eq 0 ]; then
+  echo "test peers: stress-ng, sshd/ssh, cyclictest and chromium are present"
   exit 0
 fi
-echo "test peers: installing ${need[*]} (apt-get install)"
+if [ "$(id -u)" != 0 ] || ! command -v apt-get >/dev/null; then
+  echo "test peers: ${need[*]} missing and not installable here (needs root and apt-get); their tests skip, each with the reason"
+  exit 0
+fi
+echo "test peers: installing ${need[*]} from Debian's packages (apt-get install; log in /tmp/xtalk-test-peers.log)"
 export DEBIAN_FRONTEND=noninteractive
-apt-get update -qq >/dev/null 2>&1
-# No service is started by the package (tests run their own sshd on loopback).
-if ! apt-get install -y -qq --no-install-recommends "${need[@]}" >/tmp/xtalk-test-peers.log 2>&1; then
-  echo "test peers: apt-get install failed (see /tmp/xtalk-test-peers.log); their tests skip"
+apt-get update -qq >/tmp/xtalk-test-peers.log 2>&1
+# No service is started by the package: the tests run their own sshd on loopback.
+if ! apt-get install -y -qq --no-install-recommends "${need[@]}" >>/tmp/xtalk-test-peers.log 2>&1; then
+  echo "test peers: apt-get install failed (see /tmp/xtalk-test-peers.log); the tests that need ${need[*]} skip, each with the reason"
 fi
 exit 0

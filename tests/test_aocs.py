@@ -9,7 +9,7 @@ import subprocess
 import numpy as np
 import pytest
 
-from conftest import is_root, processes_named, wait_for, write_plan, xtalk, children_of
+from conftest import fifo_or_other, is_root, processes_named, wait_for, write_plan, xtalk, children_of
 from xtalk.aocs import EXPECTED_FILE, INPUT_FILE, OUTPUTS_FILE, read_outputs
 
 FIRST, JOBS, WARMUP = 3000, 300, 5
@@ -26,7 +26,7 @@ def data(agent, tmp_path_factory):
 
 
 def aocs_plan(data, cpu, first_step=FIRST, jobs=JOBS, expected=None, period_ns=1_000_000):
-    sched = {"policy": "fifo", "priority": 60} if is_root() else {"policy": "other", "nice": 0}
+    sched = fifo_or_other(60)
     return {"version": 1, "run_id": "aocs", "timeout_s": 30, "settle_ms": 20,
             "victim": {"body": {"kind": "aocs", "input": str(data / INPUT_FILE), "expected": str(expected or data / EXPECTED_FILE),
                                 "first_step": first_step},
@@ -97,7 +97,13 @@ def test_process_structure_and_cleanup(agent, data, tmp_path, last_cpu):
         victim = wait_for(lambda: processes_named(("xt-victim",)), timeout=10)
         assert victim, "no victim process"
         vpid = victim[0][0]
-        kids = wait_for(lambda: sorted(n for pid, n in processes_named(("xt-aocs",)) if pid in children_of(vpid)) or None, timeout=5)
+        def helpers():
+            return sorted(n for pid, n in processes_named(("xt-aocs",)) if pid in children_of(vpid))
+        # The victim forks its two helpers one after the other: wait for both, not the first.
+        def both():
+            k = helpers()
+            return k if len(k) >= 2 else None
+        kids = wait_for(both, timeout=5) or helpers()
         assert kids == ["xt-aocs-cmp", "xt-aocs-in"], kids
     finally:
         assert proc.wait(timeout=30) == 0, proc.stderr.read()

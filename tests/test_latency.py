@@ -7,13 +7,13 @@ import subprocess
 import numpy as np
 import pandas as pd
 
-from conftest import is_root, write_plan, xtalk
+from conftest import fifo_or_other, is_root, write_plan, xtalk
 from xtalk.report.latency import histogram, latency_table
 from xtalk.store.jobs import read_job_log
 
 
 def test_latency_victim_records_every_sample(agent, tmp_path, last_cpu):
-    sched = {"policy": "fifo", "priority": 90} if is_root() else {"policy": "other", "nice": 0}
+    sched = fifo_or_other(90)
     plan = {"version": 1, "run_id": "lat", "timeout_s": 30, "settle_ms": 20,
             "victim": {"body": {"kind": "latency"}, "period_ns": 500_000, "jobs": 1000, "warmup_jobs": 5,
                        "placement": {"cpus": [last_cpu]}, "sched": sched, "lock_memory": is_root()}}

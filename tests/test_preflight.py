@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+import capabilities
 from conftest import needs_root, xtalk
 
 CPU_V1 = Path("/sys/fs/cgroup/cpu")
@@ -27,8 +28,8 @@ priority = 80
 @pytest.fixture
 def no_rt_group():
     """A cpu cgroup with cpu.rt_runtime_us = 0 (a new group's default), removed afterwards."""
-    if not (CPU_V1 / "cpu.rt_runtime_us").exists():
-        pytest.skip("needs RT group scheduling in a v1 cpu hierarchy at /sys/fs/cgroup/cpu")
+    if why := capabilities.rt_group() or ("" if (CPU_V1 / "cpu.rt_runtime_us").exists() else f"no v1 cpu hierarchy at {CPU_V1}"):
+        pytest.skip(why)
     g = CPU_V1 / f"xtalk-test-no-rt-{os.getpid()}"
     g.mkdir()
     try:

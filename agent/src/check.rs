@@ -387,6 +387,11 @@ fn check_regulator(plan: &Plan, r: &crate::plan::Regulator) -> Result<(), PlanEr
             }
         }
     }
+    // The regulator itself runs at SCHED_FIFO: where the kernel refuses that (a cgroup
+    // without RT runtime, as in a container) the run would fail at set-up; say so now.
+    let m = facts::current();
+    let fifo = Sched::Fifo { priority: r.priority };
+    m.try_sched(&fifo).or_else(|e| err("regulator", format!("the regulator runs at SCHED_FIFO: {}", crate::preflight::refusal(&fifo, &e, m))))?;
     Ok(())
 }
 

@@ -39,7 +39,7 @@ test-agent: $(AGENT)
 
 test-py: setup
 	@bash tests/peers.sh
-	$(BIN)/python -m pytest -q -rs
+	$(BIN)/python -m pytest -q -rs --durations=25
 
 test: test-agent test-py
 

@@ -203,13 +203,17 @@ AGENT_MODULES = {
     "test_preflight.py", "test_run_exit_codes.py", "test_security_host.py", "test_ssh_target.py",
     "test_taskset.py", "test_teardown.py", "test_agent_run.py", "test_trace.py", "test_security.py",
     "test_counters.py", "test_cli.py", "test_dask_cluster.py", "test_fuzz_inputs.py", "test_machine_fixtures.py",
-    "test_characterize.py",
+    "test_characterize.py", "test_cgroup_v2.py", "test_feasibility_noise.py", "test_preflight_probes.py",
+    "test_sched_bridge_live.py", "test_store_enemies.py",
 }
 #: Single tests that drive the agent without any of the fixtures above.
 AGENT_TESTS = {
     "test_aa.py::test_aa_confidence_intervals_cover_one",
     "test_units.py::test_rates_print_with_the_prefix_that_fits",
     "test_report_build.py::test_report_on_a_real_experiment",
+    "test_report_campaign.py::test_a_real_campaign_declaring_epsilon_gets_verdicts_and_guards",
+    "test_report_sections.py::test_latency_experiment_on_the_agent",
+    "test_report_sections.py::test_probe_portfolio_of_a_command_victim_on_the_agent",
 }
 TRIPWIRE = Path(__file__).with_name("agent_tripwire.sh")
 #: The agent-driven modules run again in hostile environments (tests/hostile/*.sh): those that

@@ -65,12 +65,23 @@ def _processes(token: str) -> set[str]:
             stat = (d / "stat").read_text()
         except OSError:
             continue
-        if stat[stat.rindex(")") + 2] == "Z":
+        if stat[stat.rindex(")") + 2] == "Z" or _helper_of_this_process(d, stat):
             continue
         comm = stat[stat.index("(") + 1:stat.rindex(")")]
         policy = {0: "other", 1: "fifo", 2: "rr", 3: "batch", 5: "idle", 6: "deadline"}.get(_policy(int(d.name)), "?")
         out.add(f"process {d.name} ({comm}, policy {policy})")
     return out
+
+
+def _helper_of_this_process(d: Path, stat: str) -> bool:
+    """multiprocessing's resource tracker (or forkserver), started by a library in the test
+    process (Dask's client) and living exactly as long as it: not something a test left."""
+    ppid = int(stat[stat.rindex(")") + 2:].split()[1])
+    try:
+        cmd = (d / "cmdline").read_bytes()
+    except OSError:
+        return False
+    return ppid == os.getpid() and (b"multiprocessing.resource_tracker" in cmd or b"multiprocessing.forkserver" in cmd)
 
 
 def _policy(pid: int) -> int:

@@ -112,6 +112,20 @@ def check(runs: list[RunSpec], agent: Path, out: Path, say=print, min_effect: fl
         record.append({"configuration": r.configuration, "jobs": len(jobs), "median_exec_ns": median,
                        "share_of_deadline": share, "missed": missed, "max_cpu_time_ns": cpu_max})
         say(f"solo feasibility{where}: median job {median / 1e6:.3g} ms = {share:.0%} of the deadline, {missed:.0%} missed")
+        runtime = getattr(v.sched, "runtime_ns", None)
+        if runtime is not None and cpu_max > runtime:
+            need = math.ceil(cpu_max * RUNTIME_MARGIN / 1e5) / 10
+            raise UsageError(f"victim.reservation.runtime{where}: {runtime / 1e6:g} ms is below the victim's solo need "
+                             f"(up to {cpu_max / 1e6:.3g} ms of CPU per job over {len(jobs)} jobs): every job would be "
+                             f"throttled; set runtime = \"{need:g}ms\" (the observed maximum + 10 %, seed 000 §7.2.1), "
+                             f"or {_suggest_work(r.plan, runtime / (cpu_max * RUNTIME_MARGIN))}")
+        if share > MAX_SHARE or missed > MAX_MISSES:
+            period = math.ceil(median / 0.3 / 1e6)
+            raise UsageError(f"victim.period{where}: the victim cannot hold its period alone (median job "
+                             f"{median / 1e6:.3g} ms against a {deadline / 1e6:g} ms deadline, {missed:.0%} of "
+                             f"{len(jobs)} jobs missed); lengthen the period to about \"{period}ms\", or "
+                             f"{_suggest_work(r.plan, 0.3 / share)}; --skip-feasibility runs it anyway")
+        # Only a feasible victim is worth repeating (a throttled one would take minutes).
         if len(record) == 1:
             medians = [median] + [float(solo_pass(r.plan, out / "feasibility" / f"{r.configuration}-noise-{k}", agent,
                                                   f"the solo feasibility run{where}", "or run with --skip-feasibility"
@@ -127,17 +141,4 @@ def check(runs: list[RunSpec], agent: Path, out: Path, say=print, min_effect: fl
             else:
                 warn(f"{noise_text(noise)}: too few to resolve it; set repetitions = {noise['repetitions_needed']} or "
                      f"raise min_effect")
-        runtime = getattr(v.sched, "runtime_ns", None)
-        if runtime is not None and cpu_max > runtime:
-            need = math.ceil(cpu_max * RUNTIME_MARGIN / 1e5) / 10
-            raise UsageError(f"victim.reservation.runtime{where}: {runtime / 1e6:g} ms is below the victim's solo need "
-                             f"(up to {cpu_max / 1e6:.3g} ms of CPU per job over {len(jobs)} jobs): every job would be "
-                             f"throttled; set runtime = \"{need:g}ms\" (the observed maximum + 10 %, seed 000 §7.2.1), "
-                             f"or {_suggest_work(r.plan, runtime / (cpu_max * RUNTIME_MARGIN))}")
-        if share > MAX_SHARE or missed > MAX_MISSES:
-            period = math.ceil(median / 0.3 / 1e6)
-            raise UsageError(f"victim.period{where}: the victim cannot hold its period alone (median job "
-                             f"{median / 1e6:.3g} ms against a {deadline / 1e6:g} ms deadline, {missed:.0%} of "
-                             f"{len(jobs)} jobs missed); lengthen the period to about \"{period}ms\", or "
-                             f"{_suggest_work(r.plan, 0.3 / share)}; --skip-feasibility runs it anyway")
     return record

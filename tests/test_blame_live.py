@@ -2,11 +2,9 @@
 enemy at a higher real-time priority, working 20 % of every window) must be what the kernel
 trace blames for the victim's slow jobs."""
 
-import json
 import subprocess
 
 import pandas as pd
-import pytest
 
 from conftest import small_plan, write_plan, xtalk
 from xtalk.store.jobs import convert_run

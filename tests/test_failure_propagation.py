@@ -3,7 +3,6 @@ run completes, each counts its work, nothing is left behind (processes, files); 
 limits are checked before anything starts; the containment verdict compares with solo."""
 
 import json
-import os
 import subprocess
 
 import pandas as pd

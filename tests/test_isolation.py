@@ -2,7 +2,6 @@
 regulator, and leaving the machine as found, also after a crash."""
 
 import json
-import os
 import signal
 import subprocess
 from pathlib import Path
@@ -10,7 +9,7 @@ from pathlib import Path
 import pytest
 
 import capabilities
-from conftest import XTALK, needs_root, needs_two_cpus, processes_named, small_plan, wait_for, write_plan, xtalk
+from conftest import needs_root, needs_two_cpus, processes_named, small_plan, wait_for, write_plan, xtalk
 from xtalk.config.experiment import load
 from xtalk.config.expand import expand
 from xtalk.store.jobs import read_job_log

@@ -1,7 +1,6 @@
 """The latency victim (cyclictest's measurement): an empty job on absolute releases, every
 sample recorded; `xtalk latency` gives min / avg / max, percentiles and the 1 µs histogram."""
 
-import json
 import subprocess
 
 import numpy as np

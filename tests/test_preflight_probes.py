@@ -6,7 +6,6 @@ nothing started."""
 
 import shutil
 import subprocess
-import sys
 
 import pytest
 

@@ -28,7 +28,7 @@ from xtalk.report import figures as fg
 from xtalk.report import tables as tb
 from xtalk.report import victim_kinds as vk
 from xtalk.report.build import build
-from xtalk.report.data import load
+from xtalk.store.frames import load
 from xtalk.report.summary import write_summary
 from xtalk.report.synthetic import Scenario, write_results
 from xtalk.store import Results

@@ -24,7 +24,7 @@ from . import figures as fg
 from . import tables as tb
 from . import counters_section, platform, portfolio
 from . import victim_kinds as vk
-from .data import ReportData, convert_stale, load, load_runs
+from ..store.frames import ReportData, convert_stale, load, load_runs
 from .export import export_jobs, export_probes, export_tables
 from .html import Section, page, verdict_list
 from .markdown import summary as md_summary

@@ -27,7 +27,7 @@ from ..store import read_run_json
 from ..analysis import verdict as vd
 from ..analysis.slowdown import ratio_ci as run_ratio_ci
 from . import tables as tb
-from .data import SOLO, ReportData, convert_stale, load, load_runs
+from ..store.frames import SOLO, ReportData, convert_stale, load, load_runs
 
 #: The labels that make a group of cells sharing one solo.
 GROUP_PARTS = ("application", "configuration", "variant")

@@ -14,7 +14,7 @@ import pyarrow as pa
 import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
-from .data import LABELS, ReportData
+from ..store.frames import LABELS, ReportData
 
 
 def _labelled(path: Path, run, columns: list[str]) -> pa.Table:

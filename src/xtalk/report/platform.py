@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 
 from ..store import read_run_json
-from .data import ReportData
+from ..store.frames import ReportData
 
 #: Units of the counters the agent reads in software (perf software events) and of the usual
 #: hardware events; anything else is a count of events per job.

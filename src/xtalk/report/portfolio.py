@@ -22,7 +22,7 @@ import pandas as pd
 
 from ..store.probes import PRELOAD_IDS
 from . import figures as fg
-from .data import ReportData
+from ..store.frames import ReportData
 from .html import Section
 
 #: Histograms drawn at most (the probes with most samples first); the table has them all.

@@ -1,7 +1,7 @@
 """Every table of the report as a function returning a pandas DataFrame (the Python API).
 
 Each function takes a results directory (a path, a :class:`xtalk.store.Results`) or a
-:class:`~xtalk.report.data.ReportData` already loaded; pass the latter when calling several,
+:class:`~xtalk.store.frames.ReportData` already loaded; pass the latter when calling several,
 so the jobs are read once::
 
     from xtalk.report import tables
@@ -31,7 +31,7 @@ from ..analysis import wakeup as wk
 from ..analysis.verdict import EpsilonSpec
 from ..config import units
 from . import epsilon as eps
-from .data import SOLO, ReportData, load
+from ..store.frames import SOLO, ReportData, load
 from .platform import counter_unit, exclude_migrated, migrated
 
 __all__ = ["load", "runs", "slowdown", "noise_floor", "misses", "epsilon_table", "verdicts", "distribution",

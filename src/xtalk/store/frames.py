@@ -1,4 +1,5 @@
-"""Everything the report reads from a results directory, loaded once.
+"""Everything the report reads from a results directory, loaded once: the store's fast
+loader (the report renders what analysis computes from it; it reads nothing itself).
 
 The job tables are read per run with pyarrow, only the columns the report uses, and the
 run's labels are added as categoricals: at 10^7 jobs that is a few hundred MB where
@@ -16,8 +17,8 @@ import pandas as pd
 import pyarrow.parquet as pq
 
 from ..errors import UsageError
-from ..store import Results, read_run_json
-from ..store.jobs import JobLogError, convert_run
+from . import Results, read_run_json
+from .jobs import JobLogError, convert_run
 
 SOLO = "solo"
 #: Job-table columns the report uses (ctr_* and trace_* columns are added when present).

@@ -2,7 +2,7 @@
 
 Resource probes (victims that each depend on one resource) run against each enemy and
 against 1…N copies of it on the CPUs the probe does not use. The result is a sensitivity
-matrix — slowdown of the probe's median (with its 95 % CI, `analysis.slowdown.ratio_ci`)
+matrix — slowdown of the probe's median (with its 95 % CI, `analysis.slowdown.slowdown`)
 per probe × enemy × copies — stored as a dataset (Parquet and CSV), drawn as a heat map
 (PNG and SVG) and summarised in a few lines naming the channels that matter.
 
@@ -22,7 +22,7 @@ import numpy as np
 import pandas as pd
 from rich.console import Console
 
-from .analysis.slowdown import SOLO, ratio_ci
+from .analysis.slowdown import SOLO, slowdown
 from .errors import UsageError
 from .store import open as open_results
 from .targets.agent import local_facts
@@ -135,7 +135,7 @@ def matrix(results: dict[str, Path], probes: dict[str, Probe], n_boot: int = 100
             if scen == SOLO:
                 continue
             enemy, _, n = scen.rpartition(".x")
-            point, lo, hi = ratio_ci(g, groups.get(SOLO, []), "median", n_boot=n_boot)
+            point, lo, hi = slowdown(g, groups.get(SOLO, []), "median", n_boot=n_boot)
             rows.append({"probe": pname, "resource": probe.resource, "metric": probe.metric, "enemy": enemy,
                          "copies": int(n), "slowdown": point, "lo": lo, "hi": hi,
                          "solo_median_ns": float(np.median(np.concatenate(groups[SOLO]))) if SOLO in groups else np.nan,

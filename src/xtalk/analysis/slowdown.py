@@ -1,72 +1,77 @@
-"""Slowdown against `solo` with bootstrap confidence intervals.
+"""Slowdown against `solo` with bootstrap confidence intervals: the one slowdown of xtalk.
 
-Jobs of one run are not independent of each other (the run's physical pages, its
-neighbours on the host), so the bootstrap resamples at two levels: runs with replacement,
-then jobs within each chosen run. With a single run per scenario it reduces to the plain
-job-level bootstrap.
+:func:`slowdown` is what every table calls, per scenario and metric: the ratio of a
+statistic over every job against the reference, and its CI from
+:func:`xtalk.analysis.stats.ratio_ci` over the runs (runs, then jobs within them, resampled,
+the interval widened for few runs). At 10^7 jobs it resamples a per-run subsample and moves
+the interval to the full-data ratio. :func:`summarize` is the per-scenario table `xtalk run`
+prints (report/summary.py), `xtalk report` and campaign cells call :func:`slowdown` on the
+groups they choose.
 
-Resampling k runs underestimates the between-run variance by the factor (k - 1)/k, and a
-percentile interval behaves like a normal one, while with k runs per side the variance is
-estimated with only 2(k - 1) degrees of freedom. Both matter at the handful of repetitions an
-experiment has (3 by default): the interval is widened about the point estimate, on the log
-scale, by sqrt(k/(k - 1)) · t(2(k - 1)) / z at the interval's level (1.73 for k = 3, 1.13 for
-k = 10). The A/A test (tests/test_aa.py) checks the resulting coverage on this machine: with
-the first factor alone it covered 1 in 17/20 experiments on a busy day.
-
-`stats.ratio_ci` is the job-level (i.i.d.) counterpart and `stats.cluster_ratio_ci` the
-percentile cluster bootstrap for experiments with many runs (five or more).
+`stats.ratio_ci` on one pooled sample is the job-level (i.i.d.) counterpart and
+`stats.cluster_ratio_ci` the percentile cluster bootstrap for experiments with many runs (five
+or more).
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
+from typing import Sequence
+
 import numpy as np
 import pandas as pd
-from scipy.stats import norm as normal
-from scipy.stats import t as student_t
+
+from .stats import BootstrapCI, ratio_ci
+
+__all__ = ["SOLO", "BootstrapCI", "ratio_ci", "slowdown", "summarize"]
 
 SOLO = "solo"
+#: Smallest per-run subsample when the bootstrap is capped (see :func:`slowdown`).
+MIN_RUN_SAMPLE = 200
 
 
-def _resample(groups: list[np.ndarray], stat: str, n_boot: int, rng: np.random.Generator) -> np.ndarray:
-    """`n_boot` bootstrap replicates of `stat` ("median" or "max") over pooled groups."""
-    sizes = np.array([len(g) for g in groups])
-    m = int(np.median(sizes))
-    flat = np.concatenate(groups)
-    offsets = np.concatenate([[0], np.cumsum(sizes)[:-1]])
-    k = len(groups)
-    out = np.empty(n_boot)
-    # Chunk the replicates to bound memory at large job counts.
-    step = max(1, int(4e6 // max(1, k * m)))
-    for lo in range(0, n_boot, step):
-        b = min(step, n_boot - lo)
-        runs = rng.integers(0, k, size=(b, k))
-        pick = (rng.random((b, k, m)) * sizes[runs][:, :, None]).astype(np.int64) + offsets[runs][:, :, None]
-        sample = flat[pick.reshape(b, k * m)]
-        out[lo:lo + b] = np.median(sample, axis=1) if stat == "median" else sample.max(axis=1)
-    return out
+def _run_sample(v: np.ndarray, cap: int, rng: np.random.Generator) -> np.ndarray:
+    """At most ``cap`` values of one run for the bootstrap, its maximum always included."""
+    v = np.asarray(v, dtype=float)
+    if v.size <= cap:
+        return v
+    top = int(np.argmax(v))
+    pick = rng.choice(v.size - 1, size=cap - 1, replace=False)
+    pick = pick + (pick >= top)  # skip the maximum, then add it back once
+    return np.concatenate([[v[top]], v[pick]])
 
 
-def ratio_ci(scenario: list[np.ndarray], reference: list[np.ndarray], stat: str = "median",
-             n_boot: int = 2000, level: float = 0.95, seed: int = 0) -> tuple[float, float, float]:
-    """Ratio stat(scenario) / stat(reference) and its percentile bootstrap CI."""
-    if stat not in ("median", "max"):
-        raise ValueError(f"stat: {stat!r} is not supported; use 'median' or 'max'")
-    scenario = [np.asarray(g, dtype=float) for g in scenario if len(g)]
-    reference = [np.asarray(g, dtype=float) for g in reference if len(g)]
-    if not scenario or not reference:
-        return (np.nan, np.nan, np.nan)
+def slowdown(scenario: Sequence[np.ndarray], reference: Sequence[np.ndarray], stat: str = "median", *,
+             n_boot: int = 2000, level: float = 0.95, seed: int = 0, max_jobs: int | None = None,
+             rng: np.random.Generator | None = None, point: float | None = None) -> BootstrapCI:
+    """Slowdown ``stat(scenario) / stat(reference)`` ("median" or "max") of per-run samples,
+    with its CI (runs then jobs resampled, widened for few runs; ``stats.ratio_ci``).
+
+    ``max_jobs``: when one side has more jobs, the CI is computed on a per-run subsample (at
+    least ``MIN_RUN_SAMPLE`` jobs a run, each run's slowest job kept, so the ratio of maxima
+    is unchanged; drawn with ``rng``) and moved to the full-data ratio on the log scale;
+    ``subsampled`` says so. Subsampling only widens the within-run part of the interval.
+    ``point``: the full-data ratio when the caller already has it (the report computes it
+    from its sorted cache of 10^7 jobs); otherwise the ratio of the pooled runs.
+    """
+    total = max(sum(len(v) for v in scenario), sum(len(v) for v in reference))
+    sub = max_jobs is not None and total > max_jobs
+    if not sub:
+        ci = ratio_ci(list(scenario), list(reference), stat, n_boot=n_boot, level=level, seed=seed)
+        return ci if point is None else replace(ci, estimate=point)
+    rng = np.random.default_rng(seed) if rng is None else rng
+    k = max(1, len(scenario), len(reference))
+    cap = max(MIN_RUN_SAMPLE, max_jobs // k)
+    a = [_run_sample(v, cap, rng) for v in scenario]
+    b = [_run_sample(v, cap, rng) for v in reference]
+    ci = ratio_ci(a, b, stat, n_boot=n_boot, level=level, seed=seed)
     f = np.median if stat == "median" else np.max
-    point = f(np.concatenate(scenario)) / f(np.concatenate(reference))
-    rng = np.random.default_rng(seed)
-    ratios = _resample(scenario, stat, n_boot, rng) / _resample(reference, stat, n_boot, rng)
-    a = (1 - level) / 2
-    lo, hi = np.quantile(ratios, [a, 1 - a])
-    k = min(len(scenario), len(reference))
-    if k >= 2:
-        widen = np.sqrt(k / (k - 1)) * student_t.ppf(1 - a, 2 * (k - 1)) / normal.ppf(1 - a)
-        lo = point * (lo / point) ** widen
-        hi = point * (hi / point) ** widen
-    return (float(point), float(lo), float(hi))
+    p = point if point is not None else float(f(np.concatenate(scenario)) / f(np.concatenate(reference)))
+    lo, hi = ci.low, ci.high
+    if ci.estimate > 0:
+        lo, hi = lo * p / ci.estimate, hi * p / ci.estimate
+    return replace(ci, estimate=p, low=lo, high=hi, subsampled=True,
+                   n=(sum(len(v) for v in scenario), sum(len(v) for v in reference)))
 
 
 def summarize(jobs: pd.DataFrame, runs: pd.DataFrame, metric: str = "exec_ns", reference: str = SOLO,
@@ -107,7 +112,7 @@ def _summarize_one(jobs: pd.DataFrame, runs: pd.DataFrame, metric: str, referenc
             if s == reference or reference not in groups:
                 point, lo, hi = (1.0, np.nan, np.nan) if s == reference else (np.nan,) * 3
             else:
-                point, lo, hi = ratio_ci(groups[s], groups[reference], stat, n_boot=n_boot, seed=seed)
+                point, lo, hi = slowdown(groups[s], groups[reference], stat, n_boot=n_boot, seed=seed)
             row[f"slowdown_{stat}"] = point
             row[f"slowdown_{stat}_lo"] = lo
             row[f"slowdown_{stat}_hi"] = hi

@@ -25,7 +25,7 @@ from ..analysis import guards
 from ..config import units
 from ..store import read_run_json
 from ..analysis import verdict as vd
-from ..analysis.slowdown import ratio_ci as run_ratio_ci
+from ..analysis.slowdown import slowdown
 from . import tables as tb
 from ..store.frames import SOLO, ReportData, convert_stale, load, load_runs
 
@@ -154,7 +154,7 @@ def _median(runs: list[np.ndarray]) -> float:
 
 def cell_table(cd: CampaignData, epsilons: Sequence = (), *, n_boot: int = 1000) -> pd.DataFrame:
     """One row per cell: labels, runs, jobs, statistics, slowdowns with CIs against the
-    group's solo (analysis.slowdown.ratio_ci), misses (analysis.verdict), the ε verdict
+    group's solo (analysis.slowdown.slowdown), misses (analysis.verdict), the ε verdict
     (analysis.verdict.epsilon_verdict) and the guards that fire (``warnings``, as
     summary.json writes them)."""
     data = cd.data
@@ -192,7 +192,7 @@ def cell_table(cd: CampaignData, epsilons: Sequence = (), *, n_boot: int = 1000)
             elif ref is None:
                 p, lo, hi, pmax = math.nan, math.nan, math.nan, math.nan
             else:
-                p, lo, hi = run_ratio_ci(cur[metric], ref[metric], "median", n_boot=n_boot, seed=0)
+                p, lo, hi = slowdown(cur[metric], ref[metric], "median", n_boot=n_boot, seed=0)
                 # The max ratio without a CI: from a campaign's few runs per cell a CI of the
                 # ratio of two maxima is noise (guards.MIN_RUNS_FOR_MAX); `xtalk report` on
                 # one cell gives it.

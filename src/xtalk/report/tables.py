@@ -23,7 +23,7 @@ import numpy as np
 import pandas as pd
 
 from ..analysis import pwcet as pw
-from ..analysis.slowdown import ratio_ci as run_ratio_ci
+from ..analysis import slowdown as sd
 from ..analysis import spikes as sp
 from ..analysis import stats as st
 from ..analysis import verdict as vd
@@ -40,7 +40,8 @@ __all__ = ["load", "runs", "slowdown", "noise_floor", "misses", "epsilon_table",
            "timeline", "pwcet", "pwcet_iid"]
 
 #: Largest number of jobs one bootstrap replicate draws for the slowdown CIs; beyond it each
-#: run is subsampled (its slowest job always kept). Cost is n_boot × this many draws.
+#: run is subsampled (its slowest job always kept; analysis.slowdown.slowdown's ``max_jobs``).
+#: Cost is n_boot × this many draws.
 BOOT_JOBS = 5_000
 #: pWCET fits use whole runs in time order up to this many jobs (the i.i.d. tests and the
 #: threshold scan are O(n) per candidate; 2·10^5 jobs already resolve 1e-5 empirically).
@@ -116,17 +117,6 @@ def runs(x) -> pd.DataFrame:
 # --------------------------------------------------------------------------- slowdown
 
 
-def _boot_sample(g: pd.DataFrame, cap: int, rng: np.random.Generator) -> np.ndarray:
-    """At most ``cap`` values of one run for the bootstrap, its maximum always included."""
-    v = g.to_numpy(dtype=float)
-    if v.size <= cap:
-        return v
-    top = int(np.argmax(v))
-    pick = rng.choice(v.size - 1, size=cap - 1, replace=False)
-    pick = pick + (pick >= top)  # skip the maximum, then add it back once
-    return np.concatenate([[v[top]], v[pick]])
-
-
 def slowdown(x, *, n_boot: int = 2000, seed: int = 0) -> pd.DataFrame:
     """Slowdown of execution and response time against solo, per scenario, configuration and
     metric: ratio of medians and of maxima, each with its 95 % CI (analysis.slowdown: runs
@@ -155,25 +145,20 @@ def _slowdown(data: ReportData, n_boot: int, seed: int) -> pd.DataFrame:
                 row = {"scenario": scen, "configuration": conf, "metric": metric.replace("_ns", ""),
                        "runs": len(cur[metric]), "jobs": int(sv.size), "median_ms": float(quantiles(sv, 0.5)) / 1e6,
                        "max_ms": float(sv[-1]) / 1e6}
-                total = max(row["jobs"], sum(len(v) for v in ref.get(metric, [])))
-                k = max(1, len(cur[metric]), len(ref.get(metric, [])))
-                cap = max(200, BOOT_JOBS // k)
-                sub = total > BOOT_JOBS
                 rv = sorted_values(data, SOLO, conf, metric) if ref.get(metric) else None
+                sub = False
                 for stat, q in (("median", 0.5), ("max", 1.0)):
                     if scen == SOLO:
                         point, lo, hi = 1.0, np.nan, np.nan
                     elif rv is None:
                         point, lo, hi = np.nan, np.nan, np.nan
                     else:
-                        point = float(quantiles(sv, q)) / float(quantiles(rv, q))
-                        a = [_boot_sample(pd.Series(v), cap, rng) for v in cur[metric]] if sub else cur[metric]
-                        b = [_boot_sample(pd.Series(v), cap, rng) for v in ref[metric]] if sub else ref[metric]
-                        p_sub, lo, hi = run_ratio_ci(a, b, stat, n_boot=n_boot, seed=seed)
-                        if sub and p_sub > 0:
-                            lo, hi = lo * point / p_sub, hi * point / p_sub
+                        ci = sd.slowdown(cur[metric], ref[metric], stat, n_boot=n_boot, seed=seed, max_jobs=BOOT_JOBS,
+                                         rng=rng, point=float(quantiles(sv, q)) / float(quantiles(rv, q)))
+                        point, lo, hi = ci
+                        sub = ci.subsampled
                     row[f"slowdown_{stat}"], row[f"slowdown_{stat}_lo"], row[f"slowdown_{stat}_hi"] = point, lo, hi
-                row["ci_subsampled"] = bool(sub and scen != SOLO)
+                row["ci_subsampled"] = bool(sub)
                 rows.append(row)
     return pd.DataFrame(rows)
 

@@ -50,7 +50,7 @@ def test_calibrate_bad_cpu():
 
 
 def test_intrusiveness_verdicts():
-    from xtalk.intrusiveness import _verdict
+    from xtalk.analysis.verdict import goal as _verdict
     assert _verdict(0.99, 1.005, 1.01) == "met"
     assert _verdict(1.02, 1.05, 1.01) == "missed"
     assert _verdict(0.95, 1.10, 1.01) == "inconclusive"

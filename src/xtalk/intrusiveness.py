@@ -12,6 +12,7 @@ from rich.console import Console
 
 from . import __version__
 from .analysis.slowdown import summarize
+from .analysis import verdict as vd
 from .config.expand import interleave
 from .config.experiment import load
 from .config.expand import expand
@@ -21,16 +22,6 @@ from .targets.local import run_plan
 
 #: Goals of the Observe issue: added median job time.
 GOALS = {"counters": 0.01, "trace": 0.03}
-
-
-def _verdict(lo: float, hi: float, bound: float) -> str:
-    """met when the whole CI is within the bound, missed when it is all above, otherwise
-    inconclusive (the machine's noise is larger than the effect)."""
-    if hi <= bound:
-        return "met"
-    if lo > bound:
-        return "missed"
-    return "inconclusive"
 
 
 def _variants(plan, counters: list[str]):
@@ -78,10 +69,10 @@ def run(experiment: Path, repetitions: int, jobs: int, results: Path, console: C
     rows = []
     for r in table.itertuples():
         goal = GOALS.get(r.scenario)
-        verdict = None if goal is None else _verdict(r.slowdown_median_lo, r.slowdown_median_hi, 1 + goal)
+        verdict = None if goal is None else vd.goal(r.slowdown_median_lo, r.slowdown_median_hi, 1 + goal)
         rows.append({"observation": r.scenario, "median_exec_ms": r.median_exec_ms, "ratio": r.slowdown_median,
                      "ci_lo": r.slowdown_median_lo, "ci_hi": r.slowdown_median_hi,
-                     "goal": f"<= {1 + goal:.2f}" if goal else "reference", "verdict": verdict})
+                     "goal": f"<= {1 + goal:.2f}" if goal else vd.REFERENCE, "verdict": verdict})
         ci = "" if r.scenario == "timestamps" else f" [{r.slowdown_median_lo:.3f}, {r.slowdown_median_hi:.3f}]"
         says = "" if goal is None else f" (goal ≤ {1 + goal:.2f}: {verdict})"
         console.print(f"  {r.scenario:10s} median job {r.median_exec_ms:.3f} ms, ratio {r.slowdown_median:.3f}{ci}{says}")

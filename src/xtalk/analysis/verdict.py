@@ -15,6 +15,11 @@ whenever D ≤ 2P, which is always the case for the constrained deadlines xtalk 
 ε property (seed 002 §I-B): "the perturbation made by one software on to others should not
 be greater than ε", ε being an execution or response time. :func:`epsilon_verdict` turns a
 bound into holds / violated / inconclusive using a confidence interval, not a point value.
+
+Every verdict word a report prints is made here, from the vocabularies below (the ε verdict,
+the interference word of a slowdown CI against the noise floor, a scenario's status, an
+observation goal, fault containment); the renderers (report/, intrusiveness.py) ask for the
+word and only format it. tests/test_verdict_words.py checks that they do.
 """
 
 from __future__ import annotations
@@ -28,7 +33,156 @@ from scipy import special
 
 from . import stats as st
 
-VERDICTS = ("holds", "violated", "inconclusive")
+# --------------------------------------------------------------------------- the words
+
+#: ε verdicts (:func:`epsilon_verdict`), and an observation goal's (:func:`goal`).
+HOLDS, VIOLATED, INCONCLUSIVE = "holds", "violated", "inconclusive"
+VERDICTS = (HOLDS, VIOLATED, INCONCLUSIVE)
+#: Why a campaign cell has no ε verdict: solo itself, no bound, no solo to be relative to, no job.
+REFERENCE, NO_EPSILON, NO_SOLO, NO_JOBS = "reference", "no ε given", "no solo", "no jobs"
+EPSILON_STATES = (REFERENCE, NO_EPSILON, NO_SOLO, NO_JOBS)
+
+#: A slowdown CI against the noise floor (:func:`interference`).
+NO_CI, TOO_NOISY, SLOWED_DOWN, SPED_UP, WITHIN_NOISE = (
+    "no CI", "noise too high to judge", "slowed down", "sped up", "within noise")
+INTERFERENCE = (NO_CI, TOO_NOISY, SLOWED_DOWN, SPED_UP, WITHIN_NOISE, INCONCLUSIVE)
+
+#: A scenario's status (:func:`status`), worst first; then the kinds' own (task sets,
+#: latency victims) and a campaign cell without jobs.
+EPS_VIOLATED, SERIOUS_MISSES, DEADLINE_MISSES, EPS_INCONCLUSIVE = (
+    "ε VIOLATED", "SERIOUS MISSES", "DEADLINE MISSES", "ε INCONCLUSIVE")
+EPS_HOLDS_SLOWED, EPS_HOLDS, NOTHING_BEYOND_NOISE, OK = (
+    "ε holds, slowed down", "ε holds", "no interference beyond noise", "ok")
+ABOVE_RTA, ABOVE_RTA_SUFFIX = "ABOVE RTA BOUND", ", above RTA bound"
+LATENCY_HIGHER, LATENCY_WITHIN_NOISE = "latency higher", "latency within noise"
+NO_JOBS_STATUS = "NO JOBS"
+STATUSES = (EPS_VIOLATED, SERIOUS_MISSES, DEADLINE_MISSES, EPS_INCONCLUSIVE, EPS_HOLDS_SLOWED, SLOWED_DOWN,
+            EPS_HOLDS, NOTHING_BEYOND_NOISE, OK, ABOVE_RTA, LATENCY_HIGHER, LATENCY_WITHIN_NOISE, NO_JOBS_STATUS)
+
+#: An observation cost against its goal (intrusiveness.py, :func:`goal`).
+MET, MISSED = "met", "missed"
+GOALS = (MET, MISSED, INCONCLUSIVE)
+
+#: Did a fault stay inside its partition (report/containment.py, :func:`containment`).
+PROPAGATED, SLOWED, REFUSED, CONTAINED = "propagated", "slowed", "refused", "contained"
+CONTAINMENT = (PROPAGATED, SLOWED, REFUSED, CONTAINED)
+
+
+def _nan(v) -> bool:
+    return v is None or (isinstance(v, float) and np.isnan(v))
+
+
+def interference(lo: float, hi: float, floor: float) -> str:
+    """Word for a slowdown CI [lo, hi] against the noise floor (± floor around 1; NaN: none).
+
+    A floor above 0.5 (runs of the reference differ by more than half) judges nothing; a CI
+    entirely above 1 + floor is a slowdown, entirely below 1 − floor a speed-up, entirely
+    inside the band noise; anything else straddles a bound.
+    """
+    if _nan(lo) or _nan(hi):
+        return NO_CI
+    f = 0.0 if _nan(floor) else floor
+    if f > 0.5:
+        return TOO_NOISY
+    if lo > 1 + f:
+        return SLOWED_DOWN
+    if hi < 1 - f:
+        return SPED_UP
+    if lo >= 1 - f and hi <= 1 + f:
+        return WITHIN_NOISE
+    return INCONCLUSIVE
+
+
+def status(eps_verdicts: Sequence[str], serious: int, missed: int, words: Sequence) -> str:
+    """A scenario's status, the worst of: ε violated, serious misses, misses, ε
+    inconclusive, a slowdown beyond the noise floor (``words``: :func:`interference` of each
+    metric); ε holds or nothing beyond noise otherwise."""
+    if VIOLATED in eps_verdicts:
+        return EPS_VIOLATED
+    if serious:
+        return SERIOUS_MISSES
+    if missed:
+        return DEADLINE_MISSES
+    if INCONCLUSIVE in eps_verdicts:
+        return EPS_INCONCLUSIVE
+    if SLOWED_DOWN in words:
+        return EPS_HOLDS_SLOWED if eps_verdicts else SLOWED_DOWN
+    if eps_verdicts:
+        return EPS_HOLDS
+    return NOTHING_BEYOND_NOISE if any(w == WITHIN_NOISE for w in words) else OK
+
+
+def task_status(generic: str, missed: int, above: bool) -> str:
+    """A task set's status: ε as decided on the pooled jobs (``generic``, :func:`status`),
+    misses as the agent flagged them per task (the generic status reads the job table's
+    period, the hyperperiod), then any task whose response exceeded its RTA bound."""
+    if generic == EPS_VIOLATED:
+        s = generic
+    elif missed:
+        s = DEADLINE_MISSES
+    elif generic == EPS_INCONCLUSIVE:
+        s = generic
+    else:
+        s = EPS_HOLDS if generic.startswith(EPS_HOLDS) else OK
+    if above:
+        s = ABOVE_RTA if s in (OK, EPS_HOLDS) else s + ABOVE_RTA_SUFFIX
+    return s
+
+
+def latency_status(generic: str, word: str | None, solo: bool) -> str:
+    """A latency victim's status: the generic one (:func:`status`) when it names misses or
+    an ε verdict against the bound; otherwise what the wake-up latency did (``word``:
+    :func:`interference` of the response time)."""
+    if generic not in (SLOWED_DOWN, OK, NOTHING_BEYOND_NOISE, EPS_HOLDS_SLOWED):
+        return generic
+    if word == SLOWED_DOWN:
+        return LATENCY_HIGHER
+    return OK if solo or word is None else LATENCY_WITHIN_NOISE
+
+
+def goal(lo: float, hi: float, bound: float) -> str:
+    """An observation's cost ratio CI against its goal: met when the whole CI is within the
+    bound, missed when it is all above, otherwise inconclusive (the machine's noise is
+    larger than the effect)."""
+    if hi <= bound:
+        return MET
+    if lo > bound:
+        return MISSED
+    return INCONCLUSIVE
+
+
+def containment(failure: bool, timing: bool, completed: int, refused: int) -> str:
+    """Fault containment of one scenario: propagated when the fault made the victim fail
+    (``failure``), slowed when only its timing suffered beyond the tolerance (``timing``),
+    refused when no run completed and some could not start the fault, contained otherwise."""
+    if failure:
+        return PROPAGATED
+    if timing:
+        return SLOWED
+    if completed == 0 and refused:
+        return REFUSED
+    return CONTAINED
+
+
+#: The status a guard's warning line is listed under (coloured as a warning).
+GUARD = "guard"
+
+
+def severity(status: str) -> str:
+    """How bad a status is, for colouring: 'bad' (a violation or misses), 'warn' (ε
+    inconclusive, a slowdown, a guard) or '' (nothing to report)."""
+    s = status.lower()
+    if VIOLATED in s or "miss" in s:
+        return "bad"
+    if INCONCLUSIVE in s or "slowed" in s or status == GUARD:
+        return "warn"
+    return ""
+
+
+def worst_epsilon(verdicts: Sequence[str]) -> int:
+    """Index of the worst ε verdict (violated, then inconclusive, then the rest)."""
+    rank = {VIOLATED: 0, INCONCLUSIVE: 1}
+    return min(range(len(verdicts)), key=lambda i: rank.get(verdicts[i], 2))
 
 
 # --------------------------------------------------------------------------- misses
@@ -186,10 +340,10 @@ def metric_values(jobs: pd.DataFrame, metric: str, *, include_warmup: bool = Fal
 
 def _decide(low: float, high: float, bound: float) -> str:
     if high <= bound:
-        return "holds"
+        return HOLDS
     if low > bound:
-        return "violated"
-    return "inconclusive"
+        return VIOLATED
+    return INCONCLUSIVE
 
 
 def epsilon_verdict(
@@ -222,7 +376,7 @@ def epsilon_verdict(
         bound = float(spec.bound_ns)
         verdict = _decide(ci.low, ci.high, bound)
         if spec.statistic == "max" and ci.estimate > bound:
-            verdict = "violated"
+            verdict = VIOLATED
         row.update(observed_ns=ci.estimate, ci_low_ns=ci.low, ci_high_ns=ci.high, bound_ns=bound,
                    bound_kind="absolute", relative=np.nan, solo_ns=np.nan, n_solo=0,
                    ratio=np.nan, ratio_ci_low=np.nan, ratio_ci_high=np.nan)

@@ -19,6 +19,7 @@ from typing import Sequence
 
 import pandas as pd
 
+from ..analysis import verdict as vd
 from . import epsilon as eps
 from . import figures as fg
 from . import tables as tb
@@ -91,7 +92,7 @@ class _Builder:
         warned = self.keep("warnings", result_guards(self.data.path))
         if len(warned):
             s.heading("Warnings")
-            s.raw(verdict_list([("inconclusive", line) for line in warned["line"]]))
+            s.raw(verdict_list([(vd.GUARD, line) for line in warned["line"]]))
         specs = tb._specs(self.data, self.epsilons)
         s.text("ε bounds: " + ", ".join(eps.describe(e) for e in specs) if specs else
                "No ε bound given: pass one, e.g. `xtalk report RESULTS --epsilon exec:max:1.2x`, to get holds / violated / "

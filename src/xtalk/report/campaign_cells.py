@@ -201,15 +201,15 @@ def cell_table(cd: CampaignData, epsilons: Sequence = (), *, n_boot: int = 1000)
             row[f"{name}_slowdown_max"] = pmax
             row[f"{name}_noise_floor"] = floors[(g, metric)]
             if sc != SOLO:
-                row[f"{name}_interference"] = tb._interference(row[f"{name}_slowdown_median_lo"],
-                                                               row[f"{name}_slowdown_median_hi"], floors[(g, metric)])
+                row[f"{name}_interference"] = vd.interference(row[f"{name}_slowdown_median_lo"],
+                                                              row[f"{name}_slowdown_median_hi"], floors[(g, metric)])
                 words.append(row[f"{name}_interference"])
         mc = miss.loc[(g, sc)] if (g, sc) in miss.index else None
         row.update(deadline_misses=int(mc["n_missed"]) if mc is not None else 0,
                    serious_misses=int(mc["n_serious"]) if mc is not None else 0)
         row.update(_epsilon(specs[g], sc, cur, ref, n_boot))
         eps_words = [row["eps_verdict"]] if row["eps_verdict"] in vd.VERDICTS else []
-        row["status"] = tb._status(eps_words, row["serious_misses"], row["deadline_misses"], words)
+        row["status"] = vd.status(eps_words, row["serious_misses"], row["deadline_misses"], words)
         row["verdict"] = _line(row)
         rows.append(row)
     cells = pd.DataFrame(rows)
@@ -233,10 +233,10 @@ def _no_jobs(row: dict) -> dict:
     for m in ("exec", "response"):
         row.update({f"{m}_slowdown_median": math.nan, f"{m}_slowdown_median_lo": math.nan,
                     f"{m}_slowdown_median_hi": math.nan, f"{m}_slowdown_max": math.nan, f"{m}_noise_floor": math.nan})
-    row.update(deadline_misses=0, serious_misses=0, epsilon="", eps_verdict="no jobs", eps_observed_ms=math.nan,
+    row.update(deadline_misses=0, serious_misses=0, epsilon="", eps_verdict=vd.NO_JOBS, eps_observed_ms=math.nan,
                eps_bound_ms=math.nan, eps_ratio=math.nan, eps_ratio_lo=math.nan, eps_ratio_hi=math.nan,
-               status="NO JOBS")
-    row["verdict"] = (f"{row['group']} · {row['scenario']}: NO JOBS — {row['runs']} run(s), {row['runs_ok']} completed, "
+               status=vd.NO_JOBS_STATUS)
+    row["verdict"] = (f"{row['group']} · {row['scenario']}: {vd.NO_JOBS_STATUS} — {row['runs']} run(s), {row['runs_ok']} completed, "
                       "none recorded a job; see each run's postmortem/ (xtalk campaign status DIR)")
     return row
 
@@ -247,9 +247,9 @@ def _epsilon(specs: list, sc: str, cur: dict, ref: dict | None, n_boot: int) -> 
     out = {"epsilon": "; ".join(tb.eps.describe(s) for s in specs), "eps_verdict": "", "eps_observed_ms": math.nan,
            "eps_bound_ms": math.nan, "eps_ratio": math.nan, "eps_ratio_lo": math.nan, "eps_ratio_hi": math.nan}
     if sc == SOLO:
-        return {**out, "eps_verdict": "reference"}
+        return {**out, "eps_verdict": vd.REFERENCE}
     if not specs:
-        return {**out, "eps_verdict": "no ε given"}
+        return {**out, "eps_verdict": vd.NO_EPSILON}
     frame = {m: pd.DataFrame({f"{m}_ns": np.concatenate(cur[f"{m}_ns"]).astype(float)}) for m in ("exec", "response")}
     solo = {m: pd.DataFrame({f"{m}_ns": np.concatenate(ref[f"{m}_ns"]).astype(float)}) for m in ("exec", "response")} \
         if ref is not None else {}
@@ -260,8 +260,8 @@ def _epsilon(specs: list, sc: str, cur: dict, ref: dict | None, n_boot: int) -> 
         r = vd.epsilon_verdict(solo.get(spec.metric), frame[spec.metric], spec, n_boot=n_boot, seed=0).iloc[0]
         results.append((spec, r))
     if not results:
-        return {**out, "eps_verdict": "no solo"}
-    spec, r = min(results, key=lambda x: {"violated": 0, "inconclusive": 1}.get(x[1]["verdict"], 2))
+        return {**out, "eps_verdict": vd.NO_SOLO}
+    spec, r = results[vd.worst_epsilon([r["verdict"] for _, r in results])]
     return {**out, "eps_verdict": r["verdict"], "eps_observed_ms": r["observed_ns"] / 1e6, "eps_bound_ms": r["bound_ns"] / 1e6,
             "eps_ratio": r["ratio"], "eps_ratio_lo": r["ratio_ci_low"], "eps_ratio_hi": r["ratio_ci_high"]}
 
@@ -316,7 +316,7 @@ def warning_lines(cells: pd.DataFrame) -> list[str]:
 def worst(cells: pd.DataFrame, n: int = 10) -> pd.DataFrame:
     """The ``n`` worst cells: ε violated first, then inconclusive, then by median slowdown."""
     c = cells[cells["scenario"] != SOLO]
-    rank = c["eps_verdict"].map({"violated": 0, "inconclusive": 1}).fillna(2)
+    rank = c["eps_verdict"].map({vd.VIOLATED: 0, vd.INCONCLUSIVE: 1}).fillna(2)
     key = pd.DataFrame({"rank": rank, "s": -c["exec_slowdown_median"].fillna(-np.inf), "m": -c["serious_misses"]})
     return c.loc[key.sort_values(["rank", "m", "s"]).index].head(n)
 

@@ -25,6 +25,7 @@ from typing import Sequence
 
 import pandas as pd
 
+from ..analysis import verdict as vd
 from . import campaign_cells as cc
 from . import campaign_figures as cf
 from . import campaign_summary as cs
@@ -38,7 +39,7 @@ WORST = 10
 SHOWN = ["group", "scenario", "runs_ok", "jobs", "exec_median_ms", "response_p99_ms", "exec_slowdown_median",
          "exec_slowdown_median_lo", "exec_slowdown_median_hi", "response_slowdown_median", "deadline_misses",
          "serious_misses", "epsilon", "eps_verdict", "eps_ratio", "status"]
-CLASS = {"violated": "bad", "inconclusive": "warn", "holds": "good"}
+CLASS = {vd.VIOLATED: "bad", vd.INCONCLUSIVE: "warn", vd.HOLDS: "good"}
 CSS = (".matrix td.bad{background:#f8d7cf}.matrix td.warn{background:#fbf0c9}.matrix td.good{background:#d6efe9}"
        ".matrix td{text-align:center}.matrix a{color:inherit}")
 
@@ -66,7 +67,7 @@ def verdict_matrix(cells: pd.DataFrame) -> str:
                 tds.append('<td class="note">–</td>')
                 continue
             r = by.loc[(sc, g)]
-            if r["status"] == "NO JOBS":
+            if r["status"] == vd.NO_JOBS_STATUS:
                 text, cls = f"no jobs ({r['runs_ok']}/{r['runs']} runs ok)", "bad"
             elif sc == "solo":
                 text, cls = f"reference {r['exec_median_ms']:.3g} ms", ""
@@ -145,7 +146,7 @@ class _CampaignBuilder:
         else:
             s.text("Guards (analysis/guards.py) per cell; a guard firing on many cells is one line here, each cell's "
                    "own list is in its detail page and in summary.json.")
-            s.raw(verdict_list([("inconclusive", line) for line in lines]))
+            s.raw(verdict_list([(vd.GUARD, line) for line in lines]))
         return s
 
     def all_cells(self) -> Section:
@@ -167,7 +168,7 @@ class _CampaignBuilder:
             sec.raw('<p><a href="../index.html">← campaign report</a></p>')
             for r in c.itertuples():
                 sec.raw(f'<h3 id="{html.escape(slug(r.scenario))}">{html.escape(r.scenario)}</h3>')
-                sec.raw(verdict_list([(r.status, r.verdict)] + [("inconclusive", "guard: " + w["message"]) for w in r.warnings]))
+                sec.raw(verdict_list([(r.status, r.verdict)] + [(vd.GUARD, "guard: " + w["message"]) for w in r.warnings]))
             sec.table(c.drop(columns=["warnings", "verdict"]), "Numbers", max_rows=len(c))
             p = self.out / "cells" / f"{slug(g)}.html"
             p.write_text(page(f"{self.cd.name}: {g}", f"{len(c)} cells", [sec], "Part of the campaign report."))

@@ -14,6 +14,7 @@ import pandas as pd
 from rich.console import Console
 from rich.table import Table
 
+from ..analysis import verdict as vd
 from . import campaign_cells as cc
 
 #: (column, header) of the terminal and Markdown tables.
@@ -43,7 +44,7 @@ def eps_text(verdict: str, ratio: float, observed_ms: float) -> str:
 
 
 def _eps(r) -> str:
-    if r.eps_verdict in ("holds", "violated", "inconclusive"):
+    if r.eps_verdict in vd.VERDICTS:
         return eps_text(r.eps_verdict, r.eps_ratio, r.eps_observed_ms)
     return "–" if r.scenario == "solo" else str(r.eps_verdict)
 
@@ -77,10 +78,11 @@ def epsilon_line(cells: pd.DataFrame) -> str:
     """How many cells hold, violate, are inconclusive against their application's ε."""
     c = cells[cells["scenario"] != "solo"]
     counts = c["eps_verdict"].value_counts()
-    parts = [f"{int(counts.get(k, 0))} {k}" for k in ("violated", "inconclusive", "holds") if counts.get(k, 0)]
-    rest = int(len(c) - sum(int(counts.get(k, 0)) for k in ("violated", "inconclusive", "holds")))
+    order = (vd.VIOLATED, vd.INCONCLUSIVE, vd.HOLDS)
+    parts = [f"{int(counts.get(k, 0))} {k}" for k in order if counts.get(k, 0)]
+    rest = int(len(c) - sum(int(counts.get(k, 0)) for k in order))
     if rest:
-        why = sorted(set(c["eps_verdict"]) - {"violated", "inconclusive", "holds"})
+        why = sorted(set(c["eps_verdict"]) - set(order))
         parts.append(f"{rest} without a verdict ({', '.join(why)})")
     bounds = sorted({e for e in c["epsilon"] if e})
     return f"ε ({'; '.join(bounds) or 'none given'}): " + ", ".join(parts) + f" of {len(c)} cells"

@@ -24,8 +24,11 @@ import pandas as pd
 from rich.console import Console
 from rich.table import Table
 
+from ..analysis import verdict as vd
 from ..store import Results
 
+#: How the terminal colours each containment verdict (analysis.verdict.containment).
+COLOUR = {vd.PROPAGATED: "red", vd.SLOWED: "yellow", vd.REFUSED: "yellow", vd.CONTAINED: "green"}
 COLUMNS = ["configuration", "scenario", "runs_ok", "failed_jobs", "miss_ratio", "p99_response_ms", "p99_vs_solo", "verdict", "why", "faults"]
 
 
@@ -80,7 +83,7 @@ def _verdicts_one(runs: pd.DataFrame, jobs: pd.DataFrame, tolerance: float) -> p
         if len(per) and per.p99.min() > tolerance * solo_p99:
             timing.append(f"every run's p99 response >= {per.p99.min():.3f} ms > {tolerance} x solo's worst {solo_p99:.3f} ms")
         notes = [f"{len(refused)} run(s) where the fault could not start: {sorted(set(map(str, refused.reason)))[0]}"] if len(refused) else []
-        verdict = ("propagated" if failure else "slowed" if timing else "refused" if ok == 0 and len(refused) else "contained")
+        verdict = vd.containment(bool(failure), bool(timing), ok, len(refused))
         why = failure + timing + notes
         p99 = float(np.percentile(j.response_ns, 99) / 1e6) if len(j) else float("nan")
         faults = sorted({f"{e['kind']} ({e['ops']} {e['unit']})" for es in g.enemies for e in (es or [])})
@@ -98,6 +101,6 @@ def show(results: Results, console: Console, tolerance: float = 1.5) -> pd.DataF
         t.add_column(c, justify="right" if c in ("failed_jobs", "miss_ratio", "p99_response_ms", "p99_vs_solo") else "left")
     for r in table.itertuples():
         t.add_row(r.configuration, r.scenario, r.runs_ok, str(r.failed_jobs), f"{r.miss_ratio:.3f}", f"{r.p99_response_ms:.3f}", f"{r.p99_vs_solo:.2f}",
-                  f"[{ {'propagated': 'red', 'slowed': 'yellow', 'refused': 'yellow'}.get(r.verdict, 'green') }]{r.verdict}[/]", r.why, r.faults)
+                  f"[{COLOUR.get(r.verdict, 'green')}]{r.verdict}[/]", r.why, r.faults)
     console.print(t)
     return table

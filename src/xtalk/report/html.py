@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from ..analysis import verdict as vd
 from .figures import Rendered
 
 CSS = """
@@ -113,12 +114,12 @@ def table_html(df: pd.DataFrame, max_rows: int = 200) -> str:
 
 
 def verdict_list(rows: list[tuple[str, str]]) -> str:
-    """(status, line) pairs as a coloured list: red for violations and misses, yellow for
-    inconclusive or slowed down, green otherwise."""
+    """(status, line) pairs as a coloured list, by the status's severity
+    (analysis.verdict.severity: red for violations and misses, yellow for inconclusive,
+    slowed down and guards)."""
     items = []
     for status, line in rows:
-        s = status.lower()
-        cls = "bad" if ("violated" in s or "miss" in s) else "warn" if ("inconclusive" in s or "slowed" in s) else ""
+        cls = vd.severity(status)
         items.append(f'<li class="{cls}">{html.escape(line)}</li>')
     return '<ul class="verdicts">' + "".join(items) + "</ul>"
 

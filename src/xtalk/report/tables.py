@@ -302,22 +302,6 @@ def _fmt_ci(p, lo, hi) -> str:
     return f"×{p:.2f} [{lo:.2f}, {hi:.2f}]"
 
 
-def _interference(lo: float, hi: float, floor: float) -> str:
-    """Word for a slowdown CI against the noise floor."""
-    if any(isinstance(v, float) and math.isnan(v) for v in (lo, hi)):
-        return "no CI"
-    f = 0.0 if isinstance(floor, float) and math.isnan(floor) else floor
-    if f > 0.5:
-        return "noise too high to judge"  # runs of the reference differ by more than half
-    if lo > 1 + f:
-        return "slowed down"
-    if hi < 1 - f:
-        return "sped up"
-    if lo >= 1 - f and hi <= 1 + f:
-        return "within noise"
-    return "inconclusive"
-
-
 def verdicts(x, epsilons: Sequence = (), *, n_boot: int = 2000, seed: int = 0) -> pd.DataFrame:
     """One row per application (the victim) and configuration, per scenario: slowdown of
     execution and response time with CIs, the noise floor beside it, misses, ε verdicts and
@@ -342,7 +326,7 @@ def verdicts(x, epsilons: Sequence = (), *, n_boot: int = 2000, seed: int = 0) -
                         f"{metric}_slowdown_max_lo": s["slowdown_max_lo"], f"{metric}_slowdown_max_hi": s["slowdown_max_hi"],
                         f"{metric}_noise_floor": fl})
             if scen != SOLO:
-                word = _interference(s["slowdown_median_lo"], s["slowdown_median_hi"], fl)
+                word = vd.interference(s["slowdown_median_lo"], s["slowdown_median_hi"], fl)
                 row[f"{metric}_interference"] = word
                 parts.append(f"{metric} median {_fmt_ci(s['slowdown_median'], s['slowdown_median_lo'], s['slowdown_median_hi'])}"
                              f", max {_fmt_ci(s['slowdown_max'], s['slowdown_max_lo'], s['slowdown_max_hi'])}"
@@ -362,28 +346,12 @@ def verdicts(x, epsilons: Sequence = (), *, n_boot: int = 2000, seed: int = 0) -
         row["epsilon_verdicts"] = "; ".join(f"{r.epsilon}: {r.verdict}" for r in e.itertuples())
         parts += eps_words
         if e.empty and scen != SOLO:
-            parts.append("no ε given")
-        row["status"] = _status(e["verdict"].tolist(), n_ser, n_miss,
+            parts.append(vd.NO_EPSILON)
+        row["status"] = vd.status(e["verdict"].tolist(), n_ser, n_miss,
                                 [row.get("exec_interference"), row.get("response_interference")])
         row["verdict"] = f"{app} · {scen} ({conf}): {row['status']} — " + "; ".join(parts)
         rows.append(row)
     return pd.DataFrame(rows)
-
-
-def _status(eps_verdicts: list[str], serious: int, missed: int, words: list) -> str:
-    if "violated" in eps_verdicts:
-        return "ε VIOLATED"
-    if serious:
-        return "SERIOUS MISSES"
-    if missed:
-        return "DEADLINE MISSES"
-    if "inconclusive" in eps_verdicts:
-        return "ε INCONCLUSIVE"
-    if "slowed down" in words:
-        return "ε holds, slowed down" if eps_verdicts else "slowed down"
-    if eps_verdicts:
-        return "ε holds"
-    return "no interference beyond noise" if any(w == "within noise" for w in words) else "ok"
 
 
 def _application(data: ReportData) -> str:

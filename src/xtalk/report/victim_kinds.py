@@ -26,6 +26,7 @@ import numpy as np
 import pandas as pd
 import pyarrow.parquet as pq
 
+from ..analysis import verdict as vd
 from ..store import read_run_json
 
 PERIODIC = "periodic"
@@ -287,7 +288,7 @@ def adapt_verdicts(kind: str, verdicts: pd.DataFrame, runs: pd.DataFrame, jobs: 
         return verdicts
     v = verdicts.copy()
     tail = [line.split(" — ", 1)[1].split("; ") if " — " in line else [] for line in v["verdict"]]
-    keep = [[p for p in parts if "deadline miss" in p or p.startswith("ε") or p == "no ε given"] for parts in tail]
+    keep = [[p for p in parts if "deadline miss" in p or p.startswith("ε") or p == vd.NO_EPSILON] for parts in tail]
     if kind == "latency":
         lt = latency_table(jobs).set_index(["scenario", "configuration"])
         for i, r in enumerate(v.itertuples()):
@@ -296,9 +297,7 @@ def adapt_verdicts(kind: str, verdicts: pd.DataFrame, runs: pd.DataFrame, jobs: 
             x = lt.loc[(r.scenario, r.configuration)]
             vs = "" if r.scenario == "solo" or math.isnan(x["p99_vs_solo"]) else f" (p99 {x['p99_vs_solo']:.2f}× solo)"
             word = getattr(r, "response_interference", None)
-            status = r.status if r.status not in ("slowed down", "ok", "no interference beyond noise", "ε holds, slowed down") \
-                else ("latency higher" if word == "slowed down" else "ok" if r.scenario == "solo" or word is None
-                      else "latency within noise")
+            status = vd.latency_status(r.status, word, r.scenario == "solo")
             v.at[v.index[i], "status"] = status
             v.at[v.index[i], "verdict"] = (
                 f"{r.application} · {r.scenario} ({r.configuration}): {status} — wake-up latency p50 {x['p50_us']:.1f} µs, "
@@ -310,10 +309,10 @@ def adapt_verdicts(kind: str, verdicts: pd.DataFrame, runs: pd.DataFrame, jobs: 
             clauses = [f"{x.name}: resp max {x.resp_max_ms:.2f} ms {_vs(x.resp_max_ms, x.rta_bound_ms)} bound "
                        f"{_ms(x.rta_bound_ms)}, {x.missed}/{x.jobs} missed" + (f", {x.skipped} skipped" if x.skipped else "")
                        for x in t.itertuples()]
-            status = _task_status(r.status, int(t["missed"].sum()), bool((t["within_bound"] == False).any()))  # noqa: E712
+            status = vd.task_status(r.status, int(t["missed"].sum()), bool((t["within_bound"] == False).any()))  # noqa: E712
             v.at[v.index[i], "status"] = status
             v.at[v.index[i], "verdict"] = (f"{r.application} · {r.scenario} ({r.configuration}): {status} — "
-                                           + "; ".join(clauses + [p for p in keep[i] if p.startswith("ε") or p == "no ε given"]))
+                                           + "; ".join(clauses + [p for p in keep[i] if p.startswith("ε") or p == vd.NO_EPSILON]))
     else:
         at = aocs_table(runs)
         for i, r in enumerate(v.itertuples()):
@@ -322,23 +321,6 @@ def adapt_verdicts(kind: str, verdicts: pd.DataFrame, runs: pd.DataFrame, jobs: 
                 v.at[v.index[i], "verdict"] = (f"{r.verdict}; {int(a['compared'].sum())} AOCS steps compared, "
                                                f"{int(a['mismatches'].sum())} mismatches")
     return v
-
-
-def _task_status(generic: str, missed: int, above: bool) -> str:
-    """A task set's status: ε as decided on the pooled jobs, misses as the agent flagged them
-    per task (the generic status reads the job table's period, the hyperperiod), then any
-    task whose response exceeded its RTA bound."""
-    if generic == "ε VIOLATED":
-        s = generic
-    elif missed:
-        s = "DEADLINE MISSES"
-    elif generic == "ε INCONCLUSIVE":
-        s = generic
-    else:
-        s = "ε holds" if generic.startswith("ε holds") else "ok"
-    if above:
-        s = "ABOVE RTA BOUND" if s in ("ok", "ε holds") else s + ", above RTA bound"
-    return s
 
 
 def _vs(a: float, b: float) -> str:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 import json
 import signal
 import sys
@@ -10,11 +9,10 @@ from pathlib import Path
 from typing import Optional
 
 import typer
-from pydantic import ValidationError
 from rich.console import Console
 
 from .command import command_wrapper
-from .errors import AgentError, UsageError
+from .errors import UsageError
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="xtalk: measure timing interference between applications on a multicore processor.")

@@ -14,10 +14,10 @@ import signal
 import time
 from pathlib import Path
 
-from ..aocs import duplicate, ensure_data
 from ..errors import AgentError
 from ..plan import Plan
 from .agent import TargetFacts, check_plan, check_plans, find_agent, local_facts
+from .aocs_data import duplicate, ensure_data
 from .local import agents_writing, run_plan
 from .lock import TargetBusy, local_lock_path, target_lock  # noqa: F401 (the lock's public names)
 

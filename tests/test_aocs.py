@@ -177,9 +177,10 @@ def test_aocs_enemies_replay_their_window_beside_the_victim(agent, data, tmp_pat
     assert p.returncode == 2 and p.stderr.startswith("xtalk-agent: plan: enemies[0].load.steps: the window first_step + steps = 23000")
 
 
-def test_instances_on_shared_or_duplicated_files(tmp_path, facts):
+def test_instances_on_shared_or_duplicated_files(tmp_path, facts, agent):
     from xtalk.config.expand import expand
     from xtalk.config.experiment import load
+    from xtalk.targets.base import LocalTarget
 
     exp = tmp_path / "i.toml"
     data = tmp_path / "data"
@@ -200,7 +201,13 @@ enemies = [{{ kind = "aocs", data = "{data}", steps = 100, period = "10ms", inst
 name = "exe"
 enemies = [{{ kind = "aocs", data = "{data}", steps = 100, period = "10ms", executable = "duplicated" }}]
 """)
-    runs = {r.scenario: r.plan for r in expand(load(exp), facts)}
+    # Expansion alone names the files and makes nothing: the target makes them where it runs.
+    named = {r.scenario: r.plan for r in expand(load(exp), facts)}
+    assert not data.exists()
+    assert named["shared"].victim.body.input == str(data / INPUT_FILE)
+    assert {e.load.input for e in named["dup"].enemies} == {str(data / "dup" / f"dup-aocs-{i}" / INPUT_FILE) for i in range(3)}
+    runs = {r.scenario: r.plan for r in expand(load(exp), facts, aocs_data=LocalTarget(agent).aocs_data)}
+    assert runs == named  # the same plans, now with the files behind them
     shared = [e.load.input for e in runs["shared"].enemies]
     dup = [e.load.input for e in runs["dup"].enemies]
     assert [e.name for e in runs["dup"].enemies] == ["aocs#0", "aocs#1", "aocs#2"]

@@ -76,7 +76,7 @@ def test_a_plain_tcp_scheduler_off_loopback_is_refused_before_anything_starts(tm
 ])
 def test_which_scheduler_addresses_may_go_without_tls(address, insecure, allowed):
     from xtalk.errors import UsageError
-    from xtalk.targets.dask import cluster_security
+    from xtalk.campaign.dask import cluster_security
 
     if allowed:
         assert cluster_security(address, insecure=insecure) is None

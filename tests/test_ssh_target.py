@@ -101,6 +101,24 @@ def test_ssh_target_installs_the_agent_runs_a_plan_and_fetches_results(sshd, tmp
     assert isinstance(t.kernel_log_since(0.0), list)
 
 
+def test_aocs_data_is_made_on_the_board_by_its_agent(sshd, tmp_path):
+    from xtalk.aocs import EXPECTED_FILE, INPUT_FILE, read_header
+
+    url, d = sshd
+    t = SshTarget.from_url(url)
+    where = tmp_path / "board-data"  # the board is this machine: its files are visible here
+    inp, expected = t.aocs_data(str(where), 3, "victim.data")
+    assert (inp, expected) == (str(where / INPUT_FILE), str(where / EXPECTED_FILE))
+    assert read_header(Path(inp))["seed"] == 3
+    before = Path(inp).stat().st_mtime_ns
+    assert t.aocs_data(str(where), 3, "victim.data") == (inp, expected)  # present: kept as it is
+    assert Path(inp).stat().st_mtime_ns == before
+    copy = t.aocs_data(str(where), 3, "scenario[0].enemies[0].data", "dup-aocs#1")
+    assert copy[0] == str(where / "dup" / "dup-aocs-1" / INPUT_FILE) and Path(copy[0]).read_bytes() == Path(inp).read_bytes()
+    with pytest.raises(UsageError, match=r"victim.data: .* holds AOCS files of seed 3, not data_seed = 4"):
+        t.aocs_data(str(where), 4, "victim.data")
+
+
 def test_campaign_on_ssh_target_and_failover_when_a_target_does_not_answer(sshd, tmp_path):
     url, _ = sshd
     f = tiny(tmp_path, jobs=20, **{"repetitions = 3": "repetitions = 2"})

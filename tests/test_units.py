@@ -1,6 +1,6 @@
 import pytest
 
-from xtalk.config import units
+from xtalk import units
 
 CACHES = {"l1d": 32 << 10, "l2": 1 << 20, "llc": 32 << 20}
 
@@ -52,7 +52,7 @@ def test_others_needs_a_free_cpu():
 
 
 def test_rates_print_with_the_prefix_that_fits():
-    from xtalk.config.units import rate_text
+    from xtalk.units import rate_text
     assert rate_text(2400, "wakeups") == "2.4 kwakeups/s"
     assert rate_text(1.25e9, "bytes") == "1.25 GB/s"
     assert rate_text(3.2e6, "accesses") == "3.2 Maccesses/s"

@@ -1,6 +1,6 @@
 """xtalk: measure and analyse timing interference on multicore processors."""
 
-__version__ = "0.1.0"
+from .version import __version__  # noqa: F401 (xtalk.__version__)
 
 
 def open(path):  # noqa: A001 - reads as xtalk.open(path)

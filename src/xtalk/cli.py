@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 import json
 import signal
 import sys
@@ -10,10 +9,10 @@ from pathlib import Path
 from typing import Optional
 
 import typer
-from pydantic import ValidationError
 from rich.console import Console
 
-from .errors import AgentError, UsageError
+from .command import command_wrapper
+from .errors import UsageError
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="xtalk: measure timing interference between applications on a multicore processor.")
@@ -26,31 +25,6 @@ def command(fn):
     2 bad input, 3 agent problem, 4 / 5 some / all runs failed (`run`), 130 interrupted."""
 
     return app.command()(command_wrapper(fn))
-
-
-def command_wrapper(fn):
-    """`fn` with the failure handling of `command` (sub-apps register it themselves)."""
-
-    @functools.wraps(fn)
-    def wrapper(*args, **kwargs):
-        try:
-            return fn(*args, **kwargs)
-        except UsageError as e:
-            print(f"xtalk: {e}", file=sys.stderr)
-            raise typer.Exit(UsageError.exit_code) from None
-        except AgentError as e:
-            print(f"xtalk: {e}", file=sys.stderr)
-            raise typer.Exit(AgentError.exit_code) from None
-        except ValidationError as e:  # a model check no caller turned into its own line
-            from .config.experiment import error_line
-
-            print(f"xtalk: {error_line(e)}", file=sys.stderr)
-            raise typer.Exit(UsageError.exit_code) from None
-        except KeyboardInterrupt:
-            print("xtalk: interrupted; every process stopped, partial results kept", file=sys.stderr)
-            raise typer.Exit(130) from None
-
-    return wrapper
 
 
 @command
@@ -115,7 +89,7 @@ def plan(experiment: Optional[Path] = typer.Argument(None, help="experiment file
         console.print(f"machine: {_machine_line(fixture)}", highlight=False)
     for s in skipped:
         console.print(f"configuration {s['configuration']} skipped: {s['reason']}")
-    from .config.limits import check_results_space
+    from .limits import check_results_space
 
     why = check_results_space(Path(exp.results), [r.plan for r in runs])
     if why:  # `run --results` may point elsewhere: a warning here, a refusal there
@@ -236,7 +210,7 @@ def calibrate(pairs: int = typer.Option(180_000, help="back-to-back pairs per in
               repetitions: int = typer.Option(3, min=1), jobs: int = typer.Option(300, min=10)):
     """Cost of every time source and counter read, clock resolution, offsets and drift."""
     from .calibrate import calibrate as run_calibration
-    from .config.units import duration_ns
+    from .units import duration_ns
     from .targets.agent import refuse_fixture
 
     refuse_fixture("calibrate")

@@ -74,7 +74,7 @@ def measure(runs: list[RunSpec], agent: Path, out: Path, say=print) -> list[dict
     """Run each distinct enemy alone; one record per (configuration, scenario, enemy name)
     with the rate it reached over the stand-in victim's window. An enemy whose pass fails
     gets no record (its own runs will say why)."""
-    from .targets.local import run_plan
+    from .targets.base import LocalTarget
 
     records: list[dict] = []
     todo = passes(runs)
@@ -83,7 +83,7 @@ def measure(runs: list[RunSpec], agent: Path, out: Path, say=print) -> list[dict
     for i, (plan, enemy, where) in enumerate(todo.values()):
         run_dir = out / "enemies-alone" / f"{i:03d}-{enemy.load.kind}"
         try:
-            meta = run_plan(_alone_plan(plan, enemy, run_dir.name), run_dir, agent)
+            meta = LocalTarget(agent).run(_alone_plan(plan, enemy, run_dir.name), run_dir)
         except Exception as why:  # a reference, not a result: the experiment goes on without it
             say(f"enemy {enemy.name} alone: the pass failed ({why}); its rate guard is off")
             continue

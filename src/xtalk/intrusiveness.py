@@ -10,7 +10,7 @@ from pathlib import Path
 
 from rich.console import Console
 
-from . import __version__
+from .version import __version__
 from .analysis.slowdown import summarize
 from .analysis import verdict as vd
 from .config.expand import interleave
@@ -18,7 +18,7 @@ from .config.experiment import load
 from .config.expand import expand
 from .store import open as open_results
 from .targets.agent import find_agent, local_facts
-from .targets.local import run_plan
+from .targets.base import LocalTarget
 
 #: Goals of the Observe issue: added median job time.
 GOALS = {"counters": 0.01, "trace": 0.03}
@@ -46,10 +46,10 @@ def run(experiment: Path, repetitions: int, jobs: int, results: Path, console: C
 
     require_trusted(experiment)
     exp = load(experiment)
-    agent = find_agent()
-    facts = local_facts(agent)
+    target = LocalTarget(find_agent())
+    facts = local_facts(target.agent)
     exp.victim.jobs = jobs
-    solo = [r for r in expand(exp, facts) if r.scenario == "solo"][0].plan
+    solo = [r for r in expand(exp, facts, aocs_data=target.aocs_data) if r.scenario == "solo"][0].plan
     countable = facts.environment["capabilities"]["pmu"]["countable"]
     wanted = [e for e in ("cycles", "instructions", "cache-misses", "task-clock", "context-switches", "page-faults") if e in countable]
     variants = _variants(solo, wanted)
@@ -61,7 +61,7 @@ def run(experiment: Path, repetitions: int, jobs: int, results: Path, console: C
         plan = variants[name].model_copy(deep=True)
         plan.run_id = f"{i:02d}-{name}-r{rep}"
         plan.labels = {"experiment": "intrusiveness", "scenario": name, "repetition": str(rep), "xtalk_version": __version__}
-        meta = run_plan(plan, out / "runs" / plan.run_id, agent)
+        meta = target.run(plan, out / "runs" / plan.run_id)  # holds the machine for the run
         if meta.get("status") != "completed":
             console.print(f"[yellow]{plan.run_id}: {meta.get('status')}: {meta.get('reason')}[/]")
     res = open_results(out)

@@ -13,7 +13,7 @@ from typing import Annotated, Literal, Optional, Union
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from .config.limits import MAX_ENEMIES, MAX_JOBS, MAX_PERIOD_NS, MAX_PIDS, MAX_TIMEOUT_S
+from .limits import MAX_ENEMIES, MAX_JOBS, MAX_PERIOD_NS, MAX_PIDS, MAX_TIMEOUT_S
 
 PLAN_VERSION = 1
 

@@ -15,16 +15,17 @@ from pathlib import Path
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
-from . import __version__, config
+from . import config
+from .version import __version__
 from .config.expand import RunSpec, expand
 from .config.experiment import load
-from .config.limits import check_results_space
-from .config.units import fraction
+from .limits import check_results_space
+from .units import fraction
 from .errors import UsageError, runs_exit_code
 from .report.summary import write_summary
 from .store import open as open_results
 from .targets.agent import check_plans, find_agent, local_facts, recover, refuse_fixture
-from .targets.local import run_plan
+from .targets.base import LocalTarget
 from .provenance import git_commit
 
 #: Per-run cost beyond the measured window (fork, buffer set-up, teardown, conversion).
@@ -77,7 +78,7 @@ def prepare(path: Path, skip_unavailable: bool = False, skipped: list | None = N
     agent = find_agent()
     facts = local_facts(agent)
     runs = expand(exp, facts, labels={"xtalk_version": __version__, "git_commit": git_commit()},
-                  skip_unavailable=skip_unavailable, skipped=skipped)
+                  skip_unavailable=skip_unavailable, skipped=skipped, aocs_data=LocalTarget(agent).aocs_data)
     first: dict[tuple[str, str], str] = {}
     for r in runs:
         if (r.configuration, r.scenario) not in first:
@@ -112,6 +113,7 @@ def run_experiment(path: Path, results: Path | None = None, console: Console | N
         console.print(f"[yellow]restored after an earlier run that died: {line}[/]")
     skipped: list = []
     exp, runs, agent = prepare(Path(path), skip_unavailable, skipped)
+    target = LocalTarget(agent)  # the one door to the agent: every run holds the machine (targets/lock.py)
     for s in skipped:
         console.print(f"[yellow]configuration {s['configuration']} skipped: {s['reason']}[/]")
     stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
@@ -169,7 +171,7 @@ def run_experiment(path: Path, results: Path | None = None, console: Console | N
         for i, r in enumerate(runs):
             bar.update(task, description=f"{'' if r.configuration == 'default' else r.configuration + ' / '}{r.scenario} (rep {r.repetition})")
             try:
-                meta = run_plan(r.plan, out / "runs" / r.run_id, agent)
+                meta = target.run(r.plan, out / "runs" / r.run_id)  # holds the machine for the run
             except OSError as e:
                 if e.errno not in _DISK_ERRNOS:
                     raise

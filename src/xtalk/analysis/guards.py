@@ -114,7 +114,7 @@ def _scenario_guards(row) -> list[Guard]:
 
 def _enemy_guard(configuration: str, scenario: str, enemies: list[dict]) -> list[Guard]:
     """Enemies of one scenario that reached less than ENEMY_SHARE of their rate alone."""
-    from ..config.units import rate_text
+    from ..units import rate_text
 
     weak = sorted((e for e in enemies if e.get("alone") and e.get("achieved") is not None
                    and e["achieved"] < ENEMY_SHARE * e["alone"]), key=lambda e: e["achieved"] / e["alone"])

@@ -10,6 +10,7 @@ from typing import Optional
 import typer
 from rich.console import Console
 
+from ..command import command_wrapper
 from ..errors import UsageError
 
 app = typer.Typer(no_args_is_help=True, help="Campaigns: many experiments, unattended, journaled, resumable.")
@@ -17,13 +18,11 @@ console = Console() if sys.stdout.isatty() else Console(width=200)
 
 
 def _command(fn):
-    from ..cli import command_wrapper
-
     return app.command()(command_wrapper(fn))
 
 
 def _targets(specs: list[str]):
-    from ..targets.base import from_spec
+    from ..targets.spec import from_spec
 
     targets = [from_spec(s) for s in (specs or ["local"])]
     names = [t.name for t in targets]
@@ -54,7 +53,7 @@ def _security(cluster, tls_ca, tls_cert, tls_key, insecure_cluster):
         if tls_ca or tls_cert or tls_key or insecure_cluster:
             raise UsageError("--tls-ca/--tls-cert/--tls-key/--insecure-cluster go with --cluster; add --cluster tls://HOST:PORT")
         return None
-    from ..targets.dask import cluster_security
+    from .dask import cluster_security
 
     return cluster_security(cluster, tls_ca, tls_cert, tls_key, insecure_cluster)
 
@@ -153,7 +152,7 @@ def _drive(store: Path, targets, cluster, target_wait, security=None) -> None:
     from .status import status as read_status
 
     if cluster:
-        from ..targets.dask import DaskExecutor
+        from .dask import DaskExecutor
 
         DaskExecutor(store, cluster, console=console, security=security).run()
     else:

@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 from ..store import read_run_json
+from ..targets.local import agents_writing
 from . import postmortem
 from .estimate import run_seconds
 from .grid import CampaignRun
@@ -77,22 +78,6 @@ def move_aside(store: Path, path: Path) -> Path:
     dest = attempts / f"{path.name}.{k}"
     os.rename(path, dest)
     return dest
-
-
-def agents_writing(staging: Path) -> list[int]:
-    """Pids of agents (on this host) still writing into `staging`."""
-    needle = str(Path(staging).resolve()).encode()
-    pids = []
-    for d in Path("/proc").iterdir():
-        if not d.name.isdigit():
-            continue
-        try:
-            cmd = (d / "cmdline").read_bytes()
-        except OSError:
-            continue
-        if needle in cmd and b"xtalk-agent" in cmd.split(b"\0", 1)[0]:
-            pids.append(int(d.name))
-    return pids
 
 
 def wait_for_agents(staging: Path, timeout: float = 30.0) -> None:

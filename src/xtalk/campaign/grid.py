@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 from pydantic import ValidationError
 
-from ..config import units
+from .. import units
 from ..config.expand import expand
 from ..config.experiment import Experiment, error_line
 from ..errors import UsageError
@@ -181,8 +181,10 @@ def _cell_experiment(c: Campaign, app, conf, point: dict, facts: TargetFacts, so
     return exp, extra, excluded
 
 
-def expand_campaign(c: Campaign, facts: TargetFacts, source: str = "campaign", labels: dict | None = None) -> Expansion:
-    """Every run of the campaign, in execution order, with unique ids."""
+def expand_campaign(c: Campaign, facts: TargetFacts, source: str = "campaign", labels: dict | None = None,
+                    aocs_data=None) -> Expansion:
+    """Every run of the campaign, in execution order, with unique ids; AOCS data made by
+    `aocs_data` (see `config.expand.expand`)."""
     cells = []  # (cell labels, RunSpec, scenario extra labels)
     excluded: list[tuple[dict, str]] = []
     for app in c.application:
@@ -193,7 +195,8 @@ def expand_campaign(c: Campaign, facts: TargetFacts, source: str = "campaign", l
                         "variant": vname, **{k: str(v) for k, v in point.items()}}
                 excluded.extend(({**cell, **lb}, why) for lb, why in bad)
                 try:
-                    specs = expand(exp, facts, labels={**(labels or {}), "epsilon": app.epsilon.model_dump_json(exclude_none=True)})
+                    specs = expand(exp, facts, labels={**(labels or {}), "epsilon": app.epsilon.model_dump_json(exclude_none=True)},
+                                   aocs_data=aocs_data)
                 except UsageError as e:
                     raise UsageError(f"{source}: application '{app.name}', configuration '{conf.name}', variant '{vname}': {e}") from None
                 for r in specs:

@@ -11,7 +11,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from .. import __version__
+from ..version import __version__
 from .grid import Expansion, expand_campaign
 from .schema import Campaign, load
 from ..provenance import git_commit
@@ -53,7 +53,7 @@ def prepare(path: Path, targets: list) -> Prepared:
     campaign, text = load(path)
     target = first_answering(targets)
     expansion = expand_campaign(campaign, target.facts(), source=str(path),
-                                labels={"xtalk_version": __version__, "git_commit": git_commit()})
+                                labels={"xtalk_version": __version__, "git_commit": git_commit()}, aocs_data=target.aocs_data)
     seen: dict[str, str] = {}
     for r in expansion.runs:
         shape = _shape(r.plan)

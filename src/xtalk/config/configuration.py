@@ -30,7 +30,7 @@ from typing import Literal, Optional, Union
 from pydantic import BaseModel, ConfigDict, Field
 
 from ..plan import DeadlineSched, FifoSched, Group, IoMax, OtherSched, Plan, Regulator, RrSched
-from . import units
+from .. import units
 
 PRESETS = ("default", "deadline", "rr", "rr+cgroups", "deadline+cgroups", "partitioned")
 

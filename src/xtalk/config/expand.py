@@ -9,9 +9,11 @@ from __future__ import annotations
 import math
 import random
 from dataclasses import dataclass
+from typing import Callable
 
 from pydantic import ValidationError
 
+from ..aocs import data_paths
 from ..errors import UsageError
 from ..plan import (AocsBody, AocsLoad, BranchLoad, ChaseBody, ChaseLoad, CommandBody, CopyLoad, Counter, CrashloopLoad,
                     DeadlineSched, DiskfillLoad, Enemy, ExternalLoad, FalseshareLoad, FdexhaustLoad, FifoSched, FileioLoad,
@@ -20,9 +22,19 @@ from ..plan import (AocsBody, AocsLoad, BranchLoad, ChaseBody, ChaseLoad, Comman
                     SpawnBody, SumBody, SyscallBody, SyscallLoad, SyscallstormLoad, Task, TasksetBody, TimerLoad, TlbLoad, Trace, Victim,
                     WriteLoad)
 from ..targets.agent import TargetFacts
-from . import limits, units
+from .. import limits, units
 from .configuration import Unavailable, resolve as resolve_configuration
 from .experiment import EnemySpec, Experiment, SchedSpec, ScenarioSpec
+
+
+#: Makes the AOCS files where the runs happen: (directory, seed, field, copy tag or None) ->
+#: (input, expected) paths there. A target's `aocs_data`; without one, expansion only names
+#: the files (`aocs.data_paths`) and whoever runs the plans makes them.
+AocsData = Callable[[str, int, str, str | None], tuple[str, str]]
+
+
+def _named_only(directory: str, seed: int, field: str, copy: str | None = None) -> tuple[str, str]:
+    return data_paths(directory, copy)
 
 
 @dataclass(frozen=True)
@@ -98,7 +110,7 @@ def _taskset(v, field: str) -> tuple[TasksetBody, int, int, int]:
     return TasksetBody(tasks=tasks, policy=v.task_policy), hyper, v.hyperperiods * per, v.warmup_hyperperiods * per
 
 
-def _victim(exp: Experiment, facts: TargetFacts) -> Victim:
+def _victim(exp: Experiment, facts: TargetFacts, aocs_data: AocsData) -> Victim:
     v = exp.victim
     jobs, warmup = v.jobs, v.warmup_jobs
     if v.body == "taskset":
@@ -108,10 +120,7 @@ def _victim(exp: Experiment, facts: TargetFacts) -> Victim:
     if v.body == "taskset":
         pass  # built above, with its period
     elif v.body == "aocs":
-        from ..aocs import ensure_data
-        from ..targets.agent import find_agent
-
-        inp, expected = ensure_data(v.data, v.data_seed, find_agent())
+        inp, expected = aocs_data(v.data, v.data_seed, "victim.data", None)
         body = AocsBody(input=str(inp), expected=str(expected), first_step=v.first_step)
     elif v.body == "latency":
         body = LatencyBody()
@@ -146,7 +155,7 @@ def _victim(exp: Experiment, facts: TargetFacts) -> Victim:
 _DEFAULT_BYTES = {"l1d": "l1d", "l2": "l2", "llc": "llc", "fileio": "16MiB", "pagefault": "1MiB", "tlb": "32MiB"}
 
 
-def _load(e: EnemySpec, field: str, facts: TargetFacts):
+def _load(e: EnemySpec, field: str, facts: TargetFacts, aocs_data: AocsData):
     """The agent-side load of an enemy spec: units resolved, defaults filled in."""
     def size(v=None):
         return units.size_bytes(v if v is not None else (e.bytes if e.bytes is not None else _DEFAULT_BYTES[e.kind]),
@@ -179,10 +188,7 @@ def _load(e: EnemySpec, field: str, facts: TargetFacts):
     if k == "external":
         return ExternalLoad(argv=e.argv, rate_regex=e.rate_regex, unit=e.unit)
     if e.kind == "aocs":
-        from ..aocs import ensure_data
-        from ..targets.agent import find_agent
-
-        inp, expected = ensure_data(e.data, e.data_seed, find_agent(), f"{field}.data")
+        inp, expected = aocs_data(e.data, e.data_seed, f"{field}.data", None)
         return AocsLoad(input=str(inp), expected=str(expected), first_step=e.first_step, steps=e.steps,
                         period_ns=units.duration_ns(e.period, f"{field}.period"), duplicate_executable=e.executable == "duplicated")
     if e.kind == "memhog":
@@ -201,13 +207,14 @@ def _load(e: EnemySpec, field: str, facts: TargetFacts):
     return {"pi": PiLoad, "pingpong": PingpongLoad, "falseshare": FalseshareLoad, "syscall": SyscallLoad}[k]()
 
 
-def _enemies(sc: ScenarioSpec, si: int, victim: Victim, facts: TargetFacts, period_ns: int) -> list[Enemy]:
+def _enemies(sc: ScenarioSpec, si: int, victim: Victim, facts: TargetFacts, period_ns: int,
+             aocs_data: AocsData) -> list[Enemy]:
     out: list[Enemy] = []
     for k, e in enumerate(sc.enemies):
         field = f"scenario[{si}].enemies[{k}]"
         cpus = units.cpu_set(e.cpus, f"{field}.cpus", facts.online_cpus, victim.placement.cpus)
         try:
-            load = _load(e, field, facts)
+            load = _load(e, field, facts, aocs_data)
         except ValidationError as err:
             first = err.errors()[0]
             # Name the experiment's key (interval, not the plan's interval_ns) and its unit.
@@ -223,9 +230,8 @@ def _enemies(sc: ScenarioSpec, si: int, victim: Victim, facts: TargetFacts, peri
                 iname = f"{name}#{i}" if e.instances > 1 else name
                 iload = load
                 if e.kind == "aocs" and e.files == "duplicated":
-                    from ..aocs import duplicate
-
-                    iload = load.model_copy(update=duplicate(load.input, load.expected, f"{sc.name}-{iname}"))
+                    inp, expected = aocs_data(e.data, e.data_seed, f"{field}.data", f"{sc.name}-{iname}")
+                    iload = load.model_copy(update={"input": inp, "expected": expected})
                 out.append(Enemy(name=iname, load=iload, placement=Placement(cpus=g), sched=sched, lock_memory=e.lock_memory,
                                  huge_pages=e.huge_pages, intensity=e.intensity, rate=e.rate))
                 if len(out) > limits.MAX_ENEMIES:  # per_cpu and instances multiply the enemies
@@ -255,23 +261,26 @@ def plan_error_line(e: ValidationError) -> str:
 
 
 def expand(exp: Experiment, facts: TargetFacts, labels: dict[str, str] | None = None,
-           skip_unavailable: bool = False, skipped: list | None = None) -> list[RunSpec]:
+           skip_unavailable: bool = False, skipped: list | None = None,
+           aocs_data: AocsData | None = None) -> list[RunSpec]:
     """Resolve units and placements against the target and build every run's plan, for
     every configuration × scenario × repetition. A configuration this kernel cannot provide
-    is an input error, or (skip_unavailable) left out and noted in `skipped`."""
+    is an input error, or (skip_unavailable) left out and noted in `skipped`. AOCS data
+    files are made by `aocs_data` (the target's, so they exist where the runs happen), or
+    only named when it is None."""
     try:
-        return _expand(exp, facts, labels, skip_unavailable, skipped)
+        return _expand(exp, facts, labels, skip_unavailable, skipped, aocs_data or _named_only)
     except ValidationError as e:
         raise UsageError(plan_error_line(e)) from None
 
 
 def _expand(exp: Experiment, facts: TargetFacts, labels: dict[str, str] | None,
-            skip_unavailable: bool, skipped: list | None) -> list[RunSpec]:
+            skip_unavailable: bool, skipped: list | None, aocs_data: AocsData) -> list[RunSpec]:
     try:
-        victim = _victim(exp, facts)
+        victim = _victim(exp, facts, aocs_data)
         settle_ms = units.duration_ns(exp.settle, "settle") / 1e6
         scenarios = exp.scenarios()
-        enemies = {sc.name: _enemies(sc, i, victim, facts, victim.period_ns)
+        enemies = {sc.name: _enemies(sc, i, victim, facts, victim.period_ns, aocs_data)
                    for i, sc in enumerate(s for s in exp.scenario) } if exp.scenario else {}
         enemies.setdefault("solo", [])
         run_s = settle_ms / 1e3 + victim_seconds(victim)

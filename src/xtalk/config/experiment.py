@@ -15,7 +15,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationEr
 
 from ..errors import UsageError
 from ..plan import TRACE_EVENT_PATTERN
-from . import limits
+from .. import limits
 from .configuration import ConfigurationSpec
 from .tomlfile import read_toml
 
@@ -128,7 +128,7 @@ class VictimSpec(SchedSpec):
                 raise ValueError(f"'utilization' calibrates the work of bodies chase, pi and syscall, not '{self.body}'; remove it")
             if getattr(self, work) is not None:
                 raise ValueError(f"give either '{work}' or 'utilization', not both")
-            from .units import fraction
+            from ..units import fraction
             fraction(self.utilization, "victim.utilization", high=0.9)
         elif self.body == "pi" and self.iterations is None:
             raise ValueError("body 'pi' needs 'iterations' or 'utilization' (e.g. \"30%\")")
@@ -288,7 +288,7 @@ class Experiment(_Strict):
     @model_validator(mode="after")
     def _bounds(self):
         # The plan's limits, in the file's terms, so that the file schema and the plan agree.
-        from .units import duration_ns, fraction
+        from ..units import duration_ns, fraction
 
         fraction(self.min_effect, "min_effect", high=10.0)
 

@@ -12,7 +12,7 @@ import tomllib
 from pathlib import Path
 
 from ..errors import UsageError
-from .limits import MAX_FILE_BYTES
+from ..limits import MAX_FILE_BYTES
 
 
 def read_text(p: Path) -> str:

@@ -22,7 +22,7 @@ import numpy as np
 import pandas as pd
 
 from ..analysis import guards
-from ..config import units
+from .. import units
 from ..store import read_run_json
 from ..analysis import verdict as vd
 from ..analysis.slowdown import slowdown

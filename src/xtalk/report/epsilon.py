@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import Mapping
 
 from ..analysis.verdict import EpsilonSpec
-from ..config.units import duration_ns
+from ..units import duration_ns
 from ..errors import UsageError
 
 FORMAT = 'METRIC:STATISTIC:BOUND, e.g. "exec:max:1.2x" or "response:p99:12ms"'

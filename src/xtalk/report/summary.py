@@ -11,7 +11,7 @@ import pandas as pd
 from rich.console import Console
 from rich.table import Table
 
-from ..config.units import rate_text
+from ..units import rate_text
 from ..analysis import guards
 from ..analysis.slowdown import summarize
 from ..store import Results, read_run_json

@@ -71,7 +71,7 @@ TIMING_PARAMETERS = {"isolcpus", "nohz_full", "nohz", "rcu_nocbs", "rcu_nocb_pol
 def record(path: Path) -> Path:
     """Write this machine's facts (the agent's sysinfo document, with `fixture` saying when and
     how it was recorded) as a machine fixture; return the path."""
-    from .. import __version__
+    from ..version import __version__
     from ..errors import UsageError
     from ..targets.agent import MACHINE_ENV, local_facts, machine_fixture
 

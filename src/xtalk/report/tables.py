@@ -29,7 +29,7 @@ from ..analysis import stats as st
 from ..analysis import verdict as vd
 from ..analysis import wakeup as wk
 from ..analysis.verdict import EpsilonSpec
-from ..config import units
+from .. import units
 from . import epsilon as eps
 from ..store.frames import SOLO, ReportData, load
 from .platform import counter_unit, exclude_migrated, migrated

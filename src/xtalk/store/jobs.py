@@ -6,13 +6,12 @@ victim or agent killed mid-run reads back exactly the jobs finished before the k
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
-import pyarrow as pa
-import pyarrow.parquet as pq
+
+from .files import JobLogError, write_parquet_atomic  # noqa: F401 (public here too)
 
 MAGIC = b"XTJOBS01"
 HEADER = np.dtype([("magic", "S8"), ("version", "<u4"), ("record_size", "<u4"), ("capacity", "<u8"), ("count", "<u8"),
@@ -22,10 +21,6 @@ RECORD = np.dtype([("job", "<u8"), ("release_ns", "<i8"), ("wakeup_ns", "<i8"), 
                    ("flags", "<u4"), ("reserved", "<u4")])
 FLAG_WARMUP, FLAG_MISSED, FLAG_MIGRATED, FLAG_FAILED = 1, 2, 4, 8
 assert HEADER.itemsize == 64 and RECORD.itemsize == 80
-
-
-class JobLogError(Exception):
-    pass
 
 
 def read_job_log(path: Path) -> pd.DataFrame:
@@ -92,15 +87,6 @@ def read_counter_log(path: Path, events: list[str]) -> pd.DataFrame:
         df[counter_column(e)] = pd.array(np.where(running > 0, rec[:, 3 + i], 0).astype(np.int64), dtype="Int64")
         df.loc[running == 0, counter_column(e)] = pd.NA
     return df
-
-
-def write_parquet_atomic(df: pd.DataFrame, path: Path) -> None:
-    """Write Parquet so that readers see the whole file or none of it."""
-    tmp = path.with_suffix(".parquet.tmp")
-    pq.write_table(pa.Table.from_pandas(df, preserve_index=False), tmp)
-    with open(tmp, "rb") as f:
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
 
 
 def convert_run(run_dir: Path) -> pd.DataFrame | None:

@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .jobs import JobLogError
+from .files import JobLogError
 
 MAGIC = b"XTPROBE1"
 RECORD = np.dtype([("seq", "<u8"), ("ticks", "<u8"), ("id", "<u4"), ("kind", "<u4"), ("cpu", "<u4"), ("tid", "<u4")])
@@ -63,7 +63,7 @@ def probe_samples(events: pd.DataFrame) -> pd.DataFrame:
 
 def convert_probes(run_dir: Path) -> pd.DataFrame | None:
     """probes.bin -> probes.parquet (samples) for a run that has probes."""
-    from .jobs import write_parquet_atomic
+    from .files import write_parquet_atomic
 
     if not (Path(run_dir) / "probes.bin").exists():
         return None

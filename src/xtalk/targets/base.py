@@ -3,7 +3,8 @@
 A target runs one plan at a time (the executor guarantees it) and answers four questions:
 what it is (`facts`), whether a plan is valid there (`check`), the run itself (`run`, which
 creates the run directory on this host and fills it like `targets.local.run_plan`), and the
-kernel log since a run started (`kernel_log_since`, for post-mortems).
+kernel log since a run started (`kernel_log_since`, for post-mortems). It also makes the AOCS
+data files on its own side (`aocs_data`), so plans name files where they run.
 """
 
 from __future__ import annotations
@@ -16,7 +17,8 @@ from pathlib import Path
 from ..errors import AgentError
 from ..plan import Plan
 from .agent import TargetFacts, check_plan, check_plans, find_agent, local_facts
-from .local import run_plan
+from .aocs_data import duplicate, ensure_data
+from .local import agents_writing, run_plan
 from .lock import TargetBusy, local_lock_path, target_lock  # noqa: F401 (the lock's public names)
 
 
@@ -46,6 +48,11 @@ class Target:
 
     def kernel_log_since(self, monotonic_s: float) -> list[str]:
         return []
+
+    def aocs_data(self, directory: str, seed: int, field: str, copy: str | None = None) -> tuple[str, str]:
+        """The (input, expected) AOCS files in `directory` on this target (or their copy
+        tagged `copy`), made there by the target's agent when absent; their paths there."""
+        raise NotImplementedError
 
     def clock(self) -> float:
         """The target's CLOCK_MONOTONIC in seconds (the kernel log's time base)."""
@@ -79,11 +86,16 @@ class LocalTarget(Target):
         finally:
             self._current = None
 
+    def aocs_data(self, directory: str, seed: int, field: str, copy: str | None = None) -> tuple[str, str]:
+        inp, expected = ensure_data(Path(directory), seed, self.agent, field)
+        if copy:
+            d = duplicate(str(inp), str(expected), copy)
+            return d["input"], d["expected"]
+        return str(inp), str(expected)
+
     def interrupt(self) -> None:
         """Stop the run in progress (from another thread): SIGTERM to its agent, which tears
         the run down and records it as interrupted; `run` then returns."""
-        from ..campaign.execute import agents_writing
-
         current = self._current
         if current is not None:
             for pid in agents_writing(current):
@@ -128,17 +140,3 @@ def read_kmsg_since(monotonic_s: float, limit: int = 2000) -> list[str]:
     finally:
         os.close(fd)
     return out[-limit:]
-
-
-def from_spec(spec: str) -> Target:
-    """A target from its command-line form: `local`, or
-    `ssh://[user@]host[:port][?identity=KEY&known_hosts=FILE&agent=REMOTE_PATH&name=NAME]`."""
-    from ..errors import UsageError
-
-    if spec in ("", "local"):
-        return LocalTarget()
-    if spec.startswith("ssh://"):
-        from .ssh import SshTarget
-
-        return SshTarget.from_url(spec)
-    raise UsageError(f"--target {spec!r}: unknown target; write `local` or `ssh://user@host:port`")

@@ -100,3 +100,20 @@ def _run_locked(plan: Plan, run_dir: Path, agent: Path, say: Callable[[str], Non
         meta = _write_meta(run_dir, {**meta, "restored": restored})
     convert_run(run_dir)
     return meta
+
+
+def agents_writing(staging: Path) -> list[int]:
+    """Pids of agents (on this host) still writing into `staging`: whoever must stop or wait
+    for a run (an interrupt, a campaign resuming after a crash) finds its agent here."""
+    needle = str(Path(staging).resolve()).encode()
+    pids = []
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit():
+            continue
+        try:
+            cmd = (d / "cmdline").read_bytes()
+        except OSError:
+            continue
+        if needle in cmd and b"xtalk-agent" in cmd.split(b"\0", 1)[0]:
+            pids.append(int(d.name))
+    return pids

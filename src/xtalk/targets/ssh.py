@@ -35,6 +35,9 @@ import urllib.parse
 from functools import cached_property
 from pathlib import Path
 
+import numpy as np
+
+from .. import aocs
 from ..errors import AgentError, UsageError
 from ..plan import Plan
 from ..store import read_run_json
@@ -212,6 +215,34 @@ class SshTarget(Target):
             raise UsageError(f"{self.name}: {err.removeprefix('xtalk-agent: ')}")
         if out.returncode != 0:
             raise AgentError(f"{self.name}: agent check failed: {err}")
+
+    def aocs_data(self, directory: str, seed: int, field: str, copy: str | None = None) -> tuple[str, str]:
+        """Make the AOCS files on the board with its agent (a relative `directory` is under the
+        remote user's home), check their seed there, and copy them for `copy`."""
+        if not directory or any(not c.isprintable() for c in directory):
+            raise UsageError(f"{field}: {directory!r}: name a directory for the AOCS files")
+        d = remote_word(directory)
+        inp, exp = (remote_word(p) for p in aocs.data_paths(".", None))
+        make = (f"mkdir -p {d} && cd {d} && {{ test -e {inp} -a -e {exp} || "
+                f"{shlex.quote(self.agent)} aocs-generate --out . --seed {int(seed)} >&2; }} && pwd && head -c 64 {inp}")
+        out = self._call(make, timeout=300)
+        if out.returncode != 0:
+            raise AgentError(f"{self.name}: {field}: aocs-generate: {out.stderr.decode(errors='replace').strip()}")
+        where, _, head = out.stdout.partition(b"\n")
+        found = int(np.frombuffer(head.ljust(aocs.HEADER.itemsize, b"\0"), aocs.HEADER, count=1)[0]["seed"])
+        if head[:6] != b"XTAOCS" or found != seed:
+            raise UsageError(f"{field}: {where.decode()} on {self.name} holds AOCS files of seed {found}, not data_seed = {seed}; "
+                             "use another directory or remove its files")
+        base = where.decode()
+        if not copy:
+            return aocs.data_paths(base)
+        src, dst = aocs.data_paths(base), aocs.data_paths(base, copy)
+        cp = f"mkdir -p {remote_word(aocs.copy_dir(base, copy))} && " + " && ".join(
+            f"{{ test -e {remote_word(b)} || cp {remote_word(a)} {remote_word(b)}; }}" for a, b in zip(src, dst))
+        out = self._call(cp)
+        if out.returncode != 0:
+            raise AgentError(f"{self.name}: {field}: cannot copy the AOCS files: {out.stderr.decode(errors='replace').strip()}")
+        return dst
 
     def run(self, plan: Plan, run_dir: Path) -> dict:
         """Run on the target; fill `run_dir` here like a local run (plan, run.json, jobs, log)."""

@@ -1,4 +1,4 @@
-"""The distributed engine: `xtalk campaign run --cluster tls://HOST:PORT --tls-ca ... --tls-cert ... --tls-key ...`.
+"""The distributed campaign executor: `xtalk campaign run --cluster tls://HOST:PORT --tls-ca ... --tls-cert ... --tls-key ...`.
 
 Each Dask worker owns one target and advertises the resource `xtalk_target=1`; every run is
 a task that needs that resource, so a worker (a target) never holds two runs at once. The
@@ -88,7 +88,7 @@ def worker_target():
     """This worker process's target (created once)."""
     spec = os.environ.get("XTALK_TARGET", "local")
     if spec not in _TARGETS:
-        from .base import from_spec
+        from ..targets.spec import from_spec
 
         t = from_spec(spec)
         if spec == "local":
@@ -101,9 +101,9 @@ def run_task(store_url: str, run_id: str, labels: dict, plan_json: str, session:
     """Runs on a worker: one attempt into the shared store's staging area."""
     import fsspec
 
-    from ..campaign.execute import attempt
-    from ..campaign.grid import CampaignRun
-    from .base import TargetUnreachable
+    from ..targets.base import TargetUnreachable
+    from .execute import attempt
+    from .grid import CampaignRun
 
     try:
         from distributed import get_worker
@@ -148,10 +148,10 @@ class DaskExecutor:
             raise UsageError("--cluster needs Dask: pip install 'xtalk[cluster]'") from None
         from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-        from ..campaign.estimate import eta_seconds, human
-        from ..campaign.execute import move_aside, publish, recover
-        from ..campaign.journal import FINAL, Journal, states
-        from ..campaign.layout import JOURNAL, CampaignLock, load
+        from .estimate import eta_seconds, human
+        from .execute import move_aside, publish, recover
+        from .journal import FINAL, Journal, states
+        from .layout import JOURNAL, CampaignLock, load
 
         doc, runs = load(self.store)
         session = uuid.uuid4().hex[:8]

@@ -1,0 +1,38 @@
+"""How every command of the command line fails: one line and a documented exit code (2 bad
+input, 3 agent problem, 130 interrupted). Shared by `xtalk.cli` and the sub-apps it mounts
+(`campaign/cli.py`), which sit below it and so cannot import it."""
+
+from __future__ import annotations
+
+import functools
+import sys
+
+import typer
+from pydantic import ValidationError
+
+from .errors import AgentError, UsageError
+
+
+def command_wrapper(fn):
+    """`fn` with the failure handling of `command` (sub-apps register it themselves)."""
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except UsageError as e:
+            print(f"xtalk: {e}", file=sys.stderr)
+            raise typer.Exit(UsageError.exit_code) from None
+        except AgentError as e:
+            print(f"xtalk: {e}", file=sys.stderr)
+            raise typer.Exit(AgentError.exit_code) from None
+        except ValidationError as e:  # a model check no caller turned into its own line
+            from .config.experiment import error_line
+
+            print(f"xtalk: {error_line(e)}", file=sys.stderr)
+            raise typer.Exit(UsageError.exit_code) from None
+        except KeyboardInterrupt:
+            print("xtalk: interrupted; every process stopped, partial results kept", file=sys.stderr)
+            raise typer.Exit(130) from None
+
+    return wrapper

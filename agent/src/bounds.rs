@@ -21,7 +21,7 @@ pub const MAX_TIMEOUT_S: f64 = 30.0 * 86_400.0;
 pub const MAX_PIDS: u64 = 4_194_304;
 /// A run id becomes a directory name (NAME_MAX 255, with room for suffixes).
 pub const MAX_RUN_ID: usize = 200;
-/// Where the records are staged during the run (record/staging.rs): tmpfs.
+/// Where the records are staged during the run (launch/staging.rs): tmpfs.
 const STAGING: &str = "/dev/shm";
 /// Bytes of a job record, and of the header of every record file.
 const JOB_RECORD: u64 = 80;
@@ -79,7 +79,7 @@ pub fn check(plan: &Plan) -> Result<(), PlanError> {
     if v.deadline_ns.is_some_and(|d| d > MAX_PERIOD_NS) {
         return err("victim.deadline_ns", format!("is above one hour ({MAX_PERIOD_NS} ns); lower it"));
     }
-    let run_s = plan.settle_ms / 1e3 + crate::check::run_periods(v) * v.period_ns as f64 / 1e9;
+    let run_s = plan.settle_ms / 1e3 + v.run_periods() * v.period_ns as f64 / 1e9;
     if run_s > MAX_RUN_S {
         return err("victim.jobs", format!("jobs x period make a run of {:.0} s, above the limit of {MAX_RUN_S:.0} s (7 days); lower jobs or the period", run_s));
     }

@@ -44,7 +44,7 @@ pub fn check(plan: &Plan) -> Result<(), PlanError> {
         return err("enemies", format!("victim and enemies need {} MiB but only {} MiB are available; use smaller buffers",
             footprint >> 20, avail >> 20));
     }
-    let needed_s = plan.settle_ms / 1e3 + run_periods(&plan.victim) * plan.victim.period_ns as f64 / 1e9;
+    let needed_s = plan.settle_ms / 1e3 + plan.victim.run_periods() * plan.victim.period_ns as f64 / 1e9;
     if !(plan.timeout_s > needed_s) {
         return err("timeout_s", format!("{} s is shorter than the run itself ({needed_s:.3} s); raise it", plan.timeout_s));
     }
@@ -55,18 +55,6 @@ fn victim_footprint(b: &Body) -> u64 {
     match b {
         Body::Chase { bytes, .. } | Body::Sum { bytes } | Body::Spawn { bytes } => *bytes,
         Body::Pi { .. } | Body::Command { .. } | Body::Syscall { .. } | Body::Aocs { .. } | Body::Latency {} | Body::Taskset { .. } => 0,
-    }
-}
-
-/// Periods the victim runs: one per job, or for a task set one per hyperperiod (plus the
-/// hyperperiod a late task may use before it gives up).
-pub fn run_periods(v: &Victim) -> f64 {
-    match &v.body {
-        Body::Taskset { tasks, .. } if !tasks.is_empty() => {
-            let per: u64 = tasks.iter().map(|t| v.period_ns / t.period_ns.max(1)).sum();
-            (v.total_jobs() / per.max(1)) as f64 + 1.0
-        }
-        _ => v.total_jobs() as f64,
     }
 }
 

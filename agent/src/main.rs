@@ -1,14 +1,16 @@
-//! xtalk-agent: executes one run plan on the target. Thin command line; see launch/.
+//! xtalk-agent: executes one run plan on the target. Thin command line; see run/.
 mod bounds;
 mod check;
 mod enemies;
 mod kernels;
 mod launch;
 mod observe;
+mod outcome;
 mod plan;
 mod preflight;
 mod record;
 mod regulate;
+mod run;
 mod victims;
 
 use clap::{Parser, Subcommand};
@@ -97,13 +99,13 @@ fn read_plan_text(path: &PathBuf) -> String {
     } else {
         std::fs::read_to_string(path)
     }
-    .unwrap_or_else(|e| die(launch::EXIT_BAD_INPUT, format!("plan: cannot read {}: {e}", path.display())))
+    .unwrap_or_else(|e| die(run::EXIT_BAD_INPUT, format!("plan: cannot read {}: {e}", path.display())))
 }
 
 fn checked(text: &str) -> plan::Plan {
-    let p = plan::parse(text).unwrap_or_else(|e| die(launch::EXIT_BAD_INPUT, format!("plan: {e}")));
+    let p = plan::parse(text).unwrap_or_else(|e| die(run::EXIT_BAD_INPUT, format!("plan: {e}")));
     if let Err(e) = check::check(&p) {
-        die(launch::EXIT_BAD_INPUT, format!("plan: {e}"));
+        die(run::EXIT_BAD_INPUT, format!("plan: {e}"));
     }
     p
 }
@@ -111,7 +113,7 @@ fn checked(text: &str) -> plan::Plan {
 /// Commands that change or measure this machine cannot use a recorded one: exit 2.
 fn refuse_fixture(command: &str) {
     if let Some(f) = &observe::facts::current().fixture {
-        die(launch::EXIT_BAD_INPUT, format!("{command}: {}={} is a machine fixture, for planning and checking only; unset it to {command} on this machine",
+        die(run::EXIT_BAD_INPUT, format!("{command}: {}={} is a machine fixture, for planning and checking only; unset it to {command} on this machine",
             observe::facts::ENV_VAR, f.path.display()));
     }
 }
@@ -126,7 +128,7 @@ fn check_all(path: &PathBuf) {
     let text = read_plan_text(path);
     if text.trim_start().starts_with('[') {
         let plans: Vec<serde_json::Value> =
-            serde_json::from_str(&text).unwrap_or_else(|e| die(launch::EXIT_BAD_INPUT, format!("plan: not a JSON array of plans: {e}")));
+            serde_json::from_str(&text).unwrap_or_else(|e| die(run::EXIT_BAD_INPUT, format!("plan: not a JSON array of plans: {e}")));
         for p in plans {
             checked(&p.to_string());
         }
@@ -140,7 +142,7 @@ fn main() {
     // A bad fixture is refused before any command; the live facts are read when first asked.
     if std::env::var_os(observe::facts::ENV_VAR).is_some() {
         if let Err(e) = observe::facts::init() {
-            die(launch::EXIT_BAD_INPUT, e);
+            die(run::EXIT_BAD_INPUT, e);
         }
     }
     match cli.cmd {
@@ -148,19 +150,19 @@ fn main() {
             refuse_fixture("run");
             let p = load_plan(&plan);
             if out.join("run.json").exists() {
-                die(launch::EXIT_BAD_INPUT, format!("--out: {} already holds a run; choose an empty directory", out.display()));
+                die(run::EXIT_BAD_INPUT, format!("--out: {} already holds a run; choose an empty directory", out.display()));
             }
             if let Err(e) = std::fs::create_dir_all(&out) {
-                die(launch::EXIT_BAD_INPUT, format!("--out: cannot create {}: {e}", out.display()));
+                die(run::EXIT_BAD_INPUT, format!("--out: cannot create {}: {e}", out.display()));
             }
             // Absolute: the journal names files in it, and recovery may run from anywhere.
             let out = out.canonicalize().unwrap_or(out);
             if let Err(e) = bounds::check_output(&p, &out) {
-                die(launch::EXIT_BAD_INPUT, e.to_string());
+                die(run::EXIT_BAD_INPUT, e.to_string());
             }
-            match launch::execute(&p, &out, exit_with_parent) {
+            match run::execute(&p, &out, exit_with_parent) {
                 Ok(code) => exit(code),
-                Err(e) => die(launch::EXIT_INTERNAL, e),
+                Err(e) => die(run::EXIT_INTERNAL, e),
             }
         }
         Cmd::Check { plan } => {
@@ -168,7 +170,7 @@ fn main() {
             println!("ok");
         }
         Cmd::Dump { jobs } => {
-            let (_, _, recs) = record::jobs::read_file(&jobs).unwrap_or_else(|e| die(launch::EXIT_BAD_INPUT, format!("{}: {e}", jobs.display())));
+            let (_, _, recs) = record::jobs::read_file(&jobs).unwrap_or_else(|e| die(run::EXIT_BAD_INPUT, format!("{}: {e}", jobs.display())));
             use std::io::Write;
             let mut w = std::io::BufWriter::new(std::io::stdout().lock());
             let out = || -> std::io::Result<()> {
@@ -186,10 +188,10 @@ fn main() {
             let online = observe::machine::online_cpus();
             let cpu = cpu.unwrap_or(*online.last().unwrap_or(&0));
             if !online.contains(&cpu) {
-                die(launch::EXIT_BAD_INPUT, format!("--cpu: CPU {cpu} does not exist or is offline; online: {}", observe::machine::cpu_list(&online)));
+                die(run::EXIT_BAD_INPUT, format!("--cpu: CPU {cpu} does not exist or is offline; online: {}", observe::machine::cpu_list(&online)));
             }
             if pairs < 100 {
-                die(launch::EXIT_BAD_INPUT, "--pairs: at least 100".into());
+                die(run::EXIT_BAD_INPUT, "--pairs: at least 100".into());
             }
             println!("{}", serde_json::to_string(&observe::calibrate::run(pairs, cpu, drift_ms as i64 * 1_000_000, &online)).unwrap());
         }
@@ -197,17 +199,17 @@ fn main() {
             exit(enemies::aocs_instance(&input, &expected, first_step, steps, period_ns))
         }
         Cmd::Recover => {
-            for line in launch::recover() {
+            for line in run::recover() {
                 println!("{line}");
             }
         }
         Cmd::AocsGenerate { out, steps, seed } => {
             if steps == 0 || steps > 10_000_000 {
-                die(launch::EXIT_BAD_INPUT, "--steps: between 1 and 10000000".into());
+                die(run::EXIT_BAD_INPUT, "--steps: between 1 and 10000000".into());
             }
             match victims::aocs::generate::generate(&out, steps, seed) {
                 Ok(summary) => println!("{}", serde_json::to_string_pretty(&summary).unwrap()),
-                Err(e) => die(launch::EXIT_BAD_INPUT, format!("--out: {e}")),
+                Err(e) => die(run::EXIT_BAD_INPUT, format!("--out: {e}")),
             }
         }
         Cmd::Sysinfo => println!("{}", serde_json::to_string_pretty(&observe::facts::sysinfo(observe::facts::current())).unwrap()),

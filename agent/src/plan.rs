@@ -191,8 +191,15 @@ pub struct Trace {
     pub buffer_kb: u32,
 }
 
+/// The default trace event set: what the per-job culprit analysis uses.
+pub const DEFAULT_TRACE_EVENTS: &[&str] = &[
+    "sched:sched_switch", "sched:sched_wakeup", "sched:sched_migrate_task", "irq:irq_handler_entry",
+    "irq:irq_handler_exit", "irq:softirq_entry", "irq:softirq_exit", "timer:hrtimer_expire_entry",
+    "timer:hrtimer_expire_exit",
+];
+
 fn default_trace_events() -> Vec<String> {
-    crate::observe::trace::DEFAULT_EVENTS.iter().map(|s| s.to_string()).collect()
+    DEFAULT_TRACE_EVENTS.iter().map(|s| s.to_string()).collect()
 }
 
 fn default_buffer_kb() -> u32 {
@@ -250,6 +257,17 @@ pub struct Counter {
 impl Victim {
     pub fn deadline(&self) -> u64 {
         self.deadline_ns.unwrap_or(self.period_ns)
+    }
+    /// Periods the victim runs: one per job, or for a task set one per hyperperiod (plus the
+    /// hyperperiod a late task may use before it gives up).
+    pub fn run_periods(&self) -> f64 {
+        match &self.body {
+            Body::Taskset { tasks, .. } if !tasks.is_empty() => {
+                let per: u64 = tasks.iter().map(|t| self.period_ns / t.period_ns.max(1)).sum();
+                (self.total_jobs() / per.max(1)) as f64 + 1.0
+            }
+            _ => self.total_jobs() as f64,
+        }
     }
     pub fn total_jobs(&self) -> u64 {
         self.warmup_jobs + self.jobs

@@ -414,7 +414,8 @@ impl Groups {
     /// the kernel keeps it (pids.peak), and the forks refused under it (pids.events "max",
     /// summed over the run's pids groups: kernels count a refusal in the forking process's
     /// group, newer ones also in the group whose limit was hit).
-    pub fn budget_report(&self) -> Option<serde_json::Value> {
+    pub fn budget_report(&self) -> Option<crate::outcome::ProcessBudget> {
+        use crate::outcome::{GroupForks, ProcessBudget};
         if !self.budget {
             return None;
         }
@@ -422,15 +423,15 @@ impl Groups {
         let dir = self.dirs.iter().find(|(n, c, _)| n == RUN_GROUP && *c == "pids")?.2.parent()?;
         let read = |p: PathBuf| fs::read_to_string(p).ok().map(|s| s.trim().to_string());
         let refused = |d: &Path| read(d.join("pids.events")).and_then(|t| t.lines().find_map(|l| l.strip_prefix("max ").and_then(|n| n.trim().parse::<u64>().ok())));
-        let groups: Vec<serde_json::Value> = self.dirs.iter().filter(|(_, c, _)| *c == "pids")
-            .map(|(n, _, d)| serde_json::json!({"group": n, "refused_forks": refused(d)}))
+        let groups = self.dirs.iter().filter(|(_, c, _)| *c == "pids")
+            .map(|(n, _, d)| GroupForks { group: n.clone(), refused_forks: refused(d) })
             .collect();
-        Some(serde_json::json!({
-            "pids_max": read(dir.join("pids.max")),
-            "peak": read(dir.join("pids.peak")),
-            "refused_forks": refused(dir),
-            "groups": groups,
-        }))
+        Some(ProcessBudget {
+            pids_max: read(dir.join("pids.max")),
+            peak: read(dir.join("pids.peak")),
+            refused_forks: refused(dir),
+            groups,
+        })
     }
 
     /// The directory through which `group` is frozen, with its kind.

@@ -32,7 +32,7 @@ pub enum Entry {
     /// A kernel file written: `old` is written back on undo (never through a symlink, and
     /// only on a kernel file system).
     Write { path: String, old: String, new: String },
-    /// A record file staged on tmpfs: moved to `dest` on undo (record/staging.rs).
+    /// A record file staged on tmpfs: moved to `dest` on undo (launch/staging.rs).
     Stage { tmp: String, dest: String },
     /// Journals of earlier agents: a directory, a cgroup or the staging directory.
     Mkdir { path: String },
@@ -268,7 +268,7 @@ fn undo_run_json(path: &str, pid: i32, out: &mut Vec<Outcome>) {
     }
     doc["status"] = serde_json::json!("failed");
     doc["reason"] = serde_json::json!(format!("the agent (pid {pid}) died before the run ended (killed by SIGKILL?); its changes were undone by recovery"));
-    match super::write_json_atomic(p, &doc) {
+    match super::jsonfile::write_atomic(p, &doc) {
         Ok(()) => out.push(Outcome::Done(format!("marked {path} failed (was running)"))),
         Err(e) => out.push(Outcome::Refused(format!("did not update {path}: {e}"))),
     }
@@ -300,7 +300,7 @@ fn undo_entries(entries: &[Entry], dead: Option<i32>) -> Vec<(usize, Outcome)> {
             Entry::Cgroup { path } => undo_cgroup(path, &mut out),
             Entry::Private { path } => undo_private(path, &mut out),
             Entry::Mkdir { path } => undo_legacy_dir(path, &mut out),
-            Entry::Stage { tmp, dest } => out.extend(crate::record::staging::materialize(Path::new(tmp), Path::new(dest))),
+            Entry::Stage { tmp, dest } => out.extend(super::staging::materialize(Path::new(tmp), Path::new(dest))),
             Entry::Write { path, .. } if cgroups.iter().any(|c| path.starts_with(c.as_str())) => {}
             Entry::Write { path, old, .. } => undo_write(path, old, &mut out),
             Entry::Runjson { path } => {

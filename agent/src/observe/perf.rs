@@ -177,7 +177,8 @@ pub fn probe(e: &EventSpec, exclude_kernel: bool) -> Result<(), String> {
     Ok(())
 }
 
-pub const MAX_EVENTS: usize = 16;
+// One reading and the events in a group: the shape counters.bin records (record/counters.rs).
+pub use crate::record::counters::{Reading, MAX_EVENTS};
 
 /// The generic and software events this machine can count for this process.
 pub fn available(exclude_kernel: bool) -> Vec<&'static str> {
@@ -210,14 +211,6 @@ pub struct Group {
     leader: i32,
     fds: Vec<i32>,
     buf: [u64; 3 + MAX_EVENTS],
-}
-
-/// One reading: time enabled and running (ns) and the raw counts.
-#[derive(Clone, Copy, Default)]
-pub struct Reading {
-    pub enabled: u64,
-    pub running: u64,
-    pub values: [u64; MAX_EVENTS],
 }
 
 impl Group {

@@ -13,13 +13,6 @@ use std::path::{Path, PathBuf};
 pub const DEFAULT_MOUNT: &str = "/sys/kernel/tracing";
 const PREFIX: &str = "xtalk-";
 
-/// The default event set: what the per-job culprit analysis uses.
-pub const DEFAULT_EVENTS: &[&str] = &[
-    "sched:sched_switch", "sched:sched_wakeup", "sched:sched_migrate_task", "irq:irq_handler_entry",
-    "irq:irq_handler_exit", "irq:softirq_entry", "irq:softirq_exit", "timer:hrtimer_expire_entry",
-    "timer:hrtimer_expire_exit",
-];
-
 /// Present while tracefs is mounted because xtalk mounted it: whoever ends the last traced
 /// run unmounts it, so concurrent runs never pull tracefs from under each other.
 const MOUNT_MARKER: &str = "/run/xtalk/tracefs-mounted";

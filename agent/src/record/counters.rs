@@ -6,12 +6,22 @@
 //! meaningful with running_ns > 0; the host never turns an unread value into a zero.
 
 use super::mapped::MappedFile;
-use crate::observe::perf::Reading;
 use std::io;
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 pub const MAGIC: [u8; 8] = *b"XTCNTR01";
+
+/// Events read in one group at most (observe/perf.rs opens them).
+pub const MAX_EVENTS: usize = 16;
+
+/// One reading: time enabled and running (ns) and the raw counts.
+#[derive(Clone, Copy, Default)]
+pub struct Reading {
+    pub enabled: u64,
+    pub running: u64,
+    pub values: [u64; MAX_EVENTS],
+}
 
 pub struct CounterLog {
     map: MappedFile,

@@ -4,4 +4,3 @@ pub mod counters;
 pub mod jobs;
 pub mod mapped;
 pub mod probes;
-pub mod staging;

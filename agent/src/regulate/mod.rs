@@ -56,24 +56,24 @@ pub fn regulator_main(r: &Regulator, shared: &Shared, targets: &[Target], parent
 }
 
 /// What the regulator did, for run.json.
-pub fn report(r: &Regulator, shared: &Shared) -> serde_json::Value {
+pub fn report(r: &Regulator, shared: &Shared) -> crate::outcome::RegulatorReport {
     let s = &shared.ctl().regulator;
     let throttles = s.throttles.load(Ordering::Acquire);
-    serde_json::json!({
-        "mode": if r.budget_bytes.is_some() { "budget" } else { "feedback" },
-        "accounting": match r.source {
+    crate::outcome::RegulatorReport {
+        mode: if r.budget_bytes.is_some() { "budget" } else { "feedback" }.into(),
+        accounting: match r.source {
             crate::plan::Source::Cooperative => "cooperative".to_string(),
             crate::plan::Source::Hardware => format!("hardware: {} × {} bytes", r.event, r.bytes_per_event),
         },
-        "period_us": r.period_us,
-        "budget_bytes": r.budget_bytes,
-        "wakeups": s.wakeups.load(Ordering::Acquire),
-        "periods": s.periods.load(Ordering::Acquire),
-        "throttles": throttles,
-        "overshoot_bytes_mean": s.overshoot_bytes.load(Ordering::Acquire) as f64 / throttles.max(1) as f64,
-        "overshoot_bytes_max": s.overshoot_max.load(Ordering::Acquire),
-        "cpu_ns": s.cpu_ns.load(Ordering::Acquire),
-    })
+        period_us: r.period_us,
+        budget_bytes: r.budget_bytes,
+        wakeups: s.wakeups.load(Ordering::Acquire),
+        periods: s.periods.load(Ordering::Acquire),
+        throttles,
+        overshoot_bytes_mean: s.overshoot_bytes.load(Ordering::Acquire) as f64 / throttles.max(1) as f64,
+        overshoot_bytes_max: s.overshoot_max.load(Ordering::Acquire),
+        cpu_ns: s.cpu_ns.load(Ordering::Acquire),
+    }
 }
 
 /// Smallest sleep between checks: below this the regulator's own cost dominates.

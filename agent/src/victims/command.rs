@@ -3,7 +3,6 @@
 //! life; the agent completes the record from wait4's rusage when the program ends. The
 //! program's probes (include/xtalk/probe.h) write into probes.bin through XTALK_PROBE_FD.
 
-use crate::launch::shm::Shared;
 use crate::observe::clock::{current_cpu, mono_ns, sleep_until};
 use crate::plan::{Body, Victim};
 use crate::record::jobs::{JobLog, JobRecord, FLAG_MISSED};
@@ -11,7 +10,8 @@ use std::ffi::CString;
 
 /// In the victim process, after set-up and the barrier: wait for the release, note the
 /// start in record 0 (unpublished) and exec. Never returns.
-pub fn exec(v: &Victim, shared: &Shared, log: &JobLog, probe_fd: i32, settle_ns: i64) -> ! {
+pub fn exec(cx: &super::Ctx) -> ! {
+    let (v, shared, log, probe_fd, settle_ns) = (cx.victim, cx.shared, cx.log, cx.probe_fd, cx.settle_ns);
     let Body::Command { argv, env, preload, .. } = &v.body else { unreachable!() };
     let t0 = mono_ns() + settle_ns;
     log.set_t0(t0);

@@ -83,8 +83,27 @@ pub fn build(v: &Victim, log: &JobLog) -> Result<Box<dyn JobBody>, String> {
     })
 }
 
+/// What the forked victim needs besides its plan: the run's control block, its records and
+/// the run's timing (the enemies have the same: `enemies::Ctx`).
+pub struct Ctx<'a> {
+    pub victim: &'a Victim,
+    pub shared: &'a Shared,
+    pub log: &'a JobLog,
+    /// Counters read around every job, if the plan asks for any.
+    pub counters: Option<&'a Counters<'a>>,
+    /// probes.bin, handed to a command victim (-1: none).
+    pub probe_fd: i32,
+    /// The agent: told of the barrier with SIGUSR1; the victim dies with it.
+    pub parent: libc::pid_t,
+    /// Time between the barrier and the first release (the enemies' settling).
+    pub settle_ns: i64,
+    /// Enemies in the run (their work counters are snapshotted around the window).
+    pub enemies: usize,
+}
+
 /// Entry point of the forked victim process. Never returns.
-pub fn victim_main(v: &Victim, shared: &Shared, log: &JobLog, counters: Option<&Counters>, probe_fd: i32, parent: libc::pid_t, settle_ns: i64, enemies: usize) -> ! {
+pub fn victim_main(cx: &Ctx) -> ! {
+    let (v, shared, log, counters, parent, settle_ns, enemies) = (cx.victim, cx.shared, cx.log, cx.counters, cx.parent, cx.settle_ns, cx.enemies);
     let slot = &shared.ctl().victim;
     setup::set_name("xt-victim");
     let ready = setup::die_with_parent(parent)
@@ -99,10 +118,10 @@ pub fn victim_main(v: &Victim, shared: &Shared, log: &JobLog, counters: Option<&
         log.prefault();
         shared.barrier_wait();
         unsafe { libc::kill(parent, libc::SIGUSR1) };
-        command::exec(v, shared, log, probe_fd, settle_ns);
+        command::exec(cx);
     }
     if let Body::Taskset { .. } = v.body {
-        taskset::main(v, shared, log, parent, settle_ns, enemies);
+        taskset::main(cx);
     }
     // Counters are opened by the victim thread itself: they count this thread only.
     let mut group = match counters.map(|c| Group::open(c.events, c.exclude_kernel)).transpose() {

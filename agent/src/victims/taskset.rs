@@ -11,7 +11,6 @@
 
 use super::rundir;
 use crate::launch::setup;
-use crate::launch::shm::Shared;
 use crate::observe::clock::{ctx_switches, current_cpu, mono_ns, sleep_until, thread_cpu_ns};
 use crate::plan::{Body, Sched, Task, TaskPolicy, Victim};
 use crate::record::jobs::{JobLog, JobRecord, FLAG_MIGRATED, FLAG_MISSED, FLAG_WARMUP};
@@ -112,7 +111,8 @@ impl<'a> Recorder<'a> {
 }
 
 /// Entry point from victim_main (after placement, policy and locking). Never returns.
-pub fn main(v: &Victim, shared: &Shared, log: &JobLog, parent: libc::pid_t, settle_ns: i64, enemies: usize) -> ! {
+pub fn main(cx: &super::Ctx) -> ! {
+    let (v, shared, log, parent, settle_ns, enemies) = (cx.victim, cx.shared, cx.log, cx.parent, cx.settle_ns, cx.enemies);
     let Body::Taskset { tasks, policy } = &v.body else { unreachable!() };
     let slot = &shared.ctl().victim;
     let per_ns = calibrate();
@@ -168,7 +168,7 @@ pub fn main(v: &Victim, shared: &Shared, log: &JobLog, parent: libc::pid_t, sett
                 "skipped": skipped[i].load(Ordering::Relaxed),
             })).collect::<Vec<_>>(),
         });
-        let _ = crate::launch::write_json_atomic(&dir.join("taskset.json"), &doc);
+        let _ = crate::launch::jsonfile::write_atomic(&dir.join("taskset.json"), &doc);
     }
     unsafe { libc::_exit(0) }
 }

@@ -215,7 +215,7 @@ impl JobBody for Aocs {
                 "first_mismatch_step": if first >= 0 { json!(first) } else { json!(null) },
                 "reader_exit": exits[0], "comparer_exit": exits[1], "io_error": self.io_error,
             });
-            let _ = crate::launch::write_json_atomic(&d.join(REPORT_FILE), &doc);
+            let _ = crate::launch::jsonfile::write_atomic(&d.join(REPORT_FILE), &doc);
         }
         if let Some(e) = &self.io_error {
             return Err(format!("aocs: {e}"));

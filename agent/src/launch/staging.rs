@@ -6,8 +6,8 @@
 //! whatever dies), and moving them into the run directory is a journalled change: done when
 //! the run ends, or by the next agent's recovery if this one was killed.
 
-use crate::launch::journal::{Journal, Outcome};
-use crate::launch::safefs::{self, Dir};
+use super::journal::{Journal, Outcome};
+use super::safefs::{self, Dir};
 use std::path::{Path, PathBuf};
 
 pub struct Staging {
@@ -84,7 +84,7 @@ pub fn materialize(tmp: &Path, dest: &Path) -> Vec<Outcome> {
     let part = dest.with_extension("part");
     let mut copy = || -> std::io::Result<()> {
         // A stopped run copies what it recorded (the file is in the verified private directory).
-        super::mapped::trim_to_published(tmp)?;
+        crate::record::mapped::trim_to_published(tmp)?;
         let mut f = safefs::create_new(&part, 0o644)?;
         std::io::copy(&mut src, &mut f)?;
         f.sync_all()?;

@@ -1,0 +1,99 @@
+//! The run's children (enemies, victim, regulator): forking, reaping, ending them.
+
+use crate::launch::signals;
+use crate::observe::clock::mono_ns;
+use crate::plan::Plan;
+
+#[derive(Clone, Copy, PartialEq, Debug)]
+pub enum Role {
+    Victim,
+    Enemy(usize),
+    Regulator,
+}
+
+pub struct Child {
+    pub pid: libc::pid_t,
+    pub role: Role,
+    pub status: Option<libc::c_int>,
+    /// Resource use and the time it was reaped (for a command victim's job record).
+    pub rusage: Option<(libc::rusage, i64)>,
+}
+
+impl Child {
+    pub fn new(pid: libc::pid_t, role: Role) -> Child {
+        Child { pid, role, status: None, rusage: None }
+    }
+}
+
+/// A wait status in words ("exited with status 1", "killed by signal 9 (Killed)").
+pub fn describe(status: libc::c_int) -> String {
+    if libc::WIFEXITED(status) {
+        format!("exited with status {}", libc::WEXITSTATUS(status))
+    } else if libc::WIFSIGNALED(status) {
+        let s = libc::WTERMSIG(status);
+        let name = unsafe { std::ffi::CStr::from_ptr(libc::strsignal(s)) }.to_string_lossy().into_owned();
+        format!("killed by signal {s} ({name})")
+    } else {
+        format!("status {status}")
+    }
+}
+
+/// How a child is named in a reason ("enemy read@0").
+pub fn name_of(plan: &Plan, r: Role) -> String {
+    match r {
+        Role::Victim => "victim".into(),
+        Role::Enemy(i) => format!("enemy {}", plan.enemies[i].name),
+        Role::Regulator => "regulator".into(),
+    }
+}
+
+/// Reap every child that has ended; returns how many were reaped.
+pub fn reap(children: &mut [Child]) -> usize {
+    let mut n = 0;
+    loop {
+        let mut st = 0;
+        let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+        let pid = unsafe { libc::wait4(-1, &mut st, libc::WNOHANG, &mut ru) };
+        if pid <= 0 {
+            return n;
+        }
+        if let Some(c) = children.iter_mut().find(|c| c.pid == pid) {
+            c.status = Some(st);
+            c.rusage = Some((ru, mono_ns()));
+            n += 1;
+        }
+    }
+}
+
+pub fn alive(children: &[Child]) -> impl Iterator<Item = &Child> {
+    children.iter().filter(|c| c.status.is_none())
+}
+
+/// Signal the live children matching `pred`, then wait up to `grace_ns` for them to end.
+pub fn end_children(children: &mut [Child], pred: impl Fn(&Child) -> bool, sig: libc::c_int, grace_ns: i64) {
+    for c in alive(children).filter(|c| pred(c)) {
+        unsafe { libc::kill(c.pid, sig) };
+    }
+    let until = mono_ns() + grace_ns;
+    while alive(children).any(|c| pred(c)) {
+        reap(children);
+        if !alive(children).any(|c| pred(c)) || signals::wait_until(until).is_none() && mono_ns() >= until {
+            break;
+        }
+    }
+    reap(children);
+}
+
+/// Fork a child that runs `f` (which does not return, or returns to `_exit(0)`), with the
+/// agent's signal mask undone.
+pub fn fork_child(f: impl FnOnce()) -> Result<libc::pid_t, String> {
+    match unsafe { libc::fork() } {
+        -1 => Err(format!("fork: {}", std::io::Error::last_os_error())),
+        0 => {
+            signals::reset_in_child();
+            f();
+            unsafe { libc::_exit(0) }
+        }
+        pid => Ok(pid),
+    }
+}

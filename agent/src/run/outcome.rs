@@ -1,0 +1,191 @@
+//! Phase `outcome`: what the run achieved, into run.json (crate::outcome), then every
+//! change undone and the staged records moved into the run directory; last, run.json
+//! written with whether the machine was restored.
+
+use super::children::{describe, Child, Role};
+use super::prepare::Prepared;
+use super::spawn::Spawned;
+use super::{unix_ns, Verdict, EXIT_COMPLETED, EXIT_FAILED, EXIT_INTERRUPTED};
+use crate::launch::cgroups;
+use crate::launch::journal::Journal;
+use crate::launch::shm::Shared;
+use crate::observe::{calibrate, clock::mono_ns, perf};
+use crate::outcome::{ClockPair, Configuration, CountersReport, EnemyResult, GroupDirs, Irqs, Pids, ProbesReport, RunGroup, RunOutcome, SkippedCounter, Status, TraceReport};
+use crate::plan::Plan;
+use crate::launch::jsonfile::write_atomic;
+use crate::{enemies, regulate};
+use std::path::Path;
+use std::sync::atomic::Ordering;
+
+/// Groups whose io_max cannot limit a path (no block device under it).
+pub fn io_notes(plan: &Plan) -> Vec<String> {
+    let mut notes = Vec::new();
+    for g in &plan.groups {
+        for path in g.io_max.as_ref().map(cgroups::io_unlimited).unwrap_or_default() {
+            notes.push(format!("group {}: io_max does not limit {path}: its file system has no block device (its files are memory, which memory_max bounds)", g.name));
+        }
+    }
+    notes
+}
+
+/// Fill `doc` with the run's outcome, restore the machine, write run.json; the exit code.
+#[allow(clippy::too_many_arguments)]
+pub fn write(plan: &Plan, out: &Path, prep: Prepared, spawned: Spawned, measuring: bool, verdict: Verdict, runaways: Result<Vec<String>, String>,
+             notes: &mut Vec<String>, recovered: Vec<String>, journal: &mut Journal, doc: &mut RunOutcome) -> Result<i32, String> {
+    let run_json = out.join("run.json");
+    let (v, shared, children) = (&plan.victim, &prep.shared, &spawned.children);
+    notes.extend(ended_early(plan, shared, children, measuring));
+    let victim = children.iter().find(|c| c.role == Role::Victim);
+    doc.status = verdict.status;
+    doc.reason = Some(verdict.reason);
+    doc.victim_exit = Some(victim.and_then(|c| c.status).map(describe));
+    doc.pids = Some(Pids {
+        agent: spawned.me,
+        victim: victim.map(|c| c.pid),
+        enemies: children.iter().filter_map(|c| match c.role {
+            Role::Enemy(i) => Some((plan.enemies[i].name.clone(), c.pid)),
+            _ => None,
+        }).collect(),
+    });
+    doc.process_budget = Some(prep.groups.budget_report());
+    doc.jobs_recorded = Some(prep.log.count());
+    doc.jobs_planned = Some(v.total_jobs());
+    doc.t0_ns = Some(prep.log.header().t0_ns);
+    doc.enemies = Some(enemy_results(plan, shared));
+    let mut configuration = Configuration {
+        groups: Some(plan.groups.iter().map(|g| GroupDirs { name: g.name.clone(), dirs: prep.groups.dirs_of(&g.name) }).collect()),
+        housekeeping_cpus: Some(plan.housekeeping_cpus.clone()),
+        irqs: Some(spawned.irqs.map(|(moved, refused)| Irqs { moved, refused })),
+        recovered: Some(recovered),
+        records_staged_on_tmpfs: Some(prep.staging.on_tmpfs()),
+        ..Configuration::default()
+    };
+    doc.regulator = plan.regulator.as_ref().map(|r| regulate::report(r, shared));
+    doc.counters = Some(CountersReport {
+        events: prep.events.iter().map(|e| e.name.clone()).collect(),
+        skipped: prep.skipped.iter().map(|(n, why)| SkippedCounter { event: n.clone(), reason: why.clone() }).collect(),
+        exclude_kernel: v.counters_exclude_kernel,
+        read_with: if prep.events.is_empty() {
+            None
+        } else if shared.ctl().counters_rdpmc.load(Ordering::Relaxed) == 1 {
+            Some("rdpmc".into())
+        } else {
+            Some("read(2)".into())
+        },
+        core_pmu: perf::core_pmu(),
+    });
+    if let Some(p) = &prep.probes {
+        p.flush();
+        let (records, dropped) = p.counts();
+        doc.probes = Some(ProbesReport {
+            file: "probes.bin".into(),
+            records,
+            dropped,
+            reference_start: prep.ref_start,
+            reference_end: ClockPair { ticks: calibrate::ticks(), mono_ns: mono_ns() },
+        });
+    }
+    if let Some(t) = prep.tracer {
+        doc.trace = Some(match t.save(&out.join("trace.txt")) {
+            Ok(lost) => TraceReport { events: t.events.clone(), file: Some("trace.txt".into()), lost_events: Some(lost), clock: Some("mono".into()), error: None },
+            Err(e) => TraceReport { events: t.events.clone(), file: None, lost_events: None, clock: None, error: Some(e) },
+        });
+        drop(t); // instance removed, tracefs unmounted if this run mounted it
+    }
+    match &runaways {
+        Ok(k) if !k.is_empty() => notes.push(format!("{} process(es) outlived their parents and were killed at the end of the run: {}", k.len(), k.join(", "))),
+        Ok(_) => {}
+        Err(e) => notes.push(format!("the run's group could not be emptied: {e}")),
+    }
+    configuration.run_group = Some(match prep.groups.run_group() {
+        Ok(dir) => RunGroup { dir: Some(dir.to_path_buf()), killed: Some(runaways.ok()), why: None },
+        Err(why) => {
+            if unsafe { libc::geteuid() } == 0 {
+                notes.push(format!("processes the run started could outlive it: {why}"));
+            }
+            RunGroup { dir: None, killed: None, why: Some(why.to_string()) }
+        }
+    });
+    if !prep.skipped.is_empty() {
+        let names: Vec<&str> = prep.skipped.iter().map(|(n, _)| n.as_str()).collect();
+        notes.push(format!("counters not read on this machine: {} ({})", names.join(", "), prep.skipped[0].1));
+    }
+    doc.notes = Some(notes.clone());
+    doc.configuration = Some(configuration);
+    // Last: undo every change and move the staged records into the run directory.
+    let undo_errors = journal.undo();
+    doc.set_restored(undo_errors);
+    doc.ended_unix_ns = Some(unix_ns());
+    write_atomic(&run_json, doc).map_err(|e| format!("{}: {e}", run_json.display()))?;
+    Ok(match verdict.status {
+        Status::Completed => EXIT_COMPLETED,
+        Status::Interrupted => EXIT_INTERRUPTED,
+        _ => EXIT_FAILED,
+    })
+}
+
+/// Enemies that ended by themselves during the measured window, before the stop flag.
+fn ended_early(plan: &Plan, shared: &Shared, children: &[Child], measuring: bool) -> Vec<String> {
+    let mut notes = Vec::new();
+    for c in children {
+        if let (Role::Enemy(i), Some(st)) = (c.role, c.status) {
+            let stopped = shared.ctl().enemies[i].stopped_ns.load(Ordering::Acquire) != 0;
+            if measuring && !stopped {
+                let why = shared.ctl().enemies[i].message().map(|m| format!(" ({m})")).unwrap_or_default();
+                notes.push(format!("enemy {} ended before it was stopped: {}{why}", plan.enemies[i].name, describe(st)));
+            }
+        }
+    }
+    notes
+}
+
+/// What each enemy achieved: over its whole life and over the victim's measured window.
+fn enemy_results(plan: &Plan, shared: &Shared) -> Vec<EnemyResult> {
+    let ctl = shared.ctl();
+    let w0 = ctl.window_start_ns.load(Ordering::Acquire);
+    let w1 = ctl.window_end_ns.load(Ordering::Acquire);
+    let window_s = if w0 > 0 && w1 > w0 { Some((w1 - w0) as f64 / 1e9) } else { None };
+    plan.enemies
+        .iter()
+        .enumerate()
+        .map(|(i, e)| {
+            let s = &ctl.enemies[i];
+            let ops = s.ops.load(Ordering::Acquire);
+            let (a, b) = (s.started_ns.load(Ordering::Acquire), s.stopped_ns.load(Ordering::Acquire));
+            let seconds = if a > 0 && b > a { Some((b - a) as f64 / 1e9) } else { None };
+            let window_ops = window_s.map(|_| ctl.ops_at_end[i].load(Ordering::Relaxed).saturating_sub(ctl.ops_at_start[i].load(Ordering::Relaxed)));
+            // u64::MAX: an unpaced enemy, busy from start to stop.
+            let busy = match s.busy_ns.load(Ordering::Relaxed) {
+                u64::MAX => seconds.unwrap_or(0.0),
+                ns => ns as f64 / 1e9,
+            };
+            // Over the victim's window: a paced enemy's busy time between the snapshots; an
+            // unpaced one is busy whenever it lives, so its share of the window it overlaps.
+            let window_intensity = window_s.map(|ws| {
+                let busy_s = if s.busy_ns.load(Ordering::Relaxed) == u64::MAX {
+                    let end = if b > 0 { b.min(w1) } else { w1 };
+                    (end - a.max(w0)).max(0) as f64 / 1e9
+                } else {
+                    ctl.busy_at_end[i].load(Ordering::Relaxed).saturating_sub(ctl.busy_at_start[i].load(Ordering::Relaxed)) as f64 / 1e9
+                };
+                (100.0 * busy_s / ws).min(100.0)
+            }).filter(|_| a > 0);
+            EnemyResult {
+                name: e.name.clone(),
+                kind: e.load.kind().to_string(),
+                unit: enemies::unit(&e.load),
+                ops,
+                seconds,
+                rate: seconds.map(|s| ops as f64 / s),
+                window_ops,
+                window_rate: window_s.zip(window_ops).map(|(s, o)| o as f64 / s),
+                intensity: seconds.map(|t| (100.0 * busy / t).min(100.0)),
+                window_intensity,
+                target_intensity: e.intensity,
+                target_rate: e.rate,
+                setup_error: if a == 0 { s.message() } else { None },
+                ended_early: if a > 0 { s.message() } else { None },
+            }
+        })
+        .collect()
+}

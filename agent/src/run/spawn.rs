@@ -1,0 +1,102 @@
+//! Phase `spawn`: fork the enemies, then the victim, then the regulator; each attaches
+//! itself to its groups and sets itself up, then meets the others at the barrier. Once
+//! every child is forked, the agent (and, if asked, device interrupts) move to the
+//! housekeeping CPUs; the children do not inherit that.
+
+use super::children::{fork_child, Child, Role};
+use super::prepare::Prepared;
+use super::Verdict;
+use crate::launch::journal::Journal;
+use crate::launch::{cgroups, irq, setup};
+use crate::outcome::Status;
+use crate::plan::{Placement, Plan};
+use crate::{enemies, regulate, victims};
+
+pub struct Spawned {
+    pub children: Vec<Child>,
+    /// The agent's pid (the children's parent).
+    pub me: libc::pid_t,
+    /// IRQs moved to the housekeeping CPUs and refused, when the plan steers them.
+    pub irqs: Option<(usize, usize)>,
+}
+
+/// Fork every child; a failed fork ends the run (`verdict`), the children forked so far are
+/// torn down as usual. An error (scratch directories) is a set-up failure.
+pub fn spawn(plan: &Plan, prep: &Prepared, journal: &mut Journal, verdict: &mut Verdict) -> Result<Spawned, String> {
+    let me = unsafe { libc::getpid() };
+    let mut children: Vec<Child> = Vec::new();
+    let scratch = enemies::scratch_dirs(plan, journal)?;
+    for (i, e) in plan.enemies.iter().enumerate() {
+        let own = scratch.iter().find(|(j, _)| *j == i).map(|(_, d)| d.clone());
+        match fork_in(prep, &e.group, &format!("enemy {}", e.name), Some(i), || enemies::enemy_main(i, e, &prep.shared, me, own)) {
+            Ok(pid) => children.push(Child::new(pid, Role::Enemy(i))),
+            Err(m) => {
+                verdict.end(Status::Failed, m);
+                break;
+            }
+        }
+    }
+    if verdict.open() {
+        let v = &plan.victim;
+        let counters = prep.counter_log.as_ref().map(|log| victims::Counters { events: &prep.events, exclude_kernel: v.counters_exclude_kernel, log });
+        let cx = victims::Ctx {
+            victim: v,
+            shared: &prep.shared,
+            log: &prep.log,
+            counters: counters.as_ref(),
+            probe_fd: prep.probes.as_ref().map_or(-1, |p| p.fd),
+            parent: me,
+            settle_ns: (plan.settle_ms * 1e6) as i64,
+            enemies: plan.enemies.len(),
+        };
+        match fork_in(prep, &v.group, "victim", None, || victims::victim_main(&cx)) {
+            Ok(pid) => children.push(Child::new(pid, Role::Victim)),
+            Err(m) => verdict.end(Status::Failed, m),
+        }
+    }
+    if let (Some(r), true) = (&plan.regulator, verdict.open()) {
+        let targets: Vec<regulate::Target> = children
+            .iter()
+            .filter_map(|c| match c.role {
+                Role::Enemy(i) if r.enemies.is_empty() || r.enemies.contains(&plan.enemies[i].name) => Some(regulate::Target {
+                    slot: i,
+                    pid: c.pid,
+                    freezer: plan.enemies[i].group.as_ref().and_then(|g| prep.groups.freezer_of(g)),
+                }),
+                _ => None,
+            })
+            .collect();
+        match fork_in(prep, &None, "regulator", None, || regulate::regulator_main(r, &prep.shared, &targets, me, &plan.housekeeping_cpus)) {
+            Ok(pid) => children.push(Child::new(pid, Role::Regulator)),
+            Err(m) => verdict.end(Status::Failed, m),
+        }
+    }
+    // The agent itself and device interrupts go to the housekeeping CPUs (children are
+    // forked already, so they do not inherit this affinity).
+    let mut irqs = None;
+    if let Some(h) = &plan.housekeeping_cpus {
+        let _ = setup::apply_placement(&Placement { cpus: Some(h.clone()) });
+        if plan.steer_irqs {
+            irqs = Some(irq::steer(h, journal));
+        }
+    }
+    Ok(Spawned { children, me, irqs })
+}
+
+/// Fork a child that first attaches itself to `group`'s directories (the run's own group
+/// when None), then runs `body`. A failed attach is reported in the child's slot (the
+/// enemy's `enemy`, else the victim's) and ends the child with 3.
+fn fork_in(prep: &Prepared, group: &Option<String>, who: &str, enemy: Option<usize>, body: impl FnOnce()) -> Result<libc::pid_t, String> {
+    let dirs = prep.groups.dirs_for(group.as_deref());
+    fork_child(|| {
+        if let Err(m) = cgroups::attach_self(&dirs) {
+            let slot = match enemy {
+                Some(i) => &prep.shared.ctl().enemies[i],
+                None => &prep.shared.ctl().victim,
+            };
+            slot.fail(&format!("{who}: {m}"));
+            unsafe { libc::_exit(3) };
+        }
+        body()
+    })
+}

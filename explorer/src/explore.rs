@@ -291,8 +291,8 @@ impl<'a> Explorer<'a> {
         &self.perm_idx[key]
     }
 
-    /// Explore everything (or up to `epochs` epochs, or `max_states` states).
-    pub fn run(&mut self, max_states: u64, epochs: usize, wit_cols: &[usize]) -> Outcome {
+    /// Explore everything (or stop beyond `max_states` states, with `limit` set).
+    pub fn run(&mut self, max_states: u64, wit_cols: &[usize]) -> Outcome {
         let m = self.m;
         let n_c = m.n_counters();
         let nw = wit_cols.len();
@@ -340,7 +340,8 @@ impl<'a> Explorer<'a> {
         let mut cand = vec![0u16; n_c];
         let mut moved = vec![0u16; n_c];
         let mut next = vec![0u32; self.w];
-        let mut last_target: Option<((u32, u32), usize)> = None;
+        // the few layers a layer's successors fall in: (potential, layer) looked up once
+        let mut targets: Vec<((u32, u32), usize)> = Vec::with_capacity(8);
         while let Some((&pot, &seq)) = queue.iter().next() {
             queue.remove(&pot);
             let mut cur = layers[seq].take().expect("layer expanded twice");
@@ -358,9 +359,6 @@ impl<'a> Explorer<'a> {
                         }
                     }
                 }
-            } else if epoch >= epochs {
-                live -= cur.len() as u64;
-                continue;
             } else {
                 let e2 = epoch + 1;
                 let w2 = layout[e2].len();
@@ -399,15 +397,19 @@ impl<'a> Explorer<'a> {
                             cand[..wt].copy_from_slice(&moved[..wt]);
                         }
                         let target = &cand[..wt];
-                        let p = self.potential(&next);
-                        let tseq = match last_target {
-                            Some((lp, ls)) if lp == p => ls,
-                            _ => {
+                        let p = match succ.events[e].0 {
+                            0 if m.transport_of[succ.events[e].1 as usize] < 0 => (pot.0, pot.1 + 2),
+                            0 | 1 => (pot.0, pot.1 + 1),
+                            _ => self.potential(&next),
+                        };
+                        let tseq = match targets.iter().find(|x| x.0 == p) {
+                            Some(&(_, ls)) => ls,
+                            None => {
                                 let ls = *queue.entry(p).or_insert_with(|| {
                                     layers.push(Some(Layer::new(self.w)));
                                     layers.len() - 1
                                 });
-                                last_target = Some((p, ls));
+                                targets.push((p, ls));
                                 ls
                             }
                         };
@@ -445,7 +447,7 @@ impl<'a> Explorer<'a> {
                 let bytes: usize = layers.iter().flatten().map(|l| l.bytes()).sum::<usize>() + cur.bytes();
                 o.bytes_peak = o.bytes_peak.max(bytes);
             }
-            last_target = None;
+            targets.clear();
             if keep {
                 cur.freeze();
                 layers[seq] = Some(cur);

@@ -7,13 +7,17 @@ fn hash(s: &[u32]) -> u64 {
     for &x in s {
         h = (h.rotate_left(5) ^ x as u64).wrapping_mul(0x517c_c1b7_2722_0a95);
     }
-    h ^ (h >> 29)
+    // final mix so that the low bits (the slot) depend on every word
+    h ^= h >> 33;
+    h = h.wrapping_mul(0xff51_afd7_ed55_8ccd);
+    h ^ (h >> 33)
 }
 
 pub struct Layer {
     pub w: usize,
     pub data: Vec<u32>,
-    slots: Vec<u32>,
+    /// (state index, upper hash bits): a probe compares states only when the bits match
+    slots: Vec<(u32, u32)>,
     /// counter maxima, `width` per state
     pub best: Vec<u16>,
     /// predecessors (global state ids) per state for the witness columns
@@ -26,7 +30,7 @@ const EMPTY: u32 = u32::MAX;
 
 impl Layer {
     pub fn new(w: usize) -> Layer {
-        Layer { w, data: Vec::new(), slots: vec![EMPTY; 16], best: Vec::new(), pred: Vec::new(), ids: Vec::new() }
+        Layer { w, data: Vec::new(), slots: vec![(EMPTY, 0); 16], best: Vec::new(), pred: Vec::new(), ids: Vec::new() }
     }
 
     pub fn len(&self) -> usize {
@@ -44,16 +48,18 @@ impl Layer {
             self.grow();
         }
         let mask = self.slots.len() - 1;
-        let mut i = hash(s) as usize & mask;
+        let h = hash(s);
+        let tag = (h >> 32) as u32;
+        let mut i = h as usize & mask;
         loop {
-            let id = self.slots[i];
+            let (id, t) = self.slots[i];
             if id == EMPTY {
                 let n = self.len();
-                self.slots[i] = n as u32;
+                self.slots[i] = (n as u32, tag);
                 self.data.extend_from_slice(s);
                 return (n, true);
             }
-            if self.state(id as usize) == s {
+            if t == tag && self.state(id as usize) == s {
                 return (id as usize, false);
             }
             i = (i + 1) & mask;
@@ -62,23 +68,24 @@ impl Layer {
 
     fn grow(&mut self) {
         let size = self.slots.len() * 2;
-        let mut slots = vec![EMPTY; size];
+        let mut slots = vec![(EMPTY, 0); size];
         for id in 0..self.len() {
-            let mut i = hash(self.state(id)) as usize & (size - 1);
-            while slots[i] != EMPTY {
+            let h = hash(self.state(id));
+            let mut i = h as usize & (size - 1);
+            while slots[i].0 != EMPTY {
                 i = (i + 1) & (size - 1);
             }
-            slots[i] = id as u32;
+            slots[i] = (id as u32, (h >> 32) as u32);
         }
         self.slots = slots;
     }
 
     /// Drop the hash index once the layer is final (witness mode keeps states, not slots).
     pub fn freeze(&mut self) {
-        self.slots = vec![EMPTY; 1];
+        self.slots = vec![(EMPTY, 0); 1];
     }
 
     pub fn bytes(&self) -> usize {
-        self.data.capacity() * 4 + self.slots.capacity() * 4 + self.best.capacity() * 2 + self.pred.capacity() * 4 + self.ids.capacity() * 4
+        self.data.capacity() * 4 + self.slots.capacity() * 8 + self.best.capacity() * 2 + self.pred.capacity() * 4 + self.ids.capacity() * 4
     }
 }

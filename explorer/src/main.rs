@@ -1,8 +1,8 @@
 //! xtalk-explore: the native core of the interference explorer (xtalk.model.native).
 //!
-//! stdin: {"model": <compiled model>, "max_states": N, "epochs": E, "witness_cols": [...]}
+//! stdin: {"model": <compiled model>, "max_states": N, "witness_cols": [...]}
 //! stdout: {"finals": [...], "explored", "stored", "transitions", "seconds", "memory_kb",
-//!          "epoch_states": [...], "limit": bool, "witnesses": [[col, reached, [[kind, i], ...]], ...]}
+//!          "epoch_states": [...], "limit": bool, "configurations", "accesses", "witnesses": [[col, reached, [[kind, i], ...]], ...]}
 
 mod explore;
 mod layer;
@@ -49,14 +49,13 @@ fn main() {
         std::process::exit(2);
     }
     let max_states = req["max_states"].as_u64().unwrap_or(u64::MAX);
-    let epochs = req["epochs"].as_u64().map(|e| e as usize).unwrap_or(usize::MAX);
     let wit: Vec<usize> = req["witness_cols"]
         .as_array()
         .map(|a| a.iter().filter_map(|x| x.as_u64().map(|x| x as usize)).collect())
         .unwrap_or_default();
     let t0 = Instant::now();
     let mut ex = explore::Explorer::new(&m);
-    let o = ex.run(max_states, epochs, &wit);
+    let o = ex.run(max_states, &wit);
     let seconds = t0.elapsed().as_secs_f64();
     let wits: Vec<Value> = o.witnesses.iter().map(|(c, r, steps)| json!([c, r, steps])).collect();
     let out = json!({
@@ -68,6 +67,7 @@ fn main() {
         "memory_kb": peak_rss_kb(),
         "table_bytes": o.bytes_peak,
         "configurations": ex.store.configurations(),
+        "accesses": ex.store.accesses(),
         "epoch_states": o.epoch_states,
         "limit": o.limit,
         "witnesses": wits,

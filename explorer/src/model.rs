@@ -267,8 +267,8 @@ pub struct Store {
     rename: Vec<Vec<u32>>,
     /// per configuration * n + task: id of the owner-free form of a private view
     local: Vec<u32>,
-    /// per actual configuration: per task, id of where the task's tags sit in it
-    sig: Vec<Vec<u32>>,
+    /// per actual configuration * n + task: id of where the task's tags sit in it
+    sig: Vec<u32>,
     sig_ids: FxMap<Vec<(u32, i64, u32, i64)>, u32>,
     perms: FxMap<Vec<u8>, u32>,
     pub perm_list: Vec<Vec<u8>>,
@@ -381,12 +381,12 @@ impl Store {
     /// symmetry sort key complete (tasks with equal keys are interchangeable).
     #[inline]
     pub fn sig(&mut self, i: u32, t: usize) -> u32 {
-        if let Some(row) = self.sig.get(i as usize) {
-            if !row.is_empty() {
-                return row[t];
+        let n = self.n;
+        if let Some(&r) = self.sig.get(i as usize * n + t) {
+            if r != UNSET {
+                return r;
             }
         }
-        let n = self.n;
         let mut places: Vec<Vec<(u32, i64, u32, i64)>> = vec![Vec::new(); n];
         for (s, m) in self.vals[i as usize].iter().enumerate() {
             for (key, v) in m {
@@ -397,19 +397,22 @@ impl Store {
                 }
             }
         }
-        let mut row = Vec::with_capacity(n);
-        for p in places {
+        if self.sig.len() < (i as usize + 1) * n {
+            self.sig.resize((i as usize + 1) * n, UNSET);
+        }
+        for (u, p) in places.into_iter().enumerate() {
             let next = self.sig_ids.len() as u32;
-            row.push(*self.sig_ids.entry(p).or_insert(next));
+            self.sig[i as usize * n + u] = *self.sig_ids.entry(p).or_insert(next);
         }
-        if self.sig.len() <= i as usize {
-            self.sig.resize(i as usize + 1, Vec::new());
-        }
-        self.sig[i as usize] = row;
-        self.sig[i as usize][t]
+        self.sig[i as usize * n + t]
     }
 
     pub fn configurations(&self) -> usize {
         self.vals.len()
+    }
+
+    /// Size of the access memo (distinct (actual, private, request) triples met).
+    pub fn accesses(&self) -> usize {
+        self.access.len()
     }
 }

@@ -98,7 +98,6 @@ def run(
     cm: Compiled,
     symmetry: bool = True,
     max_states: int | None = None,
-    epochs: int | None = None,
     witness_cols: list[int] | None = None,
 ) -> dict:
     """Run the native core on ``cm``; the parsed JSON answer (see explorer/src/main.rs)."""
@@ -111,8 +110,6 @@ def run(
     req: dict = {"model": model, "witness_cols": witness_cols or []}
     if max_states is not None:
         req["max_states"] = int(max_states)
-    if epochs is not None:
-        req["epochs"] = int(epochs)
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     proc = subprocess.run([str(exe)], input=json.dumps(req), capture_output=True, text=True)
     after = resource.getrusage(resource.RUSAGE_CHILDREN)

@@ -389,14 +389,7 @@ impl<'a> Explorer<'a> {
                             cand[..w2].copy_from_slice(&moved[..w2]);
                         }
                         let wt = layout[te].len();
-                        if let Some(pid) = self.canonical(&mut next) {
-                            let idx = self.perm_index(pid, te, &layout[te], &pos[te]);
-                            for j in 0..wt {
-                                moved[j] = cand[idx[j] as usize];
-                            }
-                            cand[..wt].copy_from_slice(&moved[..wt]);
-                        }
-                        let target = &cand[..wt];
+                        // the potential does not depend on task names: the layer is known first
                         let p = match succ.events[e].0 {
                             0 if m.transport_of[succ.events[e].1 as usize] < 0 => (pot.0, pot.1 + 2),
                             0 | 1 => (pot.0, pot.1 + 1),
@@ -413,8 +406,24 @@ impl<'a> Explorer<'a> {
                                 ls
                             }
                         };
+                        // only representatives are stored and they are their own
+                        // representative, so a successor found as it is needs no renaming
+                        let known = layers[tseq].as_ref().expect("target layer is live").find(&next);
+                        if known.is_none() {
+                            if let Some(pid) = self.canonical(&mut next) {
+                                let idx = self.perm_index(pid, te, &layout[te], &pos[te]);
+                                for j in 0..wt {
+                                    moved[j] = cand[idx[j] as usize];
+                                }
+                                cand[..wt].copy_from_slice(&moved[..wt]);
+                            }
+                        }
+                        let target = &cand[..wt];
                         let tl = layers[tseq].as_mut().expect("target layer is live");
-                        let (j, new) = tl.insert(&next);
+                        let (j, new) = match known {
+                            Some(j) => (j, false),
+                            None => tl.insert(&next),
+                        };
                         if new {
                             o.explored += 1;
                             live += 1;

@@ -66,6 +66,24 @@ impl Layer {
         }
     }
 
+    /// Index of state s when present.
+    pub fn find(&self, s: &[u32]) -> Option<usize> {
+        let mask = self.slots.len() - 1;
+        let h = hash(s);
+        let tag = (h >> 32) as u32;
+        let mut i = h as usize & mask;
+        loop {
+            let (id, t) = self.slots[i];
+            if id == EMPTY {
+                return None;
+            }
+            if t == tag && self.state(id as usize) == s {
+                return Some(id as usize);
+            }
+            i = (i + 1) & mask;
+        }
+    }
+
     fn grow(&mut self) {
         let size = self.slots.len() * 2;
         let mut slots = vec![(EMPTY, 0); size];

@@ -57,7 +57,7 @@ def warn_slow_path() -> None:
         _warned = True
         print(
             "xtalk model: native explorer not built (make setup needs cargo); "
-            "using the Python explorer, the slow path (about 30x slower)",
+            "using the Python explorer, the slow path (tens of times slower)",
             file=sys.stderr,
         )
 

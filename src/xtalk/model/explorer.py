@@ -23,6 +23,10 @@ invisible (no counter changes) and commute with each other, so only one order is
 a single ``advance`` transition, enabled whenever no request is outstanding, ends the epoch
 for every task at once; a task that has not used all its requests simply sends fewer. The
 brute-force enumerator keeps the explicit per-task end events and checks the reduction.
+
+Engines. :func:`explore` runs this algorithm in the native core (``explorer/`` crate,
+:mod:`xtalk.model.native`, results assembled by :mod:`xtalk.model.fast`) when it is built,
+and otherwise in Python below (the reference, and the engine of weighted objectives).
 """
 
 from __future__ import annotations

@@ -240,15 +240,12 @@ impl<'a> Explorer<'a> {
     /// witnesses only the counters of the segments active in the epoch are carried; a
     /// counter whose segment ends is retired into the final maxima on the `advance`
     /// transition (nothing can raise it afterwards, and every state reaches the end).
-    /// With witnesses every counter is carried to the end, for the predecessor links.
-    fn layouts(&self, all: bool) -> Vec<Vec<u32>> {
+    /// The witness columns are carried in every epoch to the end, for the predecessor links.
+    fn layouts(&self, wit_cols: &[usize]) -> Vec<Vec<u32>> {
         let m = self.m;
         (0..=m.n_epochs)
             .map(|e| {
-                if all {
-                    return (0..m.n_counters() as u32).collect();
-                }
-                let mut cols = Vec::new();
+                let mut cols: Vec<u32> = wit_cols.iter().map(|&c| c as u32).collect();
                 if e < m.n_epochs {
                     for t in 0..m.n {
                         let g = m.epoch_seg[t][e];
@@ -260,6 +257,7 @@ impl<'a> Explorer<'a> {
                     }
                 }
                 cols.sort_unstable();
+                cols.dedup();
                 cols
             })
             .collect()
@@ -297,7 +295,7 @@ impl<'a> Explorer<'a> {
         let n_c = m.n_counters();
         let nw = wit_cols.len();
         let keep = nw > 0;
-        let layout = self.layouts(keep);
+        let layout = self.layouts(wit_cols);
         let pos: Vec<Vec<u32>> = layout
             .iter()
             .map(|l| {
@@ -337,6 +335,8 @@ impl<'a> Explorer<'a> {
         let mut arg: Vec<(usize, usize)> = vec![(0, 0); n_c];
         let mut live: u64 = 1;
         let mut succ = Succ { states: Vec::new(), events: Vec::new(), dstart: Vec::new(), deltas: Vec::new() };
+        // positions of the witness columns in each epoch's layout
+        let wpos: Vec<Vec<usize>> = pos.iter().map(|p| wit_cols.iter().map(|&c| p[c] as usize).collect()).collect();
         let mut cand = vec![0u16; n_c];
         let mut moved = vec![0u16; n_c];
         let mut next = vec![0u32; self.w];
@@ -439,7 +439,7 @@ impl<'a> Explorer<'a> {
                             }
                         } else {
                             let b = &mut tl.best[j * wt..(j + 1) * wt];
-                            for (k, &c) in wit_cols.iter().enumerate() {
+                            for (k, &c) in wpos[te].iter().enumerate() {
                                 if target[c] > b[c] {
                                     tl.pred[j * nw + k] = cur.ids[i];
                                 }
@@ -464,11 +464,9 @@ impl<'a> Explorer<'a> {
                 live -= cur.len() as u64;
             }
         }
-        let all: Vec<u32> = (0..n_c as u32).collect();
-        let all_pos: Vec<u32> = all.clone();
         for &c in wit_cols {
             if o.finals[c] > 0 {
-                let (reached, steps) = self.witness(&layers, &place, arg[c], c, n_c, nw, wit_cols, &all, &all_pos);
+                let (reached, steps) = self.witness(&layers, &place, arg[c], c, nw, wit_cols, &layout, &pos);
                 o.witnesses.push((c, reached, steps));
             }
         }
@@ -485,11 +483,10 @@ impl<'a> Explorer<'a> {
         place: &[(u32, u32)],
         end: (usize, usize),
         col: usize,
-        width: usize,
         nw: usize,
         wit_cols: &[usize],
-        all: &[u32],
-        all_pos: &[u32],
+        layout: &[Vec<u32>],
+        pos: &[Vec<u32>],
     ) -> (usize, Vec<(u8, u32)>) {
         let m = self.m;
         let n = m.n;
@@ -507,7 +504,9 @@ impl<'a> Explorer<'a> {
             let lp = layers[p.0].as_ref().unwrap();
             let ps = lp.state(p.1).to_vec();
             let target = lc.state(cur.1).to_vec();
-            let best_cur = lc.best[cur.1 * width + c];
+            // a layer's counters follow the layout of its epoch (word 0 of its states)
+            let (ec, ep) = (target[0] as usize, ps[0] as usize);
+            let best_cur = lc.best[cur.1 * layout[ec].len() + pos[ec][c] as usize];
             self.successors(&ps, &mut succ);
             let mut found = None;
             for e in 0..succ.events.len() {
@@ -517,7 +516,10 @@ impl<'a> Explorer<'a> {
                     continue;
                 }
                 let c_p = match pid {
-                    Some(pid) => self.perm_index(pid, nx[0] as usize, all, all_pos)[c] as usize,
+                    Some(pid) => {
+                        let idx = self.perm_index(pid, ec, &layout[ec], &pos[ec]);
+                        layout[ec][idx[pos[ec][c] as usize] as usize] as usize
+                    }
                     None => c,
                 };
                 let gain: u32 = succ.deltas[succ.dstart[e]..succ.dstart[e + 1]]
@@ -525,7 +527,7 @@ impl<'a> Explorer<'a> {
                     .filter(|d| d.0 as usize == c_p)
                     .map(|d| d.1 as u32)
                     .sum();
-                if lp.best[p.1 * width + c_p] as u32 + gain == best_cur as u32 {
+                if lp.best[p.1 * layout[ep].len() + pos[ep][c_p] as usize] as u32 + gain == best_cur as u32 {
                     found = Some((succ.events[e], pid, c_p));
                     break;
                 }

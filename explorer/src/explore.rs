@@ -6,7 +6,7 @@
 //! later layers), so only the live layers are in memory unless witnesses are asked for.
 //! Symmetry: states are mapped to a representative exactly as explorer._Symmetry does.
 
-use crate::layer::Layer;
+use crate::layer::{hash, Layer};
 use crate::model::{Model, Store};
 use std::collections::BTreeMap;
 
@@ -408,9 +408,12 @@ impl<'a> Explorer<'a> {
                         };
                         // only representatives are stored and they are their own
                         // representative, so a successor found as it is needs no renaming
-                        let known = layers[tseq].as_ref().expect("target layer is live").find(&next);
+                        let h = hash(&next);
+                        let known = layers[tseq].as_ref().expect("target layer is live").find(&next, h);
+                        let mut renamed = false;
                         if known.is_none() {
                             if let Some(pid) = self.canonical(&mut next) {
+                                renamed = true;
                                 let idx = self.perm_index(pid, te, &layout[te], &pos[te]);
                                 for j in 0..wt {
                                     moved[j] = cand[idx[j] as usize];
@@ -422,7 +425,8 @@ impl<'a> Explorer<'a> {
                         let tl = layers[tseq].as_mut().expect("target layer is live");
                         let (j, new) = match known {
                             Some(j) => (j, false),
-                            None => tl.insert(&next),
+                            None if renamed => tl.insert(&next),
+                            None => (tl.push_absent(&next, h), true),
                         };
                         if new {
                             o.explored += 1;

@@ -2,7 +2,7 @@
 //! stored flat (w words each) in an open-addressing hash set, with their counter maxima.
 
 #[inline]
-fn hash(s: &[u32]) -> u64 {
+pub fn hash(s: &[u32]) -> u64 {
     let mut h: u64 = 0;
     for &x in s {
         h = (h.rotate_left(5) ^ x as u64).wrapping_mul(0x517c_c1b7_2722_0a95);
@@ -66,10 +66,25 @@ impl Layer {
         }
     }
 
-    /// Index of state s when present.
-    pub fn find(&self, s: &[u32]) -> Option<usize> {
+    /// Add a state known to be absent (a failed `find` with the same hash): no comparisons.
+    pub fn push_absent(&mut self, s: &[u32], h: u64) -> usize {
+        if (self.len() + 1) * 2 > self.slots.len() {
+            self.grow();
+        }
         let mask = self.slots.len() - 1;
-        let h = hash(s);
+        let mut i = h as usize & mask;
+        while self.slots[i].0 != EMPTY {
+            i = (i + 1) & mask;
+        }
+        let n = self.len();
+        self.slots[i] = (n as u32, (h >> 32) as u32);
+        self.data.extend_from_slice(s);
+        n
+    }
+
+    /// Index of state s (whose hash is h) when present.
+    pub fn find(&self, s: &[u32], h: u64) -> Option<usize> {
+        let mask = self.slots.len() - 1;
         let tag = (h >> 32) as u32;
         let mut i = h as usize & mask;
         loop {

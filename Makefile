@@ -12,6 +12,11 @@ all: demo
 $(AGENT): $(AGENT_SRC)
 	cargo build --release --manifest-path agent/Cargo.toml
 
+# The interference explorer's native core (xtalk.model.native); without it the Python explorer runs.
+EXPLORE := explorer/target/release/xtalk-explore
+$(EXPLORE): explorer/Cargo.toml $(shell find explorer/src -name '*.rs' 2>/dev/null)
+	cargo build --release --manifest-path explorer/Cargo.toml
+
 $(BIN)/.installed: pyproject.toml $(AGENT)
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
@@ -29,7 +34,7 @@ build/libxtalk_preload.so: preload/xtalk_preload.c include/xtalk/probe.h
 
 NATIVE := build/probe_demo build/libxtalk_preload.so
 
-setup: $(AGENT) $(BIN)/.installed $(NATIVE)
+setup: $(AGENT) $(EXPLORE) $(BIN)/.installed $(NATIVE)
 
 demo: setup
 	$(BIN)/xtalk run examples/quickstart.toml
@@ -58,4 +63,4 @@ bench: setup
 	@for f in bench/[!_]*.py; do echo "== $$f"; PYTHONPATH=src $(BIN)/python $$f || exit 1; done
 
 clean:
-	rm -rf $(VENV) agent/target build *.egg-info src/*.egg-info
+	rm -rf $(VENV) agent/target explorer/target build *.egg-info src/*.egg-info

@@ -23,12 +23,18 @@ invisible (no counter changes) and commute with each other, so only one order is
 a single ``advance`` transition, enabled whenever no request is outstanding, ends the epoch
 for every task at once; a task that has not used all its requests simply sends fewer. The
 brute-force enumerator keeps the explicit per-task end events and checks the reduction.
+
+Engines. :func:`explore` runs this algorithm in the native core (``explorer/`` crate,
+:mod:`xtalk.model.native`, results assembled by :mod:`xtalk.model.fast`) when it is built,
+and otherwise in Python below (the reference, and the engine of weighted objectives).
 """
 
 from __future__ import annotations
 
 import heapq
+import resource
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -36,7 +42,7 @@ import numpy as np
 from xtalk.model.platform import Platform
 from xtalk.model.semantics import TAG_BASE, Compiled, access_chain, compile_platform
 
-__all__ = ["Step", "ExplorationResult", "ExplorationLimit", "explore", "replay"]
+__all__ = ["Step", "ExplorationResult", "ExplorationLimit", "explore", "replay", "counter_keys"]
 
 
 class ExplorationLimit(RuntimeError):
@@ -70,6 +76,11 @@ class ExplorationResult:
     transitions: int
     seconds: float
     objective_witnesses: list[list[Step]] = field(default_factory=list)
+    stored: int = 0  # states held in memory at the peak (UPPAAL's "states stored")
+    memory_kb: int = 0  # peak resident memory of the process that explored
+    engine: str = "python"  # "native" (explorer/ crate) or "python"
+    epoch_states: list[int] = field(default_factory=list)  # states per epoch (last: terminal)
+    cpu_seconds: float = 0.0  # CPU time of the exploration (the native core's own process)
 
     def max(self, task: str, component: str, segment: int) -> int:
         """Maximum interference count of ``task`` on ``component`` in ``segment``."""
@@ -329,19 +340,48 @@ def _rename_perm(v, perm):
 
 def explore(
     platform: Platform | Compiled,
-    witnesses: bool = True,
+    witnesses: bool | Iterable[tuple[str, str, int]] = True,
     weights: np.ndarray | None = None,
-    max_states: int = 5_000_000,
+    max_states: int | None = None,
     symmetry: bool = True,
+    engine: str = "auto",
 ) -> ExplorationResult:
     """Explore all interleavings; return per-counter maxima (and witnesses).
 
-    ``weights`` (shape ``(k, n_counters)``) adds ``k`` linear objectives Σ w·count whose
-    exact maxima are computed in the same pass (used by :mod:`xtalk.model.penalty`); it
-    turns the symmetry reduction off because the weights single out tasks.
+    ``witnesses`` is True (one per counter), False, or the (task, component, segment)
+    keys that need one. ``engine``: ``"native"`` (the explorer/ crate), ``"python"``, or
+    ``"auto"`` (native when built, else Python with a one-time note on stderr).
+    ``max_states`` (default 5 M for Python, unlimited for native) raises
+    :class:`ExplorationLimit` beyond it. ``weights`` (shape ``(k, n_counters)``) adds
+    ``k`` linear objectives Σ w·count whose exact maxima are computed in the same pass
+    (used by :mod:`xtalk.model.penalty`, Python only); it turns the symmetry reduction off
+    because the weights single out tasks.
     """
-    t0 = time.perf_counter()
     cm = platform if isinstance(platform, Compiled) else compile_platform(platform)
+    if engine not in ("auto", "native", "python"):
+        raise ValueError(f"engine {engine!r}: use auto, native or python")
+    if engine != "python" and weights is None:
+        from xtalk.model import native
+        from xtalk.model.fast import explore_native
+
+        if native.available():
+            return explore_native(cm, witnesses, max_states, symmetry)
+        if engine == "native":
+            raise native.NativeError("xtalk-explore is not built (make setup)")
+        native.warn_slow_path()
+    keys = None if isinstance(witnesses, bool) else set(witnesses)
+    res = _explore_python(cm, bool(witnesses), weights, max_states or 5_000_000, symmetry)
+    if keys is not None:
+        res.witnesses = {k: v for k, v in res.witnesses.items() if k in keys}
+    return res
+
+
+def _explore_python(
+    cm: Compiled, witnesses: bool, weights: np.ndarray | None, max_states: int, symmetry: bool
+) -> ExplorationResult:
+    """The reference explorer in Python (see the module docstring)."""
+    t0 = time.perf_counter()
+    c0 = time.process_time()
     n_c = cm.n_counters
     w = np.zeros((0, n_c)) if weights is None else np.asarray(weights, dtype=float)
     width = n_c + w.shape[0]
@@ -426,16 +466,7 @@ def explore(
     cls_of = {t: cls for cls in (sym.classes if sym else []) for t in cls}
     maxima: dict[tuple[str, str, int], int] = {}
     wits: dict[tuple[str, str, int], list[Step]] = {}
-    for c in range(n_c):
-        task, comp, g = cm.counter_key(c)
-        ti = cm.task_names.index(task)
-        ci = cm.comp_names.index(comp)
-        if g >= len(cm.mu[ti]):
-            continue
-        if ci < cm.n_transports and cm.transport_of[ti] != ci:
-            continue
-        if ci >= cm.n_transports and comp not in cm.platform.task[ti].path:
-            continue
+    for task, comp, g, ti, ci in counter_keys(cm):
         # under symmetry a task's counter is the best over its class (the orbit's maximum)
         cols = [cm.counter(u, ci, g) for u in cls_of.get(ti, [ti])]
         col = max(cols, key=lambda k: final[k])
@@ -457,7 +488,30 @@ def explore(
         transitions=transitions,
         seconds=time.perf_counter() - t0,
         objective_witnesses=obj_w,
+        stored=len(states),
+        memory_kb=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
+        engine="python",
+        epoch_states=[sum(1 for s in states if s[0] == e) for e in range(cm.n_epochs + 1)],
+        cpu_seconds=time.process_time() - c0,
     )
+
+
+def counter_keys(cm: Compiled) -> list[tuple[str, str, int, int, int]]:
+    """(task, component, segment, task index, component index) of every reported counter:
+    the components on the task's path, the segments the task has."""
+    out = []
+    for c in range(cm.n_counters):
+        task, comp, g = cm.counter_key(c)
+        ti = cm.task_names.index(task)
+        ci = cm.comp_names.index(comp)
+        if g >= len(cm.mu[ti]):
+            continue
+        if ci < cm.n_transports and cm.transport_of[ti] != ci:
+            continue
+        if ci >= cm.n_transports and comp not in cm.platform.task[ti].path:
+            continue
+        out.append((task, comp, g, ti, ci))
+    return out
 
 
 def _witness(cm, store, sym, states, best, pred, end: int, col: int, w: np.ndarray, target: int | None) -> list[Step]:

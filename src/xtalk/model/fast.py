@@ -13,7 +13,7 @@ import time
 from collections.abc import Iterable
 
 from xtalk.model import native
-from xtalk.model.explorer import (
+from xtalk.model.steps import (
     ExplorationLimit,
     ExplorationResult,
     Step,

@@ -83,6 +83,13 @@ static void xtalk_probe_forked_(void) {
     xtalk_probe_tid_ = 0;
 }
 
+#if !defined(__x86_64__) && !defined(__cplusplus) && !defined(_GNU_SOURCE)
+/* arm64 and the fallback read the CPU with sched_getcpu (vDSO or rseq, no system call), which
+ * glibc and musl declare under _GNU_SOURCE only; the function is always there. (C++ compilers
+ * define _GNU_SOURCE.) */
+int sched_getcpu(void);
+#endif
+
 #if defined(__x86_64__)
 #include <cpuid.h>
 static int xtalk_probe_rdpid_; /* 1: rdtsc + rdpid; 0: rdtscp */

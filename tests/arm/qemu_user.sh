@@ -11,8 +11,10 @@ step() { local t=$SECONDS; echo "== $*"; "$@"; echo "== $* took $((SECONDS - t))
 [ -x .venv/bin/python ] || { echo "qemu_user.sh: run make setup first (the host reads the run back)" >&2; exit 2; }
 
 step tests/arm/tools.sh
-step make -s agent-aarch64
+# The tests first: they build the agent as well (integration tests run it), so the build
+# that follows only confirms it is there, and dependencies are compiled once.
 step make -s test-agent-aarch64
+step make -s agent-aarch64
 
 # A 20-job run: the simplest victim (a sum over 64 KiB) beside one light enemy (pi), as a
 # plan from the host would have it. Timing under emulation proves function, not performance:
@@ -28,3 +30,19 @@ run_20_jobs() {
   PYTHONPATH=src .venv/bin/python tests/arm/check_run.py "$dir/run" "$jobs" "$period"
 }
 step run_20_jobs
+
+# include/xtalk/probe.h on arm64 (the generic timer): the probe example built for aarch64 and
+# run under qemu-user, where a cross C compiler is installed (gcc-aarch64-linux-gnu; the
+# agent itself needs none, so CI does not install one).
+probe_h_on_arm64() {
+  if ! command -v aarch64-linux-gnu-gcc >/dev/null; then
+    echo "probe.h on arm64: not checked, no aarch64-linux-gnu-gcc (apt-get install gcc-aarch64-linux-gnu)"
+    return 0
+  fi
+  local bin
+  bin="$(mktemp /tmp/xtalk-arm-probe.XXXXXX)"
+  trap 'rm -f "$bin"' RETURN
+  aarch64-linux-gnu-gcc -static -O2 -Wall -Wextra -Werror -pthread -Iinclude examples/probes/probe_demo.c -o "$bin"
+  qemu-aarch64-static "$bin" 20 2
+}
+step probe_h_on_arm64

@@ -70,11 +70,12 @@ $(ARM_AGENT): $(AGENT_SRC)
 agent-aarch64: $(ARM_AGENT)
 
 # Builds the agent too (integration tests run it), with the dev-dependencies' features: in a
-# clean checkout run it before agent-aarch64, which then has nothing left to do.
+# clean checkout run it before agent-aarch64, which then has nothing left to do. Output shown:
+# the tests that cannot run under qemu-user say why they skipped.
 test-agent-aarch64:
 	$(ARM_READY)
 	@command -v qemu-aarch64-static >/dev/null || { echo "make: qemu-aarch64-static is missing: run 'make arm-tools' (apt-get install qemu-user-static)" >&2; exit 2; }
-	XTALK_AGENT_RUNNER=qemu-aarch64-static $(ARM_CARGO) test --release --manifest-path agent/Cargo.toml --target $(ARM_TARGET)
+	XTALK_AGENT_RUNNER=qemu-aarch64-static $(ARM_CARGO) test --release --manifest-path agent/Cargo.toml --target $(ARM_TARGET) -- --show-output
 
 arm-tools:
 	tests/arm/tools.sh

@@ -9,6 +9,8 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 cd "$ROOT"
 step() { local t=$SECONDS; echo "== $*"; "$@"; echo "== $* took $((SECONDS - t)) s"; }
 [ -x .venv/bin/python ] || { echo "qemu_user.sh: run make setup first (the host reads the run back)" >&2; exit 2; }
+TMP="$(mktemp -d /tmp/xtalk-arm.XXXXXX)"
+trap 'rm -rf "$TMP"' EXIT
 
 step tests/arm/tools.sh
 # The tests first: they build the agent as well (integration tests run it), so the build
@@ -20,14 +22,12 @@ step make -s agent-aarch64
 # plan from the host would have it. Timing under emulation proves function, not performance:
 # the check reads rows and their order, never their durations.
 run_20_jobs() {
-  local dir plan jobs=20 period=5000000
-  dir="$(mktemp -d /tmp/xtalk-arm.XXXXXX)"
-  trap 'rm -rf "$dir"' RETURN
+  local plan jobs=20 period=5000000
   plan='{"version": 1, "run_id": "arm-qemu-user", "timeout_s": 120, "settle_ms": 20,
          "victim": {"body": {"kind": "sum", "bytes": 65536}, "period_ns": '$period', "jobs": '$jobs', "warmup_jobs": 0},
          "enemies": [{"name": "pi", "load": {"kind": "pi"}}]}'
-  echo "$plan" | qemu-aarch64-static agent/target/aarch64-unknown-linux-musl/release/xtalk-agent run - --out "$dir/run"
-  PYTHONPATH=src .venv/bin/python tests/arm/check_run.py "$dir/run" "$jobs" "$period"
+  echo "$plan" | qemu-aarch64-static agent/target/aarch64-unknown-linux-musl/release/xtalk-agent run - --out "$TMP/run"
+  PYTHONPATH=src .venv/bin/python tests/arm/check_run.py "$TMP/run" "$jobs" "$period"
 }
 step run_20_jobs
 
@@ -39,9 +39,7 @@ probe_h_on_arm64() {
     echo "probe.h on arm64: not checked, no aarch64-linux-gnu-gcc (apt-get install gcc-aarch64-linux-gnu)"
     return 0
   fi
-  local bin
-  bin="$(mktemp /tmp/xtalk-arm-probe.XXXXXX)"
-  trap 'rm -f "$bin"' RETURN
+  local bin="$TMP/probe_demo"
   aarch64-linux-gnu-gcc -static -O2 -Wall -Wextra -Werror -pthread -Iinclude examples/probes/probe_demo.c -o "$bin"
   qemu-aarch64-static "$bin" 20 2
 }

@@ -5,7 +5,7 @@ BIN     := $(VENV)/bin
 AGENT   := agent/target/release/xtalk-agent
 AGENT_SRC := agent/Cargo.toml $(shell find agent/src -name '*.rs' 2>/dev/null)
 
-.PHONY: all setup demo test test-agent test-py test-pure test-hostile bench clean
+.PHONY: all setup demo test test-agent test-py test-pure test-hostile bench clean agent-aarch64 test-agent-aarch64 arm-tools test-arm
 
 all: demo
 
@@ -58,6 +58,35 @@ test-hostile: setup
 	@bash tests/peers.sh
 	tests/hostile/cgroup2_only.sh
 	tests/hostile/no_rt.sh
+
+# The agent on Arm: a static aarch64 agent (musl, linked by the toolchain's rust-lld: no cross
+# C compiler), its unit tests under qemu-user, and a 20-job run of it under qemu-user read back
+# by the host (tests/arm/qemu_user.sh). `make arm-tools` installs the Rust target and
+# qemu-user-static once; docs/board.md.
+ARM_TARGET := aarch64-unknown-linux-musl
+ARM_AGENT  := agent/target/$(ARM_TARGET)/release/xtalk-agent
+ARM_CARGO  := CARGO_TARGET_AARCH64_UNKNOWN_LINUX_MUSL_LINKER=rust-lld CARGO_TARGET_AARCH64_UNKNOWN_LINUX_MUSL_RUNNER=qemu-aarch64-static cargo
+ARM_READY  = @rustup target list --installed 2>/dev/null | grep -qx $(ARM_TARGET) || { echo "make: the Rust target $(ARM_TARGET) is not installed: run 'make arm-tools' (rustup target add $(ARM_TARGET))" >&2; exit 2; }
+
+$(ARM_AGENT): $(AGENT_SRC)
+	$(ARM_READY)
+	$(ARM_CARGO) build --release --manifest-path agent/Cargo.toml --target $(ARM_TARGET)
+
+agent-aarch64: $(ARM_AGENT)
+
+# Builds the agent too (integration tests run it), with the dev-dependencies' features: in a
+# clean checkout run it before agent-aarch64, which then has nothing left to do. Output shown:
+# the tests that cannot run under qemu-user say why they skipped.
+test-agent-aarch64:
+	$(ARM_READY)
+	@command -v qemu-aarch64-static >/dev/null || { echo "make: qemu-aarch64-static is missing: run 'make arm-tools' (apt-get install qemu-user-static)" >&2; exit 2; }
+	XTALK_AGENT_RUNNER=qemu-aarch64-static $(ARM_CARGO) test --release --manifest-path agent/Cargo.toml --target $(ARM_TARGET) -- --show-output
+
+arm-tools:
+	tests/arm/tools.sh
+
+test-arm: setup
+	tests/arm/qemu_user.sh
 
 bench: setup
 	@for f in bench/[!_]*.py; do echo "== $$f"; PYTHONPATH=src $(BIN)/python $$f || exit 1; done

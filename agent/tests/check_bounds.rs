@@ -15,9 +15,23 @@ fn base() -> Value {
     })
 }
 
+/// The agent under test; through $XTALK_AGENT_RUNNER where one is set (qemu-aarch64-static for
+/// the aarch64 agent on an x86_64 machine, `make test-agent-aarch64`), as cargo runs the tests.
+fn agent() -> Command {
+    let bin = env!("CARGO_BIN_EXE_xtalk-agent");
+    match std::env::var("XTALK_AGENT_RUNNER") {
+        Ok(runner) if !runner.is_empty() => {
+            let mut c = Command::new(runner);
+            c.arg(bin);
+            c
+        }
+        _ => Command::new(bin),
+    }
+}
+
 /// (exit code, stdout, stderr) of `xtalk-agent check -` fed `plan`.
 fn check(plan: &Value) -> (i32, String, String) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_xtalk-agent"))
+    let mut child = agent()
         .args(["check", "-"])
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())

@@ -13,7 +13,8 @@
  * every probe is a no-op after one check.
  *
  * Timestamps are the processor's counter (x86-64: rdtsc with rdpid for the CPU, or rdtscp
- * where rdpid is missing; arm64: CNTVCT_EL0); the agent records the counter's rate and a reference pair
+ * where rdpid is missing; arm64: the generic timer's CNTVCT_EL0, at CNTFRQ_EL0 Hz, see
+ * xtalk_probe_counter_hz); the agent records the counter's rate and a reference pair
  * with CLOCK_MONOTONIC, so the host puts probes on the same time base as the job records.
  * Layout: docs/observe.md. Header-only; C11 or C++11.
  */
@@ -82,6 +83,13 @@ static void xtalk_probe_forked_(void) {
     xtalk_probe_tid_ = 0;
 }
 
+#if !defined(__x86_64__) && !defined(__cplusplus) && !defined(_GNU_SOURCE)
+/* arm64 and the fallback read the CPU with sched_getcpu (vDSO or rseq, no system call), which
+ * glibc and musl declare under _GNU_SOURCE only; the function is always there. (C++ compilers
+ * define _GNU_SOURCE.) */
+int sched_getcpu(void);
+#endif
+
 #if defined(__x86_64__)
 #include <cpuid.h>
 static int xtalk_probe_rdpid_; /* 1: rdtsc + rdpid; 0: rdtscp */
@@ -111,6 +119,22 @@ static inline uint64_t xtalk_probe_ticks_(uint32_t *cpu) {
     clock_gettime(CLOCK_MONOTONIC, &ts);
     *cpu = (uint32_t)sched_getcpu();
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+#endif
+}
+
+/* The probe counter's frequency in Hz where the architecture states it: arm64's generic
+ * timer runs at CNTFRQ_EL0 (set by the firmware, readable from user space). 0 on x86-64, whose
+ * TSC rate is not architectural: the agent's reference pairs give it. 1e9 for the fallback's
+ * nanoseconds. */
+static inline uint64_t xtalk_probe_counter_hz(void) {
+#if defined(__x86_64__)
+    return 0;
+#elif defined(__aarch64__)
+    uint64_t hz;
+    __asm__ __volatile__("mrs %0, cntfrq_el0" : "=r"(hz));
+    return hz;
+#else
+    return 1000000000ull;
 #endif
 }
 

@@ -3,7 +3,7 @@
 //! FSIZE), and a failure to set one ends the enemy before its load starts.
 
 /// Set the soft and hard limit of `resource` to `value`, or end the enemy (status 3).
-pub fn cap(resource: libc::__rlimit_resource_t, value: u64, what: &str) {
+pub fn cap(resource: crate::observe::machine::RlimitResource, value: u64, what: &str) {
     let r = libc::rlimit { rlim_cur: value, rlim_max: value };
     if unsafe { libc::setrlimit(resource, &r) } != 0 {
         eprintln!("enemy: setrlimit({what}, {value}): {}", std::io::Error::last_os_error());

@@ -2,8 +2,10 @@
 //! CPU has AVX, else `movnti` through `_mm_stream_si64`, on x86_64) write a `bytes` buffer
 //! without reading it and without allocating its lines in the caches: all of the traffic
 //! goes to the memory controller, and the caches the victim uses are left alone, which
-//! separates the memory channel from the cache channel. Other architectures use ordinary
-//! volatile stores (a portable fallback, cached). The counter is bytes stored.
+//! separates the memory channel from the cache channel. On aarch64, `stnp` stores pairs of
+//! words with the non-temporal hint (the core may stream them past its caches; the Cortex-A53
+//! does for whole lines). Other architectures use ordinary volatile stores (a portable
+//! fallback, cached). The counter is bytes stored.
 use super::EnemyLoad;
 use crate::kernels::Buffer;
 
@@ -51,7 +53,21 @@ unsafe fn store_avx(dst: &mut [u64], v: u64) {
     }
 }
 
-#[cfg(not(target_arch = "x86_64"))]
+#[cfg(target_arch = "aarch64")]
+fn store(dst: &mut [u64], v: u64) {
+    let mut pairs = dst.chunks_exact_mut(2);
+    for p in &mut pairs {
+        // SAFETY: `p` is two writable, 8-byte aligned words of the buffer.
+        unsafe { core::arch::asm!("stnp {v}, {v}, [{p}]", v = in(reg) v, p = in(reg) p.as_mut_ptr(), options(nostack, preserves_flags)) };
+    }
+    for w in pairs.into_remainder() {
+        unsafe { std::ptr::write_volatile(w, v) };
+    }
+    // stnp is exempt from address-dependency ordering: order it before what follows.
+    unsafe { core::arch::asm!("dmb ishst", options(nostack, preserves_flags)) };
+}
+
+#[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
 fn store(dst: &mut [u64], v: u64) {
     for w in dst.iter_mut() {
         unsafe { std::ptr::write_volatile(w, v) };

@@ -15,7 +15,8 @@ fn resolution_ns(id: libc::clockid_t) -> i64 {
     ts.tv_sec as i64 * 1_000_000_000 + ts.tv_nsec as i64
 }
 
-/// The processor's cycle/time counter: TSC on x86_64, CNTVCT_EL0 on arm64.
+/// The processor's cycle/time counter: TSC on x86_64, the generic timer's virtual count
+/// (CNTVCT_EL0) on arm64.
 #[inline(always)]
 pub fn ticks() -> u64 {
     #[cfg(target_arch = "x86_64")]
@@ -24,10 +25,24 @@ pub fn ticks() -> u64 {
     }
     #[cfg(target_arch = "aarch64")]
     unsafe {
+        // isb: the counter may otherwise be read ahead of the instructions before it.
         let v: u64;
-        core::arch::asm!("mrs {}, cntvct_el0", out(reg) v);
+        core::arch::asm!("isb", "mrs {}, cntvct_el0", out(reg) v, options(nostack, nomem, preserves_flags));
         v
     }
+}
+
+/// The tick counter's frequency where the architecture states it: CNTFRQ_EL0 on arm64 (set
+/// by the firmware, readable from user space). None on x86_64, whose TSC rate is measured.
+pub fn counter_hz() -> Option<u64> {
+    #[cfg(target_arch = "aarch64")]
+    {
+        let hz: u64;
+        unsafe { core::arch::asm!("mrs {}, cntfrq_el0", out(reg) hz, options(nostack, nomem, preserves_flags)) };
+        return Some(hz).filter(|&h| h > 0);
+    }
+    #[allow(unreachable_code)]
+    None
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -37,8 +52,17 @@ fn ticks_serialized() -> u64 {
     unsafe { core::arch::x86_64::__rdtscp(&mut aux) }
 }
 
-/// Ticks per ns, measured against CLOCK_MONOTONIC_RAW over `window_ns`.
+/// Ticks per ns: the stated frequency (arm64's CNTFRQ_EL0) where there is one, else
+/// measured against CLOCK_MONOTONIC_RAW over `window_ns`.
 pub fn ticks_per_ns(window_ns: i64) -> f64 {
+    if let Some(hz) = counter_hz() {
+        return hz as f64 / 1e9;
+    }
+    measured_ticks_per_ns(window_ns)
+}
+
+/// Ticks per ns measured against CLOCK_MONOTONIC_RAW over `window_ns`.
+pub fn measured_ticks_per_ns(window_ns: i64) -> f64 {
     let (t0, c0) = (clock_ns(libc::CLOCK_MONOTONIC_RAW), ticks());
     while clock_ns(libc::CLOCK_MONOTONIC_RAW) - t0 < window_ns {
         std::hint::spin_loop();
@@ -182,10 +206,38 @@ pub fn run(pairs: usize, cpu: usize, drift_ns: i64, cpus: &[usize]) -> Value {
             "resolution_ns": {"MONOTONIC": resolution_ns(libc::CLOCK_MONOTONIC), "MONOTONIC_RAW": resolution_ns(libc::CLOCK_MONOTONIC_RAW),
                               "THREAD_CPUTIME_ID": resolution_ns(libc::CLOCK_THREAD_CPUTIME_ID), "ticks": ns_per_tick},
             "ticks_per_ns": tpn,
+            "ticks_rate_from": if counter_hz().is_some() { "CNTFRQ_EL0" } else { "measured against MONOTONIC_RAW" },
             "drift_window_ns": drift_ns,
             "drift_ppm_vs_monotonic": {"MONOTONIC_RAW": ppm((r1 - r0) as f64), "ticks": ppm((t1 - t0) as f64 / tpn), "REALTIME": ppm((w1 - w0) as f64)},
             "inter_core_offsets": offsets,
         },
         "notes": notes,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_tick_counter_advances() {
+        let a = ticks();
+        std::thread::sleep(std::time::Duration::from_millis(2));
+        assert!(ticks() > a);
+    }
+
+    #[test]
+    fn the_stated_counter_frequency_is_the_rate_it_counts_at() {
+        match counter_hz() {
+            // arm64: CNTFRQ_EL0 must be the generic timer's rate, not a stale or scaled value;
+            // the loose bound tolerates a loaded machine, not a wrong register.
+            Some(hz) => {
+                let stated = hz as f64 / 1e9;
+                let measured = measured_ticks_per_ns(200_000_000);
+                assert!((measured / stated - 1.0).abs() < 0.25, "CNTFRQ_EL0 says {stated} ticks/ns, counted {measured}");
+                assert_eq!(ticks_per_ns(1), stated, "the stated rate is used, without a measuring window");
+            }
+            None => assert!(cfg!(not(target_arch = "aarch64")), "arm64 states its counter frequency"),
+        }
+    }
 }

@@ -195,6 +195,19 @@ pub fn collect() -> Value {
     })
 }
 
+/// Why this process runs under user-mode emulation, if it does, for the tests that cannot
+/// mean anything there (qemu-user translates the code: CPU-time predictions are not the
+/// CPU's). Seen by the runner the tests were started with (`make test-agent-aarch64` sets
+/// $XTALK_AGENT_RUNNER), or by an arm64 process reading an x86 kernel's /proc/cpuinfo.
+#[cfg(test)]
+pub fn user_emulation() -> Option<String> {
+    if let Some(r) = std::env::var_os("XTALK_AGENT_RUNNER").filter(|r| !r.is_empty()) {
+        return Some(format!("run through {}", r.to_string_lossy()));
+    }
+    let x86_kernel = fs::read_to_string("/proc/cpuinfo").map(|c| c.contains("vendor_id")).unwrap_or(false);
+    (cfg!(target_arch = "aarch64") && x86_kernel).then(|| "an arm64 process on an x86 kernel".to_string())
+}
+
 #[cfg(test)]
 mod tests {
     #[test]

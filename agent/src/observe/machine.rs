@@ -87,7 +87,14 @@ pub fn has_cap_ipc_lock() -> bool {
     cap_effective() & (1 << CAP_IPC_LOCK) != 0
 }
 
-fn rlimit(res: libc::__rlimit_resource_t) -> u64 {
+/// The type of an rlimit resource number: glibc declares its own enum type, musl (the static
+/// aarch64 build) a plain int.
+#[cfg(target_env = "gnu")]
+pub type RlimitResource = libc::__rlimit_resource_t;
+#[cfg(not(target_env = "gnu"))]
+pub type RlimitResource = libc::c_int;
+
+fn rlimit(res: RlimitResource) -> u64 {
     let mut r = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
     unsafe { libc::getrlimit(res, &mut r) };
     if r.rlim_cur == libc::RLIM_INFINITY { u64::MAX } else { r.rlim_cur }

@@ -229,6 +229,9 @@ mod tests {
     }
     #[test]
     fn calibration_predicts_the_busy_time() {
+        if let Some(how) = crate::observe::env::user_emulation() {
+            return eprintln!("skipped: under user-mode emulation ({how}) a busy loop's CPU time is the translator's, not a prediction");
+        }
         let per_ns = calibrate();
         assert!(per_ns > 0.0);
         let n = (2e6 * per_ns) as u64; // 2 ms

@@ -103,6 +103,28 @@ def estimate_seconds(exp: config.experiment.Experiment, runs: list[RunSpec], fea
     return total
 
 
+def _noise_after_runs(out: Path, document: dict, results, table, effect: float, repetitions: int, console) -> None:
+    """The noise floor from the experiment's own solo runs (first configuration), recorded in
+    experiment.json, and a warning only where a scenario's CI concluded nothing at `effect`."""
+    from .feasibility import after_runs, noise_text
+
+    jobs = results.jobs()
+    if not len(jobs) or "scenario" not in jobs:
+        return
+    first = document["feasibility"][0]["configuration"]
+    solo = jobs[(jobs.scenario == "solo") & (jobs.get("configuration", first) == first)]
+    medians = [float(m) for m in solo.groupby("run_id").exec_ns.median()]
+    if len(medians) < 2:
+        return
+    noise, warning = after_runs(medians, table, effect, repetitions)
+    document["feasibility"][0]["noise_floor_runs"] = noise
+    (out / "experiment.json").write_text(json.dumps(document, indent=2))
+    if warning:
+        console.print(f"[yellow]warning: {warning}[/]", highlight=False)
+    else:
+        console.print(f"{noise_text(noise)}; every slowdown CI concludes at min_effect", highlight=False)
+
+
 def run_experiment(path: Path, results: Path | None = None, console: Console | None = None,
                    skip_unavailable: bool = False, skip_feasibility: bool = False, require_effect: bool = False) -> Path:
     """Run every run of the experiment; return the results directory."""
@@ -183,7 +205,11 @@ def run_experiment(path: Path, results: Path | None = None, console: Console | N
                 bar.console.print(f"[yellow]run {r.run_id}: {note}[/]", markup=True, highlight=False)
             bar.update(task, advance=r.expected_seconds() + RUN_OVERHEAD_S, runs=f"{i + 1}/{len(runs)}")
     try:
-        write_summary(open_results(out), console=console)
+        results = open_results(out)
+        table = write_summary(results, console=console)
+        if not skip_feasibility and document.get("feasibility"):
+            _noise_after_runs(out, document, results, table, fraction(exp.min_effect, "min_effect", high=10.0),
+                              exp.repetitions, console)
     except OSError as e:
         if e.errno not in _DISK_ERRNOS:
             raise

@@ -13,6 +13,13 @@ from campaign_util import campaign_dirs, tiny
 from conftest import XTALK, processes_named, wait_for, xtalk as run_xtalk
 
 
+def _running(base) -> bool:
+    """A campaign under `base` has a run under way (its journal says so, and its victim lives)."""
+    dirs = campaign_dirs(base)
+    return bool(dirs) and '"state":"running"' in (dirs[0] / "journal.jsonl").read_text() and \
+        bool(processes_named(("xt-victim",)))
+
+
 def test_plan_estimate_is_within_20_percent_of_the_real_duration(tmp_path):
     f = tiny(tmp_path, jobs=250)  # 6 runs of about 0.5 s
     plan = run_xtalk("campaign", "plan", f)
@@ -37,7 +44,7 @@ def test_status_from_another_process_while_it_runs_then_query_and_open(tmp_path)
     base = tmp_path / "res"
     p = subprocess.Popen([*XTALK, "campaign", "run", f, "--results", base], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                          text=True)
-    assert wait_for(lambda: campaign_dirs(base) and processes_named(("xt-victim",)), timeout=30)
+    assert wait_for(lambda: _running(base), timeout=60)  # past the pre-flight, a run under way
     (store,) = campaign_dirs(base)
     st = run_xtalk("campaign", "status", store)
     assert st.returncode == 0, st.stderr
@@ -71,7 +78,7 @@ def test_a_second_driver_is_refused_and_sigterm_stops_cleanly_then_resume_finish
     p = subprocess.Popen([*XTALK, "campaign", "run", f, "--results", base], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                          text=True)
     try:
-        assert wait_for(lambda: campaign_dirs(base) and processes_named(("xt-victim",)), timeout=30)
+        assert wait_for(lambda: _running(base), timeout=60)
         out = run_xtalk("campaign", "resume", campaign_dirs(base)[0])
         assert out.returncode == 2 and "being run by another xtalk (pid" in out.stderr, out.stderr
         assert p.poll() is None, "the campaign ended before the interrupt; make its runs longer"

@@ -121,8 +121,10 @@ def _noise_after_runs(out: Path, document: dict, results, table, effect: float, 
     (out / "experiment.json").write_text(json.dumps(document, indent=2))
     if warning:
         console.print(f"[yellow]warning: {warning}[/]", highlight=False)
-    else:
+    elif (table.scenario != "solo").any():
         console.print(f"{noise_text(noise)}; every slowdown CI concludes at min_effect", highlight=False)
+    else:
+        console.print(noise_text(noise), highlight=False)
 
 
 def run_experiment(path: Path, results: Path | None = None, console: Console | None = None,

@@ -73,15 +73,16 @@ def estimated_seconds(plans_by_cell: dict[str, list], skip_feasibility: bool, ov
 def ensure(store: Path, targets: list, say=print, skip_feasibility: bool = False) -> None:
     """Calibrate and check every cell that has no record yet, then apply the calibrated
     work to campaign.json (once). UsageError (exit 2) when a victim is infeasible."""
-    from .. import calibrate_work, feasibility
-    from .prepare import first_answering
-
     store = Path(store)
+    doc = json.loads((store / CAMPAIGN_JSON).read_text()) if (store / CAMPAIGN_JSON).is_file() else None
+    if doc is not None and doc.get("preflight_applied"):
+        return  # the common resume: nothing to load, the executor checks the rest
     doc, runs = load(store)
-    if doc.get("preflight_applied"):
-        return
     skip_feasibility = skip_feasibility or bool(doc.get("skip_feasibility"))
-    with CampaignLock(store):
+    with CampaignLock(store):  # before the imports below: a second driver is refused at once
+        from .. import calibrate_work, feasibility
+        from .prepare import first_answering
+
         record = read(store)
         todo = {k: rs for k, rs in cells(runs).items() if k not in record["cells"]}
         target = first_answering(targets) if todo else None

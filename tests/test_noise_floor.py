@@ -57,3 +57,23 @@ def test_noise_passes_are_sized_by_time_and_never_longer_than_a_run():
     assert noise_jobs(plan(10, 600)) == 150  # 1.5 s of a 10 ms period, not 20 jobs
     assert noise_jobs(plan(1, 100)) == 100  # the run itself is shorter than 1.5 s
     assert noise_jobs(plan(500, 600)) == 20  # a long period: still enough jobs for a median
+
+
+def test_the_machine_delay_separates_late_starts_and_stolen_time_from_the_jobs_own_work():
+    from xtalk.feasibility import delay_text, machine_delay
+
+    ms = 1_000_000
+    # Ten 3 ms jobs of a 10 ms period; job 4 starts 9 ms late, job 7 loses 8 ms on its CPU
+    # with no context switch, job 8 is preempted (a switch: its lost time is not the machine's
+    # hidden hand but a visible one, left out).
+    rows = [dict(release_ns=k * 10 * ms, start_ns=k * 10 * ms + 50_000, end_ns=k * 10 * ms + 50_000 + 3 * ms,
+                 cpu_time_ns=3 * ms, nvcsw=0, nivcsw=0, exec_ns=3 * ms) for k in range(10)]
+    rows[4].update(start_ns=rows[4]["release_ns"] + 9 * ms, end_ns=rows[4]["release_ns"] + 12 * ms)
+    rows[7].update(end_ns=rows[7]["start_ns"] + 11 * ms, exec_ns=11 * ms)
+    rows[8].update(end_ns=rows[8]["start_ns"] + 6 * ms, exec_ns=6 * ms, nivcsw=1)
+    d = machine_delay([pd.DataFrame(rows[:5]), pd.DataFrame(rows[5:])], 10 * ms)
+    assert d["jobs"] == 10 and d["max_late_start_ns"] == 9 * ms and d["max_stolen_ns"] == 8 * ms
+    assert d["slack_ns"] == 7 * ms and d["over_slack"] == 2  # jobs 4 and 7, not the preempted 8
+    assert "2 job(s) lost more than the slack" in delay_text(d) and "the machine's" in delay_text(d)
+    quiet = machine_delay([pd.DataFrame(rows[:4])], 10 * ms)
+    assert quiet["over_slack"] == 0 and "expect solo misses" not in delay_text(quiet)

@@ -85,6 +85,35 @@ def noise_text(n: dict) -> str:
             f"the experiment has {n['repetitions']}")
 
 
+def machine_delay(passes, deadline_ns: int) -> dict:
+    """What the machine, not the victim, costs a job in the solo passes: how late it started
+    after its release, and the wall time it lost while on its CPU with no context switch (on
+    a kernel that leaves steal out of a task's CPU time, the hypervisor running something
+    else), against the slack the deadline leaves beside the median job."""
+    import pandas as pd
+
+    jobs = pd.concat(passes)
+    late = jobs.start_ns - jobs.release_ns
+    still = (jobs.nvcsw + jobs.nivcsw) == 0
+    stolen = ((jobs.end_ns - jobs.start_ns) - jobs.cpu_time_ns).where(still, 0).clip(lower=0)
+    lost = late + stolen
+    return {"jobs": len(jobs), "max_late_start_ns": float(late.max()), "max_stolen_ns": float(stolen.max()),
+            "p99_lost_ns": float(lost.quantile(0.99)), "max_lost_ns": float(lost.max()),
+            "slack_ns": float(deadline_ns - jobs.exec_ns.median()), "over_slack": int((lost > deadline_ns - jobs.exec_ns.median()).sum())}
+
+
+def delay_text(d: dict) -> str:
+    """One line: how much the machine delayed the solo jobs, against the slack."""
+    line = (f"machine delay over {d['jobs']} solo jobs: up to {d['max_late_start_ns'] / 1e6:.2g} ms late to start, up to "
+            f"{d['max_stolen_ns'] / 1e6:.2g} ms off the CPU without a context switch (p99 of both together "
+            f"{d['p99_lost_ns'] / 1e6:.2g} ms), against {d['slack_ns'] / 1e6:.3g} ms of slack")
+    if d["over_slack"]:
+        line += (f"; {d['over_slack']} job(s) lost more than the slack: expect solo misses that are the machine's "
+                 f"(other work on the victim's CPU in a non-preemptible kernel, or the hypervisor), not the victim's; "
+                 f"a longer period absorbs them, quieting the machine removes them")
+    return line
+
+
 def unresolved(table, effect: float, reference: str = "solo") -> list[str]:
     """The scenarios of a summary table whose median-slowdown CI can conclude nothing about
     `effect`: it holds 1 and is wider than ±effect. A CI that excludes 1 has concluded (a
@@ -186,9 +215,12 @@ def check(runs: list[RunSpec], agent, out: Path, say=print, min_effect: float = 
         # Only a feasible victim is worth repeating (a throttled one would take minutes).
         if noise and len(record) == 1:
             n_jobs = noise_jobs(r.plan)
-            medians = [float(solo_pass(r.plan, out / "feasibility" / f"{r.configuration}-noise-{k}", agent,
-                                       f"the solo feasibility run{where}", "or run with --skip-feasibility", jobs=n_jobs
-                                       ).exec_ns.median()) for k in range(NOISE_PASSES)]
+            passes = [solo_pass(r.plan, out / "feasibility" / f"{r.configuration}-noise-{k}", agent,
+                                f"the solo feasibility run{where}", "or run with --skip-feasibility", jobs=n_jobs)
+                      for k in range(NOISE_PASSES)]
+            medians = [float(p.exec_ns.median()) for p in passes]
+            record[0]["machine_delay"] = delay = machine_delay(passes, deadline)
+            say(delay_text(delay))
             reps = 1 + max((x.repetition for x in runs if x.configuration == r.configuration and x.scenario == "solo"), default=0)
             floor = noise_floor(medians, min_effect, reps, n_jobs)
             record[0]["noise_floor"] = floor

@@ -104,7 +104,7 @@ def plan(experiment: Optional[Path] = typer.Argument(None, help="experiment file
     if is_campaign_file(experiment):  # the same question for a campaign: runs and duration
         from .campaign.cli import plan as campaign_plan
 
-        return campaign_plan(experiment, [], False)
+        return campaign_plan(experiment, [], False, False)
     from .runner import estimate_seconds, prepare
     from .targets.agent import machine_fixture
 

@@ -144,7 +144,8 @@ def run(file: Path = typer.Argument(..., help="campaign file (TOML)"),
     p = prepare(file, targets)
     kind = _kind(targets, cluster)
     meta = {"name": p.campaign.name, "kind": kind, "source": str(file),
-            "estimate_s": campaign_seconds([r.plan for r in p.expansion.runs], kind, len(targets)),
+            "estimate_s": campaign_seconds([r.plan for r in p.expansion.runs], kind, len(targets))
+            + (0.0 if cluster else _preflight_seconds([r.plan for r in p.expansion.runs], skip_feasibility)),
             "applications": [json.loads(a.model_dump_json()) for a in p.campaign.application],
             "skip_feasibility": skip_feasibility}
     store = layout.create(results or Path(p.campaign.results), p.campaign.name, p.text, p.expansion, meta)

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from ..config.expand import RunSpec
 from ..config.units import fraction
-from .layout import CAMPAIGN_JSON, CampaignLock, load, write_atomic
+from .layout import CAMPAIGN_JSON, JOURNAL, CampaignLock, load, write_atomic
 
 PREFLIGHT_JSON = "preflight.json"
 #: Labels naming a cell: the runs that share a calibrated work and a feasibility verdict.
@@ -78,6 +78,10 @@ def ensure(store: Path, targets: list, say=print, skip_feasibility: bool = False
     if doc is not None and doc.get("preflight_applied"):
         return  # the common resume: nothing to load, the executor checks the rest
     doc, runs = load(store)
+    from .journal import read as read_journal
+
+    if any(e.get("state", "planned") != "planned" for e in read_journal(store / JOURNAL)):
+        return  # a campaign whose runs began without a pre-flight (an older xtalk): keep its plans
     skip_feasibility = skip_feasibility or bool(doc.get("skip_feasibility"))
     with CampaignLock(store):  # before the imports below: a second driver is refused at once
         from .. import calibrate_work, feasibility

@@ -151,7 +151,7 @@ def run(file: Path = typer.Argument(..., help="campaign file (TOML)"),
     store = layout.create(results or Path(p.campaign.results), p.campaign.name, p.text, p.expansion, meta)
     console.print(f"campaign directory: {store}")
     try:
-        _preflight(store, targets, cluster, skip_feasibility)
+        _preflight(store, targets, cluster, skip_feasibility, target_wait)
     except UsageError:
         import shutil
 
@@ -178,11 +178,11 @@ def resume(store: Path = typer.Argument(..., help="campaign directory"),
     refuse_fixture("campaign resume")
     security = _security(cluster, tls_ca, tls_cert, tls_key, insecure_cluster)
     targets = _targets(target)
-    _preflight(store, targets, cluster, skip_feasibility)
+    _preflight(store, targets, cluster, skip_feasibility, target_wait)
     _drive(store, targets, cluster, target_wait, security)
 
 
-def _preflight(store: Path, targets, cluster, skip_feasibility: bool) -> None:
+def _preflight(store: Path, targets, cluster, skip_feasibility: bool, target_wait: float) -> None:
     """Calibration and feasibility of every cell not yet done (preflight.py)."""
     if cluster:  # the passes need a board, and a Dask cluster lends one to a run only
         console.print("[yellow]--cluster: no pre-flight (calibration, feasibility); give victims their work "
@@ -190,7 +190,7 @@ def _preflight(store: Path, targets, cluster, skip_feasibility: bool) -> None:
         return
     from .preflight import ensure
 
-    ensure(store, targets, say=console.print, skip_feasibility=skip_feasibility)
+    ensure(store, targets, say=console.print, skip_feasibility=skip_feasibility, target_wait=target_wait)
 
 
 def _drive(store: Path, targets, cluster, target_wait, security=None) -> None:

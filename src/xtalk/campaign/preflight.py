@@ -70,9 +70,34 @@ def estimated_seconds(plans_by_cell: dict[str, list], skip_feasibility: bool, ov
     return total
 
 
-def ensure(store: Path, targets: list, say=print, skip_feasibility: bool = False) -> None:
+def _answering(store: Path, targets: list, first_run: str, target_wait: float):
+    """The first target that answers, waiting up to `target_wait` seconds as the executor
+    does; after that AgentError (exit 3), the targets' silence journalled for `status`."""
+    import time
+
+    from ..errors import AgentError
+    from ..targets.base import TargetUnreachable
+    from .journal import Journal
+    from .prepare import first_answering
+
+    start = time.monotonic()
+    while True:
+        try:
+            return first_answering(targets)
+        except TargetUnreachable as e:
+            if time.monotonic() - start >= target_wait:
+                with Journal(store / JOURNAL) as journal:
+                    for t in targets:
+                        journal.append(first_run, "requeued", target=t.name, reason=f"target unreachable: {e}")
+                raise AgentError(f"no target answered for the pre-flight: {e}; {len(json.loads((store / CAMPAIGN_JSON).read_text())['runs'])} "
+                                 f"run(s) remain: `xtalk campaign resume {store}` when a target answers") from None
+            time.sleep(min(5.0, max(0.0, target_wait - (time.monotonic() - start))))
+
+
+def ensure(store: Path, targets: list, say=print, skip_feasibility: bool = False, target_wait: float = 600.0) -> None:
     """Calibrate and check every cell that has no record yet, then apply the calibrated
-    work to campaign.json (once). UsageError (exit 2) when a victim is infeasible."""
+    work to campaign.json (once). UsageError (exit 2) when a victim is infeasible; AgentError
+    (exit 3) when no target answers within `target_wait` seconds."""
     store = Path(store)
     doc = json.loads((store / CAMPAIGN_JSON).read_text()) if (store / CAMPAIGN_JSON).is_file() else None
     if doc is not None and doc.get("preflight_applied"):
@@ -80,16 +105,15 @@ def ensure(store: Path, targets: list, say=print, skip_feasibility: bool = False
     doc, runs = load(store)
     from .journal import read as read_journal
 
-    if any(e.get("state", "planned") != "planned" for e in read_journal(store / JOURNAL)):
+    if any(e.get("state") in ("running", "done", "failed") for e in read_journal(store / JOURNAL)):
         return  # a campaign whose runs began without a pre-flight (an older xtalk): keep its plans
     skip_feasibility = skip_feasibility or bool(doc.get("skip_feasibility"))
     with CampaignLock(store):  # before the imports below: a second driver is refused at once
         from .. import calibrate_work, feasibility
-        from .prepare import first_answering
 
         record = read(store)
         todo = {k: rs for k, rs in cells(runs).items() if k not in record["cells"]}
-        target = first_answering(targets) if todo else None
+        target = _answering(store, targets, runs[0].run_id, target_wait) if todo else None
         for key, rs in todo.items():
             out = store / "preflight" / key.replace("/", "--")
             specs = _specs(key, rs)

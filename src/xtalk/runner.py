@@ -21,8 +21,6 @@ from .config.experiment import load
 from .config.limits import check_results_space
 from .config.units import fraction
 from .errors import UsageError, runs_exit_code
-from .report.summary import write_summary
-from .store import open as open_results
 from .targets.agent import check_plans, find_agent, local_facts, recover, refuse_fixture
 from .targets.local import run_plan
 from .provenance import git_commit
@@ -206,6 +204,9 @@ def run_experiment(path: Path, results: Path | None = None, console: Console | N
             for note in meta.get("notes") or []:  # e.g. an external enemy that exited early
                 bar.console.print(f"[yellow]run {r.run_id}: {note}[/]", markup=True, highlight=False)
             bar.update(task, advance=r.expected_seconds() + RUN_OVERHEAD_S, runs=f"{i + 1}/{len(runs)}")
+    from .report.summary import write_summary  # pandas and scipy: not for `plan`
+    from .store import open as open_results
+
     try:
         results = open_results(out)
         table = write_summary(results, console=console)

@@ -33,7 +33,8 @@ def test_aa_confidence_intervals_cover_one(tmp_path):
         f = tmp_path / f"aa{k}.toml"
         f.write_text(AA.format(k=k))
         quiet = Console(file=io.StringIO(), width=200)
-        res = run_experiment(f, tmp_path / "res", quiet)
+        # The CIs are the matter here: no feasibility, noise-floor or enemies-alone passes.
+        res = run_experiment(f, tmp_path / "res", quiet, skip_feasibility=True)
         import json
         table = {r["scenario"]: r for r in json.loads((res / "summary.json").read_text())}
         b = table["solo-b"]

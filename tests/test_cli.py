@@ -59,9 +59,16 @@ def test_intrusiveness_verdicts():
 def test_every_example_experiment_plans(tmp_path):
     """Each example experiment file is valid and plans on this machine (nothing runs)."""
     import tomllib
-    for f in sorted((ROOT / "examples").glob("*.toml")):
+    from concurrent.futures import ThreadPoolExecutor
+
+    def plan(f):
         campaign = "application" in tomllib.loads(f.read_text())
-        out = xtalk("campaign", "plan", f) if campaign else xtalk("plan", f, "--skip-unavailable")
+        return xtalk("campaign", "plan", f) if campaign else xtalk("plan", f, "--skip-unavailable")
+
+    files = sorted((ROOT / "examples").glob("*.toml"))
+    with ThreadPoolExecutor(4) as pool:  # each is mostly a Python start-up: overlap them
+        outs = list(pool.map(plan, files))
+    for f, out in zip(files, outs):
         missing = [p for p in _external_programs(f) if shutil.which(p) is None]
         if missing:  # a fresh machine lacks the peers (make bench installs them): refused, by name
             assert out.returncode == 2 and missing[0] in out.stderr and "install it" in out.stderr, out.stderr

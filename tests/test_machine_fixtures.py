@@ -83,16 +83,17 @@ def test_quickstart_resolves_to_the_fixtures_caches_and_cpus(name, tmp_path):
     assert [e["placement"]["cpus"] for e in read] == [[c] for c in range(ncpu - 1)]  # "others", one per CPU
     assert {e["load"]["bytes"] for e in read} == {4 * llc}
     # 15 runs of settle + (warm-up + jobs) periods + the per-run cost, the three calibration
-    # passes of victim.utilization (a fixture calibrates nothing, but the run will) and the
-    # three feasibility passes of the one configuration (the noise floor), each as long as a
-    # calibration pass, and one pass of each enemy alone (the per-CPU copies of read share
-    # one, as do those of chase).
+    # passes of victim.utilization (a fixture calibrates nothing, but the run will), the
+    # feasibility pass of the one configuration, each as long as a calibration pass, its
+    # three noise passes of 1.5 s of periods (150 jobs of 10 ms), and one pass of each enemy
+    # alone (the per-CPU copies of read share one, as do those of chase).
     from xtalk.enemy_alone import PASS_JOBS as ALONE_JOBS, PASS_PERIOD_NS
     v = p["solo"]["victim"]
     run_s = p["solo"]["settle_ms"] / 1e3 + (v["jobs"] + v["warmup_jobs"]) * v["period_ns"] / 1e9 + RUN_OVERHEAD_S
     pass_s = p["solo"]["settle_ms"] / 1e3 + (PASS_JOBS + PASS_WARMUP) * v["period_ns"] / 1e9 + RUN_OVERHEAD_S
+    noise_s = p["solo"]["settle_ms"] / 1e3 + (150 + PASS_WARMUP) * v["period_ns"] / 1e9 + RUN_OVERHEAD_S
     alone_s = p["solo"]["settle_ms"] / 1e3 + (ALONE_JOBS + 2) * PASS_PERIOD_NS / 1e9 + RUN_OVERHEAD_S
-    assert estimate(r.stdout) == round(15 * run_s + 3 * pass_s + 3 * pass_s + 2 * alone_s)
+    assert estimate(r.stdout) == round(15 * run_s + 3 * pass_s + pass_s + 3 * noise_s + 2 * alone_s)
     assert list(tmp_path.iterdir()) in ([], [tmp_path / "quickstart.toml"])  # nothing written
 
 

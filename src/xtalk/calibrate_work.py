@@ -53,29 +53,39 @@ def _with_work(plan: Plan, knob: str, work: int) -> Plan:
     return p
 
 
-def solo_pass(plan: Plan, run_dir: Path, agent: Path, what: str, alternative: str):
-    """Run `plan` alone for one short pass (PASS_JOBS jobs after PASS_WARMUP) into `run_dir`;
-    return its measured jobs. A pass that does not complete is an input error naming `what`."""
+def run_on(agent, plan: Plan, run_dir: Path) -> dict:
+    """Run `plan` into `run_dir` on `agent`: this machine's agent binary (a path), or a
+    campaign target (anything with `run(plan, run_dir)`: local, SSH)."""
+    if hasattr(agent, "run"):
+        return agent.run(plan, run_dir)
+    return run_plan(plan, run_dir, agent)
+
+
+def solo_pass(plan: Plan, run_dir: Path, agent, what: str, alternative: str, jobs: int = PASS_JOBS):
+    """Run `plan` alone for one short pass (`jobs` jobs after PASS_WARMUP) into `run_dir` on
+    `agent` (see run_on); return its measured jobs. A pass that does not complete is an input
+    error naming `what`."""
     plan = plan.model_copy(deep=True)
     plan.enemies = []
-    plan.victim.jobs, plan.victim.warmup_jobs = PASS_JOBS, PASS_WARMUP
+    plan.victim.jobs, plan.victim.warmup_jobs = jobs, PASS_WARMUP
     plan.run_id = run_dir.name
-    plan.timeout_s = 60 + 2 * (PASS_JOBS + PASS_WARMUP) * max(plan.victim.period_ns / 1e9, 1.0)
+    plan.timeout_s = 60 + 2 * (jobs + PASS_WARMUP) * max(plan.victim.period_ns / 1e9, 1.0)
     if run_dir.exists():  # a repeated pass starts afresh
         shutil.rmtree(run_dir)
-    meta = run_plan(plan, run_dir, agent)
-    jobs = read_job_log(run_dir / "jobs.bin")
-    measured = jobs[~jobs.warmup & ~jobs.failed] if len(jobs) else jobs
-    if meta.get("status") != "completed" or len(measured) < PASS_JOBS // 2:
+    meta = run_on(agent, plan, run_dir)
+    log = read_job_log(run_dir / "jobs.bin")
+    measured = log[~log.warmup & ~log.failed] if len(log) else log
+    if meta.get("status") != "completed" or len(measured) < jobs // 2:
         raise UsageError(f"{what} did not complete ({meta.get('status')}: {meta.get('reason')}); fix that run's cause, "
                          f"{alternative}")
     return measured
 
 
-def calibrate(runs: list[RunSpec], utilization: float, agent: Path, out: Path, say=print) -> tuple[list[RunSpec], dict]:
+def calibrate(runs: list[RunSpec], utilization: float, agent, out: Path, say=print) -> tuple[list[RunSpec], dict]:
     """Measure and set the victim's work so that a solo job takes `utilization` × period.
 
-    Returns the runs with the calibrated work (every one the same) and the record of it."""
+    `agent` is this machine's agent binary or a campaign target (see run_on). Returns the
+    runs with the calibrated work (every one the same) and the record of it."""
     solo = next((r for r in runs if r.scenario == "solo"), runs[0])
     base = solo.plan
     body = base.victim.body
@@ -102,10 +112,13 @@ def calibrate(runs: list[RunSpec], utilization: float, agent: Path, out: Path, s
     record = {"knob": knob, "work": work, "utilization": utilization, "period_ns": period,
               "configuration": solo.configuration, "passes": passes,
               "achieved_utilization": passes[-1]["utilization"]}
-    label = f"{knob}={work} for {utilization:.0%} of {period / 1e6:g} ms"
-    calibrated = []
-    for r in runs:
-        plan = _with_work(r.plan, knob, work)
-        plan.labels = {**plan.labels, "calibrated_work": label}
-        calibrated.append(dataclasses.replace(r, plan=plan))
-    return calibrated, record
+    return [dataclasses.replace(r, plan=calibrated(r.plan, record)) for r in runs], record
+
+
+def calibrated(plan: Plan, record: dict) -> Plan:
+    """`plan` with the work of a calibration record, labelled with it (every run of an
+    experiment, or of a campaign cell, gets the same)."""
+    p = _with_work(plan, record["knob"], record["work"])
+    p.labels = {**p.labels, "calibrated_work": f"{record['knob']}={record['work']} for {record['utilization']:.0%} "
+                                                 f"of {record['period_ns'] / 1e6:g} ms"}
+    return p

@@ -78,7 +78,7 @@ def plan(experiment: Optional[Path] = typer.Argument(None, help="experiment file
     if is_campaign_file(experiment):  # the same question for a campaign: runs and duration
         from .campaign.cli import plan as campaign_plan
 
-        return campaign_plan(experiment, [], False)
+        return campaign_plan(experiment, [], False, False)
     from .runner import estimate_seconds, prepare
     from .targets.agent import machine_fixture
 
@@ -364,14 +364,27 @@ def containment(results: Path = typer.Argument(..., help="results directory of a
         raise UsageError(str(e)) from None
 
 
-def _mount_optional():
-    """Sub-command groups that live in their own packages."""
-    for name, module in (("model", "xtalk.model.cli"), ("sched", "xtalk.sched.cli"), ("campaign", "xtalk.campaign.cli")):
+def _mount_optional(argv: list[str] | None = None):
+    """Sub-command groups that live in their own packages: the one the command line names,
+    or all of them when it names none (help, completion). Importing them all cost every
+    command a second and more (`sched` brings pandas and scipy along)."""
+    argv = sys.argv[1:] if argv is None else argv
+    words = [a for a in argv if not a.startswith("-")]
+    groups = (("model", "xtalk.model.cli"), ("sched", "xtalk.sched.cli"), ("campaign", "xtalk.campaign.cli"))
+    named = words[0] if words and (words[0] in app_commands() or words[0] in dict(groups)) else None
+    for name, module in groups:
+        if named is not None and named != name:
+            continue
         try:
             mod = __import__(module, fromlist=["app"])
         except ImportError:
             continue
         app.add_typer(mod.app, name=name)
+
+
+def app_commands() -> set[str]:
+    """The names of the top-level commands (not the sub-command groups)."""
+    return {c.name or c.callback.__name__.replace("_", "-") for c in app.registered_commands}
 
 
 def _interrupt(signum, frame):

@@ -22,8 +22,6 @@ from .config.experiment import load
 from .limits import check_results_space
 from .units import fraction
 from .errors import UsageError, runs_exit_code
-from .report.summary import write_summary
-from .store import open as open_results
 from .targets.agent import check_plans, find_agent, local_facts, recover, refuse_fixture
 from .targets.base import LocalTarget
 from .provenance import git_commit
@@ -102,6 +100,30 @@ def estimate_seconds(exp: config.experiment.Experiment, runs: list[RunSpec], fea
 
         total += estimated_seconds(runs, RUN_OVERHEAD_S)
     return total
+
+
+def _noise_after_runs(out: Path, document: dict, results, table, effect: float, repetitions: int, console) -> None:
+    """The noise floor from the experiment's own solo runs (first configuration), recorded in
+    experiment.json, and a warning only where a scenario's CI concluded nothing at `effect`."""
+    from .feasibility import after_runs, noise_text
+
+    jobs = results.jobs()
+    if not len(jobs) or "scenario" not in jobs:
+        return
+    first = document["feasibility"][0]["configuration"]
+    solo = jobs[(jobs.scenario == "solo") & (jobs.get("configuration", first) == first)]
+    medians = [float(m) for m in solo.groupby("run_id").exec_ns.median()]
+    if len(medians) < 2:
+        return
+    noise, warning = after_runs(medians, table, effect, repetitions)
+    document["feasibility"][0]["noise_floor_runs"] = noise
+    (out / "experiment.json").write_text(json.dumps(document, indent=2))
+    if warning:
+        console.print(f"[yellow]warning: {warning}[/]", highlight=False)
+    elif (table.scenario != "solo").any():
+        console.print(f"{noise_text(noise)}; every slowdown CI concludes at min_effect", highlight=False)
+    else:
+        console.print(noise_text(noise), highlight=False)
 
 
 def run_experiment(path: Path, results: Path | None = None, console: Console | None = None,
@@ -184,8 +206,15 @@ def run_experiment(path: Path, results: Path | None = None, console: Console | N
             for note in meta.get("notes") or []:  # e.g. an external enemy that exited early
                 bar.console.print(f"[yellow]run {r.run_id}: {note}[/]", markup=True, highlight=False)
             bar.update(task, advance=r.expected_seconds() + RUN_OVERHEAD_S, runs=f"{i + 1}/{len(runs)}")
+    from .report.summary import write_summary  # pandas and scipy: not for `plan`
+    from .store import open as open_results
+
     try:
-        write_summary(open_results(out), console=console)
+        results = open_results(out)
+        table = write_summary(results, console=console)
+        if not skip_feasibility and document.get("feasibility"):
+            _noise_after_runs(out, document, results, table, fraction(exp.min_effect, "min_effect", high=10.0),
+                              exp.repetitions, console)
     except OSError as e:
         if e.errno not in _DISK_ERRNOS:
             raise

@@ -64,6 +64,23 @@ def _kind(targets, cluster) -> str:
     return "ssh" if any(t.__class__.__name__ == "SshTarget" for t in targets) else "local"
 
 
+_SKIP = typer.Option(False, "--skip-feasibility",
+                     help="run even if a victim cannot hold its period alone (the guards still say so); the work of "
+                          "`victim.utilization` is calibrated all the same")
+
+
+def _preflight_seconds(plans, skip_feasibility: bool) -> float:
+    """What the pre-flight passes (calibration, feasibility) add, locally."""
+    from .estimate import RUN_OVERHEAD_S, buffer_bytes, TOUCH_BYTES_PER_S
+    from .preflight import cell_of, estimated_seconds
+
+    by_cell: dict = {}
+    for p in plans:
+        by_cell.setdefault(cell_of(p.labels), []).append(p)
+    overhead = RUN_OVERHEAD_S["local"] + (buffer_bytes(plans[0]) / TOUCH_BYTES_PER_S if plans else 0.0)
+    return estimated_seconds(by_cell, skip_feasibility, overhead)
+
+
 @_command
 def schema():
     """Print the JSON Schema of campaign files (for editors)."""
@@ -75,7 +92,8 @@ def schema():
 @_command
 def plan(file: Path = typer.Argument(..., help="campaign file (TOML)"),
          target: list[str] = typer.Option([], "--target", help="where it would run (default local)"),
-         show_runs: bool = typer.Option(False, "--runs", help="list every run in order")):
+         show_runs: bool = typer.Option(False, "--runs", help="list every run in order"),
+         skip_feasibility: bool = typer.Option(False, "--skip-feasibility", help="as `campaign run --skip-feasibility`")):
     """Number of runs and estimated duration; nothing runs."""
     from ..trust import warn_untrusted
     from .estimate import campaign_seconds, human, startup_seconds
@@ -85,7 +103,8 @@ def plan(file: Path = typer.Argument(..., help="campaign file (TOML)"),
     targets = _targets(target)
     p = prepare(file, targets)
     plans = [r.plan for r in p.expansion.runs]
-    secs = campaign_seconds(plans, _kind(targets, None), len(targets), startup=startup_seconds())
+    secs = campaign_seconds(plans, _kind(targets, None), len(targets), startup=startup_seconds()) + \
+        _preflight_seconds(plans, skip_feasibility)
     cells = {(r.labels["application"], r.labels["configuration"], r.labels["variant"], r.labels["scenario"])
              for r in p.expansion.runs}
     console.print(f"{p.campaign.name}: {len(plans)} runs ({len(cells)} cells × up to {p.campaign.repetitions} repetitions), "
@@ -105,8 +124,10 @@ def run(file: Path = typer.Argument(..., help="campaign file (TOML)"),
         cluster: Optional[str] = typer.Option(None, "--cluster", help="Dask scheduler, e.g. tls://10.0.0.1:8786"),
         target_wait: float = typer.Option(600.0, help="seconds to wait for a target that does not answer before stopping"),
         tls_ca: Optional[Path] = _CLUSTER["tls_ca"], tls_cert: Optional[Path] = _CLUSTER["tls_cert"],
-        tls_key: Optional[Path] = _CLUSTER["tls_key"], insecure_cluster: bool = _CLUSTER["insecure_cluster"]):
-    """Run a campaign: validate and check everything, then run with a progress bar and ETA."""
+        tls_key: Optional[Path] = _CLUSTER["tls_key"], insecure_cluster: bool = _CLUSTER["insecure_cluster"],
+        skip_feasibility: bool = _SKIP):
+    """Run a campaign: validate and check everything, calibrate and check each cell's victim
+    alone, then run with a progress bar and ETA."""
     from ..trust import require_trusted
     from . import layout
     from .estimate import campaign_seconds
@@ -122,10 +143,19 @@ def run(file: Path = typer.Argument(..., help="campaign file (TOML)"),
     p = prepare(file, targets)
     kind = _kind(targets, cluster)
     meta = {"name": p.campaign.name, "kind": kind, "source": str(file),
-            "estimate_s": campaign_seconds([r.plan for r in p.expansion.runs], kind, len(targets)),
-            "applications": [json.loads(a.model_dump_json()) for a in p.campaign.application]}
+            "estimate_s": campaign_seconds([r.plan for r in p.expansion.runs], kind, len(targets))
+            + (0.0 if cluster else _preflight_seconds([r.plan for r in p.expansion.runs], skip_feasibility)),
+            "applications": [json.loads(a.model_dump_json()) for a in p.campaign.application],
+            "skip_feasibility": skip_feasibility}
     store = layout.create(results or Path(p.campaign.results), p.campaign.name, p.text, p.expansion, meta)
     console.print(f"campaign directory: {store}")
+    try:
+        _preflight(store, targets, cluster, skip_feasibility, target_wait)
+    except UsageError:
+        import shutil
+
+        shutil.rmtree(store)  # refused before the first run: nothing to keep
+        raise
     _drive(store, targets, cluster, target_wait, security)
 
 
@@ -135,8 +165,9 @@ def resume(store: Path = typer.Argument(..., help="campaign directory"),
            cluster: Optional[str] = typer.Option(None, "--cluster", help="Dask scheduler address, e.g. tls://10.0.0.1:8786"),
            target_wait: float = typer.Option(600.0, help="seconds to wait for a target that does not answer"),
            tls_ca: Optional[Path] = _CLUSTER["tls_ca"], tls_cert: Optional[Path] = _CLUSTER["tls_cert"],
-           tls_key: Optional[Path] = _CLUSTER["tls_key"], insecure_cluster: bool = _CLUSTER["insecure_cluster"]):
-    """Finish an interrupted campaign: no run lost, none repeated."""
+           tls_key: Optional[Path] = _CLUSTER["tls_key"], insecure_cluster: bool = _CLUSTER["insecure_cluster"],
+           skip_feasibility: bool = _SKIP):
+    """Finish an interrupted campaign: no run lost, none repeated (nor a finished pre-flight cell)."""
     from ..trust import require_trusted
     from .layout import CAMPAIGN_JSON
 
@@ -145,7 +176,20 @@ def resume(store: Path = typer.Argument(..., help="campaign directory"),
 
     refuse_fixture("campaign resume")
     security = _security(cluster, tls_ca, tls_cert, tls_key, insecure_cluster)
-    _drive(store, _targets(target), cluster, target_wait, security)
+    targets = _targets(target)
+    _preflight(store, targets, cluster, skip_feasibility, target_wait)
+    _drive(store, targets, cluster, target_wait, security)
+
+
+def _preflight(store: Path, targets, cluster, skip_feasibility: bool, target_wait: float) -> None:
+    """Calibration and feasibility of every cell not yet done (preflight.py)."""
+    if cluster:  # the passes need a board, and a Dask cluster lends one to a run only
+        console.print("[yellow]--cluster: no pre-flight (calibration, feasibility); give victims their work "
+                      "explicitly and check one cell with `xtalk run` on a board[/]")
+        return
+    from .preflight import ensure
+
+    ensure(store, targets, say=console.print, skip_feasibility=skip_feasibility, target_wait=target_wait)
 
 
 def _drive(store: Path, targets, cluster, target_wait, security=None) -> None:
@@ -159,12 +203,17 @@ def _drive(store: Path, targets, cluster, target_wait, security=None) -> None:
         from .executor import Executor
 
         Executor(store, targets, console=console, kind=_kind(targets, None), target_wait=target_wait).run()
-    for line in read_status(store).lines():
+    st = read_status(store)
+    for line in st.lines():
         console.print(line)
     # The per-cell analysis is a command of its own: it costs seconds of imports and bootstrap
     # that the campaign's estimate (and a user waiting on a one-minute campaign) should not pay.
     console.print(f"per cell (slowdown, ε verdict, warnings): xtalk summary {store}; report: xtalk report {store}",
                   highlight=False, soft_wrap=True)
+    if st.failed:  # a failed run is a result, but a script must not read the campaign as clean
+        from ..errors import runs_exit_code
+
+        raise typer.Exit(runs_exit_code(st.done, st.total))
 
 
 @_command

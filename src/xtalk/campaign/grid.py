@@ -193,6 +193,8 @@ def expand_campaign(c: Campaign, facts: TargetFacts, source: str = "campaign", l
                 exp, extra, bad = _cell_experiment(c, app, conf, point, facts, source)
                 cell = {"application": app.name, "criticality": app.criticality, "configuration": conf.name,
                         "variant": vname, **{k: str(v) for k, v in point.items()}}
+                if exp.victim.utilization is not None:  # calibrated before the runs (preflight.py)
+                    cell["utilization"] = str(exp.victim.utilization)
                 excluded.extend(({**cell, **lb}, why) for lb, why in bad)
                 try:
                     specs = expand(exp, facts, labels={**(labels or {}), "epsilon": app.epsilon.model_dump_json(exclude_none=True)},

@@ -4,10 +4,8 @@ object is left behind."""
 
 import json
 import os
-from pathlib import Path
 import signal
 import subprocess
-import sys
 
 import pytest
 

@@ -4,7 +4,6 @@ syscall probes, and the probes' no-op behaviour outside xtalk."""
 
 import json
 import subprocess
-from pathlib import Path
 
 import pandas as pd
 import pytest

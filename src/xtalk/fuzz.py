@@ -18,7 +18,6 @@ import json
 import math
 import os
 import random
-import re
 import resource
 import select
 import signal

@@ -19,7 +19,7 @@ import json
 from pathlib import Path
 
 from ..config.expand import RunSpec
-from ..config.units import fraction
+from ..units import fraction
 from .layout import CAMPAIGN_JSON, JOURNAL, CampaignLock, load, write_atomic
 
 PREFLIGHT_JSON = "preflight.json"

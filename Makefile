@@ -5,12 +5,24 @@ BIN     := $(VENV)/bin
 AGENT   := agent/target/release/xtalk-agent
 AGENT_SRC := agent/Cargo.toml $(shell find agent/src -name '*.rs' 2>/dev/null)
 
-.PHONY: all setup demo test test-agent test-py test-pure test-hostile bench clean
+.PHONY: all setup catalog docs demo test test-agent test-py test-pure test-hostile bench clean
 
 all: demo
 
 $(AGENT): $(AGENT_SRC)
 	cargo build --release --manifest-path agent/Cargo.toml
+
+# The agent's catalog, checked in so that a host without a local agent validates too
+# (src/xtalk/catalog.py; tests/test_catalog.py keeps it current).
+CATALOG := src/xtalk/schema/catalog.json
+$(CATALOG): $(AGENT)
+	$(AGENT) catalog --json > $@.tmp && mv $@.tmp $@
+
+catalog: $(CATALOG)
+
+# docs/enemies.md's parameter tables, made from the catalog.
+docs: $(CATALOG) $(BIN)/.installed
+	$(BIN)/python -m xtalk.catalog --docs docs/enemies.md
 
 $(BIN)/.installed: pyproject.toml $(AGENT)
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -29,7 +41,7 @@ build/libxtalk_preload.so: preload/xtalk_preload.c include/xtalk/probe.h
 
 NATIVE := build/probe_demo build/libxtalk_preload.so
 
-setup: $(AGENT) $(BIN)/.installed $(NATIVE)
+setup: $(AGENT) $(CATALOG) $(BIN)/.installed $(NATIVE)
 
 demo: setup
 	$(BIN)/xtalk run examples/quickstart.toml

@@ -7,14 +7,15 @@
 use super::EnemyLoad;
 use super::kind::{Dflt, Kind, Param};
 use crate::plan::err;
+use std::io::{Read, Write};
+use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream, UdpSocket};
+
 /// Transport of the loopback traffic.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Proto {
     Tcp,
     Udp,
 }
-use std::io::{Read, Write};
-use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream, UdpSocket};
 
 enum Ends {
     Tcp { tx: TcpStream, rx: TcpStream },
@@ -89,7 +90,7 @@ impl EnemyLoad for Net {
 
 /// The `net` kind (registry: mod.rs).
 pub const KIND: Kind = Kind::new("net", "network stack on loopback only (127.0.0.1), one message in flight", "bytes", &[
-    Param::choice("proto", &["tcp", "udp"], "transport"),
+    Param::choice("proto", &["tcp", "udp"], "the transport, tcp or udp"),
     Param::u64("message_bytes", "bytes per message (udp: at most 65000)").range(1, 16 << 20).default(Dflt::U64(32768)).unit("bytes"),
 ], |a, _| Ok(Box::new(Net::new(if a.str("proto") == "udp" { Proto::Udp } else { Proto::Tcp }, a.u64("message_bytes"))?)))
 .footprint(2, &["message_bytes"])

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import os
 
-from ..plan import Plan, run_seconds
+from ..plan import Plan
+from ..plan import run_seconds as plan_run_seconds
 
 #: Fixed cost of one run beyond its measured window, seconds (local target).
 RUN_OVERHEAD_S = {"local": 0.06, "ssh": 0.6, "dask": 0.25}
@@ -38,7 +39,7 @@ TOUCH_BYTES_PER_S = 2e9
 
 def measured_seconds(plan: Plan) -> float:
     """Settle plus the victim's run (plan.run_seconds: the one run-length rule)."""
-    return run_seconds(plan)
+    return plan_run_seconds(plan)
 
 
 def buffer_bytes(plan: Plan) -> int:

@@ -238,8 +238,10 @@ class EnemySpec(SchedSpec):
         given = self.params()
         for key in given:
             if key not in keys and key not in host:
-                allowed = ", ".join(sorted((set(keys) | host) - ({"input", "expected"} if host else set()))) or "none"
-                raise ValueError(f"'{key}' is not a parameter of enemy '{self.kind}' (its parameters: {allowed}); remove it")
+                if not any(key in other.file_keys() for other in catalog.current().kinds.values()) and key not in AOCS_FILE_KEYS:
+                    raise ValueError(f"@{key}: unknown key; remove it or check its spelling")
+                allowed = ", ".join(sorted((set(keys) | set(host)) - ({"input", "expected"} if host else set()))) or "none"
+                raise ValueError(f"@{key}: '{key}' is not a parameter of enemy '{self.kind}' (its parameters: {allowed}); remove it")
         for key, v in given.items():
             _file_value(keys.get(key) or host[key], key, v)
         for p in k.params:

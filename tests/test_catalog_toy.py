@@ -120,7 +120,7 @@ def test_the_toy_enemy_runs_from_an_experiment_file(toy_agent, tmp_path):
 
 @pytest.mark.parametrize("param,needle", [
     ("step = 5000", "scenario[0].enemies[0].step: should be at most 1000"),
-    ("stride = 3", "'stride' is not a parameter of enemy 'toy'"),
+    ("bytes = 4096", "'bytes' is not a parameter of enemy 'toy' (its parameters: pause, step)"),
     ('pause = "10ms"', "scenario[0].enemies[0].pause"),
 ])
 def test_bad_toy_parameters_are_one_line_and_exit_2(toy_agent, tmp_path, param, needle):

@@ -120,6 +120,7 @@ pub const KIND: Kind = Kind::new("fileio", "page cache and kernel copy: pread of
     Param::str("dir", "directory of the files (default: $TMPDIR)").default(Dflt::Unset),
 ], |a, cx| Ok(Box::new(FileIo::new(a.u64("bytes"), a.bool("shared"), cx)?)))
 .footprint(1, &["bytes"])
+.scratch_in("dir")
 .check(|a, at| {
     if let Some(d) = a.opt_str("dir") {
         let c = std::ffi::CString::new(d.as_bytes()).or_else(|_| err(format!("{at}.dir"), "holds a NUL byte"))?;

@@ -128,6 +128,9 @@ pub struct Kind {
     pub small_pages: bool,
     /// Its process only watches a command that takes the planned policy (setup::watcher_sched).
     pub runs_command: fn(&Args) -> bool,
+    /// Its files go in a private scratch directory the agent makes (journalled) in the
+    /// directory this parameter names ($TMPDIR when unset): mod.rs scratch_dirs.
+    pub scratch_in: Option<&'static str>,
 }
 
 fn no_check(_: &Args, _: &str) -> Result<(), PlanError> {
@@ -140,7 +143,7 @@ fn never(_: &Args) -> bool {
 impl Kind {
     /// A kind with no footprint, no extra check, 4 KiB or huge pages alike.
     pub const fn new(name: &'static str, doc: &'static str, unit: &'static str, params: &'static [Param], build: Build) -> Kind {
-        Kind { name, doc, unit, unit_param: None, params, footprint: Footprint { factor: 0, params: &[] }, build, check: no_check, small_pages: false, runs_command: never }
+        Kind { name, doc, unit, unit_param: None, params, footprint: Footprint { factor: 0, params: &[] }, build, check: no_check, small_pages: false, runs_command: never, scratch_in: None }
     }
     pub const fn footprint(self, factor: u64, params: &'static [&'static str]) -> Kind {
         Kind { footprint: Footprint { factor, params }, ..self }
@@ -153,6 +156,9 @@ impl Kind {
     }
     pub const fn runs_command(self, f: fn(&Args) -> bool) -> Kind {
         Kind { runs_command: f, ..self }
+    }
+    pub const fn scratch_in(self, param: &'static str) -> Kind {
+        Kind { scratch_in: Some(param), ..self }
     }
     pub const fn unit_param(self, param: &'static str, when_set: &'static str) -> Kind {
         Kind { unit_param: Some((param, when_set)), ..self }
@@ -171,6 +177,7 @@ impl Kind {
             "unit_param": self.unit_param.map(|(p, w)| json!({"param": p, "when_set": w})),
             "footprint": {"factor": self.footprint.factor, "params": self.footprint.params},
             "small_pages": self.small_pages,
+            "scratch_in": self.scratch_in,
             "params": self.params.iter().map(param_json).collect::<Vec<_>>(),
         })
     }

@@ -158,20 +158,19 @@ fn stop_flag(shared: &Shared) -> &'static AtomicU32 {
 
 /// Before the fork: one private scratch directory (mode 0700, random name, journalled, so
 /// removed with whatever is in it when the run ends or by recovery) per directory the
-/// plan's `fileio` enemies name, shared by the enemies naming it. (enemy index, directory)
+/// plan's enemies with a `scratch_in` (fileio) name, shared by the enemies naming it. (enemy index, directory)
 pub fn scratch_dirs(plan: &crate::plan::Plan, journal: &mut crate::launch::journal::Journal) -> Result<Vec<(usize, std::path::PathBuf)>, String> {
     let mut made: Vec<(std::path::PathBuf, std::path::PathBuf)> = Vec::new();
     let mut out = Vec::new();
     for (i, e) in plan.enemies.iter().enumerate() {
-        if e.load.kind != "fileio" {
-            continue;
-        }
-        let base = args(&e.load).opt_str("dir").map(std::path::PathBuf::from).unwrap_or_else(std::env::temp_dir);
+        let a = args(&e.load);
+        let Some(param) = a.kind.scratch_in else { continue };
+        let base = a.opt_str(param).map(std::path::PathBuf::from).unwrap_or_else(std::env::temp_dir);
         let d = match made.iter().find(|(b, _)| *b == base) {
             Some((_, d)) => d.clone(),
             None => {
                 let d = journal.private(&base.join(crate::launch::safefs::random_name("xtalk-fileio-")))
-                    .map_err(|m| format!("enemies[{i}] ({}): fileio: {m}", e.name))?.path;
+                    .map_err(|m| format!("enemies[{i}] ({}): {}: {m}", e.name, e.load.kind))?.path;
                 made.push((base, d.clone()));
                 d
             }

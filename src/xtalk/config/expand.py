@@ -21,7 +21,7 @@ from ..plan import (AocsBody, ChaseBody, CommandBody, Counter, DeadlineSched, En
 from ..targets.agent import TargetFacts
 from . import limits, units
 from .configuration import Unavailable, resolve as resolve_configuration
-from .experiment import EnemySpec, Experiment, SchedSpec, ScenarioSpec
+from .experiment import AOCS_MADE, EnemySpec, Experiment, SchedSpec, ScenarioSpec
 
 
 @dataclass(frozen=True)
@@ -149,7 +149,7 @@ def _load(e: EnemySpec, field: str, facts: TargetFacts):
     k = catalog.kind(e.kind)
     given = e.params()
     out: dict = {"kind": e.kind}
-    if {"input", "expected"} <= {p.name for p in k.params}:
+    if AOCS_MADE <= {p.name for p in k.params}:
         out.update(_aocs(e, field))
     for p in k.params:
         key = p.file_key

@@ -164,8 +164,10 @@ class VictimSpec(SchedSpec):
 #: The enemy kinds of the agent's catalog (catalog.py); an unknown kind is refused.
 EnemyKind = Literal[tuple(catalog.kind_names())]  # type: ignore[valid-type]
 
-#: Keys of an experiment file's enemy that the host reads for an `aocs` enemy, whose input
-#: and expected files it generates or copies (config/expand.py `_aocs`).
+#: The plan parameters of an `aocs` enemy that the host makes (config/expand.py `_aocs`)
+#: from the file's keys below: it generates or copies the input and expected files.
+AOCS_MADE = {"input", "expected", "duplicate_executable"}
+#: Those keys of an experiment file's `aocs` enemy.
 AOCS_FILE_KEYS: dict[str, catalog.Param] = {
     "data": catalog.Param("data", "str", "directory of the AOCS files (generated when absent)", False, "aocs-data"),
     "data_seed": catalog.Param("data_seed", "u64", "seed of the generated scenario", False, 0, min=0),
@@ -210,12 +212,39 @@ def _file_value(p: catalog.Param, key: str, v):
     return v
 
 
+def _makes_aocs_files(k: catalog.Kind) -> bool:
+    """A kind whose plan parameters include the AOCS files the host makes."""
+    return AOCS_MADE <= {p.name for p in k.params}
+
+
+def file_keys(k: catalog.Kind) -> dict[str, catalog.Param]:
+    """The keys an experiment file may give for kind `k`, and the parameter each is."""
+    keys = k.file_keys()
+    if _makes_aocs_files(k):
+        keys = {key: p for key, p in keys.items() if p.name not in AOCS_MADE} | AOCS_FILE_KEYS
+    return keys
+
+
+def _catalog_keys_schema(schema: dict) -> None:
+    """The editor schema of an enemy lists every kind's parameters (from the catalog), each
+    with the kinds that read it; which belongs to which kind is checked on load."""
+    props = schema.setdefault("properties", {})
+    readers: dict[str, list[str]] = {}
+    docs: dict[str, str] = {}
+    for k in catalog.current().kinds.values():
+        for key, p in file_keys(k).items():
+            readers.setdefault(key, []).append(k.name)
+            docs.setdefault(key, p.doc if key == p.file_key else f"size of the {p.name} ({p.per_bytes} each)")
+    for key, kinds in readers.items():
+        props.setdefault(key, {"description": f"{', '.join(kinds)}: {docs[key]}"})
+
+
 class EnemySpec(SchedSpec):
     """One enemy of a scenario: the common keys below, and the parameters its kind declares
     in the agent's catalog (docs/enemies.md), in the file's terms (sizes, durations)."""
 
     # The kind's own parameters are checked against the catalog below.
-    model_config = ConfigDict(extra="allow", allow_inf_nan=False)
+    model_config = ConfigDict(extra="allow", allow_inf_nan=False, json_schema_extra=_catalog_keys_schema)
 
     kind: EnemyKind
     name: Optional[str] = Field(default=None, min_length=1, max_length=limits.MAX_NAME)
@@ -233,25 +262,24 @@ class EnemySpec(SchedSpec):
     @model_validator(mode="after")
     def _kind_fields(self):
         k = catalog.kind(self.kind)
-        keys = k.file_keys()
-        host = AOCS_FILE_KEYS if {"input", "expected"} <= {p.name for p in k.params} else {}
+        keys = file_keys(k)
         given = self.params()
         for key in given:
-            if key not in keys and key not in host:
-                if not any(key in other.file_keys() for other in catalog.current().kinds.values()) and key not in AOCS_FILE_KEYS:
+            if key not in keys:
+                if not any(key in file_keys(other) for other in catalog.current().kinds.values()):
                     raise ValueError(f"@{key}: unknown key; remove it or check its spelling")
-                allowed = ", ".join(sorted((set(keys) | set(host)) - ({"input", "expected"} if host else set()))) or "none"
+                allowed = ", ".join(sorted(keys)) or "none"
                 raise ValueError(f"@{key}: '{key}' is not a parameter of enemy '{self.kind}' (its parameters: {allowed}); remove it")
         for key, v in given.items():
-            _file_value(keys.get(key) or host[key], key, v)
+            _file_value(keys[key], key, v)
         for p in k.params:
-            if not p.required or p.file_default is not None or p.name in ("input", "expected") and host:
+            if not p.required or p.file_default is not None or p.file_key not in keys:
                 continue
             alt = "bytes" if p.per_bytes else None
             if p.file_key not in given and (alt is None or alt not in given):
                 either = f"'{p.file_key}' or 'bytes'" if alt else f"'{p.file_key}'"
                 raise ValueError(f"enemy '{self.kind}' needs {either} ({p.doc}); add it")
-        if self.param("instances", 1) != 1 and not host:
+        if self.param("instances", 1) != 1 and not _makes_aocs_files(k):
             raise ValueError("'instances' is for kind 'aocs'")
         if self.per_cpu and self.cpus is None:
             raise ValueError("'per_cpu' needs 'cpus' (e.g. \"others\")")

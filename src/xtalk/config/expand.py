@@ -159,7 +159,7 @@ def _load(e: EnemySpec, field: str, facts: TargetFacts):
             v = given[key]
         elif p.per_bytes and ("bytes" in given or p.file_default is not None):
             size = units.size_bytes(given.get("bytes", p.file_default), f"{field}.bytes", facts.caches)
-            divisor = given.get(p.per_bytes, k.param(p.per_bytes).default)
+            divisor = units.size_bytes(given.get(p.per_bytes, k.param(p.per_bytes).default), f"{field}.{p.per_bytes}", facts.caches)
             out[p.name] = max(p.min or 0, size // divisor)
             continue
         elif p.file_default is not None:

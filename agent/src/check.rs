@@ -63,6 +63,8 @@ fn victim_footprint(b: &Body) -> u64 {
 
 /// Periods the victim runs: one per job, or for a task set one per hyperperiod (plus the
 /// hyperperiod a late task may use before it gives up).
+/// The host's one copy of this rule is src/xtalk/plan.py `victim_seconds`;
+/// tests/test_catalog.py checks that both put a run's end at the same place.
 pub fn run_periods(v: &Victim) -> f64 {
     match &v.body {
         Body::Taskset { tasks, .. } if !tasks.is_empty() => {

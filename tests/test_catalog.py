@@ -3,12 +3,14 @@ prints, docs/enemies.md's parameter tables are made from it, the host's plan mod
 their loads from it, and host and agent agree on how long a run is."""
 
 import json
+import os
 import subprocess
 from pathlib import Path
 
 import jsonschema
 import pytest
 
+from conftest import XTALK
 from xtalk import catalog
 from xtalk.config import limits
 from xtalk.plan import LOAD_MODELS, Plan, checked_in_schema, run_seconds
@@ -90,3 +92,13 @@ def test_host_and_agent_agree_on_the_run_length(agent, tmp_path, body, period_ns
         else:
             assert out.returncode == 2 and "timeout_s" in out.stderr, out.stderr
             jsonschema.validate(json.loads(f.read_text()), checked_in_schema())
+
+
+def test_a_file_that_is_no_catalog_is_one_line_and_exit_2(tmp_path):
+    bad = tmp_path / "catalog.json"
+    bad.write_text('{"version": 99, "enemies": []}')
+    out = subprocess.run([*XTALK, "plan", "--schema"], capture_output=True, text=True,
+                         env={**os.environ, catalog.ENV_VAR: str(bad)})
+    assert out.returncode == 2
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1 and "XTALK_CATALOG=" in lines[0] and "catalog version 99" in lines[0], out.stderr

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
@@ -135,8 +136,10 @@ def _load(path: Optional[str]) -> Catalog:
             with open(path) as f:
                 return parse(json.load(f), path)
         except (OSError, ValueError, KeyError) as e:
-            # Read at import time by the models: no way to report one line yet but this.
-            raise SystemExit(f"xtalk: {ENV_VAR}={path}: not an agent catalog ({e}); write it with `xtalk-agent catalog --json`")
+            # Read at import time by the models: one line and exit code 2 (bad input), here.
+            print(f"xtalk: {ENV_VAR}={path}: not an agent catalog ({e}); write it with `xtalk-agent catalog --json`",
+                  file=sys.stderr)
+            raise SystemExit(2) from None
     return parse(json.loads(checked_in_text()), "src/xtalk/schema/catalog.json")
 
 
@@ -206,8 +209,6 @@ def render_doc(text: str, cat: Optional[Catalog] = None) -> str:
 
 
 if __name__ == "__main__":  # python -m xtalk.catalog --docs docs/enemies.md (make docs)
-    import sys
-
     if sys.argv[1:2] != ["--docs"] or len(sys.argv) != 3:
         raise SystemExit("usage: python -m xtalk.catalog --docs docs/enemies.md")
     path = sys.argv[2]

@@ -276,11 +276,14 @@ pub fn check_params(kind: &'static Kind, load: &Load, at: &str) -> Result<(), Pl
             Ty::U64 => {
                 let Some(n) = v.as_u64() else { return bad_type("a non-negative integer") };
                 let unit = if p.unit.is_empty() { String::new() } else { format!(" {}", p.unit) };
-                if let Some(lo) = p.min.filter(|lo| n < *lo) {
-                    return err(f(p.name), format!("{n} is too small; use at least {lo}{unit}"));
-                }
-                if let Some(hi) = p.max.filter(|hi| n > *hi) {
-                    return err(f(p.name), format!("{n} is too large; use at most {hi}{unit}"));
+                let (below, above) = (p.min.is_some_and(|lo| n < lo), p.max.is_some_and(|hi| n > hi));
+                match (p.min, p.max) {
+                    (Some(lo), Some(hi)) if below || above => {
+                        return err(f(p.name), format!("{n} is out of range; use between {lo} and {hi}{unit} ({})", p.doc));
+                    }
+                    (Some(lo), _) if below => return err(f(p.name), format!("{n} is too small; use at least {lo}{unit} ({})", p.doc)),
+                    (_, Some(hi)) if above => return err(f(p.name), format!("{n} is too large; use at most {hi}{unit} ({})", p.doc)),
+                    _ => {}
                 }
                 if let Some(m) = p.multiple_of.filter(|m| n % m != 0) {
                     return err(f(p.name), format!("{n} is not a multiple of {m}; use a multiple of {m}"));

@@ -5,7 +5,7 @@ BIN     := $(VENV)/bin
 AGENT   := agent/target/release/xtalk-agent
 AGENT_SRC := agent/Cargo.toml $(shell find agent/src -name '*.rs' 2>/dev/null)
 
-.PHONY: all setup demo test test-agent test-py test-pure test-hostile bench clean agent-aarch64 test-agent-aarch64 arm-tools test-arm
+.PHONY: all setup catalog docs demo test test-agent test-py test-pure test-hostile bench clean agent-aarch64 test-agent-aarch64 arm-tools test-arm
 
 all: demo
 
@@ -16,6 +16,18 @@ $(AGENT): $(AGENT_SRC)
 EXPLORE := explorer/target/release/xtalk-explore
 $(EXPLORE): explorer/Cargo.toml $(shell find explorer/src -name '*.rs' 2>/dev/null)
 	cargo build --release --manifest-path explorer/Cargo.toml
+
+# The agent's catalog, checked in so that a host without a local agent validates too
+# (src/xtalk/catalog.py; tests/test_catalog.py keeps it current).
+CATALOG := src/xtalk/schema/catalog.json
+$(CATALOG): $(AGENT)
+	$(AGENT) catalog --json > $@.tmp && mv $@.tmp $@
+
+catalog: $(CATALOG)
+
+# docs/enemies.md's parameter tables, made from the catalog.
+docs: $(CATALOG) $(BIN)/.installed
+	$(BIN)/python -m xtalk.catalog --docs docs/enemies.md
 
 $(BIN)/.installed: pyproject.toml $(AGENT)
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -34,7 +46,7 @@ build/libxtalk_preload.so: preload/xtalk_preload.c include/xtalk/probe.h
 
 NATIVE := build/probe_demo build/libxtalk_preload.so
 
-setup: $(AGENT) $(EXPLORE) $(BIN)/.installed $(NATIVE)
+setup: $(AGENT) $(EXPLORE) $(CATALOG) $(BIN)/.installed $(NATIVE)
 
 demo: setup
 	$(BIN)/xtalk run examples/quickstart.toml

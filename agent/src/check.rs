@@ -2,10 +2,13 @@
 //! before anything is started. Every error names the field and the fix. The machine is the
 //! facts of observe/facts.rs: this one, or a recorded fixture ($XTALK_MACHINE).
 
-use crate::plan::{err, Body, Enemy, Load, Placement, Plan, PlanError, Proto, Sched, Victim, MAX_FUNCTIONS, PLAN_VERSION};
+use crate::enemies;
+use crate::plan::{err, Body, Enemy, Placement, Plan, PlanError, Sched, Victim, PLAN_VERSION};
 use crate::observe::facts::{self, Machine};
 use crate::observe::{machine, perf, trace};
 
+/// Most tasks of a task set.
+pub const MAX_TASKS: usize = 64;
 /// Smallest SCHED_DEADLINE runtime the kernel accepts (2^10 ns, sched/deadline.c).
 const DL_MIN_RUNTIME_NS: u64 = 1 << 10;
 
@@ -32,7 +35,7 @@ pub fn check(plan: &Plan) -> Result<(), PlanError> {
         if plan.enemies[..i].iter().any(|o| o.name == e.name) {
             return err(format!("enemies[{i}].name"), format!("'{}' is used twice; give each enemy its own name", e.name));
         }
-        footprint = footprint.saturating_add(e.load.footprint());
+        footprint = footprint.saturating_add(enemies::footprint(&e.load));
     }
     check_groups(plan, &online)?;
     check_deadline_admission(plan, &online)?;
@@ -58,21 +61,6 @@ fn victim_footprint(b: &Body) -> u64 {
     }
 }
 
-/// The AOCS files at `at.input` / `at.expected` exist, belong together and hold the
-/// window `first_step .. first_step + steps` (set by `window_field`, described by `window`).
-fn check_aocs(at: &str, input: &str, expected: &str, first_step: u64, steps: u64, window_field: &str, window: &str) -> Result<(), PlanError> {
-    use crate::victims::aocs::io;
-    let fix = "; write the files with `xtalk-agent aocs-generate --out DIR`";
-    let ih = io::read_header(input.as_ref(), io::INPUT_MAGIC, io::INPUT_F64).or_else(|m| err(format!("{at}.input"), format!("{m}{fix}")))?;
-    let eh = io::read_header(expected.as_ref(), io::EXPECTED_MAGIC, io::OUTPUT_F64).or_else(|m| err(format!("{at}.expected"), format!("{m}{fix}")))?;
-    if (ih.steps, ih.seed) != (eh.steps, eh.seed) {
-        return err(format!("{at}.expected"), format!("'{expected}' ({} steps, seed {}) does not belong to '{input}' ({} steps, seed {}); use files generated together", eh.steps, eh.seed, ih.steps, ih.seed));
-    }
-    let end = first_step.saturating_add(steps);
-    if end > ih.steps {
-        return err(window_field, format!("the window {window} = {end} passes the {} steps of '{input}'; lower them", ih.steps));
-    }
-    Ok(())
 }
 
 fn gcd(a: u64, b: u64) -> u64 {
@@ -81,8 +69,8 @@ fn gcd(a: u64, b: u64) -> u64 {
 
 fn check_taskset(v: &Victim, tasks: &[crate::plan::Task], policy: crate::plan::TaskPolicy, online: &[usize]) -> Result<(), PlanError> {
     use crate::plan::TaskPolicy;
-    if tasks.is_empty() || tasks.len() > 64 {
-        return err("victim.body.tasks", "give between 1 and 64 tasks");
+    if tasks.is_empty() || tasks.len() > MAX_TASKS {
+        return err("victim.body.tasks", format!("give between 1 and {MAX_TASKS} tasks"));
     }
     let mut hyper = 1u64;
     for (i, t) in tasks.iter().enumerate() {
@@ -164,7 +152,7 @@ fn check_victim(v: &Victim, online: &[usize], allowed: &[usize]) -> Result<(), P
             if argv.is_empty() || argv[0].is_empty() {
                 return err("victim.body.argv", "is empty; give the program and its arguments, e.g. [\"./app\", \"-n\", \"10\"]");
             }
-            if find_program(&argv[0]).is_none() {
+            if crate::victims::command::find_program(&argv[0]).is_none() {
                 return err("victim.body.argv[0]", format!("'{}' is not an executable file here (nor on PATH)", argv[0]));
             }
             if let Some(p) = preload {
@@ -181,7 +169,7 @@ fn check_victim(v: &Victim, online: &[usize], allowed: &[usize]) -> Result<(), P
         }
         Body::Syscall { calls } if *calls == 0 => return err("victim.body.calls", "must be at least 1"),
         Body::Aocs { input, expected, first_step } => {
-            check_aocs("victim.body", input, expected, *first_step, v.total_jobs(), "victim.jobs", "first_step + warmup_jobs + jobs")?
+            crate::victims::aocs::io::check_window("victim.body", input, expected, *first_step, v.total_jobs(), "victim.jobs", "first_step + warmup_jobs + jobs")?
         }
         Body::Taskset { tasks, policy } => check_taskset(v, tasks, *policy, online)?,
         _ => {}
@@ -447,26 +435,14 @@ fn check_enemy(i: usize, e: &Enemy, online: &[usize], allowed: &[usize]) -> Resu
             return err(format!("{at}.rate"), format!("{r} is not a positive rate; give units per second, or leave it out"));
         }
     }
-    if e.huge_pages && matches!(e.load, Load::Tlb { .. } | Load::Pagefault { .. }) {
-        return err(format!("{at}.huge_pages"), format!("'{}' needs 4 KiB pages; set huge_pages = false", e.load.kind()));
+    // The load's parameters, as its kind declares them (enemies/<kind>.rs).
+    let args = enemies::checked(&e.load, &format!("{at}.load"))?;
+    if e.huge_pages && args.kind.small_pages {
+        return err(format!("{at}.huge_pages"), format!("'{}' needs 4 KiB pages; set huge_pages = false", e.load.kind));
     }
-    check_load(&format!("{at}.load"), &e.load)?;
     check_placement(&at, &e.placement, online, allowed)?;
     check_sched(&at, &e.sched, &e.placement, online)?;
-    check_lock(&at, e.lock_memory, e.load.footprint())
-}
-
-/// Free bytes of the file system holding directory `dir` (for unprivileged users).
-fn fs_free_bytes(dir: &str) -> Result<u64, String> {
-    if !std::path::Path::new(dir).is_dir() {
-        return Err(format!("'{dir}' is not a directory; name an existing directory (default: the temporary directory)"));
-    }
-    let c = std::ffi::CString::new(dir).map_err(|_| "contains a NUL byte".to_string())?;
-    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
-    if unsafe { libc::statvfs(c.as_ptr(), &mut st) } != 0 {
-        return Err(format!("'{dir}': {}", std::io::Error::last_os_error()));
-    }
-    Ok(st.f_bavail as u64 * st.f_frsize as u64)
+    check_lock(&at, e.lock_memory, args.footprint())
 }
 
 fn check_placement(at: &str, p: &Placement, online: &[usize], allowed: &[usize]) -> Result<(), PlanError> {
@@ -568,135 +544,3 @@ fn check_lock(at: &str, lock: bool, footprint: u64) -> Result<(), PlanError> {
     Ok(())
 }
 
-fn at_least(field: String, v: u64, min: u64, what: &str) -> Result<(), PlanError> {
-    if v < min {
-        return err(field, format!("{v} is too small; use at least {min}{what}"));
-    }
-    Ok(())
-}
-
-/// Parameters of each enemy kind (docs/enemies.md lists the ranges).
-fn check_load(at: &str, load: &Load) -> Result<(), PlanError> {
-    let f = |k: &str| format!("{at}.{k}");
-    match load {
-        Load::Read { bytes } | Load::Write { bytes } | Load::Ntstore { bytes } | Load::Pagefault { bytes } => at_least(f("bytes"), *bytes, 4096, " bytes"),
-        Load::L1d { bytes } | Load::L2 { bytes } | Load::Llc { bytes } => at_least(f("bytes"), *bytes, 4096, " bytes"),
-        Load::Copy { bytes } => at_least(f("bytes"), *bytes, 8192, " bytes (two halves of 4 KiB)"),
-        Load::Chase { elements, element_bytes, chains, .. } => {
-            at_least(f("elements"), *elements, 2, "")?;
-            if *element_bytes < 8 || element_bytes % 8 != 0 {
-                return err(f("element_bytes"), "must be a multiple of 8, at least 8");
-            }
-            if *chains < 1 || *chains > 64 || chains > elements {
-                return err(f("chains"), format!("{chains} is out of range; use 1..64 walkers, at most one per element"));
-            }
-            Ok(())
-        }
-        Load::Loads { lines, stride_bytes } => {
-            at_least(f("lines"), *lines, 1, "")?;
-            if *stride_bytes < 8 || stride_bytes % 8 != 0 {
-                return err(f("stride_bytes"), "must be a multiple of 8, at least 8 (64: one cache line per load)");
-            }
-            Ok(())
-        }
-        Load::Tlb { pages, page_bytes } => {
-            at_least(f("pages"), *pages, 2, "")?;
-            if *page_bytes < 4096 || page_bytes % 4096 != 0 {
-                return err(f("page_bytes"), "must be a multiple of 4096");
-            }
-            if pages.saturating_mul(*page_bytes) / 8 >= 1 << 32 {
-                return err(f("pages"), "pages x page_bytes must stay under 32 GiB");
-            }
-            Ok(())
-        }
-        Load::Icache { functions } => {
-            if !(1..=MAX_FUNCTIONS).contains(functions) {
-                return err(f("functions"), format!("{functions} is out of range; use 1..{MAX_FUNCTIONS}"));
-            }
-            Ok(())
-        }
-        Load::Fileio { bytes, dir, .. } => {
-            at_least(f("bytes"), *bytes, 4096, " bytes")?;
-            if let Some(d) = dir {
-                let p = std::path::Path::new(d);
-                let c = std::ffi::CString::new(d.as_bytes()).map_err(|_| PlanError { field: f("dir"), message: "holds a NUL byte".into() })?;
-                if !p.is_dir() || unsafe { libc::access(c.as_ptr(), libc::W_OK) } != 0 {
-                    return err(f("dir"), format!("'{d}' is not a writable directory; create it or leave `dir` out for $TMPDIR"));
-                }
-            }
-            Ok(())
-        }
-        Load::Net { proto, message_bytes } => {
-            let max = if *proto == Proto::Udp { 65_000 } else { 16 << 20 };
-            if !(1..=max).contains(message_bytes) {
-                return err(f("message_bytes"), format!("{message_bytes} is out of range; use 1..{max} for {}", if *proto == Proto::Udp { "udp" } else { "tcp" }));
-            }
-            Ok(())
-        }
-        Load::Timer { interval_ns } => {
-            if !(1_000..=1_000_000_000).contains(interval_ns) {
-                return err(f("interval_ns"), format!("{interval_ns} is out of range; use 1000 (1 us) .. 1000000000 (1 s)"));
-            }
-            Ok(())
-        }
-        Load::External { argv, rate_regex, unit } => {
-            let Some(cmd) = argv.first().filter(|c| !c.is_empty()) else {
-                return err(f("argv"), "is empty; give the command and its arguments, e.g. [\"stress-ng\", \"--cpu\", \"1\"]");
-            };
-            if find_program(cmd).is_none() {
-                return err(f("argv[0]"), format!("'{cmd}' is not an executable file nor found on PATH; install it or give its full path"));
-            }
-            if let Some(r) = rate_regex {
-                match regex::Regex::new(r) {
-                    Err(e) => return err(f("rate_regex"), format!("is not a valid regex: {}", e.to_string().lines().last().unwrap_or(""))),
-                    Ok(re) if re.captures_len() < 2 => return err(f("rate_regex"), "needs one capture group around the number, e.g. \"([0-9.]+) bogo ops\""),
-                    _ => {}
-                }
-            }
-            if unit.is_empty() {
-                return err(f("unit"), "must not be empty");
-            }
-            Ok(())
-        }
-        Load::Aocs { input, expected, first_step, steps, period_ns, .. } => {
-            at_least(f("steps"), *steps, 1, "")?;
-            at_least(f("period_ns"), *period_ns, 100_000, " ns (100 us)")?;
-            check_aocs(at, input, expected, *first_step, *steps, &f("steps"), "first_step + steps")
-        }
-        Load::Memhog { bytes } => {
-            let avail = facts::current().mem_available;
-            if *bytes < 1 << 20 || (avail > 0 && *bytes > avail / 2) {
-                return err(f("bytes"), format!("must be between 1 MiB and half the available memory ({} MiB)", avail >> 21));
-            }
-            Ok(())
-        }
-        Load::Fdexhaust { fds } if !(16..=65_536).contains(fds) => err(f("fds"), "must be between 16 and 65536"),
-        Load::Forkbomb { max_procs, .. } if !(1..=256).contains(max_procs) => {
-            err(f("max_procs"), "must be between 1 and 256 (the ceiling that keeps the machine up)")
-        }
-        Load::Forkbomb { hold_ns, .. } if !(1_000..=60_000_000_000).contains(hold_ns) => {
-            err(f("hold_ns"), "must be between 1 us and 60 s (each child's life)")
-        }
-        Load::Diskfill { dir, bytes } => {
-            let free = fs_free_bytes(dir).or_else(|m| err(f("dir"), m))?;
-            if *bytes < 1 << 20 || *bytes > free / 2 {
-                return err(f("bytes"), format!("must be between 1 MiB and half the free space of '{dir}' ({} MiB)", free >> 21));
-            }
-            Ok(())
-        }
-        Load::Fdexhaust { .. } | Load::Forkbomb { .. } | Load::Syscallstorm {} | Load::Crashloop {} => Ok(()),
-        Load::Pi {} | Load::Branch { .. } | Load::Pingpong {} | Load::Falseshare {} | Load::Syscall {} | Load::Fork { .. } => Ok(()),
-    }
-}
-
-/// The executable a program name resolves to: a path, or the first match on PATH.
-pub fn find_program(cmd: &str) -> Option<std::path::PathBuf> {
-    let exec = |p: &std::path::Path| {
-        let c = std::ffi::CString::new(p.as_os_str().as_encoded_bytes()).ok()?;
-        (p.is_file() && unsafe { libc::access(c.as_ptr(), libc::X_OK) } == 0).then(|| p.to_path_buf())
-    };
-    if cmd.contains('/') {
-        return exec(std::path::Path::new(cmd));
-    }
-    std::env::var_os("PATH").and_then(|path| std::env::split_paths(&path).find_map(|d| exec(&d.join(cmd))))
-}

@@ -39,6 +39,13 @@ enum Cmd {
     /// Validate a run plan (or a JSON array of plans) against the schema and this machine (or
     /// the machine fixture named by $XTALK_MACHINE); print "ok".
     Check { plan: PathBuf },
+    /// Print the catalog: every enemy kind with its parameters (types, bounds, defaults,
+    /// units), and the plan's limits (docs/agent.md).
+    Catalog {
+        /// As JSON (the only form).
+        #[arg(long)]
+        json: bool,
+    },
     /// Print a job log (jobs.bin) as CSV.
     Dump { jobs: PathBuf },
     /// Print this machine's environment and facts as JSON (a machine fixture: save it and set
@@ -212,6 +219,7 @@ fn main() {
                 Err(e) => die(run::EXIT_BAD_INPUT, format!("--out: {e}")),
             }
         }
+        Cmd::Catalog { json: _ } => println!("{}", serde_json::to_string_pretty(&enemies::catalog::catalog()).unwrap()),
         Cmd::Sysinfo => println!("{}", serde_json::to_string_pretty(&observe::facts::sysinfo(observe::facts::current())).unwrap()),
     }
 }

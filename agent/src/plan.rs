@@ -206,10 +206,6 @@ fn default_buffer_kb() -> u32 {
     8192
 }
 
-fn default_hold_ns() -> u64 {
-    2_000_000
-}
-
 fn default_settle_ms() -> f64 {
     200.0
 }
@@ -260,6 +256,8 @@ impl Victim {
     }
     /// Periods the victim runs: one per job, or for a task set one per hyperperiod (plus the
     /// hyperperiod a late task may use before it gives up).
+    /// The host's one copy of this rule is src/xtalk/plan.py `victim_seconds`;
+    /// tests/test_catalog.py checks that both put a run's end at the same place.
     pub fn run_periods(&self) -> f64 {
         match &self.body {
             Body::Taskset { tasks, .. } if !tasks.is_empty() => {
@@ -377,219 +375,25 @@ fn default_probe_capacity() -> u64 {
     1 << 18
 }
 
-/// The load one enemy generates until stopped (enemies/ has one file per kind; docs/enemies.md).
+/// The load one enemy generates until stopped: `{"kind": ..., <parameters>}`. Each kind's
+/// file in enemies/ declares its parameters (types, bounds, defaults); the registry in
+/// enemies/mod.rs checks and builds a load from them (docs/enemies.md).
 #[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(tag = "kind", rename_all = "lowercase", deny_unknown_fields)]
-pub enum Load {
-    Read { bytes: u64 },
-    Write { bytes: u64 },
-    /// Linked list of `elements` nodes of `element_bytes` (seed 003: 900 000 nodes, ~200 MB),
-    /// walked by `chains` independent walkers (memory-level parallelism, IsolBench).
-    Chase {
-        elements: u64,
-        #[serde(default = "default_element_bytes")]
-        element_bytes: u64,
-        #[serde(default)]
-        order: Order,
-        #[serde(default)]
-        seed: u64,
-        #[serde(default = "one")]
-        chains: u64,
-    },
-    Pi {},
-    /// Read-modify-write of every cache line of a buffer sized to a cache level.
-    L1d { bytes: u64 },
-    L2 { bytes: u64 },
-    Llc { bytes: u64 },
-    /// Seed 000 "Loads": strided loads, a new cache line each, over `lines` lines.
-    Loads {
-        lines: u64,
-        #[serde(default = "default_line_bytes")]
-        stride_bytes: u64,
-    },
-    /// One load per page over `pages` pages in random order (TLB reach).
-    Tlb {
-        pages: u64,
-        #[serde(default = "default_page_bytes")]
-        page_bytes: u64,
-    },
-    /// Calls through `functions` distinct generated functions (instruction cache, iTLB, BTB).
-    Icache {
-        #[serde(default = "default_functions")]
-        functions: u64,
-    },
-    /// Data-dependent, unpredictable branches (branch predictor).
-    Branch {
-        #[serde(default)]
-        seed: u64,
-    },
-    /// memcpy between two halves of `bytes`.
-    Copy { bytes: u64 },
-    /// Non-temporal stores over `bytes` (bypass the caches, straight to memory).
-    Ntstore { bytes: u64 },
-    /// Atomic read-modify-writes of one shared cache line from two threads.
-    Pingpong {},
-    /// Plain stores to distinct words of one cache line from two threads.
-    Falseshare {},
-    /// getppid(2) system calls, as fast as possible.
-    Syscall {},
-    /// Page-cache reads of a `bytes` file: one file for every copy (`shared`) or one each.
-    Fileio {
-        bytes: u64,
-        #[serde(default)]
-        shared: bool,
-        #[serde(default)]
-        dir: Option<String>,
-    },
-    /// fork + wait (and exec /bin/true when `exec`).
-    Fork {
-        #[serde(default)]
-        exec: bool,
-    },
-    /// mmap, touch every page, munmap, over `bytes`.
-    Pagefault { bytes: u64 },
-    /// Loopback (127.0.0.1) traffic of `message_bytes` messages.
-    Net {
-        proto: Proto,
-        #[serde(default = "default_message_bytes")]
-        message_bytes: u64,
-    },
-    /// Timer wake-ups every `interval_ns` (clock_nanosleep).
-    Timer { interval_ns: u64 },
-    /// Any command (argv, no shell), in its own process group.
-    External {
-        argv: Vec<String>,
-        /// Regex with one capture group: the command's total work count, read from its
-        /// output after it stopped.
-        #[serde(default)]
-        rate_regex: Option<String>,
-        #[serde(default = "default_external_unit")]
-        unit: String,
-    },
-    /// Another instance of the AOCS loop (victims/aocs/) with its reader and comparer, at
-    /// its own period, steps first_step..first_step + steps over and over (seed 000 §5.3.1:
-    /// instances sharing or duplicating their files). `duplicate_executable`: run it from a
-    /// private copy of the agent's executable (text pages of its own) instead of the forked
-    /// agent (text shared with the victim).
-    Aocs {
-        input: String,
-        expected: String,
-        #[serde(default)]
-        first_step: u64,
-        steps: u64,
-        period_ns: u64,
-        #[serde(default)]
-        duplicate_executable: bool,
-    },
-    /// Failure propagation: faults held under hard limits (enemies/{memhog,...}.rs).
-    /// Memory touched up to RLIMIT_AS = `bytes` over its own, freed, again.
-    Memhog { bytes: u64 },
-    /// Descriptors opened up to RLIMIT_NOFILE = `fds`, closed, again.
-    Fdexhaust { fds: u64 },
-    /// Up to `max_procs` children kept alive, each spinning `hold_ns` then replaced; forks
-    /// go on (and fail) when a pids limit stops it first.
-    Forkbomb {
-        max_procs: u64,
-        #[serde(default = "default_hold_ns")]
-        hold_ns: u64,
-    },
-    /// An unnamed file in `dir` written up to `bytes` (RLIMIT_FSIZE), synced, emptied, again.
-    Diskfill {
-        #[serde(default = "default_fill_dir")]
-        dir: String,
-        bytes: u64,
-    },
-    /// Cheap system calls in a tight loop.
-    Syscallstorm {},
-    /// A child that aborts, restarted at once.
-    Crashloop {},
-}
-
-fn default_fill_dir() -> String {
-    "/tmp".into()
-}
-
-#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
-#[serde(rename_all = "lowercase")]
-pub enum Proto {
-    Tcp,
-    Udp,
-}
-
-fn default_element_bytes() -> u64 {
-    64
-}
-fn one() -> u64 {
-    1
-}
-fn default_line_bytes() -> u64 {
-    64
-}
-fn default_page_bytes() -> u64 {
-    4096
-}
-pub const MAX_FUNCTIONS: u64 = 4096;
-fn default_functions() -> u64 {
-    MAX_FUNCTIONS
-}
-fn default_message_bytes() -> u64 {
-    32768
-}
-fn default_external_unit() -> String {
-    "ops".into()
-}
-fn default_intensity() -> f64 {
-    100.0
+pub struct Load {
+    pub kind: String,
+    #[serde(flatten)]
+    pub params: serde_json::Map<String, serde_json::Value>,
 }
 
 impl Load {
-    pub fn kind(&self) -> &'static str {
-        match self {
-            Load::Read { .. } => "read",
-            Load::Write { .. } => "write",
-            Load::Chase { .. } => "chase",
-            Load::Pi {} => "pi",
-            Load::L1d { .. } => "l1d",
-            Load::L2 { .. } => "l2",
-            Load::Llc { .. } => "llc",
-            Load::Loads { .. } => "loads",
-            Load::Tlb { .. } => "tlb",
-            Load::Icache { .. } => "icache",
-            Load::Branch { .. } => "branch",
-            Load::Copy { .. } => "copy",
-            Load::Ntstore { .. } => "ntstore",
-            Load::Pingpong {} => "pingpong",
-            Load::Falseshare {} => "falseshare",
-            Load::Syscall {} => "syscall",
-            Load::Fileio { .. } => "fileio",
-            Load::Fork { .. } => "fork",
-            Load::Pagefault { .. } => "pagefault",
-            Load::Net { .. } => "net",
-            Load::Timer { .. } => "timer",
-            Load::External { .. } => "external",
-            Load::Aocs { .. } => "aocs",
-            Load::Memhog { .. } => "memhog",
-            Load::Fdexhaust { .. } => "fdexhaust",
-            Load::Forkbomb { .. } => "forkbomb",
-            Load::Diskfill { .. } => "diskfill",
-            Load::Syscallstorm {} => "syscallstorm",
-            Load::Crashloop {} => "crashloop",
-        }
+    /// The kind's name (enemies/<kind>.rs).
+    pub fn kind(&self) -> &str {
+        &self.kind
     }
-    /// Bytes of memory the enemy allocates (page cache included for files).
-    pub fn footprint(&self) -> u64 {
-        match self {
-            Load::Read { bytes } | Load::Write { bytes } | Load::Copy { bytes } | Load::Ntstore { bytes } => *bytes,
-            Load::L1d { bytes } | Load::L2 { bytes } | Load::Llc { bytes } | Load::Pagefault { bytes } => *bytes,
-            Load::Fileio { bytes, .. } => *bytes,
-            Load::Chase { elements, element_bytes, .. } => elements.saturating_mul(*element_bytes),
-            Load::Loads { lines, stride_bytes } => lines.saturating_mul(*stride_bytes),
-            Load::Tlb { pages, page_bytes } => pages.saturating_mul(*page_bytes),
-            Load::Net { message_bytes, .. } => 2 * message_bytes,
-            Load::Memhog { bytes } => *bytes,
-            _ => 0,
-        }
-    }
+}
+
+fn default_intensity() -> f64 {
+    100.0
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

@@ -3,7 +3,8 @@
 Every count that multiplies work (repetitions, scenarios, grid points, enemies, jobs) and
 every number the agent turns into memory or time is bounded here, so that a file can never
 make `plan` or `run` build millions of objects, and the host refuses what the agent would
-(agent/src/bounds.rs holds the same limits). docs/experiments.md lists them.
+(agent/src/bounds.rs holds them: the ones both sides check come from the agent's catalog,
+src/xtalk/catalog.py). docs/experiments.md lists them.
 """
 
 from __future__ import annotations
@@ -13,15 +14,17 @@ import os
 import shutil
 from pathlib import Path
 
+from ..catalog import limit
+
 #: Bytes of an experiment or campaign file (a hand-written file is a few KiB).
 MAX_FILE_BYTES = 1 << 20
 #: Characters of a name (experiment, scenario, configuration, enemy): it becomes part of
 #: directory names, which the file system limits to 255 bytes.
 MAX_NAME = 64
 #: Measured (and, separately, warm-up) jobs of one run: agent/src/bounds.rs MAX_JOBS.
-MAX_JOBS = 1_000_000_000
+MAX_JOBS: int = limit("max_jobs")
 #: Enemies of one run: the agent's control block holds 256 (agent/src/launch/shm.rs).
-MAX_ENEMIES = 256
+MAX_ENEMIES: int = limit("max_enemies")
 #: Repetitions of an experiment or a campaign.
 MAX_REPETITIONS = 10_000
 #: Scenarios of an experiment, configurations, and points of all grids of a campaign.
@@ -37,12 +40,12 @@ MAX_PLANS = 2_000
 #: Settle time, at most one minute (the plan's settle_ms <= 60000).
 MAX_SETTLE_NS = 60_000_000_000
 #: Longest run and longest watchdog: agent/src/bounds.rs MAX_RUN_S, MAX_TIMEOUT_S.
-MAX_RUN_S = 7 * 86_400
-MAX_TIMEOUT_S = 30 * 86_400
+MAX_RUN_S: int = int(limit("max_run_s"))
+MAX_TIMEOUT_S: int = int(limit("max_timeout_s"))
 #: Longest period or deadline (victim, tasks, AOCS instances): one hour.
-MAX_PERIOD_NS = 3_600_000_000_000
+MAX_PERIOD_NS: int = limit("max_period_ns")
 #: The kernel's PID_MAX_LIMIT: pids.max refuses anything larger.
-MAX_PIDS = 4_194_304
+MAX_PIDS: int = limit("max_pids")
 #: Highest CPU number anyone writes (the kernel's largest NR_CPUS); a range is never
 #: expanded past it.
 MAX_CPU = 8191

@@ -1,6 +1,7 @@
 """The run plan: the one contract between host and agent (version 1).
 
-These models mirror `agent/src/plan.rs`; `xtalk plan --schema` prints the JSON Schema
+These models mirror `agent/src/plan.rs`; an enemy's load is made from the agent's catalog
+(catalog.py), as the agent makes it from its enemies' declarations; `xtalk plan --schema` prints the JSON Schema
 generated from them, and `src/xtalk/schema/run-plan.schema.json` is that schema checked in
 (a test keeps the two identical and feeds generated plans to the agent's own parser).
 """
@@ -11,8 +12,9 @@ import json
 from importlib import resources
 from typing import Annotated, Literal, Optional, Union
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, create_model
 
+from . import catalog
 from .limits import MAX_ENEMIES, MAX_JOBS, MAX_PERIOD_NS, MAX_PIDS, MAX_TIMEOUT_S
 
 PLAN_VERSION = 1
@@ -105,199 +107,42 @@ class TasksetBody(_Strict):
     period is the hyperperiod and `jobs` counts job records of all tasks."""
 
     kind: Literal["taskset"] = "taskset"
-    tasks: list[Task] = Field(min_length=1, max_length=64)
+    tasks: list[Task] = Field(min_length=1, max_length=catalog.limit("max_tasks"))
     policy: Literal["rm", "deadline"] = "rm"
 
 
 Body = Annotated[Union[ChaseBody, SumBody, SpawnBody, PiBody, CommandBody, SyscallBody, AocsBody, LatencyBody, TasksetBody], Field(discriminator="kind")]
 
 
-class ReadLoad(_Strict):
-    kind: Literal["read"] = "read"
-    bytes: int = Field(ge=4096)
-
-
-class WriteLoad(_Strict):
-    kind: Literal["write"] = "write"
-    bytes: int = Field(ge=4096)
-
-
-class ChaseLoad(_Strict):
-    """Linked list of `elements` nodes of `element_bytes` (seed 003), `chains` walkers."""
-
-    kind: Literal["chase"] = "chase"
-    elements: int = Field(ge=2)
-    element_bytes: int = Field(default=64, ge=8, multiple_of=8)
-    order: Literal["random", "linear"] = "random"
-    seed: int = Field(default=0, ge=0)
-    chains: int = Field(default=1, ge=1, le=64)
-
-
-class PiLoad(_Strict):
-    kind: Literal["pi"] = "pi"
-
-
-class L1dLoad(_Strict):
-    """Read-modify-write of every cache line of a buffer sized to L1D."""
-
-    kind: Literal["l1d"] = "l1d"
-    bytes: int = Field(ge=4096)
-
-
-class L2Load(_Strict):
-    kind: Literal["l2"] = "l2"
-    bytes: int = Field(ge=4096)
-
-
-class LlcLoad(_Strict):
-    kind: Literal["llc"] = "llc"
-    bytes: int = Field(ge=4096)
-
-
-class LoadsLoad(_Strict):
-    """Seed 000 "Loads": strided loads, a new cache line each."""
-
-    kind: Literal["loads"] = "loads"
-    lines: int = Field(ge=1)
-    stride_bytes: int = Field(default=64, ge=8, multiple_of=8)
-
-
-class TlbLoad(_Strict):
-    kind: Literal["tlb"] = "tlb"
-    pages: int = Field(ge=2)
-    page_bytes: int = Field(default=4096, ge=4096, multiple_of=4096)
-
-
-class IcacheLoad(_Strict):
-    kind: Literal["icache"] = "icache"
-    functions: int = Field(default=4096, ge=1, le=4096)
-
-
-class BranchLoad(_Strict):
-    kind: Literal["branch"] = "branch"
-    seed: int = Field(default=0, ge=0)
-
-
-class CopyLoad(_Strict):
-    kind: Literal["copy"] = "copy"
-    bytes: int = Field(ge=8192)
-
-
-class NtstoreLoad(_Strict):
-    kind: Literal["ntstore"] = "ntstore"
-    bytes: int = Field(ge=4096)
-
-
-class PingpongLoad(_Strict):
-    kind: Literal["pingpong"] = "pingpong"
-
-
-class FalseshareLoad(_Strict):
-    kind: Literal["falseshare"] = "falseshare"
-
-
-class SyscallLoad(_Strict):
-    kind: Literal["syscall"] = "syscall"
-
-
-class FileioLoad(_Strict):
-    """Page-cache reads of a file: one for every copy (`shared`) or one each (seed 000 §5.3.1)."""
-
-    kind: Literal["fileio"] = "fileio"
-    bytes: int = Field(ge=4096)
-    shared: bool = False
-    dir: Optional[str] = None
-
-
-class ForkLoad(_Strict):
-    kind: Literal["fork"] = "fork"
-    exec: bool = False
-
-
-class PagefaultLoad(_Strict):
-    kind: Literal["pagefault"] = "pagefault"
-    bytes: int = Field(ge=4096)
-
-
-class NetLoad(_Strict):
-    kind: Literal["net"] = "net"
-    proto: Literal["tcp", "udp"]
-    message_bytes: int = Field(default=32768, ge=1, le=16 << 20)
-
-
-class TimerLoad(_Strict):
-    kind: Literal["timer"] = "timer"
-    interval_ns: int = Field(ge=1000, le=1_000_000_000)
-
-
-class ExternalLoad(_Strict):
-    """Any command (argv, no shell), in its own process group."""
-
-    kind: Literal["external"] = "external"
-    argv: list[str] = Field(min_length=1)
-    rate_regex: Optional[str] = None
-    unit: str = Field(default="ops", min_length=1)
-
-
-class AocsLoad(_Strict):
-    """Another AOCS instance (loop, reader, comparer) at its own period, replaying a window."""
-
-    kind: Literal["aocs"] = "aocs"
-    input: str = Field(min_length=1)
-    expected: str = Field(min_length=1)
-    first_step: int = Field(default=0, ge=0)
-    steps: int = Field(ge=1)
-    period_ns: int = Field(ge=100_000, le=MAX_PERIOD_NS)
-    duplicate_executable: bool = Field(default=False, description="run from a private copy of the agent's executable (own text pages)")
-
-
-class MemhogLoad(_Strict):
-    """Failure propagation: memory touched up to RLIMIT_AS = `bytes` over its own, freed, again."""
-
-    kind: Literal["memhog"] = "memhog"
-    bytes: int = Field(ge=1 << 20)
-
-
-class FdexhaustLoad(_Strict):
-    """Failure propagation: descriptors opened up to RLIMIT_NOFILE = `fds`, closed, again."""
-
-    kind: Literal["fdexhaust"] = "fdexhaust"
-    fds: int = Field(ge=16, le=65_536)
-
-
-class ForkbombLoad(_Strict):
-    """Failure propagation: up to `max_procs` children alive, each spinning `hold_ns` then
-    replaced; a pids limit that stops it first leaves it retrying."""
-
-    kind: Literal["forkbomb"] = "forkbomb"
-    max_procs: int = Field(ge=1, le=256)
-    hold_ns: int = Field(default=2_000_000, ge=1_000, le=60_000_000_000)
-
-
-class DiskfillLoad(_Strict):
-    """Failure propagation: an unnamed file in `dir` written up to `bytes`, synced, emptied."""
-
-    kind: Literal["diskfill"] = "diskfill"
-    dir: str = Field(default="/tmp", min_length=1)
-    bytes: int = Field(ge=1 << 20)
-
-
-class SyscallstormLoad(_Strict):
-    """Failure propagation: cheap system calls in a tight loop."""
-
-    kind: Literal["syscallstorm"] = "syscallstorm"
-
-
-class CrashloopLoad(_Strict):
-    """Failure propagation: a child that aborts, restarted at once."""
-
-    kind: Literal["crashloop"] = "crashloop"
-
-
-Load = Annotated[Union[ReadLoad, WriteLoad, ChaseLoad, PiLoad, L1dLoad, L2Load, LlcLoad, LoadsLoad, TlbLoad, IcacheLoad,
-                       BranchLoad, CopyLoad, NtstoreLoad, PingpongLoad, FalseshareLoad, SyscallLoad, FileioLoad, ForkLoad,
-                       PagefaultLoad, NetLoad, TimerLoad, ExternalLoad, AocsLoad, MemhogLoad, FdexhaustLoad, ForkbombLoad,
-                       DiskfillLoad, SyscallstormLoad, CrashloopLoad], Field(discriminator="kind")]
+def _load_model(k: catalog.Kind) -> type[BaseModel]:
+    """The plan's model of one enemy kind's load, from its catalog entry."""
+    fields: dict = {"kind": (Literal[k.name], k.name)}  # type: ignore[valid-type]
+    for p in k.params:
+        if p.type == "u64":
+            typ, extra = int, {"ge": p.min if p.min is not None else 0, "le": p.max, "multiple_of": p.multiple_of}
+        elif p.type == "bool":
+            typ, extra = bool, {}
+        elif p.type == "str":
+            typ, extra = str, {"min_length": 1}
+        elif p.type == "strings":
+            typ, extra = list[str], {"min_length": 1}
+        else:
+            typ, extra = Literal[tuple(p.choices)], {}  # type: ignore[misc]
+        extra = {key: v for key, v in extra.items() if v is not None}
+        if p.required:
+            fields[p.name] = (typ, Field(description=p.doc, **extra))
+        elif p.default is None:
+            fields[p.name] = (Optional[typ], Field(default=None, description=p.doc, **extra))
+        else:
+            fields[p.name] = (typ, Field(default=p.default, description=p.doc, **extra))
+    model = create_model(f"{k.name.capitalize()}Load", __base__=_Strict, __doc__=k.doc, **fields)
+    return model
+
+
+#: The load model of every kind of the catalog, by kind.
+LOAD_MODELS: dict[str, type[BaseModel]] = {k.name: _load_model(k) for k in catalog.current().kinds.values()}
+
+Load = Annotated[Union[tuple(LOAD_MODELS.values())], Field(discriminator="kind")]  # type: ignore[valid-type]
 
 
 class Placement(_Strict):
@@ -452,6 +297,22 @@ class Plan(_Strict):
 
     def to_json(self) -> str:
         return self.model_dump_json(indent=2)
+
+
+def victim_seconds(v: Victim) -> float:
+    """How long the victim runs: its jobs' periods, or a task set's hyperperiods (its jobs
+    count the records of every task) plus the one a late task may use to finish. The one
+    rule for the host (expansion, estimates); the agent's check.rs `run_periods` agrees
+    (tests/test_catalog.py)."""
+    if isinstance(v.body, TasksetBody):
+        per = sum(v.period_ns // t.period_ns for t in v.body.tasks)
+        return ((v.jobs + v.warmup_jobs) // per + 1) * v.period_ns / 1e9
+    return (v.jobs + v.warmup_jobs) * v.period_ns / 1e9
+
+
+def run_seconds(plan: "Plan") -> float:
+    """The measured part of a run: settle time plus the victim's run."""
+    return plan.settle_ms / 1e3 + victim_seconds(plan.victim)
 
 
 def json_schema() -> dict:

@@ -6,6 +6,7 @@
 //! run notes it). The executable is the agent's: forked (text shared with the victim), or
 //! with `duplicate_executable` a private copy run as `xtalk-agent aocs-instance`
 //! (external.rs, `agent_copy`), which prints one line per step.
+use super::kind::{Kind, Param};
 use super::EnemyLoad;
 use crate::observe::clock::{mono_ns, sleep_until};
 use crate::victims::aocs::body::Aocs as Loop;
@@ -64,6 +65,31 @@ impl EnemyLoad for Aocs {
         1
     }
 }
+
+/// The `aocs` kind (registry: mod.rs): another instance of the AOCS loop (victims/aocs/)
+/// with its reader and comparer, at its own period, replaying steps first_step..first_step
+/// + steps over and over (seed 000 §5.3.1). `duplicate_executable`: run it from a private
+/// copy of the agent's executable (text pages of its own) instead of the forked agent.
+pub const KIND: Kind = Kind::new("aocs", "another AOCS instance (loop, reader, comparer) at its own period, replaying a window", "steps", &[
+    Param::str("input", "the AOCS input file (xtalk-agent aocs-generate)"),
+    Param::str("expected", "the AOCS expected-output file generated with it"),
+    Param::u64("first_step", "first step of the window").default(super::kind::Dflt::U64(0)),
+    Param::u64("steps", "steps replayed over and over").min(1).file_default("800"),
+    Param::u64("period_ns", "the instance's period").range(100_000, crate::bounds::MAX_PERIOD_NS).unit("ns").file_default("125ms"),
+    Param::bool("duplicate_executable", "run from a private copy of the agent's executable (own text pages)"),
+], |a, cx| {
+    let (input, expected, first, steps, period) = (a.str("input"), a.str("expected"), a.u64("first_step"), a.u64("steps"), a.u64("period_ns"));
+    if a.bool("duplicate_executable") {
+        Ok(Box::new(super::external::External::agent_copy(&instance_args(&input, &expected, first, steps, period), cx)?))
+    } else {
+        Ok(Box::new(Aocs::new(&input, &expected, first, steps, period)))
+    }
+})
+.runs_command(|a| a.bool("duplicate_executable"))
+.check(|a, at| {
+    crate::victims::aocs::io::check_window(at, &a.str("input"), &a.str("expected"), a.u64("first_step"), a.u64("steps"),
+        &format!("{at}.steps"), "first_step + steps")
+});
 
 /// The hidden subcommand line of one instance (main.rs `aocs-instance`).
 pub fn instance_args(input: &str, expected: &str, first_step: u64, steps: u64, period_ns: u64) -> Vec<String> {

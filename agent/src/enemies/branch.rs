@@ -5,6 +5,7 @@
 //! and most of the indirect jumps, and its shared tables (on SMT siblings, and its
 //! history-based structures across context switches) are left polluted for the victim.
 use super::EnemyLoad;
+use super::kind::{Dflt, Kind, Param};
 use crate::kernels::Rng;
 
 const TABLE_BYTES: usize = 64 << 10;
@@ -64,3 +65,7 @@ impl EnemyLoad for Branch {
         2 * CHUNK_STEPS as u64
     }
 }
+
+/// The `branch` kind (registry: mod.rs).
+pub const KIND: Kind = Kind::new("branch", "branch predictor: data-dependent, unpredictable branches", "branches",
+    &[Param::u64("seed", "seed of the branch data").default(Dflt::U64(0))], |a, _| Ok(Box::new(Branch::new(a.u64("seed")))));

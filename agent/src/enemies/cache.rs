@@ -4,6 +4,7 @@
 //! so the victim's lines are evicted and every eviction costs a write-back. Sequential
 //! order lets the prefetchers run the enemy at the level's full bandwidth.
 use super::EnemyLoad;
+use super::kind::{Args, Kind, Param};
 use crate::kernels::Buffer;
 
 const LINE_WORDS: usize = 8;
@@ -37,6 +38,21 @@ impl EnemyLoad for Thrash {
         CHUNK_LINES as u64
     }
 }
+
+fn thrash(a: &Args, cx: &super::Ctx) -> Result<Box<dyn EnemyLoad>, String> {
+    Ok(Box::new(Thrash::new(a.u64("bytes"), cx.huge_pages)))
+}
+// The host resolves each level's name ("l1d") against the target's topology.
+const L1D_BYTES: &[Param] = &[super::BYTES.file_default("l1d")];
+const L2_BYTES: &[Param] = &[super::BYTES.file_default("l2")];
+const LLC_BYTES: &[Param] = &[super::BYTES.file_default("llc")];
+const fn level(name: &'static str, doc: &'static str, params: &'static [Param]) -> Kind {
+    Kind::new(name, doc, "lines", params, thrash).footprint(1, &["bytes"])
+}
+/// The cache kinds (registry: mod.rs).
+pub const L1D: Kind = level("l1d", "L1 data cache: read-modify-write of one word per line of a buffer sized to it", L1D_BYTES);
+pub const L2: Kind = level("l2", "L2 cache: read-modify-write of one word per line of a buffer sized to it", L2_BYTES);
+pub const LLC: Kind = level("llc", "last-level cache: read-modify-write of one word per line of a buffer sized to it", LLC_BYTES);
 
 #[cfg(test)]
 mod tests {

@@ -5,6 +5,8 @@
 //! parallelism, as IsolBench's bandwidth/latency attackers), while each walker stays
 //! latency bound.
 use super::EnemyLoad;
+use super::kind::{Dflt, Kind, Param};
+use crate::plan::err;
 use crate::kernels::{chase, chase_cycle, Buffer};
 use crate::plan::Order;
 
@@ -55,6 +57,27 @@ impl EnemyLoad for Chase {
         }
     }
 }
+
+/// The `chase` kind (registry: mod.rs).
+pub const KIND: Kind = Kind::new("chase", "memory latency: dependent loads over a linked list, k walkers keeping k misses in flight", "accesses", &[
+    Param::u64("elements", "nodes of the list").min(2).per_bytes("element_bytes"),
+    Param::u64("element_bytes", "bytes per node").min(8).multiple_of(8).default(Dflt::U64(64)).unit("bytes"),
+    Param::choice("order", &["random", "linear"], "random (Sattolo cycle) or linear order").default(Dflt::Str("random")),
+    Param::u64("seed", "seed of the random order").default(Dflt::U64(0)),
+    Param::u64("chains", "independent walkers (memory-level parallelism), at most one per node").range(1, MAX_CHAINS).default(Dflt::U64(1)),
+], |a, cx| {
+    let order = if a.str("order") == "linear" { Order::Linear } else { Order::Random };
+    Ok(Box::new(Chase::new(a.u64("elements"), a.u64("element_bytes"), order, a.u64("seed"), a.u64("chains"), cx.huge_pages)))
+})
+.footprint(1, &["elements", "element_bytes"])
+.check(|a, at| {
+    if a.u64("chains") > a.u64("elements") {
+        return err(format!("{at}.chains"), format!("{} is out of range; use 1..{MAX_CHAINS} walkers, at most one per element", a.u64("chains")));
+    }
+    Ok(())
+});
+/// Most walkers of one chase.
+pub const MAX_CHAINS: u64 = 64;
 
 #[cfg(test)]
 mod tests {

@@ -3,6 +3,7 @@
 //! the LLC keeps the memory controller busy with reads and write-backs at once. The
 //! counter is bytes read plus bytes written, as STREAM counts copy traffic.
 use super::EnemyLoad;
+use super::kind::{Kind, Param};
 use crate::kernels::Buffer;
 
 /// Below glibc's non-temporal threshold, so memcpy uses ordinary (cached) stores.
@@ -38,6 +39,13 @@ impl EnemyLoad for Copy {
         2 * 8 * n as u64
     }
 }
+
+/// The `copy` kind (registry: mod.rs). Copy counts bytes read plus bytes written, as STREAM does.
+pub const KIND: Kind = Kind::new("copy", "copy bandwidth (STREAM copy): 128 KiB memcpy blocks from one half of the buffer to the other", "bytes",
+    &[Param::u64("bytes", "buffer size (two halves of at least 4 KiB)").min(8192).unit("bytes")], |a, cx| {
+    Ok(Box::new(Copy::new(a.u64("bytes"), cx.huge_pages)))
+})
+.footprint(1, &["bytes"]);
 
 #[cfg(test)]
 mod tests {

@@ -2,6 +2,7 @@
 //! reaps it and starts again, like a service manager restarting a crashing application.
 //! Counts crashes.
 use super::limits;
+use super::kind::Kind;
 use super::EnemyLoad;
 
 pub struct CrashLoop;
@@ -22,3 +23,6 @@ impl EnemyLoad for CrashLoop {
         (libc::WIFSIGNALED(st) && libc::WTERMSIG(st) == libc::SIGABRT) as u64
     }
 }
+
+/// The `crashloop` kind (registry: mod.rs).
+pub const KIND: Kind = Kind::new("crashloop", "failure propagation: a child that aborts, restarted at once", "crashes", &[], |_, _| Ok(Box::new(CrashLoop)));

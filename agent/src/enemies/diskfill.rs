@@ -3,6 +3,8 @@
 //! it and starts again. RLIMIT_FSIZE = `bytes` is the hard ceiling; the plan check keeps it
 //! under half of the file system's free space. Counts bytes written.
 use super::limits;
+use super::kind::{Dflt, Kind, Param};
+use crate::plan::err;
 use super::EnemyLoad;
 use std::ffi::CString;
 
@@ -61,4 +63,31 @@ impl EnemyLoad for DiskFill {
         self.written += n as u64;
         n as u64
     }
+}
+
+/// The `diskfill` kind (registry: mod.rs).
+pub const KIND: Kind = Kind::new("diskfill", "failure propagation: an unnamed file written up to RLIMIT_FSIZE = bytes, synced, emptied, again", "bytes", &[
+    Param::str("dir", "directory of the unnamed file").default(Dflt::Str("/tmp")),
+    Param::u64("bytes", "the hard ceiling (at most half the free space of dir)").min(1 << 20).unit("bytes"),
+], |a, _| Ok(Box::new(DiskFill::new(&a.str("dir"), a.u64("bytes")))))
+.check(|a, at| {
+    let dir = a.str("dir");
+    let free = fs_free_bytes(&dir).or_else(|m| err(format!("{at}.dir"), m))?;
+    if a.u64("bytes") > free / 2 {
+        return err(format!("{at}.bytes"), format!("must be between 1 MiB and half the free space of '{dir}' ({} MiB)", free >> 21));
+    }
+    Ok(())
+});
+
+/// Free bytes of the file system holding directory `dir` (for unprivileged users).
+pub fn fs_free_bytes(dir: &str) -> Result<u64, String> {
+    if !std::path::Path::new(dir).is_dir() {
+        return Err(format!("'{dir}' is not a directory; name an existing directory (default: the temporary directory)"));
+    }
+    let c = std::ffi::CString::new(dir).map_err(|_| "contains a NUL byte".to_string())?;
+    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+    if unsafe { libc::statvfs(c.as_ptr(), &mut st) } != 0 {
+        return Err(format!("'{dir}': {}", std::io::Error::last_os_error()));
+    }
+    Ok(st.f_bavail as u64 * st.f_frsize as u64)
 }

@@ -14,7 +14,9 @@
 //! `agent_copy` runs one of the agent's own hidden subcommands from a private copy of its
 //! executable (a memfd, fexecve): a process with its own text pages, as a duplicated
 //! executable file gives (seed 000 §5.3.1); it counts one unit of work per output line.
+use super::kind::{Args, Dflt, Kind, Param};
 use super::{Ctx, EnemyLoad};
+use crate::plan::{err, PlanError};
 use crate::observe::clock::mono_ns;
 use regex::Regex;
 use std::ffi::CString;
@@ -278,4 +280,33 @@ impl EnemyLoad for External {
         let last = re.captures_iter(&text).filter_map(|c| c.get(1)).last()?;
         last.as_str().replace(',', "").parse::<f64>().ok().map(|v| v as u64)
     }
+}
+
+/// The `external` kind (registry: mod.rs). Its counter is `unit` with a `rate_regex`, else
+/// the milliseconds the command ran.
+pub const KIND: Kind = Kind::new("external", "any command (argv, no shell), in its own process group", "ms", &[
+    Param::strings("argv", "the command and its arguments"),
+    Param::str("rate_regex", "one capture group around the command's total work, read from its output when it stops").default(Dflt::Unset),
+    Param::str("unit", "unit of the work rate_regex reads").default(Dflt::Str("ops")),
+], |a, cx| Ok(Box::new(External::new(&a.strings("argv"), a.opt_str("rate_regex").as_deref(), cx)?)))
+.unit_param("unit", "rate_regex")
+.runs_command(|_| true)
+.check(check);
+
+fn check(a: &Args, at: &str) -> Result<(), PlanError> {
+    let argv = a.strings("argv");
+    let Some(cmd) = argv.first().filter(|c| !c.is_empty()) else {
+        return err(format!("{at}.argv"), "is empty; give the command and its arguments, e.g. [\"stress-ng\", \"--cpu\", \"1\"]");
+    };
+    if crate::victims::command::find_program(cmd).is_none() {
+        return err(format!("{at}.argv[0]"), format!("'{cmd}' is not an executable file nor found on PATH; install it or give its full path"));
+    }
+    if let Some(r) = a.opt_str("rate_regex") {
+        match Regex::new(&r) {
+            Err(e) => return err(format!("{at}.rate_regex"), format!("is not a valid regex: {}", e.to_string().lines().last().unwrap_or(""))),
+            Ok(re) if re.captures_len() < 2 => return err(format!("{at}.rate_regex"), "needs one capture group around the number, e.g. \"([0-9.]+) bogo ops\""),
+            _ => {}
+        }
+    }
+    Ok(())
 }

@@ -4,6 +4,7 @@
 //! `pingpong` but through plain stores (store buffer, read-for-ownership) instead of
 //! locked atomics. The counter is stores of both threads.
 use super::pair::{Line, Pair};
+use super::kind::Kind;
 use super::{Ctx, EnemyLoad};
 use std::sync::atomic::Ordering;
 
@@ -37,3 +38,7 @@ impl EnemyLoad for FalseShare {
         side_at(&self.pair.line, 0) + self.pair.helper_delta()
     }
 }
+
+/// The `falseshare` kind (registry: mod.rs).
+pub const KIND: Kind = Kind::new("falseshare", "false sharing: plain stores to distinct words of one line from two threads", "stores", &[],
+    |_, cx| Ok(Box::new(FalseShare::new(cx))));

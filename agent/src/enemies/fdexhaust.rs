@@ -1,6 +1,7 @@
 //! `fdexhaust`: opens /dev/null until the descriptor table is full (EMFILE under
 //! RLIMIT_NOFILE = `fds`), closes them all and starts again. Counts descriptors opened.
 use super::limits;
+use super::kind::{Kind, Param};
 use super::EnemyLoad;
 
 pub struct FdExhaust {
@@ -31,3 +32,7 @@ impl EnemyLoad for FdExhaust {
         n
     }
 }
+
+/// The `fdexhaust` kind (registry: mod.rs).
+pub const KIND: Kind = Kind::new("fdexhaust", "failure propagation: descriptors opened up to RLIMIT_NOFILE = fds, closed, again", "descriptors",
+    &[Param::u64("fds", "RLIMIT_NOFILE").range(16, 65_536).file_default("1024")], |a, _| Ok(Box::new(FdExhaust::new(a.u64("fds")))));

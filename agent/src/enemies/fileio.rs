@@ -11,6 +11,8 @@
 //! Files are unlinked as soon as every reader holds them open (after the start barrier; at
 //! once for private files). The counter is bytes read.
 use super::{Ctx, EnemyLoad};
+use super::kind::{Dflt, Kind, Param};
+use crate::plan::err;
 use crate::launch::safefs::{self, Dir};
 use std::io::Write;
 use std::os::unix::io::AsRawFd;
@@ -110,3 +112,21 @@ impl EnemyLoad for FileIo {
         done
     }
 }
+
+/// The `fileio` kind (registry: mod.rs).
+pub const KIND: Kind = Kind::new("fileio", "page cache and kernel copy: pread of a file in 64 KiB blocks, over and over", "bytes", &[
+    super::BYTES.file_default("16MiB"),
+    Param::bool("shared", "one file for every copy in the run (mono file) instead of one each"),
+    Param::str("dir", "directory of the files (default: $TMPDIR)").default(Dflt::Unset),
+], |a, cx| Ok(Box::new(FileIo::new(a.u64("bytes"), a.bool("shared"), cx)?)))
+.footprint(1, &["bytes"])
+.scratch_in("dir")
+.check(|a, at| {
+    if let Some(d) = a.opt_str("dir") {
+        let c = std::ffi::CString::new(d.as_bytes()).or_else(|_| err(format!("{at}.dir"), "holds a NUL byte"))?;
+        if !std::path::Path::new(&d).is_dir() || unsafe { libc::access(c.as_ptr(), libc::W_OK) } != 0 {
+            return err(format!("{at}.dir"), format!("'{d}' is not a writable directory; create it or leave `dir` out for $TMPDIR"));
+        }
+    }
+    Ok(())
+});

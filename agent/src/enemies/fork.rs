@@ -4,6 +4,7 @@
 //! kernel work that other CPUs feel through shared locks, TLB shoot-downs and caches.
 //! The counter is children created.
 use super::EnemyLoad;
+use super::kind::{Kind, Param};
 
 const TRUE: &[u8] = b"/bin/true\0";
 
@@ -37,3 +38,7 @@ impl EnemyLoad for Fork {
         }
     }
 }
+
+/// The `fork` kind (registry: mod.rs).
+pub const KIND: Kind = Kind::new("fork", "fork (and exec): page-table copies, COW faults, run queues, the loader", "forks",
+    &[Param::bool("exec", "each child execs /bin/true")], |a, _| Ok(Box::new(Fork::new(a.bool("exec")))));

@@ -5,8 +5,9 @@
 //! and the indirect calls load the iTLB and the branch target buffer; instruction fetches
 //! then miss to L2 and LLC, which the victim shares.
 use super::EnemyLoad;
+use super::kind::{Dflt, Kind, Param};
 use crate::kernels::Rng;
-use crate::plan::MAX_FUNCTIONS;
+use super::MAX_FUNCTIONS;
 
 const CHUNK_CALLS: u64 = 4096;
 
@@ -91,6 +92,11 @@ impl EnemyLoad for Icache {
         CHUNK_CALLS
     }
 }
+
+/// The `icache` kind (registry: mod.rs).
+pub const KIND: Kind = Kind::new("icache", "instruction cache, iTLB, BTB: indirect calls through distinct generated functions", "calls", &[
+    Param::u64("functions", "distinct functions called").range(1, MAX_FUNCTIONS).default(Dflt::U64(MAX_FUNCTIONS)),
+], |a, _| Ok(Box::new(Icache::new(a.u64("functions")))));
 
 #[cfg(test)]
 mod tests {

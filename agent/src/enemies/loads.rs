@@ -3,6 +3,7 @@
 //! occupies `lines` lines of the cache hierarchy (a chosen share of L2 in the seed) with
 //! clean data and no stores.
 use super::EnemyLoad;
+use super::kind::{Dflt, Kind, Param};
 use crate::kernels::Buffer;
 
 const CHUNK_LOADS: u64 = 4096;
@@ -39,3 +40,10 @@ impl EnemyLoad for Loads {
         CHUNK_LOADS
     }
 }
+
+/// The `loads` kind (registry: mod.rs).
+pub const KIND: Kind = Kind::new("loads", "strided loads, a new cache line each, no stores (seed 000 Loads)", "loads", &[
+    Param::u64("lines", "lines touched").min(1).per_bytes("stride_bytes"),
+    Param::u64("stride_bytes", "bytes between loads (64: one cache line per load)").min(8).multiple_of(8).default(Dflt::U64(64)).unit("bytes"),
+], |a, cx| Ok(Box::new(Loads::new(a.u64("lines"), a.u64("stride_bytes"), cx.huge_pages))))
+.footprint(1, &["lines", "stride_bytes"]);

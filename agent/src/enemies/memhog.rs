@@ -3,6 +3,8 @@
 //! holds for root; the plan check keeps `bytes` under half of the available memory).
 //! Counts bytes touched.
 use super::limits;
+use super::kind::{Kind, Param};
+use crate::plan::err;
 use super::EnemyLoad;
 
 const STEP: usize = 1 << 20;
@@ -44,3 +46,16 @@ impl EnemyLoad for MemHog {
         STEP as u64
     }
 }
+
+/// The `memhog` kind (registry: mod.rs).
+pub const KIND: Kind = Kind::new("memhog", "failure propagation: memory touched up to RLIMIT_AS = bytes over its own, freed, again", "bytes",
+    &[Param::u64("bytes", "the hard ceiling (at most half the available memory)").min(1 << 20).unit("bytes")],
+    |a, _| Ok(Box::new(MemHog::new(a.u64("bytes")))))
+.footprint(1, &["bytes"])
+.check(|a, at| {
+    let avail = crate::observe::facts::current().mem_available;
+    if avail > 0 && a.u64("bytes") > avail / 2 {
+        return err(format!("{at}.bytes"), format!("must be between 1 MiB and half the available memory ({} MiB)", avail >> 21));
+    }
+    Ok(())
+});

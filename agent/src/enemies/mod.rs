@@ -1,44 +1,63 @@
 //! Enemies: workloads that load a shared resource until stopped and count the work they
-//! achieved. One file per kind; `build` is the registry table, `unit` names each counter;
-//! docs/enemies.md describes every kind. `pace.rs` holds the intensity / rate pacing that
-//! every enemy shares.
+//! achieved. One file per kind, each declaring its descriptor (kind.rs: parameters, bounds,
+//! defaults, units, footprint, build); the registry below lists them, and the plan's loads
+//! are checked and built from it. `xtalk-agent catalog --json` prints it (catalog.rs);
+//! docs/enemies.md's parameter tables are made from that. `pace.rs` holds the intensity /
+//! rate pacing that every enemy shares.
 
-mod branch;
-mod cache;
-mod chase;
-mod copy;
-mod external;
-mod falseshare;
-mod fileio;
-mod fork;
-mod icache;
-mod loads;
-mod net;
-mod ntstore;
-mod pace;
-mod pagefault;
-mod pair;
-mod pi;
-mod pingpong;
-mod read;
-mod syscall;
-mod timer;
-mod tlb;
-mod write;
-mod aocs;
-pub use aocs::instance_main as aocs_instance;
-mod crashloop;
-mod diskfill;
-mod fdexhaust;
-mod forkbomb;
+pub mod catalog;
+pub mod kind;
 mod limits;
-mod memhog;
-mod syscallstorm;
+mod pace;
+mod pair;
+
+/// The registry: one line per enemy file, naming the descriptor(s) it declares. Adding an
+/// enemy is its file plus one line here.
+macro_rules! registry {
+    ($($file:ident => $($kind:ident),+;)*) => {
+        $(mod $file;)*
+        /// Every enemy kind, in catalog order.
+        pub static KINDS: &[&Kind] = &[$($(&$file::$kind),+),*];
+    };
+}
+
+registry! {
+    read => KIND;
+    write => KIND;
+    copy => KIND;
+    ntstore => KIND;
+    chase => KIND;
+    cache => L1D, L2, LLC;
+    loads => KIND;
+    tlb => KIND;
+    icache => KIND;
+    branch => KIND;
+    pingpong => KIND;
+    falseshare => KIND;
+    pi => KIND;
+    syscall => KIND;
+    fileio => KIND;
+    fork => KIND;
+    pagefault => KIND;
+    net => KIND;
+    timer => KIND;
+    external => KIND;
+    aocs => KIND;
+    memhog => KIND;
+    fdexhaust => KIND;
+    forkbomb => KIND;
+    diskfill => KIND;
+    syscallstorm => KIND;
+    crashloop => KIND;
+}
+
+pub use aocs::instance_main as aocs_instance;
 
 use crate::launch::setup;
 use crate::launch::shm::Shared;
 use crate::observe::clock::mono_ns;
-use crate::plan::{Enemy, Load};
+use crate::plan::{Enemy, Load, PlanError};
+use kind::{Args, Kind, Param};
 use pace::Pacer;
 use std::sync::atomic::{AtomicU32, Ordering};
 
@@ -83,76 +102,52 @@ pub struct Ctx {
     pub scratch: Option<std::path::PathBuf>,
 }
 
-/// Registry of enemy kinds.
+/// A buffer of `bytes`, the parameter of every bandwidth and cache kind.
+const BYTES: Param = Param::u64("bytes", "buffer size").min(4096).unit("bytes");
+/// Most functions the icache enemy generates (icache.rs).
+pub const MAX_FUNCTIONS: u64 = 4096;
+
+/// The descriptor of a kind, by name.
+pub fn find(name: &str) -> Option<&'static Kind> {
+    KINDS.iter().copied().find(|k| k.name == name)
+}
+
+/// `load` checked against its kind's declaration (parameters, bounds, extra checks); its
+/// parameters seen through the kind. `at` is the load's field (`enemies[0].load`).
+pub fn checked<'a>(load: &'a Load, at: &str) -> Result<Args<'a>, PlanError> {
+    let Some(k) = find(&load.kind) else {
+        let names: Vec<&str> = KINDS.iter().map(|k| k.name).collect();
+        return crate::plan::err(format!("{at}.kind"), format!("'{}' is not an enemy kind of this agent; use one of {} (xtalk-agent catalog)", load.kind, names.join(", ")));
+    };
+    kind::check_params(k, load, at)?;
+    let args = Args::new(k, load);
+    (k.check)(&args, at)?;
+    Ok(args)
+}
+
+/// The parameters of a load whose kind exists (the plan was checked).
+fn args(load: &Load) -> Args<'_> {
+    Args::new(find(&load.kind).unwrap_or_else(|| panic!("unchecked enemy kind '{}'", load.kind)), load)
+}
+
+/// Bytes of memory the enemy allocates (page cache included for files).
+pub fn footprint(load: &Load) -> u64 {
+    find(&load.kind).map_or(0, |k| Args::new(k, load).footprint())
+}
+
+/// Builds the load of a checked plan entry.
 pub fn build(load: &Load, cx: &Ctx) -> Result<Box<dyn EnemyLoad>, String> {
-    let huge = cx.huge_pages;
-    Ok(match load {
-        Load::Read { bytes } => Box::new(read::Read::new(*bytes, huge)),
-        Load::Write { bytes } => Box::new(write::Write::new(*bytes, huge)),
-        Load::Chase { elements, element_bytes, order, seed, chains } => {
-            Box::new(chase::Chase::new(*elements, *element_bytes, *order, *seed, *chains, huge))
-        }
-        Load::Pi {} => Box::new(pi::Pi::new()),
-        Load::L1d { bytes } | Load::L2 { bytes } | Load::Llc { bytes } => Box::new(cache::Thrash::new(*bytes, huge)),
-        Load::Loads { lines, stride_bytes } => Box::new(loads::Loads::new(*lines, *stride_bytes, huge)),
-        Load::Tlb { pages, page_bytes } => Box::new(tlb::Tlb::new(*pages, *page_bytes)),
-        Load::Icache { functions } => Box::new(icache::Icache::new(*functions)),
-        Load::Branch { seed } => Box::new(branch::Branch::new(*seed)),
-        Load::Copy { bytes } => Box::new(copy::Copy::new(*bytes, huge)),
-        Load::Ntstore { bytes } => Box::new(ntstore::NtStore::new(*bytes, huge)),
-        Load::Pingpong {} => Box::new(pingpong::PingPong::new(cx)),
-        Load::Falseshare {} => Box::new(falseshare::FalseShare::new(cx)),
-        Load::Syscall {} => Box::new(syscall::Syscall),
-        Load::Fileio { bytes, shared, .. } => Box::new(fileio::FileIo::new(*bytes, *shared, cx)?),
-        Load::Fork { exec } => Box::new(fork::Fork::new(*exec)),
-        Load::Pagefault { bytes } => Box::new(pagefault::PageFault::new(*bytes)),
-        Load::Net { proto, message_bytes } => Box::new(net::Net::new(*proto, *message_bytes)?),
-        Load::Timer { interval_ns } => Box::new(timer::Timer::new(*interval_ns)),
-        Load::External { argv, rate_regex, .. } => Box::new(external::External::new(argv, rate_regex.as_deref(), cx)?),
-        Load::Aocs { input, expected, first_step, steps, period_ns, duplicate_executable: false } => {
-            Box::new(aocs::Aocs::new(input, expected, *first_step, *steps, *period_ns))
-        }
-        Load::Aocs { input, expected, first_step, steps, period_ns, duplicate_executable: true } => {
-            Box::new(external::External::agent_copy(&aocs::instance_args(input, expected, *first_step, *steps, *period_ns), cx)?)
-        }
-        Load::Memhog { bytes } => Box::new(memhog::MemHog::new(*bytes)),
-        Load::Fdexhaust { fds } => Box::new(fdexhaust::FdExhaust::new(*fds)),
-        Load::Forkbomb { max_procs, hold_ns } => Box::new(forkbomb::ForkBomb::new(*max_procs, *hold_ns)),
-        Load::Diskfill { dir, bytes } => Box::new(diskfill::DiskFill::new(dir, *bytes)),
-        Load::Syscallstorm {} => Box::new(syscallstorm::SyscallStorm),
-        Load::Crashloop {} => Box::new(crashloop::CrashLoop),
-    })
+    let a = args(load);
+    (a.kind.build)(&a, cx)
 }
 
 /// Unit of the work counter of each kind (for the results).
 pub fn unit(load: &Load) -> String {
-    match load {
-        Load::Read { .. } | Load::Write { .. } | Load::Ntstore { .. } | Load::Fileio { .. } | Load::Net { .. } => "bytes",
-        // Copy counts bytes read plus bytes written, as STREAM does.
-        Load::Copy { .. } => "bytes",
-        Load::Chase { .. } => "accesses",
-        Load::Pi {} => "iterations",
-        Load::L1d { .. } | Load::L2 { .. } | Load::Llc { .. } => "lines",
-        Load::Loads { .. } => "loads",
-        Load::Tlb { .. } => "pages",
-        Load::Icache { .. } => "calls",
-        Load::Branch { .. } => "branches",
-        Load::Pingpong {} => "atomics",
-        Load::Falseshare {} => "stores",
-        Load::Syscall {} => "syscalls",
-        Load::Fork { .. } => "forks",
-        Load::Pagefault { .. } => "faults",
-        Load::Timer { .. } => "wakeups",
-        Load::External { rate_regex: Some(_), unit, .. } => return unit.clone(),
-        Load::External { rate_regex: None, .. } => "ms",
-        Load::Aocs { .. } => "steps",
-        Load::Memhog { .. } | Load::Diskfill { .. } => "bytes",
-        Load::Fdexhaust { .. } => "descriptors",
-        Load::Forkbomb { .. } => "forks",
-        Load::Syscallstorm {} => "syscalls",
-        Load::Crashloop {} => "crashes",
+    let a = args(load);
+    match a.kind.unit_param {
+        Some((param, when_set)) if a.opt_str(when_set).is_some() => a.str(param),
+        _ => a.kind.unit.to_string(),
     }
-    .to_string()
 }
 
 /// The shared stop flag with the lifetime of the process: the control block is mapped
@@ -163,18 +158,19 @@ fn stop_flag(shared: &Shared) -> &'static AtomicU32 {
 
 /// Before the fork: one private scratch directory (mode 0700, random name, journalled, so
 /// removed with whatever is in it when the run ends or by recovery) per directory the
-/// plan's `fileio` enemies name, shared by the enemies naming it. (enemy index, directory)
+/// plan's enemies with a `scratch_in` (fileio) name, shared by the enemies naming it. (enemy index, directory)
 pub fn scratch_dirs(plan: &crate::plan::Plan, journal: &mut crate::launch::journal::Journal) -> Result<Vec<(usize, std::path::PathBuf)>, String> {
     let mut made: Vec<(std::path::PathBuf, std::path::PathBuf)> = Vec::new();
     let mut out = Vec::new();
     for (i, e) in plan.enemies.iter().enumerate() {
-        let Load::Fileio { dir, .. } = &e.load else { continue };
-        let base = dir.as_ref().map(std::path::PathBuf::from).unwrap_or_else(std::env::temp_dir);
+        let a = args(&e.load);
+        let Some(param) = a.kind.scratch_in else { continue };
+        let base = a.opt_str(param).map(std::path::PathBuf::from).unwrap_or_else(std::env::temp_dir);
         let d = match made.iter().find(|(b, _)| *b == base) {
             Some((_, d)) => d.clone(),
             None => {
                 let d = journal.private(&base.join(crate::launch::safefs::random_name("xtalk-fileio-")))
-                    .map_err(|m| format!("enemies[{i}] ({}): fileio: {m}", e.name))?.path;
+                    .map_err(|m| format!("enemies[{i}] ({}): {}: {m}", e.name, e.load.kind))?.path;
                 made.push((base, d.clone()));
                 d
             }
@@ -252,9 +248,10 @@ pub fn enemy_main(index: usize, e: &Enemy, shared: &Shared, parent: libc::pid_t,
 /// command (external, a duplicated AOCS instance), whose command takes the planned policy
 /// and whose own process only watches it (setup::watcher_sched).
 fn own_sched(e: &Enemy) -> crate::plan::Sched {
-    match e.load {
-        Load::External { .. } | Load::Aocs { duplicate_executable: true, .. } => setup::watcher_sched(&e.sched),
-        _ => e.sched.clone(),
+    if (args(&e.load).kind.runs_command)(&args(&e.load)) {
+        setup::watcher_sched(&e.sched)
+    } else {
+        e.sched.clone()
     }
 }
 

@@ -5,9 +5,17 @@
 //! every byte goes through the kernel's socket, protocol and softirq paths (the network
 //! stack of seed 000 §7.1.2). The counter is bytes received.
 use super::EnemyLoad;
-use crate::plan::Proto;
+use super::kind::{Dflt, Kind, Param};
+use crate::plan::err;
 use std::io::{Read, Write};
 use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream, UdpSocket};
+
+/// Transport of the loopback traffic.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Proto {
+    Tcp,
+    Udp,
+}
 
 enum Ends {
     Tcp { tx: TcpStream, rx: TcpStream },
@@ -79,6 +87,22 @@ impl EnemyLoad for Net {
         }
     }
 }
+
+/// The `net` kind (registry: mod.rs).
+pub const KIND: Kind = Kind::new("net", "network stack on loopback only (127.0.0.1), one message in flight", "bytes", &[
+    Param::choice("proto", &["tcp", "udp"], "the transport, tcp or udp"),
+    Param::u64("message_bytes", "bytes per message (udp: at most 65000)").range(1, 16 << 20).default(Dflt::U64(32768)).unit("bytes"),
+], |a, _| Ok(Box::new(Net::new(if a.str("proto") == "udp" { Proto::Udp } else { Proto::Tcp }, a.u64("message_bytes"))?)))
+.footprint(2, &["message_bytes"])
+.check(|a, at| {
+    let n = a.u64("message_bytes");
+    if a.str("proto") == "udp" && n > UDP_MAX {
+        return err(format!("{at}.message_bytes"), format!("{n} is out of range; use 1..{UDP_MAX} for udp"));
+    }
+    Ok(())
+});
+/// Largest UDP message (one datagram).
+const UDP_MAX: u64 = 65_000;
 
 #[cfg(test)]
 mod tests {

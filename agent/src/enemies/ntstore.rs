@@ -7,6 +7,7 @@
 //! does for whole lines). Other architectures use ordinary volatile stores (a portable
 //! fallback, cached). The counter is bytes stored.
 use super::EnemyLoad;
+use super::kind::Kind;
 use crate::kernels::Buffer;
 
 const CHUNK_WORDS: usize = 32 << 10; // 256 KiB per chunk
@@ -84,6 +85,12 @@ impl EnemyLoad for NtStore {
         n as u64 * 8
     }
 }
+
+/// The `ntstore` kind (registry: mod.rs).
+pub const KIND: Kind = Kind::new("ntstore", "memory controller without cache pollution: non-temporal stores over the buffer", "bytes", &[super::BYTES], |a, cx| {
+    Ok(Box::new(NtStore::new(a.u64("bytes"), cx.huge_pages)))
+})
+.footprint(1, &["bytes"]);
 
 #[cfg(test)]
 mod tests {

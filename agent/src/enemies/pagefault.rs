@@ -4,6 +4,7 @@
 //! kernel's memory-management paths and the page allocator's shared state. The counter is
 //! pages faulted in.
 use super::EnemyLoad;
+use super::kind::Kind;
 
 const PAGE: usize = 4096;
 
@@ -35,3 +36,9 @@ impl EnemyLoad for PageFault {
         (self.len / PAGE) as u64
     }
 }
+
+/// The `pagefault` kind (registry: mod.rs).
+pub const KIND: Kind = Kind::new("pagefault", "memory management: mmap, one write per 4 KiB page, munmap", "faults",
+    &[super::BYTES.file_default("1MiB")], |a, _| Ok(Box::new(PageFault::new(a.u64("bytes")))))
+.footprint(1, &["bytes"])
+.small_pages();

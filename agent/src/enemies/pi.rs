@@ -1,5 +1,6 @@
 //! `pi`: CPU-only enemy (registers, no memory traffic; seed 000 §6.4.2).
 use super::EnemyLoad;
+use super::kind::Kind;
 use crate::victims::leibniz;
 
 const ITERATIONS: u64 = 100_000;
@@ -18,3 +19,6 @@ impl EnemyLoad for Pi {
         ITERATIONS
     }
 }
+
+/// The `pi` kind (registry: mod.rs).
+pub const KIND: Kind = Kind::new("pi", "CPU time only: the pi/4 series in registers", "iterations", &[], |_, _| Ok(Box::new(Pi::new())));

@@ -4,6 +4,7 @@
 //! (snoops, the LLC / directory, the interconnect) on nearly every operation. The counter
 //! is atomic operations of both threads.
 use super::pair::{Line, Pair};
+use super::kind::Kind;
 use super::{Ctx, EnemyLoad};
 use std::sync::atomic::Ordering;
 
@@ -31,3 +32,7 @@ impl EnemyLoad for PingPong {
         side(&self.pair.line) + self.pair.helper_delta()
     }
 }
+
+/// The `pingpong` kind (registry: mod.rs).
+pub const KIND: Kind = Kind::new("pingpong", "coherence fabric: atomic read-modify-writes of one shared line from two threads", "atomics", &[],
+    |_, cx| Ok(Box::new(PingPong::new(cx))));

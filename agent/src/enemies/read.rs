@@ -1,5 +1,6 @@
 //! `read`: sequential read bandwidth over a buffer (memory bus / DRAM when it exceeds the LLC).
 use super::EnemyLoad;
+use super::kind::Kind;
 use crate::kernels::Buffer;
 
 const CHUNK_WORDS: usize = 32 << 10; // 256 KiB per chunk
@@ -60,6 +61,12 @@ impl EnemyLoad for Read {
         n as u64 * 8
     }
 }
+
+/// The `read` kind (registry: mod.rs).
+pub const KIND: Kind = Kind::new("read", "read bandwidth: sequential sum over the buffer", "bytes", &[super::BYTES], |a, cx| {
+    Ok(Box::new(Read::new(a.u64("bytes"), cx.huge_pages)))
+})
+.footprint(1, &["bytes"]);
 
 #[cfg(test)]
 mod tests {

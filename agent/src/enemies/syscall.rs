@@ -4,6 +4,7 @@
 //! loading the kernel's own paths and whatever per-CPU state they share. The counter is
 //! system calls made.
 use super::EnemyLoad;
+use super::kind::Kind;
 
 const CHUNK_CALLS: u64 = 1000;
 
@@ -17,3 +18,6 @@ impl EnemyLoad for Syscall {
         CHUNK_CALLS
     }
 }
+
+/// The `syscall` kind (registry: mod.rs).
+pub const KIND: Kind = Kind::new("syscall", "kernel entry and exit: getppid(2) as fast as possible", "syscalls", &[], |_, _| Ok(Box::new(Syscall)));

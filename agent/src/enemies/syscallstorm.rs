@@ -2,6 +2,7 @@
 //! other processes (scheduler, memory map, file table): getppid, sched_yield, a 4 KiB
 //! mmap/munmap pair, open/close of /dev/null. Counts system calls.
 use super::EnemyLoad;
+use super::kind::Kind;
 
 pub struct SyscallStorm;
 
@@ -24,3 +25,6 @@ impl EnemyLoad for SyscallStorm {
         600
     }
 }
+
+/// The `syscallstorm` kind (registry: mod.rs).
+pub const KIND: Kind = Kind::new("syscallstorm", "failure propagation: cheap system calls in a tight loop", "syscalls", &[], |_, _| Ok(Box::new(SyscallStorm)));

@@ -3,6 +3,7 @@
 //! context switch on the enemy's CPU, and load on the timer and scheduler code the victim
 //! depends on for its own releases. The counter is wake-ups.
 use super::EnemyLoad;
+use super::kind::{Kind, Param};
 
 pub struct Timer {
     interval: libc::timespec,
@@ -25,3 +26,8 @@ impl EnemyLoad for Timer {
         self.per_chunk
     }
 }
+
+/// The `timer` kind (registry: mod.rs).
+pub const KIND: Kind = Kind::new("timer", "high-resolution timers, wake-ups, context switches: consecutive clock_nanosleep", "wakeups", &[
+    Param::u64("interval_ns", "sleep between wake-ups").range(1_000, 1_000_000_000).unit("ns").file_default("50us"),
+], |a, _| Ok(Box::new(Timer::new(a.u64("interval_ns")))));

@@ -4,6 +4,8 @@
 //! victim's. The line inside each page rotates so that the loads spread over every cache
 //! set instead of piling onto one.
 use super::EnemyLoad;
+use super::kind::{Dflt, Kind, Param};
+use crate::plan::err;
 use crate::kernels::{Buffer, Rng};
 
 const CHUNK_LOADS: u64 = 4096;
@@ -48,6 +50,20 @@ impl EnemyLoad for Tlb {
         CHUNK_LOADS
     }
 }
+
+/// The `tlb` kind (registry: mod.rs).
+pub const KIND: Kind = Kind::new("tlb", "TLBs and page walks: one load per page in random order", "pages", &[
+    Param::u64("pages", "pages touched").min(2).per_bytes("page_bytes").file_default("32MiB"),
+    Param::u64("page_bytes", "bytes per page").min(4096).multiple_of(4096).default(Dflt::U64(4096)).unit("bytes"),
+], |a, _| Ok(Box::new(Tlb::new(a.u64("pages"), a.u64("page_bytes")))))
+.footprint(1, &["pages", "page_bytes"])
+.small_pages()
+.check(|a, at| {
+    if a.u64("pages").saturating_mul(a.u64("page_bytes")) / 8 >= 1 << 32 {
+        return err(format!("{at}.pages"), "pages x page_bytes must stay under 32 GiB");
+    }
+    Ok(())
+});
 
 #[cfg(test)]
 mod tests {

@@ -1,5 +1,6 @@
 //! `write`: sequential write bandwidth over a buffer (store traffic, write-backs).
 use super::EnemyLoad;
+use super::kind::Kind;
 use crate::kernels::Buffer;
 
 const CHUNK_WORDS: usize = 32 << 10; // 256 KiB per chunk
@@ -31,3 +32,9 @@ impl EnemyLoad for Write {
         n as u64 * 8
     }
 }
+
+/// The `write` kind (registry: mod.rs).
+pub const KIND: Kind = Kind::new("write", "write bandwidth: sequential stores", "bytes", &[super::BYTES], |a, cx| {
+    Ok(Box::new(Write::new(a.u64("bytes"), cx.huge_pages)))
+})
+.footprint(1, &["bytes"]);

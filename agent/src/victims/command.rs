@@ -51,3 +51,15 @@ pub fn finish(v: &Victim, log: &JobLog, end_ns: i64, ru: &libc::rusage) {
     }
     log.push(0, &r);
 }
+
+/// The executable a program name resolves to: a path, or the first match on PATH.
+pub fn find_program(cmd: &str) -> Option<std::path::PathBuf> {
+    let exec = |p: &std::path::Path| {
+        let c = std::ffi::CString::new(p.as_os_str().as_encoded_bytes()).ok()?;
+        (p.is_file() && unsafe { libc::access(c.as_ptr(), libc::X_OK) } == 0).then(|| p.to_path_buf())
+    };
+    if cmd.contains('/') {
+        return exec(std::path::Path::new(cmd));
+    }
+    std::env::var_os("PATH").and_then(|path| std::env::split_paths(&path).find_map(|d| exec(&d.join(cmd))))
+}

@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 
 from ..plan import Plan
+from ..plan import run_seconds as plan_run_seconds
 
 #: Fixed cost of one run beyond its measured window, seconds (local target).
 RUN_OVERHEAD_S = {"local": 0.06, "ssh": 0.6, "dask": 0.25}
@@ -37,8 +38,8 @@ TOUCH_BYTES_PER_S = 2e9
 
 
 def measured_seconds(plan: Plan) -> float:
-    v = plan.victim
-    return plan.settle_ms / 1e3 + (v.jobs + v.warmup_jobs) * v.period_ns / 1e9
+    """Settle plus the victim's run (plan.run_seconds: the one run-length rule)."""
+    return plan_run_seconds(plan)
 
 
 def buffer_bytes(plan: Plan) -> int:

@@ -8,23 +8,22 @@ from __future__ import annotations
 
 import math
 import random
+import re
 from dataclasses import dataclass
 from typing import Callable
 
-from pydantic import ValidationError
+from pydantic import TypeAdapter, ValidationError
 
 from ..aocs import data_paths
 from ..errors import UsageError
-from ..plan import (AocsBody, AocsLoad, BranchLoad, ChaseBody, ChaseLoad, CommandBody, CopyLoad, Counter, CrashloopLoad,
-                    DeadlineSched, DiskfillLoad, Enemy, ExternalLoad, FalseshareLoad, FdexhaustLoad, FifoSched, FileioLoad,
-                    ForkbombLoad, ForkLoad, IcacheLoad, L1dLoad, L2Load, LatencyBody, LlcLoad, LoadsLoad, MemhogLoad, NetLoad,
-                    NtstoreLoad, OtherSched, PagefaultLoad, PiBody, PiLoad, PingpongLoad, Placement, Plan, ReadLoad, RrSched,
-                    SpawnBody, SumBody, SyscallBody, SyscallLoad, SyscallstormLoad, Task, TasksetBody, TimerLoad, TlbLoad, Trace, Victim,
-                    WriteLoad)
+from .. import catalog
+from ..plan import (AocsBody, ChaseBody, CommandBody, Counter, DeadlineSched, Enemy, FifoSched, LatencyBody, Load, OtherSched,
+                    PiBody, Placement, Plan, RrSched, SpawnBody, SumBody, SyscallBody, Task, TasksetBody, Trace, Victim,
+                    run_seconds, victim_seconds)
 from ..targets.agent import TargetFacts
 from .. import limits, units
 from .configuration import Unavailable, resolve as resolve_configuration
-from .experiment import EnemySpec, Experiment, SchedSpec, ScenarioSpec
+from .experiment import AOCS_MADE, EnemySpec, Experiment, SchedSpec, ScenarioSpec
 
 
 #: Makes the AOCS files where the runs happen: (directory, seed, field, copy tag or None) ->
@@ -53,16 +52,7 @@ class RunSpec:
         return self.plan.run_id
 
     def expected_seconds(self) -> float:
-        return self.plan.settle_ms / 1e3 + victim_seconds(self.plan.victim)
-
-
-def victim_seconds(v: Victim) -> float:
-    """How long the victim runs: its jobs' periods, or a task set's hyperperiods (its jobs
-    count the records of every task) plus the one a late task may use to finish."""
-    if isinstance(v.body, TasksetBody):
-        per = sum(v.period_ns // t.period_ns for t in v.body.tasks)
-        return ((v.jobs + v.warmup_jobs) // per + 1) * v.period_ns / 1e9
-    return (v.jobs + v.warmup_jobs) * v.period_ns / 1e9
+        return run_seconds(self.plan)
 
 
 def interleave(scenarios: list[str], repetitions: int, seed: int) -> list[tuple[int, str]]:
@@ -151,60 +141,45 @@ def _victim(exp: Experiment, facts: TargetFacts, aocs_data: AocsData) -> Victim:
     )
 
 
-#: Defaults of the sized kinds, resolved against the target like any size.
-_DEFAULT_BYTES = {"l1d": "l1d", "l2": "l2", "llc": "llc", "fileio": "16MiB", "pagefault": "1MiB", "tlb": "32MiB"}
+def _aocs(e: EnemySpec, field: str, aocs_data: AocsData) -> dict:
+    """An `aocs` enemy's files, made (or only named) by `aocs_data` where the runs happen."""
+    inp, expected = aocs_data(e.param("data", "aocs-data"), e.param("data_seed", 0), f"{field}.data", None)
+    return {"input": str(inp), "expected": str(expected),
+            "duplicate_executable": e.param("executable", "shared") == "duplicated"}
 
 
 def _load(e: EnemySpec, field: str, facts: TargetFacts, aocs_data: AocsData):
-    """The agent-side load of an enemy spec: units resolved, defaults filled in."""
-    def size(v=None):
-        return units.size_bytes(v if v is not None else (e.bytes if e.bytes is not None else _DEFAULT_BYTES[e.kind]),
-                                f"{field}.bytes" if v is None else f"{field}.message_bytes", facts.caches)
-
-    k = e.kind
-    simple = {"read": ReadLoad, "write": WriteLoad, "copy": CopyLoad, "ntstore": NtstoreLoad, "l1d": L1dLoad,
-              "l2": L2Load, "llc": LlcLoad, "pagefault": PagefaultLoad}
-    if k in simple:
-        return simple[k](bytes=size())
-    if k == "chase":
-        elements = e.elements or max(2, size() // e.element_bytes)
-        return ChaseLoad(elements=elements, element_bytes=e.element_bytes, order=e.order, seed=e.seed, chains=e.chains)
-    if k == "loads":
-        return LoadsLoad(lines=e.lines or max(1, size() // e.stride_bytes), stride_bytes=e.stride_bytes)
-    if k == "tlb":
-        return TlbLoad(pages=e.pages or max(2, size() // e.page_bytes), page_bytes=e.page_bytes)
-    if k == "icache":
-        return IcacheLoad(functions=e.functions)
-    if k == "branch":
-        return BranchLoad(seed=e.seed)
-    if k == "fileio":
-        return FileioLoad(bytes=size(), shared=e.shared, dir=e.dir)
-    if k == "fork":
-        return ForkLoad(exec=e.exec)
-    if k == "net":
-        return NetLoad(proto=e.proto, message_bytes=size(e.message_bytes) if e.message_bytes is not None else 32768)
-    if k == "timer":
-        return TimerLoad(interval_ns=units.duration_ns(e.interval if e.interval is not None else "50us", f"{field}.interval"))
-    if k == "external":
-        return ExternalLoad(argv=e.argv, rate_regex=e.rate_regex, unit=e.unit)
-    if e.kind == "aocs":
-        inp, expected = aocs_data(e.data, e.data_seed, f"{field}.data", None)
-        return AocsLoad(input=str(inp), expected=str(expected), first_step=e.first_step, steps=e.steps,
-                        period_ns=units.duration_ns(e.period, f"{field}.period"), duplicate_executable=e.executable == "duplicated")
-    if e.kind == "memhog":
-        return MemhogLoad(bytes=units.size_bytes(e.bytes, f"{field}.bytes", facts.caches))
-    if e.kind == "diskfill":
-        return DiskfillLoad(dir=e.dir or "/tmp", bytes=units.size_bytes(e.bytes, f"{field}.bytes", facts.caches))
-    if e.kind == "fdexhaust":
-        return FdexhaustLoad(fds=e.fds)
-    if e.kind == "forkbomb":
-        return ForkbombLoad(max_procs=e.max_procs,
-                            hold_ns=units.duration_ns(e.hold if e.hold is not None else "2ms", f"{field}.hold"))
-    if e.kind == "syscallstorm":
-        return SyscallstormLoad()
-    if e.kind == "crashloop":
-        return CrashloopLoad()
-    return {"pi": PiLoad, "pingpong": PingpongLoad, "falseshare": FalseshareLoad, "syscall": SyscallLoad}[k]()
+    """The agent-side load of an enemy spec, from its kind's catalog entry: sizes and
+    durations resolved against the target, counts given as `bytes` divided out, the file's
+    defaults filled in (the plan's own defaults are the agent's)."""
+    k = catalog.kind(e.kind)
+    given = e.params()
+    out: dict = {"kind": e.kind}
+    if AOCS_MADE <= {p.name for p in k.params}:
+        out.update(_aocs(e, field, aocs_data))
+    for p in k.params:
+        key = p.file_key
+        if p.name in out:
+            continue
+        if key in given:
+            v = given[key]
+        elif p.per_bytes and ("bytes" in given or p.file_default is not None):
+            size = units.size_bytes(given.get("bytes", p.file_default), f"{field}.bytes", facts.caches)
+            divisor = units.size_bytes(given.get(p.per_bytes, k.param(p.per_bytes).default), f"{field}.{p.per_bytes}", facts.caches)
+            out[p.name] = max(p.min or 0, size // divisor)
+            continue
+        elif p.file_default is not None:
+            v = p.file_default
+        else:
+            continue  # the agent's default, or required and refused by the file's check
+        if p.unit == "bytes":
+            v = units.size_bytes(v, f"{field}.{key}", facts.caches)
+        elif p.unit == "ns":
+            v = units.duration_ns(v, f"{field}.{key}")
+        elif p.type == "u64" and isinstance(v, str):
+            v = int(v)
+        out[p.name] = v
+    return TypeAdapter(Load).validate_python(out)
 
 
 def _enemies(sc: ScenarioSpec, si: int, victim: Victim, facts: TargetFacts, period_ns: int,
@@ -218,19 +193,20 @@ def _enemies(sc: ScenarioSpec, si: int, victim: Victim, facts: TargetFacts, peri
         except ValidationError as err:
             first = err.errors()[0]
             # Name the experiment's key (interval, not the plan's interval_ns) and its unit.
-            key = ".".join(map(str, first["loc"]))
-            exp_key, unit = {"interval_ns": ("interval", " ns"), "hold_ns": ("hold", " ns")}.get(key, (key, ""))
+            key = ".".join(str(x) for x in first["loc"][1:]) or "kind"  # [0] is the union's tag
+            exp_key, unit = (key.removesuffix("_ns"), " ns") if key.endswith("_ns") else (key, "")
             raise ValueError(f"{field}.{exp_key}: {first['msg']}{unit} (got {first.get('input')!r}{unit}); change it") from None
         sched = _sched(e, field, period_ns)
         base = e.name or e.kind
         groups = [[c] for c in cpus] if (e.per_cpu and cpus) else [cpus]
         for g in groups:
             name = f"{base}@{g[0]}" if e.per_cpu else (base if len(sc.enemies) == 1 else f"{base}.{k}")
-            for i in range(e.instances):
-                iname = f"{name}#{i}" if e.instances > 1 else name
+            for i in range(e.param("instances", 1)):
+                iname = f"{name}#{i}" if e.param("instances", 1) > 1 else name
                 iload = load
-                if e.kind == "aocs" and e.files == "duplicated":
-                    inp, expected = aocs_data(e.data, e.data_seed, f"{field}.data", f"{sc.name}-{iname}")
+                if e.param("files", "shared") == "duplicated":
+                    inp, expected = aocs_data(e.param("data", "aocs-data"), e.param("data_seed", 0), f"{field}.data",
+                                              f"{sc.name}-{iname}")
                     iload = load.model_copy(update={"input": inp, "expected": expected})
                 out.append(Enemy(name=iname, load=iload, placement=Placement(cpus=g), sched=sched, lock_memory=e.lock_memory,
                                  huge_pages=e.huge_pages, intensity=e.intensity, rate=e.rate))
@@ -240,9 +216,10 @@ def _enemies(sc: ScenarioSpec, si: int, victim: Victim, facts: TargetFacts, peri
     return out
 
 
-#: Plan fields whose name in the experiment file differs.
-_FILE_FIELD = {"settle_ms": "settle", "timeout_s": "timeout", "period_ns": "period", "deadline_ns": "deadline",
-               "interval_ns": "interval", "hold_ns": "hold", "runtime_ns": "runtime", "wcet_ns": "wcet"}
+def _file_field(name: str) -> str:
+    """A plan field's name in the experiment file: durations drop their unit (settle_ms is
+    `settle`, interval_ns `interval`)."""
+    return re.sub(r"_(ns|ms|s)$", "", name)
 
 
 def plan_error_line(e: ValidationError) -> str:
@@ -255,7 +232,7 @@ def plan_error_line(e: ValidationError) -> str:
     if e.title == "Victim":  # built on its own: its errors' paths start below it
         path = "victim" if path == "(top level)" else f"victim.{path}"
     parts = path.split(".")
-    named = ".".join(_FILE_FIELD.get(p, p) for p in parts if p not in ("load", "body", "placement", "sched"))
+    named = ".".join(_file_field(p) for p in parts if p not in ("load", "body", "placement", "sched"))
     unit = " (ns)" if parts[-1].endswith("_ns") else " (s)" if parts[-1].endswith("_s") else ""
     return f"{named}{unit}: {rest}"
 

@@ -14,6 +14,7 @@ from typing import Annotated, Literal, Optional, Union
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from ..errors import UsageError
+from .. import catalog
 from ..plan import TRACE_EVENT_PATTERN
 from .. import limits
 from .configuration import ConfigurationSpec
@@ -160,86 +161,125 @@ class VictimSpec(SchedSpec):
         return self
 
 
-EnemyKind = Literal["read", "write", "chase", "pi", "l1d", "l2", "llc", "loads", "tlb", "icache", "branch", "copy",
-                    "ntstore", "pingpong", "falseshare", "syscall", "fileio", "fork", "pagefault", "net", "timer",
-                    "external", "aocs", "memhog", "fdexhaust", "forkbomb", "diskfill", "syscallstorm", "crashloop"]
+#: The enemy kinds of the agent's catalog (catalog.py); an unknown kind is refused.
+EnemyKind = Literal[tuple(catalog.kind_names())]  # type: ignore[valid-type]
 
-#: The parameters each enemy kind reads (docs/enemies.md); any other one is refused.
-KIND_PARAMS: dict[str, set[str]] = {
-    "read": {"bytes"}, "write": {"bytes"}, "copy": {"bytes"}, "ntstore": {"bytes"},
-    "chase": {"bytes", "elements", "element_bytes", "order", "seed", "chains"},
-    "pi": set(), "branch": {"seed"}, "pingpong": set(), "falseshare": set(), "syscall": set(),
-    "l1d": {"bytes"}, "l2": {"bytes"}, "llc": {"bytes"},
-    "loads": {"bytes", "lines", "stride_bytes"}, "tlb": {"bytes", "pages", "page_bytes"},
-    "icache": {"functions"}, "fileio": {"bytes", "shared", "dir"}, "fork": {"exec"},
-    "pagefault": {"bytes"}, "net": {"proto", "message_bytes"}, "timer": {"interval"},
-    "external": {"argv", "rate_regex", "unit"},
-    "aocs": {"data", "data_seed", "first_step", "steps", "period", "files", "executable", "instances"},
-    "memhog": {"bytes"}, "diskfill": {"bytes", "dir"}, "fdexhaust": {"fds"}, "forkbomb": {"max_procs", "hold"},
-    "syscallstorm": set(), "crashloop": set(),
+#: The plan parameters of an `aocs` enemy that the host makes (config/expand.py `_aocs`)
+#: from the file's keys below: it generates or copies the input and expected files.
+AOCS_MADE = {"input", "expected", "duplicate_executable"}
+#: Those keys of an experiment file's `aocs` enemy.
+AOCS_FILE_KEYS: dict[str, catalog.Param] = {
+    "data": catalog.Param("data", "str", "directory of the AOCS files (generated when absent)", False, "aocs-data"),
+    "data_seed": catalog.Param("data_seed", "u64", "seed of the generated scenario", False, 0, min=0),
+    "files": catalog.Param("files", "choice", "every instance on the same files, or each on its own copy", False, "shared",
+                           choices=("shared", "duplicated")),
+    "executable": catalog.Param("executable", "choice", "the agent's text shared with the victim, or each instance's own copy",
+                                False, "shared", choices=("shared", "duplicated")),
+    "instances": catalog.Param("instances", "u64", "copies of this enemy (named name#k)", False, 1, min=1, max=64),
 }
-_COMMON = {"kind", "name", "per_cpu", "intensity", "rate"} | set(SchedSpec.model_fields)
+
+
+def _file_value(p: catalog.Param, key: str, v):
+    """`v`, the file's value of parameter `p`, checked in the file's terms: a size for
+    bytes, a duration for a `_ns` parameter (both resolved when the plan is made), else the
+    declared type and bounds. ValueError `@key: problem; fix` (error_line names the field)."""
+    def bad(why: str):
+        raise ValueError(f"@{key}: {why}")
+
+    if p.type == "u64" and p.unit in ("bytes", "ns") or (key == "bytes" and p.per_bytes):
+        if isinstance(v, bool) or not isinstance(v, (int, float, str)):
+            sized = key == "bytes" or p.unit == "bytes"
+            bad(f"{_shown(v)} is not a {'size' if sized else 'duration'}; give e.g. {'4MiB' if sized else '50us'!r}")
+        _finite(v)
+        return v
+    if p.type == "u64":
+        if isinstance(v, bool) or not isinstance(v, int):
+            bad(f"{_shown(v)} is not an integer; change it")
+        if p.min is not None and v < p.min:
+            bad(f"should be at least {p.min} (got {v}); change it")
+        if p.max is not None and v > p.max:
+            bad(f"should be at most {p.max} (got {v}); change it")
+        if p.multiple_of and v % p.multiple_of:
+            bad(f"should be a multiple of {p.multiple_of} (got {v}); change it")
+    elif p.type == "bool" and not isinstance(v, bool):
+        bad(f"{_shown(v)} is not true or false; change it")
+    elif p.type == "str" and not (isinstance(v, str) and v):
+        bad(f"{_shown(v)} is not a non-empty string; change it")
+    elif p.type == "strings" and not (isinstance(v, list) and v and all(isinstance(x, str) for x in v)):
+        bad(f"{_shown(v)} is not a non-empty list of strings; change it")
+    elif p.type == "choice" and v not in p.choices:
+        bad(f"{_shown(v)} is not one of {', '.join(map(repr, p.choices))}; change it")
+    return v
+
+
+def _makes_aocs_files(k: catalog.Kind) -> bool:
+    """A kind whose plan parameters include the AOCS files the host makes."""
+    return AOCS_MADE <= {p.name for p in k.params}
+
+
+def file_keys(k: catalog.Kind) -> dict[str, catalog.Param]:
+    """The keys an experiment file may give for kind `k`, and the parameter each is."""
+    keys = k.file_keys()
+    if _makes_aocs_files(k):
+        keys = {key: p for key, p in keys.items() if p.name not in AOCS_MADE} | AOCS_FILE_KEYS
+    return keys
+
+
+def _catalog_keys_schema(schema: dict) -> None:
+    """The editor schema of an enemy lists every kind's parameters (from the catalog), each
+    with the kinds that read it; which belongs to which kind is checked on load."""
+    props = schema.setdefault("properties", {})
+    readers: dict[str, list[str]] = {}
+    docs: dict[str, str] = {}
+    for k in catalog.current().kinds.values():
+        for key, p in file_keys(k).items():
+            readers.setdefault(key, []).append(k.name)
+            docs.setdefault(key, p.doc if key == p.file_key else f"size of the {p.name} ({p.per_bytes} each)")
+    for key, kinds in readers.items():
+        props.setdefault(key, {"description": f"{', '.join(kinds)}: {docs[key]}"})
 
 
 class EnemySpec(SchedSpec):
+    """One enemy of a scenario: the common keys below, and the parameters its kind declares
+    in the agent's catalog (docs/enemies.md), in the file's terms (sizes, durations)."""
+
+    # The kind's own parameters are checked against the catalog below.
+    model_config = ConfigDict(extra="allow", allow_inf_nan=False, json_schema_extra=_catalog_keys_schema)
+
     kind: EnemyKind
     name: Optional[str] = Field(default=None, min_length=1, max_length=limits.MAX_NAME)
-    bytes: Optional[Size] = None
-    elements: Optional[int] = Field(default=None, ge=2)
-    element_bytes: int = Field(default=64, ge=8, multiple_of=8)
-    order: Literal["random", "linear"] = "random"
-    seed: int = Field(default=0, ge=0)
-    chains: int = Field(default=1, ge=1, le=64, description="chase: independent walkers (memory-level parallelism)")
-    lines: Optional[int] = Field(default=None, ge=1, description="loads: cache lines touched")
-    stride_bytes: int = Field(default=64, ge=8, multiple_of=8)
-    pages: Optional[int] = Field(default=None, ge=2, description="tlb: pages touched")
-    page_bytes: int = Field(default=4096, ge=4096, multiple_of=4096)
-    functions: int = Field(default=4096, ge=1, le=4096, description="icache: distinct functions called")
-    shared: bool = Field(default=False, description="fileio: one file for every copy (seed 000 mono file)")
-    dir: Optional[str] = Field(default=None, description="fileio: directory of the files ($TMPDIR); diskfill: of the unnamed file (/tmp)")
-    exec: bool = Field(default=False, description="fork: exec /bin/true in each child")
-    proto: Optional[Literal["tcp", "udp"]] = None
-    message_bytes: Optional[Size] = None
-    interval: Optional[Duration] = None
-    argv: Optional[list[str]] = Field(default=None, min_length=1)
-    rate_regex: Optional[str] = None
-    unit: str = Field(default="ops", min_length=1)
     intensity: float = Field(default=100.0, gt=0, le=100, description="duty cycle in percent of each 1 ms window")
     rate: Optional[float] = Field(default=None, gt=0, description="target rate, in the kind's unit per second")
     per_cpu: bool = Field(default=False, description="one copy pinned on each CPU of `cpus`")
-    # aocs: more instances of the AOCS application (seed 000 §5.3.1)
-    data: str = Field(default="aocs-data", description="aocs: directory of the AOCS files (generated when absent)")
-    data_seed: int = Field(default=0, ge=0)
-    first_step: int = Field(default=0, ge=0)
-    steps: int = Field(default=800, ge=1, description="aocs: steps replayed over and over")
-    period: Duration = Field(default="125ms", description="aocs: the instance's period")
-    files: Literal["shared", "duplicated"] = Field(default="shared", description="aocs: every instance on the same files, or each on its own copy")
-    executable: Literal["shared", "duplicated"] = Field(default="shared", description="aocs: the agent's text shared with the victim (forked), or each instance run from its own copy of the executable")
-    instances: int = Field(default=1, ge=1, le=64, description="aocs: copies of this enemy (named name#k)")
-    # failure propagation (docs/victims.md): the hard limit of each fault
-    fds: int = Field(default=1024, ge=16, le=65_536, description="fdexhaust: RLIMIT_NOFILE")
-    max_procs: int = Field(default=64, ge=1, le=256, description="forkbomb: live children")
-    hold: Optional[Duration] = Field(default=None, description="forkbomb: each child's life, spinning (default 2ms)")
+
+    def params(self) -> dict:
+        """The kind's parameters as the file gives them (file keys)."""
+        return dict(self.__pydantic_extra__ or {})
+
+    def param(self, key: str, default=None):
+        return (self.__pydantic_extra__ or {}).get(key, default)
 
     @model_validator(mode="after")
     def _kind_fields(self):
-        extra = sorted(self.model_fields_set - _COMMON - KIND_PARAMS[self.kind])
-        if extra:
-            allowed = ", ".join(sorted(KIND_PARAMS[self.kind])) or "none"
-            raise ValueError(f"'{extra[0]}' is not a parameter of enemy '{self.kind}' (its parameters: {allowed}); remove it")
-        if self.kind in ("read", "write", "copy", "ntstore") and self.bytes is None:
-            raise ValueError(f"enemy '{self.kind}' needs 'bytes' (e.g. \"4*llc\")")
-        if self.kind == "chase" and self.elements is None and self.bytes is None:
-            raise ValueError("enemy 'chase' needs 'elements' or 'bytes'")
-        if self.kind == "loads" and self.lines is None and self.bytes is None:
-            raise ValueError("enemy 'loads' needs 'lines' or 'bytes' (e.g. bytes = \"l2/2\")")
-        if self.kind == "net" and self.proto is None:
-            raise ValueError("enemy 'net' needs 'proto' (\"tcp\" or \"udp\")")
-        if self.kind == "external" and self.argv is None:
-            raise ValueError("enemy 'external' needs 'argv' (e.g. [\"stress-ng\", \"--stream\", \"1\"])")
-        if self.kind in ("memhog", "diskfill") and self.bytes is None:
-            raise ValueError(f"enemy '{self.kind}' needs 'bytes' (its hard ceiling, e.g. \"256MiB\")")
-        if self.instances > 1 and self.kind != "aocs":
+        k = catalog.kind(self.kind)
+        keys = file_keys(k)
+        given = self.params()
+        for key in given:
+            if key not in keys:
+                if not any(key in file_keys(other) for other in catalog.current().kinds.values()):
+                    raise ValueError(f"@{key}: unknown key; remove it or check its spelling")
+                allowed = ", ".join(sorted(keys)) or "none"
+                raise ValueError(f"@{key}: '{key}' is not a parameter of enemy '{self.kind}' (its parameters: {allowed}); remove it")
+        for key, v in given.items():
+            _file_value(keys[key], key, v)
+        for p in k.params:
+            if not p.required or p.file_default is not None or p.file_key not in keys:
+                continue
+            alt = "bytes" if p.per_bytes else None
+            if p.file_key not in given and (alt is None or alt not in given):
+                either = f"'{p.file_key}' or 'bytes'" if alt else f"'{p.file_key}'"
+                raise ValueError(f"enemy '{self.kind}' needs {either} ({p.doc}); add it")
+        if self.param("instances", 1) != 1 and not _makes_aocs_files(k):
             raise ValueError("'instances' is for kind 'aocs'")
         if self.per_cpu and self.cpus is None:
             raise ValueError("'per_cpu' needs 'cpus' (e.g. \"others\")")
@@ -396,6 +436,10 @@ def error_line(e: ValidationError) -> str:
         kinds = " or ".join(dict.fromkeys(_TAG_WORDS.get(t, t) for t in tags))
         return f"{path}: {_shown(err.get('input'))} is not valid here; give {kinds}"
     fix = _fix(err, [])
+    # A check of an enemy's catalog parameter names its key: `@key: problem` (EnemySpec).
+    m = re.match(r"^@([A-Za-z_]\w*): (.*)$", fix)
+    if m:
+        return f"{path}.{m.group(1)}: {m.group(2)}" if path != "(top level)" else f"{m.group(1)}: {m.group(2)}"
     # A check of the whole model names its field itself ("settle: ..."): no "(top level)".
     if path == "(top level)" and re.match(r"^[A-Za-z_][\w.\[\]]*: ", fix):
         return fix

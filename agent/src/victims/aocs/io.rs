@@ -8,6 +8,7 @@
 
 use std::io::{Read, Write};
 use std::path::Path;
+use crate::plan::{err, PlanError};
 
 pub const INPUT_MAGIC: [u8; 8] = *b"XTAOCSIN";
 pub const EXPECTED_MAGIC: [u8; 8] = *b"XTAOCSEX";
@@ -180,6 +181,22 @@ pub fn write_full(fd: i32, buf: &[u8]) -> Result<(), String> {
             return Err(format!("write: {e}"));
         }
         put += n as usize;
+    }
+    Ok(())
+}
+
+/// The AOCS files at `at.input` / `at.expected` exist, belong together and hold the
+/// window `first_step .. first_step + steps` (set by `window_field`, described by `window`).
+pub fn check_window(at: &str, input: &str, expected: &str, first_step: u64, steps: u64, window_field: &str, window: &str) -> Result<(), PlanError> {
+    let fix = "; write the files with `xtalk-agent aocs-generate --out DIR`";
+    let ih = read_header(input.as_ref(), INPUT_MAGIC, INPUT_F64).or_else(|m| err(format!("{at}.input"), format!("{m}{fix}")))?;
+    let eh = read_header(expected.as_ref(), EXPECTED_MAGIC, OUTPUT_F64).or_else(|m| err(format!("{at}.expected"), format!("{m}{fix}")))?;
+    if (ih.steps, ih.seed) != (eh.steps, eh.seed) {
+        return err(format!("{at}.expected"), format!("'{expected}' ({} steps, seed {}) does not belong to '{input}' ({} steps, seed {}); use files generated together", eh.steps, eh.seed, ih.steps, ih.seed));
+    }
+    let end = first_step.saturating_add(steps);
+    if end > ih.steps {
+        return err(window_field, format!("the window {window} = {end} passes the {} steps of '{input}'; lower them", ih.steps));
     }
     Ok(())
 }

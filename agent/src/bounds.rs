@@ -9,18 +9,7 @@ use crate::observe::machine;
 use crate::plan::{err, Body, Plan, PlanError};
 use std::path::Path;
 
-/// Measured plus warm-up jobs of one run (a job log of 80 GB: far above any memory).
-pub const MAX_JOBS: u64 = 1_000_000_000;
-/// Longest victim period or deadline, and longest task or AOCS period: one hour.
-pub const MAX_PERIOD_NS: u64 = 3_600_000_000_000;
-/// Longest run (settle plus every job's period): seven days.
-pub const MAX_RUN_S: f64 = 7.0 * 86_400.0;
-/// Longest watchdog: thirty days.
-pub const MAX_TIMEOUT_S: f64 = 30.0 * 86_400.0;
-/// The kernel's PID_MAX_LIMIT (64-bit): pids.max refuses anything larger.
-pub const MAX_PIDS: u64 = 4_194_304;
-/// A run id becomes a directory name (NAME_MAX 255, with room for suffixes).
-pub const MAX_RUN_ID: usize = 200;
+pub use crate::plan::{MAX_JOBS, MAX_PERIOD_NS, MAX_PIDS, MAX_RUN_ID, MAX_RUN_S, MAX_TIMEOUT_S};
 /// Where the records are staged during the run (launch/staging.rs): tmpfs.
 const STAGING: &str = "/dev/shm";
 /// Bytes of a job record, and of the header of every record file.

@@ -61,8 +61,6 @@ fn victim_footprint(b: &Body) -> u64 {
     }
 }
 
-}
-
 fn gcd(a: u64, b: u64) -> u64 {
     if b == 0 { a } else { gcd(b, a % b) }
 }

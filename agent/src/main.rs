@@ -1,5 +1,6 @@
 //! xtalk-agent: executes one run plan on the target. Thin command line; see run/.
 mod bounds;
+mod catalog;
 mod check;
 mod enemies;
 mod kernels;
@@ -219,7 +220,7 @@ fn main() {
                 Err(e) => die(run::EXIT_BAD_INPUT, format!("--out: {e}")),
             }
         }
-        Cmd::Catalog { json: _ } => println!("{}", serde_json::to_string_pretty(&enemies::catalog::catalog()).unwrap()),
+        Cmd::Catalog { json: _ } => println!("{}", serde_json::to_string_pretty(&catalog::catalog()).unwrap()),
         Cmd::Sysinfo => println!("{}", serde_json::to_string_pretty(&observe::facts::sysinfo(observe::facts::current())).unwrap()),
     }
 }

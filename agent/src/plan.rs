@@ -8,6 +8,20 @@ use std::fmt;
 
 pub const PLAN_VERSION: u32 = 1;
 
+// The plan's own bounds (bounds.rs checks them; the catalog exports them to the host).
+/// Measured plus warm-up jobs of one run (a job log of 80 GB: far above any memory).
+pub const MAX_JOBS: u64 = 1_000_000_000;
+/// Longest victim period or deadline, and longest task or AOCS period: one hour.
+pub const MAX_PERIOD_NS: u64 = 3_600_000_000_000;
+/// Longest run (settle plus every job's period): seven days.
+pub const MAX_RUN_S: f64 = 7.0 * 86_400.0;
+/// Longest watchdog: thirty days.
+pub const MAX_TIMEOUT_S: f64 = 30.0 * 86_400.0;
+/// The kernel's PID_MAX_LIMIT (64-bit): pids.max refuses anything larger.
+pub const MAX_PIDS: u64 = 4_194_304;
+/// A run id becomes a directory name (NAME_MAX 255, with room for suffixes).
+pub const MAX_RUN_ID: usize = 200;
+
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Plan {

@@ -14,7 +14,7 @@ import os
 import shutil
 from pathlib import Path
 
-from ..catalog import limit
+from .catalog import limit
 
 #: Bytes of an experiment or campaign file (a hand-written file is a few KiB).
 MAX_FILE_BYTES = 1 << 20

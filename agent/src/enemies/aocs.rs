@@ -75,7 +75,7 @@ pub const KIND: Kind = Kind::new("aocs", "another AOCS instance (loop, reader, c
     Param::str("expected", "the AOCS expected-output file generated with it"),
     Param::u64("first_step", "first step of the window").default(super::kind::Dflt::U64(0)),
     Param::u64("steps", "steps replayed over and over").min(1).file_default("800"),
-    Param::u64("period_ns", "the instance's period").range(100_000, crate::bounds::MAX_PERIOD_NS).unit("ns").file_default("125ms"),
+    Param::u64("period_ns", "the instance's period").range(100_000, crate::plan::MAX_PERIOD_NS).unit("ns").file_default("125ms"),
     Param::bool("duplicate_executable", "run from a private copy of the agent's executable (own text pages)"),
 ], |a, cx| {
     let (input, expected, first, steps, period) = (a.str("input"), a.str("expected"), a.u64("first_step"), a.u64("steps"), a.u64("period_ns"));

@@ -1,11 +1,10 @@
 //! Enemies: workloads that load a shared resource until stopped and count the work they
 //! achieved. One file per kind, each declaring its descriptor (kind.rs: parameters, bounds,
 //! defaults, units, footprint, build); the registry below lists them, and the plan's loads
-//! are checked and built from it. `xtalk-agent catalog --json` prints it (catalog.rs);
+//! are checked and built from it. `xtalk-agent catalog --json` prints it (src/catalog.rs);
 //! docs/enemies.md's parameter tables are made from that. `pace.rs` holds the intensity /
 //! rate pacing that every enemy shares.
 
-pub mod catalog;
 pub mod kind;
 mod limits;
 mod pace;
@@ -106,6 +105,7 @@ pub struct Ctx {
 const BYTES: Param = Param::u64("bytes", "buffer size").min(4096).unit("bytes");
 /// Most functions the icache enemy generates (icache.rs).
 pub const MAX_FUNCTIONS: u64 = 4096;
+pub use chase::MAX_CHAINS;
 
 /// The descriptor of a kind, by name.
 pub fn find(name: &str) -> Option<&'static Kind> {

@@ -14,7 +14,7 @@ pub fn catalog() -> Value {
         "version": CATALOG_VERSION,
         "plan_version": crate::plan::PLAN_VERSION,
         "limits": limits(),
-        "enemies": super::KINDS.iter().map(|k| k.to_json()).collect::<Vec<_>>(),
+        "enemies": crate::enemies::KINDS.iter().map(|k| k.to_json()).collect::<Vec<_>>(),
     })
 }
 
@@ -29,15 +29,15 @@ fn limits() -> Value {
         "max_timeout_s": MAX_TIMEOUT_S,
         "max_pids": MAX_PIDS,
         "max_run_id": MAX_RUN_ID,
-        "max_chains": super::chase::MAX_CHAINS,
-        "max_functions": super::MAX_FUNCTIONS,
+        "max_chains": crate::enemies::MAX_CHAINS,
+        "max_functions": crate::enemies::MAX_FUNCTIONS,
         "max_tasks": crate::check::MAX_TASKS,
     })
 }
 
 #[cfg(test)]
 mod tests {
-    use super::super::{kind::Dflt, KINDS};
+    use crate::enemies::{kind::Dflt, KINDS};
 
     #[test]
     fn kinds_are_unique_and_well_declared() {

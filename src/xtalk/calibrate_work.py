@@ -66,8 +66,8 @@ def solo_pass(plan: Plan, run_dir: Path, agent: Path, what: str, alternative: st
     meta = run_plan(plan, run_dir, agent)
     jobs = read_job_log(run_dir / "jobs.bin")
     measured = jobs[~jobs.warmup & ~jobs.failed] if len(jobs) else jobs
-    if meta.get("status") != "completed" or len(measured) < PASS_JOBS // 2:
-        raise UsageError(f"{what} did not complete ({meta.get('status')}: {meta.get('reason')}); fix that run's cause, "
+    if meta.status != "completed" or len(measured) < PASS_JOBS // 2:
+        raise UsageError(f"{what} did not complete ({meta.status}: {meta.reason}); fix that run's cause, "
                          f"{alternative}")
     return measured
 

@@ -4,15 +4,13 @@ and release delay (start − release), per scenario and task, pooled over runs."
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
-
 import numpy as np
 import pandas as pd
 from rich.console import Console
 from rich.table import Table
 
 from ..store import Results
+from .victim_kinds import victim_plan
 
 COLUMNS = ["scenario", "task", "name", "jobs", "missed", "skipped", "dmr", "resp_p50_ms", "resp_max_ms", "delay_p50_ms",
            "delay_max_ms"]
@@ -20,11 +18,10 @@ COLUMNS = ["scenario", "task", "name", "jobs", "missed", "skipped", "dmr", "resp
 
 def task_names(results: Results) -> dict[int, str]:
     """Task index -> name, from the first run's plan."""
-    for _, r in results.runs().iterrows():
-        body = json.loads((Path(r.dir) / "run.json").read_text())["plan"]["victim"]["body"]
-        if body.get("kind") == "taskset":
-            return {i: t["name"] for i, t in enumerate(body["tasks"])}
-    return {}
+    victim = victim_plan(results.runs())
+    if victim is None or victim.body.kind != "taskset":
+        return {}
+    return {i: t.name for i, t in enumerate(victim.body.tasks)}
 
 
 def task_table(jobs: pd.DataFrame, names: dict[int, str]) -> pd.DataFrame:

@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 from ..errors import AgentError
+from ..outcome import RunOutcome
 from ..plan import Plan
 from .agent import TargetFacts, check_plan, check_plans, find_agent, local_facts
 from .local import run_plan
@@ -41,7 +42,7 @@ class Target:
         for p in plans_json:
             self.check(p)
 
-    def run(self, plan: Plan, run_dir: Path) -> dict:
+    def run(self, plan: Plan, run_dir: Path) -> RunOutcome:
         raise NotImplementedError
 
     def kernel_log_since(self, monotonic_s: float) -> list[str]:
@@ -72,7 +73,7 @@ class LocalTarget(Target):
     def check_many(self, plans_json: list[str]) -> None:
         check_plans(plans_json, self.agent)
 
-    def run(self, plan: Plan, run_dir: Path) -> dict:
+    def run(self, plan: Plan, run_dir: Path) -> RunOutcome:
         self._current = Path(run_dir)
         try:
             return run_plan(plan, run_dir, self.agent)  # holds the machine-wide lock for the run

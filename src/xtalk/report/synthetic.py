@@ -118,12 +118,13 @@ def culprit_rows(jobs: pd.DataFrame) -> pd.DataFrame:
     return per_job(events, jobs, VICTIM_PID, {VICTIM_PID: "victim"})[1]
 
 
-def outcome(run_id: str, labels: dict, jobs: pd.DataFrame, *, status: str = "completed", victim: dict | None = None,
-            **fields) -> RunOutcome:
+def outcome(run_id: str, labels: dict, jobs: pd.DataFrame | None = None, *, status: str = "completed",
+            victim: dict | None = None, **fields) -> RunOutcome:
     """The run.json of a planted run, built through the outcome model (so it cannot drift from
     what the agent writes): a sum victim with the job table's period and job counts, any of
     its fields replaced by ``victim``, the plan's labels (as strings), and ``fields`` (other
     outcome fields: environment, counters ...)."""
+    jobs = job_table(5) if jobs is None else jobs
     n = len(jobs)
     warm = int(jobs["warmup"].sum()) if n else 0
     v = {"body": {"kind": "sum", "bytes": 262144}, "period_ns": int(jobs["period_ns"].iloc[0]) if n else 1_000_000,

@@ -20,7 +20,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Literal, Optional, Union
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, ValidationError
 
 from .errors import UsageError
 from .plan import Plan

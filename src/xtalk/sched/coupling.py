@@ -16,7 +16,6 @@ holds what the enemies took from it. Jobs that never ran (skipped) are left out.
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass
 from pathlib import Path

@@ -130,8 +130,10 @@ def outcome(run_id: str, labels: dict, jobs: pd.DataFrame | None = None, *, stat
     v = {"body": {"kind": "sum", "bytes": 262144}, "period_ns": int(jobs["period_ns"].iloc[0]) if n else 1_000_000,
          "jobs": max(n - warm, 1), "warmup_jobs": warm, **(victim or {})}
     plan = Plan(run_id=run_id, timeout_s=60.0, victim=v, labels={k: str(x) for k, x in labels.items()})
-    return RunOutcome(run_id=run_id, status=status, reason=None, plan=plan, jobs_recorded=n, jobs_planned=n, enemies=[],
-                      pids={"agent": 1, "victim": VICTIM_PID, "enemies": {}}, **fields)
+    # Every field of the plan written, as the agent writes it.
+    return RunOutcome.model_validate({
+        "run_id": run_id, "status": status, "reason": None, "plan": json.loads(plan.to_json()), "jobs_recorded": n,
+        "jobs_planned": n, "enemies": [], "pids": {"agent": 1, "victim": VICTIM_PID, "enemies": {}}, **fields})
 
 
 def write_run(root: Path, run_id: str, scenario: str, repetition: int, jobs: pd.DataFrame, *, labels: dict | None = None,

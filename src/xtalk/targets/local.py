@@ -13,13 +13,14 @@ holds the lock, and says what was restored.
 
 from __future__ import annotations
 
+import json
 import signal
 import subprocess
 import sys
 from pathlib import Path
 from typing import Callable
 
-from ..outcome import RunOutcome, read_outcome, write_outcome
+from ..outcome import RunOutcome, parse_outcome, read_outcome, write_outcome
 from ..plan import Plan
 from ..store.jobs import convert_run
 from .agent import recover
@@ -32,7 +33,7 @@ TEARDOWN_GRACE_S = 20
 def _write_failed(run_dir: Path, plan: Plan, reason: str, previous: RunOutcome | None, restored: list[str]) -> RunOutcome:
     """Mark a run the agent did not finish failed, keeping what it wrote, with what recovery
     restored."""
-    base = previous or RunOutcome(run_id=plan.run_id, plan=plan, status="failed")
+    base = previous or parse_outcome({"run_id": plan.run_id, "plan": json.loads(plan.to_json()), "status": "failed"})
     return write_outcome(run_dir, base.model_copy(update={"status": "failed", "reason": reason, "restored": restored}))
 
 

@@ -66,11 +66,14 @@ def kind_of(runs: pd.DataFrame) -> str:
 
 def latency_table(jobs: pd.DataFrame) -> pd.DataFrame:
     """Per scenario and configuration: samples and wake-up latency (wakeup − release) min,
-    avg, p50, p99, p99.9, max in µs; p99_vs_solo the ratio of p99 to solo's."""
+    avg, p50, p99, p99.9, max in µs; p99_vs_solo the ratio of p99 to solo's. The one latency
+    table: the report's section, the terminal summary and `xtalk latency` all print it."""
     if jobs.empty:
         return pd.DataFrame(columns=LATENCY_COLUMNS)
-    lat = (jobs["wakeup_ns"].to_numpy(dtype=float) - jobs["release_ns"].to_numpy(dtype=float)) / 1e3
-    g = pd.DataFrame({"scenario": jobs["scenario"].astype(str), "configuration": jobs["configuration"].astype(str),
+    lat = (jobs["wakeup_latency_ns"].to_numpy(dtype=float) if "wakeup_latency_ns" in jobs else
+           jobs["wakeup_ns"].to_numpy(dtype=float) - jobs["release_ns"].to_numpy(dtype=float)) / 1e3
+    conf = jobs["configuration"].astype(str) if "configuration" in jobs else pd.Series("default", index=jobs.index)
+    g = pd.DataFrame({"scenario": jobs["scenario"].astype(str), "configuration": conf,
                       "run_id": jobs["run_id"].astype(str), "us": lat})
     rows = []
     for (sc, cf), x in g.groupby(["scenario", "configuration"], sort=False):

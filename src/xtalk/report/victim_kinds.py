@@ -37,7 +37,7 @@ LATENCY_COLUMNS = ["scenario", "configuration", "runs", "samples", "min_us", "av
                    "max_us", "p99_vs_solo"]
 TASK_COLUMNS = ["scenario", "configuration", "task", "name", "jobs", "missed", "skipped", "dmr", "resp_p50_ms",
                 "resp_p99_ms", "resp_max_ms", "rta_bound_ms", "deadline_ms", "within_bound", "wcet_ms", "cpu_max_ms",
-                "rta_measured_ms"]
+                "rta_measured_ms", "delay_p50_ms", "delay_max_ms"]
 AOCS_COLUMNS = ["run_id", "scenario", "configuration", "status", "compared", "mismatches", "first_mismatch_step"]
 #: The task table's columns the terminal shows (the report and tables/tasks.csv have all).
 TERMINAL_TASK_COLUMNS = ["name", "jobs", "missed", "skipped", "resp_p50_ms", "resp_max_ms", "rta_bound_ms", "cpu_max_ms",
@@ -177,16 +177,23 @@ def rta_bounds(victim: Victim | None, wcet_ms: dict[int, float] | None = None) -
 
 
 def task_table(runs: pd.DataFrame, jobs: pd.DataFrame | None = None) -> pd.DataFrame:
-    """One row per scenario, configuration and task: jobs, misses, skipped jobs (never ran),
-    deadline-miss ratio, response time p50 / p99 / max beside the RTA bound (planned wcet)
-    and the deadline; then the planned wcet, the largest CPU time a job of the task took
-    (``cpu_max_ms``) and the RTA bound with those measured CPU times as wcet
-    (``rta_measured_ms``): when the response exceeds the planned bound, this says whether
-    the task's own cost or something else explains it."""
-    victim = victim_plan(runs)
+    """:func:`tasks_of` the victim of `runs` (its first plan) over their measured jobs."""
+    return tasks_of(victim_plan(runs), task_jobs(runs) if jobs is None else jobs)
+
+
+def tasks_of(victim: Victim | None, jobs: pd.DataFrame) -> pd.DataFrame:
+    """One row per scenario, configuration and task: jobs, misses, skipped jobs (never ran,
+    counted as missed), deadline-miss ratio, response time (end − release) p50 / p99 / max
+    beside the RTA bound (planned wcet) and the deadline; then the planned wcet, the largest
+    CPU time a job of the task took (``cpu_max_ms``) and the RTA bound with those measured
+    CPU times as wcet (``rta_measured_ms``): when the response exceeds the planned bound,
+    this says whether the task's own cost or something else explains it; last the release
+    delay (start − release) p50 and max. The one task table: the report, the run summary and
+    `xtalk tasks` all print it."""
     tasks = victim.body.tasks if victim is not None and victim.body.kind == "taskset" else []
     bounds, _ = rta_bounds(victim)
-    jobs = task_jobs(runs) if jobs is None else jobs
+    if "configuration" not in jobs:
+        jobs = jobs.assign(configuration="default")
     rows = []
     measured: dict[tuple, dict[int, float]] = {}
     if "cpu_time_ns" in jobs and len(jobs):
@@ -198,6 +205,7 @@ def task_table(runs: pd.DataFrame, jobs: pd.DataFrame | None = None) -> pd.DataF
         skipped = (g["cpu_start"] < 0) & (g.get("cpu_time_ns", pd.Series(1, index=g.index)) == 0)
         ran = g[~skipped]
         resp = (ran["end_ns"] - ran["release_ns"]).to_numpy(dtype=float) / 1e6
+        delay = (ran["start_ns"] - ran["release_ns"]).to_numpy(dtype=float) / 1e6
         q = (lambda p: float(np.percentile(resp, p)) if resp.size else math.nan)  # noqa: E731
         t = tasks[k] if k < len(tasks) else None
         bound = bounds.get(k, math.nan)
@@ -209,7 +217,9 @@ def task_table(runs: pd.DataFrame, jobs: pd.DataFrame | None = None) -> pd.DataF
                      "deadline_ms": ((t.deadline_ns or t.period_ns) if t else math.nan) / 1e6,
                      "within_bound": bool(rmax <= bound) if resp.size and not math.isnan(bound) else None,
                      "wcet_ms": (t.wcet_ns if t else math.nan) / 1e6, "cpu_max_ms": measured.get((sc, cf), {}).get(k, math.nan),
-                     "rta_measured_ms": measured_bounds.get((sc, cf), {}).get(k, math.nan)})
+                     "rta_measured_ms": measured_bounds.get((sc, cf), {}).get(k, math.nan),
+                     "delay_p50_ms": float(np.median(delay)) if delay.size else math.nan,
+                     "delay_max_ms": float(delay.max()) if delay.size else math.nan})
     out = pd.DataFrame(rows, columns=TASK_COLUMNS)
     return out.sort_values(["configuration", "scenario", "task"], key=lambda c: c != "solo" if c.name == "scenario" else c,
                            kind="stable").reset_index(drop=True)

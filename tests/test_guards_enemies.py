@@ -8,6 +8,7 @@ import pandas as pd
 
 from conftest import xtalk
 from xtalk.analysis import guards
+from xtalk.outcome import parse_outcome, write_outcome
 from xtalk.report.synthetic import Scenario, write_results
 
 
@@ -18,9 +19,10 @@ def _plant(res, scenario: str, achieved: dict[str, float], alone: dict[str, floa
         meta = json.loads(rj.read_text())
         if meta["plan"]["labels"]["scenario"] == scenario:
             meta["enemies"] = [{"name": n, "kind": "read", "unit": "bytes", "ops": int(r), "seconds": 1.0, "rate": r,
-                                "window_ops": int(r), "window_rate": r, "setup_error": None, "ended_early": None}
+                                "window_ops": int(r), "window_rate": r, "target_intensity": 100.0, "setup_error": None,
+                                "ended_early": None}
                                for n, r in achieved.items()]
-            rj.write_text(json.dumps(meta))
+            write_outcome(rj.parent, parse_outcome(meta))
     exp = json.loads((res / "experiment.json").read_text())
     exp["enemies_alone"] = [{"configuration": "default", "scenario": scenario, "enemy": n, "kind": "read", "unit": "bytes",
                              "rate": r} for n, r in alone.items()]

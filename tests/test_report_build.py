@@ -11,8 +11,9 @@ import pyarrow.parquet as pq
 import pytest
 
 from conftest import xtalk
+from xtalk.outcome import write_outcome
 from xtalk.report.build import build
-from xtalk.report.synthetic import Scenario, write_results
+from xtalk.report.synthetic import Scenario, outcome, write_results
 
 EXPERIMENT = """
 name = "rep"
@@ -105,8 +106,8 @@ def test_report_on_a_nearly_empty_experiment(tmp_path):
     what cannot be estimated says so instead of failing."""
     root = write_results(tmp_path / "res", [Scenario("solo")], repetitions=1, jobs=8)
     (root / "runs" / "9-x-r0").mkdir()
-    (root / "runs" / "9-x-r0" / "run.json").write_text(
-        '{"run_id": "9-x-r0", "status": "failed", "reason": "agent killed", "plan": {"labels": {"scenario": "x"}}}')
+    write_outcome(root / "runs" / "9-x-r0", outcome("9-x-r0", {"scenario": "x"}, status="failed").model_copy(
+        update={"reason": "agent killed", "jobs_recorded": 0}))
     html = build(root, csv=True)
     text = html.read_text()
     assert "pWCET refused" in text and "sample_size" in text

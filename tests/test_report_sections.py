@@ -24,6 +24,8 @@ import pytest
 from rich.console import Console
 
 from conftest import is_root, xtalk
+from xtalk.outcome import load_outcome, parse_outcome, write_outcome
+from xtalk.plan import Victim
 from xtalk.report import figures as fg
 from xtalk.report import tables as tb
 from xtalk.report import victim_kinds as vk
@@ -33,23 +35,37 @@ from xtalk.report.summary import write_summary
 from xtalk.report.synthetic import Scenario, write_results
 from xtalk.store import Results
 
-ENV = {"kernel": {"release": "6.1.0-test", "machine": "x86_64", "preempt_rt": False, "hz": 250,
-                  "version": "#1 SMP PREEMPT_DYNAMIC"},
+#: An environment document as the agent writes it (every field the outcome model requires).
+ENV = {"kernel": {"release": "6.1.0-test", "version": "#1 SMP PREEMPT_DYNAMIC", "machine": "x86_64", "cmdline": "quiet",
+                  "config_available": False, "config": {}, "preempt_rt": False, "hz": 250, "rt_group_sched": False,
+                  "isolcpus": None, "nohz_full": None, "sched_rt_runtime_us": 950000, "sched_rt_period_us": 1000000},
+       "cpu": {"model": "Test CPU", "vendor": "TestVendor", "online": "0-1", "count": 2, "isolated": "", "topology": [],
+               "caches": [], "numa": []},
+       "memory_bytes": 1 << 33, "memory_available_bytes": 1 << 32,
+       "clocksource": {"current": "tsc", "available": "tsc"},
        "virtualization": {"hypervisor": True, "vendor": "KVMKVMKVM", "container": False},
-       "cpu": {"model": "Test CPU", "count": 2}, "clocksource": {"current": "tsc"},
-       "capabilities": {"pmu": {"core_pmu": None}}}
+       "time_sync_services": [],
+       "capabilities": {"pmu": {"core_pmu": None, "sysfs_events": None, "rdpmc": None, "perf_event_paranoid": 2,
+                                "countable": ["task-clock"]},
+                        "tracefs": {"mount": None, "events": None},
+                        "cgroups": {"v1": [], "v2": [], "rt_group_scheduling": False},
+                        "sched_deadline": True, "deadline_group_servers": {"available": False, "reason": "no patch"},
+                        "resctrl": {"supported": False, "mount": None}},
+       "agent_version": "0.1.0"}
 
 
 def _patch_runs(root: Path, **fields) -> None:
-    """Add run.json fields (those the agent writes) to every run of a planted directory."""
+    """Add run.json fields (those the agent writes) to every run of a planted directory;
+    ``victim`` replaces fields of the plan's victim. Written through the outcome model, so a
+    fixture the agent could not have written fails here."""
     for p in (root / "runs").glob("*/run.json"):
-        meta = json.loads(p.read_text())
+        meta = load_outcome(p.parent).to_dict()
         for k, v in fields.items():
             if k == "victim":
-                meta["plan"]["victim"] = v
+                meta["plan"]["victim"].update(v)
             else:
                 meta[k] = v
-        p.write_text(json.dumps(meta))
+        write_outcome(p.parent, parse_outcome(meta))
 
 
 def _rewrite_jobs(root: Path, change) -> None:
@@ -277,15 +293,19 @@ TASKS = [{"name": "fast", "period_ns": 10_000_000, "wcet_ns": 2_000_000},
          {"name": "slow", "period_ns": 40_000_000, "wcet_ns": 6_000_000}]
 
 
+def _victim(**fields) -> Victim:
+    return Victim.model_validate({"period_ns": 40_000_000, "jobs": 10, **fields})
+
+
 def test_rta_bounds_of_the_rm_example():
-    bounds, how = vk.rta_bounds({"body": {"kind": "taskset", "tasks": TASKS, "policy": "rm"},
-                                 "sched": {"policy": "fifo", "priority": 80}, "placement": {"cpus": [1]}})
+    bounds, how = vk.rta_bounds(_victim(body={"kind": "taskset", "tasks": TASKS, "policy": "rm"},
+                                        sched={"policy": "fifo", "priority": 80}, placement={"cpus": [1]}))
     assert bounds == {0: 2.0, 1: 6.0, 2: 14.0} and "on one CPU" in how  # seed 001 Table 4.1-style RTA by hand
     # explicit SCHED_FIFO priorities reverse the order: higher number, higher priority
     rev = [dict(t, priority=p) for t, p in zip(TASKS, (10, 20, 30))]
-    bounds, _ = vk.rta_bounds({"body": {"kind": "taskset", "tasks": rev}, "sched": {"policy": "fifo", "priority": 80}})
+    bounds, _ = vk.rta_bounds(_victim(body={"kind": "taskset", "tasks": rev}, sched={"policy": "fifo", "priority": 80}))
     assert bounds[2] == 6.0 and bounds[1] == 10.0
-    dl, how = vk.rta_bounds({"body": {"kind": "taskset", "tasks": TASKS, "policy": "deadline"}})
+    dl, how = vk.rta_bounds(_victim(body={"kind": "taskset", "tasks": TASKS, "policy": "deadline"}))
     assert dl == {0: 10.0, 1: 20.0, 2: 40.0} and "SCHED_DEADLINE" in how
 
 
@@ -341,7 +361,8 @@ def test_taskset_terminal_summary_is_per_task(taskset_root):
 
 def test_aocs_report_counts_steps_and_mismatches(tmp_path):
     root = write_results(tmp_path / "res", [Scenario("solo"), Scenario("read")], repetitions=1, jobs=40)
-    _patch_runs(root, victim={"body": {"kind": "aocs"}, "period_ns": 1_000_000})
+    _patch_runs(root, victim={"body": {"kind": "aocs", "input": "aocs-in.bin", "expected": "aocs-out.bin"},
+                             "period_ns": 1_000_000})
     (root / "runs" / "0-solo-r0" / "aocs.json").write_text(json.dumps({"compared": 800, "mismatches": 0,
                                                                        "first_mismatch_step": None}))
     (root / "runs" / "1-read-r0" / "aocs.json").write_text(json.dumps({"compared": 800, "mismatches": 3,

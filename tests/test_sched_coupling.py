@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-import json
 
 import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
+from xtalk.outcome import write_outcome
+from xtalk.report.synthetic import outcome
 from xtalk.sched.cli import app
 from xtalk.sched.coupling import apply_measured_wcets, load_jobs, measure_tasks, parse_wcet_from, wcet_from_jobs
 from xtalk.sched.inputs import InputError
@@ -58,8 +59,7 @@ def _plant_run(root, run_id: str, scenario: str, jobs: pd.DataFrame, body: dict,
     d.mkdir(parents=True)
     jobs.to_parquet(d / "jobs.parquet")
     labels = {"scenario": scenario, "configuration": configuration, "repetition": "0"}
-    plan = {"version": 1, "run_id": run_id, "labels": labels, "victim": {"body": body}}
-    (d / "run.json").write_text(json.dumps({"run_id": run_id, "status": "completed", "plan": plan}))
+    write_outcome(d, outcome(run_id, labels, victim={"body": body}))
 
 
 @pytest.fixture()
@@ -166,8 +166,8 @@ def test_cli_model_of_other_tasks_is_refused(taskset_results):
 
 def test_scenario_under_several_configurations(tmp_path):
     root = tmp_path / "res"
-    _plant_run(root, "a", "pi", _job_table([5, 1.0]), {"kind": "sum"}, configuration="own")
-    _plant_run(root, "b", "pi", _job_table([5, 3.0]), {"kind": "sum"}, configuration="shared")
+    _plant_run(root, "a", "pi", _job_table([5, 1.0]), {"kind": "sum", "bytes": 262144}, configuration="own")
+    _plant_run(root, "b", "pi", _job_table([5, 3.0]), {"kind": "sum", "bytes": 262144}, configuration="shared")
     jobs = load_jobs(root)
     with pytest.raises(InputError, match="configurations own, shared"):
         wcet_from_jobs(jobs, "pi")

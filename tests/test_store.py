@@ -1,20 +1,20 @@
 """The results store: runs with different observations (counters, trace) in one experiment
 read as one table; a run without jobs.parquet (a killed host) is converted on open."""
 
-import json
 
 import numpy as np
 import pandas as pd
 
 from xtalk import store
+from xtalk.outcome import write_outcome
+from xtalk.report.synthetic import outcome
 from xtalk.store.jobs import HEADER, RECORD, write_parquet_atomic
 
 
 def fake_run(root, run_id, scenario, extra=None, parquet=True):
     d = root / "runs" / run_id
     d.mkdir(parents=True)
-    (d / "run.json").write_text(json.dumps({"run_id": run_id, "status": "completed",
-                                            "plan": {"labels": {"scenario": scenario, "repetition": "0"}}}))
+    write_outcome(d, outcome(run_id, {"scenario": scenario, "repetition": "0"}))
     n = 5
     rec = np.zeros(n, RECORD)
     rec["job"] = np.arange(n)

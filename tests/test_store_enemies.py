@@ -3,7 +3,6 @@ axis of an interference experiment, grouped on in `xtalk query` SQL and in panda
 once dropped as a clash between a campaign's `enemies` label and run.json's enemy list."""
 
 import io
-import json
 
 import duckdb
 import pandas as pd
@@ -12,6 +11,8 @@ import pytest
 import xtalk
 from conftest import needs_root, needs_two_cpus, processes_named, xtalk as run_xtalk
 from xtalk import store
+from xtalk.outcome import parse_outcome, write_outcome
+from xtalk.report.synthetic import outcome
 from xtalk.store.jobs import write_parquet_atomic
 
 # Three scenarios of 0, 1 and 2 enemies; tiny so that the three runs take about a second.
@@ -114,29 +115,34 @@ def test_campaign_label_does_not_hide_the_count(tmp_path):
 
 def test_counts_come_from_the_plan_whatever_the_labels_say(tmp_path):
     """Without an agent: run.json as the agent writes it (plan enemies with their load kinds,
-    the achieved-work list), a label `enemies` that must not overwrite either, and an old
-    run.json without the plan's enemy list (counted from the achieved-work list)."""
+    the achieved-work list), a label `enemies` that must not overwrite either, and a run.json
+    without a plan (counted from the achieved-work list)."""
     rows = pd.DataFrame({"job": range(3), "warmup": False, "exec_ns": [5, 6, 7]})
-    for rid, plan_enemies, achieved, labels in [
+
+    def achieved(kind):
+        return {"name": kind, "kind": kind, "unit": "ops", "ops": 1, "target_intensity": 100.0}
+
+    chase, write = {"kind": "chase", "elements": 64}, {"kind": "write", "bytes": 4096}
+    for rid, plan_enemies, done, labels in [
         ("0-solo", [], [], {}),
-        ("1-x", [{"name": "e0", "load": {"kind": "chase"}}, {"name": "e1", "load": {"kind": "chase"}},
-                 {"name": "e2", "load": {"kind": "write"}}], [{"kind": "chase"}] * 2 + [{"kind": "write"}],
-         {"enemies": "3"}),
-        ("2-old", None, [{"kind": "tlb"}], {}),
+        ("1-x", [{"name": "e0", "load": chase}, {"name": "e1", "load": chase}, {"name": "e2", "load": write}],
+         [achieved("chase")] * 2 + [achieved("write")], {"enemies": "3"}),
+        ("2-old", None, [achieved("tlb")], {}),
     ]:
         d = tmp_path / "runs" / rid
         d.mkdir(parents=True)
-        plan = {"labels": {"scenario": rid.split("-")[1], "repetition": 0, **labels}}
-        if plan_enemies is not None:
-            plan["enemies"] = plan_enemies
-        (d / "run.json").write_text(json.dumps({"run_id": rid, "status": "completed", "plan": plan,
-                                                "enemies": achieved}))
+        doc = outcome(rid, {"scenario": rid.split("-")[1], "repetition": 0, **labels}).to_dict()
+        if plan_enemies is None:
+            del doc["plan"]
+        else:
+            doc["plan"]["enemies"] = plan_enemies
+        write_outcome(d, parse_outcome({**doc, "enemies": done}))
         write_parquet_atomic(rows, d / "jobs.parquet")
     res = store.open(tmp_path)
     runs = res.runs().set_index("run_id")
     assert runs["n_enemies"].to_dict() == {"0-solo": 0, "1-x": 3, "2-old": 1}
     assert runs["enemy_kinds"].to_dict() == {"0-solo": "", "1-x": "chase+write", "2-old": "tlb"}
-    assert runs.loc["1-x", "enemies"] == [{"kind": "chase"}] * 2 + [{"kind": "write"}]
+    assert [e["kind"] for e in runs.loc["1-x", "enemies"]] == ["chase", "chase", "write"]
     got = res.connect().execute("SELECT n_enemies, sum(exec_ns) AS s FROM jobs GROUP BY 1 ORDER BY 1").fetchall()
     assert got == [(0, 18), (1, 18), (3, 18)]
     with pytest.raises(duckdb.BinderException):

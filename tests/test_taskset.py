@@ -9,7 +9,8 @@ import subprocess
 import pytest
 
 from conftest import needs_root, processes_named, write_plan
-from xtalk.report.tasks import task_table
+from xtalk.outcome import load_outcome
+from xtalk.report.victim_kinds import tasks_of
 from xtalk.store.jobs import read_job_log
 
 MS = 1_000_000
@@ -74,7 +75,8 @@ def test_fifo_starves_an_equal_priority_task_and_reservations_protect_it(agent, 
     for policy, reserved in (("rm", False), ("deadline", True)):
         p, out = run(agent, tmp_path, taskset_plan(demo_tasks(n, reserved), policy=policy, hyperperiods=10), policy)
         assert p.returncode == 0, p.stderr + (out / "run.json").read_text()
-        t = task_table(read_job_log(out / "jobs.bin").assign(scenario=policy, run_id="r"), {}).set_index("task")
+        t = tasks_of(load_outcome(out).plan.victim, read_job_log(out / "jobs.bin").assign(scenario=policy, run_id="r")
+                     ).set_index("task")
         dmr[policy] = t.loc[0, "dmr"]
         assert (t.loc[1:, "dmr"] > 0.5).all(), "the hogs overrun their own deadlines in both variants"
     assert dmr["rm"] >= 0.5, f"equal-priority FIFO: the periodic task starves ({dmr})"
@@ -118,10 +120,15 @@ def test_bad_task_sets_are_refused(agent, tmp_path, facts, edit_tasks, edit_vict
 def test_task_table_counts_skipped_jobs_as_missed():
     import pandas as pd
 
+    from xtalk.plan import Victim
+
     jobs = pd.DataFrame({"scenario": "s", "task": [0, 0, 1, 1], "release_ns": [0, 10, 0, 10], "start_ns": [1, 11, 5, 30],
                          "end_ns": [3, 13, 9, 30], "missed": [False, False, True, True], "cpu_start": [0, 0, 0, -1],
                          "cpu_time_ns": [2, 2, 4, 0]})
-    t = task_table(jobs, {0: "a", 1: "b"}).set_index("task")
+    victim = Victim(body={"kind": "taskset", "tasks": [{"name": "a", "period_ns": 10_000_000, "wcet_ns": 1000},
+                                                       {"name": "b", "period_ns": 10_000_000, "wcet_ns": 1000}]},
+                    period_ns=10_000_000, jobs=2)
+    t = tasks_of(victim, jobs).set_index("task")
     assert t.loc[0, "dmr"] == 0 and t.loc[0, "resp_p50_ms"] == 3e-6 and t.loc[0, "delay_max_ms"] == 1e-6
     assert t.loc[1, "dmr"] == 1 and t.loc[1, "skipped"] == 1 and t.loc[1, "resp_max_ms"] == 9e-6 and t.loc[1, "name"] == "b"
 

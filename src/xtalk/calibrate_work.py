@@ -18,6 +18,7 @@ from pathlib import Path
 
 from .config.expand import RunSpec
 from .errors import UsageError
+from .outcome import RunOutcome
 from .plan import ChaseBody, PiBody, Plan, SyscallBody
 from .store.jobs import read_job_log
 from .targets.local import run_plan
@@ -53,7 +54,7 @@ def _with_work(plan: Plan, knob: str, work: int) -> Plan:
     return p
 
 
-def run_on(agent, plan: Plan, run_dir: Path) -> dict:
+def run_on(agent, plan: Plan, run_dir: Path) -> RunOutcome:
     """Run `plan` into `run_dir` on `agent`: this machine's agent binary (a path), or a
     campaign target (anything with `run(plan, run_dir)`: local, SSH)."""
     if hasattr(agent, "run"):
@@ -75,8 +76,8 @@ def solo_pass(plan: Plan, run_dir: Path, agent, what: str, alternative: str, job
     meta = run_on(agent, plan, run_dir)
     log = read_job_log(run_dir / "jobs.bin")
     measured = log[~log.warmup & ~log.failed] if len(log) else log
-    if meta.get("status") != "completed" or len(measured) < jobs // 2:
-        raise UsageError(f"{what} did not complete ({meta.get('status')}: {meta.get('reason')}); fix that run's cause, "
+    if meta.status != "completed" or len(measured) < jobs // 2:
+        raise UsageError(f"{what} did not complete ({meta.status}: {meta.reason}); fix that run's cause, "
                          f"{alternative}")
     return measured
 

@@ -197,7 +197,7 @@ def channels_text(m: pd.DataFrame, machine: str) -> str:
         lines.append("")
         hit = hit.drop(index=mimicked)
     if hit.empty:
-        lines.append(f"No channel stands out beyond the control at these run lengths." if mimicked else
+        lines.append("No channel stands out beyond the control at these run lengths." if mimicked else
                      f"No enemy slowed any probe by {MATTERS:.2f}× or more (CI lower bound): no channel stands out "
                      "at these run lengths.")
         top = m.sort_values("slowdown", ascending=False).head(3)

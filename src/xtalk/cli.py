@@ -279,8 +279,7 @@ def blame(run: Path = typer.Argument(..., help="a run directory (RESULTS/runs/<r
 def perfetto(run: Path = typer.Argument(..., help="a run directory recorded with [trace]"),
              out: Optional[Path] = typer.Option(None, "-o", "--out", help="output file (default RUN/trace.perfetto.json)")):
     """Export a run as a trace that ui.perfetto.dev opens: CPUs, processes, the victim's jobs."""
-    import json as _json
-
+    from .outcome import load_outcome
     from .store.jobs import convert_run
     from .trace import perfetto as pf
     from .trace.parse import parse_file
@@ -290,8 +289,7 @@ def perfetto(run: Path = typer.Argument(..., help="a run directory recorded with
     if not (run / "trace.txt").exists():
         raise UsageError(f"{run}: no kernel trace (trace.txt); add a [trace] table to the experiment")
     jobs = convert_run(run)
-    meta = _json.loads((run / "run.json").read_text())
-    path = pf.write(parse_file(run / "trace.txt"), jobs, labels(meta), out or run / "trace.perfetto.json")
+    path = pf.write(parse_file(run / "trace.txt"), jobs, labels(load_outcome(run)), out or run / "trace.perfetto.json")
     console.print(f"wrote {path}: open it at https://ui.perfetto.dev")
 
 

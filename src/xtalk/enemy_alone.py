@@ -87,12 +87,13 @@ def measure(runs: list[RunSpec], agent: Path, out: Path, say=print) -> list[dict
         except Exception as why:  # a reference, not a result: the experiment goes on without it
             say(f"enemy {enemy.name} alone: the pass failed ({why}); its rate guard is off")
             continue
-        (e,) = meta.get("enemies") or [{}]
-        rate = e.get("window_rate")
-        if meta.get("status") != "completed" or rate is None or e.get("setup_error") or e.get("ended_early"):
+        if meta.status != "completed" or len(meta.enemies) != 1:
             continue
-        records += [{"configuration": c, "scenario": s, "enemy": n, "kind": e.get("kind"), "unit": e.get("unit"),
-                     "rate": rate} for c, s, n in where]
+        (e,) = meta.enemies
+        if e.window_rate is None or e.setup_error or e.ended_early:
+            continue
+        records += [{"configuration": c, "scenario": s, "enemy": n, "kind": e.kind, "unit": e.unit,
+                     "rate": e.window_rate} for c, s, n in where]
     return records
 
 

@@ -62,8 +62,8 @@ def run(experiment: Path, repetitions: int, jobs: int, results: Path, console: C
         plan.run_id = f"{i:02d}-{name}-r{rep}"
         plan.labels = {"experiment": "intrusiveness", "scenario": name, "repetition": str(rep), "xtalk_version": __version__}
         meta = target.run(plan, out / "runs" / plan.run_id)  # holds the machine for the run
-        if meta.get("status") != "completed":
-            console.print(f"[yellow]{plan.run_id}: {meta.get('status')}: {meta.get('reason')}[/]")
+        if meta.status != "completed":
+            console.print(f"[yellow]{plan.run_id}: {meta.status}: {meta.reason}[/]")
     res = open_results(out)
     table = summarize(res.jobs(), res.runs(), reference="timestamps")
     rows = []

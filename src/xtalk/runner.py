@@ -24,6 +24,7 @@ from .units import fraction
 from .errors import UsageError, runs_exit_code
 from .targets.agent import check_plans, find_agent, local_facts, recover, refuse_fixture
 from .targets.base import LocalTarget
+from .outcome import read_outcome
 from .provenance import git_commit
 
 #: Per-run cost beyond the measured window (fork, buffer set-up, teardown, conversion).
@@ -51,10 +52,8 @@ def exit_code(out: Path) -> int:
         return runs_exit_code(0, 1)
     completed = 0
     for run in (out / "runs").iterdir() if (out / "runs").is_dir() else []:
-        try:
-            completed += json.loads((run / "run.json").read_text()).get("status") == "completed"
-        except (OSError, ValueError):
-            pass
+        meta = read_outcome(run)
+        completed += meta is not None and meta.status == "completed"
     return runs_exit_code(completed, planned)
 
 
@@ -200,10 +199,10 @@ def run_experiment(path: Path, results: Path | None = None, console: Console | N
                 disk_error = e
                 failed += len(runs) - i
                 break
-            if meta.get("status") != "completed":
+            if meta.status != "completed":
                 failed += 1
-                bar.console.print(f"[yellow]run {r.run_id}: {meta.get('status')}: {meta.get('reason')}[/]")
-            for note in meta.get("notes") or []:  # e.g. an external enemy that exited early
+                bar.console.print(f"[yellow]run {r.run_id}: {meta.status}: {meta.reason}[/]")
+            for note in meta.notes:  # e.g. an external enemy that exited early
                 bar.console.print(f"[yellow]run {r.run_id}: {note}[/]", markup=True, highlight=False)
             bar.update(task, advance=r.expected_seconds() + RUN_OVERHEAD_S, runs=f"{i + 1}/{len(runs)}")
     from .report.summary import write_summary  # pandas and scipy: not for `plan`

@@ -12,7 +12,7 @@ import signal
 import time
 from pathlib import Path
 
-from ..store import read_run_json
+from ..outcome import read_outcome
 from ..targets.local import agents_writing
 from . import postmortem
 from .estimate import run_seconds
@@ -35,12 +35,12 @@ def attempt(staging: Path, run: CampaignRun, target, kind: str = "local") -> dic
     started = time.time()
     meta = target.run(run.plan, staging)
     seconds = time.monotonic() - start_wall
-    status = meta.get("status")
+    status = meta.status
     if status not in FINAL_STATUS:
-        raise Interrupted(f"{run.run_id}: {status}: {meta.get('reason')}")
+        raise Interrupted(f"{run.run_id}: {status}: {meta.reason}")
     if status != "completed":
         postmortem.collect(staging, meta, target.kernel_log_since(start_target))
-    return {"state": FINAL_STATUS[status], "status": status, "reason": meta.get("reason"), "jobs": meta.get("jobs_recorded"),
+    return {"state": FINAL_STATUS[status], "status": status, "reason": meta.reason, "jobs": meta.jobs_recorded,
             "seconds": round(seconds, 3), "expected": round(run_seconds(run.plan, kind), 3),
             "started": round(started, 3), "ended": round(time.time(), 3)}
 
@@ -117,10 +117,10 @@ def recover(store: Path, runs: list[CampaignRun], journal: Journal) -> list[str]
         if state in FINAL:
             continue
         final = store / "runs" / r.run_id
-        meta = read_run_json(final) if final.is_dir() else None
-        if meta and meta.get("status") in FINAL_STATUS:
-            journal.append(r.run_id, FINAL_STATUS[meta["status"]], status=meta["status"], reason=meta.get("reason"),
-                           jobs=meta.get("jobs_recorded"), recovered=True)
+        meta = read_outcome(final) if final.is_dir() else None
+        if meta and meta.status in FINAL_STATUS:
+            journal.append(r.run_id, FINAL_STATUS[meta.status], status=meta.status, reason=meta.reason,
+                           jobs=meta.jobs_recorded, recovered=True)
             notes.append(f"{r.run_id}: finished before the interruption; recorded")
         elif final.exists():
             dest = move_aside(store, final)

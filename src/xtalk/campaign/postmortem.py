@@ -12,6 +12,8 @@ import json
 from collections import deque
 from pathlib import Path
 
+from ..outcome import RunOutcome
+
 TRACE_TAIL_LINES = 500
 LOG_TAIL_LINES = 100
 
@@ -21,7 +23,7 @@ def _tail(path: Path, n: int) -> list[str]:
         return list(deque(f, maxlen=n))
 
 
-def collect(run_dir: Path, meta: dict, kernel_lines: list[str]) -> Path:
+def collect(run_dir: Path, meta: RunOutcome, kernel_lines: list[str]) -> Path:
     """Write the post-mortem files into `run_dir/postmortem` and return that directory."""
     pm = Path(run_dir) / "postmortem"
     pm.mkdir(exist_ok=True)
@@ -32,6 +34,7 @@ def collect(run_dir: Path, meta: dict, kernel_lines: list[str]) -> Path:
     log = Path(run_dir) / "agent.log"
     if log.exists():
         (pm / "agent-log-tail.txt").write_text("".join(_tail(log, LOG_TAIL_LINES)))
-    (pm / "why.json").write_text(json.dumps({k: meta.get(k) for k in ("run_id", "status", "reason", "jobs_recorded",
-                                                                      "jobs_planned")}, indent=2))
+    why = {"run_id": meta.run_id, "status": meta.status, "reason": meta.reason, "jobs_recorded": meta.jobs_recorded,
+           "jobs_planned": meta.jobs_planned}
+    (pm / "why.json").write_text(json.dumps(why, indent=2))
     return pm

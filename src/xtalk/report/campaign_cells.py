@@ -23,7 +23,7 @@ import pandas as pd
 
 from ..analysis import guards
 from .. import units
-from ..store import read_run_json
+from ..outcome import read_outcome
 from ..analysis import verdict as vd
 from ..analysis.slowdown import slowdown
 from . import tables as tb
@@ -76,8 +76,8 @@ def load_campaign(path) -> CampaignData:
     data = load(path, runs)
     labels: dict[str, dict] = {}
     for r in runs.itertuples():
-        meta = read_run_json(Path(r.dir)) or {}
-        labels[r.run_id] = {k: str(v) for k, v in ((meta.get("plan") or {}).get("labels") or {}).items()}
+        meta = read_outcome(Path(r.dir))
+        labels[r.run_id] = dict(meta.labels()) if meta else {}
     varying = [p for p in GROUP_PARTS if len({lb.get(p, "") for lb in labels.values()}) > 1] or ["configuration"]
     run_group, groups = {}, {}
     for run_id, lb in labels.items():
@@ -103,10 +103,12 @@ def load_campaign(path) -> CampaignData:
 
 
 def _victims(cd: CampaignData) -> dict[str, dict]:
+    """Each group's victim (its first run's plan), as the guards read it."""
     out: dict[str, dict] = {}
     for r in cd.data.runs.itertuples():
         if r.configuration not in out:
-            out[r.configuration] = ((read_run_json(Path(r.dir)) or {}).get("plan") or {}).get("victim") or {}
+            meta = read_outcome(Path(r.dir))
+            out[r.configuration] = meta.plan.victim.model_dump() if meta and meta.plan else {}
     return out
 
 

@@ -1,6 +1,8 @@
 """`xtalk latency RESULTS`: the timer-latency view of a `latency` victim (cyclictest's
-measurement, seed 001 §3.3): per scenario, every measured sample's wake-up minus release,
-min / avg / max and percentiles in µs, and the 1 µs histogram (latency-histogram.csv)."""
+measurement, seed 001 §3.3): per scenario (and configuration), every measured sample's
+wake-up minus release, min / avg / max and percentiles in µs with p99 against solo's, and
+the 1 µs histogram (latency-histogram.csv). The table is the report's own
+(`victim_kinds.latency_table`): one computation for the report, the run summary and this."""
 
 from __future__ import annotations
 
@@ -10,19 +12,25 @@ from rich.console import Console
 from rich.table import Table
 
 from ..store import Results
-
-COLUMNS = ["scenario", "runs", "samples", "min_us", "avg_us", "p50_us", "p99_us", "p999_us", "max_us"]
+from . import victim_kinds
 
 
 def latency_table(jobs: pd.DataFrame) -> pd.DataFrame:
-    """min / avg / percentiles / max of wake-up latency (µs) per scenario."""
-    rows = []
-    for scenario, g in jobs.groupby("scenario", sort=False):
-        us = g.wakeup_latency_ns.to_numpy() / 1e3
-        rows.append({"scenario": scenario, "runs": g.run_id.nunique(), "samples": len(us), "min_us": us.min(), "avg_us": us.mean(),
-                     "p50_us": np.percentile(us, 50), "p99_us": np.percentile(us, 99), "p999_us": np.percentile(us, 99.9),
-                     "max_us": us.max()})
-    return pd.DataFrame(rows, columns=COLUMNS)
+    """min / avg / percentiles / max of wake-up latency (µs) per scenario and configuration,
+    p99 against solo's (the report's table, :func:`victim_kinds.latency_table`)."""
+    return victim_kinds.latency_table(jobs)
+
+
+def columns(table: pd.DataFrame) -> list[str]:
+    """The columns shown: the configuration only where there is more than the default."""
+    return [c for c in victim_kinds.LATENCY_COLUMNS
+            if c != "configuration" or set(table["configuration"].astype(str)) - {"default"}]
+
+
+def _cell(column: str, value) -> str:
+    if column in ("scenario", "configuration", "runs", "samples"):
+        return str(value)
+    return f"{value:.2f}" if column == "p99_vs_solo" else f"{value:.1f}"
 
 
 def histogram(jobs: pd.DataFrame) -> pd.DataFrame:
@@ -41,15 +49,15 @@ def show(results: Results, console: Console) -> pd.DataFrame:
         raise ValueError(f"{results.path}: no measured jobs")
     table = latency_table(jobs)
     histogram(jobs).to_csv(results.path / "latency-histogram.csv")
-    lines = ["| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
-    lines += ["| " + " | ".join(str(r.scenario) if c == "scenario" else str(getattr(r, c)) if c in ("runs", "samples")
-                                 else f"{getattr(r, c):.1f}" for c in COLUMNS) + " |" for r in table.itertuples()]
+    cols = columns(table)
+    lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+    lines += ["| " + " | ".join(_cell(c, getattr(r, c)) for c in cols) + " |" for r in table.itertuples()]
     (results.path / "latency.md").write_text(f"# Timer latency: {results.path.name}\n\n" + "\n".join(lines) + "\n")
     t = Table(title=f"timer latency (wake-up − release), µs: {results.path.name}")
-    for c in COLUMNS:
-        t.add_column(c, justify="left" if c == "scenario" else "right")
+    for c in cols:
+        t.add_column(c, justify="left" if c in ("scenario", "configuration") else "right")
     for r in table.itertuples():
-        t.add_row(r.scenario, str(r.runs), str(r.samples), *(f"{getattr(r, c):.1f}" for c in COLUMNS[3:]))
+        t.add_row(*(_cell(c, getattr(r, c)) for c in cols))
     console.print(t)
     console.print(f"1 µs histogram: {results.path / 'latency-histogram.csv'}")
     return table

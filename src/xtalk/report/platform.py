@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ..store import read_run_json
+from ..outcome import Environment, Kernel, RunOutcome, Virtualization, read_outcome
 from ..store.frames import ReportData
 
 #: Units of the counters the agent reads in software (perf software events) and of the usual
@@ -52,10 +52,10 @@ def exclude_migrated(jobs: pd.DataFrame) -> pd.DataFrame:
     return jobs[~m] if m.any() else jobs
 
 
-def run_metas(data: ReportData) -> list[dict]:
-    """run.json of every run, in run order (read once per ReportData)."""
+def run_metas(data: ReportData) -> list[RunOutcome]:
+    """The outcome (run.json) of every run that has one, in run order (read once per ReportData)."""
     if "_run_metas" not in data.memo:
-        data.memo["_run_metas"] = [read_run_json(Path(d)) or {} for d in data.runs["dir"]]
+        data.memo["_run_metas"] = [m for m in (read_outcome(Path(d)) for d in data.runs["dir"]) if m is not None]
     return data.memo["_run_metas"]
 
 
@@ -73,19 +73,17 @@ def migration_table(data: ReportData) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def _kernel(k: dict) -> str:
-    rt = "PREEMPT_RT" if k.get("preempt_rt") else "not PREEMPT_RT"
-    parts = [f"{k.get('release', '?')} {k.get('machine', '')}".strip(), f"({rt}, HZ={k.get('hz') or '?'})"]
-    if k.get("version"):
-        parts.append(f"— uname -v: {k['version']}")
+def _kernel(k: Kernel) -> str:
+    rt = "PREEMPT_RT" if k.preempt_rt else "not PREEMPT_RT"
+    parts = [f"{k.release} {k.machine}".strip(), f"({rt}, HZ={k.hz or '?'})"]
+    if k.version:
+        parts.append(f"— uname -v: {k.version}")
     return " ".join(parts)
 
 
-def _virt(v: dict) -> str:
-    if not v:
-        return "unknown (no environment in run.json)"
-    s = f"yes: hypervisor {v.get('vendor') or '?'}" if v.get("hypervisor") else "no hypervisor detected (bare metal)"
-    return s + (", inside a container" if v.get("container") else "")
+def _virt(v: Virtualization) -> str:
+    s = f"yes: hypervisor {v.vendor or '?'}" if v.hypervisor else "no hypervisor detected (bare metal)"
+    return s + (", inside a container" if v.container else "")
 
 
 def facts(data: ReportData) -> dict:
@@ -93,28 +91,27 @@ def facts(data: ReportData) -> dict:
     read and skipped (with the agent's reason), migrated jobs. Keys are stable (tests and
     the Markdown summary read them)."""
     metas = run_metas(data)
-    env = next((m["environment"] for m in metas if m.get("environment")), {})
-    requested, skipped, read_with, core_pmu = [], {}, None, None
+    env: Environment | None = next((m.environment for m in metas if m.environment), None)
+    requested, skipped, core_pmu = [], {}, None
     for m in metas:
-        c = m.get("counters") or {}
-        for e in c.get("events") or []:
-            name = e.get("event") if isinstance(e, dict) else str(e)
+        if m.counters is None:
+            continue
+        for name in m.counters.events:
             if name not in requested:
                 requested.append(name)
-        for s in c.get("skipped") or []:
-            skipped.setdefault(s.get("event"), s.get("reason") or "")
-        read_with = read_with or c.get("read_with")
-        core_pmu = core_pmu or c.get("core_pmu")
-    pmu = (env.get("capabilities") or {}).get("pmu") or {}
-    core_pmu = core_pmu or pmu.get("core_pmu")
+        for s in m.counters.skipped:
+            skipped.setdefault(s.event, s.reason)
+        core_pmu = core_pmu or m.counters.core_pmu
+    core_pmu = core_pmu or (env.capabilities.pmu.core_pmu if env else None)
     mt = migration_table(data)
+    unknown = "unknown (no environment in run.json)"
     return {
-        "kernel": _kernel(env.get("kernel") or {}) if env else "unknown (no environment in run.json)",
-        "preempt_rt": bool((env.get("kernel") or {}).get("preempt_rt")) if env else None,
-        "virtualization": _virt(env.get("virtualization") or {}),
-        "hypervisor": bool((env.get("virtualization") or {}).get("hypervisor")) if env else None,
-        "cpu": f"{(env.get('cpu') or {}).get('model', '?')} × {(env.get('cpu') or {}).get('count', '?')}" if env else "unknown",
-        "clocksource": (env.get("clocksource") or {}).get("current") or "unknown",
+        "kernel": _kernel(env.kernel) if env else unknown,
+        "preempt_rt": env.kernel.preempt_rt if env else None,
+        "virtualization": _virt(env.virtualization) if env else unknown,
+        "hypervisor": env.virtualization.hypervisor if env else None,
+        "cpu": f"{env.cpu.model or '?'} × {env.cpu.count}" if env else "unknown",
+        "clocksource": (env.clocksource.current if env else None) or "unknown",
         "pmu": core_pmu,
         "pmu_line": (f"hardware PMU {core_pmu}" if core_pmu else
                      "no hardware PMU: hardware counters (cache misses, bus accesses…) cannot be read here; "

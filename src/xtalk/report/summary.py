@@ -14,7 +14,8 @@ from rich.table import Table
 from ..units import rate_text
 from ..analysis import guards
 from ..analysis.slowdown import summarize
-from ..store import Results, read_run_json
+from ..outcome import read_outcome
+from ..store import Results
 
 
 def _f(x: float, nd: int = 3) -> str:
@@ -121,8 +122,8 @@ def victims(runs: pd.DataFrame) -> dict[str, dict]:
     out: dict[str, dict] = {}
     for cfg, d in zip(runs.get("configuration", []), runs.get("dir", [])):
         if cfg not in out:
-            meta = read_run_json(Path(d)) or {}
-            out[cfg] = (meta.get("plan") or {}).get("victim") or {}
+            meta = read_outcome(Path(d))
+            out[cfg] = meta.plan.victim.model_dump() if meta and meta.plan else {}
     return out
 
 

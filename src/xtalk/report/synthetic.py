@@ -20,6 +20,9 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from ..outcome import RunOutcome, write_outcome
+from ..plan import Plan
+
 VICTIM_PID, CULPRIT_PID, NOISE_PID = 4242, 555, 77
 VICTIM_CPU = 1
 
@@ -115,16 +118,30 @@ def culprit_rows(jobs: pd.DataFrame) -> pd.DataFrame:
     return per_job(events, jobs, VICTIM_PID, {VICTIM_PID: "victim"})[1]
 
 
+def outcome(run_id: str, labels: dict, jobs: pd.DataFrame | None = None, *, status: str = "completed",
+            victim: dict | None = None, **fields) -> RunOutcome:
+    """The run.json of a planted run, built through the outcome model (so it cannot drift from
+    what the agent writes): a sum victim with the job table's period and job counts, any of
+    its fields replaced by ``victim``, the plan's labels (as strings), and ``fields`` (other
+    outcome fields: environment, counters ...)."""
+    jobs = job_table(5) if jobs is None else jobs
+    n = len(jobs)
+    warm = int(jobs["warmup"].sum()) if n else 0
+    v = {"body": {"kind": "sum", "bytes": 262144}, "period_ns": int(jobs["period_ns"].iloc[0]) if n else 1_000_000,
+         "jobs": max(n - warm, 1), "warmup_jobs": warm, **(victim or {})}
+    plan = Plan(run_id=run_id, timeout_s=60.0, victim=v, labels={k: str(x) for k, x in labels.items()})
+    # Every field of the plan written, as the agent writes it.
+    return RunOutcome.model_validate({
+        "run_id": run_id, "status": status, "reason": None, "plan": json.loads(plan.to_json()), "jobs_recorded": n,
+        "jobs_planned": n, "enemies": [], "pids": {"agent": 1, "victim": VICTIM_PID, "enemies": {}}, **fields})
+
+
 def write_run(root: Path, run_id: str, scenario: str, repetition: int, jobs: pd.DataFrame, *, labels: dict | None = None,
               trace: bool = False, status: str = "completed", victim: dict | None = None) -> Path:
     d = root / "runs" / run_id
     d.mkdir(parents=True, exist_ok=True)
-    meta = {"run_id": run_id, "status": status, "reason": None, "jobs_recorded": int(len(jobs)),
-            "jobs_planned": int(len(jobs)), "enemies": [],
-            "plan": {"labels": {"scenario": scenario, "configuration": "default", "repetition": repetition, **(labels or {})},
-                     **({"victim": victim} if victim else {})},
-            "pids": {"victim": VICTIM_PID, "enemies": {}}}
-    (d / "run.json").write_text(json.dumps(meta))
+    labels = {"scenario": scenario, "configuration": "default", "repetition": repetition, **(labels or {})}
+    write_outcome(d, outcome(run_id, labels, jobs, status=status, victim=victim))
     pq.write_table(pa.Table.from_pandas(jobs, preserve_index=False), d / "jobs.parquet")
     if trace:
         (d / "trace.txt").write_text(trace_text(jobs))

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+from ..outcome import load_outcome
 from .synthetic import job_table, write_run
 
 
@@ -75,10 +76,7 @@ def write_campaign(root: Path, *, families: list[Family], configurations: tuple 
             j = job_table(jobs, period_ns=period_ns, exec_ns=exec_ns, slowdown=factor, warmup=2, seed=i,
                           t0_ns=10**12 + i * 10**10)
             d = write_run(root, run_id, sc, rep, j, labels=labels, victim=victim)
-            meta = json.loads((d / "run.json").read_text())
-            meta["plan"]["labels"]["configuration"] = conf  # write_run's default is "default"
-            (d / "run.json").write_text(json.dumps(meta))
-            runs.append({"run_id": run_id, "labels": meta["plan"]["labels"]})
+            runs.append({"run_id": run_id, "labels": load_outcome(d).labels()})
             i += 1
     toml = [f'name = "{name}"', f"repetitions = {repetitions}", ""]
     for fam in families:

@@ -675,8 +675,7 @@ def culprits(x, top: int = 10) -> pd.DataFrame:
 def run_intervals(run_dir: Path) -> tuple[pd.DataFrame, dict[int, str]] | None:
     """(intervals of every task, IRQ, softirq and timer on every CPU, pid -> xtalk name) of a
     run directory with trace.txt, or None. Tasks carry their xtalk names (victim, enemy …)."""
-    import json
-
+    from ..outcome import read_outcome
     from ..trace.parse import parse_file
     from ..trace.run import labels
     from ..trace.timeline import interrupts, occupancy
@@ -685,10 +684,8 @@ def run_intervals(run_dir: Path) -> tuple[pd.DataFrame, dict[int, str]] | None:
     if not (d / "trace.txt").exists():
         return None
     events = parse_file(d / "trace.txt")
-    try:
-        names = labels(json.loads((d / "run.json").read_text()))
-    except (OSError, ValueError):
-        names = {}
+    meta = read_outcome(d)
+    names = labels(meta) if meta is not None else {}
     iv = pd.concat([occupancy(events), interrupts(events)], ignore_index=True)
     iv["name"] = [names.get(int(p), n) if p is not None and p >= 0 else n for p, n in zip(iv["pid"], iv["name"])]
     return iv, names

@@ -1,59 +1,41 @@
 """`xtalk tasks RESULTS`: per-task metrics of a `taskset` victim (seed 001 §4.6): deadline-miss
 ratio (missed jobs / jobs, skipped jobs counted as missed), response time (end − release)
-and release delay (start − release), per scenario and task, pooled over runs."""
+beside the RTA bound, and release delay (start − release), per scenario and task, pooled
+over runs. The table is the report's own (`victim_kinds.task_table`): one computation for
+the report, the run summary and this."""
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
-
-import numpy as np
 import pandas as pd
 from rich.console import Console
 from rich.table import Table
 
 from ..store import Results
+from . import victim_kinds
 
-COLUMNS = ["scenario", "task", "name", "jobs", "missed", "skipped", "dmr", "resp_p50_ms", "resp_max_ms", "delay_p50_ms",
-           "delay_max_ms"]
-
-
-def task_names(results: Results) -> dict[int, str]:
-    """Task index -> name, from the first run's plan."""
-    for _, r in results.runs().iterrows():
-        body = json.loads((Path(r.dir) / "run.json").read_text())["plan"]["victim"]["body"]
-        if body.get("kind") == "taskset":
-            return {i: t["name"] for i, t in enumerate(body["tasks"])}
-    return {}
-
-
-def task_table(jobs: pd.DataFrame, names: dict[int, str]) -> pd.DataFrame:
-    """One row per scenario and task."""
-    rows = []
-    skipped_all = (jobs.cpu_start < 0) & (jobs.cpu_time_ns == 0)
-    for (scenario, task), g in jobs.groupby(["scenario", "task"], sort=False):
-        ran = g[~skipped_all[g.index]]
-        resp = (ran.end_ns - ran.release_ns).to_numpy() / 1e6
-        delay = (ran.start_ns - ran.release_ns).to_numpy() / 1e6
-        stat = lambda a, f: float(f(a)) if len(a) else float("nan")  # noqa: E731
-        rows.append({"scenario": scenario, "task": int(task), "name": names.get(int(task), str(task)), "jobs": len(g),
-                     "missed": int(g.missed.sum()), "skipped": int(skipped_all[g.index].sum()), "dmr": float(g.missed.mean()),
-                     "resp_p50_ms": stat(resp, np.median), "resp_max_ms": stat(resp, np.max),
-                     "delay_p50_ms": stat(delay, np.median), "delay_max_ms": stat(delay, np.max)})
-    return pd.DataFrame(rows, columns=COLUMNS).sort_values(["scenario", "task"]).reset_index(drop=True)
+#: The columns printed (tasks.json has every column of the table).
+COLUMNS = ["scenario", "task", "name", "jobs", "missed", "skipped", "dmr", "resp_p50_ms", "resp_max_ms", "rta_bound_ms",
+           "delay_p50_ms", "delay_max_ms"]
 
 
 def show(results: Results, console: Console) -> pd.DataFrame:
+    """Print the table and write tasks.json in the results."""
     jobs = results.jobs()
     if jobs.empty:
         raise ValueError(f"{results.path}: no measured jobs")
-    table = task_table(jobs, task_names(results))
+    table = victim_kinds.task_table(results.runs(), jobs)
     (results.path / "tasks.json").write_text(table.to_json(orient="records", indent=2))
+    cols = (["configuration"] if set(table["configuration"]) - {"default"} else []) + COLUMNS
     t = Table(title=f"task set: {results.path.name} (DMR = missed / jobs; response = end − release; delay = start − release)")
-    for c in COLUMNS:
-        t.add_column(c, justify="left" if c in ("scenario", "name") else "right")
+    for c in cols:
+        t.add_column(c, justify="left" if c in ("scenario", "configuration", "name") else "right")
     for r in table.itertuples():
-        t.add_row(r.scenario, str(r.task), r.name, str(r.jobs), str(r.missed), str(r.skipped), f"{r.dmr:.3f}",
-                  *(f"{getattr(r, c):.2f}" for c in COLUMNS[7:]))
+        t.add_row(*(_cell(c, getattr(r, c)) for c in cols))
     console.print(t)
     return table
+
+
+def _cell(column: str, value) -> str:
+    if column in ("scenario", "configuration", "name", "task", "jobs", "missed", "skipped"):
+        return str(value)
+    return f"{value:.3f}" if column == "dmr" else f"{value:.2f}"

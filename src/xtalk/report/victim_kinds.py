@@ -27,7 +27,8 @@ import pandas as pd
 import pyarrow.parquet as pq
 
 from ..analysis import verdict as vd
-from ..store import read_run_json
+from ..outcome import read_outcome
+from ..plan import Victim
 
 PERIODIC = "periodic"
 #: Generic report sections that say nothing true about a kind (hidden for it).
@@ -37,7 +38,7 @@ LATENCY_COLUMNS = ["scenario", "configuration", "runs", "samples", "min_us", "av
                    "max_us", "p99_vs_solo"]
 TASK_COLUMNS = ["scenario", "configuration", "task", "name", "jobs", "missed", "skipped", "dmr", "resp_p50_ms",
                 "resp_p99_ms", "resp_max_ms", "rta_bound_ms", "deadline_ms", "within_bound", "wcet_ms", "cpu_max_ms",
-                "rta_measured_ms"]
+                "rta_measured_ms", "delay_p50_ms", "delay_max_ms"]
 AOCS_COLUMNS = ["run_id", "scenario", "configuration", "status", "compared", "mismatches", "first_mismatch_step"]
 #: The task table's columns the terminal shows (the report and tables/tasks.csv have all).
 TERMINAL_TASK_COLUMNS = ["name", "jobs", "missed", "skipped", "resp_p50_ms", "resp_max_ms", "rta_bound_ms", "cpu_max_ms",
@@ -45,19 +46,20 @@ TERMINAL_TASK_COLUMNS = ["name", "jobs", "missed", "skipped", "resp_p50_ms", "re
 RM_TOP_PRIORITY = 80  # agent/src/victims/taskset.rs: RM priorities start here when the victim is not fifo
 
 
-def victim_plan(runs: pd.DataFrame) -> dict:
-    """The victim of the first run whose run.json has a plan (``{}`` when none)."""
+def victim_plan(runs: pd.DataFrame) -> Victim | None:
+    """The victim of the first run whose run.json has a plan (None when none has)."""
     for d in runs.get("dir", []):
-        v = ((read_run_json(Path(d)) or {}).get("plan") or {}).get("victim")
-        if v:
-            return v
-    return {}
+        meta = read_outcome(Path(d))
+        if meta is not None and meta.plan is not None:
+            return meta.plan.victim
+    return None
 
 
 def kind_of(runs: pd.DataFrame) -> str:
     """"latency", "taskset", "aocs", "command", or "periodic" (a periodic compute body)."""
-    body = (victim_plan(runs).get("body") or {}).get("kind")
-    return body if body in ("latency", "taskset", "aocs", "command") else PERIODIC
+    victim = victim_plan(runs)
+    kind = victim.body.kind if victim is not None else None
+    return kind if kind in ("latency", "taskset", "aocs", "command") else PERIODIC
 
 
 # --------------------------------------------------------------------------- latency
@@ -65,11 +67,14 @@ def kind_of(runs: pd.DataFrame) -> str:
 
 def latency_table(jobs: pd.DataFrame) -> pd.DataFrame:
     """Per scenario and configuration: samples and wake-up latency (wakeup − release) min,
-    avg, p50, p99, p99.9, max in µs; p99_vs_solo the ratio of p99 to solo's."""
+    avg, p50, p99, p99.9, max in µs; p99_vs_solo the ratio of p99 to solo's. The one latency
+    table: the report's section, the terminal summary and `xtalk latency` all print it."""
     if jobs.empty:
         return pd.DataFrame(columns=LATENCY_COLUMNS)
-    lat = (jobs["wakeup_ns"].to_numpy(dtype=float) - jobs["release_ns"].to_numpy(dtype=float)) / 1e3
-    g = pd.DataFrame({"scenario": jobs["scenario"].astype(str), "configuration": jobs["configuration"].astype(str),
+    lat = (jobs["wakeup_latency_ns"].to_numpy(dtype=float) if "wakeup_latency_ns" in jobs else
+           jobs["wakeup_ns"].to_numpy(dtype=float) - jobs["release_ns"].to_numpy(dtype=float)) / 1e3
+    conf = jobs["configuration"].astype(str) if "configuration" in jobs else pd.Series("default", index=jobs.index)
+    g = pd.DataFrame({"scenario": jobs["scenario"].astype(str), "configuration": conf,
                       "run_id": jobs["run_id"].astype(str), "us": lat})
     rows = []
     for (sc, cf), x in g.groupby(["scenario", "configuration"], sort=False):
@@ -137,7 +142,7 @@ def task_jobs(runs: pd.DataFrame) -> pd.DataFrame:
     return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=cols + ["run_id", "scenario", "configuration"])
 
 
-def rta_bounds(victim: dict, wcet_ms: dict[int, float] | None = None) -> tuple[dict[int, float], str]:
+def rta_bounds(victim: Victim | None, wcet_ms: dict[int, float] | None = None) -> tuple[dict[int, float], str]:
     """Task index -> bound on its response time (ms), and how it was obtained.
 
     ``rm``: fixed-priority response-time analysis (xtalk.sched.uniproc) with the priorities
@@ -149,22 +154,22 @@ def rta_bounds(victim: dict, wcet_ms: dict[int, float] | None = None) -> tuple[d
     from ..sched.taskset import Task
     from ..sched.uniproc import response_time_analysis
 
-    body = victim.get("body") or {}
-    tasks = body.get("tasks") or []
+    body = victim.body if victim is not None else None
+    tasks = body.tasks if body is not None and body.kind == "taskset" else []
     if not tasks:
         return {}, "no tasks in the plan"
-    if body.get("policy") == "deadline":
-        return ({i: (t.get("deadline_ns") or t["period_ns"]) / 1e6 for i, t in enumerate(tasks)},
+    if body.policy == "deadline":
+        return ({i: (t.deadline_ns or t.period_ns) / 1e6 for i, t in enumerate(tasks)},
                 "SCHED_DEADLINE reservations: an admitted job whose runtime covers it ends by its deadline")
-    sched = victim.get("sched") or {}
-    top = int(sched.get("priority") or RM_TOP_PRIORITY) if sched.get("policy") == "fifo" else RM_TOP_PRIORITY
-    prio = [t.get("priority") for t in tasks]
-    for rank, i in enumerate(sorted((i for i, p in enumerate(prio) if p is None), key=lambda i: (tasks[i]["period_ns"], i))):
+    sched = victim.sched
+    top = int(sched.priority or RM_TOP_PRIORITY) if sched.policy == "fifo" else RM_TOP_PRIORITY
+    prio = [t.priority for t in tasks]
+    for rank, i in enumerate(sorted((i for i, p in enumerate(prio) if p is None), key=lambda i: (tasks[i].period_ns, i))):
         prio[i] = max(top - rank, 1)
     wcet_ms = wcet_ms or {}
-    model = [Task(str(i), wcet_ms.get(i, t["wcet_ns"] / 1e6), t["period_ns"] / 1e6, (t.get("deadline_ns") or t["period_ns"]) / 1e6,
+    model = [Task(str(i), wcet_ms.get(i, t.wcet_ns / 1e6), t.period_ns / 1e6, (t.deadline_ns or t.period_ns) / 1e6,
                   priority=100 - prio[i]) for i, t in enumerate(tasks)]  # SCHED_FIFO: higher number, higher priority
-    cpus = (victim.get("placement") or {}).get("cpus") or []
+    cpus = victim.placement.cpus or []
     where = "on one CPU" if len(cpus) == 1 else (f"on one CPU (the tasks may use {len(cpus)} CPUs: a reference, not a "
                                                  "proven bound for global scheduling)" if cpus else "on one CPU (unpinned: "
                                                  "a reference, not a proven bound for global scheduling)")
@@ -173,16 +178,23 @@ def rta_bounds(victim: dict, wcet_ms: dict[int, float] | None = None) -> tuple[d
 
 
 def task_table(runs: pd.DataFrame, jobs: pd.DataFrame | None = None) -> pd.DataFrame:
-    """One row per scenario, configuration and task: jobs, misses, skipped jobs (never ran),
-    deadline-miss ratio, response time p50 / p99 / max beside the RTA bound (planned wcet)
-    and the deadline; then the planned wcet, the largest CPU time a job of the task took
-    (``cpu_max_ms``) and the RTA bound with those measured CPU times as wcet
-    (``rta_measured_ms``): when the response exceeds the planned bound, this says whether
-    the task's own cost or something else explains it."""
-    victim = victim_plan(runs)
-    tasks = (victim.get("body") or {}).get("tasks") or []
+    """:func:`tasks_of` the victim of `runs` (its first plan) over their measured jobs."""
+    return tasks_of(victim_plan(runs), task_jobs(runs) if jobs is None else jobs)
+
+
+def tasks_of(victim: Victim | None, jobs: pd.DataFrame) -> pd.DataFrame:
+    """One row per scenario, configuration and task: jobs, misses, skipped jobs (never ran,
+    counted as missed), deadline-miss ratio, response time (end − release) p50 / p99 / max
+    beside the RTA bound (planned wcet) and the deadline; then the planned wcet, the largest
+    CPU time a job of the task took (``cpu_max_ms``) and the RTA bound with those measured
+    CPU times as wcet (``rta_measured_ms``): when the response exceeds the planned bound,
+    this says whether the task's own cost or something else explains it; last the release
+    delay (start − release) p50 and max. The one task table: the report, the run summary and
+    `xtalk tasks` all print it."""
+    tasks = victim.body.tasks if victim is not None and victim.body.kind == "taskset" else []
     bounds, _ = rta_bounds(victim)
-    jobs = task_jobs(runs) if jobs is None else jobs
+    if "configuration" not in jobs:
+        jobs = jobs.assign(configuration="default")
     rows = []
     measured: dict[tuple, dict[int, float]] = {}
     if "cpu_time_ns" in jobs and len(jobs):
@@ -194,18 +206,21 @@ def task_table(runs: pd.DataFrame, jobs: pd.DataFrame | None = None) -> pd.DataF
         skipped = (g["cpu_start"] < 0) & (g.get("cpu_time_ns", pd.Series(1, index=g.index)) == 0)
         ran = g[~skipped]
         resp = (ran["end_ns"] - ran["release_ns"]).to_numpy(dtype=float) / 1e6
+        delay = (ran["start_ns"] - ran["release_ns"]).to_numpy(dtype=float) / 1e6
         q = (lambda p: float(np.percentile(resp, p)) if resp.size else math.nan)  # noqa: E731
-        t = tasks[k] if k < len(tasks) else {}
+        t = tasks[k] if k < len(tasks) else None
         bound = bounds.get(k, math.nan)
         rmax = float(resp.max()) if resp.size else math.nan
-        rows.append({"scenario": str(sc), "configuration": str(cf), "task": k, "name": t.get("name", str(k)), "jobs": len(g),
+        rows.append({"scenario": str(sc), "configuration": str(cf), "task": k, "name": t.name if t else str(k), "jobs": len(g),
                      "missed": int(g["missed"].astype(bool).sum()), "skipped": int(skipped.sum()),
                      "dmr": float(g["missed"].astype(bool).mean()), "resp_p50_ms": q(50), "resp_p99_ms": q(99),
                      "resp_max_ms": rmax, "rta_bound_ms": bound,
-                     "deadline_ms": (t.get("deadline_ns") or t.get("period_ns") or math.nan) / 1e6,
+                     "deadline_ms": ((t.deadline_ns or t.period_ns) if t else math.nan) / 1e6,
                      "within_bound": bool(rmax <= bound) if resp.size and not math.isnan(bound) else None,
-                     "wcet_ms": t.get("wcet_ns", math.nan) / 1e6, "cpu_max_ms": measured.get((sc, cf), {}).get(k, math.nan),
-                     "rta_measured_ms": measured_bounds.get((sc, cf), {}).get(k, math.nan)})
+                     "wcet_ms": (t.wcet_ns if t else math.nan) / 1e6, "cpu_max_ms": measured.get((sc, cf), {}).get(k, math.nan),
+                     "rta_measured_ms": measured_bounds.get((sc, cf), {}).get(k, math.nan),
+                     "delay_p50_ms": float(np.median(delay)) if delay.size else math.nan,
+                     "delay_max_ms": float(delay.max()) if delay.size else math.nan})
     out = pd.DataFrame(rows, columns=TASK_COLUMNS)
     return out.sort_values(["configuration", "scenario", "task"], key=lambda c: c != "solo" if c.name == "scenario" else c,
                            kind="stable").reset_index(drop=True)

@@ -16,7 +16,6 @@ holds what the enemies took from it. Jobs that never ran (skipped) are left out.
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -107,14 +106,13 @@ def wcet_from_jobs(jobs: pd.DataFrame, scenario: str, statistic: str = "max", co
 
 def _task_names(run_dir: Path) -> dict[int, str]:
     """Task index → name of a task-set victim, from the run's plan (empty for other victims)."""
-    try:
-        plan = json.loads((run_dir / "run.json").read_text()).get("plan") or {}
-    except (OSError, ValueError):
+    from xtalk.outcome import read_outcome
+
+    meta = read_outcome(run_dir)
+    body = meta.plan.victim.body if meta is not None and meta.plan is not None else None
+    if body is None or body.kind != "taskset":
         return {}
-    body = ((plan.get("victim") or {}).get("body")) or {}
-    if body.get("kind") != "taskset":
-        return {}
-    return {i: t["name"] for i, t in enumerate(body.get("tasks", []))}
+    return {i: t.name for i, t in enumerate(body.tasks)}
 
 
 def load_jobs(results: str | Path) -> pd.DataFrame:

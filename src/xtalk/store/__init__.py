@@ -13,12 +13,12 @@ experiment can be grouped on in SQL and pandas alike.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import duckdb
 import pandas as pd
 
+from ..outcome import RunOutcome, read_outcome
 from .jobs import convert_run, read_job_log  # noqa: F401
 
 RUN_COLUMNS = ["run_id", "scenario", "configuration", "repetition", "status"]
@@ -45,24 +45,24 @@ class Results:
         recorded, ``enemies`` (each enemy's achieved work, as run.json lists it)."""
         rows = []
         for d in self.run_dirs():
-            meta = read_run_json(d)
+            meta = read_outcome(d)
             if meta is None:
                 continue
-            labels = meta.get("plan", {}).get("labels", {})
+            labels = meta.labels()
             # Labels first: a label may not overwrite run metadata (a campaign's `enemies`
             # label, the count, once replaced the per-enemy list and then both were dropped).
             row = {k: v for k, v in self._label_columns(labels).items() if k not in _RESERVED}
             row.update({
-                "run_id": meta.get("run_id", d.name),
+                "run_id": meta.run_id or d.name,
                 "scenario": labels.get("scenario", ""),
                 "configuration": labels.get("configuration", "default"),
                 "repetition": int(labels.get("repetition", 0)),
-                "status": meta.get("status", "unknown"),
+                "status": meta.status,
                 **enemy_summary(meta),
-                "reason": meta.get("reason"),
-                "jobs_recorded": meta.get("jobs_recorded"),
-                "jobs_planned": meta.get("jobs_planned"),
-                "enemies": meta.get("enemies") or [],
+                "reason": meta.reason,
+                "jobs_recorded": meta.jobs_recorded,
+                "jobs_planned": meta.jobs_planned,
+                "enemies": [e.model_dump() for e in meta.enemies],
                 "dir": str(d),
             })
             rows.append(row)
@@ -111,23 +111,11 @@ class Results:
 _RESERVED = set(RUN_COLUMNS + ENEMY_COLUMNS + _META_COLUMNS)
 
 
-def enemy_summary(meta: dict) -> dict:
-    """``n_enemies`` and ``enemy_kinds`` of a run from its run.json: the plan's enemy list (what
-    was asked), else the agent's per-enemy results (older run.json without the full plan)."""
-    plan_enemies = (meta.get("plan") or {}).get("enemies")
-    if isinstance(plan_enemies, list):
-        kinds = [((e.get("load") or {}).get("kind") if isinstance(e, dict) else None) for e in plan_enemies]
-    else:
-        kinds = [e.get("kind") if isinstance(e, dict) else None for e in meta.get("enemies") or []]
-    return {"n_enemies": len(kinds), "enemy_kinds": "+".join(sorted({k for k in kinds if k}))}
-
-
-def read_run_json(run_dir: Path) -> dict | None:
-    p = Path(run_dir) / "run.json"
-    try:
-        return json.loads(p.read_text())
-    except (OSError, json.JSONDecodeError):
-        return None
+def enemy_summary(meta: RunOutcome) -> dict:
+    """``n_enemies`` and ``enemy_kinds`` of a run from its outcome: the plan's enemy list (what
+    was asked), else the agent's per-enemy results (a run.json without the plan)."""
+    kinds = meta.enemy_kinds()
+    return {"n_enemies": len(kinds), "enemy_kinds": "+".join(sorted(set(kinds)))}
 
 
 def open(path) -> Results:  # noqa: A001 - the public API reads as xtalk.store.open(path)

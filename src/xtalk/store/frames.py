@@ -17,7 +17,8 @@ import pandas as pd
 import pyarrow.parquet as pq
 
 from ..errors import UsageError
-from . import Results, read_run_json
+from ..outcome import read_outcome
+from . import Results
 from .jobs import JobLogError, convert_run
 
 SOLO = "solo"
@@ -125,8 +126,8 @@ def load(path, runs: pd.DataFrame | None = None) -> ReportData:
     # cost seconds to build and again to categorise.
     cats = {c: list(dict.fromkeys(runs[c])) for c in ("run_id", "scenario", "configuration")}
     for r in runs.itertuples():
-        meta = read_run_json(Path(r.dir)) or {}
-        extra = {k: v for k, v in (meta.get("plan", {}).get("labels") or {}).items() if k not in LABELS}
+        meta = read_outcome(Path(r.dir))
+        extra = {k: v for k, v in (meta.labels() if meta else {}).items() if k not in LABELS}
         if extra:
             params.append({"run_id": r.run_id, **extra})
         df = _read_jobs(Path(r.dir))

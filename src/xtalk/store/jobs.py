@@ -120,8 +120,7 @@ def convert_run(run_dir: Path) -> pd.DataFrame | None:
 
 
 def _counter_events(run_dir: Path) -> list[str]:
-    import json
-    try:
-        return json.loads((run_dir / "run.json").read_text()).get("counters", {}).get("events", [])
-    except (OSError, ValueError):
-        return []
+    from ..outcome import read_outcome
+
+    meta = read_outcome(run_dir)
+    return meta.counters.events if meta is not None and meta.counters is not None else []

@@ -8,12 +8,12 @@ the run.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
+from ..outcome import read_outcome
 from .files import JobLogError
 
 MAGIC = b"XTPROBE1"
@@ -33,12 +33,13 @@ def read_probe_events(run_dir: Path) -> pd.DataFrame:
     n = min(capacity, claimed, (len(raw) - 64) // RECORD.itemsize)
     rec = np.frombuffer(raw, RECORD, n, 64)
     rec = rec[rec["seq"] == np.arange(1, n + 1, dtype=np.uint64)]  # published records only
-    meta = json.loads((Path(run_dir) / "run.json").read_text()).get("probes") or {}
-    a, z = meta.get("reference_start"), meta.get("reference_end")
-    if not a or not z or z["ticks"] == a["ticks"]:
+    meta = read_outcome(Path(run_dir))
+    probes = meta.probes if meta is not None else None
+    if probes is None or probes.reference_end.ticks == probes.reference_start.ticks:
         raise JobLogError(f"{run_dir}: run.json has no probe time reference (the agent did not finish the run)")
-    ticks_per_ns = (z["ticks"] - a["ticks"]) / (z["mono_ns"] - a["mono_ns"])
-    ts = a["mono_ns"] + (rec["ticks"].astype(np.int64) - np.int64(a["ticks"])) / ticks_per_ns
+    a, z = probes.reference_start, probes.reference_end
+    ticks_per_ns = (z.ticks - a.ticks) / (z.mono_ns - a.mono_ns)
+    ts = a.mono_ns + (rec["ticks"].astype(np.int64) - np.int64(a.ticks)) / ticks_per_ns
     return pd.DataFrame({"ts_ns": ts.round().astype(np.int64), "id": rec["id"].astype(np.int64),
                          "kind": np.where(rec["kind"] == 0, "begin", "end"), "cpu": rec["cpu"].astype(np.int64),
                          "tid": rec["tid"].astype(np.int64)}).sort_values("ts_ns", kind="stable").reset_index(drop=True)

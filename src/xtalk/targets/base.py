@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 from ..errors import AgentError
+from ..outcome import RunOutcome
 from ..plan import Plan
 from .agent import TargetFacts, check_plan, check_plans, find_agent, local_facts
 from .aocs_data import duplicate, ensure_data
@@ -43,7 +44,7 @@ class Target:
         for p in plans_json:
             self.check(p)
 
-    def run(self, plan: Plan, run_dir: Path) -> dict:
+    def run(self, plan: Plan, run_dir: Path) -> RunOutcome:
         raise NotImplementedError
 
     def kernel_log_since(self, monotonic_s: float) -> list[str]:
@@ -79,7 +80,7 @@ class LocalTarget(Target):
     def check_many(self, plans_json: list[str]) -> None:
         check_plans(plans_json, self.agent)
 
-    def run(self, plan: Plan, run_dir: Path) -> dict:
+    def run(self, plan: Plan, run_dir: Path) -> RunOutcome:
         self._current = Path(run_dir)
         try:
             return run_plan(plan, run_dir, self.agent)  # holds the machine-wide lock for the run

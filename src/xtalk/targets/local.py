@@ -20,8 +20,8 @@ import sys
 from pathlib import Path
 from typing import Callable
 
+from ..outcome import RunOutcome, parse_outcome, read_outcome, write_outcome
 from ..plan import Plan
-from ..store import read_run_json
 from ..store.jobs import convert_run
 from .agent import recover
 from .lock import target_lock
@@ -30,18 +30,11 @@ from .lock import target_lock
 TEARDOWN_GRACE_S = 20
 
 
-def _write_meta(run_dir: Path, meta: dict) -> dict:
-    tmp = run_dir / "run.json.tmp"
-    tmp.write_text(json.dumps(meta, indent=2))
-    tmp.replace(run_dir / "run.json")
-    return meta
-
-
-def _write_failed(run_dir: Path, plan: Plan, reason: str, previous: dict | None) -> dict:
-    meta = dict(previous or {"run_id": plan.run_id, "plan": json.loads(plan.to_json())})
-    meta["status"] = "failed"
-    meta["reason"] = reason
-    return _write_meta(run_dir, meta)
+def _write_failed(run_dir: Path, plan: Plan, reason: str, previous: RunOutcome | None, restored: list[str]) -> RunOutcome:
+    """Mark a run the agent did not finish failed, keeping what it wrote, with what recovery
+    restored."""
+    base = previous or parse_outcome({"run_id": plan.run_id, "plan": json.loads(plan.to_json()), "status": "failed"})
+    return write_outcome(run_dir, base.model_copy(update={"status": "failed", "reason": reason, "restored": restored}))
 
 
 def _say(line: str) -> None:
@@ -59,9 +52,9 @@ def restore_after_dead_agent(agent: Path, run_id: str, say: Callable[[str], None
     return lines
 
 
-def run_plan(plan: Plan, run_dir: Path, agent: Path, say: Callable[[str], None] = _say) -> dict:
+def run_plan(plan: Plan, run_dir: Path, agent: Path, say: Callable[[str], None] = _say) -> RunOutcome:
     """Execute `plan` with results in `run_dir` (created here) while holding the machine;
-    return run.json's content.
+    return the run's outcome (its run.json).
 
     KeyboardInterrupt (SIGINT, or SIGTERM mapped to it by the CLI) stops the agent cleanly,
     keeps what it recorded and propagates."""
@@ -69,7 +62,7 @@ def run_plan(plan: Plan, run_dir: Path, agent: Path, say: Callable[[str], None] 
         return _run_locked(plan, run_dir, agent, say)
 
 
-def _run_locked(plan: Plan, run_dir: Path, agent: Path, say: Callable[[str], None]) -> dict:
+def _run_locked(plan: Plan, run_dir: Path, agent: Path, say: Callable[[str], None]) -> RunOutcome:
     run_dir.mkdir(parents=True, exist_ok=False)
     plan_path = run_dir / "plan.json"
     plan_path.write_text(plan.to_json())
@@ -88,16 +81,17 @@ def _run_locked(plan: Plan, run_dir: Path, agent: Path, say: Callable[[str], Non
                 restore_after_dead_agent(agent, plan.run_id, say)
             convert_run(run_dir)
             raise
-    meta = read_run_json(run_dir)
-    unfinished = meta is None or meta.get("status") == "running"
+    meta = read_outcome(run_dir)
+    unfinished = meta is None or meta.status == "running"
     if rc < 0 or unfinished:
         restored = restore_after_dead_agent(agent, plan.run_id, say)
         if unfinished:
             text = (run_dir / "agent.log").read_text(errors="replace").strip().splitlines()
             how = f"killed by signal {-rc}" if rc < 0 else f"exit {rc}"
             why = text[-1] if text else f"agent exited with {rc}"
-            meta = _write_failed(run_dir, plan, f"agent ended abnormally ({how}): {why}", meta)
-        meta = _write_meta(run_dir, {**meta, "restored": restored})
+            meta = _write_failed(run_dir, plan, f"agent ended abnormally ({how}): {why}", meta, restored)
+        else:
+            meta = write_outcome(run_dir, meta.model_copy(update={"restored": restored}))
     convert_run(run_dir)
     return meta
 

@@ -40,11 +40,11 @@ import numpy as np
 from .. import aocs
 from ..errors import AgentError, UsageError
 from ..plan import Plan
-from ..store import read_run_json
+from ..outcome import RunOutcome, read_outcome
 from ..store.jobs import convert_run
 from .agent import TargetFacts, _caches, _cpu_list, find_agent
 from .base import Target, TargetUnreachable
-from .local import _write_failed, _write_meta
+from .local import _write_failed
 from .lock import lock_timeout
 
 CONNECT_TIMEOUT_S = 10
@@ -244,7 +244,7 @@ class SshTarget(Target):
             raise AgentError(f"{self.name}: {field}: cannot copy the AOCS files: {out.stderr.decode(errors='replace').strip()}")
         return dst
 
-    def run(self, plan: Plan, run_dir: Path) -> dict:
+    def run(self, plan: Plan, run_dir: Path) -> RunOutcome:
         """Run on the target; fill `run_dir` here like a local run (plan, run.json, jobs, log)."""
         run_dir = Path(run_dir)
         agent = shlex.quote(self.agent)
@@ -286,16 +286,17 @@ class SshTarget(Target):
             self._fetch(remote, run_dir)
         except TargetUnreachable:
             if interrupted:
-                return {"status": "interrupted", "reason": "interrupted; the target could not be reached to fetch"}
+                return RunOutcome(run_id=plan.run_id, status="interrupted",
+                                  reason="interrupted; the target could not be reached to fetch")
             raise
-        meta = read_run_json(run_dir)
+        meta = read_outcome(run_dir)
         if interrupted:
-            return {**(meta or {}), "status": "interrupted"}
-        if meta is None or meta.get("status") == "running":
+            return (meta or RunOutcome(run_id=plan.run_id, status="interrupted")).model_copy(update={"status": "interrupted"})
+        if meta is None or meta.status == "running":
             log = (run_dir / "agent.log").read_text(errors="replace").strip().splitlines() if (run_dir / "agent.log").exists() else []
             why = log[-1] if log else f"ssh exited with {proc.returncode}"
-            meta = _write_failed(run_dir, plan, f"agent ended abnormally on {self.name} (exit {proc.returncode}): {why}", meta)
-            meta = _write_meta(run_dir, {**meta, "restored": self._restore(plan.run_id)})
+            meta = _write_failed(run_dir, plan, f"agent ended abnormally on {self.name} (exit {proc.returncode}): {why}", meta,
+                                 self._restore(plan.run_id))
         convert_run(run_dir)
         return meta
 

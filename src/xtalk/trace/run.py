@@ -2,23 +2,24 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pandas as pd
 
+from ..outcome import RunOutcome, load_outcome
 from .culprits import per_job
 from .parse import parse_file
 
 
-def labels(meta: dict) -> dict[int, str]:
-    """pid -> xtalk name ("victim", "enemy read@0") from run.json."""
-    pids = meta.get("pids") or {}
+def labels(meta: RunOutcome) -> dict[int, str]:
+    """pid -> xtalk name ("victim", "enemy read@0") from the run's outcome."""
     out = {}
-    if pids.get("victim"):
-        out[int(pids["victim"])] = "victim"
-    for name, pid in (pids.get("enemies") or {}).items():
-        out[int(pid)] = f"enemy {name}"
+    if meta.pids is None:
+        return out
+    if meta.pids.victim:
+        out[meta.pids.victim] = "victim"
+    for name, pid in meta.pids.enemies.items():
+        out[pid] = f"enemy {name}"
     return out
 
 
@@ -27,8 +28,8 @@ def analyze(run_dir: Path, jobs: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFra
     path = Path(run_dir) / "trace.txt"
     if not path.exists() or jobs.empty:
         return None
-    meta = json.loads((Path(run_dir) / "run.json").read_text())
-    victim = (meta.get("pids") or {}).get("victim")
+    meta = load_outcome(Path(run_dir))
+    victim = meta.pids.victim if meta.pids else None
     if not victim:
         return None
-    return per_job(parse_file(path), jobs, int(victim), labels(meta))
+    return per_job(parse_file(path), jobs, victim, labels(meta))

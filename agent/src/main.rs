@@ -12,6 +12,8 @@ mod preflight;
 mod record;
 mod regulate;
 mod run;
+mod safefs;
+mod sched;
 mod victims;
 
 use clap::{Parser, Subcommand};

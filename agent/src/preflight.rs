@@ -15,33 +15,6 @@
 use crate::observe::facts::Machine;
 use crate::plan::Sched;
 
-/// Try `s` in a forked child that exits at once; Ok when the kernel accepted it.
-pub fn try_in_child(s: &Sched) -> Result<(), std::io::Error> {
-    // The agent is single-threaded here (check runs before any thread or child exists).
-    let pid = unsafe { libc::fork() };
-    if pid < 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    if pid == 0 {
-        let code = match crate::launch::setup::try_sched(s) {
-            Ok(()) => 0,
-            Err(e) => e.raw_os_error().unwrap_or(255).clamp(1, 255),
-        };
-        unsafe { libc::_exit(code) };
-    }
-    let mut status = 0;
-    while unsafe { libc::waitpid(pid, &mut status, 0) } < 0 {
-        if std::io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
-            return Err(std::io::Error::last_os_error());
-        }
-    }
-    match (libc::WIFEXITED(status), libc::WEXITSTATUS(status)) {
-        (true, 0) => Ok(()),
-        (true, code) => Err(std::io::Error::from_raw_os_error(code)),
-        _ => Err(std::io::Error::other("the pre-flight child did not exit")),
-    }
-}
-
 /// Run `f` in a forked child that exits at once; its Err text comes back through a pipe.
 /// For probes whose effect must not touch the agent (locked memory, limits).
 pub fn in_child(f: impl FnOnce() -> Result<(), String>) -> Result<(), String> {
@@ -157,8 +130,8 @@ pub fn tracefs_writable(root: &std::path::Path, events: &[String]) -> Result<(),
 /// root of the controller's hierarchy)? The hierarchy must be writable and, for cgroup v2,
 /// offer the controller there, and let it be enabled below (a non-root v2 group that holds
 /// processes refuses: no internal processes). Err: the cgroup, the cause, the fix.
-pub fn cgroup_usable(ctl: &crate::launch::cgroups::Controller) -> Result<(), String> {
-    use crate::launch::cgroups::Version;
+pub fn cgroup_usable(ctl: &crate::observe::cgroupfs::Controller) -> Result<(), String> {
+    use crate::observe::cgroupfs::Version;
     let dir = &ctl.mount;
     let name = ctl.name;
     let c = std::ffi::CString::new(dir.as_os_str().as_encoded_bytes()).map_err(|_| "cgroup path holds a NUL byte".to_string())?;
@@ -202,7 +175,7 @@ pub fn refusal(s: &Sched, e: &std::io::Error, m: &Machine) -> String {
             "{policy} admission refused: {runtime_ns} ns every {period_ns} ns does not fit in the bandwidth left for deadline tasks \
              (kernel.sched_rt_runtime_us = {}); shorten the runtime, lengthen the period, or stop other deadline tasks", global.trim()),
         (Some(libc::EPERM), Sched::Fifo { .. } | Sched::Rr { .. }) if m.cap_sys_nice => {
-            if let Some(dir) = crate::launch::cgroups::own_v2_cpu_group() {
+            if let Some(dir) = crate::observe::cgroupfs::own_v2_cpu_group() {
                 return format!(
                     "{policy} refused although this process has CAP_SYS_NICE: its group {} has the cgroup v2 cpu controller, and the kernel's RT \
                      group scheduling gives tasks below such a group no real-time runtime; leave cpu_max and cpu_weight off the groups of \
@@ -229,11 +202,6 @@ pub fn refusal(s: &Sched, e: &std::io::Error, m: &Machine) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn other_policy_is_always_accepted() {
-        assert!(try_in_child(&Sched::Other { nice: 0 }).is_ok());
-    }
 
     #[test]
     fn fifo_refusal_names_the_group_without_rt_runtime() {
@@ -266,7 +234,7 @@ mod tests {
 
     #[test]
     fn v2_controllers_missing_or_blocked_by_processes_are_named() {
-        use crate::launch::cgroups::{Controller, Version};
+        use crate::observe::cgroupfs::{Controller, Version};
         let probe = |d: &std::path::Path| cgroup_usable(&Controller { name: "cpuset", version: Version::V2, mount: d.to_path_buf() });
         let cases = [
             (v2_dir("cpu memory pids", "", "", false), Some("not available in cgroup")),

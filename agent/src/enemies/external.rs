@@ -44,7 +44,7 @@ pub struct External {
     lines: u64,
     counted_lines: u64,
     /// The planned policy, taken by the command itself.
-    sched: crate::launch::setup::ExecSched,
+    sched: crate::sched::ExecSched,
 }
 
 impl External {
@@ -53,7 +53,7 @@ impl External {
         let argv = argv.iter().map(|a| CString::new(a.as_str()).map_err(|_| "external: argv holds a NUL byte".to_string())).collect::<Result<_, _>>()?;
         Ok(External { argv, regex, pid: 0, out_fd: -1, output: Vec::new(), started: 0, run_ns: 0, since: 0, counted_ms: 0, status: None,
                       exe_fd: None, env: Vec::new(), lines: 0, counted_lines: 0,
-                      sched: crate::launch::setup::ExecSched::new(&cx.sched) })
+                      sched: crate::sched::ExecSched::new(&cx.sched) })
     }
 
     /// The agent's hidden subcommand `args` run from a private copy of the agent's executable

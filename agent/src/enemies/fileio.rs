@@ -13,7 +13,7 @@
 use super::{Ctx, EnemyLoad};
 use super::kind::{Dflt, Kind, Param};
 use crate::plan::err;
-use crate::launch::safefs::{self, Dir};
+use crate::safefs::{self, Dir};
 use std::io::Write;
 use std::os::unix::io::AsRawFd;
 

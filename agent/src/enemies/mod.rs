@@ -169,7 +169,7 @@ pub fn scratch_dirs(plan: &crate::plan::Plan, journal: &mut crate::launch::journ
         let d = match made.iter().find(|(b, _)| *b == base) {
             Some((_, d)) => d.clone(),
             None => {
-                let d = journal.private(&base.join(crate::launch::safefs::random_name("xtalk-fileio-")))
+                let d = journal.private(&base.join(crate::safefs::random_name("xtalk-fileio-")))
                     .map_err(|m| format!("enemies[{i}] ({}): {}: {m}", e.name, e.load.kind))?.path;
                 made.push((base, d.clone()));
                 d

@@ -6,8 +6,8 @@
 //! (5.14), else the v1 freezer (freeze, kill, thaw), else v1 pids, else v2 without kill.
 //! `XTALK_RUN_CGROUP=v2|freezer|pids` picks one by hand.
 
-use super::cgroups::{Controller, Version};
-use super::safefs::{self, Dir};
+use crate::observe::cgroupfs::{Controller, Version};
+use crate::safefs::{self, Dir};
 use std::path::{Path, PathBuf};
 
 /// The key the run hierarchy's directories carry when it is v2 (no controller needed).
@@ -39,7 +39,7 @@ pub fn choose(mounts: &[(String, String, String)], choice: &str, has_kill: bool)
 /// The containment hierarchy on this machine.
 pub fn hierarchy() -> Result<Controller, String> {
     let choice = std::env::var("XTALK_RUN_CGROUP").unwrap_or_default();
-    choose(&super::cgroups::mounts(), choice.trim(), kernel_at_least(5, 14))
+    choose(&crate::observe::cgroupfs::mounts(), choice.trim(), kernel_at_least(5, 14))
 }
 
 /// Every process in `dir` and the groups below it.

@@ -10,13 +10,13 @@
 //! into a kernel file and never through a symlink. What cannot be undone safely is dropped
 //! with a line saying why, so that no journal is retried at every start forever.
 
-use super::safefs::{self, Dir};
+use crate::safefs::{self, Dir};
 use serde::{Deserialize, Serialize};
 use std::fs::File;
 use std::io::Write;
 use std::path::Path;
 
-pub const DIR: &str = "/run/xtalk";
+pub const DIR: &str = crate::safefs::AGENT_DIR;
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(tag = "op", rename_all = "lowercase")]

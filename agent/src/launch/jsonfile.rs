@@ -2,7 +2,7 @@
 //! whole or not at all: the run directory may be read at any moment, and may belong to
 //! someone else.
 
-use super::safefs;
+use crate::safefs;
 use serde::Serialize;
 use std::path::Path;
 

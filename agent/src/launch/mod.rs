@@ -1,7 +1,7 @@
 //! The plumbing a run is made of: control groups and the run's own group, the journal that
 //! undoes every change, IRQ steering, the signals the agent waits on, the shared control
-//! block, process set-up (placement, policy, memory), record staging, safe file
-//! operations and JSON files written atomically. The run itself (its phases) is in run/;
+//! block, process set-up (placement, policy, memory), record staging and JSON files written
+//! atomically (through the safe file operations of safefs.rs). The run itself (its phases) is in run/;
 //! victims, enemies and the regulator use these parts from their own processes.
 
 pub mod blockdev;
@@ -11,7 +11,6 @@ pub mod irq;
 pub mod journal;
 pub mod jsonfile;
 pub mod resctrl;
-pub mod safefs;
 pub mod setup;
 pub mod shm;
 pub mod signals;

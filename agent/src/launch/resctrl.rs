@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 
 /// Where resctrl is mounted, if it is.
 pub fn mount() -> Option<PathBuf> {
-    super::cgroups::mounts().into_iter().find(|(_, t, _)| t == "resctrl").map(|(m, _, _)| PathBuf::from(m))
+    crate::observe::cgroupfs::mounts().into_iter().find(|(_, t, _)| t == "resctrl").map(|(m, _, _)| PathBuf::from(m))
 }
 
 /// Does the group ask for resctrl?

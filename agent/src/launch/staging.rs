@@ -7,7 +7,7 @@
 //! the run ends, or by the next agent's recovery if this one was killed.
 
 use super::journal::{Journal, Outcome};
-use super::safefs::{self, Dir};
+use crate::safefs::{self, Dir};
 use std::path::{Path, PathBuf};
 
 pub struct Staging {

@@ -73,7 +73,7 @@ pub fn collect() -> Value {
         "cgroups": cgroups(),
         // SCHED_DEADLINE exists since Linux 3.14; its admission limit follows RT throttling.
         "sched_deadline": fs::metadata("/proc/sys/kernel/sched_rt_runtime_us").is_ok(),
-        "deadline_group_servers": match crate::launch::cgroups::deadline_groups() {
+        "deadline_group_servers": match super::cgroupfs::deadline_groups() {
             Ok(()) => json!({"available": true}),
             Err(why) => json!({"available": false, "reason": why}),
         },

@@ -5,7 +5,7 @@
 //! ask it and never the system directly, so a plan for a machine one does not have is
 //! checked as that machine would check it. A fixture is for planning only: `run` refuses it.
 
-use crate::launch::cgroups::{self, Controller, Version};
+use super::cgroupfs::{self, Controller, Version};
 use crate::observe::machine;
 use crate::plan::Sched;
 use serde_json::{json, Value};
@@ -107,7 +107,7 @@ fn probe_policies() -> [(&'static str, Sched); 4] {
 
 /// The cpu-controller group this process sits in and its RT runtime (v1 cpu.rt_runtime_us).
 fn live_cpu_group() -> Option<(PathBuf, Option<i64>)> {
-    let ctl = cgroups::controller("cpu")?;
+    let ctl = cgroupfs::controller("cpu")?;
     let own = std::fs::read_to_string("/proc/self/cgroup").ok()?;
     let rel = own.lines().find_map(|l| {
         let mut f = l.splitn(3, ':');
@@ -181,7 +181,7 @@ impl Machine {
         for (key, version) in [("v1", Version::V1), ("v2", Version::V2)] {
             for m in doc["capabilities"]["cgroups"][key].as_array().into_iter().flatten() {
                 for c in m["controllers"].as_array().into_iter().flatten().filter_map(|c| c.as_str()) {
-                    if let (Some(name), Some(mount)) = (cgroups::controller_name(c), m["mount"].as_str()) {
+                    if let (Some(name), Some(mount)) = (cgroupfs::controller_name(c), m["mount"].as_str()) {
                         controllers.push(Controller { name, version: version.clone(), mount: PathBuf::from(mount) });
                     }
                 }
@@ -223,10 +223,10 @@ impl Machine {
         Ok(m)
     }
 
-    /// The hierarchy that offers controller `name` (v1 first, as cgroups::controller does).
+    /// The hierarchy that offers controller `name` (v1 first, as cgroupfs::controller does).
     pub fn controller(&self, name: &'static str) -> Option<Controller> {
         match &self.fixture {
-            None => cgroups::controller(name),
+            None => cgroupfs::controller(name),
             Some(f) => {
                 let of = |v: Version| f.controllers.iter().find(|c| c.name == name && c.version == v).cloned();
                 of(Version::V1).or_else(|| of(Version::V2))
@@ -246,7 +246,7 @@ impl Machine {
     /// throwaway child (crate::preflight). Fixture: the outcome recorded for that policy.
     pub fn try_sched(&self, s: &Sched) -> Result<(), std::io::Error> {
         match (&self.fixture, policy_key(s)) {
-            (None, _) => crate::preflight::try_in_child(s),
+            (None, _) => crate::sched::try_in_child(s),
             (Some(_), None) => Ok(()),
             (Some(f), Some(k)) => match f.policies.get(k).and_then(|v| v.as_str()).unwrap_or("ok") {
                 "ok" => Ok(()),
@@ -314,7 +314,7 @@ impl Machine {
     fn recorded(&self) -> Value {
         let policies: serde_json::Map<String, Value> = probe_policies()
             .iter()
-            .map(|(k, s)| (k.to_string(), json!(match crate::preflight::try_in_child(s) { Ok(()) => "ok".to_string(), Err(e) => errno_name(e.raw_os_error().unwrap_or(libc::EPERM)) })))
+            .map(|(k, s)| (k.to_string(), json!(match crate::sched::try_in_child(s) { Ok(()) => "ok".to_string(), Err(e) => errno_name(e.raw_os_error().unwrap_or(libc::EPERM)) })))
             .collect();
         json!({
             "process": {

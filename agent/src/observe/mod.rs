@@ -1,6 +1,7 @@
 //! What the agent sees of the machine and of each job: clocks, machine facts, environment.
 pub mod calibrate;
 pub mod capabilities;
+pub mod cgroupfs;
 pub mod clock;
 pub mod env;
 pub mod facts;

@@ -26,7 +26,7 @@ fn mount_tracefs() -> Result<(), String> {
             std::io::Error::last_os_error()));
     }
     // The marker lives in the agent's own verified directory, created O_EXCL|O_NOFOLLOW.
-    if let Ok(d) = crate::launch::safefs::own_dir(Path::new(crate::launch::journal::DIR)) {
+    if let Ok(d) = crate::safefs::own_dir(Path::new(crate::safefs::AGENT_DIR)) {
         let _ = d.create("tracefs-mounted", 0o600).and_then(|mut f| std::io::Write::write_all(&mut f, DEFAULT_MOUNT.as_bytes()));
     }
     Ok(())
@@ -170,7 +170,7 @@ impl Tracer {
     /// Copy the buffer to `dest` (text format); returns the events lost to overruns.
     pub fn save(&self, dest: &Path) -> Result<u64, String> {
         let mut src = fs::File::open(self.dir.join("trace")).map_err(|e| format!("trace: {e}"))?;
-        let mut dst = crate::launch::safefs::create_new(dest, 0o644).map_err(|e| format!("{}: {e}", dest.display()))?;
+        let mut dst = crate::safefs::create_new(dest, 0o644).map_err(|e| format!("{}: {e}", dest.display()))?;
         std::io::copy(&mut src, &mut dst).map_err(|e| format!("trace copy: {e}"))?;
         let mut lost = 0;
         if let Ok(cpus) = fs::read_dir(self.dir.join("per_cpu")) {

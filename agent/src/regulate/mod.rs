@@ -16,8 +16,9 @@
 //! Feedback mode: enemies are throttled while the victim's last job took longer than its
 //! target (an ε).
 
-use crate::launch::cgroups::{set_frozen, Version};
+use crate::launch::cgroups::set_frozen;
 use crate::launch::shm::Shared;
+use crate::observe::cgroupfs::Version;
 use crate::observe::clock::{mono_ns, sleep_until};
 use crate::plan::{Regulator, Throttle};
 use std::path::PathBuf;

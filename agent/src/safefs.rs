@@ -145,7 +145,10 @@ pub fn check_private(path: &Path, st: &libc::stat, strict: bool) -> Result<(), S
     Ok(())
 }
 
-/// A directory of this agent's own at a fixed place (/run/xtalk): created (mode 0700) if
+/// The agent's own directory: journals, the lock, markers of what it mounted.
+pub const AGENT_DIR: &str = "/run/xtalk";
+
+/// A directory of this agent's own at a fixed place (AGENT_DIR): created (mode 0700) if
 /// missing, then verified: not a symlink, owned by this user, writable by no one else.
 pub fn own_dir(path: &Path) -> Result<Dir, String> {
     let c = cstr(path.as_os_str().as_bytes()).map_err(|e| e.to_string())?;
@@ -178,7 +181,9 @@ pub fn random_name(prefix: &str) -> String {
         let n = unsafe { libc::getrandom(b[got..].as_mut_ptr() as *mut libc::c_void, b.len() - got, 0) };
         if n <= 0 {
             // No getrandom (very old kernel): time and pid still make a name nobody predicts exactly.
-            let t = crate::observe::clock::mono_ns() as u64 ^ ((std::process::id() as u64) << 32);
+            let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+            unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+            let t = (ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64) ^ ((std::process::id() as u64) << 32);
             b.iter_mut().enumerate().for_each(|(i, x)| *x = (t >> ((i % 8) * 8)) as u8 ^ i as u8);
             break;
         }

@@ -4,6 +4,7 @@ exclusions, interleaving. No run starts here."""
 from __future__ import annotations
 
 import json
+import re
 from collections import Counter
 
 import pytest
@@ -165,3 +166,21 @@ def test_schema_command_prints_a_json_schema():
     schema = json.loads(out.stdout)
     assert {"application", "configuration", "grid", "two_way", "exclude"} <= set(schema["properties"])
     assert schema["required"] == ["name", "application"]
+
+
+@pytest.mark.parametrize("enemy, share, needle", [
+    ('{ kind = "icache" }', "bytes", "'bytes' is not a parameter of enemy 'icache'"),
+    ('{ kind = "read", bytes = "1MiB" }', "elements", "'elements' is not a parameter of enemy 'read'"),
+])
+def test_a_two_way_share_the_enemy_kind_lacks_is_refused_in_one_line_from_the_catalog(enemy, share, needle):
+    text = BASE + f'\n[[two_way]]\nname = "w"\nenemy = {enemy}\nshare = "{share}"\ncounts = [1, 2]\ntotals = ["1MiB", "2MiB"]\n'
+    with pytest.raises(UsageError, match=re.escape(needle)):
+        parse(text, "c")
+
+
+def test_a_two_way_byte_share_below_the_kinds_minimum_is_excluded_with_the_catalogs_bound():
+    text = BASE + ('\n[[two_way]]\nname = "m"\nenemy = { kind = "memhog", bytes = "1MiB" }\nshare = "bytes"\n'
+                   'counts = [1, 4]\ntotals = ["2MiB"]\n')
+    exp = expand_campaign(parse(text, "c"), FACTS)
+    assert any("per-enemy buffer 524288 B is below 1048576 B" in why for _, why in exp.excluded)
+    assert any(r.labels.get("two_way") == "m" and r.labels["enemies"] == "1" for r in exp.runs)

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 from pydantic import ValidationError
 
-from .. import units
+from .. import catalog, units
 from ..config.expand import expand
 from ..config.experiment import Experiment, error_line
 from ..errors import UsageError
@@ -118,8 +118,9 @@ def two_way_cells(tw: TwoWay, twi: int, victim_period_ns: int, facts: TargetFact
                     enemy["reservation"] = res
             elif tw.share == "bytes":
                 size = units.size_bytes(total, f"{field_name}.totals", facts.caches) // n
-                if tw.enemy.kind in ("read", "write") and size < 4096:
-                    bad.append((labels, f"per-enemy buffer {size} B is below 4096 B"))
+                least = getattr(catalog.kind(tw.enemy.kind).param("bytes"), "min", None)
+                if least and size < least:
+                    bad.append((labels, f"per-enemy buffer {size} B is below {least} B"))
                     continue
                 enemy["bytes"] = size
             else:

@@ -30,7 +30,7 @@ from typing import Literal, Optional, Union
 from pydantic import BaseModel, ConfigDict, Field
 
 from ..plan import DeadlineSched, FifoSched, Group, IoMax, OtherSched, Plan, Regulator, RrSched
-from .. import units
+from .. import catalog, units
 
 PRESETS = ("default", "deadline", "rr", "rr+cgroups", "deadline+cgroups", "partitioned")
 
@@ -177,7 +177,8 @@ def _partitioned(plan: Plan, facts, capabilities: dict) -> ConfigurationSpec:
     if others and "cpuset" in v1 | v2:
         group["cpus"] = others
     if "blkio" in v1 or "io" in v2:
-        dirs = [en.load.dir or "/tmp" for en in plan.enemies if en.load.kind in ("diskfill", "fileio")]
+        # Enemies that write files (a `dir` parameter in their catalog entry) are the ones to throttle.
+        dirs = [getattr(en.load, "dir", None) or "/tmp" for en in plan.enemies if catalog.kind(en.load.kind).param("dir")]
         group["io_max"] = IoMaxSpec(paths=list(dict.fromkeys(dirs)) or ["/tmp"], rbps="16MiB/s", wbps="16MiB/s")
     if "cpu" in v1:
         group["cpu_max"] = "5ms 10ms"

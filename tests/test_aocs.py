@@ -219,3 +219,26 @@ enemies = [{{ kind = "aocs", data = "{data}", steps = 100, period = "10ms", exec
     exp.write_text(exp.read_text().replace('files = "duplicated"', 'files = "duplicated", bytes = 4096').replace("kind = \"aocs\", data", "kind = \"pi\", data", 1))
     p = xtalk("plan", exp)
     assert p.returncode == 2 and "instances" in p.stderr and "\n" not in p.stderr.strip()
+
+
+def test_data_made_by_concurrent_plans_is_never_read_half_written(tmp_path):
+    """Several plans on one machine may make the same AOCS directory at once: each file
+    appears whole (generated aside, then renamed), so a caller that finds the files finds
+    them complete, the moment it returns."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from xtalk.targets.agent import find_agent
+    from xtalk.targets.aocs_data import ensure_data
+
+    ref_in, ref_exp = ensure_data(tmp_path / "reference", 7, find_agent())
+    whole = (ref_in.stat().st_size, ref_exp.stat().st_size)
+    d = tmp_path / "shared-data"
+
+    def make(_):
+        inp, exp = ensure_data(d, 7, find_agent())
+        return inp.stat().st_size, exp.stat().st_size  # read at once, as the plan's check does
+
+    with ThreadPoolExecutor(6) as pool:
+        sizes = list(pool.map(make, range(12)))
+    assert sizes == [whole] * 12
+    assert sorted(p.name for p in d.iterdir()) == sorted([INPUT_FILE, EXPECTED_FILE]), "no work directory left"

@@ -95,7 +95,7 @@ def test_ssh_target_installs_the_agent_runs_a_plan_and_fetches_results(sshd, tmp
     plan = Plan.model_validate(small_plan("ssh-run", jobs=20, cpus=[t.facts().online_cpus[-1]]))
     t.check(plan.to_json())
     meta = t.run(plan, tmp_path / "run")
-    assert meta["status"] == "completed", meta
+    assert meta.status == "completed", meta
     assert (tmp_path / "run" / "agent.log").exists() and (tmp_path / "run" / "jobs.parquet").exists()
     assert not [p for p in Path("/tmp").glob("xtalk-run.*") if p.stat().st_mtime > started], "work directory left there"
     assert isinstance(t.kernel_log_since(0.0), list)
@@ -223,7 +223,7 @@ def test_an_injection_in_the_cache_path_is_not_executed_and_the_run_works(fake_s
     assert Path(t.agent).parent == literal and os.access(t.agent, os.X_OK), t.agent  # the path, verbatim
     plan = Plan.model_validate(small_plan("ssh-quoted", jobs=10, cpus=[t.facts().online_cpus[-1]]))
     meta = t.run(plan, tmp_path / "run")
-    assert meta["status"] == "completed", meta
+    assert meta.status == "completed", meta
     assert (literal / "target.lock").is_file()  # the board's lock, inside the cache as named
     assert not marker.exists(), "the URL's text ran as a command on the board"
     # Every connection checks the host key, and nothing after `--` is an ssh option.

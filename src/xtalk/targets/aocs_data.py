@@ -4,8 +4,10 @@ when it does, and the per-instance copies of `files = "duplicated"`."""
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
+import tempfile
 from pathlib import Path
 
 from ..aocs import EXPECTED_FILE, INPUT_FILE, copy_dir, read_header
@@ -31,9 +33,19 @@ def _ensure_data(directory: Path, seed: int, agent: Path, field: str) -> tuple[P
         return inp, exp
     if directory.exists() and not directory.is_dir():
         raise UsageError(f"{field}: {directory} is not a directory; name a directory for the AOCS files")
-    out = subprocess.run([str(agent), "aocs-generate", "--out", str(directory), "--seed", str(seed)], capture_output=True, text=True)
-    if out.returncode != 0:
-        raise AgentError(f"aocs-generate: {out.stderr.strip()}")
+    # Generated beside the final names, then renamed over them (expected first): a plan made
+    # at the same time never reads a half-written file, and a second generator with the same
+    # seed writes the same bytes.
+    directory.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix=".aocs-generate-", dir=directory))
+    try:
+        out = subprocess.run([str(agent), "aocs-generate", "--out", str(work), "--seed", str(seed)], capture_output=True, text=True)
+        if out.returncode != 0:
+            raise AgentError(f"aocs-generate: {out.stderr.strip()}")
+        os.replace(work / EXPECTED_FILE, exp)
+        os.replace(work / INPUT_FILE, inp)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
     return inp, exp
 
 
@@ -46,6 +58,8 @@ def duplicate(inp: str, expected: str, tag: str) -> dict[str, str]:
     for key, src in (("input", src_in), ("expected", src_exp)):
         dst = d / src.name
         if not dst.exists() or dst.stat().st_size != src.stat().st_size:
-            shutil.copyfile(src, dst)
+            part = dst.with_name(f".{dst.name}.{os.getpid()}")  # whole or absent for a concurrent reader
+            shutil.copyfile(src, part)
+            os.replace(part, dst)
         out[key] = str(dst)
     return out

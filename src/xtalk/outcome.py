@@ -1,10 +1,10 @@
 """The run outcome: what the agent writes to run.json (version 1), as typed models.
 
 The plan (`plan.py`) is what the host sends; this is what comes back. The models mirror what
-`xtalk-agent run` writes (`agent/src/launch/mod.rs`, the environment from
+`xtalk-agent run` writes (`agent/src/outcome.rs: RunOutcome`, the environment from
 `agent/src/observe/env.rs` and `capabilities.rs`), plus the one field the host adds after an
 agent died (`restored`). They are strict: a field the agent starts writing, renames or drops
-is an error here, named, rather than a silent `None` in a report. `xtalk outcome --schema`
+is an error here, named, rather than a silent `None` in a report. `python -m xtalk.outcome`
 prints the JSON Schema generated from them and `src/xtalk/schema/run-outcome.schema.json` is
 that schema checked in (a test keeps the two identical and validates real runs against both).
 

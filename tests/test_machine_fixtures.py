@@ -13,7 +13,7 @@ import pytest
 
 from conftest import ROOT, small_plan, write_plan, xtalk
 from xtalk.calibrate_work import PASS_JOBS, PASS_WARMUP
-from xtalk.runner import RUN_OVERHEAD_S
+from xtalk.runner import COMMAND_OVERHEAD_S, RUN_OVERHEAD_S
 
 MACHINES = ROOT / "tests" / "fixtures" / "machines"
 QUICKSTART = ROOT / "examples" / "quickstart.toml"
@@ -86,14 +86,14 @@ def test_quickstart_resolves_to_the_fixtures_caches_and_cpus(name, tmp_path):
     # passes of victim.utilization (a fixture calibrates nothing, but the run will), the
     # feasibility pass of the one configuration, each as long as a calibration pass, its
     # three noise passes of 1.5 s of periods (150 jobs of 10 ms), and one pass of each enemy
-    # alone (the per-CPU copies of read share one, as do those of chase).
+    # alone (the per-CPU copies of read share one, as do those of chase), and the command's own cost.
     from xtalk.enemy_alone import PASS_JOBS as ALONE_JOBS, PASS_PERIOD_NS
     v = p["solo"]["victim"]
     run_s = p["solo"]["settle_ms"] / 1e3 + (v["jobs"] + v["warmup_jobs"]) * v["period_ns"] / 1e9 + RUN_OVERHEAD_S
     pass_s = p["solo"]["settle_ms"] / 1e3 + (PASS_JOBS + PASS_WARMUP) * v["period_ns"] / 1e9 + RUN_OVERHEAD_S
     noise_s = p["solo"]["settle_ms"] / 1e3 + (150 + PASS_WARMUP) * v["period_ns"] / 1e9 + RUN_OVERHEAD_S
     alone_s = p["solo"]["settle_ms"] / 1e3 + (ALONE_JOBS + 2) * PASS_PERIOD_NS / 1e9 + RUN_OVERHEAD_S
-    assert estimate(r.stdout) == round(15 * run_s + 3 * pass_s + pass_s + 3 * noise_s + 2 * alone_s)
+    assert estimate(r.stdout) == round(COMMAND_OVERHEAD_S + 15 * run_s + 3 * pass_s + pass_s + 3 * noise_s + 2 * alone_s)
     assert list(tmp_path.iterdir()) in ([], [tmp_path / "quickstart.toml"])  # nothing written
 
 

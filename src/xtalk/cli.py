@@ -79,7 +79,7 @@ def plan(experiment: Optional[Path] = typer.Argument(None, help="experiment file
         from .campaign.cli import plan as campaign_plan
 
         return campaign_plan(experiment, [], False, False)
-    from .runner import estimate_seconds, prepare
+    from .runner import COMMAND_OVERHEAD_S, estimate_seconds, prepare
     from .targets.agent import machine_fixture
 
     skipped: list = []
@@ -94,7 +94,7 @@ def plan(experiment: Optional[Path] = typer.Argument(None, help="experiment file
     why = check_results_space(Path(exp.results), [r.plan for r in runs])
     if why:  # `run --results` may point elsewhere: a warning here, a refusal there
         console.print(f"warning: {why}")
-    total = estimate_seconds(exp, runs)
+    total = COMMAND_OVERHEAD_S + estimate_seconds(exp, runs)
     if exp.victim.utilization is not None:
         where = "on the target at run time (a fixture calibrates nothing; the estimate counts the passes)" if fixture else "on this machine"
         console.print(f"victim work: calibrated {where} before the runs, for {exp.victim.utilization} of the period")

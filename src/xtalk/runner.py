@@ -29,6 +29,9 @@ from .provenance import git_commit
 
 #: Per-run cost beyond the measured window (fork, buffer set-up, teardown, conversion).
 RUN_OVERHEAD_S = 0.6
+#: Cost of `xtalk run` itself beyond its runs: start-up, the agent's check of every plan,
+#: recovery, the summary (`xtalk plan` alone took 1.5-2.3 s on a 2-vCPU guest; bench/estimates.py).
+COMMAND_OVERHEAD_S = 2.0
 #: Errors of a results file system that no later run would escape: stop, summarise, say so.
 _DISK_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EIO)
 

@@ -21,7 +21,7 @@ from .errors import UsageError
 from .outcome import RunOutcome
 from .plan import ChaseBody, PiBody, Plan, SyscallBody
 from .store.jobs import read_job_log
-from .targets.local import run_plan
+from .targets.base import LocalTarget
 
 #: The work knob of each body that can be calibrated.
 KNOB = {ChaseBody: "accesses", PiBody: "iterations", SyscallBody: "calls"}
@@ -57,9 +57,8 @@ def _with_work(plan: Plan, knob: str, work: int) -> Plan:
 def run_on(agent, plan: Plan, run_dir: Path) -> RunOutcome:
     """Run `plan` into `run_dir` on `agent`: this machine's agent binary (a path), or a
     campaign target (anything with `run(plan, run_dir)`: local, SSH)."""
-    if hasattr(agent, "run"):
-        return agent.run(plan, run_dir)
-    return run_plan(plan, run_dir, agent)
+    target = agent if hasattr(agent, "run") else LocalTarget(agent)  # one door for every pass
+    return target.run(plan, run_dir)
 
 
 def solo_pass(plan: Plan, run_dir: Path, agent, what: str, alternative: str, jobs: int = PASS_JOBS):

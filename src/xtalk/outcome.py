@@ -16,14 +16,13 @@ or whose set-up failed, stays readable. :func:`load_outcome` is the one way the 
 from __future__ import annotations
 
 import json
-from importlib import resources
 from pathlib import Path
 from typing import Literal, Optional, Union
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from .errors import UsageError
-from .plan import Plan
+from .plan import Plan, schema_of, shipped_schema
 
 OUTCOME_VERSION = 1
 
@@ -402,15 +401,12 @@ def write_outcome(run_dir: Path, outcome: RunOutcome) -> RunOutcome:
 
 def json_schema() -> dict:
     """The run outcome's JSON Schema, generated from the models above."""
-    schema = RunOutcome.model_json_schema()
-    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
-    schema["$id"] = "https://xtalk.dev/schema/run-outcome-v1.json"
-    return schema
+    return schema_of(RunOutcome, "run-outcome")
 
 
 def checked_in_schema() -> dict:
     """The schema file shipped in the package (src/xtalk/schema/run-outcome.schema.json)."""
-    return json.loads(resources.files("xtalk").joinpath("schema/run-outcome.schema.json").read_text())
+    return shipped_schema("run-outcome")
 
 
 if __name__ == "__main__":  # python -m xtalk.outcome: print the schema (regenerate the checked-in file)

@@ -315,14 +315,24 @@ def run_seconds(plan: "Plan") -> float:
     return plan.settle_ms / 1e3 + victim_seconds(plan.victim)
 
 
+def schema_of(model: type[BaseModel], name: str) -> dict:
+    """The JSON Schema of a contract model, with its id (`name`-v1: run-plan, run-outcome)."""
+    schema = model.model_json_schema()
+    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    schema["$id"] = f"https://xtalk.dev/schema/{name}-v1.json"
+    return schema
+
+
+def shipped_schema(name: str) -> dict:
+    """The schema file shipped in the package (src/xtalk/schema/`name`.schema.json)."""
+    return json.loads(resources.files("xtalk").joinpath(f"schema/{name}.schema.json").read_text())
+
+
 def json_schema() -> dict:
     """The run plan's JSON Schema, generated from the models above."""
-    schema = Plan.model_json_schema()
-    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
-    schema["$id"] = "https://xtalk.dev/schema/run-plan-v1.json"
-    return schema
+    return schema_of(Plan, "run-plan")
 
 
 def checked_in_schema() -> dict:
     """The schema file shipped in the package (src/xtalk/schema/run-plan.schema.json)."""
-    return json.loads(resources.files("xtalk").joinpath("schema/run-plan.schema.json").read_text())
+    return shipped_schema("run-plan")

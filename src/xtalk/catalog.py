@@ -75,6 +75,8 @@ class Kind:
     footprint_factor: int
     footprint_params: tuple[str, ...]
     small_pages: bool
+    #: The machine resource its work loads (None: none named); peaks.py sets its rate against it.
+    channel: Optional[str] = None
 
     def param(self, name: str) -> Optional[Param]:
         return next((p for p in self.params if p.name == name), None)
@@ -120,7 +122,7 @@ def parse(doc: dict, source: str = "catalog") -> Catalog:
     for k in doc["enemies"]:
         kinds[k["kind"]] = Kind(name=k["kind"], doc=k["doc"], unit=k["unit"], params=tuple(_param(p) for p in k["params"]),
                                 footprint_factor=k["footprint"]["factor"], footprint_params=tuple(k["footprint"]["params"]),
-                                small_pages=k.get("small_pages", False))
+                                small_pages=k.get("small_pages", False), channel=k.get("channel"))
     return Catalog(version=doc["version"], limits=dict(doc["limits"]), kinds=kinds, raw=doc)
 
 

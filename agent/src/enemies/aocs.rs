@@ -89,7 +89,8 @@ pub const KIND: Kind = Kind::new("aocs", "another AOCS instance (loop, reader, c
 .check(|a, at| {
     crate::victims::aocs::io::check_window(at, &a.str("input"), &a.str("expected"), a.u64("first_step"), a.u64("steps"),
         &format!("{at}.steps"), "first_step + steps")
-});
+})
+.channel("application");
 
 /// The hidden subcommand line of one instance (main.rs `aocs-instance`).
 pub fn instance_args(input: &str, expected: &str, first_step: u64, steps: u64, period_ns: u64) -> Vec<String> {

@@ -68,4 +68,5 @@ impl EnemyLoad for Branch {
 
 /// The `branch` kind (registry: mod.rs).
 pub const KIND: Kind = Kind::new("branch", "branch predictor: data-dependent, unpredictable branches", "branches",
-    &[Param::u64("seed", "seed of the branch data").default(Dflt::U64(0))], |a, _| Ok(Box::new(Branch::new(a.u64("seed")))));
+    &[Param::u64("seed", "seed of the branch data").default(Dflt::U64(0))], |a, _| Ok(Box::new(Branch::new(a.u64("seed")))))
+.channel("branch");

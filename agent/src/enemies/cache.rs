@@ -47,7 +47,7 @@ const L1D_BYTES: &[Param] = &[super::BYTES.file_default("l1d")];
 const L2_BYTES: &[Param] = &[super::BYTES.file_default("l2")];
 const LLC_BYTES: &[Param] = &[super::BYTES.file_default("llc")];
 const fn level(name: &'static str, doc: &'static str, params: &'static [Param]) -> Kind {
-    Kind::new(name, doc, "lines", params, thrash).footprint(1, &["bytes"])
+    Kind::new(name, doc, "lines", params, thrash).footprint(1, &["bytes"]).channel(name)
 }
 /// The cache kinds (registry: mod.rs).
 pub const L1D: Kind = level("l1d", "L1 data cache: read-modify-write of one word per line of a buffer sized to it", L1D_BYTES);

@@ -75,7 +75,8 @@ pub const KIND: Kind = Kind::new("chase", "memory latency: dependent loads over 
         return err(format!("{at}.chains"), format!("{} is out of range; use 1..{MAX_CHAINS} walkers, at most one per element", a.u64("chains")));
     }
     Ok(())
-});
+})
+.channel("latency");
 /// Most walkers of one chase.
 pub const MAX_CHAINS: u64 = 64;
 

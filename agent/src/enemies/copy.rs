@@ -45,7 +45,8 @@ pub const KIND: Kind = Kind::new("copy", "copy bandwidth (STREAM copy): 128 KiB 
     &[Param::u64("bytes", "buffer size (two halves of at least 4 KiB)").min(8192).unit("bytes")], |a, cx| {
     Ok(Box::new(Copy::new(a.u64("bytes"), cx.huge_pages)))
 })
-.footprint(1, &["bytes"]);
+.footprint(1, &["bytes"])
+.channel("copy");
 
 #[cfg(test)]
 mod tests {

@@ -77,7 +77,8 @@ pub const KIND: Kind = Kind::new("diskfill", "failure propagation: an unnamed fi
         return err(format!("{at}.bytes"), format!("must be between 1 MiB and half the free space of '{dir}' ({} MiB)", free >> 21));
     }
     Ok(())
-});
+})
+.channel("disk");
 
 /// Free bytes of the file system holding directory `dir` (for unprivileged users).
 pub fn fs_free_bytes(dir: &str) -> Result<u64, String> {

@@ -41,4 +41,5 @@ impl EnemyLoad for FalseShare {
 
 /// The `falseshare` kind (registry: mod.rs).
 pub const KIND: Kind = Kind::new("falseshare", "false sharing: plain stores to distinct words of one line from two threads", "stores", &[],
-    |_, cx| Ok(Box::new(FalseShare::new(cx))));
+    |_, cx| Ok(Box::new(FalseShare::new(cx))))
+.channel("coherence");

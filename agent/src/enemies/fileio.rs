@@ -129,4 +129,5 @@ pub const KIND: Kind = Kind::new("fileio", "page cache and kernel copy: pread of
         }
     }
     Ok(())
-});
+})
+.channel("page-cache");

@@ -41,4 +41,5 @@ impl EnemyLoad for Fork {
 
 /// The `fork` kind (registry: mod.rs).
 pub const KIND: Kind = Kind::new("fork", "fork (and exec): page-table copies, COW faults, run queues, the loader", "forks",
-    &[Param::bool("exec", "each child execs /bin/true")], |a, _| Ok(Box::new(Fork::new(a.bool("exec")))));
+    &[Param::bool("exec", "each child execs /bin/true")], |a, _| Ok(Box::new(Fork::new(a.bool("exec")))))
+.channel("kernel");

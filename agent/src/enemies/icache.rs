@@ -96,7 +96,8 @@ impl EnemyLoad for Icache {
 /// The `icache` kind (registry: mod.rs).
 pub const KIND: Kind = Kind::new("icache", "instruction cache, iTLB, BTB: indirect calls through distinct generated functions", "calls", &[
     Param::u64("functions", "distinct functions called").range(1, MAX_FUNCTIONS).default(Dflt::U64(MAX_FUNCTIONS)),
-], |a, _| Ok(Box::new(Icache::new(a.u64("functions")))));
+], |a, _| Ok(Box::new(Icache::new(a.u64("functions")))))
+.channel("icache");
 
 #[cfg(test)]
 mod tests {

@@ -131,6 +131,10 @@ pub struct Kind {
     /// Its files go in a private scratch directory the agent makes (journalled) in the
     /// directory this parameter names ($TMPDIR when unset): mod.rs scratch_dirs.
     pub scratch_in: Option<&'static str>,
+    /// The machine resource its work loads ("read", "write", "copy", "latency", "l2", ...;
+    /// "" when none is named): the host sets its achieved rate against the measured peak of
+    /// that channel (src/xtalk/peaks.py, docs/enemies.md "What an enemy loads").
+    pub channel: &'static str,
 }
 
 fn no_check(_: &Args, _: &str) -> Result<(), PlanError> {
@@ -143,7 +147,7 @@ fn never(_: &Args) -> bool {
 impl Kind {
     /// A kind with no footprint, no extra check, 4 KiB or huge pages alike.
     pub const fn new(name: &'static str, doc: &'static str, unit: &'static str, params: &'static [Param], build: Build) -> Kind {
-        Kind { name, doc, unit, unit_param: None, params, footprint: Footprint { factor: 0, params: &[] }, build, check: no_check, small_pages: false, runs_command: never, scratch_in: None }
+        Kind { name, doc, unit, unit_param: None, params, footprint: Footprint { factor: 0, params: &[] }, build, check: no_check, small_pages: false, runs_command: never, scratch_in: None, channel: "" }
     }
     pub const fn footprint(self, factor: u64, params: &'static [&'static str]) -> Kind {
         Kind { footprint: Footprint { factor, params }, ..self }
@@ -159,6 +163,9 @@ impl Kind {
     }
     pub const fn scratch_in(self, param: &'static str) -> Kind {
         Kind { scratch_in: Some(param), ..self }
+    }
+    pub const fn channel(self, channel: &'static str) -> Kind {
+        Kind { channel, ..self }
     }
     pub const fn unit_param(self, param: &'static str, when_set: &'static str) -> Kind {
         Kind { unit_param: Some((param, when_set)), ..self }
@@ -178,6 +185,7 @@ impl Kind {
             "footprint": {"factor": self.footprint.factor, "params": self.footprint.params},
             "small_pages": self.small_pages,
             "scratch_in": self.scratch_in,
+            "channel": if self.channel.is_empty() { Value::Null } else { json!(self.channel) },
             "params": self.params.iter().map(param_json).collect::<Vec<_>>(),
         })
     }

@@ -46,4 +46,5 @@ pub const KIND: Kind = Kind::new("loads", "strided loads, a new cache line each,
     Param::u64("lines", "lines touched").min(1).per_bytes("stride_bytes"),
     Param::u64("stride_bytes", "bytes between loads (64: one cache line per load)").min(8).multiple_of(8).default(Dflt::U64(64)).unit("bytes"),
 ], |a, cx| Ok(Box::new(Loads::new(a.u64("lines"), a.u64("stride_bytes"), cx.huge_pages))))
-.footprint(1, &["lines", "stride_bytes"]);
+.footprint(1, &["lines", "stride_bytes"])
+.channel("read");

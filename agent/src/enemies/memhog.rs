@@ -58,4 +58,5 @@ pub const KIND: Kind = Kind::new("memhog", "failure propagation: memory touched 
         return err(format!("{at}.bytes"), format!("must be between 1 MiB and half the available memory ({} MiB)", avail >> 21));
     }
     Ok(())
-});
+})
+.channel("memory-capacity");

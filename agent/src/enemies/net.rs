@@ -100,7 +100,8 @@ pub const KIND: Kind = Kind::new("net", "network stack on loopback only (127.0.0
         return err(format!("{at}.message_bytes"), format!("{n} is out of range; use 1..{UDP_MAX} for udp"));
     }
     Ok(())
-});
+})
+.channel("network");
 /// Largest UDP message (one datagram).
 const UDP_MAX: u64 = 65_000;
 

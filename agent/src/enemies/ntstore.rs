@@ -90,7 +90,8 @@ impl EnemyLoad for NtStore {
 pub const KIND: Kind = Kind::new("ntstore", "memory controller without cache pollution: non-temporal stores over the buffer", "bytes", &[super::BYTES], |a, cx| {
     Ok(Box::new(NtStore::new(a.u64("bytes"), cx.huge_pages)))
 })
-.footprint(1, &["bytes"]);
+.footprint(1, &["bytes"])
+.channel("write");
 
 #[cfg(test)]
 mod tests {

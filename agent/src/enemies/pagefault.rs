@@ -41,4 +41,5 @@ impl EnemyLoad for PageFault {
 pub const KIND: Kind = Kind::new("pagefault", "memory management: mmap, one write per 4 KiB page, munmap", "faults",
     &[super::BYTES.file_default("1MiB")], |a, _| Ok(Box::new(PageFault::new(a.u64("bytes")))))
 .footprint(1, &["bytes"])
-.small_pages();
+.small_pages()
+.channel("memory-management");

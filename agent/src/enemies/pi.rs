@@ -21,4 +21,5 @@ impl EnemyLoad for Pi {
 }
 
 /// The `pi` kind (registry: mod.rs).
-pub const KIND: Kind = Kind::new("pi", "CPU time only: the pi/4 series in registers", "iterations", &[], |_, _| Ok(Box::new(Pi::new())));
+pub const KIND: Kind = Kind::new("pi", "CPU time only: the pi/4 series in registers", "iterations", &[], |_, _| Ok(Box::new(Pi::new())))
+.channel("cpu");

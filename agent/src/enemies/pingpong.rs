@@ -35,4 +35,5 @@ impl EnemyLoad for PingPong {
 
 /// The `pingpong` kind (registry: mod.rs).
 pub const KIND: Kind = Kind::new("pingpong", "coherence fabric: atomic read-modify-writes of one shared line from two threads", "atomics", &[],
-    |_, cx| Ok(Box::new(PingPong::new(cx))));
+    |_, cx| Ok(Box::new(PingPong::new(cx))))
+.channel("coherence");

@@ -66,7 +66,8 @@ impl EnemyLoad for Read {
 pub const KIND: Kind = Kind::new("read", "read bandwidth: sequential sum over the buffer", "bytes", &[super::BYTES], |a, cx| {
     Ok(Box::new(Read::new(a.u64("bytes"), cx.huge_pages)))
 })
-.footprint(1, &["bytes"]);
+.footprint(1, &["bytes"])
+.channel("read");
 
 #[cfg(test)]
 mod tests {

@@ -20,4 +20,5 @@ impl EnemyLoad for Syscall {
 }
 
 /// The `syscall` kind (registry: mod.rs).
-pub const KIND: Kind = Kind::new("syscall", "kernel entry and exit: getppid(2) as fast as possible", "syscalls", &[], |_, _| Ok(Box::new(Syscall)));
+pub const KIND: Kind = Kind::new("syscall", "kernel entry and exit: getppid(2) as fast as possible", "syscalls", &[], |_, _| Ok(Box::new(Syscall)))
+.channel("kernel");

@@ -30,4 +30,5 @@ impl EnemyLoad for Timer {
 /// The `timer` kind (registry: mod.rs).
 pub const KIND: Kind = Kind::new("timer", "high-resolution timers, wake-ups, context switches: consecutive clock_nanosleep", "wakeups", &[
     Param::u64("interval_ns", "sleep between wake-ups").range(1_000, 1_000_000_000).unit("ns").file_default("50us"),
-], |a, _| Ok(Box::new(Timer::new(a.u64("interval_ns")))));
+], |a, _| Ok(Box::new(Timer::new(a.u64("interval_ns")))))
+.channel("timer");

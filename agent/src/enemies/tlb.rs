@@ -63,7 +63,8 @@ pub const KIND: Kind = Kind::new("tlb", "TLBs and page walks: one load per page 
         return err(format!("{at}.pages"), "pages x page_bytes must stay under 32 GiB");
     }
     Ok(())
-});
+})
+.channel("tlb");
 
 #[cfg(test)]
 mod tests {

@@ -37,4 +37,5 @@ impl EnemyLoad for Write {
 pub const KIND: Kind = Kind::new("write", "write bandwidth: sequential stores", "bytes", &[super::BYTES], |a, cx| {
     Ok(Box::new(Write::new(a.u64("bytes"), cx.huge_pages)))
 })
-.footprint(1, &["bytes"]);
+.footprint(1, &["bytes"])
+.channel("write");

@@ -218,6 +218,65 @@ def channels_text(m: pd.DataFrame, machine: str) -> str:
     return "\n".join(lines) + "\n"
 
 
+def enemy_loads(results: dict[str, Path], env: dict) -> pd.DataFrame:
+    """Each enemy × copies: its mean achieved rate per copy over the probes' windows (every
+    probe's runs pooled) and that rate's share of its channel's measured peak (peaks.py;
+    NaN without saved peaks or without a peak for its channel)."""
+    from . import catalog, peaks as pk
+    from .outcome import read_outcome
+
+    saved, caches = pk.load(env), pk.caches_of(env)
+    acc: dict[tuple[str, int], dict] = {}
+    for path in results.values():
+        runs = open_results(path).runs()
+        for scen, d, enemies in zip(runs.scenario, runs.dir, runs.enemies):
+            if scen == SOLO or not enemies:
+                continue
+            name, _, n = scen.rpartition(".x")
+            got = [e for e in enemies if e.get("window_rate") is not None]
+            if not got:
+                continue
+            row = acc.setdefault((name, int(n)), {"kind": got[0]["kind"], "unit": got[0]["unit"], "rates": [],
+                                                  "copies": len(got), "footprint": None, "signatures": []})
+            row["rates"] += [e["window_rate"] for e in got]
+            row["signatures"] += [sig for e in got if (sig := pk.signature(e, env)) is not None]
+            if row["footprint"] is None:
+                meta = read_outcome(Path(d))
+                k = catalog.current().kinds.get(row["kind"])
+                if meta is not None and meta.plan and meta.plan.enemies and k is not None and k.footprint_params:
+                    row["footprint"] = k.footprint(meta.plan.enemies[0].load.model_dump())
+    out = []
+    for (name, n), r in acc.items():
+        rate = float(np.mean(r["rates"]))
+        sh = pk.share(r["kind"], rate, saved, r["unit"], r["copies"], r["footprint"], caches)
+        out.append({"enemy": name, "copies": n, "kind": r["kind"], "channel": pk.channel_of(r["kind"]), "unit": r["unit"],
+                    "rate_per_copy": rate, "percent_of_peak": sh.percent if sh else np.nan,
+                    "basis": sh.basis if sh else "", "signature": pk.signature_text(r["signatures"][0], env) if r["signatures"] else ""})
+    return pd.DataFrame(out, columns=["enemy", "copies", "kind", "channel", "unit", "rate_per_copy", "percent_of_peak",
+                                      "basis", "signature"])
+
+
+def loads_text(loads: pd.DataFrame, env: dict) -> str:
+    """What each enemy loads, in Markdown: its rate per copy and its share of its channel's
+    peak; one line instead when no peaks are saved, one when there is no PMU."""
+    from . import peaks as pk
+    from .units import rate_text
+
+    lines = ["## What each enemy loads", ""]
+    if pk.load(env) is None:
+        lines += [f"No peaks saved for this machine: run `{pk.COMMAND}` first to set each enemy's rate against "
+                  "its channel's peak.", ""]
+    for r in loads.itertuples():
+        share = f": {r.percent_of_peak:.0f} % of the {r.channel} peak ({r.basis})" if np.isfinite(r.percent_of_peak) else (
+            f" ({r.channel}: no peak measured in {r.unit})" if r.channel else "")
+        lines.append(f"- {r.enemy} ×{r.copies}: {rate_text(r.rate_per_copy, r.unit)} per copy{share}")
+        if r.signature:
+            lines.append(f"  - counters: {r.signature}")
+    if not pk.has_pmu(env):
+        lines += ["", pk.NO_PMU + "."]
+    return "\n".join(lines) + "\n"
+
+
 def experiment_texts(quick: bool, repetitions: int | None = None, enemies: list[str] | None = None,
                      jobs: int | None = None) -> dict[str, str]:
     """The experiment file of every probe, for the target's CPUs (live or a machine fixture)."""
@@ -290,6 +349,9 @@ def characterize(out_base: Path, quick: bool, console: Console, repetitions: int
     m.to_csv(out / "matrix.csv", index=False)
     heatmap(m, out)
     text = channels_text(m, facts.environment.get("cpu", {}).get("model", "this machine"))
+    loads = enemy_loads(results, facts.environment)
+    loads.to_csv(out / "enemy-loads.csv", index=False)
+    text += "\n" + loads_text(loads, facts.environment)
     (out / "channels.md").write_text(text)
     console.print(text)
     console.print(f"matrix: {out / 'matrix.parquet'} (and .csv); heat map: {out / 'heatmap.png'} (and .svg)")

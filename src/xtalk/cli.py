@@ -146,13 +146,27 @@ def characterize(quick: bool = typer.Option(False, "--quick", help="few enemies,
                  repetitions: Optional[int] = typer.Option(None, min=1, help="runs per scenario (default 5, 4 with --quick)"),
                  jobs: Optional[int] = typer.Option(None, min=5, help="measured jobs per run (default 200, 30 with --quick)"),
                  plan_only: bool = typer.Option(False, "--plan", help="print each probe's runs and the estimate; start nothing"),
-                 machine: Optional[Path] = typer.Option(None, "--machine", help="with --plan: a recorded machine fixture (as $XTALK_MACHINE)")):
+                 machine: Optional[Path] = typer.Option(None, "--machine", help="with --plan: a recorded machine fixture (as $XTALK_MACHINE)"),
+                 peaks: bool = typer.Option(False, "--peaks", help="the channel peaks (read, write, copy bandwidth, cache "
+                                                                   "rates, per-level latency), measured once per machine with the "
+                                                                   "enemies and saved; printed when already saved"),
+                 remeasure: bool = typer.Option(False, "--remeasure", help="with --peaks: measure again and replace the saved peaks"),
+                 peak_jobs: int = typer.Option(30, "--peak-jobs", min=5, max=1000, help="with --peaks: 10 ms steps per measuring pass")):
     """Characterise this machine: resource probes against each enemy and 1..N copies; writes a
-    sensitivity matrix (Parquet, CSV), a heat map (PNG, SVG) and the channels that matter."""
+    sensitivity matrix (Parquet, CSV), a heat map (PNG, SVG), the channels that matter and each
+    enemy's share of its channel's peak (the peaks: `--peaks`)."""
     from .characterize import characterize as run_characterize
     from .targets.agent import refuse_fixture, use_machine
 
     use_machine(machine)
+    if remeasure and not peaks:
+        raise UsageError("characterize: --remeasure re-measures the peaks; add --peaks")
+    if peaks:
+        from .peaks_measure import run as run_peaks
+
+        refuse_fixture("characterize --peaks")
+        run_peaks(results, console, remeasure=remeasure, jobs=peak_jobs)
+        return
     if plan_only:
         from .characterize import plan as plan_characterize
 

@@ -15,6 +15,7 @@ import json
 from pathlib import Path
 
 from .config.expand import RunSpec
+from .units import rate_text
 from .plan import OtherSched, Plan, SumBody
 
 #: Jobs of the stand-in victim and its period: the enemy's pass lasts about this long.
@@ -76,10 +77,16 @@ def measure(runs: list[RunSpec], agent: Path, out: Path, say=print) -> list[dict
     gets no record (its own runs will say why)."""
     from .targets.base import LocalTarget
 
+    from . import peaks
+    from .targets.agent import local_facts
+
     records: list[dict] = []
     todo = passes(runs)
+    env = local_facts(agent).environment if todo else {}
+    saved = peaks.load(env) if todo else None
     if todo:
-        say(f"enemies alone: {len(todo)} short pass(es), the reference of each enemy's achieved rate")
+        say(f"enemies alone: {len(todo)} short pass(es), the reference of each enemy's achieved rate"
+            + ("" if saved else f" (no peaks saved for this machine: `{peaks.COMMAND}` adds each one's share of its channel)"))
     for i, (plan, enemy, where) in enumerate(todo.values()):
         run_dir = out / "enemies-alone" / f"{i:03d}-{enemy.load.kind}"
         try:
@@ -92,9 +99,21 @@ def measure(runs: list[RunSpec], agent: Path, out: Path, say=print) -> list[dict
         (e,) = meta.enemies
         if e.window_rate is None or e.setup_error or e.ended_early:
             continue
+        sh = share_alone(enemy, e.window_rate, e.unit, saved, env)
+        say(f"enemy {enemy.name} alone: {rate_text(e.window_rate, e.unit)}" + (f", {sh.text()}" if sh else ""))
         records += [{"configuration": c, "scenario": s, "enemy": n, "kind": e.kind, "unit": e.unit,
-                     "rate": e.window_rate} for c, s, n in where]
+                     "rate": e.window_rate, **({"channel": sh.channel, "percent_of_peak": sh.percent} if sh else {})}
+                    for c, s, n in where]
     return records
+
+
+def share_alone(enemy, rate: float, unit: str, saved, env: dict):
+    """One enemy's rate alone against its channel's peak (peaks.py; None without peaks)."""
+    from . import catalog, peaks
+
+    k = catalog.current().kinds.get(enemy.load.kind)
+    foot = k.footprint(enemy.load.model_dump()) if k is not None and k.footprint_params else None
+    return peaks.share(enemy.load.kind, rate, saved, unit, 1, foot, peaks.caches_of(env))
 
 
 def recorded(results_dir: Path) -> list[dict]:

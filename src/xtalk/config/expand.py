@@ -182,6 +182,14 @@ def _load(e: EnemySpec, field: str, facts: TargetFacts, aocs_data: AocsData):
     return TypeAdapter(Load).validate_python(out)
 
 
+def _rate_for_load(e: EnemySpec, load, field: str, facts: TargetFacts, copies: int) -> float:
+    """`load = "50%"`: the per-copy rate that holds it, from the target's saved peaks (peaks.py)."""
+    from .. import peaks
+
+    footprint = catalog.kind(e.kind).footprint(load.model_dump()) if catalog.kind(e.kind).footprint_params else None
+    return peaks.rate_for_load(e.kind, e.load, field, facts.environment, copies, footprint, facts.caches)
+
+
 def _enemies(sc: ScenarioSpec, si: int, victim: Victim, facts: TargetFacts, period_ns: int,
              aocs_data: AocsData) -> list[Enemy]:
     out: list[Enemy] = []
@@ -199,6 +207,7 @@ def _enemies(sc: ScenarioSpec, si: int, victim: Victim, facts: TargetFacts, peri
         sched = _sched(e, field, period_ns)
         base = e.name or e.kind
         groups = [[c] for c in cpus] if (e.per_cpu and cpus) else [cpus]
+        rate = e.rate if e.load is None else _rate_for_load(e, load, f"{field}.load", facts, len(groups))
         for g in groups:
             name = f"{base}@{g[0]}" if e.per_cpu else (base if len(sc.enemies) == 1 else f"{base}.{k}")
             for i in range(e.param("instances", 1)):
@@ -209,7 +218,7 @@ def _enemies(sc: ScenarioSpec, si: int, victim: Victim, facts: TargetFacts, peri
                                               f"{sc.name}-{iname}")
                     iload = load.model_copy(update={"input": inp, "expected": expected})
                 out.append(Enemy(name=iname, load=iload, placement=Placement(cpus=g), sched=sched, lock_memory=e.lock_memory,
-                                 huge_pages=e.huge_pages, intensity=e.intensity, rate=e.rate))
+                                 huge_pages=e.huge_pages, intensity=e.intensity, rate=rate))
                 if len(out) > limits.MAX_ENEMIES:  # per_cpu and instances multiply the enemies
                     raise ValueError(f"scenario[{si}].enemies: more than {limits.MAX_ENEMIES} enemies in one run "
                                      f"(per_cpu and instances count each copy); split them over scenarios")

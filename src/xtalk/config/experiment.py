@@ -250,6 +250,9 @@ class EnemySpec(SchedSpec):
     name: Optional[str] = Field(default=None, min_length=1, max_length=limits.MAX_NAME)
     intensity: float = Field(default=100.0, gt=0, le=100, description="duty cycle in percent of each 1 ms window")
     rate: Optional[float] = Field(default=None, gt=0, description="target rate, in the kind's unit per second")
+    load: Optional[str] = Field(default=None, pattern=r"^\s*[0-9]+(\.[0-9]*)?\s*%\s*$",
+                                description="target load, a percentage of the measured peak of the kind's channel "
+                                            "(\"50%\"): turned into `rate` from the peaks `xtalk characterize --peaks` saved")
     per_cpu: bool = Field(default=False, description="one copy pinned on each CPU of `cpus`")
 
     def params(self) -> dict:
@@ -283,6 +286,8 @@ class EnemySpec(SchedSpec):
             raise ValueError("'instances' is for kind 'aocs'")
         if self.per_cpu and self.cpus is None:
             raise ValueError("'per_cpu' needs 'cpus' (e.g. \"others\")")
+        if self.load is not None and self.rate is not None:
+            raise ValueError("'load' and 'rate' both set; keep one (load is a percentage of the channel's peak)")
         return self
 
 

@@ -14,6 +14,7 @@ from rich.table import Table
 from ..units import rate_text
 from ..analysis import guards
 from ..analysis.slowdown import summarize
+from ..errors import UsageError
 from ..outcome import read_outcome
 from ..store import Results
 
@@ -33,40 +34,59 @@ def _ci(row, stat: str) -> str:
 
 def enemy_rates(runs: pd.DataFrame) -> dict[tuple[str, str], str]:
     """Per (configuration, scenario): each enemy kind's mean achieved rate over the victim's
-    window."""
+    window, and where this machine's peaks are saved, its copies' share of their channel's
+    peak (peaks.py)."""
     out = {}
+    peaks, env, footprints = _peak_context(runs)
     for s, g in runs.groupby(["configuration", "scenario"]):
         acc: dict[tuple[str, str], list[float]] = {}
+        copies: dict[tuple[str, str], int] = {}
+        names: dict[tuple[str, str], str] = {}
         for enemies in g.enemies:
+            counted: dict[tuple[str, str], int] = {}
             for e in enemies or []:
                 if e.get("window_rate") is not None:
                     acc.setdefault((e["kind"], e["unit"]), []).append(e["window_rate"])
+                    counted[(e["kind"], e["unit"])] = counted.get((e["kind"], e["unit"]), 0) + 1
+                    names.setdefault((e["kind"], e["unit"]), e["name"])
+            for k, n in counted.items():
+                copies[k] = max(copies.get(k, 0), n)
         parts = []
         for (kind, unit), rates in acc.items():
             mean = sum(rates) / len(rates)
-            parts.append(f"{kind} {rate_text(mean, unit)}")
+            sh = _share(kind, mean, unit, copies.get((kind, unit), 1), footprints.get(names[(kind, unit)]), peaks, env)
+            parts.append(f"{kind} {rate_text(mean, unit)}" + (f" ({sh.text()})" if sh else ""))
         out[s] = ", ".join(parts)
     return out
 
 
-def enemy_shares(runs: pd.DataFrame, path: Path) -> dict[tuple[str, str], list[dict]]:
-    """Per (configuration, scenario): each enemy's mean rate over the victim's window against
-    its rate alone (enemy_alone.py; None when it was not measured), for the guards."""
-    from ..enemy_alone import recorded
+def _peak_context(runs: pd.DataFrame):
+    """This machine's saved peaks (None when none), its facts and each enemy's footprint,
+    from the first run's run.json: the report may be written on another host."""
+    from .. import catalog, peaks as pk
 
-    alone = {(r["configuration"], r["scenario"], r["enemy"]): r["rate"] for r in recorded(path)}
-    out: dict[tuple[str, str], list[dict]] = {}
-    if "enemies" not in runs:
-        return out
-    for (cfg, scn), g in runs.groupby(["configuration", "scenario"]):
-        acc: dict[str, tuple[str, list[float]]] = {}
-        for enemies in g.enemies:
-            for e in enemies or []:
-                if e.get("window_rate") is not None:
-                    acc.setdefault(e["name"], (e["unit"], []))[1].append(e["window_rate"])
-        out[(cfg, scn)] = [{"enemy": n, "unit": u, "achieved": sum(v) / len(v), "alone": alone.get((cfg, scn, n))}
-                           for n, (u, v) in acc.items()]
-    return out
+    for d in runs.get("dir", []):
+        meta = read_outcome(Path(d))
+        if meta is None or meta.environment is None:
+            continue
+        env = meta.environment.model_dump()
+        try:
+            saved = pk.load(env)
+        except UsageError:  # a stale peak file: the rates stand without percentages
+            saved = None
+        feet = {}
+        for e in meta.plan.enemies if meta.plan else []:
+            k = catalog.current().kinds.get(e.load.kind)
+            if k is not None and k.footprint_params:
+                feet[e.name] = k.footprint(e.load.model_dump())
+        return saved, env, feet
+    return None, {}, {}
+
+
+def _share(kind, rate, unit, copies, footprint, peaks, env):
+    from .. import peaks as pk
+
+    return pk.share(kind, rate, peaks, unit, copies, footprint, pk.caches_of(env)) if peaks is not None else None
 
 
 COLUMNS = [("scenario", "scenario"), ("runs", "runs ok"), ("jobs", "jobs"), ("median_response_ms", "median resp ms"),

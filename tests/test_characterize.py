@@ -25,6 +25,8 @@ def test_a_small_characterisation_writes_matrix_heatmap_and_text(tmp_path, facts
     assert (d / "heatmap.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert b"<svg" in (d / "heatmap.svg").read_bytes()[:1000]
     assert "Interference channels" in (d / "channels.md").read_text()
+    assert "## What each enemy loads" in (d / "channels.md").read_text()  # rate and share of the peak (test_peaks.py)
+    assert set(pd.read_csv(d / "enemy-loads.csv").enemy) == {"llc", "syscall", "pi"}
     assert not processes_named()
 
 

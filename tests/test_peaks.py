@@ -226,3 +226,38 @@ def test_peaks_measured_here_are_positive_and_saved(agent, facts, tmp_path, monk
     assert pk.share("read", read.one / 2, got, "bytes").percent == pytest.approx(50.0)
     # Every pass is a stored run: traceable, and nothing left running.
     assert len(list((tmp_path / "runs").glob("*/run.json"))) == 2 + len(got.latency)
+
+
+def test_the_summary_enemy_line_gives_each_kinds_share_of_its_peak(peaks_dir, tmp_path):
+    from xtalk.outcome import Environment, parse_outcome, write_outcome
+    from xtalk.report.summary import summary_table, to_markdown
+    from xtalk.report.synthetic import Scenario, write_results
+    from xtalk.store import open as open_results
+
+    res = write_results(tmp_path / "r", [Scenario("solo"), Scenario("read", slowdown=1.3)], repetitions=2, jobs=20)
+    # The machine the runs were measured on, as run.json records it (synthetic runs have none).
+    fixture = env_of("dev-2vcpu-amd.json")
+    env = Environment.model_validate({k: fixture.get(k, 0) for k in Environment.model_fields}).model_dump()
+    for rj in (res / "runs").glob("*/run.json"):
+        meta = json.loads(rj.read_text())
+        meta["environment"] = env
+        write_outcome(rj.parent, parse_outcome(meta))
+        if meta["plan"]["labels"]["scenario"] == "read":
+            meta["enemies"] = [{"name": n, "kind": "read", "unit": "bytes", "ops": 4_000_000_000, "seconds": 1.0, "rate": 4e9,
+                                "window_ops": 4_000_000_000, "window_rate": 4e9, "target_intensity": 100.0,
+                                "target_rate": 3.2e9, "setup_error": None, "ended_early": None} for n in ("read@0", "read@1")]
+            write_outcome(rj.parent, parse_outcome(meta))
+    line = lambda: summary_table(open_results(res)).set_index("scenario").enemy_rate["read"]  # noqa: E731
+    assert line() == "read 4 GB/s"  # no peaks saved: the rate alone, as before
+    pk.save(sample(env), env)
+    # Held at 3.2 GB/s a copy (a `load` or a `rate`): what it was asked beside what it reached.
+    assert line() == "read 4 GB/s (50 % of the read peak, 2 copies against all 2 CPUs; asked 40 %)"
+    assert "50 % of the read peak" in to_markdown(summary_table(open_results(res)), "t")
+
+
+def test_remeasure_without_peaks_is_refused_and_nothing_starts(tmp_path):
+    from conftest import xtalk
+
+    out = xtalk("characterize", "--remeasure", "--results", tmp_path)
+    assert out.returncode == 2 and "characterize: --remeasure re-measures the peaks; add --peaks" in out.stderr
+    assert list(tmp_path.iterdir()) == []

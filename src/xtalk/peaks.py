@@ -210,7 +210,7 @@ class Share(BaseModel):
     basis: str  # "one CPU", "all CPUs (N copies)", "L2 chase"
 
     def text(self) -> str:
-        return f"{self.percent:.0f} % of the {self.channel} peak ({self.basis})"
+        return f"{self.percent:.0f} % of the {self.channel} peak, {self.basis}"
 
 
 def share(kind: str, rate: float, peaks: Optional[Peaks], unit: str, copies: int = 1,

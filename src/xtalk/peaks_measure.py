@@ -114,6 +114,8 @@ def measure(facts: TargetFacts, agent: Path, out: Path, jobs: int = DEFAULT_JOBS
         # Two kinds on one channel (write, ntstore): the faster with every CPU, else alone.
         if best is None or (cand.all or cand.one) > (best.all or best.one):
             channels[ch] = cand
+    order = list(dict.fromkeys(ch for ch, _ in BANDWIDTH))
+    channels = {ch: channels[ch] for ch in order if ch in channels}
     latency = {lvl: latency[lvl] for lvl in pk.LEVELS if lvl in latency}
     return pk.new(facts.environment, channels, latency, pass_ms=jobs * PASS_PERIOD_NS / 1e6, runs=str(out))
 

@@ -37,11 +37,12 @@ def enemy_rates(runs: pd.DataFrame) -> dict[tuple[str, str], str]:
     window, and where this machine's peaks are saved, its copies' share of their channel's
     peak (peaks.py)."""
     out = {}
-    peaks, env, footprints = _peak_context(runs)
+    peaks, env = _peak_context(runs)
     for s, g in runs.groupby(["configuration", "scenario"]):
         acc: dict[tuple[str, str], list[float]] = {}
         copies: dict[tuple[str, str], int] = {}
         names: dict[tuple[str, str], str] = {}
+        asked: dict[tuple[str, str], list[float]] = {}
         for enemies in g.enemies:
             counted: dict[tuple[str, str], int] = {}
             for e in enemies or []:
@@ -49,21 +50,27 @@ def enemy_rates(runs: pd.DataFrame) -> dict[tuple[str, str], str]:
                     acc.setdefault((e["kind"], e["unit"]), []).append(e["window_rate"])
                     counted[(e["kind"], e["unit"])] = counted.get((e["kind"], e["unit"]), 0) + 1
                     names.setdefault((e["kind"], e["unit"]), e["name"])
+                    if e.get("target_rate"):  # held at a rate (`load`, `rate`): what it was asked
+                        asked.setdefault((e["kind"], e["unit"]), []).append(e["target_rate"])
             for k, n in counted.items():
                 copies[k] = max(copies.get(k, 0), n)
         parts = []
         for (kind, unit), rates in acc.items():
             mean = sum(rates) / len(rates)
-            sh = _share(kind, mean, unit, copies.get((kind, unit), 1), footprints.get(names[(kind, unit)]), peaks, env)
-            parts.append(f"{kind} {rate_text(mean, unit)}" + (f" ({sh.text()})" if sh else ""))
+            sh = _share(kind, mean, unit, copies.get((kind, unit), 1), names[(kind, unit)], g, peaks, env)
+            want = asked.get((kind, unit))
+            goal = _share(kind, sum(want) / len(want), unit, copies.get((kind, unit), 1), names[(kind, unit)], g, peaks,
+                          env) if sh and want else None
+            parts.append(f"{kind} {rate_text(mean, unit)}" + (f" ({sh.text()}" + (f"; asked {goal.percent:.0f} %" if goal else "")
+                                                               + ")" if sh else ""))
         out[s] = ", ".join(parts)
     return out
 
 
 def _peak_context(runs: pd.DataFrame):
-    """This machine's saved peaks (None when none), its facts and each enemy's footprint,
-    from the first run's run.json: the report may be written on another host."""
-    from .. import catalog, peaks as pk
+    """The saved peaks of the machine the runs were measured on (None when none) and its
+    facts, from the first run.json: the report may be written on another host."""
+    from .. import peaks as pk
 
     for d in runs.get("dir", []):
         meta = read_outcome(Path(d))
@@ -71,22 +78,45 @@ def _peak_context(runs: pd.DataFrame):
             continue
         env = meta.environment.model_dump()
         try:
-            saved = pk.load(env)
+            return pk.load(env), env
         except UsageError:  # a stale peak file: the rates stand without percentages
-            saved = None
-        feet = {}
-        for e in meta.plan.enemies if meta.plan else []:
-            k = catalog.current().kinds.get(e.load.kind)
-            if k is not None and k.footprint_params:
-                feet[e.name] = k.footprint(e.load.model_dump())
-        return saved, env, feet
-    return None, {}, {}
+            return None, env
+    return None, {}
 
 
-def _share(kind, rate, unit, copies, footprint, peaks, env):
-    from .. import peaks as pk
+def _share(kind, rate, unit, copies, name, runs: pd.DataFrame, peaks, env):
+    """An enemy kind's share of its channel's peak; its footprint (a chase's level) from
+    the scenario's first plan."""
+    from .. import catalog, peaks as pk
 
-    return pk.share(kind, rate, peaks, unit, copies, footprint, pk.caches_of(env)) if peaks is not None else None
+    if peaks is None:
+        return None
+    footprint, k = None, catalog.current().kinds.get(kind)
+    if k is not None and k.footprint_params:
+        meta = read_outcome(Path(runs.dir.iloc[0])) if "dir" in runs else None
+        load = next((e.load for e in (meta.plan.enemies if meta and meta.plan else []) if e.name == name), None)
+        footprint = k.footprint(load.model_dump()) if load is not None else None
+    return pk.share(kind, rate, peaks, unit, copies, footprint, pk.caches_of(env))
+
+
+def enemy_shares(runs: pd.DataFrame, path: Path) -> dict[tuple[str, str], list[dict]]:
+    """Per (configuration, scenario): each enemy's mean rate over the victim's window against
+    its rate alone (enemy_alone.py; None when it was not measured), for the guards."""
+    from ..enemy_alone import recorded
+
+    alone = {(r["configuration"], r["scenario"], r["enemy"]): r["rate"] for r in recorded(path)}
+    out: dict[tuple[str, str], list[dict]] = {}
+    if "enemies" not in runs:
+        return out
+    for (cfg, scn), g in runs.groupby(["configuration", "scenario"]):
+        acc: dict[str, tuple[str, list[float]]] = {}
+        for enemies in g.enemies:
+            for e in enemies or []:
+                if e.get("window_rate") is not None:
+                    acc.setdefault(e["name"], (e["unit"], []))[1].append(e["window_rate"])
+        out[(cfg, scn)] = [{"enemy": n, "unit": u, "achieved": sum(v) / len(v), "alone": alone.get((cfg, scn, n))}
+                           for n, (u, v) in acc.items()]
+    return out
 
 
 COLUMNS = [("scenario", "scenario"), ("runs", "runs ok"), ("jobs", "jobs"), ("median_response_ms", "median resp ms"),

@@ -39,14 +39,17 @@ def sample(env: dict) -> pk.Peaks:
     }, {"l1d": pk.LevelLatency(bytes=16384, rate=1e9), "dram": pk.LevelLatency(bytes=1 << 27, rate=1e7)}, pass_ms=300)
 
 
-def test_every_kind_names_its_channel_in_the_catalog():
-    kinds = catalog.current().kinds
+def test_channels_come_from_the_catalog_and_match_what_the_peaks_measure():
+    from xtalk.peaks_measure import BANDWIDTH
+
     assert pk.channel_of("read") == "read" and pk.channel_of("ntstore") == "write" and pk.channel_of("copy") == "copy"
-    assert pk.channel_of("chase") == pk.LATENCY and pk.channel_of("l2") == "l2"
+    assert pk.channel_of("chase") == pk.LATENCY and pk.channel_of("l2") == "l2" and pk.channel_of("syscall") == "kernel"
     assert pk.channel_of("external") is None  # a command of the user's: no channel claimed
     assert pk.channel_of("no-such-kind") is None
-    named = [k for k in kinds.values() if k.channel]
-    assert len(named) >= len(kinds) - 1, [k.name for k in kinds.values() if not k.channel]
+    # Each peak is measured by an enemy that loads that very channel, in the channel's unit.
+    for channel, table in BANDWIDTH:
+        assert pk.channel_of(table["kind"]) == channel, table
+    assert len({catalog.kind(t["kind"]).unit for ch, t in BANDWIDTH if ch in ("read", "write", "copy")}) == 1
 
 
 def test_percent_of_peak_one_copy_several_copies_and_chase_levels():

@@ -15,6 +15,7 @@ import json
 from pathlib import Path
 
 from .config.expand import RunSpec
+from .errors import UsageError
 from .units import rate_text
 from .plan import OtherSched, Plan, SumBody
 
@@ -75,15 +76,18 @@ def measure(runs: list[RunSpec], agent: Path, out: Path, say=print) -> list[dict
     """Run each distinct enemy alone; one record per (configuration, scenario, enemy name)
     with the rate it reached over the stand-in victim's window. An enemy whose pass fails
     gets no record (its own runs will say why)."""
-    from .targets.base import LocalTarget
-
     from . import peaks
     from .targets.agent import local_facts
+    from .targets.base import LocalTarget
 
     records: list[dict] = []
     todo = passes(runs)
     env = local_facts(agent).environment if todo else {}
-    saved = peaks.load(env) if todo else None
+    try:
+        saved = peaks.load(env) if todo else None
+    except UsageError as why:  # a stale peak file costs the percentages, not the experiment
+        say(f"enemies alone: {why}")
+        saved = None
     if todo:
         say(f"enemies alone: {len(todo)} short pass(es), the reference of each enemy's achieved rate"
             + ("" if saved else f" (no peaks saved for this machine: `{peaks.COMMAND}` adds each one's share of its channel)"))

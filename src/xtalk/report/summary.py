@@ -16,6 +16,7 @@ from ..analysis import guards
 from ..analysis.slowdown import summarize
 from ..outcome import read_outcome
 from ..store import Results
+from . import cohabitation
 
 
 def _f(x: float, nd: int = 3) -> str:
@@ -177,8 +178,15 @@ def write_summary(results: Results, console: Console | None = None) -> pd.DataFr
                 console.print(f"  enemies in {_name(row)}: {row.enemy_rate} per copy, over the victim's window")
         for w in warning_lines(table):
             console.print(f"[yellow]warning: {w}[/]", highlight=False)
+    cohab = applications(results, runs)
+    if console is not None:
+        for line in cohabitation.console_lines(cohab) if cohab is not None else ():
+            console.print(line, highlight=False)
         console.print(f"results: {results.path}")
     md = to_markdown(table, title, skipped)
+    if cohab is not None:  # the applications' verdicts lead
+        head, rest = md.split("\n", 1)
+        md = head + "\n\n" + "\n".join(cohabitation.markdown(cohab)) + rest
     if own is not None:
         from .markdown import md_table
 
@@ -191,6 +199,20 @@ def write_summary(results: Results, console: Console | None = None) -> pd.DataFr
     (results.path / "summary.md").write_text(md)
     (results.path / "summary.json").write_text(json.dumps(json.loads(table.to_json(orient="records")), indent=2))
     return table
+
+
+def applications(results: Results, runs: pd.DataFrame | None = None):
+    """The verdicts of several measured applications (report/cohabitation.py), or None when
+    the results hold one (its summary stays the table above)."""
+    jobs = results.jobs()
+    if not cohabitation.is_multi(jobs):
+        return None
+    runs = results.runs() if runs is None else runs
+    try:
+        experiment = json.loads((results.path / "experiment.json").read_text())
+    except (OSError, ValueError):
+        experiment = {}
+    return cohabitation.compute(jobs, runs, experiment, n_boot=1000, status=cohabitation.application_status(runs))
 
 
 def _rich(df: pd.DataFrame, title: str) -> Table:

@@ -95,7 +95,7 @@ def plan(experiment: Optional[Path] = typer.Argument(None, help="experiment file
     if why:  # `run --results` may point elsewhere: a warning here, a refusal there
         console.print(f"warning: {why}")
     total = COMMAND_OVERHEAD_S + estimate_seconds(exp, runs)
-    if exp.victim.utilization is not None:
+    if exp.victim is not None and exp.victim.utilization is not None:
         where = "on the target at run time (a fixture calibrates nothing; the estimate counts the passes)" if fixture else "on this machine"
         console.print(f"victim work: calibrated {where} before the runs, for {exp.victim.utilization} of the period")
     # The order in full up to a few hundred runs; beyond, its start (rich would spend

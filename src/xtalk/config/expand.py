@@ -23,7 +23,8 @@ from ..plan import (AocsBody, ChaseBody, CommandBody, Counter, DeadlineSched, En
 from ..targets.agent import TargetFacts
 from .. import limits, units
 from .configuration import Unavailable, resolve as resolve_configuration
-from .experiment import AOCS_MADE, EnemySpec, Experiment, SchedSpec, ScenarioSpec
+from .experiment import AOCS_MADE, EnemySpec, Experiment, SchedSpec, ScenarioSpec, VictimSpec
+from . import applications as _applications
 
 
 #: Makes the AOCS files where the runs happen: (directory, seed, field, copy tag or None) ->
@@ -101,25 +102,30 @@ def _taskset(v, field: str) -> tuple[TasksetBody, int, int, int]:
 
 
 def _victim(exp: Experiment, facts: TargetFacts, aocs_data: AocsData) -> Victim:
-    v = exp.victim
+    return _measured(exp.victim, "victim", facts, aocs_data)
+
+
+def _measured(v: VictimSpec, field: str, facts: TargetFacts, aocs_data: AocsData, copy: str | None = None) -> Victim:
+    """One measured process of the plan (the victim, or an application: `field` names it in
+    the file); `copy` tags an AOCS body's own copy of the data files."""
     jobs, warmup = v.jobs, v.warmup_jobs
     if v.body == "taskset":
-        body, period, jobs, warmup = _taskset(v, "victim")
+        body, period, jobs, warmup = _taskset(v, field)
     else:
-        period = units.duration_ns(v.period, "victim.period")
+        period = units.duration_ns(v.period, f"{field}.period")
     if v.body == "taskset":
         pass  # built above, with its period
     elif v.body == "aocs":
-        inp, expected = aocs_data(v.data, v.data_seed, "victim.data", None)
+        inp, expected = aocs_data(v.data, v.data_seed, f"{field}.data", copy)
         body = AocsBody(input=str(inp), expected=str(expected), first_step=v.first_step)
     elif v.body == "latency":
         body = LatencyBody()
     elif v.body == "chase":
-        body = ChaseBody(bytes=units.size_bytes(v.bytes, "victim.bytes", facts.caches), order=v.order, accesses=v.accesses, seed=v.seed)
+        body = ChaseBody(bytes=units.size_bytes(v.bytes, f"{field}.bytes", facts.caches), order=v.order, accesses=v.accesses, seed=v.seed)
     elif v.body == "sum":
-        body = SumBody(bytes=units.size_bytes(v.bytes, "victim.bytes", facts.caches))
+        body = SumBody(bytes=units.size_bytes(v.bytes, f"{field}.bytes", facts.caches))
     elif v.body == "spawn":
-        body = SpawnBody(bytes=units.size_bytes(v.bytes, "victim.bytes", facts.caches))
+        body = SpawnBody(bytes=units.size_bytes(v.bytes, f"{field}.bytes", facts.caches))
     elif v.body == "syscall":
         body = SyscallBody(calls=v.calls or 1)  # with utilization: calibrated before the runs
     elif v.body == "pi":
@@ -129,11 +135,11 @@ def _victim(exp: Experiment, facts: TargetFacts, aocs_data: AocsData) -> Victim:
     return Victim(
         body=body,
         period_ns=period,
-        deadline_ns=units.duration_ns(v.deadline, "victim.deadline") if v.deadline is not None else None,
+        deadline_ns=units.duration_ns(v.deadline, f"{field}.deadline") if v.deadline is not None else None,
         jobs=jobs,
         warmup_jobs=warmup,
-        placement=Placement(cpus=units.cpu_set(v.cpus, "victim.cpus", facts.online_cpus)),
-        sched=_sched(v, "victim", period),
+        placement=Placement(cpus=units.cpu_set(v.cpus, f"{field}.cpus", facts.online_cpus)),
+        sched=_sched(v, field, period),
         lock_memory=v.lock_memory,
         huge_pages=v.huge_pages,
         counters=[Counter(event=c) if isinstance(c, str) else Counter(event=c.event, optional=c.optional) for c in v.counters],
@@ -253,6 +259,8 @@ def expand(exp: Experiment, facts: TargetFacts, labels: dict[str, str] | None = 
 
 def _expand(exp: Experiment, facts: TargetFacts, labels: dict[str, str] | None,
             skip_unavailable: bool, skipped: list | None, aocs_data: AocsData) -> list[RunSpec]:
+    if exp.victim is None:
+        return _applications.expand(exp, facts, labels, skip_unavailable, skipped, aocs_data)
     try:
         victim = _victim(exp, facts, aocs_data)
         settle_ms = units.duration_ns(exp.settle, "settle") / 1e6
@@ -274,18 +282,36 @@ def _expand(exp: Experiment, facts: TargetFacts, labels: dict[str, str] | None,
         raise UsageError(plan_error_line(e)) from None
     except ValueError as e:
         raise UsageError(str(e)) from None
-    trace = None
-    if exp.trace is not None:
-        trace = Trace(buffer_kb=exp.trace.buffer_kb, **({"events": exp.trace.events} if exp.trace.events else {}))
+    trace = _trace(exp)
+    bases = {s.name: Plan(run_id="x", timeout_s=timeout_s, settle_ms=settle_ms, victim=victim, enemies=enemies[s.name],
+                          trace=trace, pids_max=exp.pids_max) for s in scenarios}
+    return configured_runs(exp, facts, labels, skip_unavailable, skipped, bases, {s.name: reservation for s in scenarios})
+
+
+def _trace(exp: Experiment) -> Trace | None:
+    if exp.trace is None:
+        return None
+    return Trace(buffer_kb=exp.trace.buffer_kb, **({"events": exp.trace.events} if exp.trace.events else {}))
+
+
+def configured_runs(exp: Experiment, facts: TargetFacts, labels: dict[str, str] | None, skip_unavailable: bool,
+                    skipped: list | None, bases: dict[str, Plan], reservations: dict[str, int | None],
+                    faults: dict[str, dict] | None = None, run_labels: dict[str, dict[str, str]] | None = None,
+                    plan_for: Callable[[str, str], Plan] | None = None) -> list[RunSpec]:
+    """Every configuration × scenario (`bases`: scenario -> its plan before configuration,
+    in order) × repetition, interleaved. `faults` and `run_labels` (per scenario) are those
+    of applications (config/applications.py); `plan_for(configuration, scenario)` gives a
+    scenario's plan under a configuration where it differs from `bases` (its data files)."""
     configs = exp.configurations()
     resolved: dict[tuple[str, str], Plan] = {}
     for ci, cfg in enumerate(configs):
-        for s in scenarios:
-            base = Plan(run_id="x", timeout_s=timeout_s, settle_ms=settle_ms, victim=victim, enemies=enemies[s.name], trace=trace,
-                        pids_max=exp.pids_max)
+        for name, base in bases.items():
+            if plan_for is not None:
+                base = plan_for(cfg.name, name)
             try:
-                resolved[(cfg.name, s.name)] = resolve_configuration(cfg, base, facts, reservation,
-                                                                     f"configuration[{ci}]" if exp.configuration else "configuration")
+                resolved[(cfg.name, name)] = resolve_configuration(cfg, base, facts, reservations[name],
+                                                                   f"configuration[{ci}]" if exp.configuration else "configuration",
+                                                                   **({"faults": faults[name]} if faults and faults.get(name) else {}))
             except Unavailable as e:
                 if not skip_unavailable:
                     raise UsageError(f"configuration[{ci}] '{cfg.name}': {e}; use --skip-unavailable to run the others") from None
@@ -296,7 +322,7 @@ def _expand(exp: Experiment, facts: TargetFacts, labels: dict[str, str] | None,
                 raise UsageError(plan_error_line(e)) from None
             except ValueError as e:
                 raise UsageError(str(e)) from None
-    pairs = [(c.name, s.name) for c in configs for s in scenarios if (c.name, s.name) in resolved]
+    pairs = [(c.name, n) for c in configs for n in bases if (c.name, n) in resolved]
     if not pairs:
         raise UsageError("configuration: none of the configurations can run on this machine")
     multi = len(configs) > 1
@@ -305,11 +331,13 @@ def _expand(exp: Experiment, facts: TargetFacts, labels: dict[str, str] | None,
     keys = [f"{c}\t{s}" for c, s in pairs]
     for i, (rep, key) in enumerate(interleave(keys, exp.repetitions, exp.seed)):
         cname, name = key.split("\t")
-        run_id = f"{i:0{width}d}-{cname + '-' if multi else ''}{name}-r{rep}"
+        # Application scenarios are named alone:<A>, fault:<A>:<kind>: no ':' in a directory name.
+        run_id = f"{i:0{width}d}-{cname + '-' if multi else ''}{name.replace(':', '_')}-r{rep}"
         # A shallow copy: runs share their (never modified) victim and enemies, so that an
         # experiment of many runs costs little memory and time to expand.
         plan = resolved[(cname, name)].model_copy(update={
             "run_id": run_id,
-            "labels": {**(labels or {}), "experiment": exp.name, "scenario": name, "repetition": str(rep), "configuration": cname}})
+            "labels": {**(labels or {}), "experiment": exp.name, "scenario": name, "repetition": str(rep), "configuration": cname,
+                       **((run_labels or {}).get(name) or {})}})
         runs.append(RunSpec(index=i, scenario=name, repetition=rep, plan=plan, configuration=cname))
     return runs

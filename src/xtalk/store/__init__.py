@@ -5,7 +5,9 @@
     RESULTS/summary.{md,json}
 
 `open(path).jobs()` gives every job with its run's labels as a pandas DataFrame, through
-DuckDB over the per-run Parquet files. Every run also carries what it ran against, read from
+DuckDB over the per-run Parquet files; its `application` column says whose job it is (the
+victim's rows: "victim"; an experiment of applications: each application's name), and the runs
+of such an experiment carry `applications`, `faulty` and `fault`. Every run also carries what it ran against, read from
 its plan: ``n_enemies`` (number of enemy processes, 0 solo) and ``enemy_kinds`` (their
 distinct kinds, sorted, joined with "+"; "" solo), so the main axis of an interference
 experiment can be grouped on in SQL and pandas alike.
@@ -22,6 +24,12 @@ from ..outcome import RunOutcome, read_outcome
 from .jobs import convert_run, read_job_log  # noqa: F401
 
 RUN_COLUMNS = ["run_id", "scenario", "configuration", "repetition", "status"]
+#: Run labels of an experiment of applications (config/applications.py): the applications
+#: present (comma-separated), and in a fault scenario the faulty one and the fault's kind.
+APPLICATION_LABELS = ["applications", "faulty", "fault"]
+#: Who a job belongs to: the `application` column of every job row (the victim's rows carry
+#: its name, "victim" unless it is one of several applications).
+VICTIM = "victim"
 #: What each run ran against (from its plan); SQL-friendly, so kept in the `jobs` view.
 ENEMY_COLUMNS = ["n_enemies", "enemy_kinds"]
 #: Run metadata after the labels; `enemies` (the per-enemy achieved work of run.json, a list
@@ -70,8 +78,11 @@ class Results:
         return pd.DataFrame(rows, columns=RUN_COLUMNS + ENEMY_COLUMNS + extra + _META_COLUMNS)
 
     def _label_columns(self, labels: dict) -> dict:
-        """Extra per-run columns taken from the plan's labels (none here; campaigns add theirs)."""
-        return {}
+        """Extra per-run columns taken from the plan's labels: those of applications (an
+        experiment without them has none; campaigns add theirs)."""
+        if "applications" not in labels:
+            return {}
+        return {k: labels.get(k, "") for k in APPLICATION_LABELS}
 
     def ensure_parquet(self) -> list[Path]:
         """Convert any job log not yet converted (e.g. after a crash) and list the files."""
@@ -93,9 +104,11 @@ class Results:
         con.execute("CREATE VIEW runs AS SELECT * FROM runs_df")
         if files:
             lst = ", ".join("'" + str(f).replace("'", "''") + "'" for f in files)
+            source = f"read_parquet([{lst}], filename = true, union_by_name = true)"
+            names = set(con.execute(f"DESCRIBE SELECT * FROM {source}").df()["column_name"])
             con.execute(f"""CREATE VIEW jobs AS
-                SELECT r.* EXCLUDE (status, reason, jobs_recorded, jobs_planned, dir), j.* EXCLUDE (filename)
-                FROM read_parquet([{lst}], filename = true, union_by_name = true) j
+                SELECT {_application_select("application" in names, "application" in runs.columns)}
+                FROM {source} j
                 JOIN runs r ON r.dir || '/jobs.parquet' = j.filename""")
         return con
 
@@ -105,7 +118,20 @@ class Results:
         if not self.ensure_parquet():
             return pd.DataFrame()
         where = "WHERE NOT warmup" if measured_only else ""
-        return con.execute(f"SELECT * FROM jobs {where} ORDER BY run_id, job").df()
+        return con.execute(f"SELECT * FROM jobs {where} ORDER BY run_id, application, job").df()
+
+
+def _application_select(in_jobs: bool, in_runs: bool) -> str:
+    """The jobs view's columns: the run's, then `application` (who the job belongs to), then
+    the job's. Job tables from before applications have no such column: their rows are the
+    victim's. A campaign's runs carry an `application` label (the campaign application whose
+    victim ran): it names the victim's rows there."""
+    run = "r.* EXCLUDE (status, reason, jobs_recorded, jobs_planned, dir" + (", application)" if in_runs else ")")
+    job = "j.* EXCLUDE (filename" + (", application)" if in_jobs else ")")
+    own = f"COALESCE(j.application, '{VICTIM}')" if in_jobs else f"'{VICTIM}'"
+    if in_runs:
+        own = f"CASE WHEN {own} = '{VICTIM}' THEN r.application ELSE {own} END"
+    return f"{run}, {own} AS application, {job}"
 
 
 _RESERVED = set(RUN_COLUMNS + ENEMY_COLUMNS + _META_COLUMNS)

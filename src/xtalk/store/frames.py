@@ -18,7 +18,7 @@ import pyarrow.parquet as pq
 
 from ..errors import UsageError
 from ..outcome import read_outcome
-from . import Results
+from . import VICTIM, Results
 from .jobs import JobLogError, convert_run
 
 SOLO = "solo"
@@ -32,6 +32,7 @@ LABELS = ["run_id", "scenario", "configuration", "repetition"]
 @dataclass
 class ReportData:
     """A results directory in memory: runs, measured jobs, warm-up jobs, the experiment.
+    Every job row has its `application` (categorical; "victim" for a [victim] experiment).
 
     Measured and warm-up jobs are kept apart so that no statistic has to filter (copy) the
     whole table; ``jobs`` joins them for callers that want everything.
@@ -65,6 +66,12 @@ class ReportData:
     def run_dir(self, run_id: str) -> Path:
         return Path(self.runs.set_index("run_id").loc[run_id, "dir"])
 
+    def application_specs(self) -> dict[str, dict]:
+        """Application name -> what the experiment file declared of it (criticality, epsilon
+        as a table or None, faults, body...), in declaration order; {} for a [victim] file."""
+        exp = self.experiment.get("experiment") or {}
+        return {a["name"]: a for a in exp.get("application") or [] if a.get("name")}
+
     def scenario_specs(self) -> dict[str, list]:
         """Scenario name -> its enemy list as the experiment file gave it (solo: [])."""
         exp = self.experiment.get("experiment") or {}
@@ -88,8 +95,11 @@ def _read_jobs(run_dir: Path) -> pd.DataFrame | None:
             return None  # an unreadable log: the run is listed, without jobs
     path = run_dir / "jobs.parquet"
     names = pq.read_schema(path).names
-    cols = [c for c in names if c in BASE_COLUMNS or c.startswith(("ctr_", "trace_"))]
-    return pq.read_table(path, columns=cols).to_pandas()
+    cols = [c for c in names if c in BASE_COLUMNS or c == "application" or c.startswith(("ctr_", "trace_"))]
+    df = pq.read_table(path, columns=cols).to_pandas()
+    if "application" not in df:  # a table from before applications: every row is the victim's
+        df["application"] = VICTIM
+    return df
 
 
 def load_runs(path) -> pd.DataFrame:
@@ -151,11 +161,13 @@ def _frame(parts: list[pd.DataFrame], cats: dict[str, list]) -> pd.DataFrame:
     categoricals, and measured and warm-up jobs concatenate and compare cleanly)."""
     if not parts:
         empty = pd.DataFrame({c: pd.Series(dtype=float) for c in LABELS + BASE_COLUMNS}).astype({"warmup": bool})
+        empty["application"] = pd.Categorical([])
         for col, cat in cats.items():
             empty[col] = pd.Categorical([], categories=cat)
         return empty
     jobs = pd.concat(parts, ignore_index=True)
     jobs["warmup"] = jobs["warmup"].astype(bool)
+    jobs["application"] = jobs["application"].astype("category")  # a few names over many rows
     for col in ("cpu_start", "cpu_end"):
         if col in jobs and jobs[col].dtype != np.int64:
             jobs[col] = jobs[col].astype("Int64").fillna(-1).astype(np.int64)

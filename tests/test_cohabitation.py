@@ -145,8 +145,13 @@ def test_a_fault_between_equal_or_upward_levels_does_not_count():
 
 
 def test_few_fault_runs_leave_the_property_inconclusive():
+    # The fault seems to push the A loop past its ε (×1.25 against 1.2) but two noisy runs a
+    # side cannot tell: the property is open, and says how many runs would settle it.
     jobs, runs = application_results(SYN, faults=[(LOGGER, "forkbomb")], repetitions=2, jobs=100, sigma=0.15,
-                                     fault_effect={("default", LOGGER, AOCS): 1.15}, seed=7)
-    apps = _apps(aocs={"metric": "exec", "statistic": "median", "relative": 1.15})
-    prop = property_check(propagation(jobs, runs, apps, n_boot=300), apps).iloc[0]
+                                     fault_effect={("default", LOGGER, AOCS): 1.25}, seed=7)
+    apps = _apps(aocs={"metric": "exec", "statistic": "median", "relative": 1.2})
+    p = propagation(jobs, runs, apps, n_boot=300).set_index("application")
+    assert p.loc[AOCS, "verdict"] != vd.PROPAGATED and not p.loc[AOCS, "firm"]
+    prop = property_check(p.reset_index(), apps).iloc[0]
     assert prop["verdict"] == vd.INCONCLUSIVE and prop["unsettled"] >= 1
+    assert prop["runs_needed"] is None or prop["runs_needed"] > 2

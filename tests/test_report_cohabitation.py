@@ -11,7 +11,7 @@ import pytest
 from xtalk.analysis import verdict as vd
 from xtalk.report import cohabitation as rc
 from xtalk.report.build import build
-from xtalk.report.synthetic import Application, Scenario, with_applications, write_application_results, write_results
+from xtalk.report.synthetic import Application, Scenario, write_application_results, write_results
 from xtalk.store.frames import load
 
 APPS = [Application("logger", "D", {"metric": "response", "statistic": "max", "bound": "5ms"}),
@@ -21,12 +21,11 @@ APPS = [Application("logger", "D", {"metric": "response", "statistic": "max", "b
 
 @pytest.fixture(scope="module")
 def report(tmp_path_factory):
-    root, jobs = write_application_results(
+    root, _ = write_application_results(
         tmp_path_factory.mktemp("cohab") / "res", APPS, configurations=("shared", "partitioned"), repetitions=3, jobs=120,
         perturb={(c, "aocs", "payload"): 1.6 for c in ("shared", "partitioned")}, faults=[("logger", "memhog")],
         fault_effect={("shared", "logger", "aocs"): 6.0})
-    data = with_applications(load(root), jobs)
-    html_path = build(data, root / "report", n_boot=300, csv=False)
+    html_path = build(load(root), root / "report", n_boot=300, csv=False)
     return root / "report", html_path.read_text(), (root / "report" / "summary.md").read_text()
 
 
@@ -80,3 +79,20 @@ def test_one_application_has_no_applications_section(tmp_path):
     page = build(root, tmp_path / "r", n_boot=200, csv=False).read_text()
     assert 'id="applications"' not in page and re.findall(r'<section id="([^"]+)"', page)[0] == "verdicts"
     assert not (tmp_path / "r" / "figures" / "interference_matrix_0.png").exists()
+
+
+def test_run_summary_prints_the_verdicts_briefly(report):
+    from rich.console import Console
+
+    from xtalk import store
+    from xtalk.report.summary import write_summary
+
+    root = report[0].parent
+    console = Console(record=True, width=400)
+    write_summary(store.open(root), console)
+    text = console.export_text()
+    assert re.search(rf"failure propagation \[shared\][^\n]*: {vd.VIOLATED} — ", text)
+    assert re.search(rf"aocs \(A\) \[shared\]: ε ≤ 1.3× alone {vd.VIOLATED}", text)
+    assert "aocs beside payload [shared]: exec median ×1.6" in text
+    md = (root / "summary.md").read_text().splitlines()
+    assert [line for line in md if line.startswith("## ")][0] == "## Applications"

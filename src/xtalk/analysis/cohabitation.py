@@ -338,6 +338,8 @@ def epsilon_check(samples: Samples, configuration: str, scenario: str, app: Appl
         row.update(observed_ns=float(np.quantile(pooled, _q(spec.statistic))) if spec.statistic != "mean" else float(pooled.mean()),
                    ci_low_ns=math.nan, ci_high_ns=math.nan, ratio=ci.estimate, ratio_low=ci.low, ratio_high=ci.high)
     firm = verdict != vd.INCONCLUSIVE
+    value, bound = (row["ratio"], spec.relative) if spec.relative is not None else (row["observed_ns"], spec.bound_ns)
+    row["above"] = bool(np.isfinite(value) and value > bound)  # the estimate itself breaks the bound
     if k < MIN_RUNS and not fact:
         verdict, firm = vd.INCONCLUSIVE, False
         needed = max(needed or MIN_RUNS, MIN_RUNS)

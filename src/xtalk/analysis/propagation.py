@@ -16,8 +16,11 @@ applications do to each other anyway is not blamed on the fault:
 - refused: no run completed and the fault could not start (as report/containment.py);
 - contained: otherwise.
 
-A verdict that a wider CI would change (a straddling ε or slowdown CI, fewer than
-``MIN_RUNS`` runs) is not ``firm``, with the runs per scenario that would settle it.
+A verdict that could still turn to propagated is not ``firm``, with the runs per scenario
+that would settle it: fewer than ``MIN_RUNS`` runs, or a CI that straddles the threshold
+(the ε bound; for an application without ε, 1 + noise floor against ``all``) while the
+estimate itself lies beyond it. An estimate on the safe side of a straddling CI is noted,
+not counted: more runs would most likely confirm it.
 
 The property (:func:`property_check`), per configuration: no fault of a lower-criticality
 application propagates to a higher-criticality one (ECSS levels, A highest): violated when
@@ -133,15 +136,17 @@ def judge(samples: Samples, runs: pd.DataFrame | None, configuration: str, scena
             else:
                 notes.append(f"{what} violated, as in {ref_scen} already")
         elif eps["verdict"] == vd.INCONCLUSIVE:
-            unsettled.append(eps["runs_needed"])
             notes.append(f"{what} inconclusive")
+            if eps.get("above") or not eps["firm"] and eps["runs"] < MIN_RUNS:
+                unsettled.append(eps["runs_needed"])
     if grown:
         (timing if other.epsilon is not None else failure).append(growth)
     elif word == vd.INCONCLUSIVE:
         f = 0.0 if not np.isfinite(floor) else floor
-        unsettled.append(runs_needed(ci.estimate, ci.low, ci.high, 1 + f, min(len(scen), len(ref)),
-                                     over_runs=ci.method == "runs"))
         notes.append(growth + " (CI straddles 1 + noise floor)")
+        if other.epsilon is None and ci.estimate > 1 + f:  # growth here would be propagation
+            unsettled.append(runs_needed(ci.estimate, ci.low, ci.high, 1 + f, min(len(scen), len(ref)),
+                                         over_runs=ci.method == "runs"))
     k = min(len(scen), len(ref)) if ref else len(scen)
     if k < MIN_RUNS:
         unsettled.append(MIN_RUNS)

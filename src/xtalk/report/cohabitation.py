@@ -12,13 +12,13 @@ come here (build.py and summary.py check :func:`is_multi` first)."""
 
 from __future__ import annotations
 
-import html
 import json
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from rich.markup import escape
 
 from ..analysis import cohabitation as co
 from ..analysis import propagation as pg
@@ -271,7 +271,7 @@ def markdown(c: Cohabitation) -> list[str]:
 def console_lines(c: Cohabitation) -> list[str]:
     """The verdicts as rich-markup lines for the terminal (coloured by severity)."""
     colour = {"bad": "red", "warn": "yellow", "": "green"}
-    return [f"[{colour[vd.severity(w)]}]{html.unescape(line)}[/]" for w, line in lines(c)]
+    return [f"[{colour[vd.severity(w)]}]{escape(line)}[/]" for w, line in lines(c)]
 
 
 # --------------------------------------------------------------------------- per application

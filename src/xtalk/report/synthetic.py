@@ -268,35 +268,23 @@ def experiment_applications(apps: list[Application]) -> list[dict]:
 
 def write_application_results(root: Path, apps: list[Application], *, name: str = "cohabitation",
                               **kwargs) -> tuple[Path, pd.DataFrame]:
-    """A results directory of a cohabitation experiment (:func:`application_results`): each
-    run's first application present as the plan's victim (its jobs in the run's
-    jobs.parquet, as the store reads it), the experiment copy with its `[[application]]`
-    entries (criticality, ε). Returns the directory and the whole job frame (every
-    application, ``application`` column)."""
+    """A results directory of a cohabitation experiment (:func:`application_results`) as the
+    store keeps it: each run's jobs.parquet holds every application's rows (``application``
+    column), its labels the applications present (and the fault), the experiment copy the
+    `[[application]]` entries (criticality, ε). Returns the directory and the whole job frame."""
     root = Path(root)
     jobs, runs = application_results(apps, **kwargs)
     order = []
     for r in runs.itertuples():
         j = jobs[jobs["run_id"] == r.run_id]
-        first = r.applications.split(",")[0]
-        own = j[j["application"] == first].drop(columns=["application", "scenario", "configuration", "run_id", "repetition"])
-        write_run(root, r.run_id, r.scenario, r.repetition, own.reset_index(drop=True),
-                  labels={"configuration": r.configuration, "applications": r.applications})
+        own = j.drop(columns=["scenario", "configuration", "run_id", "repetition"]).reset_index(drop=True)
+        own["application"] = own["application"].astype(str)
+        labels = {"configuration": r.configuration, "applications": r.applications}
+        if r.scenario.startswith("fault:"):
+            labels.update(faulty=r.scenario.split(":")[1], fault=r.scenario.split(":")[2])
+        write_run(root, r.run_id, r.scenario, r.repetition, own, labels=labels)
         order.append({"run_id": r.run_id, "scenario": r.scenario, "repetition": r.repetition})
     exp = {"name": name, "description": "synthetic applications with planted interference and faults",
-           "application": experiment_applications(apps)}
+           "victim": None, "application": experiment_applications(apps)}
     (root / "experiment.json").write_text(json.dumps({"experiment": exp, "agent": "synthetic", "order": order}, indent=2))
     return root, jobs
-
-
-def with_applications(data, jobs: pd.DataFrame):
-    """``data`` (store.frames.ReportData) with ``jobs`` (every application's) as its job
-    tables, labelled as the store's loader labels them (categoricals of the run table)."""
-    from dataclasses import replace
-
-    j = jobs.copy()
-    for col in ("run_id", "scenario", "configuration"):
-        j[col] = pd.Categorical(j[col].astype(str), categories=list(dict.fromkeys(data.runs[col])))
-    j["application"] = j["application"].astype(str).astype("category")
-    w = j["warmup"].to_numpy(dtype=bool)
-    return replace(data, measured=j[~w].reset_index(drop=True), warmup=j[w].reset_index(drop=True), memo={})

@@ -155,3 +155,17 @@ def test_few_fault_runs_leave_the_property_inconclusive():
     prop = property_check(p.reset_index(), apps).iloc[0]
     assert prop["verdict"] == vd.INCONCLUSIVE and prop["unsettled"] >= 1
     assert prop["runs_needed"] is None or prop["runs_needed"] > 2
+
+
+def test_first_k_columns_and_judged_for_epsilon():
+    # A series over the first k instances (seed 000 §5.3.1): first:2 holds the first two.
+    apps = [SynApp("i1", "A"), SynApp("i2", "A"), SynApp("i3", "A")]
+    jobs, _ = application_results(apps, repetitions=3, jobs=100, perturb={("default", "i1", "i2"): 1.3}, seed=8)
+    first = jobs[jobs["scenario"] == "pair:i1+i2"].astype({"scenario": str}).assign(scenario="first:2")
+    both = pd.concat([jobs.astype({"scenario": str}), first.astype({"scenario": str})], ignore_index=True)
+    both["run_id"] = both["run_id"].astype(str) + both["scenario"].map(lambda s: "-f" if s == "first:2" else "")
+    named = [Application(a.name, "A", vd.EpsilonSpec(metric="exec", statistic="median", relative=1.2)) for a in apps]
+    m = matrix(both, named, n_boot=300).set_index(["victim", "perturber"])
+    assert m.loc[("i1", "first:2"), "slowdown"] == pytest.approx(1.3, rel=0.05)
+    assert ("i3", "first:2") not in m.index  # i3 is not among the first two
+    assert epsilon_verdicts(both, named, n_boot=300).set_index("application").loc["i1", "verdict"] == vd.VIOLATED

@@ -248,7 +248,8 @@ MATRIX_COLUMNS = ["configuration", "victim", "perturber", "scenario", "metric", 
 def matrix(jobs: pd.DataFrame | Samples, apps: Sequence[Application] = (), *, n_boot: int = 2000,
            seed: int = 0) -> pd.DataFrame:
     """The interference matrix in long form: one row per configuration × victim Y ×
-    perturber (another application X: ``pair:X+Y``; ``all``; ``all+<scenario>``) with the
+    perturber (another application X: ``pair:X+Y``; ``first:<k>`` where Y is among the
+    first k; ``all``; ``all+<scenario>``) with the
     slowdown of Y's statistic against ``alone:Y``, its CI, the runs on each side, Y's noise
     floor and the interference word (analysis.verdict.interference). Pairs absent from the
     results are absent here; a missing ``alone:Y`` gives NaN cells."""
@@ -262,7 +263,7 @@ def matrix(jobs: pd.DataFrame | Samples, apps: Sequence[Application] = (), *, n_
             ref = s.runs(cfg, f"alone:{y.name}", y.name, y.metric)
             floor = noise_floor(s, cfg, y, seed=seed)
             beside = [(x.name, pair_name(x.name, y.name, order)) for x in by_criticality(apps) if x.name != y.name]
-            beside += [(sc, sc) for sc in present if parse_scenario(sc).kind == ALL]
+            beside += [(sc, sc) for sc in s.scenarios(cfg) if parse_scenario(sc).kind in (FIRST, ALL)]
             for label, scen in beside:
                 if scen not in present:
                     continue

@@ -5,7 +5,8 @@
     RESULTS/summary.{md,json}
 
 `open(path).jobs()` gives every job with its run's labels as a pandas DataFrame, through
-DuckDB over the per-run Parquet files. Every run also carries what it ran against, read from
+DuckDB over the per-run Parquet files; ``application`` names the measured process of each job
+(the victim, "victim" unless named, or one of the run's applications). Every run also carries what it ran against, read from
 its plan: ``n_enemies`` (number of enemy processes, 0 solo) and ``enemy_kinds`` (their
 distinct kinds, sorted, joined with "+"; "" solo), so the main axis of an interference
 experiment can be grouped on in SQL and pandas alike.
@@ -93,9 +94,12 @@ class Results:
         con.execute("CREATE VIEW runs AS SELECT * FROM runs_df")
         if files:
             lst = ", ".join("'" + str(f).replace("'", "''") + "'" for f in files)
+            src = f"read_parquet([{lst}], filename = true, union_by_name = true)"
+            r_cols, j_cols = _application_columns("application" in runs.columns,
+                                                  "application" in [d[0] for d in con.execute(f"SELECT * FROM {src} LIMIT 0").description])
             con.execute(f"""CREATE VIEW jobs AS
-                SELECT r.* EXCLUDE (status, reason, jobs_recorded, jobs_planned, dir), j.* EXCLUDE (filename)
-                FROM read_parquet([{lst}], filename = true, union_by_name = true) j
+                SELECT r.* EXCLUDE (status, reason, jobs_recorded, jobs_planned, dir){r_cols}, j.* EXCLUDE (filename{j_cols}
+                FROM {src} j
                 JOIN runs r ON r.dir || '/jobs.parquet' = j.filename""")
         return con
 
@@ -109,6 +113,20 @@ class Results:
 
 
 _RESERVED = set(RUN_COLUMNS + ENEMY_COLUMNS + _META_COLUMNS)
+
+
+def _application_columns(run_label: bool, job_column: bool) -> tuple[str, str]:
+    """The SQL tails of the `jobs` view's run and job columns that give every row its
+    `application`: the job's measured process (jobs.parquet), "victim" for tables written
+    before applications. A campaign's runs carry an `application` label (the victim under
+    study): there it keeps its place and names the victim's rows, as before applications."""
+    job = "j.application" if job_column else "NULL"
+    if run_label:
+        expr = f"CASE WHEN {job} IS NULL OR {job} = 'victim' THEN COALESCE(NULLIF(r.application, ''), 'victim') ELSE {job} END"
+        return f" REPLACE ({expr} AS application)", ", application)" if job_column else ")"
+    if job_column:
+        return "", ") REPLACE (COALESCE(j.application, 'victim') AS application)"
+    return "", "), 'victim' AS application"
 
 
 def enemy_summary(meta: RunOutcome) -> dict:

@@ -239,11 +239,11 @@ def blame(run: Path = typer.Argument(..., help="a run directory (RESULTS/runs/<r
     import pandas as pd
     from rich.table import Table
 
-    from .store.jobs import convert_run
+    from .store.jobs import victim_jobs
     from .trace.culprits import rank
 
     run = _run_dir(run)
-    jobs = convert_run(run)
+    jobs = victim_jobs(run)
     if not (run / "culprits.parquet").exists():
         raise UsageError(f"{run}: no kernel trace; add a [trace] table to the experiment and run it as root")
     culprits = pd.read_parquet(run / "culprits.parquet")
@@ -280,7 +280,7 @@ def perfetto(run: Path = typer.Argument(..., help="a run directory recorded with
              out: Optional[Path] = typer.Option(None, "-o", "--out", help="output file (default RUN/trace.perfetto.json)")):
     """Export a run as a trace that ui.perfetto.dev opens: CPUs, processes, the victim's jobs."""
     from .outcome import load_outcome
-    from .store.jobs import convert_run
+    from .store.jobs import victim_jobs
     from .trace import perfetto as pf
     from .trace.parse import parse_file
     from .trace.run import labels
@@ -288,7 +288,7 @@ def perfetto(run: Path = typer.Argument(..., help="a run directory recorded with
     run = _run_dir(run)
     if not (run / "trace.txt").exists():
         raise UsageError(f"{run}: no kernel trace (trace.txt); add a [trace] table to the experiment")
-    jobs = convert_run(run)
+    jobs = victim_jobs(run)
     path = pf.write(parse_file(run / "trace.txt"), jobs, labels(load_outcome(run)), out or run / "trace.perfetto.json")
     console.print(f"wrote {path}: open it at https://ui.perfetto.dev")
 

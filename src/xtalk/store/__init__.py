@@ -5,9 +5,9 @@
     RESULTS/summary.{md,json}
 
 `open(path).jobs()` gives every job with its run's labels as a pandas DataFrame, through
-DuckDB over the per-run Parquet files; its `application` column says whose job it is (the
-victim's rows: "victim"; an experiment of applications: each application's name), and the runs
-of such an experiment carry `applications`, `faulty` and `fault`. Every run also carries what it ran against, read from
+DuckDB over the per-run Parquet files; ``application`` names the measured process of each job
+(the victim, "victim" unless named, or one of the run's applications); the runs of an
+experiment of applications carry ``applications`` (those present), ``faulty`` and ``fault``. Every run also carries what it ran against, read from
 its plan: ``n_enemies`` (number of enemy processes, 0 solo) and ``enemy_kinds`` (their
 distinct kinds, sorted, joined with "+"; "" solo), so the main axis of an interference
 experiment can be grouped on in SQL and pandas alike.
@@ -27,9 +27,6 @@ RUN_COLUMNS = ["run_id", "scenario", "configuration", "repetition", "status"]
 #: Run labels of an experiment of applications (config/applications.py): the applications
 #: present (comma-separated), and in a fault scenario the faulty one and the fault's kind.
 APPLICATION_LABELS = ["applications", "faulty", "fault"]
-#: Who a job belongs to: the `application` column of every job row (the victim's rows carry
-#: its name, "victim" unless it is one of several applications).
-VICTIM = "victim"
 #: What each run ran against (from its plan); SQL-friendly, so kept in the `jobs` view.
 ENEMY_COLUMNS = ["n_enemies", "enemy_kinds"]
 #: Run metadata after the labels; `enemies` (the per-enemy achieved work of run.json, a list
@@ -104,11 +101,12 @@ class Results:
         con.execute("CREATE VIEW runs AS SELECT * FROM runs_df")
         if files:
             lst = ", ".join("'" + str(f).replace("'", "''") + "'" for f in files)
-            source = f"read_parquet([{lst}], filename = true, union_by_name = true)"
-            names = set(con.execute(f"DESCRIBE SELECT * FROM {source}").df()["column_name"])
+            src = f"read_parquet([{lst}], filename = true, union_by_name = true)"
+            r_cols, j_cols = _application_columns("application" in runs.columns,
+                                                  "application" in [d[0] for d in con.execute(f"SELECT * FROM {src} LIMIT 0").description])
             con.execute(f"""CREATE VIEW jobs AS
-                SELECT {_application_select("application" in names, "application" in runs.columns)}
-                FROM {source} j
+                SELECT r.* EXCLUDE (status, reason, jobs_recorded, jobs_planned, dir){r_cols}, j.* EXCLUDE (filename{j_cols}
+                FROM {src} j
                 JOIN runs r ON r.dir || '/jobs.parquet' = j.filename""")
         return con
 
@@ -118,23 +116,24 @@ class Results:
         if not self.ensure_parquet():
             return pd.DataFrame()
         where = "WHERE NOT warmup" if measured_only else ""
-        return con.execute(f"SELECT * FROM jobs {where} ORDER BY run_id, application, job").df()
-
-
-def _application_select(in_jobs: bool, in_runs: bool) -> str:
-    """The jobs view's columns: the run's, then `application` (who the job belongs to), then
-    the job's. Job tables from before applications have no such column: their rows are the
-    victim's. A campaign's runs carry an `application` label (the campaign application whose
-    victim ran): it names the victim's rows there."""
-    run = "r.* EXCLUDE (status, reason, jobs_recorded, jobs_planned, dir" + (", application)" if in_runs else ")")
-    job = "j.* EXCLUDE (filename" + (", application)" if in_jobs else ")")
-    own = f"COALESCE(j.application, '{VICTIM}')" if in_jobs else f"'{VICTIM}'"
-    if in_runs:
-        own = f"CASE WHEN {own} = '{VICTIM}' THEN r.application ELSE {own} END"
-    return f"{run}, {own} AS application, {job}"
+        return con.execute(f"SELECT * FROM jobs {where} ORDER BY run_id, job").df()
 
 
 _RESERVED = set(RUN_COLUMNS + ENEMY_COLUMNS + _META_COLUMNS)
+
+
+def _application_columns(run_label: bool, job_column: bool) -> tuple[str, str]:
+    """The SQL tails of the `jobs` view's run and job columns that give every row its
+    `application`: the job's measured process (jobs.parquet), "victim" for tables written
+    before applications. A campaign's runs carry an `application` label (the victim under
+    study): there it keeps its place and names the victim's rows, as before applications."""
+    job = "j.application" if job_column else "NULL"
+    if run_label:
+        expr = f"CASE WHEN {job} IS NULL OR {job} = 'victim' THEN COALESCE(NULLIF(r.application, ''), 'victim') ELSE {job} END"
+        return f" REPLACE ({expr} AS application)", ", application)" if job_column else ")"
+    if job_column:
+        return "", ") REPLACE (COALESCE(j.application, 'victim') AS application)"
+    return "", "), 'victim' AS application"
 
 
 def enemy_summary(meta: RunOutcome) -> dict:

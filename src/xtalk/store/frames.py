@@ -18,13 +18,15 @@ import pyarrow.parquet as pq
 
 from ..errors import UsageError
 from ..outcome import read_outcome
-from . import VICTIM, Results
-from .jobs import JobLogError, convert_run
+from . import Results
+from .jobs import JobLogError, convert_run, with_application
 
 SOLO = "solo"
 #: Job-table columns the report uses (ctr_* and trace_* columns are added when present).
 #: (``missed`` is recomputed from the times by analysis.verdict; the CSV export has every column.)
-BASE_COLUMNS = ["job", "warmup", "release_ns", "wakeup_ns", "start_ns", "end_ns", "cpu_start", "cpu_end",
+#: ``application``: the measured process a job belongs to (the victim's name, "victim" unless
+#: the plan names it, or an application's); a categorical.
+BASE_COLUMNS = ["job", "application", "warmup", "release_ns", "wakeup_ns", "start_ns", "end_ns", "cpu_start", "cpu_end",
                 "period_ns", "deadline_ns", "exec_ns", "response_ns"]
 LABELS = ["run_id", "scenario", "configuration", "repetition"]
 
@@ -32,7 +34,6 @@ LABELS = ["run_id", "scenario", "configuration", "repetition"]
 @dataclass
 class ReportData:
     """A results directory in memory: runs, measured jobs, warm-up jobs, the experiment.
-    Every job row has its `application` (categorical; "victim" for a [victim] experiment).
 
     Measured and warm-up jobs are kept apart so that no statistic has to filter (copy) the
     whole table; ``jobs`` joins them for callers that want everything.
@@ -95,11 +96,8 @@ def _read_jobs(run_dir: Path) -> pd.DataFrame | None:
             return None  # an unreadable log: the run is listed, without jobs
     path = run_dir / "jobs.parquet"
     names = pq.read_schema(path).names
-    cols = [c for c in names if c in BASE_COLUMNS or c == "application" or c.startswith(("ctr_", "trace_"))]
-    df = pq.read_table(path, columns=cols).to_pandas()
-    if "application" not in df:  # a table from before applications: every row is the victim's
-        df["application"] = VICTIM
-    return df
+    cols = [c for c in names if c in BASE_COLUMNS or c.startswith(("ctr_", "trace_"))]
+    return with_application(pq.read_table(path, columns=cols).to_pandas())
 
 
 def load_runs(path) -> pd.DataFrame:
@@ -135,6 +133,7 @@ def load(path, runs: pd.DataFrame | None = None) -> ReportData:
     # Labels as categoricals built from codes, per run: a string column of 10^7 rows would
     # cost seconds to build and again to categorise.
     cats = {c: list(dict.fromkeys(runs[c])) for c in ("run_id", "scenario", "configuration")}
+    apps: list[str] = []  # every application name met, in order of appearance
     for r in runs.itertuples():
         meta = read_outcome(Path(r.dir))
         extra = {k: v for k, v in (meta.labels() if meta else {}).items() if k not in LABELS}
@@ -146,6 +145,9 @@ def load(path, runs: pd.DataFrame | None = None) -> ReportData:
         for col, cat in cats.items():
             df[col] = pd.Categorical.from_codes(np.full(len(df), cat.index(getattr(r, col)), dtype=np.int32), categories=cat)
         df["repetition"] = np.int32(r.repetition)
+        col = df["application"]
+        names = col.cat.categories if isinstance(col.dtype, pd.CategoricalDtype) else col.unique()
+        apps += [str(a) for a in names if str(a) not in apps]
         w = df["warmup"].to_numpy(dtype=bool)
         measured.append(df[~w])
         warmup.append(df[w])
@@ -153,7 +155,20 @@ def load(path, runs: pd.DataFrame | None = None) -> ReportData:
         experiment = json.loads((path / "experiment.json").read_text())
     except (OSError, ValueError):
         experiment = {}
+    cats["application"] = apps
+    measured, warmup = ([_recoded(p, apps) for p in parts] for parts in (measured, warmup))
     return ReportData(path, runs, _frame(measured, cats), _frame(warmup, cats), experiment, _numeric_where_possible(pd.DataFrame(params)))
+
+
+def _recoded(part: pd.DataFrame, apps: list[str]) -> pd.DataFrame:
+    """`part` with its `application` column a categorical over every run's names (so the
+    per-run tables concatenate as one categorical)."""
+    col = part["application"]
+    if isinstance(col.dtype, pd.CategoricalDtype):
+        col = col.cat.set_categories(apps)
+    else:
+        col = pd.Categorical(col.astype(str), categories=apps)
+    return part.assign(application=col)
 
 
 def _frame(parts: list[pd.DataFrame], cats: dict[str, list]) -> pd.DataFrame:
@@ -161,13 +176,11 @@ def _frame(parts: list[pd.DataFrame], cats: dict[str, list]) -> pd.DataFrame:
     categoricals, and measured and warm-up jobs concatenate and compare cleanly)."""
     if not parts:
         empty = pd.DataFrame({c: pd.Series(dtype=float) for c in LABELS + BASE_COLUMNS}).astype({"warmup": bool})
-        empty["application"] = pd.Categorical([])
         for col, cat in cats.items():
             empty[col] = pd.Categorical([], categories=cat)
         return empty
     jobs = pd.concat(parts, ignore_index=True)
     jobs["warmup"] = jobs["warmup"].astype(bool)
-    jobs["application"] = jobs["application"].astype("category")  # a few names over many rows
     for col in ("cpu_start", "cpu_end"):
         if col in jobs and jobs[col].dtype != np.int64:
             jobs[col] = jobs[col].astype("Int64").fillna(-1).astype(np.int64)

@@ -40,11 +40,15 @@ build/probe_demo: examples/probes/probe_demo.c include/xtalk/probe.h
 	@mkdir -p build
 	cc -O2 -Wall -Wextra -pthread -Iinclude $< -o $@
 
+build/probe_logger: examples/probes/probe_logger.c include/xtalk/probe.h
+	@mkdir -p build
+	cc -O2 -Wall -Wextra -Iinclude $< -o $@
+
 build/libxtalk_preload.so: preload/xtalk_preload.c include/xtalk/probe.h
 	@mkdir -p build
 	cc -O2 -Wall -shared -fPIC -Iinclude $< -o $@ -ldl
 
-NATIVE := build/probe_demo build/libxtalk_preload.so
+NATIVE := build/probe_demo build/probe_logger build/libxtalk_preload.so
 
 setup: $(AGENT) $(EXPLORE) $(CATALOG) $(BIN)/.installed $(NATIVE)
 

@@ -6,7 +6,7 @@
 
 use crate::launch::shm::MAX_ENEMIES;
 use crate::observe::machine;
-use crate::plan::{err, Body, Plan, PlanError};
+use crate::plan::{err, Body, Plan, PlanError, Victim, MAX_APPLICATIONS};
 use std::path::Path;
 
 pub use crate::plan::{MAX_JOBS, MAX_PERIOD_NS, MAX_PIDS, MAX_RUN_ID, MAX_RUN_S, MAX_TIMEOUT_S};
@@ -19,7 +19,11 @@ const HEADER: u64 = 64;
 /// Bytes of record files a run creates (job log, counter log, probe buffer), all staged on
 /// tmpfs during the run and copied into the run directory at its end.
 pub fn record_bytes(plan: &Plan) -> u64 {
-    let v = &plan.victim;
+    plan.measured().fold(0u64, |n, v| n.saturating_add(records_of(v)))
+}
+
+/// Bytes of one measured process's record files.
+fn records_of(v: &Victim) -> u64 {
     let jobs = v.jobs.saturating_add(v.warmup_jobs);
     let mut n = HEADER.saturating_add(jobs.saturating_mul(JOB_RECORD));
     if !v.counters.is_empty() {
@@ -55,22 +59,12 @@ pub fn check(plan: &Plan) -> Result<(), PlanError> {
     if plan.enemies.len() > MAX_ENEMIES {
         return err("enemies", format!("{} enemies; at most {MAX_ENEMIES} per run; split them over scenarios", plan.enemies.len()));
     }
-    let v = &plan.victim;
-    if v.jobs > MAX_JOBS {
-        return err("victim.jobs", format!("{} is above the limit of {MAX_JOBS} jobs per run; lower it or use more repetitions", v.jobs));
+    if plan.applications.len() > MAX_APPLICATIONS {
+        return err("applications", format!("{} applications; at most {MAX_APPLICATIONS} per run", plan.applications.len()));
     }
-    if v.warmup_jobs > MAX_JOBS {
-        return err("victim.warmup_jobs", format!("{} is above the limit of {MAX_JOBS}; lower it", v.warmup_jobs));
-    }
-    if v.period_ns > MAX_PERIOD_NS {
-        return err("victim.period_ns", format!("{} ns is above one hour ({MAX_PERIOD_NS} ns); lower it", v.period_ns));
-    }
-    if v.deadline_ns.is_some_and(|d| d > MAX_PERIOD_NS) {
-        return err("victim.deadline_ns", format!("is above one hour ({MAX_PERIOD_NS} ns); lower it"));
-    }
-    let run_s = plan.settle_ms / 1e3 + v.run_periods() * v.period_ns as f64 / 1e9;
-    if run_s > MAX_RUN_S {
-        return err("victim.jobs", format!("jobs x period make a run of {:.0} s, above the limit of {MAX_RUN_S:.0} s (7 days); lower jobs or the period", run_s));
+    check_measured("victim", &plan.victim, plan.settle_ms)?;
+    for (i, a) in plan.applications.iter().enumerate() {
+        check_measured(&format!("applications[{i}]"), a, plan.settle_ms)?;
     }
     if !plan.timeout_s.is_finite() || plan.timeout_s > MAX_TIMEOUT_S {
         return err("timeout_s", format!("{} is not a time the watchdog can keep; give at most {MAX_TIMEOUT_S:.0} s (30 days)", plan.timeout_s));
@@ -90,6 +84,27 @@ pub fn check(plan: &Plan) -> Result<(), PlanError> {
     }
     // An AOCS enemy's period: its declared bound (enemies/aocs.rs).
     check_records(plan)
+}
+
+/// One measured process's counts and times (`at`: "victim" or "applications[i]").
+fn check_measured(at: &str, v: &Victim, settle_ms: f64) -> Result<(), PlanError> {
+    if v.jobs > MAX_JOBS {
+        return err(format!("{at}.jobs"), format!("{} is above the limit of {MAX_JOBS} jobs per run; lower it or use more repetitions", v.jobs));
+    }
+    if v.warmup_jobs > MAX_JOBS {
+        return err(format!("{at}.warmup_jobs"), format!("{} is above the limit of {MAX_JOBS}; lower it", v.warmup_jobs));
+    }
+    if v.period_ns > MAX_PERIOD_NS {
+        return err(format!("{at}.period_ns"), format!("{} ns is above one hour ({MAX_PERIOD_NS} ns); lower it", v.period_ns));
+    }
+    if v.deadline_ns.is_some_and(|d| d > MAX_PERIOD_NS) {
+        return err(format!("{at}.deadline_ns"), format!("is above one hour ({MAX_PERIOD_NS} ns); lower it"));
+    }
+    let run_s = settle_ms / 1e3 + v.run_periods() * v.period_ns as f64 / 1e9;
+    if run_s > MAX_RUN_S {
+        return err(format!("{at}.jobs"), format!("jobs x period make a run of {:.0} s, above the limit of {MAX_RUN_S:.0} s (7 days); lower jobs or the period", run_s));
+    }
+    Ok(())
 }
 
 /// The record files live on tmpfs during the run (memory) and are copied into the run

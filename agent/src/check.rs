@@ -28,8 +28,13 @@ pub fn check(plan: &Plan) -> Result<(), PlanError> {
     }
     let m = facts::current();
     let (online, allowed) = (m.online.clone(), m.allowed.clone());
-    check_victim(&plan.victim, &online, &allowed)?;
+    check_names(plan)?;
+    check_victim("victim", &plan.victim, &online, &allowed)?;
     let mut footprint = victim_footprint(&plan.victim.body);
+    for (i, a) in plan.applications.iter().enumerate() {
+        check_victim(&format!("applications[{i}]"), a, &online, &allowed)?;
+        footprint = footprint.saturating_add(victim_footprint(&a.body));
+    }
     for (i, e) in plan.enemies.iter().enumerate() {
         check_enemy(i, e, &online, &allowed)?;
         if plan.enemies[..i].iter().any(|o| o.name == e.name) {
@@ -44,12 +49,42 @@ pub fn check(plan: &Plan) -> Result<(), PlanError> {
     }
     let avail = m.mem_available;
     if avail > 0 && footprint > avail / 10 * 9 {
-        return err("enemies", format!("victim and enemies need {} MiB but only {} MiB are available; use smaller buffers",
+        return err("enemies", format!("the measured processes and enemies need {} MiB but only {} MiB are available; use smaller buffers",
             footprint >> 20, avail >> 20));
     }
-    let needed_s = plan.settle_ms / 1e3 + plan.victim.run_periods() * plan.victim.period_ns as f64 / 1e9;
+    let needed_s = plan.run_seconds();
     if !(plan.timeout_s > needed_s) {
         return err("timeout_s", format!("{} s is shorter than the run itself ({needed_s:.3} s); raise it", plan.timeout_s));
+    }
+    Ok(())
+}
+
+/// A measured process's name becomes a directory (`applications/<name>/`) and a value of
+/// the results' `application` column.
+fn valid_name(n: &str) -> bool {
+    (1..=64).contains(&n.len()) && n.chars().all(|c| c.is_ascii_alphanumeric() || "_.-".contains(c)) && n != "." && n != ".."
+}
+
+/// Names of the measured processes: well formed, unique; `may_fail` for applications only.
+fn check_names(plan: &Plan) -> Result<(), PlanError> {
+    if let Some(n) = &plan.victim.name {
+        if !valid_name(n) {
+            return err("victim.name", format!("'{n}' is not a name: 1 to 64 letters, digits, '_', '.' or '-'"));
+        }
+    }
+    if plan.victim.may_fail {
+        return err("victim.may_fail", "only applications may fail while the run goes on; remove it from the victim");
+    }
+    for (i, a) in plan.applications.iter().enumerate() {
+        let Some(n) = &a.name else {
+            return err(format!("applications[{i}].name"), "is required: give each application a name");
+        };
+        if !valid_name(n) {
+            return err(format!("applications[{i}].name"), format!("'{n}' is not a name: 1 to 64 letters, digits, '_', '.' or '-'"));
+        }
+        if plan.victim.name() == n || plan.applications[..i].iter().any(|o| o.name() == n) {
+            return err(format!("applications[{i}].name"), format!("'{n}' is used twice; names are unique across the victim and the applications"));
+        }
     }
     Ok(())
 }
@@ -65,14 +100,14 @@ fn gcd(a: u64, b: u64) -> u64 {
     if b == 0 { a } else { gcd(b, a % b) }
 }
 
-fn check_taskset(v: &Victim, tasks: &[crate::plan::Task], policy: crate::plan::TaskPolicy, online: &[usize]) -> Result<(), PlanError> {
+fn check_taskset(at: &str, v: &Victim, tasks: &[crate::plan::Task], policy: crate::plan::TaskPolicy, online: &[usize]) -> Result<(), PlanError> {
     use crate::plan::TaskPolicy;
     if tasks.is_empty() || tasks.len() > MAX_TASKS {
-        return err("victim.body.tasks", format!("give between 1 and {MAX_TASKS} tasks"));
+        return err(format!("{at}.body.tasks"), format!("give between 1 and {MAX_TASKS} tasks"));
     }
     let mut hyper = 1u64;
     for (i, t) in tasks.iter().enumerate() {
-        let f = |k: &str| format!("victim.body.tasks[{i}].{k}");
+        let f = |k: &str| format!("{at}.body.tasks[{i}].{k}");
         if t.name.is_empty() || tasks[..i].iter().any(|o| o.name == t.name) {
             return err(f("name"), "must be non-empty and unique in the task set");
         }
@@ -108,83 +143,83 @@ fn check_taskset(v: &Victim, tasks: &[crate::plan::Task], policy: crate::plan::T
         }
         hyper = (hyper / gcd(hyper, t.period_ns)).checked_mul(t.period_ns).unwrap_or(u64::MAX);
         if hyper > 3_600_000_000_000 {
-            return err("victim.body.tasks", "the hyperperiod exceeds one hour; use harmonic periods");
+            return err(format!("{at}.body.tasks"), "the hyperperiod exceeds one hour; use harmonic periods");
         }
     }
     if v.period_ns != hyper {
-        return err("victim.period_ns", format!("{} is not the task set's hyperperiod; set it to {hyper}", v.period_ns));
+        return err(format!("{at}.period_ns"), format!("{} is not the task set's hyperperiod; set it to {hyper}", v.period_ns));
     }
     let per: u64 = tasks.iter().map(|t| hyper / t.period_ns).sum();
     if v.jobs % per != 0 || v.warmup_jobs % per != 0 {
-        return err("victim.jobs", format!("jobs and warmup_jobs count job records of whole hyperperiods: multiples of {per}"));
+        return err(format!("{at}.jobs"), format!("jobs and warmup_jobs count job records of whole hyperperiods: multiples of {per}"));
     }
     if !v.counters.is_empty() {
-        return err("victim.counters", "counters are not read for a task set; remove them");
+        return err(format!("{at}.counters"), "counters are not read for a task set; remove them");
     }
     if policy == TaskPolicy::Deadline {
         if v.placement.cpus.as_ref().is_some_and(|c| online.iter().any(|o| !c.contains(o))) {
-            return err("victim.placement.cpus", "SCHED_DEADLINE tasks may not be pinned to a subset of the root domain; leave placement unpinned");
+            return err(format!("{at}.placement.cpus"), "SCHED_DEADLINE tasks may not be pinned to a subset of the root domain; leave placement unpinned");
         }
         let bw: f64 = tasks.iter().map(|t| crate::victims::taskset::runtime(t) as f64 / t.period_ns as f64).sum();
         let limit = facts::current().dl_bandwidth_limit() * online.len() as f64;
         if bw > limit {
-            return err("victim.body.tasks", format!("SCHED_DEADLINE admission would fail: the reservations add up to {bw:.3} CPUs, over the limit of {limit:.3} ({} CPUs x sched_rt_runtime/sched_rt_period); lower runtimes or drop tasks", online.len()));
+            return err(format!("{at}.body.tasks"), format!("SCHED_DEADLINE admission would fail: the reservations add up to {bw:.3} CPUs, over the limit of {limit:.3} ({} CPUs x sched_rt_runtime/sched_rt_period); lower runtimes or drop tasks", online.len()));
         }
     }
     Ok(())
 }
 
-fn check_victim(v: &Victim, online: &[usize], allowed: &[usize]) -> Result<(), PlanError> {
+fn check_victim(at: &str, v: &Victim, online: &[usize], allowed: &[usize]) -> Result<(), PlanError> {
     match &v.body {
         Body::Chase { bytes, accesses, .. } => {
             if *bytes < 128 {
-                return err("victim.body.bytes", "must be at least 128 (two cache lines)");
+                return err(format!("{at}.body.bytes"), "must be at least 128 (two cache lines)");
             }
             if *accesses == Some(0) {
-                return err("victim.body.accesses", "must be at least 1, or absent for one pass over the buffer");
+                return err(format!("{at}.body.accesses"), "must be at least 1, or absent for one pass over the buffer");
             }
         }
-        Body::Sum { bytes } | Body::Spawn { bytes } if *bytes < 8 => return err("victim.body.bytes", "must be at least 8"),
-        Body::Pi { iterations } if *iterations == 0 => return err("victim.body.iterations", "must be at least 1"),
+        Body::Sum { bytes } | Body::Spawn { bytes } if *bytes < 8 => return err(format!("{at}.body.bytes"), "must be at least 8"),
+        Body::Pi { iterations } if *iterations == 0 => return err(format!("{at}.body.iterations"), "must be at least 1"),
         Body::Command { argv, preload, probe_capacity, .. } => {
             if argv.is_empty() || argv[0].is_empty() {
-                return err("victim.body.argv", "is empty; give the program and its arguments, e.g. [\"./app\", \"-n\", \"10\"]");
+                return err(format!("{at}.body.argv"), "is empty; give the program and its arguments, e.g. [\"./app\", \"-n\", \"10\"]");
             }
             if crate::victims::command::find_program(&argv[0]).is_none() {
-                return err("victim.body.argv[0]", format!("'{}' is not an executable file here (nor on PATH)", argv[0]));
+                return err(format!("{at}.body.argv[0]"), format!("'{}' is not an executable file here (nor on PATH)", argv[0]));
             }
             if let Some(p) = preload {
                 if !std::path::Path::new(p).is_file() {
-                    return err("victim.body.preload", format!("'{p}' does not exist; build it with `make setup` (build/libxtalk_preload.so)"));
+                    return err(format!("{at}.body.preload"), format!("'{p}' does not exist; build it with `make setup` (build/libxtalk_preload.so)"));
                 }
             }
             if !(1..=1 << 26).contains(probe_capacity) {
-                return err("victim.body.probe_capacity", "must be between 1 and 67108864 records");
+                return err(format!("{at}.body.probe_capacity"), "must be between 1 and 67108864 records");
             }
             if v.jobs != 1 || v.warmup_jobs != 0 {
-                return err("victim.jobs", "a command victim runs once per run: jobs = 1, warmup_jobs = 0");
+                return err(format!("{at}.jobs"), "a command body runs once per run: jobs = 1, warmup_jobs = 0");
             }
         }
-        Body::Syscall { calls } if *calls == 0 => return err("victim.body.calls", "must be at least 1"),
+        Body::Syscall { calls } if *calls == 0 => return err(format!("{at}.body.calls"), "must be at least 1"),
         Body::Aocs { input, expected, first_step } => {
-            crate::victims::aocs::io::check_window("victim.body", input, expected, *first_step, v.total_jobs(), "victim.jobs", "first_step + warmup_jobs + jobs")?
+            crate::victims::aocs::io::check_window(&format!("{at}.body"), input, expected, *first_step, v.total_jobs(), &format!("{at}.jobs"), "first_step + warmup_jobs + jobs")?
         }
-        Body::Taskset { tasks, policy } => check_taskset(v, tasks, *policy, online)?,
+        Body::Taskset { tasks, policy } => check_taskset(at, v, tasks, *policy, online)?,
         _ => {}
     }
     if v.period_ns < 10_000 {
-        return err("victim.period_ns", "must be at least 10000 (10 us)");
+        return err(format!("{at}.period_ns"), "must be at least 10000 (10 us)");
     }
     if v.jobs == 0 {
-        return err("victim.jobs", "must be at least 1");
+        return err(format!("{at}.jobs"), "must be at least 1");
     }
     if v.deadline_ns == Some(0) {
-        return err("victim.deadline_ns", "must be positive, or absent for deadline = period");
+        return err(format!("{at}.deadline_ns"), "must be positive, or absent for deadline = period");
     }
-    check_counters(v)?;
-    check_placement("victim", &v.placement, online, allowed)?;
-    check_sched("victim", &v.sched, &v.placement, online)?;
-    check_lock("victim", v.lock_memory, victim_footprint(&v.body))
+    check_counters(at, v)?;
+    check_placement(at, &v.placement, online, allowed)?;
+    check_sched(at, &v.sched, &v.placement, online)?;
+    check_lock(at, v.lock_memory, victim_footprint(&v.body))
 }
 
 /// Why the machine the facts describe has no resctrl for `g`'s cache or bandwidth share.
@@ -257,8 +292,8 @@ fn check_groups(plan: &Plan, online: &[usize]) -> Result<(), PlanError> {
         check_group_hierarchies(&at, needs.iter().map(|(c, _, _)| *c))?;
     }
     if let Some(max) = plan.pids_max {
-        // The agent's children, plus a victim's helpers (AOCS reader and comparer, a spawn child).
-        let least = plan.enemies.len() as u64 + 4;
+        // The agent's children, plus each measured process's helpers (AOCS reader and comparer, a spawn child).
+        let least = plan.enemies.len() as u64 + 4 + 3 * plan.applications.len() as u64;
         if max < least {
             return err("pids_max", format!("{max} cannot hold the run's own {least} processes; raise it to at least {least}"));
         }
@@ -274,6 +309,9 @@ fn check_groups(plan: &Plan, online: &[usize]) -> Result<(), PlanError> {
         }
     };
     known(&plan.victim.group, "victim.group".into())?;
+    for (i, a) in plan.applications.iter().enumerate() {
+        known(&a.group, format!("applications[{i}].group"))?;
+    }
     for (i, e) in plan.enemies.iter().enumerate() {
         known(&e.group, format!("enemies[{i}].group"))?;
     }
@@ -309,7 +347,7 @@ fn check_deadline_admission(plan: &Plan, online: &[usize]) -> Result<(), PlanErr
         Sched::Deadline { runtime_ns, period_ns, .. } => runtime_ns as f64 / period_ns as f64,
         _ => 0.0,
     };
-    let total = bw(&plan.victim.sched) + plan.enemies.iter().map(|e| bw(&e.sched)).sum::<f64>();
+    let total = plan.measured().map(|v| bw(&v.sched)).sum::<f64>() + plan.enemies.iter().map(|e| bw(&e.sched)).sum::<f64>();
     if total == 0.0 {
         return Ok(());
     }
@@ -388,12 +426,12 @@ fn check_trace(t: &crate::plan::Trace) -> Result<(), PlanError> {
     Ok(())
 }
 
-fn check_counters(v: &Victim) -> Result<(), PlanError> {
+fn check_counters(at: &str, v: &Victim) -> Result<(), PlanError> {
     if v.counters.len() > perf::MAX_EVENTS {
-        return err("victim.counters", format!("{} counters; at most {} per run", v.counters.len(), perf::MAX_EVENTS));
+        return err(format!("{at}.counters"), format!("{} counters; at most {} per run", v.counters.len(), perf::MAX_EVENTS));
     }
     for (i, c) in v.counters.iter().enumerate() {
-        let field = format!("victim.counters[{i}].event");
+        let field = format!("{at}.counters[{i}].event");
         perf::resolve(&c.event).or_else(|e| err(&field, e))?;
         let m = facts::current();
         if let Err(why) = m.counter(&c.event, v.counters_exclude_kernel) {
@@ -412,7 +450,7 @@ fn check_counters(v: &Victim) -> Result<(), PlanError> {
         let (active, _) = perf::select(&v.counters, v.counters_exclude_kernel);
         if !active.is_empty() {
             if let Err(why) = perf::Group::open(&active, v.counters_exclude_kernel) {
-                return err("victim.counters", format!("the {} counters cannot be counted together in one group ({why}); the PMU has fewer \
+                return err(format!("{at}.counters"), format!("the {} counters cannot be counted together in one group ({why}); the PMU has fewer \
                     counters than asked: count fewer, or mark some optional = true", active.len()));
             }
         }
@@ -542,3 +580,7 @@ fn check_lock(at: &str, lock: bool, footprint: u64) -> Result<(), PlanError> {
     Ok(())
 }
 
+
+#[cfg(test)]
+#[path = "check_apps_tests.rs"]
+mod apps_tests;

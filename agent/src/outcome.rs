@@ -61,6 +61,10 @@ pub struct RunOutcome {
     pub t0_ns: Option<i64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub enemies: Option<Vec<EnemyResult>>,
+    /// One entry per application of the plan, in plan order (empty without applications;
+    /// absent in files from before applications).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub applications: Option<Vec<ApplicationResult>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub configuration: Option<Configuration>,
     /// Present when the plan has a regulator.
@@ -136,6 +140,45 @@ pub struct EnemyResult {
     pub target_rate: Option<f64>,
     pub setup_error: Option<String>,
     pub ended_early: Option<String>,
+}
+
+/// How one application ended.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum ApplicationStatus {
+    /// Ran every job and exited with status 0.
+    Completed,
+    /// Ended by itself otherwise (a crash, a non-zero exit, a set-up failure).
+    Failed,
+    /// Still running when the run ended (watchdog, signal, another's failure): stopped.
+    Stopped,
+    /// Never forked (the run ended before).
+    NotStarted,
+}
+
+/// What one application (a measured process beside the victim) did: the facts run.json
+/// keeps for the victim, for it. Its files are in `dir`, below the run directory.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct ApplicationResult {
+    pub name: String,
+    pub may_fail: bool,
+    pub status: ApplicationStatus,
+    /// Its end as waitpid(2) told it; null if never reaped.
+    pub exit: Option<String>,
+    /// What it reported before it ended (a refused policy, a failed exec...).
+    pub error: Option<String>,
+    pub pid: Option<i32>,
+    /// "applications/<name>": its jobs.bin (and counters.bin, probes.bin).
+    pub dir: String,
+    pub jobs_recorded: u64,
+    pub jobs_planned: u64,
+    /// Its first release (CLOCK_MONOTONIC, ns; the victim's too); 0 if it never got there.
+    pub t0_ns: i64,
+    pub counters: CountersReport,
+    /// Present when its body is a command (its probes.bin).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub probes: Option<ProbesReport>,
 }
 
 /// What the run changed on the machine and whether it was put back. After a set-up failure
@@ -279,6 +322,7 @@ impl RunOutcome {
             jobs_planned: None,
             t0_ns: None,
             enemies: None,
+            applications: None,
             configuration: None,
             regulator: None,
             counters: None,
@@ -329,6 +373,11 @@ mod tests {
             window_rate: None, intensity: Some(100.0), window_intensity: None, target_intensity: 100.0, target_rate: None,
             setup_error: None, ended_early: Some("gone".into()),
         }]);
+        o.applications = Some(vec![ApplicationResult {
+            name: "b".into(), may_fail: true, status: ApplicationStatus::Failed, exit: Some("killed by signal 11 (Segmentation fault)".into()),
+            error: None, pid: Some(4), dir: "applications/b".into(), jobs_recorded: 2, jobs_planned: 5, t0_ns: 7,
+            counters: CountersReport { events: vec![], skipped: vec![], exclude_kernel: false, read_with: None, core_pmu: None }, probes: None,
+        }]);
         o.configuration = Some(Configuration {
             groups: Some(vec![GroupDirs { name: "g".into(), dirs: vec!["/sys/fs/cgroup/x".into()] }]),
             housekeeping_cpus: Some(None),
@@ -366,6 +415,8 @@ mod tests {
         assert_eq!(v["configuration"]["run_group"], serde_json::json!({"dir": null, "why": "no cgroup"}));
         assert_eq!(v["enemies"][0]["window_ops"], serde_json::Value::Null);
         assert_eq!(v["pids"]["enemies"]["e"], 3);
+        assert_eq!(v["applications"][0]["status"], "failed");
+        assert!(v["applications"][0]["error"].is_null() && v["applications"][0].get("probes").is_none());
     }
 
     #[test]

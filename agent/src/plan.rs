@@ -33,6 +33,11 @@ pub struct Plan {
     #[serde(default = "default_settle_ms")]
     pub settle_ms: f64,
     pub victim: Victim,
+    /// Further measured processes, each shaped like the victim with a required `name`
+    /// (and `may_fail`): forked, released and recorded like it, in their own files under
+    /// `<run dir>/applications/<name>/`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub applications: Vec<Victim>,
     #[serde(default)]
     pub enemies: Vec<Enemy>,
     /// Kernel trace of the measured window (tracefs, private instance).
@@ -224,9 +229,18 @@ fn default_settle_ms() -> f64 {
     200.0
 }
 
+/// A measured process: the victim, or one of the plan's `applications` (the same shape,
+/// with a required `name` and `may_fail`; check.rs refuses `may_fail` on the victim).
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Victim {
+    /// Its name in the results (the `application` column); "victim" when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// An application whose death is recorded while the run goes on (a failure-propagation
+    /// experiment's faulty application); otherwise its failure ends the run.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub may_fail: bool,
     pub body: Body,
     pub period_ns: u64,
     /// Relative deadline; the period when absent (implicit deadline).
@@ -264,7 +278,17 @@ pub struct Counter {
     pub optional: bool,
 }
 
+/// The victim's name when the plan gives none.
+pub const DEFAULT_VICTIM_NAME: &str = "victim";
+
+/// Most applications of one plan (each has a slot in the control block, launch/shm.rs).
+pub const MAX_APPLICATIONS: usize = 64;
+
 impl Victim {
+    /// Its name in the results: `name`, or "victim".
+    pub fn name(&self) -> &str {
+        self.name.as_deref().unwrap_or(DEFAULT_VICTIM_NAME)
+    }
     pub fn deadline(&self) -> u64 {
         self.deadline_ns.unwrap_or(self.period_ns)
     }
@@ -475,6 +499,17 @@ impl fmt::Display for PlanError {
 
 pub fn err<T>(field: impl Into<String>, message: impl Into<String>) -> Result<T, PlanError> {
     Err(PlanError { field: field.into(), message: message.into() })
+}
+
+impl Plan {
+    /// Every measured process: the victim first, then the applications in plan order.
+    pub fn measured(&self) -> impl Iterator<Item = &Victim> {
+        std::iter::once(&self.victim).chain(self.applications.iter())
+    }
+    /// The measured run: settle plus the longest measured process's periods, in seconds.
+    pub fn run_seconds(&self) -> f64 {
+        self.settle_ms / 1e3 + self.measured().map(|v| v.run_periods() * v.period_ns as f64 / 1e9).fold(0.0, f64::max)
+    }
 }
 
 /// Parse a plan strictly; the error names the JSON path.

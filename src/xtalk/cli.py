@@ -95,7 +95,7 @@ def plan(experiment: Optional[Path] = typer.Argument(None, help="experiment file
     if why:  # `run --results` may point elsewhere: a warning here, a refusal there
         console.print(f"warning: {why}")
     total = COMMAND_OVERHEAD_S + estimate_seconds(exp, runs)
-    if exp.victim.utilization is not None:
+    if exp.victim is not None and exp.victim.utilization is not None:
         where = "on the target at run time (a fixture calibrates nothing; the estimate counts the passes)" if fixture else "on this machine"
         console.print(f"victim work: calibrated {where} before the runs, for {exp.victim.utilization} of the period")
     # The order in full up to a few hundred runs; beyond, its start (rich would spend
@@ -253,11 +253,11 @@ def blame(run: Path = typer.Argument(..., help="a run directory (RESULTS/runs/<r
     import pandas as pd
     from rich.table import Table
 
-    from .store.jobs import convert_run
+    from .store.jobs import victim_jobs
     from .trace.culprits import rank
 
     run = _run_dir(run)
-    jobs = convert_run(run)
+    jobs = victim_jobs(run)
     if not (run / "culprits.parquet").exists():
         raise UsageError(f"{run}: no kernel trace; add a [trace] table to the experiment and run it as root")
     culprits = pd.read_parquet(run / "culprits.parquet")
@@ -294,7 +294,7 @@ def perfetto(run: Path = typer.Argument(..., help="a run directory recorded with
              out: Optional[Path] = typer.Option(None, "-o", "--out", help="output file (default RUN/trace.perfetto.json)")):
     """Export a run as a trace that ui.perfetto.dev opens: CPUs, processes, the victim's jobs."""
     from .outcome import load_outcome
-    from .store.jobs import convert_run
+    from .store.jobs import victim_jobs
     from .trace import perfetto as pf
     from .trace.parse import parse_file
     from .trace.run import labels
@@ -302,7 +302,7 @@ def perfetto(run: Path = typer.Argument(..., help="a run directory recorded with
     run = _run_dir(run)
     if not (run / "trace.txt").exists():
         raise UsageError(f"{run}: no kernel trace (trace.txt); add a [trace] table to the experiment")
-    jobs = convert_run(run)
+    jobs = victim_jobs(run)
     path = pf.write(parse_file(run / "trace.txt"), jobs, labels(load_outcome(run)), out or run / "trace.perfetto.json")
     console.print(f"wrote {path}: open it at https://ui.perfetto.dev")
 

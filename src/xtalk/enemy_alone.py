@@ -39,6 +39,8 @@ def _alone_plan(plan: Plan, enemy, run_id: str) -> Plan:
     p = plan.model_copy(deep=True)
     p.run_id = run_id
     p.enemies = [enemy.model_copy(deep=True)]
+    if getattr(p, "applications", None):  # alone: not beside the experiment's other applications
+        p.applications = []
     v = p.victim
     v.body, v.period_ns, v.deadline_ns = SumBody(bytes=4096), PASS_PERIOD_NS, None
     v.jobs, v.warmup_jobs, v.sched, v.counters, v.lock_memory = PASS_JOBS, 2, OtherSched(), [], False

@@ -278,6 +278,26 @@ class Probes(_Strict):
     reference_end: ClockReference
 
 
+class ApplicationResult(_Strict):
+    """What one application (a measured process beside the victim) did: how it ended, its
+    records (under `dir`, below the run directory), counters and probes."""
+
+    name: str
+    may_fail: bool
+    #: completed: every job, exit 0; failed: ended otherwise by itself; stopped: still running
+    #: when the run ended; not_started: never forked.
+    status: Literal["completed", "failed", "stopped", "not_started"]
+    exit: Optional[str] = None
+    error: Optional[str] = None
+    pid: Optional[int] = None
+    dir: str
+    jobs_recorded: int
+    jobs_planned: int
+    t0_ns: int
+    counters: Counters
+    probes: Optional[Probes] = None
+
+
 class TraceSaved(_Strict):
     events: list[str]
     file: str
@@ -311,6 +331,8 @@ class RunOutcome(_Strict):
     #: The victim's time origin (CLOCK_MONOTONIC ns), as in jobs.bin's header.
     t0_ns: Optional[int] = None
     enemies: list[EnemyResult] = []
+    #: One entry per application of the plan, in plan order (absent before applications).
+    applications: list[ApplicationResult] = []
     configuration: Optional[Configuration] = None
     regulator: Optional[RegulatorReport] = None
     counters: Optional[Counters] = None

@@ -12,12 +12,21 @@ import json
 from importlib import resources
 from typing import Annotated, Literal, Optional, Union
 
-from pydantic import BaseModel, ConfigDict, Field, create_model
+from pydantic import BaseModel, ConfigDict, Field, create_model, model_validator
 
 from . import catalog
 from .limits import MAX_ENEMIES, MAX_JOBS, MAX_PERIOD_NS, MAX_PIDS, MAX_TIMEOUT_S
 
 PLAN_VERSION = 1
+
+#: A measured process's name: a directory (`applications/<name>/`) and a value of the
+#: results' `application` column (agent/src/check.rs `valid_name`).
+NAME_PATTERN = r"^[A-Za-z0-9_.-]{1,64}$"
+#: The victim's name when the plan gives none.
+DEFAULT_VICTIM_NAME = "victim"
+#: Most applications of one plan: agent/src/plan.rs MAX_APPLICATIONS (one control-block
+#: slot each).
+MAX_APPLICATIONS = 64
 
 
 class _Strict(BaseModel):
@@ -236,6 +245,9 @@ class Regulator(_Strict):
 
 
 class Victim(_Strict):
+    """A measured process: the victim (named "victim" unless given a name)."""
+
+    name: str = Field(default=DEFAULT_VICTIM_NAME, pattern=NAME_PATTERN)
     body: Body
     period_ns: int = Field(ge=10_000, le=MAX_PERIOD_NS)
     deadline_ns: Optional[int] = Field(default=None, ge=1, le=MAX_PERIOD_NS)
@@ -248,6 +260,14 @@ class Victim(_Strict):
     group: Optional[str] = None
     counters: list[Counter] = []
     counters_exclude_kernel: bool = False
+
+
+class Application(Victim):
+    """A further measured process beside the victim: the victim's fields, a required name,
+    and `may_fail` (its death is recorded and the run goes on; otherwise it ends the run)."""
+
+    name: str = Field(pattern=NAME_PATTERN)
+    may_fail: bool = False
 
 
 class Enemy(_Strict):
@@ -286,6 +306,7 @@ class Plan(_Strict):
     timeout_s: float = Field(gt=0, le=MAX_TIMEOUT_S)
     settle_ms: float = Field(default=200.0, ge=0, le=60_000)
     victim: Victim
+    applications: list[Application] = Field(default=[], max_length=MAX_APPLICATIONS)
     enemies: list[Enemy] = Field(default=[], max_length=MAX_ENEMIES)
     trace: Optional[Trace] = None
     groups: list[Group] = []
@@ -294,6 +315,19 @@ class Plan(_Strict):
     regulator: Optional[Regulator] = None
     pids_max: Optional[int] = Field(default=None, ge=1, le=MAX_PIDS, description="the whole run's process budget (the stand-in for the machine's PID table)")
     labels: dict[str, str] = {}
+
+    @model_validator(mode="after")
+    def _unique_names(self) -> "Plan":
+        seen = {self.victim.name}
+        for i, a in enumerate(self.applications):
+            if a.name in seen:
+                raise ValueError(f"applications[{i}].name: '{a.name}' is used twice; names are unique across the victim and the applications")
+            seen.add(a.name)
+        return self
+
+    def measured(self) -> list[Victim]:
+        """Every measured process: the victim first, then the applications in plan order."""
+        return [self.victim, *self.applications]
 
     def to_json(self) -> str:
         return self.model_dump_json(indent=2)
@@ -311,8 +345,9 @@ def victim_seconds(v: Victim) -> float:
 
 
 def run_seconds(plan: "Plan") -> float:
-    """The measured part of a run: settle time plus the victim's run."""
-    return plan.settle_ms / 1e3 + victim_seconds(plan.victim)
+    """The measured part of a run: settle time plus the longest measured process's run
+    (the victim's, or an application's; agent/src/plan.rs `run_seconds`)."""
+    return plan.settle_ms / 1e3 + max(victim_seconds(v) for v in plan.measured())
 
 
 def schema_of(model: type[BaseModel], name: str) -> dict:

@@ -97,7 +97,7 @@ def estimate_seconds(exp: config.experiment.Experiment, runs: list[RunSpec], fea
         from .enemy_alone import estimated_seconds as alone_seconds
 
         total += feasibility_seconds(runs, RUN_OVERHEAD_S) + alone_seconds(runs, RUN_OVERHEAD_S)
-    if exp.victim.utilization is not None and runs:
+    if exp.victim is not None and exp.victim.utilization is not None and runs:
         from .calibrate_work import estimated_seconds
 
         total += estimated_seconds(runs, RUN_OVERHEAD_S)
@@ -160,7 +160,7 @@ def run_experiment(path: Path, results: Path | None = None, console: Console | N
     }
     _create_results(out, Path(path), document)
     calibration = None
-    if exp.victim.utilization is not None:
+    if exp.victim is not None and exp.victim.utilization is not None:  # [[application]]s: no calibration
         from .calibrate_work import calibrate
 
         share = fraction(exp.victim.utilization, "victim.utilization")

@@ -1,13 +1,17 @@
-//! The control block shared by the agent, the victim and the enemies: a process-shared
-//! barrier (seed 000 §6.5.2), the stop flag and one slot per enemy for its achieved work.
-//! It lives in an anonymous shared mapping, so nothing outlives the processes.
+//! The control block shared by the agent, the measured processes (the victim and the
+//! applications) and the enemies: a process-shared barrier (seed 000 §6.5.2), the stop flag,
+//! the common first release, and one slot per process (an enemy's achieved work, a set-up
+//! failure's message). It lives in an anonymous shared mapping, so nothing outlives the
+//! processes. Every slot starts on its own cache line: an enemy counting its work never
+//! writes a line a measured process reads or writes.
 
 use std::sync::atomic::{AtomicI64, AtomicU32, AtomicU64, Ordering};
 
 pub const MAX_ENEMIES: usize = 256;
+pub use crate::plan::MAX_APPLICATIONS;
 pub const MSG_LEN: usize = 200;
 
-#[repr(C)]
+#[repr(C, align(64))]
 pub struct Slot {
     /// Work done so far (bytes or accesses; unit given by the enemy kind).
     pub ops: AtomicU64,
@@ -21,6 +25,8 @@ pub struct Slot {
     pub allowance: AtomicU64,
     /// 1 while the enemy has stopped itself over budget (it clears it once resumed).
     pub stopped_self: AtomicU32,
+    /// A measured process: 1 when it reads its counters with rdpmc, 0 with read(2).
+    pub counters_rdpmc: AtomicU32,
     pub msg: [u8; MSG_LEN],
 }
 
@@ -52,8 +58,13 @@ pub struct Control {
     /// The victim's last job time (the regulator's feedback mode reads it).
     pub victim_last_exec_ns: AtomicI64,
     pub regulator: RegulatorStats,
+    /// The measured processes' common first release (CLOCK_MONOTONIC ns; 0 until the first
+    /// one past the barrier sets it): every measured process is released at that instant.
+    pub first_release_ns: AtomicI64,
     pub victim: Slot,
     pub enemies: [Slot; MAX_ENEMIES],
+    /// One slot per application, in plan order.
+    pub applications: [Slot; MAX_APPLICATIONS],
 }
 
 pub struct Shared {
@@ -94,6 +105,17 @@ impl Shared {
     /// Wait until every party has arrived.
     pub fn barrier_wait(&self) {
         unsafe { libc::pthread_barrier_wait(&mut (*self.ptr).barrier) };
+    }
+
+    /// The common first release: the first measured process past the barrier sets it to
+    /// now + `settle_ns`, the others read it, so every measured process starts its grid at
+    /// the same instant.
+    pub fn first_release(&self, settle_ns: i64) -> i64 {
+        let mine = crate::observe::clock::mono_ns() + settle_ns;
+        match self.ctl().first_release_ns.compare_exchange(0, mine, Ordering::AcqRel, Ordering::Acquire) {
+            Ok(_) => mine,
+            Err(first) => first,
+        }
     }
 
     pub fn stopping(&self) -> bool {

@@ -39,13 +39,16 @@ impl Staging {
     /// the move journalled; or in the run directory itself. Whatever has the name in the run
     /// directory (left by an attempt killed before it wrote run.json: a directory holding a
     /// run is refused before this) is replaced, never followed.
+    /// `name` may be a path below the run directory ("applications/<app>/jobs.bin"): its
+    /// staged copy has one flat name in the staging directory ('/' written as '%', which no
+    /// application name holds).
     pub fn file(&self, name: &str, journal: &mut Journal) -> Result<PathBuf, String> {
         let dest = self.out.join(name);
         if dest.symlink_metadata().is_ok() {
             std::fs::remove_file(&dest).map_err(|e| format!("{}: {e}", dest.display()))?;
         }
         let Some(dir) = &self.dir else { return Ok(dest) };
-        let tmp = dir.path.join(name);
+        let tmp = dir.path.join(name.replace('/', "%"));
         journal.stage(&tmp, &dest)?;
         std::os::unix::fs::symlink(&tmp, &dest).map_err(|e| format!("{}: {e}", dest.display()))?;
         Ok(tmp)

@@ -1,4 +1,4 @@
-//! The run's children (enemies, victim, regulator): forking, reaping, ending them.
+//! The run's children (enemies, victim, applications, regulator): forking, reaping, ending them.
 
 use crate::launch::signals;
 use crate::observe::clock::mono_ns;
@@ -7,8 +7,17 @@ use crate::plan::Plan;
 #[derive(Clone, Copy, PartialEq, Debug)]
 pub enum Role {
     Victim,
+    /// The plan's `applications[i]`.
+    Application(usize),
     Enemy(usize),
     Regulator,
+}
+
+impl Role {
+    /// A measured process (the victim or an application).
+    pub fn measured(self) -> bool {
+        matches!(self, Role::Victim | Role::Application(_))
+    }
 }
 
 pub struct Child {
@@ -17,11 +26,14 @@ pub struct Child {
     pub status: Option<libc::c_int>,
     /// Resource use and the time it was reaped (for a command victim's job record).
     pub rusage: Option<(libc::rusage, i64)>,
+    /// A measured process still running when the window ended (watchdog, signal, another's
+    /// failure): the run ended it.
+    pub cut_short: bool,
 }
 
 impl Child {
     pub fn new(pid: libc::pid_t, role: Role) -> Child {
-        Child { pid, role, status: None, rusage: None }
+        Child { pid, role, status: None, rusage: None, cut_short: false }
     }
 }
 
@@ -42,9 +54,24 @@ pub fn describe(status: libc::c_int) -> String {
 pub fn name_of(plan: &Plan, r: Role) -> String {
     match r {
         Role::Victim => "victim".into(),
+        Role::Application(i) => format!("application {}", plan.applications[i].name()),
         Role::Enemy(i) => format!("enemy {}", plan.enemies[i].name),
         Role::Regulator => "regulator".into(),
     }
+}
+
+/// A measured process's control-block slot (the regulator reports into the victim's).
+pub fn slot_of(shared: &crate::launch::shm::Shared, r: Role) -> &crate::launch::shm::Slot {
+    match r {
+        Role::Victim | Role::Regulator => &shared.ctl().victim,
+        Role::Application(i) => &shared.ctl().applications[i],
+        Role::Enemy(i) => &shared.ctl().enemies[i],
+    }
+}
+
+/// Did the child exit with status 0?
+pub fn exited_ok(status: libc::c_int) -> bool {
+    libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0
 }
 
 /// Reap every child that has ended; returns how many were reaped.

@@ -2,16 +2,16 @@
 //! change undone and the staged records moved into the run directory; last, run.json
 //! written with whether the machine was restored.
 
-use super::children::{describe, Child, Role};
-use super::prepare::Prepared;
+use super::children::{describe, exited_ok, Child, Role};
+use super::prepare::{Prepared, Records, APPLICATIONS_DIR};
 use super::spawn::Spawned;
 use super::{unix_ns, Verdict, EXIT_COMPLETED, EXIT_FAILED, EXIT_INTERRUPTED};
 use crate::launch::cgroups;
 use crate::launch::journal::Journal;
-use crate::launch::shm::Shared;
+use crate::launch::shm::{Shared, Slot};
 use crate::observe::{calibrate, clock::mono_ns, perf};
-use crate::outcome::{ClockPair, Configuration, CountersReport, EnemyResult, GroupDirs, Irqs, Pids, ProbesReport, RunGroup, RunOutcome, SkippedCounter, Status, TraceReport};
-use crate::plan::Plan;
+use crate::outcome::{ApplicationResult, ApplicationStatus, ClockPair, Configuration, CountersReport, EnemyResult, GroupDirs, Irqs, Pids, ProbesReport, RunGroup, RunOutcome, SkippedCounter, Status, TraceReport};
+use crate::plan::{Plan, Victim};
 use crate::launch::jsonfile::write_atomic;
 use crate::{enemies, regulate};
 use std::path::Path;
@@ -30,9 +30,10 @@ pub fn io_notes(plan: &Plan) -> Vec<String> {
 
 /// Fill `doc` with the run's outcome, restore the machine, write run.json; the exit code.
 #[allow(clippy::too_many_arguments)]
-pub fn write(plan: &Plan, out: &Path, prep: Prepared, spawned: Spawned, measuring: bool, verdict: Verdict, runaways: Result<Vec<String>, String>,
+pub fn write(plan: &Plan, out: &Path, mut prep: Prepared, spawned: Spawned, measuring: bool, verdict: Verdict, runaways: Result<Vec<String>, String>,
              notes: &mut Vec<String>, recovered: Vec<String>, journal: &mut Journal, doc: &mut RunOutcome) -> Result<i32, String> {
     let run_json = out.join("run.json");
+    let tracer = prep.tracer.take();
     let (v, shared, children) = (&plan.victim, &prep.shared, &spawned.children);
     notes.extend(ended_early(plan, shared, children, measuring));
     let victim = children.iter().find(|c| c.role == Role::Victim);
@@ -48,10 +49,12 @@ pub fn write(plan: &Plan, out: &Path, prep: Prepared, spawned: Spawned, measurin
         }).collect(),
     });
     doc.process_budget = Some(prep.groups.budget_report());
-    doc.jobs_recorded = Some(prep.log.count());
+    let rec = prep.victim();
+    doc.jobs_recorded = Some(rec.log.count());
     doc.jobs_planned = Some(v.total_jobs());
-    doc.t0_ns = Some(prep.log.header().t0_ns);
+    doc.t0_ns = Some(rec.log.header().t0_ns);
     doc.enemies = Some(enemy_results(plan, shared));
+    doc.applications = Some(plan.applications.iter().enumerate().map(|(i, a)| application_result(i, a, &prep, children)).collect());
     let mut configuration = Configuration {
         groups: Some(plan.groups.iter().map(|g| GroupDirs { name: g.name.clone(), dirs: prep.groups.dirs_of(&g.name) }).collect()),
         housekeeping_cpus: Some(plan.housekeeping_cpus.clone()),
@@ -61,31 +64,9 @@ pub fn write(plan: &Plan, out: &Path, prep: Prepared, spawned: Spawned, measurin
         ..Configuration::default()
     };
     doc.regulator = plan.regulator.as_ref().map(|r| regulate::report(r, shared));
-    doc.counters = Some(CountersReport {
-        events: prep.events.iter().map(|e| e.name.clone()).collect(),
-        skipped: prep.skipped.iter().map(|(n, why)| SkippedCounter { event: n.clone(), reason: why.clone() }).collect(),
-        exclude_kernel: v.counters_exclude_kernel,
-        read_with: if prep.events.is_empty() {
-            None
-        } else if shared.ctl().counters_rdpmc.load(Ordering::Relaxed) == 1 {
-            Some("rdpmc".into())
-        } else {
-            Some("read(2)".into())
-        },
-        core_pmu: perf::core_pmu(),
-    });
-    if let Some(p) = &prep.probes {
-        p.flush();
-        let (records, dropped) = p.counts();
-        doc.probes = Some(ProbesReport {
-            file: "probes.bin".into(),
-            records,
-            dropped,
-            reference_start: prep.ref_start,
-            reference_end: ClockPair { ticks: calibrate::ticks(), mono_ns: mono_ns() },
-        });
-    }
-    if let Some(t) = prep.tracer {
+    doc.counters = Some(counters_report(rec, v, &shared.ctl().victim));
+    doc.probes = probes_report(rec, "probes.bin", prep.ref_start);
+    if let Some(t) = tracer {
         doc.trace = Some(match t.save(&out.join("trace.txt")) {
             Ok(lost) => TraceReport { events: t.events.clone(), file: Some("trace.txt".into()), lost_events: Some(lost), clock: Some("mono".into()), error: None },
             Err(e) => TraceReport { events: t.events.clone(), file: None, lost_events: None, clock: None, error: Some(e) },
@@ -106,9 +87,15 @@ pub fn write(plan: &Plan, out: &Path, prep: Prepared, spawned: Spawned, measurin
             RunGroup { dir: None, killed: None, why: Some(why.to_string()) }
         }
     });
-    if !prep.skipped.is_empty() {
-        let names: Vec<&str> = prep.skipped.iter().map(|(n, _)| n.as_str()).collect();
-        notes.push(format!("counters not read on this machine: {} ({})", names.join(", "), prep.skipped[0].1));
+    if !rec.skipped.is_empty() {
+        let names: Vec<&str> = rec.skipped.iter().map(|(n, _)| n.as_str()).collect();
+        notes.push(format!("counters not read on this machine: {} ({})", names.join(", "), rec.skipped[0].1));
+    }
+    for (i, a) in doc.applications.iter().flatten().enumerate() {
+        if a.status == ApplicationStatus::Failed && plan.applications[i].may_fail {
+            notes.push(format!("application {} failed and the run went on (may_fail): {}", a.name,
+                a.error.clone().or(a.exit.clone()).unwrap_or_default()));
+        }
     }
     doc.notes = Some(notes.clone());
     doc.configuration = Some(configuration);
@@ -122,6 +109,59 @@ pub fn write(plan: &Plan, out: &Path, prep: Prepared, spawned: Spawned, measurin
         Status::Interrupted => EXIT_INTERRUPTED,
         _ => EXIT_FAILED,
     })
+}
+
+/// The counters a measured process read (or could not), and how.
+fn counters_report(rec: &Records, v: &Victim, slot: &Slot) -> CountersReport {
+    CountersReport {
+        events: rec.events.iter().map(|e| e.name.clone()).collect(),
+        skipped: rec.skipped.iter().map(|(n, why)| SkippedCounter { event: n.clone(), reason: why.clone() }).collect(),
+        exclude_kernel: v.counters_exclude_kernel,
+        read_with: if rec.events.is_empty() {
+            None
+        } else if slot.counters_rdpmc.load(Ordering::Relaxed) == 1 {
+            Some("rdpmc".into())
+        } else {
+            Some("read(2)".into())
+        },
+        core_pmu: perf::core_pmu(),
+    }
+}
+
+/// A command body's probe records, flushed, with the run's clock references (`file`: its
+/// path in the run directory).
+fn probes_report(rec: &Records, file: &str, ref_start: ClockPair) -> Option<ProbesReport> {
+    let p = rec.probes.as_ref()?;
+    p.flush();
+    let (records, dropped) = p.counts();
+    Some(ProbesReport { file: file.into(), records, dropped, reference_start: ref_start, reference_end: ClockPair { ticks: calibrate::ticks(), mono_ns: mono_ns() } })
+}
+
+/// What application `i` did: how it ended, its records, counters and probes.
+fn application_result(i: usize, a: &Victim, prep: &Prepared, children: &[Child]) -> ApplicationResult {
+    let rec = &prep.measured[i + 1];
+    let child = children.iter().find(|c| c.role == Role::Application(i));
+    let dir = format!("{APPLICATIONS_DIR}/{}", a.name());
+    let status = match child {
+        None => ApplicationStatus::NotStarted,
+        Some(c) if c.cut_short => ApplicationStatus::Stopped,
+        Some(c) if c.status.is_some_and(exited_ok) => ApplicationStatus::Completed,
+        Some(_) => ApplicationStatus::Failed,
+    };
+    ApplicationResult {
+        name: a.name().to_string(),
+        may_fail: a.may_fail,
+        status,
+        exit: child.and_then(|c| c.status).map(describe),
+        error: prep.shared.ctl().applications[i].message(),
+        pid: child.map(|c| c.pid),
+        jobs_recorded: rec.log.count(),
+        jobs_planned: a.total_jobs(),
+        t0_ns: rec.log.header().t0_ns,
+        counters: counters_report(rec, a, &prep.shared.ctl().applications[i]),
+        probes: probes_report(rec, &format!("{dir}/probes.bin"), prep.ref_start),
+        dir,
+    }
 }
 
 /// Enemies that ended by themselves during the measured window, before the stop flag.

@@ -1,9 +1,9 @@
-//! Phase `spawn`: fork the enemies, then the victim, then the regulator; each attaches
+//! Phase `spawn`: fork the enemies, then the victim and the applications, then the regulator; each attaches
 //! itself to its groups and sets itself up, then meets the others at the barrier. Once
 //! every child is forked, the agent (and, if asked, device interrupts) move to the
 //! housekeeping CPUs; the children do not inherit that.
 
-use super::children::{fork_child, Child, Role};
+use super::children::{fork_child, slot_of, Child, Role};
 use super::prepare::Prepared;
 use super::Verdict;
 use crate::launch::journal::Journal;
@@ -28,7 +28,7 @@ pub fn spawn(plan: &Plan, prep: &Prepared, journal: &mut Journal, verdict: &mut 
     let scratch = enemies::scratch_dirs(plan, journal)?;
     for (i, e) in plan.enemies.iter().enumerate() {
         let own = scratch.iter().find(|(j, _)| *j == i).map(|(_, d)| d.clone());
-        match fork_in(prep, &e.group, &format!("enemy {}", e.name), Some(i), || enemies::enemy_main(i, e, &prep.shared, me, own)) {
+        match fork_in(prep, &e.group, &format!("enemy {}", e.name), Role::Enemy(i), false, || enemies::enemy_main(i, e, &prep.shared, me, own)) {
             Ok(pid) => children.push(Child::new(pid, Role::Enemy(i))),
             Err(m) => {
                 verdict.end(Status::Failed, m);
@@ -36,21 +36,33 @@ pub fn spawn(plan: &Plan, prep: &Prepared, journal: &mut Journal, verdict: &mut 
             }
         }
     }
-    if verdict.open() {
-        let v = &plan.victim;
-        let counters = prep.counter_log.as_ref().map(|log| victims::Counters { events: &prep.events, exclude_kernel: v.counters_exclude_kernel, log });
+    // The measured processes: the victim, then each application, forked alike (its own
+    // group, placement, policy, records and slot).
+    for (m, v) in plan.measured().enumerate() {
+        if !verdict.open() {
+            break;
+        }
+        let (role, slot, who) = match m {
+            0 => (Role::Victim, &prep.shared.ctl().victim, "victim".to_string()),
+            i => (Role::Application(i - 1), &prep.shared.ctl().applications[i - 1], format!("application {}", v.name())),
+        };
+        let rec = &prep.measured[m];
+        let counters = rec.counter_log.as_ref().map(|log| victims::Counters { events: &rec.events, exclude_kernel: v.counters_exclude_kernel, log });
         let cx = victims::Ctx {
             victim: v,
             shared: &prep.shared,
-            log: &prep.log,
+            slot,
+            who: who.clone(),
+            primary: m == 0,
+            log: &rec.log,
             counters: counters.as_ref(),
-            probe_fd: prep.probes.as_ref().map_or(-1, |p| p.fd),
+            probe_fd: rec.probes.as_ref().map_or(-1, |p| p.fd),
             parent: me,
             settle_ns: (plan.settle_ms * 1e6) as i64,
             enemies: plan.enemies.len(),
         };
-        match fork_in(prep, &v.group, "victim", None, || victims::victim_main(&cx)) {
-            Ok(pid) => children.push(Child::new(pid, Role::Victim)),
+        match fork_in(prep, &v.group, &who, role, v.may_fail, || victims::victim_main(&cx)) {
+            Ok(pid) => children.push(Child::new(pid, role)),
             Err(m) => verdict.end(Status::Failed, m),
         }
     }
@@ -66,7 +78,7 @@ pub fn spawn(plan: &Plan, prep: &Prepared, journal: &mut Journal, verdict: &mut 
                 _ => None,
             })
             .collect();
-        match fork_in(prep, &None, "regulator", None, || regulate::regulator_main(r, &prep.shared, &targets, me, &plan.housekeeping_cpus)) {
+        match fork_in(prep, &None, "regulator", Role::Regulator, false, || regulate::regulator_main(r, &prep.shared, &targets, me, &plan.housekeeping_cpus)) {
             Ok(pid) => children.push(Child::new(pid, Role::Regulator)),
             Err(m) => verdict.end(Status::Failed, m),
         }
@@ -84,18 +96,14 @@ pub fn spawn(plan: &Plan, prep: &Prepared, journal: &mut Journal, verdict: &mut 
 }
 
 /// Fork a child that first attaches itself to `group`'s directories (the run's own group
-/// when None), then runs `body`. A failed attach is reported in the child's slot (the
-/// enemy's `enemy`, else the victim's) and ends the child with 3.
-fn fork_in(prep: &Prepared, group: &Option<String>, who: &str, enemy: Option<usize>, body: impl FnOnce()) -> Result<libc::pid_t, String> {
+/// when None), then runs `body`. A failed attach is reported in the child's slot (its
+/// `role`'s: an enemy's, an application's, else the victim's) and ends the child with 3
+/// (a `may_fail` application meets the barrier first: victims::give_up).
+fn fork_in(prep: &Prepared, group: &Option<String>, who: &str, role: Role, may_fail: bool, body: impl FnOnce()) -> Result<libc::pid_t, String> {
     let dirs = prep.groups.dirs_for(group.as_deref());
     fork_child(|| {
         if let Err(m) = cgroups::attach_self(&dirs) {
-            let slot = match enemy {
-                Some(i) => &prep.shared.ctl().enemies[i],
-                None => &prep.shared.ctl().victim,
-            };
-            slot.fail(&format!("{who}: {m}"));
-            unsafe { libc::_exit(3) };
+            victims::give_up(&prep.shared, slot_of(&prep.shared, role), may_fail, &format!("{who}: {m}"), 3);
         }
         body()
     })

@@ -1,5 +1,6 @@
 //! Phase `teardown`: trace off, stop flag; the regulator ends and thaws what it froze, the
-//! victim gets SIGTERM (its jobs are already in the log), the enemies are continued and
+//! measured processes still running (the window was cut short) get SIGTERM (their jobs are
+//! already in their logs), the enemies are continued and
 //! given a grace period, SIGKILL ends any rest, every child is reaped; then whatever is
 //! left in the run's own group is killed and the records are flushed.
 
@@ -23,25 +24,31 @@ pub fn teardown(plan: &Plan, prep: &Prepared, children: &mut Vec<Child>) -> Resu
             let _ = cgroups::set_frozen(&dir, &ver, false);
         }
     }
-    end_children(children, |c| c.role == Role::Victim, libc::SIGTERM, 1_000_000_000);
+    for c in children.iter_mut().filter(|c| c.role.measured() && c.status.is_none()) {
+        c.cut_short = true;
+    }
+    end_children(children, |c| c.role.measured(), libc::SIGTERM, 1_000_000_000);
     for c in alive(children) {
         unsafe { libc::kill(c.pid, libc::SIGCONT) };
     }
-    end_children(children, |c| c.role != Role::Victim, 0, 2_000_000_000);
+    end_children(children, |c| !c.role.measured(), 0, 2_000_000_000);
     end_children(children, |_| true, libc::SIGKILL, 5_000_000_000);
     // Whatever the children started and left (a command's background child, a helper that
     // called setsid, a runaway real-time task) is still in the run's group: kill it.
     let runaways = prep.groups.kill_runaways();
     reap(children);
-    let v = &plan.victim;
-    if let (Body::Command { .. }, Some(c)) = (&v.body, children.iter().find(|c| c.role == Role::Victim)) {
-        if let Some((ru, end)) = &c.rusage {
-            victims::command::finish(v, &prep.log, *end, ru);
+    for (m, v) in plan.measured().enumerate() {
+        let rec = &prep.measured[m];
+        let role = if m == 0 { Role::Victim } else { Role::Application(m - 1) };
+        if let (Body::Command { .. }, Some(c)) = (&v.body, children.iter().find(|c| c.role == role)) {
+            if let Some((ru, end)) = &c.rusage {
+                victims::command::finish(v, &rec.log, *end, ru);
+            }
         }
-    }
-    prep.log.flush();
-    if let Some(c) = &prep.counter_log {
-        c.flush();
+        rec.log.flush();
+        if let Some(c) = &rec.counter_log {
+            c.flush();
+        }
     }
     runaways
 }

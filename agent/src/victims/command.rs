@@ -13,7 +13,7 @@ use std::ffi::CString;
 pub fn exec(cx: &super::Ctx) -> ! {
     let (v, shared, log, probe_fd, settle_ns) = (cx.victim, cx.shared, cx.log, cx.probe_fd, cx.settle_ns);
     let Body::Command { argv, env, preload, .. } = &v.body else { unreachable!() };
-    let t0 = mono_ns() + settle_ns;
+    let t0 = shared.first_release(settle_ns);
     log.set_t0(t0);
     sleep_until(t0);
     let wakeup = mono_ns();
@@ -31,7 +31,7 @@ pub fn exec(cx: &super::Ctx) -> ! {
     let start = mono_ns();
     log.stage(0, &JobRecord { job: 0, release_ns: t0, wakeup_ns: wakeup, start_ns: start, cpu_start: current_cpu(), cpu_end: -1, ..Default::default() });
     unsafe { libc::execvp(ptrs[0], ptrs.as_ptr()) };
-    shared.ctl().victim.fail(&format!("victim: exec {}: {}", argv[0], std::io::Error::last_os_error()));
+    cx.slot.fail(&format!("{}: exec {}: {}", cx.who, argv[0], std::io::Error::last_os_error()));
     unsafe { libc::_exit(127) }
 }
 

@@ -15,7 +15,7 @@ mod syscall;
 pub mod taskset;
 
 use crate::launch::setup;
-use crate::launch::shm::Shared;
+use crate::launch::shm::{Shared, Slot};
 use crate::observe::clock::{ctx_switches, current_cpu, mono_ns, sleep_until, thread_cpu_ns};
 use crate::plan::{Body, Victim};
 use crate::observe::perf::{EventSpec, Group, Reading};
@@ -83,11 +83,19 @@ pub fn build(v: &Victim, log: &JobLog) -> Result<Box<dyn JobBody>, String> {
     })
 }
 
-/// What the forked victim needs besides its plan: the run's control block, its records and
-/// the run's timing (the enemies have the same: `enemies::Ctx`).
+/// What a forked measured process (the victim or an application) needs besides its plan
+/// entry: the run's control block and its own slot there, its own records and the run's
+/// timing (the enemies have the same: `enemies::Ctx`).
 pub struct Ctx<'a> {
     pub victim: &'a Victim,
     pub shared: &'a Shared,
+    /// Its own slot in the control block (a set-up failure's message).
+    pub slot: &'a Slot,
+    /// How it is named in messages and in the process table: "victim", or the application's name.
+    pub who: String,
+    /// The victim (not an application): it snapshots the enemies' work around its window
+    /// and publishes its last job time for the regulator.
+    pub primary: bool,
     pub log: &'a JobLog,
     /// Counters read around every job, if the plan asks for any.
     pub counters: Option<&'a Counters<'a>>,
@@ -101,23 +109,49 @@ pub struct Ctx<'a> {
     pub enemies: usize,
 }
 
-/// Entry point of the forked victim process. Never returns.
+/// A measured process's set-up failure: the message in its slot, then exit with `code`.
+/// A `may_fail` application first meets the barrier (which counts on it) and notes that it
+/// passed, so the others start and the run goes on without it.
+pub fn give_up(shared: &Shared, slot: &Slot, may_fail: bool, msg: &str, code: i32) -> ! {
+    slot.fail(msg);
+    if may_fail {
+        shared.barrier_wait();
+        slot.started_ns.store(mono_ns(), Ordering::Release);
+    }
+    unsafe { libc::_exit(code) }
+}
+
+impl Ctx<'_> {
+    /// Set-up failed (see `give_up`).
+    pub(crate) fn give_up(&self, msg: &str, code: i32) -> ! {
+        give_up(self.shared, self.slot, self.victim.may_fail, msg, code)
+    }
+
+    /// Past the barrier: noted in its slot (the agent then treats a `may_fail` application's
+    /// end as recorded, not as a set-up failure), and the agent told the window may begin.
+    pub(crate) fn passed_barrier(&self) {
+        self.slot.started_ns.store(mono_ns(), Ordering::Release);
+        unsafe { libc::kill(self.parent, libc::SIGUSR1) };
+    }
+}
+
+/// Entry point of a forked measured process (the victim or an application). Never returns.
 pub fn victim_main(cx: &Ctx) -> ! {
-    let (v, shared, log, counters, parent, settle_ns, enemies) = (cx.victim, cx.shared, cx.log, cx.counters, cx.parent, cx.settle_ns, cx.enemies);
-    let slot = &shared.ctl().victim;
-    setup::set_name("xt-victim");
+    let (v, shared, log, counters, parent, settle_ns) = (cx.victim, cx.shared, cx.log, cx.counters, cx.parent, cx.settle_ns);
+    let (slot, who) = (cx.slot, cx.who.as_str());
+    let enemies = if cx.primary { cx.enemies } else { 0 };
+    setup::set_name(if cx.primary { "xt-victim".to_string() } else { format!("xt-app-{}", v.name()) }.as_str());
     let ready = setup::die_with_parent(parent)
         .and_then(|_| setup::apply_placement(&v.placement))
         .and_then(|_| setup::apply_sched(&v.sched))
         .and_then(|_| if v.lock_memory { setup::lock_memory() } else { Ok(()) });
     if let Err(msg) = ready {
-        slot.fail(&format!("victim: {msg}"));
-        unsafe { libc::_exit(3) };
+        cx.give_up(&format!("{who}: {msg}"), 3);
     }
     if let Body::Command { .. } = v.body {
         log.prefault();
         shared.barrier_wait();
-        unsafe { libc::kill(parent, libc::SIGUSR1) };
+        cx.passed_barrier();
         command::exec(cx);
     }
     if let Body::Taskset { .. } = v.body {
@@ -127,15 +161,13 @@ pub fn victim_main(cx: &Ctx) -> ! {
     let mut group = match counters.map(|c| Group::open(c.events, c.exclude_kernel)).transpose() {
         Ok(g) => g,
         Err(msg) => {
-            slot.fail(&format!("victim counters: {msg}"));
-            unsafe { libc::_exit(3) };
+            cx.give_up(&format!("{who} counters: {msg}"), 3);
         }
     };
     let mut body = match build(v, log) {
         Ok(b) => b,
         Err(msg) => {
-            slot.fail(&format!("victim: {msg}"));
-            unsafe { libc::_exit(3) };
+            cx.give_up(&format!("{who}: {msg}"), 3);
         }
     };
     body.warm(); // warm caches and page tables before the window, outside the record
@@ -144,11 +176,14 @@ pub fn victim_main(cx: &Ctx) -> ! {
         c.log.prefault();
     }
     shared.barrier_wait();
-    unsafe { libc::kill(parent, libc::SIGUSR1) };
+    cx.passed_barrier();
     let rdpmc = group.as_ref().and_then(|g| g.rdpmc());
-    shared.ctl().counters_rdpmc.store(rdpmc.is_some() as u32, Ordering::Relaxed);
+    slot.counters_rdpmc.store(rdpmc.is_some() as u32, Ordering::Relaxed);
+    if cx.primary {
+        shared.ctl().counters_rdpmc.store(rdpmc.is_some() as u32, Ordering::Relaxed);
+    }
     let probe = group.as_mut().zip(counters.map(|c| c.log)).map(|(g, l)| (CounterReader { group: g, rdpmc }, l));
-    periodic(v, body.as_mut(), log, probe, shared, settle_ns, enemies);
+    periodic(v, body.as_mut(), log, probe, shared, settle_ns, enemies, cx.primary);
     if let Err(msg) = body.finish() {
         slot.fail(&msg);
         unsafe { libc::_exit(1) };
@@ -156,6 +191,8 @@ pub fn victim_main(cx: &Ctx) -> ! {
     unsafe { libc::_exit(0) }
 }
 
+/// The enemies' work counters and the window's bound at one end of the victim's window
+/// (an application, `enemies` 0 and `primary` false, leaves them to the victim).
 pub(crate) fn snapshot(shared: &Shared, enemies: usize, at_start: bool, t: i64) {
     let ctl = shared.ctl();
     for i in 0..enemies {
@@ -171,17 +208,18 @@ pub(crate) fn snapshot(shared: &Shared, enemies: usize, at_start: bool, t: i64) 
 }
 
 /// The measured loop: sleep to the absolute release, time the body, record the job.
-fn periodic(v: &Victim, body: &mut dyn JobBody, log: &JobLog, mut counters: Option<(CounterReader, &CounterLog)>, shared: &Shared, settle_ns: i64, enemies: usize) {
+#[allow(clippy::too_many_arguments)]
+fn periodic(v: &Victim, body: &mut dyn JobBody, log: &JobLog, mut counters: Option<(CounterReader, &CounterLog)>, shared: &Shared, settle_ns: i64, enemies: usize, primary: bool) {
     let (mut before, mut after) = (Reading::default(), Reading::default());
     let period = v.period_ns as i64;
     let deadline = v.deadline() as i64;
-    let t0 = mono_ns() + settle_ns;
+    let t0 = shared.first_release(settle_ns);
     log.set_t0(t0);
     let mut sink = 0u64;
     let mut last_end = t0;
     for k in 0..v.total_jobs() {
         let release = t0 + k as i64 * period;
-        if k == v.warmup_jobs {
+        if k == v.warmup_jobs && primary {
             snapshot(shared, enemies, true, release);
         }
         sleep_until(release);
@@ -232,10 +270,14 @@ fn periodic(v: &Victim, body: &mut dyn JobBody, log: &JobLog, mut counters: Opti
         if let Some((_, clog)) = counters.as_ref() {
             clog.push(k, k, &before, &after);
         }
-        shared.ctl().victim_last_exec_ns.store(end - start, Ordering::Relaxed);
+        if primary {
+            shared.ctl().victim_last_exec_ns.store(end - start, Ordering::Relaxed);
+        }
         body.after_job();
         last_end = end;
     }
-    snapshot(shared, enemies, false, last_end);
+    if primary {
+        snapshot(shared, enemies, false, last_end);
+    }
     std::hint::black_box(sink);
 }

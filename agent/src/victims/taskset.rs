@@ -112,9 +112,9 @@ impl<'a> Recorder<'a> {
 
 /// Entry point from victim_main (after placement, policy and locking). Never returns.
 pub fn main(cx: &super::Ctx) -> ! {
-    let (v, shared, log, parent, settle_ns, enemies) = (cx.victim, cx.shared, cx.log, cx.parent, cx.settle_ns, cx.enemies);
+    let (v, shared, log, settle_ns) = (cx.victim, cx.shared, cx.log, cx.settle_ns);
+    let enemies = if cx.primary { cx.enemies } else { 0 };
     let Body::Taskset { tasks, policy } = &v.body else { unreachable!() };
-    let slot = &shared.ctl().victim;
     let per_ns = calibrate();
     let scheds = sched_of(v, tasks, *policy);
     let hyper = v.period_ns as i64;
@@ -144,18 +144,21 @@ pub fn main(cx: &super::Ctx) -> ! {
         }
         ready.wait();
         if let Some(m) = errors.lock().unwrap().first() {
-            slot.fail(&format!("victim: {m}"));
-            unsafe { libc::_exit(3) };
+            cx.give_up(&format!("{}: {m}", cx.who), 3);
         }
         shared.barrier_wait();
-        unsafe { libc::kill(parent, libc::SIGUSR1) };
-        let start = mono_ns() + settle_ns;
+        cx.passed_barrier();
+        let start = shared.first_release(settle_ns);
         t0.store(start, Ordering::Release);
         log.set_t0(start);
-        super::snapshot(shared, enemies, true, start + warm_h * hyper);
+        if cx.primary {
+            super::snapshot(shared, enemies, true, start + warm_h * hyper);
+        }
         go.wait();
     });
-    super::snapshot(shared, enemies, false, mono_ns());
+    if cx.primary {
+        super::snapshot(shared, enemies, false, mono_ns());
+    }
     if let Some(dir) = rundir::of(log) {
         let doc = json!({
             "iterations_per_us": per_ns * 1e3,

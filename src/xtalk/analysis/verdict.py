@@ -66,6 +66,10 @@ GOALS = (MET, MISSED, INCONCLUSIVE)
 #: Did a fault stay inside its partition (report/containment.py, :func:`containment`).
 PROPAGATED, SLOWED, REFUSED, CONTAINED = "propagated", "slowed", "refused", "contained"
 CONTAINMENT = (PROPAGATED, SLOWED, REFUSED, CONTAINED)
+#: The failure-propagation property of a configuration (analysis/propagation.py) is one of
+#: VERDICTS, or this when no fault of a lower-criticality application was run beside a
+#: higher-criticality one (nothing to check).
+NOT_EXERCISED = "not exercised"
 
 
 def _nan(v) -> bool:
@@ -172,7 +176,7 @@ def severity(status: str) -> str:
     """How bad a status is, for colouring: 'bad' (a violation or misses), 'warn' (ε
     inconclusive, a slowdown, a guard) or '' (nothing to report)."""
     s = status.lower()
-    if VIOLATED in s or "miss" in s:
+    if VIOLATED in s or "miss" in s or s == PROPAGATED:
         return "bad"
     if INCONCLUSIVE in s or "slowed" in s or status == GUARD:
         return "warn"
@@ -336,6 +340,12 @@ def metric_values(jobs: pd.DataFrame, metric: str, *, include_warmup: bool = Fal
     if "end_ns" in df.columns and origin in df.columns:
         return (df["end_ns"] - df[origin]).to_numpy(dtype=float)
     raise ValueError(f"jobs: no {col!r} column and no end_ns/{origin} to derive it")
+
+
+def bound_verdict(low: float, high: float, bound: float) -> str:
+    """A CI [low, high] against an upper bound: holds when all of it is at or below the
+    bound, violated when all of it is above, inconclusive when it straddles the bound."""
+    return _decide(low, high, bound)
 
 
 def _decide(low: float, high: float, bound: float) -> str:

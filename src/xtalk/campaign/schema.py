@@ -243,13 +243,17 @@ def load(path: Union[str, Path]) -> tuple[Campaign, str]:
 
 
 def is_campaign_file(path: Union[str, Path]) -> bool:
-    """A campaign file has `[[application]]` tables and no top-level `[victim]` (which makes
-    an experiment file); unreadable or invalid TOML is left to the experiment parser."""
+    """A campaign file has `[[application]]` tables, each with its `victim`, and no top-level
+    `[victim]` (which makes an experiment file; so do applications with a `body`, measured
+    side by side); unreadable or invalid TOML is left to the experiment parser."""
     try:
         data = parse_toml(read_text(Path(path)), str(path))
     except UsageError:
         return False
-    return "application" in data and "victim" not in data
+    apps = data.get("application")
+    if not isinstance(apps, list) or "victim" in data:
+        return False
+    return not any(isinstance(a, dict) and "body" in a for a in apps)
 
 
 def schema_text() -> str:

@@ -99,6 +99,12 @@ class ConfigurationSpec(_Strict):
     preset: Optional[Literal["default", "deadline", "rr", "rr+cgroups", "deadline+cgroups", "partitioned"]] = None
     victim: ProcessSettings = ProcessSettings()
     enemies: ProcessSettings = ProcessSettings()
+    #: Experiments of [[application]]s: `victim` applies to every application, these to one each.
+    applications: dict[str, ProcessSettings] = Field(default={}, description="per application (by name): its settings "
+                                                     "over those of `victim`, which apply to every application")
+    files: Optional[Literal["shared", "duplicated"]] = Field(
+        default=None, description="applications of body aocs: every one on the same data files, or each on its own copy "
+                                  "(default: each application's `files`)")
     groups: list[GroupSpec] = []
     housekeeping_cpus: Optional[Union[int, str, list[int]]] = None
     steer_irqs: bool = False
@@ -187,9 +193,14 @@ def _partitioned(plan: Plan, facts, capabilities: dict) -> ConfigurationSpec:
     return ConfigurationSpec(name="partitioned", enemies=ProcessSettings(group="faults"), groups=[GroupSpec(**group)])
 
 
-def resolve(spec: ConfigurationSpec, plan: Plan, facts, victim_reservation_ns: int | None, field: str) -> Plan:
+def resolve(spec: ConfigurationSpec, plan: Plan, facts, victim_reservation_ns: int | None, field: str,
+            faults: dict[str, tuple[str, bool]] | None = None) -> Plan:
     """The plan of a run under this configuration (the preset first, then the table's own
-    settings). Raises Unavailable or ValueError (with the field)."""
+    settings). Raises Unavailable or ValueError (with the field). With applications, `victim`
+    settings apply to every measured process and `applications.<name>` to one; `faults`
+    (enemy name -> (application name, sets its own policy)) are the enemies that run inside
+    an application: they take its CPUs, group and (unless they set their own) policy, after
+    it is resolved."""
     caps = facts.environment.get("capabilities", {})
     base = _preset(spec.preset, plan, facts, caps, victim_reservation_ns) if spec.preset else ConfigurationSpec(name=spec.name)
     merged = ConfigurationSpec(
@@ -199,16 +210,29 @@ def resolve(spec: ConfigurationSpec, plan: Plan, facts, victim_reservation_ns: i
         groups=spec.groups or base.groups, housekeeping_cpus=spec.housekeeping_cpus, steer_irqs=spec.steer_irqs,
         regulator=spec.regulator)
     p = plan.model_copy(deep=True)
+    faults = faults or {}
     period = p.victim.period_ns
-    v, e = merged.victim, merged.enemies
-    if v.policy or v.priority or v.nice is not None or v.runtime is not None:
-        p.victim.sched = _sched(v, p.victim.sched, period, f"{field}.victim")
-    if v.unpinned:
-        p.victim.placement.cpus = None
-    elif v.cpus is not None:
-        p.victim.placement.cpus = units.cpu_set(v.cpus, f"{field}.victim.cpus", facts.online_cpus)
-    p.victim.group = v.group
+    measured = [p.victim] + list(getattr(p, "applications", None) or [])
+    for proc in measured:
+        name = getattr(proc, "name", None)
+        own = spec.applications.get(name) if name else None
+        v = merged.victim if own is None else ProcessSettings(**{**merged.victim.model_dump(exclude_unset=True),
+                                                                  **own.model_dump(exclude_unset=True)})
+        at = f"{field}.applications.{name}" if own is not None else f"{field}.victim"
+        _settle(proc, v, facts, proc.period_ns, at)
+    by_name = {getattr(m, "name", None): m for m in measured}
+    e = merged.enemies
     for en in p.enemies:
+        app, own_policy = faults.get(en.name, (None, False))
+        owner = by_name.get(app) if app is not None else None
+        if owner is not None:
+            # Inside its application: the application's CPUs and group, and its policy unless
+            # the fault sets its own (an RT hog).
+            en.placement.cpus = list(owner.placement.cpus) if owner.placement.cpus is not None else None
+            en.group = owner.group
+            if not own_policy:
+                en.sched = owner.sched.model_copy()
+            continue
         if e.policy or e.priority or e.nice is not None or e.runtime is not None:
             en.sched = _sched(e, en.sched, period, f"{field}.enemies")
         if e.unpinned:
@@ -225,6 +249,18 @@ def resolve(spec: ConfigurationSpec, plan: Plan, facts, victim_reservation_ns: i
         if p.enemies:  # a scenario without enemies (solo) has nothing to regulate
             p.regulator = regulator
     return p
+
+
+def _settle(proc, v: ProcessSettings, facts, period_ns: int, field: str) -> None:
+    """Apply a configuration's settings `v` to one measured process (the victim or an
+    application) of the plan, in place."""
+    if v.policy or v.priority or v.nice is not None or v.runtime is not None:
+        proc.sched = _sched(v, proc.sched, period_ns, field)
+    if v.unpinned:
+        proc.placement.cpus = None
+    elif v.cpus is not None:
+        proc.placement.cpus = units.cpu_set(v.cpus, f"{field}.cpus", facts.online_cpus)
+    proc.group = v.group
 
 
 def _group(g: GroupSpec, facts, field: str) -> Group:

@@ -291,6 +291,76 @@ class EnemySpec(SchedSpec):
         return self
 
 
+#: Measured applications of one experiment (pairs grow as n²: 16 make 120).
+MAX_APPLICATIONS = 16
+#: The plan's pattern for a measured process's name (the victim's and each application's).
+APP_NAME = r"^[A-Za-z0-9_.-]{1,64}$"
+#: Scenario families generated from applications (docs/experiments.md, `[[application]]`).
+APPLICATION_SCENARIOS = ("alone", "pairs", "all", "first", "faults")
+
+
+class EpsilonSpec(_Strict):
+    """The acceptable interference of one application: a bound on its response or execution
+    time at a statistic, absolute (`bound`) or relative to the application alone."""
+
+    metric: Literal["response", "execution"] = "response"
+    statistic: Literal["p99", "p999", "max", "median"] = "p99"
+    bound: Optional[Duration] = None
+    relative: Optional[float] = Field(default=None, gt=1.0, le=1000.0, description="× the application alone")
+
+    @model_validator(mode="after")
+    def _one_bound(self):
+        if (self.bound is None) == (self.relative is None):
+            raise ValueError("give exactly one of 'bound' (e.g. \"12ms\") or 'relative' (e.g. 1.2 × the application alone)")
+        if self.bound is not None:
+            from ..units import duration_ns
+
+            duration_ns(self.bound, "bound")
+        return self
+
+
+class FaultSpec(EnemySpec):
+    """A fault of an application: an enemy kind of the catalog that runs inside the
+    application (its group, CPUs and, unless it sets its own, its policy), named
+    `<application>:<kind>`."""
+
+    @model_validator(mode="after")
+    def _inside(self):
+        if self.cpus is not None or self.per_cpu:
+            raise ValueError("a fault runs on its application's CPUs; remove 'cpus' and 'per_cpu'")
+        if self.name is not None:
+            raise ValueError("a fault is named <application>:<kind>; remove 'name'")
+        if self.param("instances", 1) != 1:
+            raise ValueError("a fault is one process of its application; remove 'instances'")
+        return self
+
+
+class ApplicationSpec(VictimSpec):
+    """One measured application: any victim body and its placement and policy, with a
+    criticality level (ECSS A, highest, to D), an optional ε and the faults it may have."""
+
+    name: str = Field(pattern=APP_NAME, description="unique among the applications; names its jobs and files")
+    description: str = ""
+    criticality: Literal["A", "B", "C", "D"]
+    epsilon: Optional[EpsilonSpec] = None
+    files: Literal["shared", "duplicated"] = Field(
+        default="shared", description="aocs: the data files shared with the other applications, or a copy of its own")
+    faults: list[FaultSpec] = Field(default=[], max_length=limits.MAX_ENEMIES)
+
+    @model_validator(mode="after")
+    def _application_fields(self):
+        if self.utilization is not None:
+            work = {"chase": "accesses", "pi": "iterations", "syscall": "calls"}.get(self.body, "the work")
+            raise ValueError(f"'utilization' is calibrated for a [victim] only; give '{work}' instead")
+        if self.files != "shared" and self.body != "aocs":
+            raise ValueError("'files' chooses the data files of body 'aocs'; remove it")
+        kinds = [f.kind for f in self.faults]
+        for k in kinds:
+            if kinds.count(k) > 1:
+                raise ValueError(f"faults: kind '{k}' is given twice; one fault of each kind per application")
+        return self
+
+
 class ScenarioSpec(_Strict):
     name: Name
     description: str = ""
@@ -325,7 +395,11 @@ class Experiment(_Strict):
     results: str = "results"
     min_effect: Union[float, str] = Field(default="5%", description="the smallest slowdown worth resolving (\"5%\": 1.05×): "
                                           "the solo feasibility run says how many repetitions that takes on this machine")
-    victim: VictimSpec
+    victim: Optional[VictimSpec] = None
+    application: list[ApplicationSpec] = Field(default=[], max_length=MAX_APPLICATIONS)
+    application_scenarios: list[Literal[APPLICATION_SCENARIOS]] = Field(  # type: ignore[valid-type]
+        default=["alone", "pairs", "all", "faults"],
+        description="which scenarios the applications make: alone, pairs, all, first (the first k, 2 <= k < n), faults")
     scenario: list[ScenarioSpec] = Field(default=[], max_length=limits.MAX_SCENARIOS)
     configuration: list[ConfigurationSpec] = Field(default=[], max_length=limits.MAX_CONFIGURATIONS)
     trace: Optional[TraceSpec] = None
@@ -341,7 +415,8 @@ class Experiment(_Strict):
             raise ValueError(f"settle: {self.settle!r} is longer than 60 s; give at most \"60s\"")
         if self.timeout is not None:
             duration_ns(self.timeout, "timeout")
-        plans = max(1, len(self.configuration)) * (len(self.scenario) + 1)
+        plans = max(1, len(self.configuration)) * (len(self.scenario) + 1 if self.victim is not None
+                                                    else len(self.application_scenario_names()))
         if plans > limits.MAX_PLANS:
             raise ValueError(f"scenario: configurations × scenarios make {plans} distinct runs to check, above the limit of "
                              f"{limits.MAX_PLANS}; split the experiment")
@@ -350,6 +425,83 @@ class Experiment(_Strict):
             raise ValueError(f"repetitions: configurations × scenarios × repetitions make {runs} runs, above the limit of "
                              f"{limits.MAX_RUNS}; lower the repetitions or split the experiment")
         return self
+
+    @model_validator(mode="before")
+    @classmethod
+    def _victim_or_applications(cls, data):
+        # Before the fields: a missing [victim] is only an error without applications.
+        if isinstance(data, dict):
+            apps = data.get("application")
+            if "victim" in data and apps:
+                raise ValueError("application: an experiment has either [victim] or [[application]]s, not both; "
+                                 "make the victim an [[application]] or remove the applications")
+            if "victim" not in data and not apps:
+                raise ValueError("victim: required; add a [victim] table, or two or more [[application]] tables")
+            if "victim" not in data and isinstance(apps, list) and len(apps) == 1:
+                raise ValueError("application: one application is a [victim]; declare two or more [[application]]s "
+                                 "or write it as [victim]")
+        return data
+
+    @model_validator(mode="after")
+    def _applications(self):
+        if self.victim is not None:
+            if "application_scenarios" in self.model_fields_set:
+                raise ValueError("application_scenarios: for experiments of [[application]]s; remove it")
+            for i, c in enumerate(self.configuration):
+                if c.applications:
+                    raise ValueError(f"configuration[{i}].applications: for experiments of [[application]]s; "
+                                     "set the victim with 'victim' instead")
+            return self
+        names = [a.name for a in self.application]
+        for i, n in enumerate(names):
+            if n in names[:i]:
+                raise ValueError(f"application[{i}].name: '{n}' is used twice; give each application its own name")
+        for i, s in enumerate(self.scenario):
+            if not s.enemies:
+                raise ValueError(f"scenario[{i}]: beside applications a scenario adds enemies to all of them (all+{s.name}); "
+                                 "give it enemies or remove it")
+        if not self.application_scenarios:
+            raise ValueError("application_scenarios: empty; list at least one of " + ", ".join(APPLICATION_SCENARIOS))
+        for i, c in enumerate(self.configuration):
+            for n in c.applications:
+                if n not in names:
+                    raise ValueError(f"configuration[{i}].applications.{n}: no application named '{n}'; "
+                                     f"the applications are {', '.join(names)}")
+        if not self.application_scenario_names():
+            raise ValueError("application_scenarios: makes no scenario here (e.g. 'faults' without any fault); add 'alone'")
+        return self
+
+    def application_scenario_names(self) -> list[str]:
+        """The scenarios the applications make, in order: `alone:<A>`, `pair:<A>+<B>`,
+        `first:<k>`, `all`, `all+<scenario>`, `fault:<A>:<kind>` (those the file asks for)."""
+        names = [a.name for a in self.application]
+        want = set(self.application_scenarios)
+        out = []
+        if "alone" in want:
+            out += [f"alone:{n}" for n in names]
+        if "pairs" in want:
+            out += [f"pair:{a}+{b}" for i, a in enumerate(names) for b in names[i + 1:]]
+        if "first" in want:
+            out += [f"first:{k}" for k in range(2, len(names))]
+        if "all" in want:
+            out.append("all")
+            out += [f"all+{s.name}" for s in self.scenario]
+        if "faults" in want:
+            out += [f"fault:{a.name}:{f.kind}" for a in self.application for f in a.faults]
+        return out
+
+    def applications_in(self, scenario: str) -> list[str]:
+        """The applications that run in a scenario of `application_scenario_names`."""
+        names = [a.name for a in self.application]
+        family, _, rest = scenario.partition(":")
+        if family == "alone":
+            return [rest]
+        if family == "pair":
+            a, b = rest.split("+", 1)
+            return [a, b]
+        if family == "first":
+            return names[:int(rest)]
+        return names  # all, all+<scenario>, fault:<A>:<kind>
 
     @model_validator(mode="after")
     def _scenarios(self):

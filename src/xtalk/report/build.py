@@ -23,7 +23,7 @@ from ..analysis import verdict as vd
 from . import epsilon as eps
 from . import figures as fg
 from . import tables as tb
-from . import counters_section, platform, portfolio
+from . import cohabitation, counters_section, platform, portfolio
 from . import victim_kinds as vk
 from ..store.frames import ReportData, convert_stale, load, load_runs
 from .export import export_jobs, export_probes, export_tables
@@ -31,6 +31,13 @@ from .html import Section, page, verdict_list
 from .markdown import summary as md_summary
 
 METRIC_LABEL = {"exec_ns": "execution time (ms)", "response_ns": "response time (ms)"}
+#: The report's sections in order (one measured application).
+SECTIONS = ("verdicts", "platform", "victim", "slowdown", "distributions", "series", "counters", "portfolio", "grid",
+            "wakeup", "spikes", "pwcet")
+#: Several applications: the leading section, then these for each application (the
+#: per-scenario figures (histograms, series, pWCET) of every application would multiply the
+#: report's time by their number: `xtalk report` of one application's runs draws them).
+APPLICATION_SECTIONS = ("verdicts", "slowdown", "distributions", "counters")
 
 
 def in_ms(df: pd.DataFrame) -> pd.DataFrame:
@@ -66,6 +73,10 @@ class _Builder:
     def __init__(self, data: ReportData, out: Path, epsilons: Sequence, n_boot: int):
         self.data, self.out, self.epsilons, self.n_boot = data, out, list(epsilons), n_boot
         self.fig_dir = out / "figures"
+        #: Prefix of figure file names (an application's sections: its name).
+        self.prefix = ""
+        #: One execution-time histogram per scenario (not in an application's sections).
+        self.histograms = True
         self.tables: dict[str, pd.DataFrame] = {}
         self.figures: list[fg.Rendered] = []
         self.kind = vk.kind_of(data.runs)
@@ -73,7 +84,7 @@ class _Builder:
     def fig(self, figure, name: str, title: str, caption: str = "") -> fg.Rendered | None:
         if figure is None:
             return None
-        r = fg.render(figure, self.fig_dir, name, title, caption)
+        r = fg.render(figure, self.fig_dir, self.prefix + name, title, caption)
         self.figures.append(r)
         return r
 
@@ -142,7 +153,7 @@ class _Builder:
             stats_cols = [c for c in shown.columns if c not in ("scenario", "configuration", "column", "n")]
             shown[stats_cols] = shown[stats_cols] / 1e6
             s.table(shown, f"{METRIC_LABEL[col]} per scenario")
-        for i, (sc, cf) in enumerate(groups):
+        for i, (sc, cf) in enumerate(groups if self.histograms else ()):
             marks = tb.group_markers(self.data, sc, cf, "exec_ns")
             v = tb.sorted_values(self.data, sc, cf, "exec_ns")
             s.figure(self.fig(fg.runtime_histogram(v, marks, f"{sc} ({cf}): execution time"), f"hist_exec_{i}",
@@ -170,6 +181,9 @@ class _Builder:
 
     def platform(self) -> Section:
         return platform.section(self)
+
+    def applications(self) -> Section:
+        return cohabitation.section(self)
 
     def victim(self) -> Section | None:
         return vk.section(self, self.kind)
@@ -255,6 +269,41 @@ class _Builder:
         return s
 
 
+def _applications(b: _Builder, timings: dict) -> list[Section]:
+    """Several measured applications: the leading section (matrix, ε, propagation), the
+    platform, then each application's own sections (highest criticality first), its
+    ``alone:<A>`` runs as solo and its ε as the bound. Their tables are kept as
+    ``<application>_<table>``; the verdict, slowdown, noise-floor, misses, pWCET and warning
+    tables as well, with an ``application`` column, for summary.md."""
+    t = time.perf_counter()
+    sections = [b.applications(), b.platform()]
+    timings["applications"] = time.perf_counter() - t
+    merged: dict[str, list[pd.DataFrame]] = {}
+    for app in cohabitation.ordered(b.data):
+        t = time.perf_counter()
+        sub = _Builder(cohabitation.application_data(b.data, app), b.out,
+                       [*b.epsilons, *([app.epsilon] if app.epsilon is not None else [])], b.n_boot)
+        sub.kind, sub.prefix, sub.histograms = vk.PERIODIC, f"{app.name}_", False
+        for name in APPLICATION_SECTIONS:
+            sec = getattr(sub, name)()
+            if sec is not None:
+                sec.id, sec.title = f"{app.name}-{sec.id}", f"{app.name}: {sec.title}"
+                sections.append(sec)
+        for k, v in sub.tables.items():
+            b.tables[f"{app.name}_{k}"] = v
+            if k in ("verdicts", "slowdown", "noise_floor", "misses", "pwcet", "warnings") and v is not None:
+                merged.setdefault(k, []).append(v.assign(application=app.name) if k != "warnings" else v)
+        b.figures += sub.figures
+        timings[app.name] = time.perf_counter() - t
+    for k, parts in merged.items():
+        b.tables[k] = pd.concat(parts, ignore_index=True)
+        if k == "warnings":
+            b.tables[k] = b.tables[k].drop_duplicates("line").reset_index(drop=True)
+    b.tables.setdefault("verdicts", pd.DataFrame(columns=["status", "verdict"]))
+    b.tables.setdefault("warnings", pd.DataFrame(columns=["line"]))
+    return sections
+
+
 def fg_escape(s) -> str:
     import html
 
@@ -309,9 +358,11 @@ def build(path, out: Path | None = None, epsilons: Sequence = (), *, csv: bool =
     timings = {"load": time.perf_counter() - t0}
     b = _Builder(data, out, epsilons, n_boot)
     sections = []
+    multi = cohabitation.is_multi(data.measured)
+    if multi:
+        sections = _applications(b, timings)
     hidden = vk.HIDDEN.get(b.kind, set())  # generic sections that say nothing true about this victim
-    for name in ("verdicts", "platform", "victim", "slowdown", "distributions", "series", "counters", "portfolio", "grid",
-                 "wakeup", "spikes", "pwcet"):
+    for name in () if multi else SECTIONS:
         if name in hidden:
             continue
         t = time.perf_counter()
@@ -340,15 +391,22 @@ def build(path, out: Path | None = None, epsilons: Sequence = (), *, csv: bool =
     elapsed = time.perf_counter() - t0
     html_path = out / "index.html"
     html_path.write_text(page(title, subtitle, sections, f"Built in {elapsed:.1f} s by xtalk report."))
-    (out / "summary.md").write_text(md_summary(title, b.tables["verdicts"][["status", "verdict"]] if len(b.tables["verdicts"])
-                                               else pd.DataFrame(columns=["status", "verdict"]),
-                                               b.tables.get("slowdown"), b.tables.get("noise_floor"),
-                                               in_ms(b.tables["misses"]) if "misses" in b.tables else None,
-                                               b.tables.get("pwcet"), files, list(b.tables["warnings"]["line"]),
-                                               extra=["## Platform", ""] + [f"- {x}" for x in platform.lines(platform.facts(data))]
-                                               + [""] + vk.markdown(b, b.kind)))
+    md = md_summary(title, b.tables["verdicts"][["status", "verdict"]] if len(b.tables["verdicts"])
+                    else pd.DataFrame(columns=["status", "verdict"]),
+                    b.tables.get("slowdown"), b.tables.get("noise_floor"),
+                    in_ms(b.tables["misses"]) if "misses" in b.tables else None,
+                    b.tables.get("pwcet"), files, list(b.tables["warnings"]["line"]),
+                    extra=["## Platform", ""] + [f"- {x}" for x in platform.lines(platform.facts(data))]
+                    + [""] + ([] if multi else vk.markdown(b, b.kind)))
+    if multi:  # the applications' verdicts and matrices lead
+        head, rest = md.split("\n", 1)
+        md = head + "\n\n" + "\n".join(cohabitation.markdown(cohabitation.of_report(data, n_boot))) + rest
+    (out / "summary.md").write_text(md)
     if console is not None:
-        for r in b.tables["verdicts"].itertuples():
+        if multi:  # each application's own lines are in its section and summary.md
+            for line in cohabitation.console_lines(cohabitation.of_report(data, n_boot)):
+                console.print(line, highlight=False)
+        for r in () if multi else b.tables["verdicts"].itertuples():
             console.print(f"[bold]{r.status}[/]: {r.verdict}", highlight=False)
         for line in b.tables["warnings"]["line"]:
             console.print(f"[yellow]warning: {line}[/]", highlight=False)

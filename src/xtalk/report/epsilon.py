@@ -133,3 +133,36 @@ def from_labels(parameters, run_ids=None) -> list[EpsilonSpec]:
         if spec not in out:
             out.append(spec)
     return out
+
+
+#: `[[application]]` ε fields (docs/experiments.md) in the verdict's own names.
+_APPLICATION_METRIC = {"execution": "exec", "exec": "exec", "response": "response"}
+
+
+def from_application(spec: Mapping, field: str = "application.epsilon") -> EpsilonSpec:
+    """An application's ε as the experiment copy keeps it: ``{ metric = "response" |
+    "execution", statistic = "p99" | "p999" | "max" | "median", bound = "12ms" }`` or
+    ``{ ..., relative = 1.2 }`` (relative to the application alone)."""
+    if not isinstance(spec, Mapping):
+        raise UsageError(f"{field}: expected a table {{ metric, statistic, bound | relative }}, got {spec!r}")
+    unknown = set(spec) - {"metric", "statistic", "bound", "relative"}
+    if unknown:
+        raise UsageError(f"{field}.{sorted(unknown)[0]}: unknown field; use metric, statistic and bound or relative")
+    metric = _APPLICATION_METRIC.get(str(spec.get("metric", "response")))
+    if metric is None:
+        raise UsageError(f'{field}.metric: {spec.get("metric")!r} is not "response" or "execution"')
+    statistic = str(spec.get("statistic", "max"))
+    kw = {"metric": metric, "statistic": _CAMPAIGN_STATISTIC.get(statistic, statistic)}
+    if (spec.get("bound") is None) == (spec.get("relative") is None):
+        raise UsageError(f'{field}: give exactly one of bound (e.g. "12ms") and relative (e.g. 1.2)')
+    if spec.get("relative") is not None:
+        try:
+            kw["relative"] = float(spec["relative"])
+        except (TypeError, ValueError):
+            raise UsageError(f"{field}.relative: {spec['relative']!r} is not a number; write e.g. relative = 1.2") from None
+    else:
+        kw.update(parse_bound(spec["bound"], f"{field}.bound"))
+    try:
+        return EpsilonSpec(**kw)
+    except ValueError as e:
+        raise UsageError(f"{field}: {e}") from None

@@ -17,6 +17,7 @@ from ..analysis.slowdown import summarize
 from ..errors import UsageError
 from ..outcome import read_outcome
 from ..store import Results
+from . import cohabitation
 
 
 def _f(x: float, nd: int = 3) -> str:
@@ -25,7 +26,8 @@ def _f(x: float, nd: int = 3) -> str:
 
 def _ci(row, stat: str) -> str:
     p, lo, hi = (getattr(row, f"slowdown_{stat}{k}") for k in ("", "_lo", "_hi"))
-    if stat == "max" and row.scenario != "solo" and row.runs_ok < guards.MIN_RUNS_FOR_MAX:
+    reference = row.scenario == "solo" or str(row.scenario).split(" · ")[-1].startswith("alone:")
+    if stat == "max" and not reference and row.runs_ok < guards.MIN_RUNS_FOR_MAX:
         return f"– ({row.runs_ok} runs)"  # guards: too few runs for a maximum (the value stays in summary.json)
     if isinstance(lo, float) and math.isnan(lo):
         return _f(p, 2)
@@ -152,9 +154,12 @@ def skipped_cells(skipped: dict) -> list[str]:
 
 
 def summary_table(results: Results) -> pd.DataFrame:
-    """The summary as a DataFrame (the Python API behind the table)."""
+    """The summary as a DataFrame (the Python API behind the table); with several measured
+    applications, one block per application (:func:`application_table`)."""
     runs = results.runs()
     jobs = results.jobs()
+    if cohabitation.is_multi(jobs):
+        return application_table(jobs, runs)
     if jobs.empty:
         jobs = pd.DataFrame(columns=["run_id", "scenario", "exec_ns", "response_ns", "missed", "migrated"])
     table = summarize(jobs, runs)
@@ -165,6 +170,36 @@ def summary_table(results: Results) -> pd.DataFrame:
                          for c, s in zip(table.configuration, table.scenario)]
     cols = ["configuration"] + [c for c in table.columns if c != "configuration"]
     return table[cols]
+
+
+def application_table(jobs: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
+    """The summary of several applications: each application's rows over the scenarios it
+    ran in, its slowdown against its own ``alone:<A>`` runs, its guards (those about a
+    scenario but the too-few-runs-for-max one, which the max column already shows; the solo
+    guards need the one victim's plan), the scenario shown as
+    ``<A> · <scenario>``."""
+    parts = []
+    for app in dict.fromkeys(str(a) for a in jobs["application"]):
+        j = jobs[jobs["application"].astype(str) == app]
+        alone = f"alone:{app}"
+        r = runs[runs["run_id"].isin(set(j["run_id"]))]
+        t = summarize(j.assign(scenario=j["scenario"].replace({alone: SOLO_NAME})),
+                      r.assign(scenario=r["scenario"].replace({alone: SOLO_NAME})))
+        # The max column already says "(3 runs)": one line per scenario and application would bury the verdicts.
+        fired = [g for g in guards.check(t[t["scenario"] != SOLO_NAME], {}) if g.kind != guards.Kind.TOO_FEW_RUNS_FOR_MAX]
+        shown = [f"{app} · {alone if s == SOLO_NAME else s}" for s in t["scenario"]]
+        t["warnings"] = [[{**g.to_dict(), "scenario": n} for g in fired if (g.configuration, g.scenario) == (c, s)]
+                         for c, s, n in zip(t["configuration"], t["scenario"], shown)]
+        t["scenario"] = shown
+        t["enemy_rate"] = ""
+        parts.append(t.assign(application=app))
+    table = pd.concat(parts, ignore_index=True)
+    cols = ["configuration", "application"] + [c for c in table.columns if c not in ("configuration", "application")]
+    return table[cols]
+
+
+#: The reference scenario `summarize` compares with.
+SOLO_NAME = "solo"
 
 
 def victims(runs: pd.DataFrame) -> dict[str, dict]:
@@ -227,8 +262,15 @@ def write_summary(results: Results, console: Console | None = None) -> pd.DataFr
                 console.print(f"  enemies in {_name(row)}: {row.enemy_rate} per copy, over the victim's window")
         for w in warning_lines(table):
             console.print(f"[yellow]warning: {w}[/]", highlight=False)
+    cohab = applications(results, runs)
+    if console is not None:
+        for line in cohabitation.console_lines(cohab) if cohab is not None else ():
+            console.print(line, highlight=False)
         console.print(f"results: {results.path}")
     md = to_markdown(table, title, skipped)
+    if cohab is not None:  # the applications' verdicts lead
+        head, rest = md.split("\n", 1)
+        md = head + "\n\n" + "\n".join(cohabitation.markdown(cohab)) + rest
     if own is not None:
         from .markdown import md_table
 
@@ -241,6 +283,20 @@ def write_summary(results: Results, console: Console | None = None) -> pd.DataFr
     (results.path / "summary.md").write_text(md)
     (results.path / "summary.json").write_text(json.dumps(json.loads(table.to_json(orient="records")), indent=2))
     return table
+
+
+def applications(results: Results, runs: pd.DataFrame | None = None):
+    """The verdicts of several measured applications (report/cohabitation.py), or None when
+    the results hold one (its summary stays the table above)."""
+    jobs = results.jobs()
+    if not cohabitation.is_multi(jobs):
+        return None
+    runs = results.runs() if runs is None else runs
+    try:
+        experiment = json.loads((results.path / "experiment.json").read_text())
+    except (OSError, ValueError):
+        experiment = {}
+    return cohabitation.compute(jobs, runs, experiment, n_boot=1000, status=cohabitation.application_status(runs))
 
 
 def _rich(df: pd.DataFrame, title: str) -> Table:

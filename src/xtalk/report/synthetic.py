@@ -175,3 +175,116 @@ def write_results(root: Path, scenarios: list[Scenario], *, repetitions: int = 3
            "scenario": [{"name": s.name, "enemies": s.enemies} for s in scenarios if s.name != "solo"]}
     (root / "experiment.json").write_text(json.dumps({"experiment": exp, "agent": "synthetic", "order": order}, indent=2))
     return root
+
+
+# --------------------------------------------------------------------------- several applications
+
+
+@dataclass
+class Application:
+    """A measured application of a synthetic cohabitation experiment (as `[[application]]`
+    declares it: name, criticality, ε as the TOML table) and its own timing."""
+
+    name: str
+    criticality: str = "D"
+    epsilon: dict | None = None
+    exec_ns: float = 200_000
+    period_ns: int = 1_000_000
+
+
+def application_scenarios(apps: list[Application], faults: list[tuple[str, str]] = (), enemies: list[str] = ()) -> list[str]:
+    """The scenario names the host generates: alone:<A>, pair:<A>+<B> (declaration order),
+    all, all+<scenario>, fault:<A>:<kind>."""
+    names = [a.name for a in apps]
+    out = [f"alone:{n}" for n in names]
+    out += [f"pair:{a}+{b}" for i, a in enumerate(names) for b in names[i + 1:]]
+    out += ["all"] + [f"all+{e}" for e in enemies] + [f"fault:{f}:{k}" for f, k in faults]
+    return out
+
+
+def _present(scenario: str, names: list[str]) -> list[str]:
+    if scenario.startswith("alone:"):
+        return [scenario[6:]]
+    if scenario.startswith("pair:"):
+        return scenario[5:].split("+")
+    return list(names)
+
+
+def application_results(apps: list[Application], *, configurations=("default",), repetitions: int = 3, jobs: int = 300,
+                        perturb: dict | None = None, faults: list[tuple[str, str]] = (), fault_effect: dict | None = None,
+                        enemies: dict | None = None, sigma: float = 0.02, seed: int = 0) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(jobs, runs) of a cohabitation experiment with planted effects, in memory: the job
+    frame has the ``application`` column and the run labels, warm-up jobs flagged.
+
+    ``perturb``: {(configuration, victim, perturber): factor}: the victim's times are
+    multiplied by the factor whenever the perturber runs beside it (pairs, all, faults);
+    ``faults``: (faulty application, kind) pairs, one scenario each; ``fault_effect``:
+    {(configuration, faulty, victim): factor} applied in that fault's scenario (a factor
+    that pushes a job past its period makes it miss its deadline); ``enemies``: {scenario
+    name: {(configuration, victim): factor}} for ``all+<scenario>``."""
+    perturb, fault_effect, enemies = perturb or {}, fault_effect or {}, enemies or {}
+    names = [a.name for a in apps]
+    scenarios = application_scenarios(apps, list(faults), list(enemies))
+    frames, runs, i = [], [], 0
+    for rep in range(repetitions):
+        for cfg in configurations:
+            for sc in scenarios:
+                run_id = f"{i}-{cfg}-{sc}-r{rep}"
+                here = _present(sc, names)
+                for a in apps:
+                    if a.name not in here:
+                        continue
+                    f = 1.0
+                    for other in here:
+                        if other != a.name:
+                            f *= perturb.get((cfg, a.name, other), 1.0)
+                    if sc.startswith("all+"):
+                        f *= enemies[sc[4:]].get((cfg, a.name), 1.0)
+                    if sc.startswith("fault:"):
+                        f *= fault_effect.get((cfg, sc.split(":")[1], a.name), 1.0)
+                    j = job_table(jobs, period_ns=a.period_ns, exec_ns=a.exec_ns, slowdown=f, sigma=sigma,
+                                  seed=seed * 100_000 + i * 16 + names.index(a.name), t0_ns=10**12 + i * 10**11)
+                    frames.append(j.assign(application=a.name, scenario=sc, configuration=cfg, run_id=run_id,
+                                           repetition=rep))
+                runs.append({"run_id": run_id, "scenario": sc, "configuration": cfg, "repetition": rep,
+                             "status": "completed", "reason": None, "applications": ",".join(here)})
+                i += 1
+    jobs_df = pd.concat(frames, ignore_index=True)
+    for c in ("application", "scenario", "configuration", "run_id"):
+        jobs_df[c] = jobs_df[c].astype("category")
+    return jobs_df, pd.DataFrame(runs)
+
+
+def experiment_applications(apps: list[Application]) -> list[dict]:
+    """The `[[application]]` entries as the results' experiment copy keeps them."""
+    out = []
+    for a in apps:
+        e = {"name": a.name, "criticality": a.criticality, "body": "sum", "period": f"{a.period_ns / 1e6:g}ms"}
+        if a.epsilon is not None:
+            e["epsilon"] = dict(a.epsilon)
+        out.append(e)
+    return out
+
+
+def write_application_results(root: Path, apps: list[Application], *, name: str = "cohabitation",
+                              **kwargs) -> tuple[Path, pd.DataFrame]:
+    """A results directory of a cohabitation experiment (:func:`application_results`) as the
+    store keeps it: each run's jobs.parquet holds every application's rows (``application``
+    column), its labels the applications present (and the fault), the experiment copy the
+    `[[application]]` entries (criticality, ε). Returns the directory and the whole job frame."""
+    root = Path(root)
+    jobs, runs = application_results(apps, **kwargs)
+    order = []
+    for r in runs.itertuples():
+        j = jobs[jobs["run_id"] == r.run_id]
+        own = j.drop(columns=["scenario", "configuration", "run_id", "repetition"]).reset_index(drop=True)
+        own["application"] = own["application"].astype(str)
+        labels = {"configuration": r.configuration, "applications": r.applications}
+        if r.scenario.startswith("fault:"):
+            labels.update(faulty=r.scenario.split(":")[1], fault=r.scenario.split(":")[2])
+        write_run(root, r.run_id, r.scenario, r.repetition, own, labels=labels)
+        order.append({"run_id": r.run_id, "scenario": r.scenario, "repetition": r.repetition})
+    exp = {"name": name, "description": "synthetic applications with planted interference and faults",
+           "victim": None, "application": experiment_applications(apps)}
+    (root / "experiment.json").write_text(json.dumps({"experiment": exp, "agent": "synthetic", "order": order}, indent=2))
+    return root, jobs

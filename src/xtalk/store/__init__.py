@@ -5,7 +5,9 @@
     RESULTS/summary.{md,json}
 
 `open(path).jobs()` gives every job with its run's labels as a pandas DataFrame, through
-DuckDB over the per-run Parquet files. Every run also carries what it ran against, read from
+DuckDB over the per-run Parquet files; ``application`` names the measured process of each job
+(the victim, "victim" unless named, or one of the run's applications); the runs of an
+experiment of applications carry ``applications`` (those present), ``faulty`` and ``fault``. Every run also carries what it ran against, read from
 its plan: ``n_enemies`` (number of enemy processes, 0 solo) and ``enemy_kinds`` (their
 distinct kinds, sorted, joined with "+"; "" solo), so the main axis of an interference
 experiment can be grouped on in SQL and pandas alike.
@@ -22,6 +24,9 @@ from ..outcome import RunOutcome, read_outcome
 from .jobs import convert_run, read_job_log  # noqa: F401
 
 RUN_COLUMNS = ["run_id", "scenario", "configuration", "repetition", "status"]
+#: Run labels of an experiment of applications (config/applications.py): the applications
+#: present (comma-separated), and in a fault scenario the faulty one and the fault's kind.
+APPLICATION_LABELS = ["applications", "faulty", "fault"]
 #: What each run ran against (from its plan); SQL-friendly, so kept in the `jobs` view.
 ENEMY_COLUMNS = ["n_enemies", "enemy_kinds"]
 #: Run metadata after the labels; `enemies` (the per-enemy achieved work of run.json, a list
@@ -70,8 +75,11 @@ class Results:
         return pd.DataFrame(rows, columns=RUN_COLUMNS + ENEMY_COLUMNS + extra + _META_COLUMNS)
 
     def _label_columns(self, labels: dict) -> dict:
-        """Extra per-run columns taken from the plan's labels (none here; campaigns add theirs)."""
-        return {}
+        """Extra per-run columns taken from the plan's labels: those of applications (an
+        experiment without them has none; campaigns add theirs)."""
+        if "applications" not in labels:
+            return {}
+        return {k: labels.get(k, "") for k in APPLICATION_LABELS}
 
     def ensure_parquet(self) -> list[Path]:
         """Convert any job log not yet converted (e.g. after a crash) and list the files."""
@@ -93,9 +101,12 @@ class Results:
         con.execute("CREATE VIEW runs AS SELECT * FROM runs_df")
         if files:
             lst = ", ".join("'" + str(f).replace("'", "''") + "'" for f in files)
+            src = f"read_parquet([{lst}], filename = true, union_by_name = true)"
+            r_cols, j_cols = _application_columns("application" in runs.columns,
+                                                  "application" in [d[0] for d in con.execute(f"SELECT * FROM {src} LIMIT 0").description])
             con.execute(f"""CREATE VIEW jobs AS
-                SELECT r.* EXCLUDE (status, reason, jobs_recorded, jobs_planned, dir), j.* EXCLUDE (filename)
-                FROM read_parquet([{lst}], filename = true, union_by_name = true) j
+                SELECT r.* EXCLUDE (status, reason, jobs_recorded, jobs_planned, dir){r_cols}, j.* EXCLUDE (filename{j_cols}
+                FROM {src} j
                 JOIN runs r ON r.dir || '/jobs.parquet' = j.filename""")
         return con
 
@@ -109,6 +120,20 @@ class Results:
 
 
 _RESERVED = set(RUN_COLUMNS + ENEMY_COLUMNS + _META_COLUMNS)
+
+
+def _application_columns(run_label: bool, job_column: bool) -> tuple[str, str]:
+    """The SQL tails of the `jobs` view's run and job columns that give every row its
+    `application`: the job's measured process (jobs.parquet), "victim" for tables written
+    before applications. A campaign's runs carry an `application` label (the victim under
+    study): there it keeps its place and names the victim's rows, as before applications."""
+    job = "j.application" if job_column else "NULL"
+    if run_label:
+        expr = f"CASE WHEN {job} IS NULL OR {job} = 'victim' THEN COALESCE(NULLIF(r.application, ''), 'victim') ELSE {job} END"
+        return f" REPLACE ({expr} AS application)", ", application)" if job_column else ")"
+    if job_column:
+        return "", ") REPLACE (COALESCE(j.application, 'victim') AS application)"
+    return "", "), 'victim' AS application"
 
 
 def enemy_summary(meta: RunOutcome) -> dict:

@@ -19,12 +19,14 @@ import pyarrow.parquet as pq
 from ..errors import UsageError
 from ..outcome import read_outcome
 from . import Results
-from .jobs import JobLogError, convert_run
+from .jobs import JobLogError, convert_run, with_application
 
 SOLO = "solo"
 #: Job-table columns the report uses (ctr_* and trace_* columns are added when present).
 #: (``missed`` is recomputed from the times by analysis.verdict; the CSV export has every column.)
-BASE_COLUMNS = ["job", "warmup", "release_ns", "wakeup_ns", "start_ns", "end_ns", "cpu_start", "cpu_end",
+#: ``application``: the measured process a job belongs to (the victim's name, "victim" unless
+#: the plan names it, or an application's); a categorical.
+BASE_COLUMNS = ["job", "application", "warmup", "release_ns", "wakeup_ns", "start_ns", "end_ns", "cpu_start", "cpu_end",
                 "period_ns", "deadline_ns", "exec_ns", "response_ns"]
 LABELS = ["run_id", "scenario", "configuration", "repetition"]
 
@@ -65,6 +67,12 @@ class ReportData:
     def run_dir(self, run_id: str) -> Path:
         return Path(self.runs.set_index("run_id").loc[run_id, "dir"])
 
+    def application_specs(self) -> dict[str, dict]:
+        """Application name -> what the experiment file declared of it (criticality, epsilon
+        as a table or None, faults, body...), in declaration order; {} for a [victim] file."""
+        exp = self.experiment.get("experiment") or {}
+        return {a["name"]: a for a in exp.get("application") or [] if a.get("name")}
+
     def scenario_specs(self) -> dict[str, list]:
         """Scenario name -> its enemy list as the experiment file gave it (solo: [])."""
         exp = self.experiment.get("experiment") or {}
@@ -89,7 +97,7 @@ def _read_jobs(run_dir: Path) -> pd.DataFrame | None:
     path = run_dir / "jobs.parquet"
     names = pq.read_schema(path).names
     cols = [c for c in names if c in BASE_COLUMNS or c.startswith(("ctr_", "trace_"))]
-    return pq.read_table(path, columns=cols).to_pandas()
+    return with_application(pq.read_table(path, columns=cols).to_pandas())
 
 
 def load_runs(path) -> pd.DataFrame:
@@ -125,6 +133,7 @@ def load(path, runs: pd.DataFrame | None = None) -> ReportData:
     # Labels as categoricals built from codes, per run: a string column of 10^7 rows would
     # cost seconds to build and again to categorise.
     cats = {c: list(dict.fromkeys(runs[c])) for c in ("run_id", "scenario", "configuration")}
+    apps: list[str] = []  # every application name met, in order of appearance
     for r in runs.itertuples():
         meta = read_outcome(Path(r.dir))
         extra = {k: v for k, v in (meta.labels() if meta else {}).items() if k not in LABELS}
@@ -136,6 +145,9 @@ def load(path, runs: pd.DataFrame | None = None) -> ReportData:
         for col, cat in cats.items():
             df[col] = pd.Categorical.from_codes(np.full(len(df), cat.index(getattr(r, col)), dtype=np.int32), categories=cat)
         df["repetition"] = np.int32(r.repetition)
+        col = df["application"]
+        names = col.cat.categories if isinstance(col.dtype, pd.CategoricalDtype) else col.unique()
+        apps += [str(a) for a in names if str(a) not in apps]
         w = df["warmup"].to_numpy(dtype=bool)
         measured.append(df[~w])
         warmup.append(df[w])
@@ -143,7 +155,20 @@ def load(path, runs: pd.DataFrame | None = None) -> ReportData:
         experiment = json.loads((path / "experiment.json").read_text())
     except (OSError, ValueError):
         experiment = {}
+    cats["application"] = apps
+    measured, warmup = ([_recoded(p, apps) for p in parts] for parts in (measured, warmup))
     return ReportData(path, runs, _frame(measured, cats), _frame(warmup, cats), experiment, _numeric_where_possible(pd.DataFrame(params)))
+
+
+def _recoded(part: pd.DataFrame, apps: list[str]) -> pd.DataFrame:
+    """`part` with its `application` column a categorical over every run's names (so the
+    per-run tables concatenate as one categorical)."""
+    col = part["application"]
+    if isinstance(col.dtype, pd.CategoricalDtype):
+        col = col.cat.set_categories(apps)
+    else:
+        col = pd.Categorical(col.astype(str), categories=apps)
+    return part.assign(application=col)
 
 
 def _frame(parts: list[pd.DataFrame], cats: dict[str, list]) -> pd.DataFrame:

@@ -1,5 +1,7 @@
 """Job logs: the agent's `jobs.bin` (see docs/results.md) into a job table and Parquet.
 
+A run's jobs.parquet holds the jobs of every measured process: the victim's (jobs.bin) and
+each application's (applications/<name>/jobs.bin), told apart by the `application` column.
 Only the records the victim published (the header's `count`) are read, so a log left by a
 victim or agent killed mid-run reads back exactly the jobs finished before the kill.
 """
@@ -89,38 +91,92 @@ def read_counter_log(path: Path, events: list[str]) -> pd.DataFrame:
     return df
 
 
+#: The victim's name in the `application` column when the plan gives none (and for every
+#: row of results from before applications).
+DEFAULT_APPLICATION = "victim"
+
+
+def measured_logs(run_dir: Path) -> list[tuple[str, Path, list[str]]]:
+    """Every measured process of a run: (name, its directory, its counter events); the
+    victim first (the run directory), then each application (`applications/<name>/`)."""
+    from ..outcome import read_outcome
+
+    meta = read_outcome(run_dir)
+    name = meta.plan.victim.name if meta is not None and meta.plan is not None else DEFAULT_APPLICATION
+    events = meta.counters.events if meta is not None and meta.counters is not None else []
+    out = [(name, Path(run_dir), events)]
+    for a in meta.applications if meta is not None else []:
+        out.append((a.name, Path(run_dir) / a.dir, a.counters.events))
+    return out
+
+
+def _fresh(run_dir: Path, logs: list[Path]) -> bool:
+    dst = run_dir / "jobs.parquet"
+    return dst.exists() and all(not p.exists() or dst.stat().st_mtime >= p.stat().st_mtime for p in logs)
+
+
+def with_application(df: pd.DataFrame, name: str = DEFAULT_APPLICATION) -> pd.DataFrame:
+    """`df` with an `application` column: a table written before applications gets the
+    victim's default name, so every reader sees the column."""
+    if "application" not in df.columns:
+        df.insert(df.columns.get_loc("job") + 1 if "job" in df.columns else 0, "application", pd.Categorical([name] * len(df)))
+    return df
+
+
+def _one(name: str, where: Path, events: list[str], run_dir: Path, app: str | None) -> pd.DataFrame:
+    """The job table of one measured process (`app`: None for the victim), counters merged,
+    its probes converted beside its log."""
+    df = read_job_log(where / "jobs.bin")
+    df.insert(1, "application", name)
+    if events and (where / "counters.bin").exists():
+        df = df.merge(read_counter_log(where / "counters.bin", events), on="job", how="left")
+    if (where / "probes.bin").exists():
+        from .probes import convert_probes
+
+        try:
+            convert_probes(run_dir, app)
+        except JobLogError:
+            pass  # the agent died before the time reference: probes.bin stays for inspection
+    return df
+
+
 def convert_run(run_dir: Path) -> pd.DataFrame | None:
-    """jobs.bin -> jobs.parquet for one run directory (idempotent). None when no log."""
+    """jobs.bin (the victim's and every application's) -> jobs.parquet for one run directory
+    (idempotent), one table with an `application` column naming each row's process. None
+    when there is no victim log."""
+    run_dir = Path(run_dir)
+    measured = measured_logs(run_dir)
     src, dst = run_dir / "jobs.bin", run_dir / "jobs.parquet"
-    if dst.exists() and (not src.exists() or dst.stat().st_mtime >= src.stat().st_mtime):
-        return pd.read_parquet(dst)
+    if _fresh(run_dir, [w / "jobs.bin" for _, w, _ in measured]):
+        return with_application(pd.read_parquet(dst))
     if not src.exists():
         return None
-    df = read_job_log(src)
-    events = _counter_events(run_dir)
-    if events and (run_dir / "counters.bin").exists():
-        df = df.merge(read_counter_log(run_dir / "counters.bin", events), on="job", how="left")
+    name, _, events = measured[0]
+    df = _one(name, run_dir, events, run_dir, None)
     from ..trace.run import analyze
 
-    traced = analyze(run_dir, df)
+    # The trace is analysed for the victim's jobs (its culprits); applications' rows have none.
+    traced = analyze(run_dir, df.drop(columns="application"))
     if traced is not None:
         metrics, culprits = traced
         df = df.merge(metrics, on="job", how="left")
         write_parquet_atomic(culprits, run_dir / "culprits.parquet")
-    if (run_dir / "probes.bin").exists():
-        from .probes import convert_probes
-
-        try:
-            convert_probes(run_dir)
-        except JobLogError:
-            pass  # the agent died before the time reference: probes.bin stays for inspection
+    parts = [df]
+    for app, where, app_events in measured[1:]:
+        if (where / "jobs.bin").exists():
+            parts.append(_one(app, where, app_events, run_dir, app))
+    df = pd.concat(parts, ignore_index=True) if len(parts) > 1 else df
+    df["application"] = pd.Categorical(df["application"], categories=[m[0] for m in measured])
     df["cpu_end"] = df["cpu_end"].astype("Int64").mask(df["cpu_end"] < 0)  # -1: not read
     write_parquet_atomic(df, dst)
     return df
 
 
-def _counter_events(run_dir: Path) -> list[str]:
-    from ..outcome import read_outcome
-
-    meta = read_outcome(run_dir)
-    return meta.counters.events if meta is not None and meta.counters is not None else []
+def victim_jobs(run_dir: Path) -> pd.DataFrame | None:
+    """The victim's rows of a run's job table (what the trace tools read: the kernel trace is
+    analysed around the victim's jobs)."""
+    df = convert_run(run_dir)
+    if df is None:
+        return None
+    victim = measured_logs(Path(run_dir))[0][0]
+    return df[df["application"].astype(str) == victim].reset_index(drop=True)

@@ -24,17 +24,29 @@ PRELOAD_IDS = {1000: "read", 1001: "write", 1002: "pread", 1003: "pwrite", 1004:
                1012: "pthread_mutex_lock", 1013: "pthread_cond_wait", 1014: "sem_wait"}
 
 
-def read_probe_events(run_dir: Path) -> pd.DataFrame:
-    """Every complete probe record: ts_ns, id, kind (begin/end), cpu, tid."""
-    raw = (Path(run_dir) / "probes.bin").read_bytes()
+def _probes_of(run_dir: Path, app: str | None):
+    """(directory of probes.bin, its time reference from run.json) of the victim (`app`
+    None) or of application `app`."""
+    meta = read_outcome(Path(run_dir))
+    if app is None:
+        return Path(run_dir), meta.probes if meta is not None else None
+    entry = next((a for a in meta.applications if a.name == app), None) if meta is not None else None
+    if entry is None:
+        raise JobLogError(f"{run_dir}: run.json has no application named {app!r}")
+    return Path(run_dir) / entry.dir, entry.probes
+
+
+def read_probe_events(run_dir: Path, app: str | None = None) -> pd.DataFrame:
+    """Every complete probe record of the victim (or of application `app`): ts_ns, id, kind
+    (begin/end), cpu, tid."""
+    where, probes = _probes_of(run_dir, app)
+    raw = (where / "probes.bin").read_bytes()
     if len(raw) < 64 or raw[:8] != MAGIC:
-        raise JobLogError(f"{run_dir}/probes.bin: not an xtalk probe buffer")
+        raise JobLogError(f"{where}/probes.bin: not an xtalk probe buffer")
     capacity, claimed = (int(x) for x in np.frombuffer(raw, "<u8", 2, 16)[[0, 1]])
     n = min(capacity, claimed, (len(raw) - 64) // RECORD.itemsize)
     rec = np.frombuffer(raw, RECORD, n, 64)
     rec = rec[rec["seq"] == np.arange(1, n + 1, dtype=np.uint64)]  # published records only
-    meta = read_outcome(Path(run_dir))
-    probes = meta.probes if meta is not None else None
     if probes is None or probes.reference_end.ticks == probes.reference_start.ticks:
         raise JobLogError(f"{run_dir}: run.json has no probe time reference (the agent did not finish the run)")
     a, z = probes.reference_start, probes.reference_end
@@ -62,12 +74,14 @@ def probe_samples(events: pd.DataFrame) -> pd.DataFrame:
     return df.sort_values("begin_ns").reset_index(drop=True)
 
 
-def convert_probes(run_dir: Path) -> pd.DataFrame | None:
-    """probes.bin -> probes.parquet (samples) for a run that has probes."""
+def convert_probes(run_dir: Path, app: str | None = None) -> pd.DataFrame | None:
+    """probes.bin -> probes.parquet (samples) for a run that has probes: the victim's in the
+    run directory, application `app`'s in its own (applications/<app>/)."""
     from .files import write_parquet_atomic
 
-    if not (Path(run_dir) / "probes.bin").exists():
+    where = Path(run_dir) if app is None else _probes_of(run_dir, app)[0]
+    if not (where / "probes.bin").exists():
         return None
-    samples = probe_samples(read_probe_events(run_dir))
-    write_parquet_atomic(samples, Path(run_dir) / "probes.parquet")
+    samples = probe_samples(read_probe_events(run_dir, app))
+    write_parquet_atomic(samples, where / "probes.parquet")
     return samples

@@ -3,8 +3,11 @@ forked, released at the same instant and recorded in their own logs (the store t
 jobs apart by `application`); a `may_fail` application's crash is recorded while the others
 complete; any other application's failure ends the run; nothing is left behind."""
 
+import json
 import subprocess
 from pathlib import Path
+
+import pytest
 
 from conftest import processes_named, small_plan, write_plan
 from xtalk import store
@@ -118,3 +121,21 @@ def test_a_one_victim_result_from_before_applications_reads_as_the_victim(agent,
     assert store.open(tmp_path).jobs().application.unique().tolist() == ["victim"]
     from xtalk.store.frames import load
     assert load(tmp_path).measured.application.astype(str).unique().tolist() == ["victim"]
+
+
+def test_the_host_model_and_the_agent_agree_on_applications(agent, tmp_path):
+    import jsonschema
+    import pydantic
+
+    from xtalk.plan import Plan, checked_in_schema
+
+    plan = plan_with(app("pi", {"kind": "pi", "iterations": 10}), crash(may_fail=True))
+    doc = json.loads(Plan.model_validate(plan).to_json())
+    jsonschema.validate(doc, checked_in_schema())
+    assert doc["victim"]["name"] == "victim" and [a["may_fail"] for a in doc["applications"]] == [False, True]
+    p = subprocess.run([agent, "check", write_plan(tmp_path, doc)], capture_output=True, text=True, timeout=30)
+    assert (p.returncode, p.stdout.strip()) == (0, "ok"), p.stderr
+    with pytest.raises(pydantic.ValidationError, match=r"applications\[0\]\.name: 'victim' is used twice"):
+        Plan.model_validate(plan_with(app("victim", {"kind": "pi", "iterations": 10})))
+    with pytest.raises(pydantic.ValidationError, match="may_fail"):
+        Plan.model_validate({**plan, "victim": {**plan["victim"], "may_fail": True}})

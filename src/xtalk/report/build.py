@@ -77,6 +77,8 @@ class _Builder:
         self.prefix = ""
         #: One execution-time histogram per scenario (not in an application's sections).
         self.histograms = True
+        #: The guards that fired on the results (computed once: several applications share them).
+        self.warned: pd.DataFrame | None = None
         self.tables: dict[str, pd.DataFrame] = {}
         self.figures: list[fg.Rendered] = []
         self.kind = vk.kind_of(data.runs)
@@ -100,7 +102,9 @@ class _Builder:
         self.keep("epsilon", tb.epsilon_table(self.data, self.epsilons, n_boot=self.n_boot))
         s = Section("verdicts", "Verdicts")
         s.raw(verdict_list([(r.status, r.verdict) for r in v.itertuples()]))
-        warned = self.keep("warnings", result_guards(self.data.path))
+        if self.warned is None:
+            self.warned = result_guards(self.data.path)
+        warned = self.keep("warnings", self.warned)
         if len(warned):
             s.heading("Warnings")
             s.raw(verdict_list([(vd.GUARD, line) for line in warned["line"]]))
@@ -279,11 +283,13 @@ def _applications(b: _Builder, timings: dict) -> list[Section]:
     sections = [b.applications(), b.platform()]
     timings["applications"] = time.perf_counter() - t
     merged: dict[str, list[pd.DataFrame]] = {}
+    warned = result_guards(b.data.path)  # the run summary names each warning's application: "<A> · <scenario>"
     for app in cohabitation.ordered(b.data):
         t = time.perf_counter()
         sub = _Builder(cohabitation.application_data(b.data, app), b.out,
                        [*b.epsilons, *([app.epsilon] if app.epsilon is not None else [])], b.n_boot)
         sub.kind, sub.prefix, sub.histograms = vk.PERIODIC, f"{app.name}_", False
+        sub.warned = warned[warned["scenario"].astype(str).str.startswith(f"{app.name} · ")].reset_index(drop=True)
         for name in APPLICATION_SECTIONS:
             sec = getattr(sub, name)()
             if sec is not None:

@@ -238,6 +238,8 @@ def section(b) -> Section:
     for i, cfg in enumerate(dict.fromkeys(c.matrix["configuration"])):
         g = co.grid(c.matrix, cfg, c.apps)
         stat = ", ".join(sorted({f"{a.metric} {a.statistic}" for a in c.apps}))
+        crit = {a.name: f"{a.name} ({a.criticality})" if a.criticality else a.name for a in c.apps}
+        g = g.rename(index=crit, columns=crit)
         s.figure(b.fig(_heatmap(g, f"who slows whom{_cfg(cfg)}"), f"interference_matrix_{i}",
                        f"Interference matrix{_cfg(cfg)}",
                        f"Row: the application slowed; column: what ran beside it (pair:X+Y, all, all+<scenario>). "

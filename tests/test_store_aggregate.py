@@ -94,3 +94,26 @@ def test_report_distribution_from_parquet_equals_the_loaded_one(tmp_path):
         loaded[["scenario", "configuration", "column", "n"]].values.tolist()
     num = [c for c in fast.columns if c not in ("scenario", "configuration", "column", "n")]
     assert np.allclose(fast[num].to_numpy(dtype=float), loaded[num].to_numpy(dtype=float), rtol=1e-12)
+
+
+def test_summary_from_narrow_jobs_equals_the_summary_of_every_column(tmp_path):
+    """summary_table reads only the columns it needs (store.frames.measured_jobs, labels as
+    categoricals): the same table as summarize over Results.jobs() (every column, string labels)."""
+    from xtalk.analysis.slowdown import summarize
+    from xtalk.report.summary import summary_table
+    from xtalk.store import open as open_results
+    from xtalk.store.frames import measured_jobs
+
+    root = write_results(tmp_path / "r", [Scenario("solo"), Scenario("pi", slowdown=1.3, spike_every=40)],
+                         repetitions=3, jobs=200, miss_jobs=(5, 9))
+    res = open_results(root)
+    runs = res.runs()
+    narrow = measured_jobs(runs, ["job", "exec_ns", "response_ns", "missed", "migrated"])
+    full = res.jobs()
+    assert len(narrow) == len(full) and narrow["run_id"].astype(str).tolist() == full["run_id"].tolist()
+    assert narrow["job"].tolist() == full["job"].tolist()
+    expect = summarize(full, runs)
+    got = summary_table(res).drop(columns=["enemy_rate", "warnings"])
+    got = got[expect.columns]
+    pd.testing.assert_frame_equal(got.reset_index(drop=True), expect.reset_index(drop=True), check_dtype=False)
+    assert expect["deadline_misses"].sum() > 0  # the planted misses are counted both ways

@@ -117,3 +117,14 @@ def test_summary_from_narrow_jobs_equals_the_summary_of_every_column(tmp_path):
     got = got[expect.columns]
     pd.testing.assert_frame_equal(got.reset_index(drop=True), expect.reset_index(drop=True), check_dtype=False)
     assert expect["deadline_misses"].sum() > 0  # the planted misses are counted both ways
+
+
+def test_quantiles_without_moments_are_the_same(tmp_path):
+    rng = np.random.default_rng(3)
+    runs, _ = _runs(tmp_path, [("solo", "a", _jobs(rng.integers(0, 1000, 500), warmup=5)),
+                               ("pi", "a", _jobs(rng.integers(0, 1000, 300), warmup=5))])
+    full = aggregate.group_quantiles(runs, "x", QS)
+    bare = aggregate.group_quantiles(runs, "x", QS, moments=False)
+    names = [st.quantile_name(q) for q in QS]
+    assert bare[["scenario", "configuration", "n", *names]].equals(full[["scenario", "configuration", "n", *names]])
+    assert bare[["min", "max", "mean", "sd"]].isna().all().all()

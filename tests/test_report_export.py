@@ -49,3 +49,24 @@ def test_streamed_export_equals_the_whole_run_export(tmp_path, monkeypatch):
     assert streamed == whole
     assert rows == whole.count(b"\n") - 1 == sum(pq.read_metadata(Path(x) / "jobs.parquet").num_rows for x in runs["dir"])
     assert b"ctr_cycles" in whole.splitlines()[0]
+
+
+def test_migration_table_counts_on_label_codes_as_on_strings(tmp_path):
+    """report.platform.migration_table (counted on the labels' codes, kept per ReportData)
+    equals a groupby of the labels as strings, in order of first appearance."""
+    import pandas as pd
+
+    from xtalk.report import platform
+    from xtalk.report import tables as tb
+
+    root = write_results(tmp_path / "r", [Scenario("solo"), Scenario("pi", slowdown=1.2)], repetitions=2, jobs=60)
+    data = tb.load(root)
+    m = data.measured
+    rng = np.random.default_rng(1)
+    m["cpu_end"] = np.where(rng.random(len(m)) < 0.1, m["cpu_start"] + 1, m["cpu_start"])  # 10 % migrated
+    got = platform.migration_table(data)
+    g = pd.DataFrame({"scenario": m["scenario"].astype(str), "configuration": m["configuration"].astype(str),
+                      "m": platform.migrated(m)})
+    want = [(sc, cf, len(x), int(x["m"].sum())) for (sc, cf), x in g.groupby(["scenario", "configuration"], sort=False)]
+    assert list(got[["scenario", "configuration", "jobs", "migrated"]].itertuples(index=False, name=None)) == want
+    assert got["migrated"].sum() > 0 and platform.migration_table(data) is not data.memo["_migrations"]

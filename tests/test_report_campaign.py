@@ -254,3 +254,22 @@ def test_the_generic_two_way_grid_sorts_labels_by_value():
     t = pd.DataFrame({"total": ["65536", "262144"], "n": ["2", "10"], "exec_ns": [1.0, 2.0]})
     g = tb.two_way_grid(t, "total", "n")
     assert list(g.columns) == ["65536", "262144"] and list(g.index) == ["2", "10"]
+
+
+def test_cell_figures_only_on_request(tmp_path):
+    """Tables per cell by default; `--cell-figures` adds one figure per cell on the group
+    pages (the main page keeps its one figure per two-way view either way)."""
+    root = write_campaign(tmp_path / "c", families=[Family("pi", "reservation.runtime", [1, 2], ["2ms"])],
+                          scenarios={"read": 1.3}, repetitions=2, jobs=30)
+    plain = build(root, tmp_path / "plain", csv=False)
+    assert not (tmp_path / "plain" / "figures" / "cells").exists()
+    assert all("<figure" not in p.read_text() for p in (tmp_path / "plain" / "cells").glob("*.html"))
+    r = xtalk("report", str(root), "-o", str(tmp_path / "figs"), "--no-csv", "--cell-figures")
+    assert r.returncode == 0, r.stderr
+    cells = (tmp_path / "figs" / "tables" / "cells.csv").read_text().count("\n") - 1
+    assert cells == 2 * 4  # two configurations × (solo, read, pi-n1, pi-n2)
+    pages = list((tmp_path / "figs" / "cells").glob("*.html"))
+    assert sum(p.read_text().count("<figure") for p in pages) == cells
+    assert len(list((tmp_path / "figs" / "figures" / "cells").glob("*.png"))) == cells
+    main = (tmp_path / "figs" / "index.html").read_text()
+    assert main.count("<figure") == plain.read_text().count("<figure") == 2  # one view per configuration

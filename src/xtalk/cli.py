@@ -181,12 +181,14 @@ def report(results: Path = typer.Argument(..., help="results directory of an exp
            epsilon: list[str] = typer.Option([], "--epsilon", "-e",
                                              help="ε bound METRIC:STATISTIC:BOUND, e.g. exec:max:1.2x or response:p99:12ms (repeatable)"),
            out: Optional[Path] = typer.Option(None, "-o", "--out", help="output directory (default RESULTS/report)"),
-           csv: bool = typer.Option(True, "--csv/--no-csv", help="export jobs.csv and probes.csv")):
+           csv: bool = typer.Option(True, "--csv/--no-csv", help="export jobs.csv and probes.csv"),
+           cell_figures: bool = typer.Option(False, "--cell-figures",
+                                             help="campaigns: also one figure per cell on the group pages (tables only by default)")):
     """Write the HTML report (self-contained), figures, Markdown summary and CSV files of an experiment
     (of a campaign: verdicts per cell, two-way views, worst cells, one page per group)."""
     from .report.build import build
 
-    build(results, out, epsilon, csv=csv, console=console)
+    build(results, out, epsilon, csv=csv, console=console, cell_figures=cell_figures)
 
 
 @command

@@ -75,20 +75,23 @@ def slowdown(scenario: Sequence[np.ndarray], reference: Sequence[np.ndarray], st
 
 
 def summarize(jobs: pd.DataFrame, runs: pd.DataFrame, metric: str = "exec_ns", reference: str = SOLO,
-              n_boot: int = 2000, seed: int = 0) -> pd.DataFrame:
+              n_boot: int = 2000, seed: int = 0, max_jobs: int | None = None) -> pd.DataFrame:
     """One row per configuration × scenario: jobs, response-time and execution-time
     statistics, deadline misses, and slowdown of `metric` against `reference` of the same
-    configuration (ratio of medians and of maxima, each with a 95 % CI)."""
+    configuration (ratio of medians and of maxima, each with a 95 % CI). ``max_jobs``: cap of
+    jobs per bootstrap replicate (:func:`slowdown`); the point ratios always use every job."""
     if "configuration" not in runs or runs.empty:
-        return _summarize_one(jobs, runs, metric, reference, n_boot, seed).assign(configuration="default")
+        return _summarize_one(jobs, runs, metric, reference, n_boot, seed, max_jobs).assign(configuration="default")
     parts = []
     for cfg in dict.fromkeys(runs.configuration):
         j = jobs[jobs.configuration == cfg] if "configuration" in jobs else jobs
-        parts.append(_summarize_one(j, runs[runs.configuration == cfg], metric, reference, n_boot, seed).assign(configuration=cfg))
+        parts.append(_summarize_one(j, runs[runs.configuration == cfg], metric, reference, n_boot, seed, max_jobs)
+                     .assign(configuration=cfg))
     return pd.concat(parts, ignore_index=True)
 
 
-def _summarize_one(jobs: pd.DataFrame, runs: pd.DataFrame, metric: str, reference: str, n_boot: int, seed: int) -> pd.DataFrame:
+def _summarize_one(jobs: pd.DataFrame, runs: pd.DataFrame, metric: str, reference: str, n_boot: int, seed: int,
+                   max_jobs: int | None = None) -> pd.DataFrame:
     rows = []
     scen_order = list(dict.fromkeys(runs.sort_values("scenario", key=lambda s: s != reference)["scenario"]))
     groups = {s: [g[metric].to_numpy() for _, g in jobs[jobs.scenario == s].groupby("run_id")] for s in scen_order}
@@ -112,7 +115,7 @@ def _summarize_one(jobs: pd.DataFrame, runs: pd.DataFrame, metric: str, referenc
             if s == reference or reference not in groups:
                 point, lo, hi = (1.0, np.nan, np.nan) if s == reference else (np.nan,) * 3
             else:
-                point, lo, hi = slowdown(groups[s], groups[reference], stat, n_boot=n_boot, seed=seed)
+                point, lo, hi = slowdown(groups[s], groups[reference], stat, n_boot=n_boot, seed=seed, max_jobs=max_jobs)
             row[f"slowdown_{stat}"] = point
             row[f"slowdown_{stat}_lo"] = lo
             row[f"slowdown_{stat}_hi"] = hi

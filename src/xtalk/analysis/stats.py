@@ -712,3 +712,39 @@ def per_step_reference(
     out = g.agg(["min", "median", "max"]).rename(columns=lambda c: f"{c}_ns")
     out["n_runs"] = jobs.groupby("job")[runs[0]].nunique() if runs else g.size()
     return out.reset_index()
+
+
+def quantile_name(q: float) -> str:
+    """The column name of quantile level ``q`` in group tables: 0.5 -> "p50", 0.999 -> "p99.9"."""
+    return f"p{round(q * 100, 6):g}"
+
+
+def group_quantiles(
+    jobs: pd.DataFrame, column: str, qs: Sequence[float], *, by: Sequence[str] = ("scenario", "configuration")
+) -> pd.DataFrame:
+    """Per group of ``by``: ``n`` finite values of ``column``, their ``min``, the quantiles
+    ``qs`` (np.quantile's linear interpolation: exact order statistics, interpolated between
+    the two nearest, as every other quantile of this package), ``max``, ``mean`` and ``sd``
+    (ddof 1). NaN and missing values are left out; a group with no finite value has n 0 and
+    NaN elsewhere. One row per observed group, sorted by ``by``.
+
+    This is the definition the report's DuckDB path (xtalk.store.aggregate.group_quantiles,
+    which reads Parquet without loading the jobs) must match; tests check both agree.
+    """
+    for c in [column, *by]:
+        if c not in jobs.columns:
+            raise ValueError(f"column: {c!r} not in job table")
+    names = [quantile_name(q) for q in qs]
+    rows = []
+    for key, g in jobs.groupby(list(by), sort=True, observed=True, dropna=False):
+        v = g[column].to_numpy(dtype=float)
+        v = v[np.isfinite(v)]
+        row = dict(zip(by, key if isinstance(key, tuple) else (key,)))
+        row["n"] = int(v.size)
+        if v.size:
+            row.update(min=float(v.min()), **dict(zip(names, np.quantile(v, list(qs)).tolist())), max=float(v.max()),
+                       mean=float(v.mean()), sd=float(v.std(ddof=1)) if v.size > 1 else np.nan)
+        else:
+            row.update(min=np.nan, **{n: np.nan for n in names}, max=np.nan, mean=np.nan, sd=np.nan)
+        rows.append(row)
+    return pd.DataFrame(rows, columns=[*by, "n", "min", *names, "max", "mean", "sd"])

@@ -338,8 +338,9 @@ def result_guards(path: Path) -> pd.DataFrame:
 
 
 def build(path, out: Path | None = None, epsilons: Sequence = (), *, csv: bool = True, n_boot: int = 2000,
-          console=None) -> Path:
-    """Write the report of results directory ``path``; returns the HTML file."""
+          console=None, cell_figures: bool = False) -> Path:
+    """Write the report of results directory ``path``; returns the HTML file. ``cell_figures``
+    (campaigns): also one figure per cell on the group pages."""
     t0 = time.perf_counter()
     for e in epsilons:  # bad ε input fails before any work
         if not isinstance(e, eps.EpsilonSpec):
@@ -349,7 +350,7 @@ def build(path, out: Path | None = None, epsilons: Sequence = (), *, csv: bool =
     if not isinstance(path, ReportData) and is_campaign(path):  # a campaign leads with its grids and verdicts
         from .campaign_report import build_campaign
 
-        return build_campaign(path, out, epsilons, csv=csv, console=console)
+        return build_campaign(path, out, epsilons, csv=csv, console=console, cell_figures=cell_figures)
     runs = path.runs if isinstance(path, ReportData) else load_runs(path)
     convert_stale(runs)  # before the export thread reads the Parquet files
     root = path.path if isinstance(path, ReportData) else Path(path)

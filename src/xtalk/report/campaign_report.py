@@ -8,10 +8,13 @@
     REPORT/summary.md          the campaign summary (campaign_summary.py)
     REPORT/tables/*.csv        cells.csv, one grid_<family>_<group>.csv per two-way view
     REPORT/figures/            every figure as PNG and SVG (cells/ for the detail pages)
+    REPORT/figures/cells/      with ``cell_figures`` (`xtalk report --cell-figures`) only: one
+                               figure per cell (its execution time beside its group's solo)
     REPORT/csv/jobs.csv        one row per job
 
 The figures on the main page are a fixed number per two-way view, not per cell: a campaign of
-88 cells gave 182 figures and 10 MB when each cell was reported like an experiment.
+88 cells gave 182 figures and 10 MB when each cell was reported like an experiment. Per-cell
+figures are drawn only on request, on the group pages; tables otherwise.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ import time
 from pathlib import Path
 from typing import Sequence
 
+import numpy as np
 import pandas as pd
 
 from ..analysis import verdict as vd
@@ -83,9 +87,11 @@ def verdict_matrix(cells: pd.DataFrame) -> str:
 
 
 class _CampaignBuilder:
-    def __init__(self, cd: cc.CampaignData, out: Path, epsilons: Sequence, n_boot: int):
+    def __init__(self, cd: cc.CampaignData, out: Path, epsilons: Sequence, n_boot: int, cell_figures: bool = False):
         self.cd, self.out, self.epsilons, self.n_boot = cd, out, list(epsilons), n_boot
+        self.cell_figures = cell_figures
         self.figures: list[fg.Rendered] = []
+        self.cell_figure_count = 0
         self.tables: dict[str, pd.DataFrame] = {}
         self.cells = cc.cell_table(cd, self.epsilons, n_boot=n_boot)
         self.tables["cells"] = self.cells.drop(columns=["warnings"]).assign(
@@ -149,6 +155,21 @@ class _CampaignBuilder:
             s.raw(verdict_list([(vd.GUARD, line) for line in lines]))
         return s
 
+    def cell_figure(self, per_run: dict, group: str, scenario: str) -> fg.Rendered | None:
+        """Boxplots of a cell's execution time beside its group's solo (every job counted)."""
+        def values(sc: str) -> np.ndarray:
+            runs = per_run.get((group, sc), {}).get("exec_ns", [])
+            return np.concatenate(runs) if runs else np.empty(0)
+
+        shown = [(sc, values(sc)) for sc in dict.fromkeys([cc.SOLO, scenario])]
+        fig = fg.boxplots([(sc, v) for sc, v in shown if v.size], f"{group} · {scenario}", "execution time (ms)")
+        if fig is None:
+            return None
+        self.cell_figure_count += 1
+        (self.out / "figures" / "cells").mkdir(parents=True, exist_ok=True)
+        return fg.render(fig, self.out / "figures", f"cells/{slug(group)}_{slug(scenario)}",
+                         f"Execution time, {group} · {scenario}", "Beside its group's solo; the red dot is the maximum.")
+
     def all_cells(self) -> Section:
         s = Section("cells", "Every cell")
         groups = list(dict.fromkeys(self.cells["group"]))
@@ -159,16 +180,19 @@ class _CampaignBuilder:
         return s
 
     def cell_pages(self) -> list[Path]:
-        """One small page per group (tables only, no figure: cheap at any number of cells): its
-        cells' verdict lines, guards and numbers."""
+        """One small page per group: its cells' verdict lines, guards and numbers (tables only,
+        cheap at any number of cells); with ``cell_figures`` also each cell's figure."""
         out = []
         (self.out / "cells").mkdir(parents=True, exist_ok=True)
+        per_run = cc._runs_of(self.cd.data) if self.cell_figures else {}
         for i, (g, c) in enumerate(self.cells.groupby("group", sort=False)):
             sec = Section("cells", f"{g}: {len(c)} cells")
             sec.raw('<p><a href="../index.html">← campaign report</a></p>')
             for r in c.itertuples():
                 sec.raw(f'<h3 id="{html.escape(slug(r.scenario))}">{html.escape(r.scenario)}</h3>')
                 sec.raw(verdict_list([(r.status, r.verdict)] + [(vd.GUARD, "guard: " + w["message"]) for w in r.warnings]))
+                if self.cell_figures:
+                    sec.figure(self.cell_figure(per_run, g, r.scenario))
             sec.table(c.drop(columns=["warnings", "verdict"]), "Numbers", max_rows=len(c))
             p = self.out / "cells" / f"{slug(g)}.html"
             p.write_text(page(f"{self.cd.name}: {g}", f"{len(c)} cells", [sec], "Part of the campaign report."))
@@ -177,8 +201,10 @@ class _CampaignBuilder:
 
 
 def build_campaign(path, out: Path | None = None, epsilons: Sequence = (), *, csv: bool = True, n_boot: int = 1000,
-                   console=None) -> Path:
-    """Write the campaign report of campaign directory ``path``; returns index.html."""
+                   console=None, cell_figures: bool = False) -> Path:
+    """Write the campaign report of campaign directory ``path``; returns index.html.
+    ``cell_figures``: also one figure per cell on the group pages (off by default: 88 cells
+    drawn cost a minute and megabytes, the tables say the same)."""
     t0 = time.perf_counter()
     root = Path(path)
     out = Path(out) if out is not None else root / "report"
@@ -186,7 +212,7 @@ def build_campaign(path, out: Path | None = None, epsilons: Sequence = (), *, cs
     cd = cc.load_campaign(root)
     timings = {"load": time.perf_counter() - t0}
     t = time.perf_counter()
-    b = _CampaignBuilder(cd, out, epsilons, n_boot)
+    b = _CampaignBuilder(cd, out, epsilons, n_boot, cell_figures)
     timings["cells"] = time.perf_counter() - t
     sections = []
     for name in ("verdicts", "views", "worst", "warnings", "all_cells"):
@@ -198,6 +224,8 @@ def build_campaign(path, out: Path | None = None, epsilons: Sequence = (), *, cs
     timings["cell pages"] = time.perf_counter() - t
     files = ["index.html", "summary.md", f"cells/*.html ({len(pages)} pages, one per group)",
              "figures/*.png, figures/*.svg (one per two-way view)", "tables/cells.csv, tables/grid_*.csv"]
+    if b.cell_figure_count:
+        files.append(f"figures/cells/*.png, *.svg ({b.cell_figure_count}, one per cell: --cell-figures)")
     if csv:
         n_jobs = export_jobs(cd.data.runs, out / "csv" / "jobs.csv")
         files.append(f"csv/jobs.csv ({n_jobs} rows, one per job)")
@@ -218,7 +246,8 @@ def build_campaign(path, out: Path | None = None, epsilons: Sequence = (), *, cs
         for line in cs.guard_lines(b.cells):
             console.print(f"[yellow]warning: {line}[/]", highlight=False)
         size = sum(p.stat().st_size for p in out.rglob("*") if p.is_file() and p.parent.name != "csv")
-        console.print(f"report: {html_path} ({len(b.figures)} figures on the main page, {len(pages)} group pages, "
+        console.print(f"report: {html_path} ({len(b.figures)} figures on the main page, {b.cell_figure_count} on the "
+                      f"group pages, {len(pages)} group pages, "
                       f"{size / 1e6:.1f} MB without csv/) in {elapsed:.1f} s: "
                       + ", ".join(f"{k} {v:.1f}" for k, v in timings.items()), highlight=False, soft_wrap=True)
     return html_path

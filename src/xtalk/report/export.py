@@ -1,8 +1,8 @@
 """CSV exports, as METRICS gave them: one row per job and one row per probe sample, every
 row carrying its run's labels; plus every report table as its own CSV.
 
-Job and probe files are streamed run by run through pyarrow (no whole-experiment DataFrame),
-so the export costs little memory at 10^7 jobs.
+Job and probe files are streamed in record batches through pyarrow (no whole-experiment
+DataFrame, no whole run in memory), so the export costs little memory at any size.
 """
 
 from __future__ import annotations
@@ -17,16 +17,21 @@ import pyarrow.parquet as pq
 from ..store.frames import LABELS, ReportData
 
 
-def _labelled(path: Path, run, columns: list[str]) -> pa.Table:
-    t = pq.read_table(path)
-    n = t.num_rows
+#: Rows per record batch of the streamed export: memory stays at a few MB per batch whatever
+#: the size of a run (a run of 10^7 jobs was once read whole).
+BATCH_ROWS = 1 << 16
+
+
+def _labelled(batch: pa.RecordBatch, run, columns: list[str]) -> pa.Table:
+    n = batch.num_rows
     lab = {"run_id": run.run_id, "scenario": run.scenario, "configuration": run.configuration, "repetition": run.repetition}
+    names = batch.schema.names
     cols = []
     for c in columns:
         if c in lab:
             cols.append(pa.repeat(pa.scalar(lab[c]), n))  # built in C: no Python list, no GIL held
-        elif c in t.column_names:
-            cols.append(t.column(c))
+        elif c in names:
+            cols.append(batch.column(names.index(c)))
         else:
             cols.append(pa.nulls(n))  # a column another run has (a counter it recorded)
     return pa.Table.from_arrays(cols, names=columns)
@@ -45,11 +50,17 @@ def _stream(data: ReportData | pd.DataFrame, filename: str, out: Path) -> int:
     out.parent.mkdir(parents=True, exist_ok=True)
     rows = 0
     tmp = out.with_suffix(".csv.tmp")
+    header = True
     with open(tmp, "wb") as f:
-        for i, (run, p) in enumerate(files):
-            t = _labelled(p, run, columns)
-            pacsv.write_csv(t, f, pacsv.WriteOptions(include_header=i == 0))
-            rows += t.num_rows
+        for run, p in files:
+            pf = pq.ParquetFile(p)
+            # An empty run still writes the header when it comes first, as a whole table did.
+            batches = pf.iter_batches(batch_size=BATCH_ROWS) if pf.metadata.num_rows else [pf.schema_arrow.empty_table()]
+            for b in batches:
+                t = _labelled(b, run, columns)
+                pacsv.write_csv(t, f, pacsv.WriteOptions(include_header=header))
+                header = False
+                rows += t.num_rows
     tmp.replace(out)
     return rows
 

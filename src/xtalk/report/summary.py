@@ -17,6 +17,7 @@ from ..analysis.slowdown import summarize
 from ..errors import UsageError
 from ..outcome import read_outcome
 from ..store import Results
+from ..store.frames import measured_jobs
 from . import cohabitation
 
 
@@ -153,16 +154,25 @@ def skipped_cells(skipped: dict) -> list[str]:
             f"skipped: {skipped.get('reason') or 'unavailable'}"]
 
 
+#: Jobs per bootstrap replicate of a summary's slowdown CIs, as the report's (report/tables.py):
+#: beyond it each run is subsampled, its slowest job kept. Uncapped, 10^7 jobs meant 2000
+#: replicates of 5·10^6 draws each, minutes in `xtalk report`'s guards.
+BOOT_JOBS = 5_000
+
+
 def summary_table(results: Results) -> pd.DataFrame:
     """The summary as a DataFrame (the Python API behind the table); with several measured
     applications, one block per application (:func:`application_table`)."""
     runs = results.runs()
-    jobs = results.jobs()
+    # Only the columns summarize reads, labels as categoricals: Results.jobs() (every column,
+    # string labels) took 8 GB at 10^7 jobs when the report computed the guards.
+    jobs = measured_jobs(runs, ["job", "exec_ns", "response_ns", "missed", "migrated", "application"])
     if cohabitation.is_multi(jobs):
-        return application_table(jobs, runs)
+        return application_table(results.jobs(), runs)
+    jobs = jobs.drop(columns="application")
     if jobs.empty:
         jobs = pd.DataFrame(columns=["run_id", "scenario", "exec_ns", "response_ns", "missed", "migrated"])
-    table = summarize(jobs, runs)
+    table = summarize(jobs, runs, max_jobs=BOOT_JOBS)
     rates = enemy_rates(runs)
     table["enemy_rate"] = [rates.get((c, s), "") for c, s in zip(table.configuration, table.scenario)]
     fired = guards.check(table, victims(runs), enemies=enemy_shares(runs, results.path))

@@ -31,7 +31,8 @@ from ..analysis import wakeup as wk
 from ..analysis.verdict import EpsilonSpec
 from .. import units
 from . import epsilon as eps
-from ..store.frames import SOLO, ReportData, load
+from ..store.aggregate import group_quantiles
+from ..store.frames import SOLO, ReportData, convert_stale, load, load_runs
 from .platform import counter_unit, exclude_migrated, migrated
 
 __all__ = ["load", "runs", "slowdown", "noise_floor", "misses", "epsilon_table", "verdicts", "distribution",
@@ -403,7 +404,12 @@ def group_markers(data: ReportData, scenario: str, configuration: str | None, co
 
 def distribution(x, column: str = "exec_ns") -> pd.DataFrame:
     """Per scenario and configuration: n, min (best), quantiles, max (worst), mean, sd, and
-    the first job (warm-up included: seed 004 Fig. 7's 'first iteration' marker), in ns."""
+    the first job (warm-up included: seed 004 Fig. 7's 'first iteration' marker), in ns.
+
+    Given a results directory (not a loaded ReportData), it is computed in DuckDB over the
+    Parquet files without loading the jobs (store.aggregate; the same numbers, tests check)."""
+    if not isinstance(x, ReportData):
+        return _distribution_parquet(getattr(x, "path", x), column)
     data = _data(x)
     rows = []
     for scen, conf in groups(data):
@@ -415,6 +421,20 @@ def distribution(x, column: str = "exec_ns") -> pd.DataFrame:
                    first=mk["first"])
         rows.append(row)
     return pd.DataFrame(rows)
+
+
+def _distribution_parquet(path, column: str) -> pd.DataFrame:
+    """:func:`distribution` of a results directory through store.aggregate (no job loaded)."""
+    runs = load_runs(path)
+    convert_stale(runs)
+    names = [name for name, _ in QUANTILES]
+    agg = group_quantiles(runs, column, [q for _, q in QUANTILES], first=True)
+    agg = agg[agg["n"] > 0]
+    order = {s: i for i, s in enumerate(sorted(dict.fromkeys(runs["scenario"]), key=lambda s: s != SOLO))}
+    agg = agg.assign(_o=agg["scenario"].map(order)).sort_values(["_o", "configuration"], kind="stable")
+    agg = agg.rename(columns=dict(zip([st.quantile_name(q) for _, q in QUANTILES], names)))
+    out = agg.assign(column=column, best=agg["min"], worst=agg["max"])
+    return out[["scenario", "configuration", "column", "n", "best", *names, "worst", "mean", "sd", "first"]].reset_index(drop=True)
 
 
 def per_job_reference(x, scenario: str = SOLO, column: str = "exec_ns", configuration: str | None = None) -> pd.DataFrame:

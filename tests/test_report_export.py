@@ -1,0 +1,72 @@
+"""The job CSV export streamed in record batches is byte for byte the export that read each
+run whole: across batch boundaries, with a counter column only some runs have, and with a
+run of no jobs first."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.csv as pacsv
+import pyarrow.parquet as pq
+
+from xtalk.report import export
+from xtalk.report.synthetic import Scenario, job_table, write_results
+from xtalk.store.frames import LABELS, load_runs
+
+
+def _whole_runs_export(runs, out: Path) -> None:
+    """The former export: each run's table read whole, labelled, written with one header."""
+    files = [(r, Path(r.dir) / "jobs.parquet") for r in runs.itertuples() if (Path(r.dir) / "jobs.parquet").exists()]
+    columns = list(LABELS)
+    for _, p in files:
+        columns += [c for c in pq.read_schema(p).names if c not in columns]
+    with open(out, "wb") as f:
+        for i, (run, p) in enumerate(files):
+            t = pq.read_table(p)
+            lab = {"run_id": run.run_id, "scenario": run.scenario, "configuration": run.configuration,
+                   "repetition": run.repetition}
+            cols = [pa.repeat(pa.scalar(lab[c]), t.num_rows) if c in lab else
+                    t.column(c) if c in t.column_names else pa.nulls(t.num_rows) for c in columns]
+            pacsv.write_csv(pa.Table.from_arrays(cols, names=columns), f, pacsv.WriteOptions(include_header=i == 0))
+
+
+def test_streamed_export_equals_the_whole_run_export(tmp_path, monkeypatch):
+    root = write_results(tmp_path / "r", [Scenario("solo"), Scenario("pi", slowdown=1.3)], repetitions=2, jobs=50)
+    runs = load_runs(root)
+    # A counter only one run recorded, and a first run (by name) with no job at all.
+    d = Path(runs["dir"].iloc[1])
+    t = pq.read_table(d / "jobs.parquet")
+    pq.write_table(t.append_column("ctr_cycles", pa.array(np.arange(t.num_rows, dtype=np.int64) * 7)), d / "jobs.parquet")
+    first = Path(runs["dir"].iloc[0])
+    pq.write_table(pa.Table.from_pandas(job_table(5), preserve_index=False).slice(0, 0), first / "jobs.parquet")
+
+    monkeypatch.setattr(export, "BATCH_ROWS", 7)  # every run split over several batches
+    rows = export.export_jobs(runs, tmp_path / "streamed.csv")
+    _whole_runs_export(runs, tmp_path / "whole.csv")
+    streamed, whole = (tmp_path / "streamed.csv").read_bytes(), (tmp_path / "whole.csv").read_bytes()
+    assert streamed == whole
+    assert rows == whole.count(b"\n") - 1 == sum(pq.read_metadata(Path(x) / "jobs.parquet").num_rows for x in runs["dir"])
+    assert b"ctr_cycles" in whole.splitlines()[0]
+
+
+def test_migration_table_counts_on_label_codes_as_on_strings(tmp_path):
+    """report.platform.migration_table (counted on the labels' codes, kept per ReportData)
+    equals a groupby of the labels as strings, in order of first appearance."""
+    import pandas as pd
+
+    from xtalk.report import platform
+    from xtalk.report import tables as tb
+
+    root = write_results(tmp_path / "r", [Scenario("solo"), Scenario("pi", slowdown=1.2)], repetitions=2, jobs=60)
+    data = tb.load(root)
+    m = data.measured
+    rng = np.random.default_rng(1)
+    m["cpu_end"] = np.where(rng.random(len(m)) < 0.1, m["cpu_start"] + 1, m["cpu_start"])  # 10 % migrated
+    got = platform.migration_table(data)
+    g = pd.DataFrame({"scenario": m["scenario"].astype(str), "configuration": m["configuration"].astype(str),
+                      "m": platform.migrated(m)})
+    want = [(sc, cf, len(x), int(x["m"].sum())) for (sc, cf), x in g.groupby(["scenario", "configuration"], sort=False)]
+    assert list(got[["scenario", "configuration", "jobs", "migrated"]].itertuples(index=False, name=None)) == want
+    assert got["migrated"].sum() > 0 and platform.migration_table(data) is not data.memo["_migrations"]

@@ -7,11 +7,13 @@ cpu stressors (as `external` enemies) run one copy per other CPU, all scenarios 
 interleaved in one experiment, REPETITIONS times. Printed: the strongest of each side (median
 slowdown against solo, 95 % CI) and their ratio (> 1: xtalk hurts more).
 
-Part 2, bandwidth. xtalk's read, write and copy enemies (rate over the victim's window)
-versus stress-ng stream and memrate (their own MB/s metrics), one instance on one CPU, in
-BW_ROUNDS interleaved rounds; medians per figure. memrate reports a dozen methods per side:
-each method's median over the rounds, then the best method (taking the best of single runs
-would favour memrate by picking its luckiest sample).
+Part 2, bandwidth. xtalk's read, write, ntstore and copy enemies (rate over the victim's
+window) versus stress-ng stream and memrate (their own MB/s metrics), one instance on one
+CPU, in BW_ROUNDS interleaved rounds; medians per figure. memrate reports a dozen methods per
+side: each method's median over the rounds, then the best method (taking the best of single
+runs would favour memrate by picking its luckiest sample). Like is compared with like: the
+best write-class enemy (write, whose store method is measured fastest at start, or ntstore)
+against memrate's best write method; the store method each chose is printed.
 
 Run: PYTHONPATH=src .venv/bin/python bench/potency.py   (about 25 minutes on 2 cores).
 stress-ng is installed with apt-get when missing (root needed), and the bench says so.
@@ -86,13 +88,14 @@ def slowdowns(results: Path) -> dict[str, tuple[float, float, float]]:
     return {s: ratio_ci(g, groups[SOLO], "median", n_boot=1000) for s, g in groups.items() if s != SOLO}
 
 
-def xtalk_bandwidth(work: Path, cpu: int, victim_cpu: int, round_: int) -> dict[str, float]:
-    """MB/s of xtalk's read, write and copy enemies, alone on `cpu` for 2 s each."""
+def xtalk_bandwidth(work: Path, cpu: int, victim_cpu: int, round_: int, methods: dict[str, list[str]] | None = None) -> dict[str, float]:
+    """MB/s of xtalk's read, write, ntstore and copy enemies, alone on `cpu` for 2 s each;
+    the store method each write-class enemy chose (run.json's notes) appended to `methods`."""
     text = "\n".join([
         f'name = "bandwidth{round_}"', "repetitions = 1", 'settle = "200ms"', "", "[victim]", 'body = "pi"', "iterations = 1000",
         'period = "10ms"', "jobs = 200", f"cpus = [{victim_cpu}]",
         *[f'\n[[scenario]]\nname = "{k}"\nenemies = [{_toml_value({"kind": k, "bytes": "8*llc", "cpus": [cpu]})}]'
-          for k in ("read", "write", "copy")],
+          for k in ("read", "write", "ntstore", "copy")],
     ]) + "\n"
     f = work / f"bandwidth{round_}.toml"
     f.write_text(text)
@@ -102,6 +105,9 @@ def xtalk_bandwidth(work: Path, cpu: int, victim_cpu: int, round_: int) -> dict[
         meta = json.loads((d / "run.json").read_text())
         for e in meta.get("enemies", []):
             mbs[e["kind"]] = e["window_rate"] / 1e6
+            for n in meta.get("notes") or []:
+                if methods is not None and n.startswith(f"enemy {e['name']}: store method "):
+                    methods.setdefault(e["kind"], []).append(n.split("store method ")[1].split()[0])
     return mbs
 
 
@@ -129,12 +135,18 @@ def bandwidth(work: Path, cpu: int, victim_cpu: int) -> None:
     """Part 2: interleaved rounds, medians, ratios."""
     xs: dict[str, list[float]] = {}
     ss: dict[str, list[float]] = {}
+    chosen: dict[str, list[str]] = {}
     for r in range(BW_ROUNDS):
-        for k, v in xtalk_bandwidth(work, cpu, victim_cpu, r).items():
+        for k, v in xtalk_bandwidth(work, cpu, victim_cpu, r, chosen).items():
             xs.setdefault(k, []).append(v)
         for k, v in stress_ng_bandwidth(cpu).items():
             ss.setdefault(k, []).append(v)
     x = {k: float(np.median(v)) for k, v in xs.items()}
+    # Like with like: the best write-class enemy against memrate's best write method.
+    writers = {k: x[k] for k in ("write", "ntstore") if k in x}
+    if writers:
+        best_w = max(writers, key=writers.get)
+        x[f"write-class (best: {best_w})"] = writers[best_w]
     s = {k: float(np.median(v)) for k, v in ss.items()}
     for side in ("read", "write"):
         methods = {k: v for k, v in s.items() if k.startswith(f"memrate {side}")}
@@ -143,12 +155,16 @@ def bandwidth(work: Path, cpu: int, victim_cpu: int) -> None:
             s[f"memrate {side} (best: {best.split()[1]})"] = methods[best]
     print(f"\nbandwidth, one instance on CPU {cpu}, median of {BW_ROUNDS} interleaved rounds (MB/s)")
     for k, v in x.items():
-        print(f"  xtalk {k:<6} {v:10.0f}   rounds: {', '.join(f'{a:.0f}' for a in xs[k])}")
+        if k in xs:
+            print(f"  xtalk {k:<7} {v:10.0f}   rounds: {', '.join(f'{a:.0f}' for a in xs[k])}"
+                  + (f"   store method: {', '.join(chosen[k])}" if k in chosen else ""))
     for k, v in s.items():
         if not k.startswith("memrate") or "best" in k:
             print(f"  stress-ng {k:<28} {v:10.0f}")
     pairs = [("read", "stream read"), ("write", "stream write"), ("copy", "stream read+write")]
-    pairs += [("read", k) for k in s if k.startswith("memrate read (best")] + [("write", k) for k in s if k.startswith("memrate write (best")]
+    best_write = [k for k in x if k.startswith("write-class (best")]
+    pairs += [("read", k) for k in s if k.startswith("memrate read (best")]
+    pairs += [(w, k) for w in best_write for k in s if k.startswith("memrate write (best")]
     for a, b in pairs:
         if a in x and b in s:
             print(f"  ratio xtalk {a} / stress-ng {b}: {x[a] / s[b]:.2f}")

@@ -82,7 +82,8 @@ def test_every_enemy_reports_a_plausible_rate(catalog, kind):
     table, unit, chunk, low, high = CASES[kind]
     run = catalog[kind]
     assert run["status"] == "completed", run["reason"]
-    assert not run["notes"], run["notes"]
+    # Write-class enemies note the store method they chose (test_enemies_dos.py); nothing else.
+    assert not [n for n in run["notes"] if ": store method " not in n], run["notes"]
     (e,) = run["enemies"]
     assert e["unit"] == unit
     assert e["setup_error"] is None and e["ended_early"] is None

@@ -104,6 +104,59 @@ pub fn chase(buf: &[u64], mut at: u64, steps: u64) -> u64 {
     at
 }
 
+/// A step coprime with `n` near n / φ (golden ratio): visiting (i × step) mod n for i in
+/// 0..n touches every index once, and consecutive indices land far apart, so neither the
+/// stride prefetchers nor the row buffer see a pattern (wrapping breaks the stride).
+pub fn scatter_step(n: u64) -> u64 {
+    if n <= 2 {
+        return 1;
+    }
+    let gcd = |mut a: u64, mut b: u64| {
+        while b != 0 {
+            (a, b) = (b, a % b);
+        }
+        a
+    };
+    let mut s = ((n as f64 * 0.618_033_988_7) as u64).max(1);
+    while gcd(s, n) != 1 {
+        s += 1;
+    }
+    s
+}
+
+/// Evict the cache line holding `p` from every level (x86_64 `clflush`, aarch64 `dc civac`,
+/// which Linux lets user space run), so the next access goes to memory. Returns false on
+/// architectures without a user-space flush (nothing is done there).
+#[inline(always)]
+pub fn flush_line(p: *const u64) -> bool {
+    #[cfg(target_arch = "x86_64")]
+    unsafe {
+        std::arch::x86_64::_mm_clflush(p as *const u8);
+        return true;
+    }
+    #[cfg(target_arch = "aarch64")]
+    unsafe {
+        core::arch::asm!("dc civac, {p}", p = in(reg) p, options(nostack, preserves_flags));
+        return true;
+    }
+    #[allow(unreachable_code)]
+    {
+        let _ = p;
+        false
+    }
+}
+
+/// Full memory barrier: loads and flushes before it complete before what follows.
+#[inline(always)]
+pub fn full_fence() {
+    #[cfg(target_arch = "x86_64")]
+    unsafe { std::arch::x86_64::_mm_mfence() };
+    #[cfg(target_arch = "aarch64")]
+    unsafe { core::arch::asm!("dsb sy", options(nostack, preserves_flags)) };
+    #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+    std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -131,6 +184,18 @@ mod tests {
             assert_eq!(b.as_ptr() as usize % (2 << 20), 0);
             b[999] = 7;
             assert_eq!(b.iter().sum::<u64>(), 7);
+        }
+    }
+    #[test]
+    fn scatter_step_visits_every_index_once() {
+        for n in [1u64, 2, 3, 10, 64, 1000, 4096, 65_537] {
+            let s = scatter_step(n);
+            let mut seen = vec![false; n as usize];
+            for i in 0..n {
+                seen[(i * s % n) as usize] = true;
+            }
+            assert!(seen.iter().all(|&x| x), "n = {n}, step = {s}");
+            assert!(n < 10 || (s > n / 2 && s < n - n / 4), "n = {n}: step {s} is not far");
         }
     }
     #[test]

@@ -9,6 +9,7 @@ pub mod kind;
 mod limits;
 mod pace;
 mod pair;
+mod stores;
 
 /// The registry: one line per enemy file, naming the descriptor(s) it declares. Adding an
 /// enemy is its file plus one line here.
@@ -48,6 +49,10 @@ registry! {
     diskfill => KIND;
     syscallstorm => KIND;
     crashloop => KIND;
+    wbpressure => KIND;
+    mshr => KIND;
+    bank => KIND;
+    llcsets => KIND;
 }
 
 pub use aocs::instance_main as aocs_instance;
@@ -78,6 +83,11 @@ pub trait EnemyLoad {
     fn resume(&mut self) {}
     /// Work counted only at the end (an external command's declared total), if any.
     fn finish(&mut self) -> Option<u64> {
+        None
+    }
+    /// What the load chose when it was built (a store method measured fastest, the lines
+    /// found in one DRAM bank): one line for run.json's notes.
+    fn note(&self) -> Option<String> {
         None
     }
     /// Length of the intensity window, ns.
@@ -202,6 +212,9 @@ pub fn enemy_main(index: usize, e: &Enemy, shared: &Shared, parent: libc::pid_t,
         }
     };
     load.prepare(); // first touch outside the measured window
+    if let Some(n) = load.note() {
+        slot.set_note(&n);
+    }
     shared.barrier_wait();
     let started = mono_ns();
     slot.started_ns.store(started, Ordering::Relaxed);

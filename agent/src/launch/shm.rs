@@ -10,6 +10,8 @@ use std::sync::atomic::{AtomicI64, AtomicU32, AtomicU64, Ordering};
 pub const MAX_ENEMIES: usize = 256;
 pub use crate::plan::MAX_APPLICATIONS;
 pub const MSG_LEN: usize = 200;
+/// Room for an enemy's note (what it chose by measurement: a store method, a bank set).
+pub const NOTE_LEN: usize = 400;
 
 #[repr(C, align(64))]
 pub struct Slot {
@@ -28,6 +30,9 @@ pub struct Slot {
     /// A measured process: 1 when it reads its counters with rdpmc, 0 with read(2).
     pub counters_rdpmc: AtomicU32,
     pub msg: [u8; MSG_LEN],
+    /// Non-zero: the enemy left a note in `note` (run.json's notes).
+    pub noted: AtomicU32,
+    pub note: [u8; NOTE_LEN],
 }
 
 /// What the regulator did (see regulate/).
@@ -131,6 +136,25 @@ impl Slot {
         unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), dst, n) };
         unsafe { *dst.add(n) = 0 };
         self.failed.store(1, Ordering::Release);
+    }
+
+    /// Leave a note for run.json (written once, before the barrier).
+    pub fn set_note(&self, note: &str) {
+        let bytes = note.as_bytes();
+        let n = bytes.len().min(NOTE_LEN - 1);
+        let dst = self.note.as_ptr() as *mut u8;
+        unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), dst, n) };
+        unsafe { *dst.add(n) = 0 };
+        self.noted.store(1, Ordering::Release);
+    }
+
+    /// The note the enemy left, if any.
+    pub fn note(&self) -> Option<String> {
+        if self.noted.load(Ordering::Acquire) == 0 {
+            return None;
+        }
+        let end = self.note.iter().position(|&b| b == 0).unwrap_or(NOTE_LEN);
+        Some(String::from_utf8_lossy(&self.note[..end]).into_owned())
     }
 
     pub fn message(&self) -> Option<String> {

@@ -36,6 +36,8 @@ pub fn write(plan: &Plan, out: &Path, mut prep: Prepared, spawned: Spawned, meas
     let tracer = prep.tracer.take();
     let (v, shared, children) = (&plan.victim, &prep.shared, &spawned.children);
     notes.extend(ended_early(plan, shared, children, measuring));
+    // What enemies chose by measurement (a store method, a bank's lines), in their own words.
+    notes.extend(plan.enemies.iter().enumerate().filter_map(|(i, e)| shared.ctl().enemies[i].note().map(|n| format!("enemy {}: {n}", e.name))));
     let victim = children.iter().find(|c| c.role == Role::Victim);
     doc.status = verdict.status;
     doc.reason = Some(verdict.reason);

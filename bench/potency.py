@@ -207,13 +207,14 @@ def worst_part(work: Path, victim_cpu: int) -> None:
     from xtalk.worst.output import ci_text
 
     facts = local_facts()
-    victims = {name: {**v, "period": period, "jobs": jobs} for name, (v, period, jobs) in VICTIMS.items()}
-    victims["C pointer chase"] = pointer_chase(work, facts.caches["llc"])
+    victims = {"C pointer chase": pointer_chase(work, facts.caches["llc"])}
+    victims.update({name: {**v, "period": period, "jobs": jobs} for name, (v, period, jobs) in VICTIMS.items()})
     print(f"\nthe search (xtalk worst, budget {WORST_BUDGET} per victim, median execution time, victim on CPU {victim_cpu})")
     print(f"{'victim':<16} {'worst / best stressor':<26} {'worst vs solo':<22} {'best stressor vs solo':<30} worst found")
     for k, (name, table) in enumerate(victims.items()):
         text = ", ".join(f"{key} = {_toml_value(v)}" for key, v in {**table, "cpus": [victim_cpu]}.items())
-        req = request(None, text, WORST_BUDGET, "median", "execution", work / f"worst{k}", None, True, 7)
+        req = request(None, text, WORST_BUDGET, "median", "execution", Path(os.environ.get("XTALK_BENCH_WORST_OUT", work)) / f"worst{k}",
+                      None, True, 7)
         out = run_worst(req, Console(quiet=True))
         doc = json.loads((out / "result.json").read_text())
         w, b = doc["worst"], doc.get("best_stressor") or {}

@@ -163,7 +163,7 @@ def characterize(quick: bool = typer.Option(False, "--quick", help="few enemies,
 
 
 @command
-def worst(experiment: Optional[Path] = typer.Argument(None, help="experiment file whose [victim] is the application (its scenarios are ignored)"),
+def worst(experiment: Optional[Path] = typer.Argument(None, help="experiment file whose victim is the application (its scenarios are ignored)"),
           victim: Optional[str] = typer.Option(None, "--victim", help='the victim instead of a file: its keys (\'body = "chase", bytes = "llc/2", '
                                                                      'accesses = 20000, jobs = 50\') or a command line'),
           budget: str = typer.Option("10m", "--budget", help="time for the whole search and its confirmation (10m, 90s, 1h)"),

@@ -90,6 +90,8 @@ def run(req: Request, console: Console) -> Path:
         _check_budget(req.budget_s, run_s, run_s - _window_s(victim, SEARCH_RUN_S) + _window_s(victim, CONFIRM_RUN_S), n_confirm)
     for line in recover(agent):
         console.print(f"[yellow]restored after an earlier run that died: {line}[/]")
+    if victim.table.get("utilization") is not None:
+        victim = _calibrated(victim, work, req.seed, agent, console)
     console.print(f"xtalk worst: victim {victim.table.get('body')} on CPU {victim.cpus}, enemies on {enemy_cpus}; "
                   f"{len(sp.kinds)} enemy kinds from the catalog ({', '.join(sp.kinds)}); budget {req.budget_s:.0f} s; "
                   f"maximising {req.statistic} {req.metric} time", highlight=False)
@@ -153,6 +155,23 @@ def run(req: Request, console: Console) -> Path:
             deadline)
         bar.update(task, completed=min(req.budget_s, time.monotonic() - start))
     return _write(req, victim, enemy_cpus, sp, names, conf, trace, by_key, start, console)
+
+
+def _calibrated(victim: Victim, work: Path, seed: int, agent: Path, console: Console) -> Victim:
+    """`victim.utilization` turned into the work itself, calibrated once on this machine
+    (calibrate_work.py): every round then runs the same work."""
+    from ..calibrate_work import calibrate
+    from ..runner import prepare
+    from ..units import fraction
+
+    path = work / "calibration.toml"
+    path.write_text(experiment_text("worst-calibration", victim, {}, 1, seed, SEARCH_RUN_S))
+    _, runs, _ = prepare(path)
+    _, record = calibrate(runs, fraction(victim.table["utilization"], "victim.utilization", high=0.9), agent, work,
+                          say=lambda line: console.print(line, highlight=False))
+    table = {k: v for k, v in victim.table.items() if k != "utilization"}
+    table[record["knob"]] = record["work"]
+    return Victim(table, victim.cpus, victim.settle, victim.source)
 
 
 def _least(run_s: float) -> float:

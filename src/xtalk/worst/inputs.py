@@ -114,7 +114,4 @@ def request(experiment: Optional[Path], victim_text: Optional[str], budget: str,
     v = victim(experiment, victim_text)
     if v.table.get("body") == "taskset":
         raise UsageError("victim.body: a task set has per-task times, not one statistic to maximise; search one task's body")
-    if v.table.get("utilization") is not None:
-        raise UsageError("victim.utilization: give the work itself (accesses, iterations or calls); the search runs "
-                         "too many short experiments to calibrate each")
     return Request(v, secs, statistic, metric, out, kinds, stress_ng, seed)

@@ -104,7 +104,7 @@ class Trace:
     rounds: list[dict] = field(default_factory=list)
     stopped: str = ""
 
-    def as_json(self, label: Callable[[object], str] = str) -> dict:
+    def as_json(self) -> dict:
         return {"rounds": self.rounds, "stopped": self.stopped}
 
 

@@ -109,11 +109,11 @@ class Trace:
 
 
 def successive_halving(items: Sequence[T], evaluate: Callable[[list[T], int], tuple[dict, float]],
-                       plan: list[Stage], budget_s: float, run_s: float, round_overhead_s: float = 0.0, key: Callable[[T], Hashable] = lambda x: x,
-                       eta: int = ETA, on_round: Callable[[int, list[Arm[T]], float], None] | None = None,
+                       plan: list[Stage], budget_s: float, run_s: float, round_overhead_s: float = 0.0,
+                       key: Callable[[T], Hashable] = lambda x: x, on_round: Callable[[int, list[Arm[T]], float], None] | None = None,
                        label: Callable[[T], str] = str) -> tuple[list[Arm[T]], Trace]:
-    """Run the planned rounds over `items` (at least `plan[0].candidates` of them are used);
-    return every arm ranked (the survivors of the last round first, by pooled score) and the
+    """Run the planned rounds (`schedule`/`fit`: each keeps `stage.keep`) over the first
+    `plan[0].candidates` of `items`, a run costing about `run_s`; return every arm ranked (the survivors of the last round first, by pooled score) and the
     trace. The budget holds: before each round the planned repetitions are cut to what the
     time left allows at the pace observed so far, and the search stops when not even one run
     each fits."""

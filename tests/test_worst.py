@@ -167,7 +167,7 @@ def test_a_short_search_writes_its_experiment_trace_and_runner_ups(tmp_path):
     out = tmp_path / "w"
     r = xtalk("worst", "--victim", 'body = "chase", bytes = "l2", accesses = 2000, period = "2ms", jobs = 40',
               "--budget", "30s", "--statistic", "median", "--no-stress-ng", "--kind", "read", "--kind", "l2",
-              "--kind", "pi", "--kind", "chase", "--out", out, cwd=tmp_path, timeout=120)
+              "--kind", "pi", "--kind", "chase", "--out", out, cwd=tmp_path, timeout=600)  # others may hold the machine
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
     doc = json.loads((out / "result.json").read_text())
     assert doc["worst"]["enemies"] and doc["worst"]["vs_solo"]["low"] <= doc["worst"]["vs_solo"]["estimate"]

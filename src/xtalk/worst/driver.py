@@ -99,7 +99,9 @@ def run(req: Request, console: Console) -> Path:
     if not pilot.samples.get("solo"):
         raise UsageError(f"victim: the solo pilot run recorded no job ({'; '.join(pilot.failed) or 'see ' + str(pilot.directory)}); "
                          "fix the victim so that it runs alone")
-    run_s = max(run_s if victim.periodic else 0.0, pilot.seconds - ROUND_OVERHEAD_S / 2, 0.2)
+    # The pilot's own time, not its wall time: a wait for others holding the machine says
+    # nothing of what a run costs (the rounds' pace corrects for waits that go on).
+    run_s = max(run_s if victim.periodic else 0.0, pilot.own_seconds or pilot.seconds - ROUND_OVERHEAD_S / 2, 0.2)
     confirm_run_s = run_s - _window_s(victim, SEARCH_RUN_S) + _window_s(victim, CONFIRM_RUN_S)
     reserve = search.stage_seconds(n_confirm, MIN_CONFIRM_REPS, confirm_run_s, ROUND_OVERHEAD_S)
     left = req.budget_s - (time.monotonic() - start)

@@ -85,6 +85,9 @@ class RoundResult:
     seconds: float
     directory: Path
     failed: list[str] = field(default_factory=list)
+    #: The runs' own time: each agent's run (run.json's start to end) plus the runner's
+    #: per-run overhead, without the time spent waiting for others holding the machine.
+    own_seconds: float = 0.0
 
 
 def planned_run_seconds(path: Path) -> tuple[float, int]:
@@ -115,6 +118,7 @@ def run_round(text: str, work: Path, name: str, metric: str,
     out = work / name
     (out / "runs").mkdir(parents=True, exist_ok=False)
     failed = []
+    own = 0.0
     for i, r in enumerate(runs):
         if (deadline is not None and r.repetition >= min_repetitions and (i == 0 or runs[i - 1].repetition != r.repetition)
                 and time.monotonic() > deadline):
@@ -122,6 +126,8 @@ def run_round(text: str, work: Path, name: str, metric: str,
         if progress:
             progress(i, len(runs), r.scenario)
         meta = target.run(r.plan, out / "runs" / r.run_id)
+        if meta.started_unix_ns and meta.ended_unix_ns:
+            own += (meta.ended_unix_ns - meta.started_unix_ns) / 1e9 + RUN_OVERHEAD_S
         if meta.status != "completed":
             failed.append(f"{r.run_id}: {meta.status}: {meta.reason}")
     if progress:
@@ -135,7 +141,7 @@ def run_round(text: str, work: Path, name: str, metric: str,
             v = v[np.isfinite(v)]
             if v.size:
                 samples.setdefault(scen, []).append(v)
-    return RoundResult(samples, time.monotonic() - start, out, failed)
+    return RoundResult(samples, time.monotonic() - start, out, failed, own)
 
 
 def statistic(values: list[np.ndarray], stat: str) -> float:

@@ -118,11 +118,13 @@ def run(req: Request, console: Console) -> Path:
                   + f" (about {sum(s.seconds for s in plan):.0f} s); confirmation: {n_confirm} scenarios, "
                     f"≥ {MIN_CONFIRM_REPS} runs each (about {reserve:.0f} s)", highlight=False)
     by_key = {c.key: c for c in candidates}
+    own: list[float] = []  # the runs' own time, round by round
     deadline = start + req.budget_s
     with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.fields[note]}"), TimeElapsedColumn(),
                   console=console, transient=False) as bar:
         task = bar.add_task("search", total=req.budget_s, note="")
         counter = {"round": 0}
+        own.append(pilot.own_seconds)
 
         def tick(i: int, n: int, scen: str, what: str) -> None:
             bar.update(task, completed=min(req.budget_s, time.monotonic() - start), description=what, note=f"run {i}/{n}")
@@ -136,6 +138,7 @@ def run(req: Request, console: Console) -> Path:
             res = run_round(text, work, f"round{r}", req.metric,
                             lambda i, n, s: tick(i, n, s, f"round {r}/{len(plan)}: {len(cands)} candidates × {reps}"),
                             deadline - reserve)
+            own.append(res.own_seconds)
             sc = scores(res, req.statistic)
             return {c.key: sc.get(n, float("nan")) for n, c in names.items()}, res.seconds
 
@@ -156,7 +159,8 @@ def run(req: Request, console: Console) -> Path:
             lambda i, n, s: tick(i, n, s, f"confirmation: {len(names)} finalists{' + stress-ng' if stressors else ''} × {reps}"),
             deadline)
         bar.update(task, completed=min(req.budget_s, time.monotonic() - start))
-    return _write(req, victim, enemy_cpus, sp, names, conf, trace, by_key, start, console)
+    own.append(conf.result.own_seconds)
+    return _write(req, victim, enemy_cpus, sp, names, conf, trace, by_key, start, console, sum(own))
 
 
 def _calibrated(victim: Victim, work: Path, seed: int, agent: Path, console: Console) -> Victim:
@@ -188,7 +192,8 @@ def _check_budget(budget_s: float, run_s: float, confirm_run_s: float, n_confirm
                          f"(about {need:.0f} s for this victim); give at least {math.ceil(need / 60)}m")
 
 
-def _write(req: Request, victim: Victim, enemy_cpus: list[int], sp, names: dict, conf, trace, by_key, start, console) -> Path:
+def _write(req: Request, victim: Victim, enemy_cpus: list[int], sp, names: dict, conf, trace, by_key, start, console,
+           own_s: float) -> Path:
     out = req.out
     confirmed = {}
     for n in list(names) + sorted(s for s in conf.vs_solo if s.startswith(confirm_mod.SNG)):
@@ -220,6 +225,9 @@ def _write(req: Request, victim: Victim, enemy_cpus: list[int], sp, names: dict,
         "enemy_cpus": enemy_cpus,
         "statistic": req.statistic, "metric": req.metric, "budget_s": req.budget_s,
         "elapsed_s": round(time.monotonic() - start, 1),
+        # Time outside the runs themselves: the agent's checks of each round's plans, and
+        # waits for others holding the machine (targets/lock.py).
+        "outside_runs_s": round(time.monotonic() - start - own_s, 1),
         "space": {"kinds": {k: [{"key": a.key, "values": list(a.values)} for a in ks.axes] for k, ks in sp.kinds.items()},
                   "excluded": sp.excluded, "footprints": list(space_mod.FOOTPRINTS),
                   "intensities": list(space_mod.INTENSITIES), "max_per_cpu": space_mod.MAX_PER_CPU},
@@ -244,6 +252,11 @@ def _write(req: Request, victim: Victim, enemy_cpus: list[int], sp, names: dict,
         console.print(f"  stress-ng: {conf.stress_ng}", highlight=False)
     for j, n in enumerate(order[1:], 1):
         console.print(f"  runner-up {j}: {confirmed[n]['label']}: {output.ci_text(confirmed[n]['vs_solo'])}", highlight=False)
+    elapsed = time.monotonic() - start
+    if elapsed > req.budget_s * 1.05:
+        console.print(f"[yellow]the search took {elapsed:.0f} s of a {req.budget_s:.0f} s budget: {elapsed - own_s:.0f} s went outside "
+                      f"its runs (plan checks, waits for others holding the machine), and the confirmation runs at least "
+                      f"2 repetitions[/]", highlight=False)
     console.print(f"wrote {out}/worst.toml (reproduce: xtalk run {out}/worst.toml), result.json, trace.json, trace.png",
                   highlight=False)
     return out

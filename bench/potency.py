@@ -15,7 +15,14 @@ runs would favour memrate by picking its luckiest sample). Like is compared with
 best write-class enemy (write, whose store method is measured fastest at start, or ntstore)
 against memrate's best write method; the store method each chose is printed.
 
-Run: PYTHONPATH=src .venv/bin/python bench/potency.py   (about 25 minutes on 2 cores).
+Part 3, the search (`xtalk worst`). Per reference victim, and per a victim the project did
+not write (bench/pointer_chase.c, a plain C pointer chase compiled here and run as a `command`
+victim), the worst combination the search finds within WORST_BUDGET, confirmed against the
+best stress-ng stressor in interleaved runs: printed worst-found / best stressor (median
+execution time) with its 95 % CI, and both slowdowns against solo.
+
+Run: PYTHONPATH=src .venv/bin/python bench/potency.py   (about 25 minutes on 2 cores, and
+WORST_BUDGET per victim of part 3); `bench/potency.py worst` runs part 3 alone.
 stress-ng is installed with apt-get when missing (root needed), and the bench says so.
 """
 
@@ -192,8 +199,53 @@ def main() -> None:
             print(f"{vname:<12} {fmt(bx):<34} {fmt(bs):<34} {res[bx][0] / res[bs][0]:>6.2f}", flush=True)
             print("    all: " + ", ".join(f"{s} {v[0]:.2f}" for s, v in sorted(res.items(), key=lambda kv: -kv[1][0])))
         bandwidth(work, others[0], victim_cpu)
+        worst_part(work, victim_cpu)
+
+
+# ---- Part 3: the search's worst combination per victim (xtalk worst) ----------------------
+
+WORST_BUDGET = os.environ.get("XTALK_BENCH_WORST_BUDGET", "10m")  # per victim; <= 10 min for the record
+#: The pointer chase's footprint and steps: half the LLC, like the reference chase ½LLC.
+CHASE_STEPS = int(os.environ.get("XTALK_BENCH_CHASE_STEPS", "1000000"))
+
+
+def pointer_chase(work: Path, llc: int) -> dict:
+    """bench/pointer_chase.c compiled into `work`, as a `command` victim's keys."""
+    exe = work / "pointer_chase"
+    subprocess.run(["cc", "-O2", "-o", str(exe), str(Path(__file__).parent / "pointer_chase.c")], check=True)
+    return {"body": "command", "argv": [str(exe), str(llc // 2), str(CHASE_STEPS)]}
+
+
+def worst_part(work: Path, victim_cpu: int) -> None:
+    """Part 3: `xtalk worst` per victim; worst-found / best stress-ng stressor with CIs."""
+    from xtalk.worst.driver import run as run_worst
+    from xtalk.worst.inputs import request
+    from xtalk.worst.output import ci_text
+
+    facts = local_facts()
+    victims = {"C pointer chase": pointer_chase(work, facts.caches["llc"])}
+    victims.update({name: {**v, "period": period, "jobs": jobs} for name, (v, period, jobs) in VICTIMS.items()})
+    print(f"\nthe search (xtalk worst, budget {WORST_BUDGET} per victim, median execution time, victim on CPU {victim_cpu})")
+    print(f"{'victim':<16} {'worst / best stressor':<26} {'worst vs solo':<22} {'best stressor vs solo':<30} worst found")
+    for k, (name, table) in enumerate(victims.items()):
+        text = ", ".join(f"{key} = {_toml_value(v)}" for key, v in {**table, "cpus": [victim_cpu]}.items())
+        req = request(None, text, WORST_BUDGET, "median", "execution", Path(os.environ.get("XTALK_BENCH_WORST_OUT", work)) / f"worst{k}",
+                      None, True, 7)
+        out = run_worst(req, Console(quiet=True))
+        doc = json.loads((out / "result.json").read_text())
+        w, b = doc["worst"], doc.get("best_stressor") or {}
+        best = f"{b.get('scenario', '-').removeprefix('sng-')} {ci_text(b.get('vs_solo'))}"
+        print(f"{name:<16} {ci_text(w.get('vs_best_stressor')):<26} {ci_text(w['vs_solo']):<22} {best:<30} {w['label']}",
+              flush=True)
+        if doc["stress_ng"] != "present":
+            print(f"    stress-ng {doc['stress_ng']}")
 
 
 if __name__ == "__main__":
     np.seterr(all="ignore")
-    main()
+    if sys.argv[1:] == ["worst"]:
+        ensure_stress_ng()
+        with tempfile.TemporaryDirectory(prefix="xtalk-potency-") as tmp:
+            worst_part(Path(tmp), local_facts().online_cpus[-1])
+    else:
+        main()

@@ -177,6 +177,31 @@ def characterize(quick: bool = typer.Option(False, "--quick", help="few enemies,
 
 
 @command
+def worst(experiment: Optional[Path] = typer.Argument(None, help="experiment file whose victim is the application (its scenarios are ignored)"),
+          victim: Optional[str] = typer.Option(None, "--victim", help='the victim instead of a file: its keys (\'body = "chase", bytes = "llc/2", '
+                                                                     'accesses = 20000, jobs = 50\') or a command line'),
+          budget: str = typer.Option("10m", "--budget", help="time for the whole search and its confirmation (10m, 90s, 1h)"),
+          statistic: str = typer.Option("p99", "--statistic", help="what to maximise: p99, median or max"),
+          metric: str = typer.Option("execution", "--metric", help="execution or response time"),
+          out: Path = typer.Option(Path("worst"), "--out", help="output directory (new or empty)"),
+          kind: Optional[list[str]] = typer.Option(None, "--kind", help="search only these enemy kinds (repeatable; default: the catalog's)"),
+          stress_ng: bool = typer.Option(True, "--stress-ng/--no-stress-ng", help="confirm against stress-ng's stressors when installed"),
+          seed: int = typer.Option(0, "--seed", min=0, help="seed of the candidates and the run order")):
+    """Search the catalog's enemies for the combination that slows the victim most, within a budget;
+    confirm it against solo and stress-ng; write it as an experiment file, with the search trace."""
+    from .worst.inputs import request
+
+    req = request(experiment, victim, budget, statistic, metric, out, kind, stress_ng, seed)  # exit 2 before anything starts
+    if experiment is not None:
+        from .trust import require_trusted
+
+        require_trusted(experiment)  # its argv and paths run as root
+    from .worst.driver import run as run_worst
+
+    run_worst(req, console)
+
+
+@command
 def report(results: Path = typer.Argument(..., help="results directory of an experiment or a campaign"),
            epsilon: list[str] = typer.Option([], "--epsilon", "-e",
                                              help="ε bound METRIC:STATISTIC:BOUND, e.g. exec:max:1.2x or response:p99:12ms (repeatable)"),

@@ -1,0 +1,262 @@
+"""`xtalk worst`'s work: pilot, search, confirmation, output, within the budget.
+
+1. A solo pilot run: the victim runs at all here, and a run's real cost (a command victim's
+   length is known only by running it).
+2. The budget split: the confirmation's cost (finalists, stressors and solo, at least
+   `MIN_CONFIRM_REPS` runs each) is reserved first; the search gets the rest and plans its
+   rounds in it (search.fit, from the runner's per-run estimate and the pilot).
+3. Successive halving (search.py) over candidates from the catalog's space (space.py): each
+   kind alone on every enemy CPU first (the strongest single enemies), then random
+   combinations.
+4. The confirmation (confirm.py) with the repetitions the time left allows, and the output
+   files (output.py).
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import time
+from pathlib import Path
+
+from rich.console import Console
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+from .. import catalog
+from ..errors import UsageError
+from ..runner import COMMAND_OVERHEAD_S
+from . import confirm as confirm_mod
+from . import output, search, space as space_mod
+from .inputs import Request, resolve_cpus
+from .runs import CONFIRM_RUN_S, SEARCH_RUN_S, Victim, experiment_text, planned_run_seconds, run_round, scores
+
+#: Candidates confirmed after the search (the worst and two runner-ups).
+FINALISTS = 3
+MIN_CONFIRM_REPS = 3
+MAX_CONFIRM_REPS = 10
+#: The fixed cost of one round: writing its experiment, the agent's check of every plan,
+#: reading the runs back (`xtalk run`'s own overhead, runner.COMMAND_OVERHEAD_S).
+ROUND_OVERHEAD_S = COMMAND_OVERHEAD_S
+#: Enemy buffers of all candidates together stay under this share of available memory.
+MEMORY_SHARE = 0.25
+
+
+def _available_memory() -> int:
+    try:
+        for line in open("/proc/meminfo"):
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 1 << 30
+
+
+def _window_s(v: Victim, measured_s: float) -> float:
+    """Seconds a run of `v` measures with jobs cut to `measured_s` (0 for a command: its
+    length is the pilot's)."""
+    from ..units import duration_ns
+
+    if not v.periodic:
+        return 0.0
+    t = v.with_jobs(measured_s)
+    return (int(t["jobs"]) + int(t.get("warmup_jobs", 0))) * duration_ns(t.get("period", "10ms"), "victim.period") / 1e9
+
+
+def run(req: Request, console: Console) -> Path:
+    """Search, confirm, write the output directory; return it."""
+    from ..targets.agent import find_agent, local_facts, recover, refuse_fixture
+
+    refuse_fixture("worst")
+    start = time.monotonic()
+    agent = find_agent()
+    facts = local_facts(agent)
+    victim, enemy_cpus = resolve_cpus(req.victim, facts.online_cpus)
+    sp = space_mod.build(catalog.current(), facts.caches, enemy_cpus, int(_available_memory() * MEMORY_SHARE), req.kinds)
+    if not sp.kinds:
+        raise UsageError(f"--kind: none of {', '.join(req.kinds or [])} can be searched "
+                         f"({'; '.join(f'{k}: {w}' for k, w in sp.excluded.items())}); choose other kinds")
+    stressors = req.stress_ng and confirm_mod.stress_ng() is not None
+    n_confirm = FINALISTS + (len(confirm_mod.STRESSORS) if stressors else 0)
+    out = req.out
+    work = out / "rounds"
+    work.mkdir(parents=True, exist_ok=True)
+    # The estimate first, from the plans alone: a budget that cannot hold the smallest
+    # search is refused before any run starts (a command's length is unknown until it runs).
+    est_path = work / "estimate.toml"
+    est_path.write_text(experiment_text("worst-estimate", victim, {}, 1, req.seed, SEARCH_RUN_S))
+    run_s, _ = planned_run_seconds(est_path)
+    est_path.unlink()
+    if victim.periodic:
+        _check_budget(req.budget_s, run_s, run_s - _window_s(victim, SEARCH_RUN_S) + _window_s(victim, CONFIRM_RUN_S), n_confirm)
+    for line in recover(agent):
+        console.print(f"[yellow]restored after an earlier run that died: {line}[/]")
+    if victim.table.get("utilization") is not None:
+        victim = _calibrated(victim, work, req.seed, agent, console)
+    console.print(f"xtalk worst: victim {victim.table.get('body')} on CPU {victim.cpus}, enemies on {enemy_cpus}; "
+                  f"{len(sp.kinds)} enemy kinds from the catalog ({', '.join(sp.kinds)}); budget {req.budget_s:.0f} s; "
+                  f"maximising {req.statistic} {req.metric} time", highlight=False)
+    pilot = run_round(experiment_text("worst-pilot", victim, {}, 1, req.seed, SEARCH_RUN_S), work, "pilot", req.metric)
+    if not pilot.samples.get("solo"):
+        raise UsageError(f"victim: the solo pilot run recorded no job ({'; '.join(pilot.failed) or 'see ' + str(pilot.directory)}); "
+                         "fix the victim so that it runs alone")
+    # The pilot's own time, not its wall time: a wait for others holding the machine says
+    # nothing of what a run costs (the rounds' pace corrects for waits that go on).
+    run_s = max(run_s if victim.periodic else 0.0, pilot.own_seconds or pilot.seconds - ROUND_OVERHEAD_S / 2, 0.2)
+    confirm_run_s = run_s - _window_s(victim, SEARCH_RUN_S) + _window_s(victim, CONFIRM_RUN_S)
+    reserve = search.stage_seconds(n_confirm, MIN_CONFIRM_REPS, confirm_run_s, ROUND_OVERHEAD_S)
+    left = req.budget_s - (time.monotonic() - start)
+    try:
+        plan = search.fit(left - reserve, run_s, ROUND_OVERHEAD_S, FINALISTS)
+    except search.BudgetTooSmall as e:
+        raise UsageError(f"--budget: {req.budget_s:.0f} s is too small: {e}, and the confirmation about {reserve:.0f} s; "
+                         f"give at least {math.ceil((_least(run_s) + reserve + pilot.seconds) / 60)}m") from None
+    seeds = sp.singles()
+    random.Random(req.seed).shuffle(seeds)
+    candidates = sp.draw(plan[0].candidates, req.seed, seeds)
+    plan = search.fit(left - reserve, run_s, ROUND_OVERHEAD_S, FINALISTS, largest=len(candidates))
+    console.print(f"search: {len(candidates)} candidates, rounds " + " → ".join(f"{s.candidates}×{s.repetitions}" for s in plan)
+                  + f" (about {sum(s.seconds for s in plan):.0f} s); confirmation: {n_confirm} scenarios, "
+                    f"≥ {MIN_CONFIRM_REPS} runs each (about {reserve:.0f} s)", highlight=False)
+    by_key = {c.key: c for c in candidates}
+    own: list[float] = []  # the runs' own time, round by round
+    deadline = start + req.budget_s
+    with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.fields[note]}"), TimeElapsedColumn(),
+                  console=console, transient=False) as bar:
+        task = bar.add_task("search", total=req.budget_s, note="")
+        counter = {"round": 0}
+        own.append(pilot.own_seconds)
+
+        def tick(i: int, n: int, scen: str, what: str) -> None:
+            bar.update(task, completed=min(req.budget_s, time.monotonic() - start), description=what, note=f"run {i}/{n}")
+
+        def evaluate(cands: list, reps: int):
+            counter["round"] += 1
+            r = counter["round"]
+            names = {f"c{j:02d}": c for j, c in enumerate(cands)}
+            text = experiment_text(f"worst-round{r}", victim, {n: c.tables() for n, c in names.items()}, reps,
+                                   req.seed + r, SEARCH_RUN_S, "xtalk worst: one round of the search")
+            res = run_round(text, work, f"round{r}", req.metric,
+                            lambda i, n, s: tick(i, n, s, f"round {r}/{len(plan)}: {len(cands)} candidates × {reps}"),
+                            deadline - reserve)
+            own.append(res.own_seconds)
+            sc = scores(res, req.statistic)
+            return {c.key: sc.get(n, float("nan")) for n, c in names.items()}, res.seconds
+
+        def said(i, ranked, spent):
+            best = ranked[0]
+            bar.console.print(f"round {i + 1}: best so far {best.score:.2f}× {best.item.label()}", highlight=False)
+
+        ranked, trace = search.successive_halving(candidates, evaluate, plan, left - reserve, run_s, ROUND_OVERHEAD_S,
+                                                  key=lambda c: c.key, on_round=said, label=lambda c: c.label())
+        finalists = [a for a in ranked if a.scores][:FINALISTS]
+        time_left = deadline - time.monotonic()
+        reps = int((time_left - ROUND_OVERHEAD_S) // ((n_confirm + 1) * confirm_run_s))
+        reps = max(MIN_CONFIRM_REPS, min(MAX_CONFIRM_REPS, reps))
+        names = {f"finalist-{j + 1}": a for j, a in enumerate(finalists)}
+        conf = confirm_mod.confirm(
+            victim, {n: a.item.tables() for n, a in names.items()}, enemy_cpus, reps, req.statistic, req.metric, work,
+            req.seed, req.stress_ng,
+            lambda i, n, s: tick(i, n, s, f"confirmation: {len(names)} finalists{' + stress-ng' if stressors else ''} × {reps}"),
+            deadline)
+        bar.update(task, completed=min(req.budget_s, time.monotonic() - start))
+    own.append(conf.result.own_seconds)
+    return _write(req, victim, enemy_cpus, sp, names, conf, trace, by_key, start, console, sum(own))
+
+
+def _calibrated(victim: Victim, work: Path, seed: int, agent: Path, console: Console) -> Victim:
+    """`victim.utilization` turned into the work itself, calibrated once on this machine
+    (calibrate_work.py): every round then runs the same work."""
+    from ..calibrate_work import calibrate
+    from ..runner import prepare
+    from ..units import fraction
+
+    path = work / "calibration.toml"
+    path.write_text(experiment_text("worst-calibration", victim, {}, 1, seed, SEARCH_RUN_S))
+    _, runs, _ = prepare(path)
+    _, record = calibrate(runs, fraction(victim.table["utilization"], "victim.utilization", high=0.9), agent, work,
+                          say=lambda line: console.print(line, highlight=False))
+    table = {k: v for k, v in victim.table.items() if k != "utilization"}
+    table[record["knob"]] = record["work"]
+    return Victim(table, victim.cpus, victim.settle, victim.source)
+
+
+def _least(run_s: float) -> float:
+    return sum(s.seconds for s in search.schedule(FINALISTS + 1, run_s, ROUND_OVERHEAD_S, FINALISTS))
+
+
+def _check_budget(budget_s: float, run_s: float, confirm_run_s: float, n_confirm: int) -> None:
+    need = (_least(run_s) + search.stage_seconds(n_confirm, MIN_CONFIRM_REPS, confirm_run_s, ROUND_OVERHEAD_S)
+            + run_s + ROUND_OVERHEAD_S)
+    if budget_s < need:
+        raise UsageError(f"--budget: {budget_s:.0f} s cannot hold the smallest search and its confirmation "
+                         f"(about {need:.0f} s for this victim); give at least {math.ceil(need / 60)}m")
+
+
+def _write(req: Request, victim: Victim, enemy_cpus: list[int], sp, names: dict, conf, trace, by_key, start, console,
+           own_s: float) -> Path:
+    out = req.out
+    confirmed = {}
+    for n in list(names) + sorted(s for s in conf.vs_solo if s.startswith(confirm_mod.SNG)):
+        arm = names.get(n)
+        confirmed[n] = {
+            "key": arm.key if arm else None,
+            "label": arm.item.label() if arm else n.removeprefix(confirm_mod.SNG) + " (stress-ng, one per enemy CPU)",
+            "enemies": arm.item.tables() if arm else confirm_mod.stressor_scenarios(enemy_cpus, (n.removeprefix(confirm_mod.SNG),))[n],
+            "search_score": round(arm.score, 4) if arm and math.isfinite(arm.score) else None,
+            "vs_solo": confirm_mod.ci_dict(conf.vs_solo.get(n)),
+            "vs_best_stressor": confirm_mod.ci_dict(conf.vs_stressor.get(n)),
+        }
+    # The worst is the finalist the confirmation found worst (the search's order may differ).
+    fin = [n for n in names if confirmed[n]["vs_solo"]]
+    worst = max(fin, key=lambda n: confirmed[n]["vs_solo"]["estimate"]) if fin else next(iter(names))
+    order = [worst] + [n for n in names if n != worst]
+    best = conf.best_stressor
+    scen = {"worst": confirmed[worst]["enemies"]}
+    for j, n in enumerate(order[1:], 1):
+        scen[f"runner-up-{j}"] = confirmed[n]["enemies"]
+    if best:
+        scen["stress-ng-best"] = confirmed[best]["enemies"]
+    w = confirmed[worst]
+    desc = (f"xtalk worst: {w['label']}; {req.statistic} {req.metric} slowdown {output.ci_text(w['vs_solo'])} against solo"
+            + (f", {output.ci_text(w['vs_best_stressor'])} against stress-ng {best.removeprefix(confirm_mod.SNG)}" if best else ""))
+    output.write_experiment(out / "worst.toml", victim, scen, max(5, conf.repetitions), req.seed, desc)
+    doc = {
+        "victim": {"source": victim.source, "table": victim.table, "cpus": victim.cpus},
+        "enemy_cpus": enemy_cpus,
+        "statistic": req.statistic, "metric": req.metric, "budget_s": req.budget_s,
+        "elapsed_s": round(time.monotonic() - start, 1),
+        # Time outside the runs themselves: the agent's checks of each round's plans, and
+        # waits for others holding the machine (targets/lock.py).
+        "outside_runs_s": round(time.monotonic() - start - own_s, 1),
+        "space": {"kinds": {k: [{"key": a.key, "values": list(a.values)} for a in ks.axes] for k, ks in sp.kinds.items()},
+                  "excluded": sp.excluded, "footprints": list(space_mod.FOOTPRINTS),
+                  "intensities": list(space_mod.INTENSITIES), "max_per_cpu": space_mod.MAX_PER_CPU},
+        "worst": {"scenario": "worst", "confirm_scenario": worst, **w},
+        "runner_ups": [{"scenario": f"runner-up-{j}", "confirm_scenario": n, **confirmed[n]} for j, n in enumerate(order[1:], 1)],
+        "stress_ng": conf.stress_ng,
+        "best_stressor": ({"scenario": best, **confirmed[best]} if best else None),
+        "stressors": {n: confirmed[n] for n in confirmed if n.startswith(confirm_mod.SNG)},
+        "confirmation": {"repetitions": conf.repetitions, "runs": str(conf.result.directory), "failed": conf.result.failed},
+        "experiment": "worst.toml",
+    }
+    output.write_json(out / "result.json", doc)
+    output.write_json(out / "trace.json", trace.as_json())
+    roles = {n: ("worst" if n == worst else f"runner-up-{order.index(n)}") for n in order}
+    output.figure(out / "trace.png", trace.as_json(), {roles.get(n, n): confirmed[n] for n in confirmed}, req.statistic, req.metric)
+    console.print(f"\n[bold]worst[/]: {w['label']}", highlight=False)
+    console.print(f"  {req.statistic} {req.metric} / solo: {output.ci_text(w['vs_solo'])}", highlight=False)
+    if best:
+        console.print(f"  best stress-ng stressor: {best.removeprefix(confirm_mod.SNG)} {output.ci_text(confirmed[best]['vs_solo'])}; "
+                      f"worst / it: {output.ci_text(w['vs_best_stressor'])}", highlight=False)
+    else:
+        console.print(f"  stress-ng: {conf.stress_ng}", highlight=False)
+    for j, n in enumerate(order[1:], 1):
+        console.print(f"  runner-up {j}: {confirmed[n]['label']}: {output.ci_text(confirmed[n]['vs_solo'])}", highlight=False)
+    elapsed = time.monotonic() - start
+    if elapsed > req.budget_s * 1.05:
+        console.print(f"[yellow]the search took {elapsed:.0f} s of a {req.budget_s:.0f} s budget: {elapsed - own_s:.0f} s went outside "
+                      f"its runs (plan checks, waits for others holding the machine), and the confirmation runs at least "
+                      f"2 repetitions[/]", highlight=False)
+    console.print(f"wrote {out}/worst.toml (reproduce: xtalk run {out}/worst.toml), result.json, trace.json, trace.png",
+                  highlight=False)
+    return out

@@ -1,0 +1,82 @@
+"""What `xtalk worst` leaves in its output directory:
+
+    worst.toml    the worst combination as an experiment (with the runner-ups and the best
+                  stress-ng stressor as scenarios): `xtalk plan worst.toml`, `xtalk run worst.toml`
+    result.json   the victim, the statistic, the worst combination and runner-ups with their
+                  slowdowns (95 % CI) against solo and against the best stressor
+    trace.json    every round of the search: candidates, scores, who was kept
+    trace.png     the search as a figure: each candidate's score per round, the finalists'
+                  confirmed slowdowns with their CIs
+    rounds/       every round's experiment file and runs (the evidence behind each number)
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+from .runs import Victim, experiment_text
+
+
+def write_experiment(path: Path, victim: Victim, scenarios: dict[str, list[dict]], repetitions: int, seed: int,
+                     description: str) -> Path:
+    """The reproducing experiment: the victim as given (its own jobs) and `scenarios`."""
+    from .runs import CONFIRM_RUN_S
+
+    path.write_text(experiment_text("worst", victim, scenarios, repetitions, seed, CONFIRM_RUN_S, description))
+    return path
+
+
+def write_json(path: Path, doc: dict) -> Path:
+    path.write_text(json.dumps(doc, indent=2, default=str) + "\n")
+    return path
+
+
+def figure(path: Path, trace: dict, confirmed: dict[str, dict], statistic: str, metric: str) -> Path:
+    """The search trace: one line per candidate through the rounds it survived (its score in
+    each round, against that round's solo), the finalists' confirmed slowdowns with CIs at
+    the right."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(8, 4.5), dpi=120)
+    rounds = trace.get("rounds", [])
+    paths: dict[str, list[tuple[int, float]]] = {}
+    for r in rounds:
+        for c in r["candidates"]:
+            if c["score"] is not None:
+                paths.setdefault(c["key"], []).append((r["round"], c["score"]))
+    labels = {c["key"]: c["label"] for r in rounds for c in r["candidates"]}
+    finalists = {v["key"] for v in confirmed.values() if v.get("key")}
+    for key, pts in paths.items():
+        xs, ys = zip(*pts)
+        fin = key in finalists
+        ax.plot(xs, ys, "-o", ms=3 if not fin else 5, lw=0.6 if not fin else 1.6, alpha=0.35 if not fin else 1.0,
+                color=None if fin else "grey", label=labels[key][:90] if fin else None)
+    x = len(rounds) + 1
+    for i, (name, v) in enumerate(confirmed.items()):
+        s = v.get("vs_solo")
+        if not s:
+            continue
+        ax.errorbar([x + 0.1 * i], [s["estimate"]], yerr=[[s["estimate"] - s["low"]], [s["high"] - s["estimate"]]],
+                    fmt="s", capsize=3, color="black" if name.startswith("sng-") else "tab:red", ms=4)
+        ax.annotate(name, (x + 0.1 * i, s["high"]), fontsize=6, rotation=60)
+    ax.axhline(1.0, color="black", lw=0.5)
+    ax.set_xticks(list(range(1, len(rounds) + 1)) + [x], [f"round {r['round']}\n×{r['repetitions']}" for r in rounds] + ["confirmed"])
+    ax.set_ylabel(f"{statistic} {metric} / solo")
+    ax.set_title("xtalk worst: search trace")
+    if finalists:
+        ax.legend(fontsize=6, loc="upper left")
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+    return path
+
+
+def ci_text(ci: dict | None) -> str:
+    if not ci or not math.isfinite(ci.get("estimate", float("nan"))):
+        return "n/a"
+    return f"{ci['estimate']:.2f}× [{ci['low']:.2f}, {ci['high']:.2f}]"

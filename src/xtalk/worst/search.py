@@ -1,0 +1,163 @@
+"""Successive halving over interleaved short runs: the search of `xtalk worst`.
+
+Why successive halving and not Bayesian optimisation: the objective (a statistic of the
+victim's time under a combination of enemies) is noisy, categorical (kinds, placements) and
+cheap to compare only side by side. Successive halving (Jamieson & Talwalkar 2016; the
+budgeted form of Karnin et al. 2013) needs no model of that space, spends the budget where
+the candidates are still hard to tell apart, and its runs of one round are interleaved in one
+experiment with `solo`, so every candidate's score is its ratio to the solo runs of the same
+round (a slow drift of the machine moves both and cancels). A round keeps the best 1/eta of
+its candidates and gives each survivor eta times the runs; a survivor's score pools all its
+rounds (log ratios weighted by runs), so a lucky short run is outweighed by longer ones.
+
+The logic here is pure: `evaluate(candidates, repetitions)` runs a round and returns each
+candidate's score (higher hurts more) and the seconds it took; tests use a synthetic noisy
+objective, `xtalk worst` the agent (runs.py).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Callable, Generic, Hashable, Sequence, TypeVar
+
+T = TypeVar("T")
+
+#: Candidates a round keeps: 1/ETA of them.
+ETA = 2
+#: First-round sizes tried, largest first, when fitting the search into its budget.
+FIRST_ROUND_SIZES = (96, 64, 48, 32, 24, 16, 12, 8, 6, 4, 3, 2)
+
+
+class BudgetTooSmall(ValueError):
+    """Not even the smallest search fits: the message names the time it needs."""
+
+
+@dataclass(frozen=True)
+class Stage:
+    """One planned round: candidates, runs of each (and of solo), estimated seconds, and
+    how many it keeps."""
+
+    candidates: int
+    repetitions: int
+    seconds: float
+    keep: int
+
+
+def stage_seconds(candidates: int, repetitions: int, run_s: float, round_overhead_s: float) -> float:
+    """A round's time: every candidate and solo, `repetitions` runs each, plus its fixed cost
+    (making and checking the round's experiment)."""
+    return (candidates + 1) * repetitions * run_s + round_overhead_s
+
+
+def schedule(first: int, run_s: float, round_overhead_s: float, finalists: int = 3, eta: int = ETA,
+             first_repetitions: int = 1) -> list[Stage]:
+    """The rounds of a search starting from `first` candidates: each keeps the best 1/eta
+    (at least `finalists`) and gives them eta times the runs; the last round is the one that
+    keeps `finalists` (a search of `finalists` or fewer is one round that keeps them all)."""
+    out = []
+    n, reps = first, first_repetitions
+    while True:
+        keep = min(n, max(finalists, math.ceil(n / eta)))
+        out.append(Stage(n, reps, stage_seconds(n, reps, run_s, round_overhead_s), keep))
+        if keep <= finalists:
+            return out
+        n, reps = keep, reps * eta
+
+
+def fit(budget_s: float, run_s: float, round_overhead_s: float, finalists: int = 3, eta: int = ETA,
+        largest: int | None = None) -> list[Stage]:
+    """The biggest schedule whose estimate fits `budget_s` (at most `largest` first-round
+    candidates). BudgetTooSmall when none does."""
+    for first in FIRST_ROUND_SIZES:
+        if largest is not None and first > largest:
+            continue
+        for reps in (2, 1):
+            plan = schedule(first, run_s, round_overhead_s, finalists, eta, reps)
+            if sum(s.seconds for s in plan) <= budget_s:
+                return plan
+    least = sum(s.seconds for s in schedule(min(2, largest or 2), run_s, round_overhead_s, finalists, eta, 1))
+    raise BudgetTooSmall(f"the smallest search takes about {least:.0f} s here (one run ≈ {run_s:.1f} s)")
+
+
+@dataclass
+class Arm(Generic[T]):
+    """A candidate and what the rounds said of it."""
+
+    item: T
+    key: Hashable
+    scores: list[tuple[int, int, float]] = field(default_factory=list)  # (round, repetitions, score)
+
+    @property
+    def score(self) -> float:
+        """Pooled score: geometric mean of the rounds' scores weighted by their runs."""
+        w = sum(r for _, r, _ in self.scores)
+        if not w:
+            return float("nan")
+        return math.exp(sum(r * math.log(max(s, 1e-12)) for _, r, s in self.scores) / w)
+
+
+@dataclass
+class Trace:
+    """The search as it went: every round's candidates, their scores, who was kept."""
+
+    rounds: list[dict] = field(default_factory=list)
+    stopped: str = ""
+
+    def as_json(self) -> dict:
+        return {"rounds": self.rounds, "stopped": self.stopped}
+
+
+def successive_halving(items: Sequence[T], evaluate: Callable[[list[T], int], tuple[dict, float]],
+                       plan: list[Stage], budget_s: float, run_s: float, round_overhead_s: float = 0.0,
+                       key: Callable[[T], Hashable] = lambda x: x, on_round: Callable[[int, list[Arm[T]], float], None] | None = None,
+                       label: Callable[[T], str] = str) -> tuple[list[Arm[T]], Trace]:
+    """Run the planned rounds (`schedule`/`fit`: each keeps `stage.keep`) over the first
+    `plan[0].candidates` of `items`, a run costing about `run_s`; return every arm ranked (the survivors of the last round first, by pooled score) and the
+    trace. The budget holds: before each round the planned repetitions are cut to what the
+    time left allows at the pace observed so far, and the search stops when not even one run
+    each fits."""
+    arms = [Arm(x, key(x)) for x in items[: plan[0].candidates]]
+    alive = list(arms)
+    spent, trace = 0.0, Trace()
+    pace = 1.0  # observed / estimated seconds, from the rounds so far
+    for i, stage in enumerate(plan):
+        n = len(alive)
+        reps = stage.repetitions
+        cost = lambda r: stage_seconds(n, r, run_s * pace, round_overhead_s)  # noqa: E731
+        while reps > 1 and spent + cost(reps) > budget_s:
+            reps -= 1
+        if spent + cost(reps) > budget_s:
+            trace.stopped = f"round {i + 1}: about {cost(reps):.0f} s needed, {budget_s - spent:.0f} s left"
+            break
+        scores, seconds = evaluate([a.item for a in alive], reps)
+        planned = stage_seconds(n, reps, run_s, round_overhead_s)
+        spent += seconds
+        pace = max(0.25, seconds / planned) if planned > 0 else pace
+        for a in alive:
+            if a.key in scores and math.isfinite(scores[a.key]):
+                a.scores.append((i, reps, float(scores[a.key])))
+        ranked = sorted(alive, key=lambda a: -_finite(a.score))
+        last = i == len(plan) - 1
+        keep = ranked[: stage.keep]
+        trace.rounds.append({
+            "round": i + 1, "repetitions": reps, "seconds": round(seconds, 2),
+            "candidates": [{"key": str(a.key), "label": label(a.item), "score": _round(scores.get(a.key)),
+                            "pooled": _round(a.score), "kept": a in keep} for a in ranked],
+        })
+        if on_round:
+            on_round(i, ranked, spent)
+        alive = keep
+        if len(alive) <= 1 and not last:
+            break
+    ranked_alive = sorted(alive, key=lambda a: -_finite(a.score))
+    rest = sorted((a for a in arms if a not in alive), key=lambda a: (-len(a.scores), -_finite(a.score)))
+    return ranked_alive + rest, trace
+
+
+def _finite(x: float) -> float:
+    return x if isinstance(x, float) and math.isfinite(x) else float("-inf")
+
+
+def _round(x) -> float | None:
+    return None if x is None or not math.isfinite(x) else round(float(x), 4)

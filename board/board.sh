@@ -89,6 +89,6 @@ case ${1:-} in
          echo "ssh://root@127.0.0.1:$(cat "$run/port")?identity=$cache/id_ed25519&known_hosts=$run/known_hosts&name=board-$(cat "$run/kernel")" ;;
     ssh) shift; pid >/dev/null || die "no board up: board/board.sh up"; ssh_board "$@" ;;
     status) if p=$(pid); then say "up: qemu $p, kernel $(cat "$run/kernel"), port $(cat "$run/port")"; else say "down"; fi ;;
-    command) mkdir -p "$run"; qemu_command "$(kernel_arg "${2:-stock}")" "${3:-2222}" ;;
+    command) k=$(kernel_arg "${2:-stock}"); mkdir -p "$run"; qemu_command "$k" "${3:-2222}" ;;
     *) die "usage: board/board.sh up [stock|rt] | down | url | ssh CMD | status | command [stock|rt] [PORT]" ;;
 esac

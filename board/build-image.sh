@@ -36,7 +36,12 @@ trap 'binfmt_off; rm -rf "$root"' EXIT INT TERM
 
 step "2/4 mmdebstrap $suite arm64 from $mirror ($packages): a few minutes to download, longer to configure under emulation"
 # nice: the machine is shared; --verbose shows apt's progress (each package as it unpacks and configures).
+# Before the kernels install: their initrds hold the virtio and ext4 modules only
+# (MODULES=list and board/initramfs-hook). With Debian's default (most), mkinitramfs spends
+# minutes per kernel under qemu-user copying every driver module.
 nice -n 19 mmdebstrap --verbose --mode=root --arch=arm64 --variant=minbase --include="$packages" \
+    --essential-hook='mkdir -p "$1/etc/initramfs-tools/conf.d" "$1/etc/initramfs-tools/hooks" && echo MODULES=list > "$1/etc/initramfs-tools/conf.d/board"' \
+    --essential-hook="install -m 755 '$here/initramfs-hook' \"\$1/etc/initramfs-tools/hooks/board\"" \
     "$suite" "$root" "$mirror"
 say "root filesystem done after $(( $(date +%s) - start )) s"
 

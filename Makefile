@@ -5,7 +5,7 @@ BIN     := $(VENV)/bin
 AGENT   := agent/target/release/xtalk-agent
 AGENT_SRC := agent/Cargo.toml $(shell find agent/src -name '*.rs' 2>/dev/null)
 
-.PHONY: all setup catalog docs demo test test-agent test-py test-pure test-hostile bench clean agent-aarch64 test-agent-aarch64 arm-tools test-arm
+.PHONY: all setup catalog docs demo test test-agent test-py test-pure test-hostile bench clean agent-aarch64 test-agent-aarch64 arm-tools test-arm board board-test board-up board-down
 
 all: demo
 
@@ -103,6 +103,25 @@ arm-tools:
 
 test-arm: setup
 	tests/arm/qemu_user.sh
+
+# The board in a box (docs/board.md): a Debian arm64 image booted by qemu-system-aarch64
+# (TCG, Cortex-A53 × 4), driven through the SSH target. Not part of `make test` (too slow).
+# `make board` installs the tools it needs (root) and builds the image once (cached in
+# build/board, XTALK_BOARD_DIR); `make board-test` boots it (BOARD_KERNEL=stock|rt), runs
+# sysinfo, the quickstart and a campaign there, checks them, and shuts the board down.
+BOARD_KERNEL ?= stock
+board:
+	board/tools.sh
+	board/build-image.sh
+
+board-test: setup agent-aarch64
+	board/test.sh $(BOARD_KERNEL)
+
+board-up:
+	board/board.sh up $(BOARD_KERNEL)
+
+board-down:
+	board/board.sh down
 
 bench: setup
 	@for f in bench/[!_]*.py; do echo "== $$f"; PYTHONPATH=src $(BIN)/python $$f || exit 1; done

@@ -97,6 +97,8 @@ class Virtualization(_Strict):
     hypervisor: bool
     vendor: Optional[str] = None
     container: bool
+    #: why the CPU is emulated (qemu TCG, qemu-user), None on a real or virtualised CPU
+    emulated: Optional[str] = None
 
 
 class Pmu(_Strict):

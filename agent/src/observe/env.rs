@@ -138,6 +138,25 @@ fn hypervisor_vendor() -> Option<String> {
     read_trim("/sys/hypervisor/type")
 }
 
+/// Why this machine's CPU is emulated rather than real, if it is (timings there prove function,
+/// not performance): qemu's TCG names itself in x86's hypervisor CPUID leaf; on Arm, qemu's
+/// `virt` machine names itself in the device tree (`linux,dummy-virt`) and a KVM guest of it
+/// would see the host's CPU, so a Cortex-A53 there is a translated one; an arm64 process on an
+/// x86 kernel runs under qemu-user.
+pub fn emulation(hypervisor: Option<&str>) -> Option<String> {
+    if let Some(v) = hypervisor.filter(|v| v.starts_with("TCG")) {
+        return Some(format!("qemu TCG (CPUID hypervisor vendor {v})"));
+    }
+    let info = fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+    if cfg!(target_arch = "aarch64") && info.contains("vendor_id") {
+        return Some("qemu-user (an arm64 process on an x86 kernel)".to_string());
+    }
+    let dt = fs::read("/sys/firmware/devicetree/base/compatible").unwrap_or_default();
+    let virt = dt.split(|b| *b == 0).any(|c| c == b"linux,dummy-virt");
+    let kvm = fs::metadata("/sys/hypervisor/type").is_ok() || read_trim("/sys/devices/system/clocksource/clocksource0/available_clocksource").is_some_and(|c| c.contains("kvm"));
+    (virt && !kvm).then(|| "qemu virt machine (device tree linux,dummy-virt), CPU translated by TCG".to_string())
+}
+
 const TIME_SYNC: &[&str] = &["systemd-timesyn", "ntpd", "chronyd", "ptp4l", "phc2sys", "openntpd", "timesyncd"];
 
 /// Time-synchronisation daemons running now (seed 000 §5.3.2: they caused periodic peaks).
@@ -188,6 +207,7 @@ pub fn collect() -> Value {
             "hypervisor": hv.is_some(),
             "vendor": hv,
             "container": container,
+            "emulated": emulation(hv.as_deref()),
         },
         "time_sync_services": time_sync_services(),
         "capabilities": super::capabilities::collect(),
@@ -215,6 +235,19 @@ mod tests {
         assert_eq!(super::parse_size("32768K"), Some(32 << 20));
         assert_eq!(super::parse_size("2M"), Some(2 << 20));
         assert_eq!(super::parse_size("x"), None);
+    }
+    #[test]
+    fn qemu_tcg_is_named_emulated_and_kvm_is_not() {
+        let tcg = super::emulation(Some("TCGTCGTCGTCG")).expect("a TCG hypervisor vendor is emulation");
+        assert!(tcg.contains("qemu TCG"), "{tcg}");
+        // KVM runs the real CPU: emulated only if something else here says so (qemu-user).
+        assert_eq!(super::emulation(Some("KVMKVMKVM")), super::emulation(None));
+        let e = super::collect();
+        let recorded = &e["virtualization"]["emulated"];
+        assert!(recorded.is_null() || recorded.is_string(), "{recorded}");
+        if super::user_emulation().is_some() && cfg!(target_arch = "aarch64") {
+            assert!(recorded.as_str().unwrap().contains("qemu-user"), "{recorded}");
+        }
     }
     #[test]
     fn environment_names_kernel_and_cpus() {

@@ -93,7 +93,8 @@ def _kernel(k: Kernel) -> str:
 
 def _virt(v: Virtualization) -> str:
     s = f"yes: hypervisor {v.vendor or '?'}" if v.hypervisor else "no hypervisor detected (bare metal)"
-    return s + (", inside a container" if v.container else "")
+    s += ", inside a container" if v.container else ""
+    return s + (f"; emulated: {v.emulated} (timings prove function, not performance)" if v.emulated else "")
 
 
 def facts(data: ReportData) -> dict:

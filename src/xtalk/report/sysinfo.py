@@ -34,7 +34,8 @@ def rows(env: dict) -> list[tuple[str, str]]:
         *([("NUMA nodes", ", ".join(f"{n['node']}: CPUs {n['cpus']}" for n in numa))] if len(numa) > 1 else []),
         ("isolated CPUs / nohz_full", f"{cpu.get('isolated') or '-'} / {k.get('nohz_full') or '-'}"),
         ("clocksource", env["clocksource"]["current"] or "?"),
-        ("virtualization", (f"hypervisor {virt['vendor']}" if virt["hypervisor"] else "none") + (", container" if virt["container"] else "")),
+        ("virtualization", (f"hypervisor {virt['vendor']}" if virt["hypervisor"] else "none") + (", container" if virt["container"] else "")
+         + (f", emulated: {virt['emulated']}" if virt.get("emulated") else "")),
         ("time-sync services", ", ".join(env["time_sync_services"]) or "none running"),
         ("hardware PMU", f"{hw} ({len(pmu.get('sysfs_events') or [])} sysfs events, rdpmc={pmu.get('rdpmc')})" if hw
          else "not available: hardware counters cannot be read; software events only"),

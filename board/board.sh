@@ -1,0 +1,94 @@
+#!/bin/sh
+# The board: the image from build-image.sh booted by qemu-system-aarch64 (TCG: `-M virt -cpu
+# cortex-a53,pmu=on -smp 4`), its SSH forwarded to 127.0.0.1:PORT.
+#
+#   board/board.sh up [stock|rt]   boot (or reuse a board already up with that kernel); waits for SSH
+#   board/board.sh down            power off (SSH), then stop qemu if it has not gone
+#   board/board.sh url             the --target URL of the board that is up
+#   board/board.sh ssh CMD...      run CMD on the board as root
+#   board/board.sh status          say what is up
+#   board/board.sh command [stock|rt] [PORT]   print the qemu command line (starts nothing)
+#
+# Files in CACHE (XTALK_BOARD_DIR, default build/board): run/qemu.pid, run/port, run/kernel,
+# run/console.log (the serial console), run/known_hosts. Writes go to a qemu snapshot
+# (-snapshot): the cached image is never changed, each boot starts from the built image.
+set -eu
+here=$(cd "$(dirname "$0")" && pwd)
+. "$here/common.sh"
+cache=$(board_dir)
+run="$cache/run"
+BOOT_TIMEOUT=${XTALK_BOARD_BOOT_TIMEOUT:-900}
+
+pid() { [ -s "$run/qemu.pid" ] && p=$(cat "$run/qemu.pid") && grep -qa qemu-system-aarch64 "/proc/$p/cmdline" 2>/dev/null && echo "$p"; }
+
+kernel_arg() {
+    case ${1:-stock} in stock|rt) echo "${1:-stock}" ;; *) die "kernel '$1': write stock or rt" ;; esac
+}
+
+qemu_command() { # KERNEL PORT
+    echo qemu-system-aarch64 -M virt -cpu cortex-a53,pmu=on -smp 4 -m "${XTALK_BOARD_MEMORY:-1024}" \
+        -accel tcg,thread=multi -display none -monitor none -serial "file:$run/console.log" \
+        -kernel "$cache/vmlinuz-$1" -initrd "$cache/initrd-$1" \
+        -append "'root=/dev/vda rw console=ttyAMA0 net.ifnames=0 systemd.unified_cgroup_hierarchy=1'" \
+        -drive "file=$cache/rootfs.img,format=raw,if=none,id=disk,snapshot=on" -device virtio-blk-device,drive=disk \
+        -netdev "user,id=net,hostfwd=tcp:127.0.0.1:$2-:22" -device virtio-net-device,netdev=net \
+        -device virtio-rng-device -daemonize -pidfile "$run/qemu.pid"
+}
+
+ssh_board() {
+    ssh -p "$(cat "$run/port")" -i "$cache/id_ed25519" -o BatchMode=yes -o ConnectTimeout=10 \
+        -o StrictHostKeyChecking=yes -o UserKnownHostsFile="$run/known_hosts" -o LogLevel=ERROR root@127.0.0.1 "$@"
+}
+
+free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+
+up() {
+    k=$(kernel_arg "${1:-stock}")
+    [ -s "$cache/rootfs.img" ] && [ -s "$cache/vmlinuz-$k" ] || die "no board image in $cache: run 'make board' first"
+    if p=$(pid); then
+        [ "$(cat "$run/kernel")" = "$k" ] && { say "board already up (qemu $p, kernel $k, port $(cat "$run/port"))"; return 0; }
+        say "board up with the $(cat "$run/kernel") kernel: shutting it down to boot $k"
+        down
+    fi
+    command -v qemu-system-aarch64 >/dev/null || die "qemu-system-aarch64 is missing: run 'make board' as root (apt-get install qemu-system-arm)"
+    mkdir -p "$run"
+    port=${XTALK_BOARD_PORT:-$(free_port)}
+    echo "$port" > "$run/port"; echo "$k" > "$run/kernel"
+    echo "[127.0.0.1]:$port $(cut -d' ' -f1,2 "$cache/host_key.pub")" > "$run/known_hosts"
+    : > "$run/console.log"
+    step "booting the board ($k kernel $(cat "$cache/version-$k"), SSH on 127.0.0.1:$port, console in $run/console.log)"
+    # nice: the machine is shared, and TCG would take every core it is given.
+    eval "nice -n 19 $(qemu_command "$k" "$port")"
+    start=$(date +%s)
+    while ! ssh_board true 2>/dev/null; do
+        pid >/dev/null || die "qemu stopped while booting; the console's end: $(tail -3 "$run/console.log" | tr -d '\r')"
+        [ $(( $(date +%s) - start )) -lt "$BOOT_TIMEOUT" ] || { down; die "no SSH after ${BOOT_TIMEOUT} s; see $run/console.log"; }
+        say "  $(( $(date +%s) - start )) s: $(grep -a . "$run/console.log" | tail -1 | tr -d '\r' | cut -c1-100)"
+        sleep 10
+    done
+    say "board up after $(( $(date +%s) - start )) s: $(ssh_board uname -srm)"
+}
+
+down() {
+    p=$(pid) || { say "no board up"; rm -f "$run/qemu.pid"; return 0; }
+    ssh_board poweroff >/dev/null 2>&1 || true
+    i=0
+    while kill -0 "$p" 2>/dev/null && [ $i -lt 90 ]; do sleep 1; i=$((i + 1)); done
+    if kill -0 "$p" 2>/dev/null; then
+        say "no power-off after 90 s: stopping qemu $p"
+        kill "$p"; sleep 2
+    fi
+    rm -f "$run/qemu.pid"
+    say "board down (after ${i} s)"
+}
+
+case ${1:-} in
+    up) up "${2:-stock}" ;;
+    down) down ;;
+    url) pid >/dev/null || die "no board up: board/board.sh up"
+         echo "ssh://root@127.0.0.1:$(cat "$run/port")?identity=$cache/id_ed25519&known_hosts=$run/known_hosts&name=board-$(cat "$run/kernel")" ;;
+    ssh) shift; pid >/dev/null || die "no board up: board/board.sh up"; ssh_board "$@" ;;
+    status) if p=$(pid); then say "up: qemu $p, kernel $(cat "$run/kernel"), port $(cat "$run/port")"; else say "down"; fi ;;
+    command) k=$(kernel_arg "${2:-stock}"); mkdir -p "$run"; qemu_command "$k" "${3:-2222}" ;;
+    *) die "usage: board/board.sh up [stock|rt] | down | url | ssh CMD | status | command [stock|rt] [PORT]" ;;
+esac

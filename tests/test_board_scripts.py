@@ -1,0 +1,49 @@
+"""The board scripts' argument handling and the qemu command line they build (board/; the
+board itself is too slow for `make test`: `make board-test`, docs/board.md). Nothing is
+booted or installed here."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+BOARD = ROOT / "board" / "board.sh"
+
+
+def _board(tmp_path, *args):
+    env = dict(os.environ, XTALK_BOARD_DIR=str(tmp_path))
+    return subprocess.run(["sh", str(BOARD), *args], capture_output=True, text=True, env=env, timeout=30)
+
+
+def test_qemu_command_is_the_a53_board_with_its_pmu_and_ssh_on_loopback(tmp_path):
+    out = _board(tmp_path, "command", "rt", "2345")
+    assert out.returncode == 0, out.stderr
+    cmd = out.stdout
+    assert "qemu-system-aarch64 -M virt -cpu cortex-a53,pmu=on -smp 4" in cmd
+    assert "hostfwd=tcp:127.0.0.1:2345-:22" in cmd
+    assert f"{tmp_path}/vmlinuz-rt" in cmd and f"{tmp_path}/initrd-rt" in cmd
+    assert "snapshot=on" in cmd  # the cached image is never written
+
+
+def test_a_wrong_kernel_or_subcommand_is_one_line_and_exit_2(tmp_path):
+    for args, says in ((("up", "preempt"),  "kernel 'preempt': write stock or rt"),
+                       (("command", "x"), "kernel 'x': write stock or rt"),
+                       (("reboot",), "usage: board/board.sh up")):
+        out = _board(tmp_path, *args)
+        assert out.returncode == 2, (args, out)
+        assert says in out.stderr and len(out.stderr.strip().splitlines()) == 1, out.stderr
+
+
+def test_up_without_an_image_says_to_build_it(tmp_path):
+    out = _board(tmp_path, "up")
+    assert out.returncode == 2 and "run 'make board' first" in out.stderr, out.stderr
+    assert not (tmp_path / "run" / "qemu.pid").exists()
+
+
+def test_board_test_refuses_a_wrong_kernel_before_starting_anything(tmp_path):
+    env = dict(os.environ, XTALK_BOARD_DIR=str(tmp_path))
+    out = subprocess.run(["sh", str(ROOT / "board" / "test.sh"), "preempt_rt"], capture_output=True, text=True, env=env, timeout=30)
+    assert out.returncode == 2 and "kernel 'preempt_rt': write stock or rt" in out.stderr, out.stderr
+    assert not (tmp_path / "run").exists()

@@ -38,7 +38,7 @@ import pandas as pd
 
 from . import verdict as vd
 from .cohabitation import (
-    ALL, FAULT, MIN_RUNS, Application, Samples, applications, by_criticality, epsilon_check, higher, noise_floor,
+    FAULT, MIN_RUNS, Application, Samples, applications, by_criticality, epsilon_check, higher, noise_floor,
     parse_scenario, ratio, runs_needed,
 )
 

@@ -154,7 +154,7 @@ def heatmap(m: pd.DataFrame, out: Path) -> list[Path]:
 
     m = m.assign(column=m.enemy + " ×" + m.copies.astype(str))
     grid = m.pivot_table(index="probe", columns="column", values="slowdown", sort=False)
-    fig, ax = plt.subplots(figsize=(max(6.0, 2.5 + 0.75 * grid.shape[1]), 1.8 + 0.5 * grid.shape[0]))
+    fig, ax = plt.subplots(figsize=(max(6.0, 2.5 + 0.75 * grid.shape[1]), 1.8 + 0.5 * grid.shape[0]), layout="constrained")
     vmax = max(2.0, float(np.nanmax(grid.to_numpy())) if grid.size else 2.0)
     im = ax.imshow(grid.to_numpy(), cmap="magma_r", norm=LogNorm(vmin=1.0 / 1.1, vmax=vmax), aspect="auto")
     ax.set_xticks(range(grid.shape[1]), grid.columns, rotation=45, ha="right")
@@ -167,8 +167,9 @@ def heatmap(m: pd.DataFrame, out: Path) -> list[Path]:
     bar = fig.colorbar(im, ax=ax, label="slowdown (median / solo)")
     bar.ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}×"))
     bar.ax.yaxis.set_minor_formatter(FuncFormatter(lambda v, _: ""))
+    # Its own layout engine: the report's style (report/figures.py) may have set constrained
+    # layout as the default, and tight_layout after a colorbar refuses to switch engines.
     ax.set_title("Probe slowdown per enemy × copies")
-    fig.tight_layout()
     paths = [out / "heatmap.png", out / "heatmap.svg"]
     for p in paths:
         fig.savefig(p, dpi=120)

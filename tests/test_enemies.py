@@ -128,6 +128,8 @@ def test_shared_and_private_files_leave_nothing(tmp_path):
         "multi": f'kind = "fileio", bytes = "256KiB", dir = "{d}", per_cpu = true',
     }))
     for name in ("mono", "multi"):
-        (e,) = runs[name]["enemies"]
-        assert e["ops"] > 0 and e["ops"] % (64 << 10) == 0
+        copies = runs[name]["enemies"]  # one per CPU but the victim's: 1 on 2 CPUs, 15 on 16
+        assert copies and len({e["name"] for e in copies}) == len(copies), copies
+        for e in copies:
+            assert e["ops"] > 0 and e["ops"] % (64 << 10) == 0, e
     assert list(d.iterdir()) == [], "files are unlinked once every reader holds them"

@@ -65,3 +65,22 @@ def test_utilization_is_refused_for_a_body_without_work(tmp_path):
     f.write_text(EXPERIMENT.format(body="sum", share="30%", size='bytes = "64KiB"'))
     p = xtalk("plan", f)
     assert p.returncode == 2 and "not 'sum'; remove it" in p.stderr, p.stderr
+
+
+def test_the_first_chase_guess_is_sized_by_time_not_by_the_buffer():
+    from xtalk.calibrate_work import SLOW_ACCESS_NS, _first_guess
+    from xtalk.plan import ChaseBody
+
+    target_ns = 1.2e6  # 30 % of a 4 ms period
+    huge = ChaseBody(bytes=1200 << 20, accesses=1)  # 4 × a 300 MiB L3: one pass is 19.7 M loads
+    small = ChaseBody(bytes=32 << 10, accesses=1)
+    assert _first_guess(huge, target_ns) * SLOW_ACCESS_NS <= target_ns
+    assert _first_guess(small, target_ns) == (32 << 10) // 64, "a small buffer: one pass over it"
+
+
+@needs_root
+def test_a_buffer_far_past_the_caches_calibrates_without_a_pass_of_overloaded_jobs(tmp_path):
+    # One pass over 256 MiB is 4 M dependent loads, hundreds of ms a job against 4 ms; the
+    # first pass must start near the period instead (its jobs are paid in full).
+    _, _, cal = _run(tmp_path, "chase", "30%", 'bytes = "256MiB"')
+    assert cal["passes"][0]["utilization"] < 1.0, cal["passes"]

@@ -51,6 +51,16 @@ def estimate(stdout: str) -> int:
     return int(line.split(" runs, about ")[1].split(" s")[0])
 
 
+def touch_of(plan: dict) -> float:
+    """The buffers' touch of a plan shown by `--show`: every process at once, bounded by one
+    process's rate for the largest and by the aggregate rate for all of them."""
+    from xtalk import catalog
+    from xtalk.campaign.estimate import AGGREGATE_TOUCH_BYTES_PER_S, TOUCH_BYTES_PER_S
+    kinds = catalog.current().kinds
+    sizes = [plan["victim"].get("body", {}).get("bytes", 0)] + [kinds[e["load"]["kind"]].footprint(e["load"]) for e in plan["enemies"]]
+    return max(max(sizes) / TOUCH_BYTES_PER_S, sum(sizes) / AGGREGATE_TOUCH_BYTES_PER_S)
+
+
 def quickstart_variant(tmp_path: Path, **replace: str) -> Path:
     text = QUICKSTART.read_text()
     for old, new in replace.items():
@@ -87,13 +97,19 @@ def test_quickstart_resolves_to_the_fixtures_caches_and_cpus(name, tmp_path):
     # feasibility pass of the one configuration, each as long as a calibration pass, its
     # three noise passes of 1.5 s of periods (150 jobs of 10 ms), and one pass of each enemy
     # alone (the per-CPU copies of read share one, as do those of chase), and the command's own cost.
+    # Every run and pass also touches its processes' buffers first: the victim's alone in a
+    # solo pass; with the enemies, all at once (campaign/estimate.py touch_seconds).
     from xtalk.enemy_alone import PASS_JOBS as ALONE_JOBS, PASS_PERIOD_NS
     v = p["solo"]["victim"]
-    run_s = p["solo"]["settle_ms"] / 1e3 + (v["jobs"] + v["warmup_jobs"]) * v["period_ns"] / 1e9 + RUN_OVERHEAD_S
-    pass_s = p["solo"]["settle_ms"] / 1e3 + (PASS_JOBS + PASS_WARMUP) * v["period_ns"] / 1e9 + RUN_OVERHEAD_S
-    noise_s = p["solo"]["settle_ms"] / 1e3 + (150 + PASS_WARMUP) * v["period_ns"] / 1e9 + RUN_OVERHEAD_S
-    alone_s = p["solo"]["settle_ms"] / 1e3 + (ALONE_JOBS + 2) * PASS_PERIOD_NS / 1e9 + RUN_OVERHEAD_S
-    assert estimate(r.stdout) == round(COMMAND_OVERHEAD_S + 15 * run_s + 3 * pass_s + pass_s + 3 * noise_s + 2 * alone_s)
+    touch = {name: touch_of(plan) for name, plan in p.items()}
+    alone_touch = {name: touch_of({"victim": {}, "enemies": plan["enemies"][:1]}) for name, plan in p.items()}
+    base_s = p["solo"]["settle_ms"] / 1e3 + (v["jobs"] + v["warmup_jobs"]) * v["period_ns"] / 1e9 + RUN_OVERHEAD_S
+    runs_s = 5 * sum(base_s + touch[name] for name in p)
+    pass_s = p["solo"]["settle_ms"] / 1e3 + (PASS_JOBS + PASS_WARMUP) * v["period_ns"] / 1e9 + RUN_OVERHEAD_S + touch["solo"]
+    noise_s = p["solo"]["settle_ms"] / 1e3 + (150 + PASS_WARMUP) * v["period_ns"] / 1e9 + RUN_OVERHEAD_S + touch["solo"]
+    alone_s = sum(p["solo"]["settle_ms"] / 1e3 + (ALONE_JOBS + 2) * PASS_PERIOD_NS / 1e9 + RUN_OVERHEAD_S + alone_touch[name]
+                  for name in ("read", "chase"))
+    assert estimate(r.stdout) == round(COMMAND_OVERHEAD_S + runs_s + 3 * pass_s + pass_s + 3 * noise_s + alone_s)
     assert list(tmp_path.iterdir()) in ([], [tmp_path / "quickstart.toml"])  # nothing written
 
 

@@ -33,11 +33,19 @@ TOLERANCE = 0.10
 MAX_PASSES = 4
 
 
-def _first_guess(body) -> int:
-    """A small first amount of work: one pass over a chase buffer, a short pi series or a
-    few system calls. The later passes scale it; only its order of magnitude matters."""
+#: A pessimistic cost of one dependent load (a DRAM miss with a TLB miss, in a guest): the
+#: first chase pass assumes it, so that pass stays near the period whatever the buffer.
+SLOW_ACCESS_NS = 200
+
+
+def _first_guess(body, target_ns: float) -> int:
+    """A small first amount of work, sized by time rather than by the buffer: at most one pass
+    over a chase buffer and at most what fills `target_ns` at SLOW_ACCESS_NS per load; a
+    short pi series or a few system calls. The later passes scale it, so only its order of
+    magnitude matters, but a first guess far above the period costs every job of the pass:
+    one pass over 1.2 GiB (4 × a 300 MiB L3) took 3.8 s a job against a 4 ms period."""
     if isinstance(body, ChaseBody):
-        return max(body.bytes // 64, 2)
+        return max(min(body.bytes // 64, int(target_ns / SLOW_ACCESS_NS)), 2)
     return 100_000 if isinstance(body, PiBody) else 200
 
 
@@ -94,7 +102,7 @@ def calibrate(runs: list[RunSpec], utilization: float, agent, out: Path, say=pri
         raise UsageError(f"victim.utilization: body '{body.kind}' has no work to calibrate; remove utilization")
     period = base.victim.period_ns
     target_ns = utilization * period
-    work = _first_guess(body)
+    work = _first_guess(body, target_ns)
     passes = []
     pass_dir = out / "calibration"
     for i in range(MAX_PASSES):

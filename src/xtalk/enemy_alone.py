@@ -68,10 +68,12 @@ def passes(runs: list[RunSpec]) -> dict[str, tuple[Plan, object, list[tuple[str,
     return out
 
 
-def estimated_seconds(runs: list[RunSpec], per_run_overhead_s: float) -> float:
-    """What the passes add to an experiment."""
+def estimated_seconds(runs: list[RunSpec], per_run_overhead_s: float, touch=None) -> float:
+    """What the passes add to an experiment; `touch(plan)`, when given, is the time a pass's
+    processes take to touch their buffers (the estimate's rule, campaign/estimate.py)."""
     return sum(p.settle_ms / 1e3 + (PASS_JOBS + 2) * PASS_PERIOD_NS / 1e9 + per_run_overhead_s
-               for p, _, _ in passes(runs).values())
+               + (touch(_alone_plan(p, e, "estimate")) if touch else 0.0)
+               for p, e, _ in passes(runs).values())
 
 
 def measure(runs: list[RunSpec], agent: Path, out: Path, say=print) -> list[dict]:

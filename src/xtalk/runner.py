@@ -26,9 +26,11 @@ from .targets.agent import check_plans, find_agent, local_facts, recover, refuse
 from .targets.base import LocalTarget
 from .outcome import read_outcome
 from .provenance import git_commit
+from .campaign import estimate as _estimate
 
-#: Per-run cost beyond the measured window (fork, buffer set-up, teardown, conversion).
-RUN_OVERHEAD_S = 0.6
+#: Per-run cost beyond the measured window and the buffers' touch (fork, teardown,
+#: conversion): the campaign estimate's, one rule for both (campaign/estimate.py).
+RUN_OVERHEAD_S = _estimate.RUN_OVERHEAD_S["local"]
 #: Cost of `xtalk run` itself beyond its runs: start-up, the agent's check of every plan,
 #: recovery, the summary (`xtalk plan` alone took 1.5-2.3 s on a 2-vCPU guest; bench/estimates.py).
 COMMAND_OVERHEAD_S = 2.0
@@ -92,15 +94,17 @@ def estimate_seconds(exp: config.experiment.Experiment, runs: list[RunSpec], fea
     `victim.utilization`."""
     from .feasibility import estimated_seconds as feasibility_seconds
 
-    total = sum(r.expected_seconds() + RUN_OVERHEAD_S for r in runs)
+    total = sum(_estimate.run_seconds(r.plan) for r in runs)
+    # A solo pass pays the fixed cost and the measured processes' buffers (no enemies).
+    solo_pass_s = RUN_OVERHEAD_S + (_estimate.solo_touch_seconds(runs[0].plan) if runs else 0.0)
     if feasibility:
         from .enemy_alone import estimated_seconds as alone_seconds
 
-        total += feasibility_seconds(runs, RUN_OVERHEAD_S) + alone_seconds(runs, RUN_OVERHEAD_S)
+        total += feasibility_seconds(runs, solo_pass_s) + alone_seconds(runs, RUN_OVERHEAD_S, _estimate.touch_seconds)
     if exp.victim is not None and exp.victim.utilization is not None and runs:
         from .calibrate_work import estimated_seconds
 
-        total += estimated_seconds(runs, RUN_OVERHEAD_S)
+        total += estimated_seconds(runs, solo_pass_s)
     return total
 
 
@@ -182,7 +186,7 @@ def run_experiment(path: Path, results: Path | None = None, console: Console | N
 
         document["enemies_alone"] = enemy_alone.measure(runs, agent, out, say=console.print)
     (out / "experiment.json").write_text(json.dumps(document, indent=2))
-    total = sum(r.expected_seconds() + RUN_OVERHEAD_S for r in runs)
+    total = sum(_estimate.run_seconds(r.plan) for r in runs)
     if calibration is not None:
         console.print(f"victim work: {calibration['knob']} = {calibration['work']} "
                       f"({calibration['achieved_utilization']:.0%} of the period solo, asked {calibration['utilization']:.0%})")
@@ -207,7 +211,7 @@ def run_experiment(path: Path, results: Path | None = None, console: Console | N
                 bar.console.print(f"[yellow]run {r.run_id}: {meta.status}: {meta.reason}[/]")
             for note in meta.notes:  # e.g. an external enemy that exited early
                 bar.console.print(f"[yellow]run {r.run_id}: {note}[/]", markup=True, highlight=False)
-            bar.update(task, advance=r.expected_seconds() + RUN_OVERHEAD_S, runs=f"{i + 1}/{len(runs)}")
+            bar.update(task, advance=_estimate.run_seconds(r.plan), runs=f"{i + 1}/{len(runs)}")
     from .report.summary import write_summary  # pandas and scipy: not for `plan`
     from .store import open as open_results
 

@@ -71,13 +71,13 @@ _SKIP = typer.Option(False, "--skip-feasibility",
 
 def _preflight_seconds(plans, skip_feasibility: bool) -> float:
     """What the pre-flight passes (calibration, feasibility) add, locally."""
-    from .estimate import RUN_OVERHEAD_S, buffer_bytes, TOUCH_BYTES_PER_S
+    from .estimate import RUN_OVERHEAD_S, solo_touch_seconds
     from .preflight import cell_of, estimated_seconds
 
     by_cell: dict = {}
     for p in plans:
         by_cell.setdefault(cell_of(p.labels), []).append(p)
-    overhead = RUN_OVERHEAD_S["local"] + (buffer_bytes(plans[0]) / TOUCH_BYTES_PER_S if plans else 0.0)
+    overhead = RUN_OVERHEAD_S["local"] + (solo_touch_seconds(plans[0]) if plans else 0.0)
     return estimated_seconds(by_cell, skip_feasibility, overhead)
 
 

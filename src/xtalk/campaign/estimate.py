@@ -2,16 +2,22 @@
 journal, which records every finished run's measured wall time).
 
 A run costs its measured part (settle + every job's period) plus a fixed overhead (agent
-start, fork, buffer set-up, teardown, Parquet conversion, journal fsyncs) and the time to
-touch its buffers. The overhead was measured on this project's 2-core development machine
-(`tests/test_campaign_estimate.py` keeps the estimate within 20 % of a real campaign); once
-runs have finished, the ETA scales the remaining estimate by the observed ratio.
+start, fork, teardown, Parquet conversion, journal fsyncs) and the time to touch its buffers.
+Every measured process and enemy touches its own buffer in its own process, at once, so the
+touch takes as long as the largest buffer at one process's rate, or all of them at the
+machine's aggregate rate, whichever is longer: 15 copies of a 1.2 GB `read` enemy cost seconds
+a run on a 16-CPU guest, where a single copy costs 0.6 s. The overhead was measured on this
+project's 2-core development machine (`tests/test_campaign_estimate.py` keeps the estimate
+within 20 % of a real campaign); once runs have finished, the ETA scales the remaining estimate
+by the observed ratio. `xtalk run` and `xtalk characterize` estimate their runs with the same
+rule (runner.estimate_seconds).
 """
 
 from __future__ import annotations
 
 import os
 
+from .. import catalog
 from ..plan import Plan
 from ..plan import run_seconds as plan_run_seconds
 
@@ -33,8 +39,14 @@ def startup_seconds() -> float:
         return max(0.0, uptime - start_ticks / os.sysconf("SC_CLK_TCK"))
     except (OSError, ValueError, IndexError):
         return STARTUP_S
-#: Rate at which the agent touches (and the victim warms) buffers, bytes per second.
+#: Rate at which one process touches (the agent for an enemy, the victim warming) its buffer,
+#: bytes per second: 960 MiB of `read` buffers on one CPU took 0.45 s more per run than none
+#: on the 2-vCPU development guest (2.2 GB/s).
 TOUCH_BYTES_PER_S = 2e9
+#: Rate at which many processes touch their buffers together, bytes per second: what memory
+#: gives all CPUs at once. On a 16-CPU Xeon guest, runs with 15 enemies of 1.2 GB each took
+#: about 3 s more than the same runs with one (`xtalk characterize --quick`, 2026-11-27).
+AGGREGATE_TOUCH_BYTES_PER_S = 6e9
 
 
 def measured_seconds(plan: Plan) -> float:
@@ -42,17 +54,42 @@ def measured_seconds(plan: Plan) -> float:
     return plan_run_seconds(plan)
 
 
+def _load_bytes(load) -> int:
+    """An enemy's memory, as the agent's catalog declares its footprint."""
+    kind = catalog.current().kinds.get(load.kind)
+    if kind is None or not kind.footprint_params:
+        return 0
+    return kind.footprint(load.model_dump())
+
+
+def process_buffers(plan: Plan) -> list[int]:
+    """The buffer of each process of a run: every measured process (victim, applications),
+    then every enemy; 0 for a process with none."""
+    return [getattr(v.body, "bytes", 0) or 0 for v in plan.measured()] + [_load_bytes(e.load) for e in plan.enemies]
+
+
 def buffer_bytes(plan: Plan) -> int:
-    n = getattr(plan.victim.body, "bytes", 0) or 0
-    for e in plan.enemies:
-        load = e.load
-        n += getattr(load, "bytes", 0) or (getattr(load, "elements", 0) or 0) * (getattr(load, "element_bytes", 0) or 0)
-    return n
+    """Every byte a run's processes touch before the measured window."""
+    return sum(process_buffers(plan))
+
+
+def touch_seconds(plan: Plan) -> float:
+    """How long a run's processes take to touch their buffers, all at once: the largest at
+    one process's rate, or all of them at the aggregate rate, whichever is longer."""
+    sizes = process_buffers(plan)
+    if not sizes:
+        return 0.0
+    return max(max(sizes) / TOUCH_BYTES_PER_S, sum(sizes) / AGGREGATE_TOUCH_BYTES_PER_S)
+
+
+def solo_touch_seconds(plan: Plan) -> float:
+    """The same for the run's measured processes alone (a solo pass: calibration, feasibility)."""
+    return touch_seconds(plan.model_copy(update={"enemies": []}))
 
 
 def run_seconds(plan: Plan, kind: str = "local") -> float:
     """Expected wall time of one run on a target of `kind`."""
-    return measured_seconds(plan) + RUN_OVERHEAD_S.get(kind, RUN_OVERHEAD_S["local"]) + buffer_bytes(plan) / TOUCH_BYTES_PER_S
+    return measured_seconds(plan) + RUN_OVERHEAD_S.get(kind, RUN_OVERHEAD_S["local"]) + touch_seconds(plan)
 
 
 def campaign_seconds(plans: list[Plan], kind: str = "local", targets: int = 1, startup: float | None = None) -> float:

@@ -93,10 +93,10 @@ class RoundResult:
 def planned_run_seconds(path: Path) -> tuple[float, int]:
     """The estimate of one run of the experiment at `path` (the longest of its runs) and the
     number of runs: the runner's rule (`xtalk plan`), nothing started."""
-    from ..campaign.estimate import TOUCH_BYTES_PER_S, buffer_bytes
+    from ..campaign.estimate import run_seconds
 
     _, runs, _ = prepare(path)
-    return max(r.expected_seconds() + RUN_OVERHEAD_S + buffer_bytes(r.plan) / TOUCH_BYTES_PER_S for r in runs), len(runs)
+    return max(run_seconds(r.plan) for r in runs), len(runs)
 
 
 def run_round(text: str, work: Path, name: str, metric: str,

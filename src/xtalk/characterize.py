@@ -305,7 +305,7 @@ def plan(quick: bool, console: Console, repetitions: int | None = None, enemies:
     checked by the agent, nothing started, nothing written. Returns the estimate (s)."""
     import tempfile
 
-    from .runner import estimate_seconds, prepare
+    from .runner import COMMAND_OVERHEAD_S, estimate_seconds, prepare
 
     texts = experiment_texts(quick, repetitions, enemies, jobs)
     total = 0.0
@@ -314,7 +314,8 @@ def plan(quick: bool, console: Console, repetitions: int | None = None, enemies:
             f = Path(tmp) / f"{name}.toml"
             f.write_text(text)
             exp, runs, _ = prepare(f)
-            seconds = estimate_seconds(exp, runs, feasibility=False)  # characterize skips it (see below)
+            # Each probe is run like `xtalk run` (checks, summary, analysis): its command cost too.
+            seconds = COMMAND_OVERHEAD_S + estimate_seconds(exp, runs, feasibility=False)  # no feasibility (see below)
             total += seconds
             solo = next(r for r in runs if r.scenario == SOLO).plan
             console.print(f"probe {name}: {len(runs)} runs ({len(runs) // exp.repetitions} scenarios × {exp.repetitions}), "

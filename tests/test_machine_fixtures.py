@@ -185,6 +185,26 @@ def test_agent_checks_against_the_fixture_and_refuses_to_run_it(agent, tmp_path)
     assert not out.exists()
 
 
+def test_agent_check_of_an_array_names_the_refused_plan_and_whether_the_machine_refused_it(agent, tmp_path):
+    """`check` of many plans prints the refused plan's place, field and kind as one JSON line
+    on stdout (its stderr line as before): the host maps it to a configuration."""
+    env = {**os.environ, "XTALK_MACHINE": str(CONTAINER)}
+
+    def check(*plans: dict) -> tuple[subprocess.CompletedProcess, dict]:
+        p = subprocess.run([str(agent), "check", "-"], input=json.dumps(list(plans)), capture_output=True, text=True, env=env)
+        assert p.returncode == 2 and "\n" not in p.stderr.strip(), p.stdout + p.stderr
+        return p, json.loads(p.stdout)
+
+    fifo = small_plan(sched={"policy": "fifo", "priority": 80})
+    p, d = check(small_plan(), fifo)
+    assert (d["plan"], d["field"], d["machine"]) == (1, "victim.sched.policy", True), d
+    assert p.stderr.strip() == f"xtalk-agent: plan: victim.sched.policy: {d['message']}"
+    _, d = check(small_plan(), small_plan(), small_plan(cpus=[99]), fifo)
+    assert (d["plan"], d["field"], d["machine"]) == (2, "victim.placement.cpus[0]", False), d
+    _, d = check({"version": 1})
+    assert (d["plan"], d["machine"]) == (0, False), d
+
+
 def test_xtalk_run_refuses_a_fixture_before_anything_starts(tmp_path):
     r = xtalk("run", QUICKSTART, "--results", tmp_path / "results",
               env={**os.environ, "XTALK_MACHINE": str(CONTAINER)})
@@ -226,3 +246,54 @@ def test_cgroup_layout_comes_from_the_fixture(agent, tmp_path):
     dev = subprocess.run([str(agent), "check", str(f)], capture_output=True, text=True,
                          env={**os.environ, "XTALK_MACHINE": str(MACHINES / "dev-2vcpu-amd.json")})
     assert (dev.returncode, dev.stdout.strip()) == (0, "ok"), dev.stderr
+
+
+def test_skip_unavailable_leaves_out_the_configurations_the_containers_cgroup_refuses(tmp_path):
+    """The container refuses SCHED_FIFO/RR (its cgroup has no RT runtime): with
+    --skip-unavailable those configurations are skipped with the agent's cause, and the
+    deadline one is planned; left with none, one line and exit 2."""
+    configurations = ROOT / "examples" / "configurations.toml"
+    r = xtalk("plan", "--machine", CONTAINER, configurations, "--skip-unavailable", cwd=tmp_path)
+    assert r.returncode == 0, r.stdout + r.stderr
+    out = " ".join(r.stdout.split())  # the console wraps long lines
+    for name, policy in (("fifo", "SCHED_FIFO"), ("rr", "SCHED_RR")):
+        assert f"configuration {name} skipped: victim.sched.policy: {policy} refused" in out, out
+    assert out.count("or use policy 'deadline'") == 2, out
+    assert "configuration deadline skipped" not in out
+    order = out.split("order: ")[1].split(", ")
+    assert order and all("-deadline-" in run for run in order), order
+    # Without a runnable configuration: refused as a whole, naming each cause.
+    text = configurations.read_text()
+    assert '[[configuration]]\nname = "deadline"\npreset = "deadline"\n\n' in text
+    none = tmp_path / "no-deadline.toml"
+    none.write_text(text.replace('[[configuration]]\nname = "deadline"\npreset = "deadline"\n\n', ""))
+    r = xtalk("plan", "--machine", CONTAINER, none, "--skip-unavailable", cwd=tmp_path)
+    line = r.stderr.strip()
+    assert r.returncode == 2 and "\n" not in line and not r.stdout.strip(), r.stdout + r.stderr
+    assert "none of the configurations can run on this machine" in line and "'fifo': victim.sched.policy: SCHED_FIFO refused" in line
+
+
+def test_a_configuration_whose_enemies_take_a_refused_policy_is_skipped_naming_the_scenario(tmp_path):
+    exp = tmp_path / "hog.toml"
+    exp.write_text("""name = "hog"
+repetitions = 1
+[victim]
+body = "pi"
+iterations = 1000
+period = "5ms"
+jobs = 5
+cpus = "last"
+[[scenario]]
+name = "read"
+enemies = [{ kind = "read", bytes = "1MiB", cpus = "first" }]
+[[configuration]]
+name = "plain"
+[[configuration]]
+name = "rt-enemies"
+enemies = { policy = "fifo", priority = 50 }
+""")
+    r = xtalk("plan", "--machine", CONTAINER, exp, "--skip-unavailable", cwd=tmp_path)
+    out = " ".join(r.stdout.split())
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "configuration rt-enemies skipped: scenario 'read': enemies[0].sched.policy: SCHED_FIFO refused" in out, out
+    assert out.split("order: ")[1].split(", ") == ["0-plain-solo-r0", "1-plain-read-r0"], out

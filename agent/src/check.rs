@@ -3,7 +3,7 @@
 //! facts of observe/facts.rs: this one, or a recorded fixture ($XTALK_MACHINE).
 
 use crate::enemies;
-use crate::plan::{err, Body, Enemy, Placement, Plan, PlanError, Sched, Victim, PLAN_VERSION};
+use crate::plan::{err, refused, Body, Enemy, Placement, Plan, PlanError, Sched, Victim, PLAN_VERSION};
 use crate::observe::facts::{self, Machine};
 use crate::observe::{machine, perf, trace};
 
@@ -283,10 +283,10 @@ fn check_groups(plan: &Plan, online: &[usize]) -> Result<(), PlanError> {
             return err(format!("{at}.cache_ways"), "cache_ways lists at least one way; mb_percent is 1..=100");
         }
         if let Some(why) = resctrl_unavailable(g) {
-            return err(at, format!("this kernel cannot provide it: {why}"));
+            return refused(at, format!("this kernel cannot provide it: {why}"));
         }
         let needs = match crate::launch::cgroups::settings(g) {
-            Err(why) => return err(at, format!("this kernel cannot provide it: {why}")),
+            Err(why) => return refused(at, format!("this kernel cannot provide it: {why}")),
             Ok(v) => v,
         };
         check_group_hierarchies(&at, needs.iter().map(|(c, _, _)| *c))?;
@@ -335,7 +335,7 @@ fn check_group_hierarchies(at: &str, controllers: impl Iterator<Item = &'static 
     }
     for c in controllers {
         if let Some(ctl) = m.controller(c) {
-            crate::preflight::cgroup_usable(&ctl).or_else(|why| err(at, why))?;
+            crate::preflight::cgroup_usable(&ctl).or_else(|why| refused(at, why))?;
         }
     }
     Ok(())
@@ -403,7 +403,7 @@ fn check_regulator(plan: &Plan, r: &crate::plan::Regulator) -> Result<(), PlanEr
     // without RT runtime, as in a container) the run would fail at set-up; say so now.
     let m = facts::current();
     let fifo = Sched::Fifo { priority: r.priority };
-    m.try_sched(&fifo).or_else(|e| err("regulator", format!("the regulator runs at SCHED_FIFO: {}", crate::preflight::refusal(&fifo, &e, m))))?;
+    m.try_sched(&fifo).or_else(|e| refused("regulator", format!("the regulator runs at SCHED_FIFO: {}", crate::preflight::refusal(&fifo, &e, m))))?;
     Ok(())
 }
 
@@ -418,7 +418,7 @@ fn check_trace(t: &crate::plan::Trace) -> Result<(), PlanError> {
         trace::valid_event_name(ev).or_else(|why| err(format!("trace.events[{i}]"), why))?;
     }
     let m = facts::current();
-    m.trace_events(&t.events).map_err(|(field, message)| PlanError { field, message })?;
+    m.trace_events(&t.events).map_err(|(field, message)| PlanError { field, message, machine: false })?;
     if m.fixture.is_none() {
         // The files the run will write, opened for writing (crate::preflight).
         trace::with_tracefs(|root| crate::preflight::tracefs_writable(root, &t.events)).or_else(|why| err("trace", why))?;
@@ -518,7 +518,7 @@ fn check_sched(at: &str, s: &Sched, p: &Placement, online: &[usize]) -> Result<(
                 return err(f("priority"), format!("{priority} is out of range; use 1..99"));
             }
             if !privileged && (m.rlimit_rtprio.min(i64::MAX as u64) as i64) < priority as i64 {
-                return err(f("policy"), "a real-time policy needs CAP_SYS_NICE (or RLIMIT_RTPRIO); run as root or use policy 'other'");
+                return refused(f("policy"), "a real-time policy needs CAP_SYS_NICE (or RLIMIT_RTPRIO); run as root or use policy 'other'");
             }
             preflight_sched(at, s, m)?;
         }
@@ -533,7 +533,7 @@ fn check_sched(at: &str, s: &Sched, p: &Placement, online: &[usize]) -> Result<(
                 return err(f("deadline_ns"), format!("deadline {deadline_ns} > period {period_ns}; SCHED_DEADLINE needs runtime <= deadline <= period"));
             }
             if !privileged {
-                return err(f("policy"), "SCHED_DEADLINE needs CAP_SYS_NICE; run as root or use policy 'other'");
+                return refused(f("policy"), "SCHED_DEADLINE needs CAP_SYS_NICE; run as root or use policy 'other'");
             }
             if let Some(cpus) = &p.cpus {
                 if online.iter().any(|c| !cpus.contains(c)) {
@@ -550,7 +550,7 @@ fn check_sched(at: &str, s: &Sched, p: &Placement, online: &[usize]) -> Result<(
 /// fixture recorded it: what the kernel will refuse is refused here, with its cause, before
 /// anything starts.
 fn preflight_sched(at: &str, s: &Sched, m: &Machine) -> Result<(), PlanError> {
-    m.try_sched(s).or_else(|e| err(format!("{at}.sched.policy"), crate::preflight::refusal(s, &e, m)))
+    m.try_sched(s).or_else(|e| refused(format!("{at}.sched.policy"), crate::preflight::refusal(s, &e, m)))
 }
 
 fn check_lock(at: &str, lock: bool, footprint: u64) -> Result<(), PlanError> {

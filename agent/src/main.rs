@@ -113,9 +113,22 @@ fn read_plan_text(path: &PathBuf) -> String {
 }
 
 fn checked(text: &str) -> plan::Plan {
-    let p = plan::parse(text).unwrap_or_else(|e| die(run::EXIT_BAD_INPUT, format!("plan: {e}")));
+    checked_at(text, None)
+}
+
+/// `checked`; with `index` (the plan's place in a `check` array) a refusal is also one JSON
+/// line on stdout, `{"plan", "field", "message", "machine"}`, so that the host knows which
+/// plan was refused and whether for its input or for what this machine cannot provide.
+fn checked_at(text: &str, index: Option<usize>) -> plan::Plan {
+    fn refuse(e: plan::PlanError, index: Option<usize>) -> ! {
+        if let Some(i) = index {
+            println!("{}", serde_json::json!({"plan": i, "field": e.field, "message": e.message, "machine": e.machine}));
+        }
+        die(run::EXIT_BAD_INPUT, format!("plan: {e}"))
+    }
+    let p = plan::parse(text).unwrap_or_else(|e| refuse(e, index));
     if let Err(e) = check::check(&p) {
-        die(run::EXIT_BAD_INPUT, format!("plan: {e}"));
+        refuse(e, index);
     }
     p
 }
@@ -133,17 +146,17 @@ fn load_plan(path: &PathBuf) -> plan::Plan {
 }
 
 /// `check` of one plan, or of a JSON array of plans (one process for the many plans of a
-/// campaign); the first refusal ends it.
+/// campaign); the first refusal ends it (its place in the array on stdout: `checked_at`).
 fn check_all(path: &PathBuf) {
     let text = read_plan_text(path);
     if text.trim_start().starts_with('[') {
         let plans: Vec<serde_json::Value> =
             serde_json::from_str(&text).unwrap_or_else(|e| die(run::EXIT_BAD_INPUT, format!("plan: not a JSON array of plans: {e}")));
-        for p in plans {
-            checked(&p.to_string());
+        for (i, p) in plans.iter().enumerate() {
+            checked_at(&p.to_string(), Some(i));
         }
     } else {
-        checked(&text);
+        checked_at(&text, Some(0));
     }
 }
 

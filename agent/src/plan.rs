@@ -484,11 +484,14 @@ impl Default for Sched {
     }
 }
 
-/// A validation failure: the field (dotted path) and what to do about it.
+/// A validation failure: the field (dotted path) and what to do about it. `machine`: the
+/// plan is well formed but this machine refuses what the field asks (a scheduling policy
+/// tried for real, the cgroups the run makes): another machine or configuration may run it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct PlanError {
     pub field: String,
     pub message: String,
+    pub machine: bool,
 }
 
 impl fmt::Display for PlanError {
@@ -498,7 +501,12 @@ impl fmt::Display for PlanError {
 }
 
 pub fn err<T>(field: impl Into<String>, message: impl Into<String>) -> Result<T, PlanError> {
-    Err(PlanError { field: field.into(), message: message.into() })
+    Err(PlanError { field: field.into(), message: message.into(), machine: false })
+}
+
+/// `err` for what this machine refuses of a valid plan (`PlanError::machine`).
+pub fn refused<T>(field: impl Into<String>, message: impl Into<String>) -> Result<T, PlanError> {
+    Err(PlanError { field: field.into(), message: message.into(), machine: true })
 }
 
 impl Plan {
@@ -521,6 +529,7 @@ pub fn parse(text: &str) -> Result<Plan, PlanError> {
         PlanError {
             field: if path == "." { "plan".into() } else { path },
             message: format!("{inner}; see `xtalk plan --schema`"),
+            machine: false,
         }
     })
 }

@@ -22,7 +22,7 @@ from .config.experiment import load
 from .limits import check_results_space
 from .units import fraction
 from .errors import UsageError, runs_exit_code
-from .targets.agent import check_plans, find_agent, local_facts, recover, refuse_fixture
+from .targets.agent import PlanRefused, check_plans, find_agent, local_facts, recover, refuse_fixture
 from .targets.base import LocalTarget
 from .outcome import read_outcome
 from .provenance import git_commit
@@ -75,17 +75,36 @@ def run_count_text(runs: int, repetitions: int) -> str:
 
 def prepare(path: Path, skip_unavailable: bool = False, skipped: list | None = None
             ) -> tuple[config.experiment.Experiment, list[RunSpec], Path]:
-    """Load, resolve and check an experiment; nothing is started. Returns its runs."""
+    """Load, resolve and check an experiment; nothing is started. Returns its runs.
+
+    The agent checks the first plan of each configuration and scenario. With
+    `skip_unavailable`, a plan it refuses for what this machine cannot provide (a policy the
+    kernel refuses, a group it cannot make: `PlanRefused.machine`) leaves out its whole
+    configuration, noted in `skipped` as the expansion's own skips are, and the others are
+    expanded and checked again; any other refusal is bad input and refuses the experiment."""
     exp = load(path)
     agent = find_agent()
     facts = local_facts(agent)
-    runs = expand(exp, facts, labels={"xtalk_version": __version__, "git_commit": git_commit()},
-                  skip_unavailable=skip_unavailable, skipped=skipped, aocs_data=LocalTarget(agent).aocs_data)
-    first: dict[tuple[str, str], str] = {}
-    for r in runs:
-        if (r.configuration, r.scenario) not in first:
-            first[(r.configuration, r.scenario)] = r.plan.to_json()
-    check_plans(list(first.values()), agent)
+    refused: dict[str, str] = {}
+    while True:
+        found: list = []
+        runs = expand(exp, facts, labels={"xtalk_version": __version__, "git_commit": git_commit()},
+                      skip_unavailable=skip_unavailable, skipped=found, aocs_data=LocalTarget(agent).aocs_data, refused=refused)
+        first: dict[tuple[str, str], str] = {}
+        for r in runs:
+            first.setdefault((r.configuration, r.scenario), r.plan.to_json())
+        try:
+            check_plans(list(first.values()), agent)
+            break
+        except PlanRefused as e:
+            if not (skip_unavailable and e.machine and e.index is not None and e.index < len(first)):
+                raise
+            configuration, scenario = list(first)[e.index]
+            # An enemy belongs to a scenario: name it, as the fix may be the scenario's.
+            where = f"scenario '{scenario}': " if e.field.startswith("enemies") else ""
+            refused[configuration] = f"{where}{e.field}: {e.reason}"
+    if skipped is not None:
+        skipped.extend(found)
     return exp, runs, agent
 
 

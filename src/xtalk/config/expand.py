@@ -84,20 +84,21 @@ def plan_error_line(e: ValidationError) -> str:
 
 def expand(exp: Experiment, facts: TargetFacts, labels: dict[str, str] | None = None,
            skip_unavailable: bool = False, skipped: list | None = None,
-           aocs_data: AocsData | None = None) -> list[RunSpec]:
+           aocs_data: AocsData | None = None, refused: dict[str, str] | None = None) -> list[RunSpec]:
     """Resolve units and placements against the target and build every run's plan, for
     every configuration × scenario × repetition. A configuration this kernel cannot provide
-    is an input error, or (skip_unavailable) left out and noted in `skipped`. AOCS data
+    is an input error, or (skip_unavailable) left out and noted in `skipped`; so are those of
+    `refused` (configuration -> why the target's check refused it: runner.prepare). AOCS data
     files are made by `aocs_data` (the target's, so they exist where the runs happen), or
     only named when it is None."""
     try:
-        return _expand(exp, facts, labels, skip_unavailable, skipped, aocs_data or _named_only)
+        return _expand(exp, facts, labels, skip_unavailable, skipped, aocs_data or _named_only, refused or {})
     except ValidationError as e:
         raise UsageError(plan_error_line(e)) from None
 
 
 def _expand(exp: Experiment, facts: TargetFacts, labels: dict[str, str] | None,
-            skip_unavailable: bool, skipped: list | None, aocs_data: AocsData) -> list[RunSpec]:
+            skip_unavailable: bool, skipped: list | None, aocs_data: AocsData, refused: dict[str, str]) -> list[RunSpec]:
     if exp.victim is None:
         try:
             apps = _applications.prepare(exp, facts, aocs_data)
@@ -106,7 +107,7 @@ def _expand(exp: Experiment, facts: TargetFacts, labels: dict[str, str] | None,
         except ValueError as e:
             raise UsageError(str(e)) from None
         return configured_runs(exp, facts, labels, skip_unavailable, skipped, apps.bases, apps.reservations, apps.faults,
-                               apps.labels, apps.plan_for)
+                               apps.labels, apps.plan_for, refused)
     try:
         victim = _victim(exp, facts, aocs_data)
         settle_ms = units.duration_ns(exp.settle, "settle") / 1e6
@@ -131,20 +132,26 @@ def _expand(exp: Experiment, facts: TargetFacts, labels: dict[str, str] | None,
     trace = _trace(exp)
     bases = {s.name: Plan(run_id="x", timeout_s=timeout_s, settle_ms=settle_ms, victim=victim, enemies=enemies[s.name],
                           trace=trace, pids_max=exp.pids_max) for s in scenarios}
-    return configured_runs(exp, facts, labels, skip_unavailable, skipped, bases, {s.name: reservation for s in scenarios})
+    return configured_runs(exp, facts, labels, skip_unavailable, skipped, bases, {s.name: reservation for s in scenarios},
+                           refused=refused)
 
 
 def configured_runs(exp: Experiment, facts: TargetFacts, labels: dict[str, str] | None, skip_unavailable: bool,
                     skipped: list | None, bases: dict[str, Plan], reservations: dict[str, int | None],
                     faults: dict[str, dict] | None = None, run_labels: dict[str, dict[str, str]] | None = None,
-                    plan_for: Callable[[str, str], Plan] | None = None) -> list[RunSpec]:
+                    plan_for: Callable[[str, str], Plan] | None = None, refused: dict[str, str] | None = None) -> list[RunSpec]:
     """Every configuration × scenario (`bases`: scenario -> its plan before configuration,
     in order) × repetition, interleaved. `faults` and `run_labels` (per scenario) are those
     of applications (config/applications.py); `plan_for(configuration, scenario)` gives a
-    scenario's plan under a configuration where it differs from `bases` (its data files)."""
+    scenario's plan under a configuration where it differs from `bases` (its data files).
+    The configurations of `refused` (name -> why) are left out and noted like unavailable ones."""
     configs = exp.configurations()
     resolved: dict[tuple[str, str], Plan] = {}
+    left_out: list[dict] = []
     for ci, cfg in enumerate(configs):
+        if refused and cfg.name in refused:
+            left_out.append({"configuration": cfg.name, "reason": refused[cfg.name]})
+            continue
         for name, base in bases.items():
             if plan_for is not None:
                 base = plan_for(cfg.name, name)
@@ -155,8 +162,8 @@ def configured_runs(exp: Experiment, facts: TargetFacts, labels: dict[str, str] 
             except Unavailable as e:
                 if not skip_unavailable:
                     raise UsageError(f"configuration[{ci}] '{cfg.name}': {e}; use --skip-unavailable to run the others") from None
-                if skipped is not None and all(x["configuration"] != cfg.name for x in skipped):
-                    skipped.append({"configuration": cfg.name, "reason": str(e)})
+                if all(x["configuration"] != cfg.name for x in left_out):
+                    left_out.append({"configuration": cfg.name, "reason": str(e)})
                 break
             except ValidationError as e:
                 raise UsageError(plan_error_line(e)) from None
@@ -164,7 +171,10 @@ def configured_runs(exp: Experiment, facts: TargetFacts, labels: dict[str, str] 
                 raise UsageError(str(e)) from None
     pairs = [(c.name, n) for c in configs for n in bases if (c.name, n) in resolved]
     if not pairs:
-        raise UsageError("configuration: none of the configurations can run on this machine")
+        raise UsageError("configuration: none of the configurations can run on this machine"
+                         + (": " if left_out else "") + "; ".join(f"'{x['configuration']}': {x['reason']}" for x in left_out))
+    if skipped is not None:
+        skipped.extend(x for x in left_out if all(y["configuration"] != x["configuration"] for y in skipped))
     multi = len(configs) > 1
     runs = []
     width = len(str(len(pairs) * exp.repetitions))

@@ -118,18 +118,40 @@ def recover(agent: Path | None = None) -> list[str]:
     return [line for line in out.stdout.splitlines() if line.strip()]
 
 
+class PlanRefused(UsageError):
+    """The agent's refusal of a plan (its one line is the message): `index`, the plan's place
+    among those checked; `field` and `reason`, what it refused and the fix; `machine`, the
+    plan is valid but this machine refuses what the field asks (a scheduling policy tried for
+    real, the cgroups a run makes), so another configuration may run where this one cannot."""
+
+    def __init__(self, line: str, index: int | None = None, field: str = "", reason: str = "", machine: bool = False):
+        super().__init__(line)
+        self.index, self.field, self.reason, self.machine = index, field, reason, machine
+
+
+def _refusal(out: subprocess.CompletedProcess) -> PlanRefused:
+    """The agent's refusal: its stderr line, and the JSON line its `check` prints on stdout."""
+    line = out.stderr.strip().removeprefix("xtalk-agent: ")
+    try:
+        d = json.loads(out.stdout.strip().splitlines()[-1])
+        return PlanRefused(line, int(d["plan"]), str(d["field"]), str(d["message"]), d.get("machine") is True)
+    except (IndexError, ValueError, KeyError, TypeError):  # an older agent: the line alone
+        return PlanRefused(line)
+
+
 def check_plan(plan_json: str, agent: Path | None = None) -> None:
-    """Have the agent validate a plan against the machine; UsageError with its one line."""
+    """Have the agent validate a plan against the machine; PlanRefused with its one line."""
     agent = agent or find_agent()
     out = subprocess.run([str(agent), "check", "-"], input=plan_json, capture_output=True, text=True)
     if out.returncode == 2:
-        raise UsageError(out.stderr.strip().removeprefix("xtalk-agent: "))
+        raise _refusal(out)
     if out.returncode != 0:
         raise AgentError(f"agent check failed: {out.stderr.strip()}")
 
 
 def check_plans(plans_json: list[str], agent: Path | None = None) -> None:
     """`check_plan` for many plans in one agent process (a JSON array): the first refusal
-    is the UsageError. A campaign's thousands of plans take a second, not minutes."""
+    is the PlanRefused, its `index` the refused plan's place in `plans_json`. A campaign's
+    thousands of plans take a second, not minutes."""
     if plans_json:
         check_plan("[" + ",".join(plans_json) + "]", agent)

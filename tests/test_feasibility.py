@@ -4,6 +4,8 @@ set; --skip-feasibility runs it anyway and the guards say what is wrong."""
 
 import json
 
+import pytest
+
 from conftest import needs_root, xtalk
 
 # 2·10^7 terms take several ms on any CPU (one term a cycle at 5 GHz: 4 ms) > the 1 ms period.
@@ -66,3 +68,57 @@ def test_skip_feasibility_runs_it_and_the_guard_fires_on_solo(tmp_path):
     rows = {r["scenario"]: r for r in json.loads((out / "summary.json").read_text())}
     assert "overloaded_solo" in {w["kind"] for w in rows["solo"]["warnings"]}, p.stdout + p.stderr
     assert "overloaded alone" in " ".join(p.stdout.split())
+
+
+# Beside a healthy application, one of the same overloaded pi body: each application runs
+# alone in the solo pass, and the overloaded one is refused by its field and name.
+APPLICATIONS = """
+name = "apps"
+repetitions = 1
+settle = "10ms"
+application_scenarios = [{scenarios}]
+
+[[application]]
+name = "fine"
+criticality = "A"
+body = "pi"
+iterations = 1000
+period = "10ms"
+jobs = 3
+cpus = "last"
+
+[[application]]
+name = "over"
+criticality = "C"
+body = "pi"
+iterations = 20000000
+period = "1ms"
+jobs = 3
+cpus = "last"
+"""
+
+
+@needs_root
+@pytest.mark.parametrize("scenarios", ['"alone", "pairs"', '"all"'])
+def test_an_application_overloaded_alone_is_refused_beside_a_healthy_one(tmp_path, scenarios):
+    """With `alone` scenarios the pass runs `alone:over`; without them, `over` taken alone
+    out of the first run that holds it."""
+    line = _refused(tmp_path, APPLICATIONS.format(scenarios=scenarios),
+                    "application[1].period: application 'over' cannot hold its period alone (median job")
+    assert "against a 1 ms deadline" in line and "lengthen the period to about" in line
+    assert "application[1].iterations = " in line and "utilization" not in line, line
+
+
+def test_the_estimate_counts_one_solo_pass_per_application(tmp_path, facts):
+    """`xtalk plan`'s estimate counts a short pass for each application with periodic jobs
+    (no noise passes: those are a victim's)."""
+    from xtalk.calibrate_work import PASS_JOBS, PASS_WARMUP
+    from xtalk.config.expand import expand
+    from xtalk.config.experiment import load
+    from xtalk.feasibility import estimated_seconds
+
+    f = tmp_path / "exp.toml"
+    f.write_text(APPLICATIONS.format(scenarios='"all"'))
+    runs = expand(load(f), facts)
+    want = sum(0.01 + (PASS_JOBS + PASS_WARMUP) * period for period in (10e-3, 1e-3))
+    assert estimated_seconds(runs, 0.0) == pytest.approx(want)

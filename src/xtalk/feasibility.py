@@ -1,5 +1,7 @@
 """The solo feasibility run: before the interleaved runs, the victim runs alone for one short
 pass in each configuration, and an experiment that cannot hold its period alone is refused.
+In an experiment of `[[application]]`s every measured application with periodic jobs runs
+so, in its `alone:<name>` placement of each configuration, and is judged the same way.
 
 A victim that misses alone measures its own backlog, not interference (every job of an
 overloaded quickstart missed and the table still printed a slowdown of 1.03), and a
@@ -17,11 +19,14 @@ runs): three 20-job passes measured mostly the start of a fresh process, and the
 repetitions is refused there; otherwise that estimate is only printed, and the verdict comes
 after the runs (`after_runs`): the spread of the experiment's own solo runs, and a warning
 only where a scenario's slowdown CI neither excludes 1 nor is narrow enough to see
-`min_effect`, so the warning never contradicts the intervals printed above it.
+`min_effect`, so the warning never contradicts the intervals printed above it. (An
+experiment of applications has no noise passes: its references are each application alone,
+and its verdicts its ε.)
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import statistics
 from pathlib import Path
@@ -29,7 +34,7 @@ from pathlib import Path
 from .calibrate_work import KNOB, solo_pass
 from .config.expand import RunSpec
 from .errors import UsageError
-from .plan import ChaseBody, PiBody, SpawnBody, SumBody, SyscallBody
+from .plan import ChaseBody, PiBody, Plan, SpawnBody, SumBody, SyscallBody, Victim
 
 #: Bodies with periodic jobs of their own work (command, task sets, latency and AOCS have
 #: their own structure or their own checks).
@@ -146,74 +151,118 @@ def after_runs(solo_medians: list[float], table, effect: float, repetitions: int
                    f"±{effect:.0%}, nothing is concluded at min_effect; {more} or raise min_effect")
 
 
-def _suggest_work(plan, scale: float) -> str:
-    """'lower the work to …': the body's work knob times `scale` (< 1), where it has one."""
+def _suggest_work(plan, scale: float, field: str = "victim") -> str:
+    """'lower the work to …': the body's work knob times `scale` (< 1), where it has one.
+    `utilization` is offered for a victim only (an application gives its work)."""
     knob = KNOB.get(type(plan.victim.body))
     now = getattr(plan.victim.body, knob, None) if knob else None
     if knob is None:
-        return "lighten the victim"
+        return "lighten the victim" if field == "victim" else f"lighten {field}"
     if now is None:
-        return f"lower the work: set victim.utilization = \"30%\" (or victim.{knob})"
-    return f"lower the work to about victim.{knob} = {max(1, int(now * scale))} (or victim.utilization = \"30%\")"
+        return (f"lower the work: set victim.utilization = \"30%\" (or victim.{knob})" if field == "victim"
+                else f"lower the work: set {field}.{knob}")
+    also = " (or victim.utilization = \"30%\")" if field == "victim" else ""
+    return f"lower the work to about {field}.{knob} = {max(1, int(now * scale))}{also}"
+
+
+def alone_plan(plan: Plan, name: str) -> Plan:
+    """`plan` with its measured process `name` alone: the plan's victim, no applications
+    and no enemies (its placement, policy and groups as they are)."""
+    p = plan.model_copy(deep=True)
+    proc = next(m for m in p.measured() if m.name == name)
+    p.victim = Victim.model_validate(proc.model_dump(exclude={"may_fail"}))
+    p.applications, p.enemies = [], []
+    return p
+
+
+def solo_runs(runs: list[RunSpec], periodic_only: bool = True) -> list[tuple[RunSpec, str | None]]:
+    """What the solo passes run, once per configuration and measured process (with periodic
+    jobs, unless not `periodic_only`), with that process's name (None for a victim): the
+    victim's first `solo` run; in an experiment of applications each application's first
+    `alone:<name>` run, or, where the experiment has no `alone` scenarios, the first run that
+    holds it, with it alone."""
+    chosen: dict[tuple[str, str | None], RunSpec] = {}
+    for r in runs:
+        if "applications" not in r.plan.labels:
+            if r.scenario == "solo" and (isinstance(r.plan.victim.body, PERIODIC) or not periodic_only):
+                chosen.setdefault((r.configuration, None), r)
+            continue
+        for proc in r.plan.measured():
+            key = (r.configuration, proc.name)
+            if periodic_only and not isinstance(proc.body, PERIODIC):
+                continue
+            if r.scenario == f"alone:{proc.name}":
+                if key not in chosen or chosen[key].scenario != r.scenario:
+                    chosen[key] = r
+            elif key not in chosen:
+                chosen[key] = dataclasses.replace(r, plan=alone_plan(r.plan, proc.name))
+    return [(r, name) for (_, name), r in chosen.items()]
 
 
 def estimated_seconds(runs: list[RunSpec], per_run_overhead_s: float, noise: bool = True) -> float:
-    """What the feasibility passes add: one short solo pass per configuration, and (with
-    `noise`) NOISE_PASSES noise passes in the first."""
+    """What the feasibility passes add: one short solo pass per configuration and measured
+    process (solo_runs), and (with `noise`) NOISE_PASSES noise passes of a victim in the first."""
     from .calibrate_work import PASS_JOBS, PASS_WARMUP
 
-    firsts = {r.configuration: r.plan for r in runs if isinstance(r.plan.victim.body, PERIODIC)}
-    total = sum(p.settle_ms / 1e3 + (PASS_JOBS + PASS_WARMUP) * p.victim.period_ns / 1e9 + per_run_overhead_s
-                for p in firsts.values())
-    if noise and firsts:
-        p = next(iter(firsts.values()))
+    solos = solo_runs(runs)
+    total = sum(r.plan.settle_ms / 1e3 + (PASS_JOBS + PASS_WARMUP) * r.plan.victim.period_ns / 1e9 + per_run_overhead_s
+                for r, _ in solos)
+    if noise and solos and solos[0][1] is None:
+        p = solos[0][0].plan
         total += NOISE_PASSES * (p.settle_ms / 1e3 + (noise_jobs(p) + PASS_WARMUP) * p.victim.period_ns / 1e9
                                  + per_run_overhead_s)
     return total
 
 
 def check(runs: list[RunSpec], agent, out: Path, say=print, min_effect: float = 0.05,
-          require_effect: bool = False, warn=None, noise: bool = True) -> list[dict]:
-    """One solo pass per configuration on `agent` (a path or a campaign target, see
-    calibrate_work.run_on); UsageError (exit 2) when the victim cannot hold its period alone
-    or its DEADLINE runtime is below its need. With `noise`, NOISE_PASSES longer passes in
-    the first configuration give a first noise floor against `min_effect`: printed, or
-    refused (exit 2) with `require_effect` when the repetitions cannot resolve it (the
-    runs' own verdict is `after_runs`). Returns what each pass measured (the first
-    configuration's record holds the noise floor)."""
+          require_effect: bool = False, warn=None, noise: bool = True, applications: list[str] = ()) -> list[dict]:
+    """One solo pass per configuration and measured process (solo_runs) on `agent` (a path
+    or a campaign target, see calibrate_work.run_on); UsageError (exit 2) when the victim, or
+    an application, cannot hold its period alone or its DEADLINE runtime is below its need
+    (`applications`: their names in declaration order, for the field of the message). With
+    `noise`, NOISE_PASSES longer passes of a victim in the first configuration give a first
+    noise floor against `min_effect`: printed, or refused (exit 2) with `require_effect` when
+    the repetitions cannot resolve it (the runs' own verdict is `after_runs`). Returns what
+    each pass measured (the first configuration's record holds the noise floor)."""
     warn = warn or say
     record = []
-    seen = set()
-    for r in runs:
-        if r.configuration in seen or r.scenario != "solo" or not isinstance(r.plan.victim.body, PERIODIC):
-            continue
-        seen.add(r.configuration)
+    for r, name in solo_runs(runs):
         v = r.plan.victim
         where = "" if r.configuration == "default" else f" in configuration '{r.configuration}'"
-        jobs = solo_pass(r.plan, out / "feasibility" / r.configuration, agent, f"the solo feasibility run{where}",
-                         "or run with --skip-feasibility")
+        if name is None:
+            field, who, pass_dir = "victim", "the victim", r.configuration
+            need_of = "the victim's solo need"
+        else:
+            field = (f"application[{list(applications).index(name)}]" if name in applications
+                     else f"application '{name}'")
+            who, pass_dir = f"application '{name}'", f"{r.configuration}-{name}"
+            need_of = f"the solo need of application '{name}'"
+        what = f"the solo feasibility run{where}" + ("" if name is None else f" of application '{name}'")
+        jobs = solo_pass(r.plan, out / "feasibility" / pass_dir, agent, what, "or run with --skip-feasibility")
         deadline = v.deadline_ns or v.period_ns
         median, share = float(jobs.exec_ns.median()), float(jobs.exec_ns.median()) / deadline
         missed = float(jobs.missed.mean())
         cpu_max = float(jobs.cpu_time_ns.max())
-        record.append({"configuration": r.configuration, "jobs": len(jobs), "median_exec_ns": median,
+        record.append({"configuration": r.configuration, **({} if name is None else {"application": name}),
+                       "jobs": len(jobs), "median_exec_ns": median,
                        "share_of_deadline": share, "missed": missed, "max_cpu_time_ns": cpu_max})
-        say(f"solo feasibility{where}: median job {median / 1e6:.3g} ms = {share:.0%} of the deadline, {missed:.0%} missed")
+        say(f"solo feasibility{where}{'' if name is None else f' of {name}'}: median job {median / 1e6:.3g} ms = "
+            f"{share:.0%} of the deadline, {missed:.0%} missed")
         runtime = getattr(v.sched, "runtime_ns", None)
         if runtime is not None and cpu_max > runtime:
             need = math.ceil(cpu_max * RUNTIME_MARGIN / 1e5) / 10
-            raise UsageError(f"victim.reservation.runtime{where}: {runtime / 1e6:g} ms is below the victim's solo need "
+            raise UsageError(f"{field}.reservation.runtime{where}: {runtime / 1e6:g} ms is below {need_of} "
                              f"(up to {cpu_max / 1e6:.3g} ms of CPU per job over {len(jobs)} jobs): every job would be "
                              f"throttled; set runtime = \"{need:g}ms\" (the observed maximum + 10 %, seed 000 §7.2.1), "
-                             f"or {_suggest_work(r.plan, runtime / (cpu_max * RUNTIME_MARGIN))}")
+                             f"or {_suggest_work(r.plan, runtime / (cpu_max * RUNTIME_MARGIN), field)}")
         if share > MAX_SHARE or missed > MAX_MISSES:
             period = math.ceil(median / 0.3 / 1e6)
-            raise UsageError(f"victim.period{where}: the victim cannot hold its period alone (median job "
+            raise UsageError(f"{field}.period{where}: {who} cannot hold its period alone (median job "
                              f"{median / 1e6:.3g} ms against a {deadline / 1e6:g} ms deadline, {missed:.0%} of "
                              f"{len(jobs)} jobs missed); lengthen the period to about \"{period}ms\", or "
-                             f"{_suggest_work(r.plan, 0.3 / share)}; --skip-feasibility runs it anyway")
+                             f"{_suggest_work(r.plan, 0.3 / share, field)}; --skip-feasibility runs it anyway")
         # Only a feasible victim is worth repeating (a throttled one would take minutes).
-        if noise and len(record) == 1:
+        if noise and name is None and len(record) == 1:
             n_jobs = noise_jobs(r.plan)
             passes = [solo_pass(r.plan, out / "feasibility" / f"{r.configuration}-noise-{k}", agent,
                                 f"the solo feasibility run{where}", "or run with --skip-feasibility", jobs=n_jobs)

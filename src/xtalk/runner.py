@@ -195,7 +195,8 @@ def run_experiment(path: Path, results: Path | None = None, console: Console | N
         try:
             document["feasibility"] = feasibility.check(
                 runs, agent, out, say=console.print, min_effect=fraction(exp.min_effect, "min_effect", high=10.0),
-                require_effect=require_effect, warn=lambda line: console.print(f"[yellow]{line}[/]"))
+                require_effect=require_effect, warn=lambda line: console.print(f"[yellow]{line}[/]"),
+                applications=[a.name for a in exp.application])
         except UsageError:
             shutil.rmtree(out)  # refused before the first run: nothing to keep
             if not base_existed:

@@ -7,7 +7,7 @@
 use super::EnemyLoad;
 use super::kind::{Dflt, Kind, Param};
 use crate::plan::err;
-use crate::kernels::{chase, chase_cycle, Buffer};
+use crate::kernels::{chase, chase_cycle_walkers, Buffer};
 use crate::plan::Order;
 
 /// Loads per chunk, shared among the walkers.
@@ -21,18 +21,9 @@ pub struct Chase {
 impl Chase {
     pub fn new(elements: u64, element_bytes: u64, order: Order, seed: u64, chains: u64, huge_pages: bool) -> Chase {
         let stride = (element_bytes / 8) as usize;
-        let buf = chase_cycle(elements as usize, stride, order == Order::Random, seed, huge_pages);
-        // Walk the cycle once to find the nodes at steps 0, n/k, 2n/k...: disjoint segments.
-        let k = chains.clamp(1, elements);
-        let gap = elements / k;
-        let mut at = Vec::with_capacity(k as usize);
-        let mut p = 0u64;
-        for i in 0..elements {
-            if i % gap == 0 && (at.len() as u64) < k {
-                at.push(p);
-            }
-            p = buf[p as usize];
-        }
+        // The walkers start at steps 0, n/k, 2n/k... of the cycle: disjoint segments.
+        let k = chains.clamp(1, elements) as usize;
+        let (buf, at) = chase_cycle_walkers(elements as usize, stride, order == Order::Random, seed, huge_pages, k);
         Chase { buf, at }
     }
 }

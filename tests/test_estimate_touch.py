@@ -1,6 +1,6 @@
-"""How long a run's processes take to touch their buffers (campaign/estimate.py): all at once,
-so bounded by the largest buffer at one process's rate and by all of them at the machine's
-aggregate rate; the same rule for `xtalk run`, `characterize` and campaigns."""
+"""How long a run's processes take to set up their buffers (campaign/estimate.py): all at
+once, so bounded by the busiest CPU (its processes one after another) and by all of them at
+the machine's aggregate rate; the same rule for `xtalk run`, `characterize` and campaigns."""
 
 from __future__ import annotations
 
@@ -14,11 +14,12 @@ from xtalk.plan import Plan
 GB = 1_200_000_000
 
 
-def _plan(n_read: int, each: int = GB, victim_bytes: int = 4096) -> Plan:
-    doc = small_plan()
-    doc["victim"]["body"] = {"kind": "chase", "bytes": victim_bytes}
-    doc["enemies"] = [{"name": f"read{i}", "load": {"kind": "read", "bytes": each}, "placement": {"cpus": [0]}}
-                      for i in range(n_read)]
+def _plan(n_read: int, each: int = GB, victim_bytes: int = 4096, same_cpu: bool = False) -> Plan:
+    """A victim on CPU 99 and `n_read` read enemies, one per CPU (or all on CPU 0)."""
+    doc = small_plan(cpus=[99])
+    doc["victim"]["body"] = {"kind": "sum", "bytes": victim_bytes}
+    doc["enemies"] = [{"name": f"read{i}", "load": {"kind": "read", "bytes": each},
+                       "placement": {"cpus": [0 if same_cpu else i]}} for i in range(n_read)]
     return Plan.model_validate(doc)
 
 
@@ -30,6 +31,20 @@ def test_many_copies_cost_the_aggregate_rate_not_the_sum_at_one_process_rate():
     fifteen = touch_seconds(_plan(15))
     assert fifteen == pytest.approx(buffer_bytes(_plan(15)) / AGGREGATE_TOUCH_BYTES_PER_S)
     assert touch_seconds(_plan(1)) < fifteen < 15 * GB / TOUCH_BYTES_PER_S
+
+
+def test_copies_pinned_on_one_cpu_set_up_one_after_another():
+    assert touch_seconds(_plan(4, same_cpu=True)) == pytest.approx(4 * GB / TOUCH_BYTES_PER_S)
+    assert touch_seconds(_plan(4)) < touch_seconds(_plan(4, same_cpu=True))
+
+
+def test_a_random_chase_links_slower_than_a_linear_one_and_a_read():
+    def chase(order):
+        doc = small_plan(cpus=[1])
+        doc["enemies"] = [{"name": "c", "load": {"kind": "chase", "elements": GB // 64, "element_bytes": 64, "order": order},
+                           "placement": {"cpus": [0]}}]
+        return touch_seconds(Plan.model_validate(doc))
+    assert chase("random") > chase("linear") > touch_seconds(_plan(1))
 
 
 def test_a_chase_enemy_counts_its_catalog_footprint():

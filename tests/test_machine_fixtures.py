@@ -52,13 +52,18 @@ def estimate(stdout: str) -> int:
 
 
 def touch_of(plan: dict) -> float:
-    """The buffers' touch of a plan shown by `--show`: every process at once, bounded by one
-    process's rate for the largest and by the aggregate rate for all of them."""
-    from xtalk import catalog
-    from xtalk.campaign.estimate import AGGREGATE_TOUCH_BYTES_PER_S, TOUCH_BYTES_PER_S
-    kinds = catalog.current().kinds
-    sizes = [plan["victim"].get("body", {}).get("bytes", 0)] + [kinds[e["load"]["kind"]].footprint(e["load"]) for e in plan["enemies"]]
-    return max(max(sizes) / TOUCH_BYTES_PER_S, sum(sizes) / AGGREGATE_TOUCH_BYTES_PER_S)
+    """The buffers' set-up of a plan shown by `--show`, by the estimate's rule."""
+    from xtalk.campaign.estimate import touch_seconds
+    from xtalk.plan import Plan
+    return touch_seconds(Plan.model_validate(plan))
+
+
+def alone_touch_of(plan: dict) -> float:
+    """The same for the pass of its first enemy alone (enemy_alone: a stand-in victim)."""
+    from xtalk.enemy_alone import _alone_plan
+    from xtalk.plan import Plan
+    p = Plan.model_validate(plan)
+    return touch_of(_alone_plan(p, p.enemies[0], "x").model_dump(mode="json"))
 
 
 def quickstart_variant(tmp_path: Path, **replace: str) -> Path:
@@ -102,7 +107,8 @@ def test_quickstart_resolves_to_the_fixtures_caches_and_cpus(name, tmp_path):
     from xtalk.enemy_alone import PASS_JOBS as ALONE_JOBS, PASS_PERIOD_NS
     v = p["solo"]["victim"]
     touch = {name: touch_of(plan) for name, plan in p.items()}
-    alone_touch = {name: touch_of({"victim": {}, "enemies": plan["enemies"][:1]}) for name, plan in p.items()}
+    touch["solo"] = touch_of({**p["solo"], "enemies": []})
+    alone_touch = {name: alone_touch_of(plan) for name, plan in p.items() if plan["enemies"]}
     base_s = p["solo"]["settle_ms"] / 1e3 + (v["jobs"] + v["warmup_jobs"]) * v["period_ns"] / 1e9 + RUN_OVERHEAD_S
     runs_s = 5 * sum(base_s + touch[name] for name in p)
     pass_s = p["solo"]["settle_ms"] / 1e3 + (PASS_JOBS + PASS_WARMUP) * v["period_ns"] / 1e9 + RUN_OVERHEAD_S + touch["solo"]

@@ -4,12 +4,12 @@ journal, which records every finished run's measured wall time).
 A run costs its measured part (settle + every job's period) plus a fixed overhead (agent
 start, fork, teardown, Parquet conversion, journal fsyncs) and the time to touch its buffers.
 Every measured process and enemy touches its own buffer in its own process, at once, so the
-touch takes as long as the largest buffer at one process's rate, or all of them at the
-machine's aggregate rate, whichever is longer: 15 copies of a 1.2 GB `read` enemy cost seconds
-a run on a 16-CPU guest, where a single copy costs 0.6 s. The overhead was measured on this
-project's 2-core development machine (`tests/test_campaign_estimate.py` keeps the estimate
-within 20 % of a real campaign); once runs have finished, the ETA scales the remaining estimate
-by the observed ratio. `xtalk run` and `xtalk characterize` estimate their runs with the same
+touch takes as long as the busiest CPU's buffers at one process's rate (a chase buffer's
+linking is slower than a plain touch), or all of them at the machine's aggregate rate,
+whichever is longer. The rates were measured on the 2-core development guest and on a 16-CPU
+Xeon guest (below); `tests/test_campaign_run.py` keeps a campaign's estimate within 20 % of
+the real one. Once runs have finished, the ETA scales the remaining estimate by the observed
+ratio. `xtalk run` and `xtalk characterize` estimate their runs with the same
 rule (runner.estimate_seconds).
 """
 
@@ -39,14 +39,19 @@ def startup_seconds() -> float:
         return max(0.0, uptime - start_ticks / os.sysconf("SC_CLK_TCK"))
     except (OSError, ValueError, IndexError):
         return STARTUP_S
-#: Rate at which one process touches (the agent for an enemy, the victim warming) its buffer,
-#: bytes per second: 960 MiB of `read` buffers on one CPU took 0.45 s more per run than none
-#: on the 2-vCPU development guest (2.2 GB/s).
+#: Rate at which one process sets up its buffer (the agent for an enemy, the victim before its
+#: first job), bytes per second: a 1.2 GB `read` buffer took 0.6 s on the 2-vCPU development
+#: guest (2.0 GB/s) and 0.75 s on a 16-CPU Xeon guest (1.6 GB/s).
 TOUCH_BYTES_PER_S = 2e9
-#: Rate at which many processes touch their buffers together, bytes per second: what memory
-#: gives all CPUs at once. On a 16-CPU Xeon guest, runs with 15 enemies of 1.2 GB each took
-#: about 3 s more than the same runs with one (`xtalk characterize --quick`, 2026-11-27).
-AGGREGATE_TOUCH_BYTES_PER_S = 6e9
+#: A chase buffer links its nodes first: in linear order 1.2 GB took 1.0 s, in random order
+#: (a shuffled cycle written node by node) 1.75 s, on the development guest.
+CHASE_LINEAR_BYTES_PER_S = 1.2e9
+CHASE_RANDOM_BYTES_PER_S = 0.7e9
+#: Rate at which many processes set up their buffers together, bytes per second: what memory
+#: gives all CPUs at once. 15 `read` enemies of 1.2 GB, one per CPU, took 1.33 s more per
+#: run than none on the 16-CPU guest (13.5 GB/s once the guest's memory had been touched
+#: once; the very first such run took 4.6 s).
+AGGREGATE_TOUCH_BYTES_PER_S = 12e9
 
 
 def measured_seconds(plan: Plan) -> float:
@@ -62,10 +67,32 @@ def _load_bytes(load) -> int:
     return kind.footprint(load.model_dump())
 
 
+def _rate(body_or_load) -> float:
+    """How fast a process sets up this buffer (bytes per second)."""
+    if getattr(body_or_load, "kind", None) == "chase":
+        return CHASE_RANDOM_BYTES_PER_S if getattr(body_or_load, "order", "random") == "random" else CHASE_LINEAR_BYTES_PER_S
+    return TOUCH_BYTES_PER_S
+
+
+def _processes(plan: Plan) -> list[tuple[object, int, float]]:
+    """Every process of a run that sets up a buffer: (its CPU lane, bytes, seconds alone).
+    A process pinned on one CPU shares that CPU's lane; any other has a lane of its own."""
+    out = []
+    for i, v in enumerate(plan.measured()):
+        cpus = v.placement.cpus
+        n = getattr(v.body, "bytes", 0) or 0
+        out.append((cpus[0] if cpus and len(cpus) == 1 else ("measured", i), n, n / _rate(v.body)))
+    for i, e in enumerate(plan.enemies):
+        cpus = e.placement.cpus
+        n = _load_bytes(e.load)
+        out.append((cpus[0] if cpus and len(cpus) == 1 else ("enemy", i), n, n / _rate(e.load)))
+    return out
+
+
 def process_buffers(plan: Plan) -> list[int]:
     """The buffer of each process of a run: every measured process (victim, applications),
     then every enemy; 0 for a process with none."""
-    return [getattr(v.body, "bytes", 0) or 0 for v in plan.measured()] + [_load_bytes(e.load) for e in plan.enemies]
+    return [n for _, n, _ in _processes(plan)]
 
 
 def buffer_bytes(plan: Plan) -> int:
@@ -74,12 +101,17 @@ def buffer_bytes(plan: Plan) -> int:
 
 
 def touch_seconds(plan: Plan) -> float:
-    """How long a run's processes take to touch their buffers, all at once: the largest at
-    one process's rate, or all of them at the aggregate rate, whichever is longer."""
-    sizes = process_buffers(plan)
-    if not sizes:
+    """How long a run's processes take to set up their buffers, all at once: the busiest CPU
+    (the processes pinned there one after another, each at its own rate), or every byte at
+    the aggregate rate, whichever is longer."""
+    lanes: dict = {}
+    total = 0
+    for lane, n, seconds in _processes(plan):
+        lanes[lane] = lanes.get(lane, 0.0) + seconds
+        total += n
+    if not lanes:
         return 0.0
-    return max(max(sizes) / TOUCH_BYTES_PER_S, sum(sizes) / AGGREGATE_TOUCH_BYTES_PER_S)
+    return max(max(lanes.values()), total / AGGREGATE_TOUCH_BYTES_PER_S)
 
 
 def solo_touch_seconds(plan: Plan) -> float:

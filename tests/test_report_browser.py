@@ -12,7 +12,7 @@ import pytest
 import chromium
 from test_report_sections import ENV, TASKS, _patch_runs, _probes, _rewrite_jobs
 from xtalk.report.build import build
-from xtalk.report.synthetic import Scenario, write_results
+from xtalk.report.synthetic import Application, Scenario, write_application_results, write_results
 
 
 @pytest.fixture(scope="module")
@@ -70,6 +70,27 @@ def test_victim_kind_sections_render_in_chromium(tmp_path, browser_exe, kind):
     assert errors == [] and page["status"] == f"{n_files}/{n_files}" and n_files >= 1
     assert {"latency": "Timer latency", "taskset": "Task set: per task"}[kind] in page["sections"]
     assert "pWCET" not in page["sections"]
+
+
+def test_application_report_renders_in_chromium(tmp_path, browser_exe):
+    """Several applications: the matrix, then each application's figures (histogram grid,
+    series, spikes, pWCET or its sentence, the logger's probes) load without error."""
+    root, _ = write_application_results(tmp_path / "res", [Application("logger", "D", exec_ns=200_000),
+                                                           Application("aocs", "A", exec_ns=650_000)],
+                                        repetitions=2, jobs=80, perturb={("default", "aocs", "logger"): 1.3})
+    run = next(p for p in (root / "runs").iterdir() if "alone:logger" in p.name)
+    (run / "applications" / "logger").mkdir(parents=True)
+    pq.write_table(pa.Table.from_pandas(_probes(0, [50_000, 10_000, 20_000], [(1001, 3_000)] * 3)),
+                   run / "applications" / "logger" / "probes.parquet")
+    html = build(root, csv=False, n_boot=200)
+    n_files = len(list((html.parent / "figures").glob("*.png")))
+    with chromium.Browser(browser_exe, 1280, 1600) as b:
+        session = b.open(html.resolve().as_uri())
+        page = b.evaluate(session, chromium.FIGURE_CHECK)
+        errors = b.console_errors()
+    assert errors == [] and page["status"] == f"{n_files}/{n_files}" and n_files >= 15
+    assert {"aocs: Distributions", "aocs: Per-job time series", "aocs: Spikes and culprits", "aocs: pWCET",
+            "logger: Probes and system calls"} <= set(page["sections"])
 
 
 def test_a_broken_figure_is_caught(tmp_path, browser_exe):

@@ -96,3 +96,117 @@ def test_run_summary_prints_the_verdicts_briefly(report):
     assert "aocs beside payload [shared]: exec median ×1.6" in text
     md = (root / "summary.md").read_text().splitlines()
     assert [line for line in md if line.startswith("## ")][0] == "## Applications"
+
+
+# --------------------------------------------------------------------------- each application's own figures
+
+#: Distinct execution times, so each section's numbers can only be its own application's.
+OWN = [Application("logger", "D", exec_ns=200_000), Application("aocs", "A", exec_ns=650_000)]
+#: index.html of 2 applications × 2 configurations (24 figures; 1.75 MB when written).
+INLINE_BOUND = 3_000_000
+#: index.html when each application's figures go on its own page (2 × 4 configurations).
+PAGED_BOUND = 400_000
+
+
+def _section(page: str, sid: str) -> str:
+    i = page.index(f'<section id="{sid}"')
+    return page[i:page.index("</section>", i)]
+
+
+def _medians(section: str, caption: str) -> dict[str, float]:
+    """scenario -> median (ms) of the distribution table under ``caption`` in a section."""
+    table = section[section.index(f"<h3>{caption}</h3>"):]
+    table = table[:table.index("</table>")]
+    heads = re.findall(r"<th>([^<]*)</th>", table)
+    rows = [re.findall(r"<td>([^<]*)</td>", r) for r in re.findall(r"<tr>(<td>.*?)</tr>", table)]
+    return {r[0]: float(r[heads.index("median")]) for r in rows}
+
+
+@pytest.fixture(scope="module")
+def own_report(tmp_path_factory):
+    from test_report_sections import _probes
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    cfgs = ("shared", "partitioned")
+    root, _ = write_application_results(tmp_path_factory.mktemp("own") / "res", OWN, configurations=cfgs, repetitions=3,
+                                        jobs=150, perturb={(c, "aocs", "logger"): 1.3 for c in cfgs})
+    # the logger is a command with probes: its own records under applications/logger/
+    run = next(p for p in (root / "runs").iterdir() if "alone:logger" in p.name)
+    (run / "applications" / "logger").mkdir(parents=True)
+    pq.write_table(pa.Table.from_pandas(_probes(0, [50_000, 10_000, 20_000], [(1001, 3_000)] * 3)),
+                   run / "applications" / "logger" / "probes.parquet")
+    html_path = build(load(root), root / "report", n_boot=200, csv=False)
+    return root / "report", html_path.read_text()
+
+
+def test_each_application_has_its_figures(own_report):
+    out, page = own_report
+    ids = re.findall(r'<section id="([^"]+)"', page)
+    for app in ("aocs", "logger"):
+        for sec in ("distributions", "series", "spikes", "pwcet"):
+            assert f"{app}-{sec}" in ids, (app, sec)
+        for i in (0, 1):  # one figure per configuration, not per scenario or run
+            for fig in ("hist", "series"):
+                assert f'id="fig-{app}_{fig}_{i}"' in _section(page, f"{app}-{'distributions' if fig == 'hist' else 'series'}")
+        assert f'id="fig-{app}_spikes_worst_run"' in _section(page, f"{app}-spikes")
+        pw = _section(page, f"{app}-pwcet")
+        # 444 jobs per scenario: a fit (or its refusal, written on the curve) in each configuration
+        assert pw.count(f'id="fig-{app}_pwcet_') == 2 and "i.i.d. checks" in pw
+        assert not (out / "figures" / f"{app}_hist_exec_0.png").exists()  # no histogram per scenario
+    # the probes are the logger's: its portfolio, none for the AOCS loop
+    assert "logger-portfolio" in ids and "aocs-portfolio" not in ids
+    assert 'id="fig-logger_probe_hist_7"' in _section(page, "logger-portfolio")
+
+
+def test_each_section_holds_its_own_applications_numbers(own_report):
+    out, page = own_report
+    aocs = _medians(_section(page, "aocs-distributions"), "execution time (ms) per scenario")
+    logger = _medians(_section(page, "logger-distributions"), "execution time (ms) per scenario")
+    assert 0.62 < aocs["solo"] < 0.68 and 0.62 * 1.3 < aocs["all"] < 0.68 * 1.3, aocs  # alone, and beside the logger
+    assert all(0.19 < v < 0.21 for v in logger.values()), logger
+    assert "alone:logger" not in logger and "alone:aocs" not in aocs  # each one's alone runs are its solo
+    assert set(aocs) == {"solo", "pair:logger+aocs", "all"}
+    # the pWCET fitted in the worst case met: the AOCS loop beside the logger
+    pw = _section(page, "aocs-pwcet")
+    assert re.search(r"exceedance curve, (all|pair:logger\+aocs) \[", pw)
+    assert (out / "tables" / "aocs_pwcet.csv").exists() and (out / "tables" / "logger_pwcet.csv").exists()
+
+
+def test_report_size_stays_bounded(own_report, tmp_path):
+    out, page = own_report
+    assert len(page.encode()) < INLINE_BOUND
+    assert not (out / "applications").exists()
+    # more applications × configurations: each application's figures on a page of its own
+    root, _ = write_application_results(tmp_path / "res", OWN, configurations=("c1", "c2", "c3", "c4"), repetitions=2, jobs=40)
+    html_path = build(load(root), root / "report", n_boot=100, csv=False)
+    index = html_path.read_text()
+    assert len(index.encode()) < PAGED_BOUND and "<figure" in index  # the matrices stay
+    for app in ("aocs", "logger"):
+        assert f'href="applications/{app}.html"' in index and f'id="{app}-verdicts"' in index
+        detail = (root / "report" / "applications" / f"{app}.html").read_text()
+        assert f'id="{app}-distributions"' in detail and f'id="fig-{app}_hist_3"' in detail
+        # 76 jobs per scenario: one sentence instead of a curve
+        assert "fewer than the 300 a pWCET fit needs" in detail and f"{app}_pwcet_" not in detail
+
+
+def test_a_traced_application_gets_its_culprits_and_timeline(tmp_path):
+    """A kernel trace of the AOCS loop's alone run: its spikes' culprits and the timeline
+    around its slowest job, its own process drawn as the victim."""
+    import json
+
+    import pandas as pd
+
+    from xtalk.report.synthetic import trace_text
+
+    root, _ = write_application_results(tmp_path / "res", OWN, repetitions=2, jobs=80)
+    run = next(p for p in (root / "runs").iterdir() if "alone:aocs" in p.name)
+    j = pd.read_parquet(run / "jobs.parquet")
+    (run / "trace.txt").write_text(trace_text(j[j["application"] == "aocs"]))
+    doc = json.loads((run / "run.json").read_text())
+    doc["plan"]["victim"]["name"] = "aocs"  # the plan's victim is the AOCS loop in its alone runs
+    (run / "run.json").write_text(json.dumps(doc))
+    page = build(load(root), root / "report", n_boot=100, csv=False).read_text()
+    aocs, logger = _section(page, "aocs-spikes"), _section(page, "logger-spikes")
+    assert "Culprits over-represented in spike jobs" in aocs and 'id="fig-aocs_timeline"' in aocs
+    assert "No run of this application has a kernel trace" in logger

@@ -6,6 +6,8 @@
     RESULTS/report/tables/         every table of the report as CSV
     RESULTS/report/csv/jobs.csv    one row per job (run labels on every row)
     RESULTS/report/csv/probes.csv  one row per probe sample (runs with probes only)
+    RESULTS/report/applications/   each application's figures on a page of its own (several
+                                   applications, more than INLINE_GROUPS applications × configurations)
 """
 
 from __future__ import annotations
@@ -23,33 +25,27 @@ from ..analysis import verdict as vd
 from . import epsilon as eps
 from . import figures as fg
 from . import tables as tb
+from . import applications as appsec
 from . import cohabitation, counters_section, platform, portfolio
 from . import victim_kinds as vk
 from ..store.frames import ReportData, convert_stale, load, load_runs
 from .export import export_jobs, export_probes, export_tables
-from .html import Section, page, verdict_list
+from .html import Section, in_ms, page, verdict_list
 from .markdown import summary as md_summary
 
 METRIC_LABEL = {"exec_ns": "execution time (ms)", "response_ns": "response time (ms)"}
 #: The report's sections in order (one measured application).
 SECTIONS = ("verdicts", "platform", "victim", "slowdown", "distributions", "series", "counters", "portfolio", "grid",
             "wakeup", "spikes", "pwcet")
-#: Several applications: the leading section, then these for each application (the
-#: per-scenario figures (histograms, series, pWCET) of every application would multiply the
-#: report's time by their number: `xtalk report` of one application's runs draws them).
-APPLICATION_SECTIONS = ("verdicts", "slowdown", "distributions", "counters")
-
-
-def in_ms(df: pd.DataFrame) -> pd.DataFrame:
-    """For display: every *_ns column in ms, renamed *_ms."""
-    if df is None or df.empty:
-        return df
-    out = df.copy()
-    for c in [c for c in out.columns if str(c).endswith("_ns")]:
-        if pd.api.types.is_numeric_dtype(out[c]):
-            out[c] = out[c].astype(float) / 1e6
-            out = out.rename(columns={c: str(c)[:-3] + "_ms"})
-    return out
+#: Several applications: the leading section, then these for each application; those
+#: report/applications.py defines are drawn per application × configuration (a figure each,
+#: not one per scenario or run), the others are the single victim's.
+APPLICATION_SECTIONS = ("verdicts", "slowdown", "distributions", "series", "counters", "portfolio", "spikes", "pwcet")
+#: Sections that stay on index.html when each application's detail goes on its own page.
+APPLICATION_HEAD = ("verdicts", "slowdown")
+#: Applications × configurations whose figures index.html holds; beyond, each application's
+#: figures go on a page of its own (applications/<name>.html), one click away.
+INLINE_GROUPS = 6
 
 
 def slowdown_display(sl: pd.DataFrame, floor: pd.DataFrame | None = None) -> pd.DataFrame:
@@ -77,6 +73,10 @@ class _Builder:
         self.prefix = ""
         #: One execution-time histogram per scenario (not in an application's sections).
         self.histograms = True
+        #: The measured application these sections are of (several applications), else None.
+        self.application: str | None = None
+        #: Pages of their own written beside index.html (several applications, many configurations).
+        self.pages: list[str] = []
         #: The guards that fired on the results (computed once: several applications share them).
         self.warned: pd.DataFrame | None = None
         self.tables: dict[str, pd.DataFrame] = {}
@@ -284,17 +284,24 @@ def _applications(b: _Builder, timings: dict) -> list[Section]:
     timings["applications"] = time.perf_counter() - t
     merged: dict[str, list[pd.DataFrame]] = {}
     warned = result_guards(b.data.path)  # the run summary names each warning's application: "<A> · <scenario>"
-    for app in cohabitation.ordered(b.data):
+    apps = cohabitation.ordered(b.data)
+    groups = sum(len(appsec.configurations(cohabitation.application_data(b.data, a))) for a in apps)
+    pages = groups > INLINE_GROUPS
+    for app in apps:
         t = time.perf_counter()
         sub = _Builder(cohabitation.application_data(b.data, app), b.out,
                        [*b.epsilons, *([app.epsilon] if app.epsilon is not None else [])], b.n_boot)
-        sub.kind, sub.prefix, sub.histograms = vk.PERIODIC, f"{app.name}_", False
+        sub.kind, sub.prefix, sub.histograms, sub.application = vk.PERIODIC, f"{app.name}_", False, app.name
         sub.warned = warned[warned["scenario"].astype(str).str.startswith(f"{app.name} · ")].reset_index(drop=True)
+        detail = []
         for name in APPLICATION_SECTIONS:
-            sec = getattr(sub, name)()
+            own = getattr(appsec, name, None)
+            sec = own(sub) if own is not None else getattr(sub, name)()
             if sec is not None:
                 sec.id, sec.title = f"{app.name}-{sec.id}", f"{app.name}: {sec.title}"
-                sections.append(sec)
+                (sections if not pages or name in APPLICATION_HEAD else detail).append(sec)
+        if detail:
+            sections.append(_detail_page(b, app.name, detail))
         for k, v in sub.tables.items():
             b.tables[f"{app.name}_{k}"] = v
             if k in ("verdicts", "slowdown", "noise_floor", "misses", "pwcet", "warnings") and v is not None:
@@ -308,6 +315,24 @@ def _applications(b: _Builder, timings: dict) -> list[Section]:
     b.tables.setdefault("verdicts", pd.DataFrame(columns=["status", "verdict"]))
     b.tables.setdefault("warnings", pd.DataFrame(columns=["line"]))
     return sections
+
+
+def _detail_page(b: _Builder, name: str, detail: list[Section]) -> Section:
+    """Write one application's figure sections to applications/<name>.html (self-contained
+    like index.html); the section that links to it on index.html."""
+    from .campaign_report import slug
+
+    rel = f"applications/{slug(name)}.html"
+    (b.out / "applications").mkdir(parents=True, exist_ok=True)
+    back = Section(f"{name}-back", name).raw('<p><a href="../index.html">← the report</a></p>')
+    b.pages.append(rel)
+    (b.out / rel).write_text(page(f"xtalk report: {b.data.path.name}, {name}", "distributions, series, spikes, pWCET, "
+                                  "probes", [back, *detail], "Part of the report of several applications."))
+    s = Section(f"{name}-detail", f"{name}: figures")
+    return s.raw(f'<p><a href="{fg_escape(rel)}">{fg_escape(name)}: distributions, per-job series, spikes, pWCET'
+                 f"{', probes' if any(x.id.endswith('-portfolio') for x in detail) else ''}</a> "
+                 f"({len(detail)} sections on a page of their own: this report has more than {INLINE_GROUPS} "
+                 "applications × configurations).</p>")
 
 
 def fg_escape(s) -> str:
@@ -379,6 +404,8 @@ def build(path, out: Path | None = None, epsilons: Sequence = (), *, csv: bool =
             sections.append(sec)
     t = time.perf_counter()
     files = ["index.html", "summary.md", "figures/*.png, figures/*.svg", "tables/*.csv"]
+    if b.pages:
+        files.append(f"applications/*.html ({len(b.pages)} pages, each application's figures)")
     exports = Section("files", "Files")
     if exported is not None:
         n_jobs, n_probes = exported.result()

@@ -118,6 +118,42 @@ def runtime_histogram(values: np.ndarray, marks: dict[str, float], title: str, x
     return fig
 
 
+#: Rows of a histogram grid (scenarios) before the rest are left to the tables.
+MAX_PANELS = 12
+
+
+def histogram_grid(rows: list[tuple[str, list[tuple[np.ndarray, dict[str, float]]]]], columns: list[str], title: str,
+                   unit: str = "ms", scale: float = 1e6):
+    """:func:`runtime_histogram` as a grid: a row per group (scenario), a column per metric
+    (execution, response time), each column on one x axis; one figure where a victim gets one
+    per scenario (an application's report: a figure per configuration). ``rows``: (label,
+    [(values, markers) per column]); the first ``MAX_PANELS`` rows are drawn."""
+    rows = [r for r in rows if any(np.asarray(v).size for v, _ in r[1])][:MAX_PANELS]
+    if not rows:
+        return None
+    fig, axes = plt.subplots(len(rows), len(columns), figsize=(4.6 * len(columns), 0.7 + 1.35 * len(rows)),
+                             sharex="col", squeeze=False)
+    for i, (label, cells) in enumerate(rows):
+        for j, (values, marks) in enumerate(cells):
+            ax, v = axes[i][j], np.asarray(values, dtype=float) / scale
+            if v.size:
+                ax.hist(v, bins=min(120, max(10, int(np.sqrt(v.size)))), color="#8ab6d6", edgecolor="none")
+                ax.set_yscale("log")
+            for name in ("best", "median", "first", "worst"):
+                if name in marks and np.isfinite(marks[name]):
+                    x = marks[name] / scale
+                    ax.axvline(x, color=MARKER_COLORS[name], lw=1.3, label=f"{name} {x:.4g} {unit}")
+            ax.set_title(f"{label} (n={v.size})", fontsize=8, loc="left")
+            if v.size:
+                ax.legend(fontsize=6, loc="upper right")
+            if i == len(rows) - 1:
+                ax.set_xlabel(f"{columns[j]} ({unit})")
+            if j == 0:
+                ax.set_ylabel("jobs (log)", fontsize=7)
+    fig.suptitle(title)
+    return fig
+
+
 def _sorted(v) -> np.ndarray:
     """``v`` sorted ascending (one O(n) check when the caller already sorted it)."""
     v = np.asarray(v, dtype=float)
@@ -185,9 +221,10 @@ def ecdfs(groups: list[tuple[str, np.ndarray]], title: str, xlabel: str):
 
 
 def per_job_series(runs: list[tuple[str, np.ndarray, np.ndarray]], reference: pd.DataFrame, title: str,
-                   ylabel: str = "execution time (ms)"):
+                   ylabel: str = "execution time (ms)", reference_label: str | None = None):
     """Per-job series of every run (grey envelopes) and the per-job minimum across runs as
-    the reference curve (seed 000 Fig. 5.16)."""
+    the reference curve (seed 000 Fig. 5.16; ``reference_label`` names where it comes from
+    when those are other runs)."""
     if not runs:
         return None
     fig, ax = plt.subplots(figsize=(9.5, 3.4))
@@ -200,7 +237,7 @@ def per_job_series(runs: list[tuple[str, np.ndarray, np.ndarray]], reference: pd
             ax.plot(x, mid, color="0.45", lw=0.5, alpha=0.7)
     if not reference.empty:
         x, lo, _, _ = envelope(reference["job"].to_numpy(), _ms(reference["min_ns"]))
-        ax.plot(x, lo, color="#e76f51", lw=1.3, label=f"reference: per-job minimum over {int(reference['n_runs'].max())} runs")
+        ax.plot(x, lo, color="#e76f51", lw=1.3, label=reference_label or f"reference: per-job minimum over {int(reference['n_runs'].max())} runs")
     ax.set_xlabel("job")
     ax.set_ylabel(ylabel)
     ax.set_title(title)

@@ -100,6 +100,18 @@ def fmt(v) -> str:
     return str(v)
 
 
+def in_ms(df: pd.DataFrame) -> pd.DataFrame:
+    """For display: every *_ns column in ms, renamed *_ms."""
+    if df is None or df.empty:
+        return df
+    out = df.copy()
+    for c in [c for c in out.columns if str(c).endswith("_ns")]:
+        if pd.api.types.is_numeric_dtype(out[c]):
+            out[c] = out[c].astype(float) / 1e6
+            out = out.rename(columns={c: str(c)[:-3] + "_ms"})
+    return out
+
+
 def table_html(df: pd.DataFrame, max_rows: int = 200) -> str:
     if df is None or df.empty:
         return '<p class="note">(empty)</p>'

@@ -40,7 +40,11 @@ def summary(title: str, verdicts: pd.DataFrame, slowdown: pd.DataFrame | None, f
         out += ["## pWCET (execution time)", ""]
         if pwcet.empty:
             out.append("_(no data)_")
-    for (scen, conf), g in (pwcet.groupby(["scenario", "configuration"], sort=False) if pwcet is not None else ()):
+    keys = ["scenario", "configuration"]
+    if pwcet is not None and "application" in pwcet:  # several applications: each its own rows
+        keys = ["application", *keys]
+    for k, g in (pwcet.groupby(keys, sort=False) if pwcet is not None else ()):
+        scen, conf = (f"{k[0]}: {k[1]}", k[2]) if len(keys) == 3 else k
         r = g.iloc[0]
         if isinstance(r["refused"], str):
             out.append(f"- {scen} ({conf}): **refused** — {r['refused']}")

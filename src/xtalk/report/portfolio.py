@@ -33,14 +33,28 @@ STAT_COLUMNS = ["scenario", "configuration", "probe", "name", "kind", "n", "migr
                 "mean_us", "p99_us", "worst_us"]
 
 
-def probes(data: ReportData) -> pd.DataFrame:
+def _directory(run_dir: Path, application: str | None) -> Path:
+    """Where a measured process keeps its records: the run directory for the victim
+    (``application`` None), else the application's own (run.json's entry; the plan's victim
+    when it is that application; ``applications/<name>/`` by default)."""
+    if application is None:
+        return run_dir
+    from ..store.jobs import measured_logs
+
+    return {name: where for name, where, _ in measured_logs(run_dir)}.get(application,
+                                                                           run_dir / "applications" / application)
+
+
+def probes(data: ReportData, application: str | None = None) -> pd.DataFrame:
     """Every probe sample of every run with the run's labels; ``label`` names the probe
-    ("write", "probe 7"), ``kind`` is "syscall" (preload library) or "probe" (user)."""
-    if "_probes" in data.memo:
-        return data.memo["_probes"]
+    ("write", "probe 7"), ``kind`` is "syscall" (preload library) or "probe" (user).
+    ``application``: that measured application's probes instead of the victim's."""
+    key = ("_probes", application) if application is not None else "_probes"
+    if key in data.memo:
+        return data.memo[key]
     parts = []
     for r in data.runs.itertuples():
-        p = Path(r.dir) / "probes.parquet"
+        p = _directory(Path(r.dir), application) / "probes.parquet"
         if not p.exists():
             continue
         df = pd.read_parquet(p)
@@ -58,14 +72,14 @@ def probes(data: ReportData) -> pd.DataFrame:
         sysc = out["probe"].isin(list(PRELOAD_IDS))
         out["kind"] = np.where(sysc, "syscall", "probe")
         out["label"] = [PRELOAD_IDS.get(int(p), f"probe {int(p)}") for p in out["probe"]]
-    data.memo["_probes"] = out
+    data.memo[key] = out
     return out
 
 
-def probe_statistics(data: ReportData) -> pd.DataFrame:
+def probe_statistics(data: ReportData, application: str | None = None) -> pd.DataFrame:
     """Per scenario, configuration and probe: samples, migrated samples, and the markers
     first (the earliest sample of the first run), best, median, mean, p99, worst, in µs."""
-    p = probes(data)
+    p = probes(data, application)
     p = p.assign(_r=p["run_id"].map(_run_order(data))).sort_values(["_r", "begin_ns"], kind="stable")
     rows = []
     for (sc, cf, pid), g in p.groupby(["scenario", "configuration", "probe"], sort=False):
@@ -83,10 +97,10 @@ def _run_order(data: ReportData) -> dict:
     return {r: i for i, r in enumerate(data.runs["run_id"])}
 
 
-def markers(data: ReportData, probe: int) -> tuple[np.ndarray, dict[str, float]]:
+def markers(data: ReportData, probe: int, application: str | None = None) -> tuple[np.ndarray, dict[str, float]]:
     """Durations (ns) of one probe over every run, and best / median / first / worst as
     report/tables.group_markers defines them (first: the earliest sample of the first run)."""
-    p = probes(data)
+    p = probes(data, application)
     g = p[p["probe"] == probe]
     order = _run_order(data)
     g = g.assign(_r=g["run_id"].map(order)).sort_values(["_r", "begin_ns"])
@@ -147,22 +161,23 @@ def timeline(samples: pd.DataFrame, title: str):
 
 
 def section(b) -> Section | None:
-    """The "Probes and system calls" section (b: the report builder); None without probes."""
-    data = b.data
-    p = probes(data)
+    """The "Probes and system calls" section (b: the report builder; ``b.application``, when
+    set, the measured application whose probes are shown); None without probes."""
+    data, app = b.data, getattr(b, "application", None)
+    p = probes(data, app)
     if p.empty:
         return None
     s = Section("portfolio", "Probes and system calls")
     s.text("User probes (include/xtalk/probe.h) and the system calls the preload library wraps "
            "(build/libxtalk_preload.so), as the METRICS portfolio shows them (seed 004 §VIII). Durations in µs; "
            "first = the earliest sample of the first run (it often behaves differently).")
-    st = b.keep("probe_statistics", probe_statistics(data))
+    st = b.keep("probe_statistics", probe_statistics(data, app))
     s.table(st, "Per probe and scenario: first, best, median, mean, p99, worst (µs)")
     if st["migrated"].sum():
         s.text(f"{int(st['migrated'].sum())} samples began and ended on different CPUs (column migrated).")
     counts = p.groupby("probe").size().sort_values(ascending=False, kind="stable")
     for pid in counts.index[:MAX_HISTOGRAMS]:
-        v, marks = markers(data, int(pid))
+        v, marks = markers(data, int(pid), app)
         name = p.loc[p["probe"] == pid, "label"].iloc[0]
         s.figure(b.fig(fg.runtime_histogram(v, marks, f"{name}: all scenarios", xlabel=f"{name} duration (µs)", unit="µs",
                                             scale=1e3),

@@ -211,6 +211,7 @@ AGENT_MODULES = {
 #: Single tests that drive the agent without any of the fixtures above.
 AGENT_TESTS = {
     "test_aa.py::test_aa_confidence_intervals_cover_one",
+    "test_one_pass.py::test_a_real_experiment_says_the_same_everywhere",
     "test_units.py::test_rates_print_with_the_prefix_that_fits",
     "test_report_build.py::test_report_on_a_real_experiment",
     "test_report_campaign.py::test_a_real_campaign_declaring_epsilon_gets_verdicts_and_guards",

@@ -2,7 +2,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from xtalk.analysis.slowdown import ratio_ci, summarize
+from xtalk.analysis.cells import summarize
+from xtalk.analysis.slowdown import ratio_ci
 
 
 def groups(rng, scale, k=3, n=400):

@@ -99,7 +99,7 @@ def test_report_distribution_from_parquet_equals_the_loaded_one(tmp_path):
 def test_summary_from_narrow_jobs_equals_the_summary_of_every_column(tmp_path):
     """summary_table reads only the columns it needs (store.frames.measured_jobs, labels as
     categoricals): the same table as summarize over Results.jobs() (every column, string labels)."""
-    from xtalk.analysis.slowdown import summarize
+    from xtalk.analysis.cells import summarize
     from xtalk.report.summary import summary_table
     from xtalk.store import open as open_results
     from xtalk.store.frames import measured_jobs

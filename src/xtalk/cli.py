@@ -336,9 +336,12 @@ def perfetto(run: Path = typer.Argument(..., help="a run directory recorded with
 
 @command
 def query(results: Path = typer.Argument(..., help="a campaign or experiment directory"),
-          sql: str = typer.Argument(..., help="SQL over the views `jobs` and `runs`"),
+          sql: str = typer.Argument(..., help="SQL over the views `jobs`, `runs` and `cells`"),
           csv: bool = typer.Option(False, "--csv", help="CSV instead of a table")):
-    """Run SQL (DuckDB) over a campaign's or an experiment's jobs and runs."""
+    """Run SQL (DuckDB) over a campaign's or an experiment's jobs, runs and cells (one row per
+    configuration × scenario, or per campaign cell: the numbers `xtalk summary` and the report show)."""
+    import re
+
     import duckdb
 
     from . import open as open_results
@@ -347,6 +350,8 @@ def query(results: Path = typer.Argument(..., help="a campaign or experiment dir
         con = open_results(results).connect()
     except FileNotFoundError as e:
         raise UsageError(str(e)) from None
+    if re.search(r"\bcells\b", sql, re.IGNORECASE):  # computed only when asked: it bootstraps every slowdown CI
+        con.register("cells", _cells(results))
     try:
         df = con.execute(sql).df()
     except duckdb.Error as e:
@@ -358,6 +363,17 @@ def query(results: Path = typer.Argument(..., help="a campaign or experiment dir
 
         with pd.option_context("display.max_rows", 200, "display.width", 200, "display.max_columns", 50):
             print(df.to_string(index=False))
+
+
+def _cells(path: Path):
+    """The cells the summary and the report read: an experiment's (report/tables.cells) or a
+    campaign's (report/campaign_cells.cell_table), without the guards' list column."""
+    from .report import campaign_cells as cc
+    from .report import tables as tb
+
+    if cc.is_campaign(path):
+        return cc.cell_table(cc.load_campaign(path)).drop(columns=["warnings"], errors="ignore")
+    return tb.cells(tb.load(path))
 
 
 def _results(path: Path):

@@ -13,7 +13,7 @@ from pathlib import Path
 from rich.console import Console
 
 from .version import __version__
-from .analysis.slowdown import summarize
+from .analysis.cells import summarize
 from .analysis import verdict as vd
 from .config.expand import interleave
 from .config.experiment import load

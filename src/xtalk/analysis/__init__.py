@@ -7,7 +7,9 @@ periods, attribution), :mod:`.periodicity` (period of event times on a sampling 
 a shuffle test),
 :mod:`.verdict` (deadline and serious misses, ε verdict, and every verdict word the reports
 print), :mod:`.slowdown` (the one slowdown: ratio against solo with its CI over runs then
-jobs, widened for few runs; what `xtalk run`, `xtalk report` and campaigns print).
+jobs, widened for few runs; what `xtalk run`, `xtalk report` and campaigns print),
+:mod:`.cells` (an experiment's one pass: jobs → per run → per configuration × scenario, read
+by the summary, the report's tables and `xtalk query`).
 """
 
 # No name here is both a submodule and a re-export: the functions pwcet.pwcet,

@@ -2,7 +2,7 @@
 number is shown (terminal table, summary.md/json, the HTML report), with what to change.
 
 Each guard reads the summary table (one row per configuration × scenario, from
-analysis.slowdown.summarize) and the victim of each configuration's plan. A guard that fires
+analysis.cells.summarize) and the victim of each configuration's plan. A guard that fires
 does not hide the number: it says why the number should not be signed as it stands.
 """
 
@@ -132,7 +132,7 @@ def _enemy_guard(configuration: str, scenario: str, enemies: list[dict]) -> list
 
 def check(table: pd.DataFrame, victims: dict[str, dict], reference: str = "solo",
           enemies: dict[tuple[str, str], list[dict]] | None = None) -> list[Guard]:
-    """Every guard that fires on `table` (analysis.slowdown.summarize's rows); `victims` maps a
+    """Every guard that fires on `table` (analysis.cells.summarize's rows); `victims` maps a
     configuration to its plan's victim (period_ns, deadline_ns, sched); `enemies` maps
     (configuration, scenario) to its enemies' rates, each {enemy, unit, achieved (mean over
     the runs), alone (enemy_alone.py), or None when not measured}."""

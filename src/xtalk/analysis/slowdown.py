@@ -4,9 +4,9 @@
 statistic over every job against the reference, and its CI from
 :func:`xtalk.analysis.stats.ratio_ci` over the runs (runs, then jobs within them, resampled,
 the interval widened for few runs). At 10^7 jobs it resamples a per-run subsample and moves
-the interval to the full-data ratio. :func:`summarize` is the per-scenario table `xtalk run`
-prints (report/summary.py), `xtalk report` and campaign cells call :func:`slowdown` on the
-groups they choose.
+the interval to the full-data ratio. An experiment's cells (:mod:`xtalk.analysis.cells`, what
+`xtalk run`, `xtalk summary`, `xtalk report` and `xtalk query` read) and campaign cells call
+:func:`slowdown` on the groups they choose.
 
 `stats.ratio_ci` on one pooled sample is the job-level (i.i.d.) counterpart and
 `stats.cluster_ratio_ci` the percentile cluster bootstrap for experiments with many runs (five
@@ -19,11 +19,10 @@ from dataclasses import replace
 from typing import Sequence
 
 import numpy as np
-import pandas as pd
 
 from .stats import BootstrapCI, ratio_ci
 
-__all__ = ["SOLO", "BootstrapCI", "ratio_ci", "slowdown", "summarize"]
+__all__ = ["SOLO", "BootstrapCI", "ratio_ci", "slowdown"]
 
 SOLO = "solo"
 #: Smallest per-run subsample when the bootstrap is capped (see :func:`slowdown`).
@@ -72,52 +71,3 @@ def slowdown(scenario: Sequence[np.ndarray], reference: Sequence[np.ndarray], st
         lo, hi = lo * p / ci.estimate, hi * p / ci.estimate
     return replace(ci, estimate=p, low=lo, high=hi, subsampled=True,
                    n=(sum(len(v) for v in scenario), sum(len(v) for v in reference)))
-
-
-def summarize(jobs: pd.DataFrame, runs: pd.DataFrame, metric: str = "exec_ns", reference: str = SOLO,
-              n_boot: int = 2000, seed: int = 0, max_jobs: int | None = None) -> pd.DataFrame:
-    """One row per configuration × scenario: jobs, response-time and execution-time
-    statistics, deadline misses, and slowdown of `metric` against `reference` of the same
-    configuration (ratio of medians and of maxima, each with a 95 % CI). ``max_jobs``: cap of
-    jobs per bootstrap replicate (:func:`slowdown`); the point ratios always use every job."""
-    if "configuration" not in runs or runs.empty:
-        return _summarize_one(jobs, runs, metric, reference, n_boot, seed, max_jobs).assign(configuration="default")
-    parts = []
-    for cfg in dict.fromkeys(runs.configuration):
-        j = jobs[jobs.configuration == cfg] if "configuration" in jobs else jobs
-        parts.append(_summarize_one(j, runs[runs.configuration == cfg], metric, reference, n_boot, seed, max_jobs)
-                     .assign(configuration=cfg))
-    return pd.concat(parts, ignore_index=True)
-
-
-def _summarize_one(jobs: pd.DataFrame, runs: pd.DataFrame, metric: str, reference: str, n_boot: int, seed: int,
-                   max_jobs: int | None = None) -> pd.DataFrame:
-    rows = []
-    scen_order = list(dict.fromkeys(runs.sort_values("scenario", key=lambda s: s != reference)["scenario"]))
-    groups = {s: [g[metric].to_numpy() for _, g in jobs[jobs.scenario == s].groupby("run_id")] for s in scen_order}
-    for s in scen_order:
-        j = jobs[jobs.scenario == s]
-        r = runs[runs.scenario == s]
-        row = {
-            "scenario": s,
-            "runs": len(r),
-            "runs_ok": int((r.status == "completed").sum()),
-            "jobs": len(j),
-            "median_response_ms": j.response_ns.median() / 1e6 if len(j) else np.nan,
-            "p99_response_ms": j.response_ns.quantile(0.99) / 1e6 if len(j) else np.nan,
-            "max_response_ms": j.response_ns.max() / 1e6 if len(j) else np.nan,
-            "median_exec_ms": j.exec_ns.median() / 1e6 if len(j) else np.nan,
-            "max_exec_ms": j.exec_ns.max() / 1e6 if len(j) else np.nan,
-            "deadline_misses": int(j.missed.sum()) if len(j) else 0,
-            "migrated_jobs": int(j.migrated.sum()) if len(j) else 0,
-        }
-        for stat in ("median", "max"):
-            if s == reference or reference not in groups:
-                point, lo, hi = (1.0, np.nan, np.nan) if s == reference else (np.nan,) * 3
-            else:
-                point, lo, hi = slowdown(groups[s], groups[reference], stat, n_boot=n_boot, seed=seed, max_jobs=max_jobs)
-            row[f"slowdown_{stat}"] = point
-            row[f"slowdown_{stat}_lo"] = lo
-            row[f"slowdown_{stat}_hi"] = hi
-        rows.append(row)
-    return pd.DataFrame(rows)

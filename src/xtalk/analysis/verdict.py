@@ -198,11 +198,15 @@ def _steady(jobs: pd.DataFrame, include_warmup: bool) -> pd.DataFrame:
     return jobs
 
 
-def classify_misses(jobs: pd.DataFrame, *, include_warmup: bool = False) -> pd.DataFrame:
+def classify_misses(jobs: pd.DataFrame, *, include_warmup: bool = False, recorded: bool = False) -> pd.DataFrame:
     """Per job: ``lateness_ns`` = end − (release + deadline), ``missed``, ``serious``.
 
-    ``missed`` is recomputed from the times, which are the definition; an existing
-    ``missed`` column is overwritten. Without ``deadline_ns`` the deadline is the period.
+    ``missed`` is recomputed from the times (end > release + deadline) and an existing
+    ``missed`` column overwritten, unless ``recorded``: then the agent's per-job flag is kept
+    where the table has one (it is what the agent measured, and also marks a job that failed
+    to do its work), the times deciding only where it is absent (tables written before the
+    flag, NA). Without ``deadline_ns`` the deadline is the period. ``serious`` (not done by the
+    end of the next period) is always from the times: the agent records no such flag.
     ``responsiveness`` = response / deadline (SPEC §7 metrics).
     """
     need = ("release_ns", "end_ns", "period_ns")
@@ -215,7 +219,11 @@ def classify_misses(jobs: pd.DataFrame, *, include_warmup: bool = False) -> pd.D
     per = df["period_ns"].to_numpy(dtype=np.int64)
     dl = df["deadline_ns"].to_numpy(dtype=np.int64) if "deadline_ns" in df.columns else per
     df["lateness_ns"] = end - (rel + dl)
-    df["missed"] = end > rel + dl
+    late = end > rel + dl
+    if recorded and "missed" in df.columns:
+        flag = df["missed"]
+        late = np.where(flag.isna().to_numpy(), late, flag.fillna(False).to_numpy(dtype=bool))
+    df["missed"] = late
     df["serious"] = end > rel + 2 * per
     df["responsiveness"] = (end - rel) / dl
     return df
@@ -250,14 +258,16 @@ def deadline_misses(
     by: Sequence[str] = ("run_id",),
     level: float = 0.95,
     include_warmup: bool = False,
+    recorded: bool = False,
 ) -> pd.DataFrame:
     """Deadline-miss and serious-miss counts and ratios per group (SPEC §6, seed 000 §6.5.2).
 
     Columns: n_jobs, n_missed, miss_ratio with its Wilson CI (miss_ci_low, miss_ci_high),
     n_lost (job indices absent inside the run), n_serious (serious misses + lost jobs),
-    serious_ratio (over n_jobs + n_lost), max_lateness_ns, max_responsiveness.
+    serious_ratio (over n_jobs + n_lost), max_lateness_ns, max_responsiveness. ``recorded``:
+    count the agent's per-job ``missed`` flag (:func:`classify_misses`).
     """
-    df = classify_misses(jobs, include_warmup=include_warmup)
+    df = classify_misses(jobs, include_warmup=include_warmup, recorded=recorded)
     keys = [b for b in by if b in df.columns]
     rows = []
     for key, g in (df.groupby(keys, sort=True) if keys else [((), df)]):

@@ -103,7 +103,7 @@ class _Builder:
         s = Section("verdicts", "Verdicts")
         s.raw(verdict_list([(r.status, r.verdict) for r in v.itertuples()]))
         if self.warned is None:
-            self.warned = result_guards(self.data.path)
+            self.warned = result_guards(self.data.path, self.data)
         warned = self.keep("warnings", self.warned)
         if len(warned):
             s.heading("Warnings")
@@ -341,9 +341,10 @@ def fg_escape(s) -> str:
     return html.escape(str(s))
 
 
-def result_guards(path: Path) -> pd.DataFrame:
+def result_guards(path: Path, data: ReportData | None = None) -> pd.DataFrame:
     """The guards that fire on the results (analysis/guards.py), one row each with its line:
-    from summary.json when the run or `xtalk summary` wrote them, else computed now."""
+    from summary.json when the run or `xtalk summary` wrote them, else computed now (from
+    ``data``'s cells when the report has loaded them: computed once for both)."""
     from ..analysis.guards import Guard, Kind
     from ..report.summary import summary_table
     from ..store import open as open_results
@@ -356,7 +357,7 @@ def result_guards(path: Path) -> pd.DataFrame:
     except (OSError, ValueError):
         pass
     if rows is None:
-        rows = [w for ws in summary_table(open_results(path))["warnings"] for w in ws]
+        rows = [w for ws in summary_table(open_results(path), data)["warnings"] for w in ws]
     lines = [Guard(Kind(w["kind"]), w["configuration"], w["scenario"], w["message"]).line() for w in rows]
     return pd.DataFrame({"kind": [w["kind"] for w in rows], "configuration": [w["configuration"] for w in rows],
                          "scenario": [w["scenario"] for w in rows], "line": lines})

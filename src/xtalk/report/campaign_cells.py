@@ -136,13 +136,14 @@ def _runs_of(data: ReportData) -> dict[tuple[str, str], dict[str, list[np.ndarra
 
 
 def _miss_counts(data: ReportData) -> pd.DataFrame:
-    """Misses, serious misses and lost jobs per (group, scenario), by analysis.verdict's
-    definitions, over the whole job table at once."""
+    """Misses (the agent's per-job flag, the times where a table has none), serious misses and
+    lost jobs per (group, scenario), by analysis.verdict's definitions (those of an
+    experiment's cells, analysis/cells.py), over the whole job table at once."""
     m = data.measured
     if m.empty:
         return pd.DataFrame(columns=["n_missed", "n_serious"])
-    c = vd.classify_misses(m[["configuration", "scenario", "run_id", "job", "release_ns", "end_ns", "period_ns",
-                              "deadline_ns"]])
+    c = vd.classify_misses(m[[c for c in ("configuration", "scenario", "run_id", "job", "release_ns", "end_ns", "period_ns",
+                                          "deadline_ns", "missed") if c in m.columns]], recorded=True)
     per_run = c.groupby(["configuration", "scenario", "run_id"], observed=True).agg(
         n_missed=("missed", "sum"), n_serious=("serious", "sum"), lo=("job", "min"), hi=("job", "max"),
         n=("job", "nunique"))

@@ -13,12 +13,13 @@ from rich.table import Table
 
 from ..units import rate_text
 from ..analysis import guards
-from ..analysis.slowdown import summarize
+from ..analysis.cells import summarize, summary_view
 from ..errors import UsageError
 from ..outcome import read_outcome
 from ..store import Results
-from ..store.frames import measured_jobs
+from ..store.frames import ReportData, load
 from . import cohabitation
+from . import tables as tb
 
 
 def _f(x: float, nd: int = 3) -> str:
@@ -154,25 +155,24 @@ def skipped_cells(skipped: dict) -> list[str]:
             f"skipped: {skipped.get('reason') or 'unavailable'}"]
 
 
-#: Jobs per bootstrap replicate of a summary's slowdown CIs, as the report's (report/tables.py):
-#: beyond it each run is subsampled, its slowest job kept. Uncapped, 10^7 jobs meant 2000
-#: replicates of 5·10^6 draws each, minutes in `xtalk report`'s guards.
-BOOT_JOBS = 5_000
+#: Jobs per bootstrap replicate of a summary's slowdown CIs: the report's (report/tables.py),
+#: since both read the same cells. Uncapped, 10^7 jobs meant 2000 replicates of 5·10^6 draws each.
+BOOT_JOBS = tb.BOOT_JOBS
 
 
-def summary_table(results: Results) -> pd.DataFrame:
-    """The summary as a DataFrame (the Python API behind the table); with several measured
-    applications, one block per application (:func:`application_table`)."""
-    runs = results.runs()
-    # Only the columns summarize reads, labels as categoricals: Results.jobs() (every column,
+def summary_table(results: Results, data: ReportData | None = None) -> pd.DataFrame:
+    """The summary as a DataFrame (the Python API behind the table): the experiment's cells
+    (report/tables.cells, the table the report's slowdown, misses and verdicts read) in the
+    summary's columns, with enemy rates and guards; with several measured applications, one
+    block per application (:func:`application_table`). ``data``: the results already loaded
+    (the report passes its own, so the cells are computed once)."""
+    runs = results.runs() if data is None else data.runs
+    # The report's narrow loader (labels as categoricals): Results.jobs() (every column,
     # string labels) took 8 GB at 10^7 jobs when the report computed the guards.
-    jobs = measured_jobs(runs, ["job", "exec_ns", "response_ns", "missed", "migrated", "application"])
-    if cohabitation.is_multi(jobs):
+    data = load(results.path, runs) if data is None else data
+    if cohabitation.is_multi(data.measured):
         return application_table(results.jobs(), runs)
-    jobs = jobs.drop(columns="application")
-    if jobs.empty:
-        jobs = pd.DataFrame(columns=["run_id", "scenario", "exec_ns", "response_ns", "missed", "migrated"])
-    table = summarize(jobs, runs, max_jobs=BOOT_JOBS)
+    table = summary_view(tb.cells(data))
     rates = enemy_rates(runs)
     table["enemy_rate"] = [rates.get((c, s), "") for c, s in zip(table.configuration, table.scenario)]
     fired = guards.check(table, victims(runs), enemies=enemy_shares(runs, results.path))
@@ -194,7 +194,7 @@ def application_table(jobs: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
         alone = f"alone:{app}"
         r = runs[runs["run_id"].isin(set(j["run_id"]))]
         t = summarize(j.assign(scenario=j["scenario"].replace({alone: SOLO_NAME})),
-                      r.assign(scenario=r["scenario"].replace({alone: SOLO_NAME})))
+                      r.assign(scenario=r["scenario"].replace({alone: SOLO_NAME})), max_jobs=BOOT_JOBS)
         # The max column already says "(3 runs)": one line per scenario and application would bury the verdicts.
         fired = [g for g in guards.check(t[t["scenario"] != SOLO_NAME], {}) if g.kind != guards.Kind.TOO_FEW_RUNS_FOR_MAX]
         shown = [f"{app} · {alone if s == SOLO_NAME else s}" for s in t["scenario"]]

@@ -22,8 +22,8 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
+from ..analysis import cells as ce
 from ..analysis import pwcet as pw
-from ..analysis import slowdown as sd
 from ..analysis import spikes as sp
 from ..analysis import stats as st
 from ..analysis import verdict as vd
@@ -35,7 +35,7 @@ from ..store.aggregate import group_quantiles
 from ..store.frames import SOLO, ReportData, convert_stale, load, load_runs
 from .platform import counter_unit, exclude_migrated, migrated
 
-__all__ = ["load", "runs", "slowdown", "noise_floor", "misses", "epsilon_table", "verdicts", "distribution",
+__all__ = ["load", "runs", "cells", "slowdown", "noise_floor", "misses", "epsilon_table", "verdicts", "distribution",
            "per_job_reference", "counter_summary", "counter_correlation", "redundant_counters", "parameter_grid",
            "two_way_grid", "wakeup_drift", "quantisation", "spikes", "spike_periods", "culprits", "spike_attribution",
            "timeline", "pwcet", "pwcet_iid"]
@@ -107,12 +107,34 @@ def _memo(data: ReportData, key, compute):
 
 
 def runs(x) -> pd.DataFrame:
-    """One row per run: labels, status, reason, jobs recorded and measured."""
+    """One row per run: labels, status, reason, jobs recorded and measured, deadline misses
+    and migrated jobs (analysis.cells.per_run: the per-run stage of the cells)."""
     data = _data(x)
     r = data.runs.drop(columns=["enemies", "dir"], errors="ignore").copy()
-    counts = data.measured.groupby("run_id", observed=True).size() if len(data.measured) else pd.Series(dtype=int)
-    r["jobs_measured"] = r["run_id"].map(counts).fillna(0).astype(int)
+    per = _memo(data, ("per_run",), lambda: ce.per_run(data.measured, data.runs)).set_index("run_id")
+    r["jobs_measured"] = r["run_id"].astype(str).map(per["jobs"]).fillna(0).astype(int)
+    r["deadline_misses"] = r["run_id"].astype(str).map(per["deadline_misses"]).fillna(0).astype(int)
+    r["migrated_jobs"] = r["run_id"].astype(str).map(per["migrated_jobs"]).fillna(0).astype(int)
     return r
+
+
+# --------------------------------------------------------------------------- cells
+
+
+def cells(x, *, n_boot: int = 2000, seed: int = 0) -> pd.DataFrame:
+    """One row per configuration × scenario with a run: runs, jobs, response and execution
+    quantiles, misses, migrated jobs, slowdowns of both metrics with their CIs
+    (analysis.cells.cells, CIs capped at ``BOOT_JOBS`` jobs per replicate). The slowdown,
+    misses and verdict tables, the terminal summary (summary.md, summary.json) and `xtalk
+    query`'s ``cells`` view all read this one table."""
+    data = _data(x)
+    return _memo(data, ("cells", n_boot, seed), lambda: ce.cells(data.measured, data.runs, n_boot=n_boot, seed=seed,
+                                                                  max_jobs=BOOT_JOBS)).copy()
+
+
+def _cell(data: ReportData, n_boot: int, seed: int) -> pd.DataFrame:
+    """The cells indexed by (scenario, configuration)."""
+    return cells(data, n_boot=n_boot, seed=seed).set_index(["scenario", "configuration"])
 
 
 # --------------------------------------------------------------------------- slowdown
@@ -133,43 +155,23 @@ def slowdown(x, *, n_boot: int = 2000, seed: int = 0) -> pd.DataFrame:
 
 
 def _slowdown(data: ReportData, n_boot: int, seed: int) -> pd.DataFrame:
-    rng = np.random.default_rng(seed)
+    c = _cell(data, n_boot, seed)
     rows = []
     for conf in dict.fromkeys(c for _, c in groups(data)):
-        ref = _per_run(data, SOLO, conf)
-        for scen, c in groups(data):
-            if c != conf:
+        for scen, cf in groups(data):
+            if cf != conf:
                 continue
-            cur = _per_run(data, scen, conf)
-            for metric in ("exec_ns", "response_ns"):
-                sv = sorted_values(data, scen, conf, metric)
-                row = {"scenario": scen, "configuration": conf, "metric": metric.replace("_ns", ""),
-                       "runs": len(cur[metric]), "jobs": int(sv.size), "median_ms": float(quantiles(sv, 0.5)) / 1e6,
-                       "max_ms": float(sv[-1]) / 1e6}
-                rv = sorted_values(data, SOLO, conf, metric) if ref.get(metric) else None
-                sub = False
-                for stat, q in (("median", 0.5), ("max", 1.0)):
-                    if scen == SOLO:
-                        point, lo, hi = 1.0, np.nan, np.nan
-                    elif rv is None:
-                        point, lo, hi = np.nan, np.nan, np.nan
-                    else:
-                        ci = sd.slowdown(cur[metric], ref[metric], stat, n_boot=n_boot, seed=seed, max_jobs=BOOT_JOBS,
-                                         rng=rng, point=float(quantiles(sv, q)) / float(quantiles(rv, q)))
-                        point, lo, hi = ci
-                        sub = ci.subsampled
-                    row[f"slowdown_{stat}"], row[f"slowdown_{stat}_lo"], row[f"slowdown_{stat}_hi"] = point, lo, hi
-                row["ci_subsampled"] = bool(sub)
+            x = c.loc[(scen, conf)]
+            for metric in ("exec", "response"):
+                row = {"scenario": scen, "configuration": conf, "metric": metric, "runs": int(x["runs"]),
+                       "runs_ok": int(x["runs_ok"]), "jobs": int(x["jobs"]), "median_ms": x[f"{metric}_median_ms"],
+                       "p99_ms": x[f"{metric}_p99_ms"], "max_ms": x[f"{metric}_max_ms"]}
+                for stat in ("median", "max"):
+                    for k in ("", "_lo", "_hi"):
+                        row[f"slowdown_{stat}{k}"] = x[f"{metric}_slowdown_{stat}{k}"]
+                row["ci_subsampled"] = bool(x["ci_subsampled"])
                 rows.append(row)
     return pd.DataFrame(rows)
-
-
-def _per_run(data: ReportData, scenario: str, configuration: str) -> dict[str, list[np.ndarray]]:
-    g = _subset(data, scenario, configuration, ["run_id", "exec_ns", "response_ns"])
-    if g.empty:
-        return {}
-    return {m: [v.to_numpy(dtype=float) for _, v in g.groupby("run_id", observed=True)[m]]
-            for m in ("exec_ns", "response_ns")}
 
 
 # --------------------------------------------------------------------------- noise floor
@@ -221,29 +223,23 @@ def _noise_floor(data: ReportData, n_boot: int, seed: int) -> pd.DataFrame:
 
 
 def misses(x) -> pd.DataFrame:
-    """Deadline misses and serious misses (not done by the end of the next period, or never
-    run) per scenario and configuration, with the Wilson CI of the miss ratio
+    """Deadline misses (the agent's per-job flag; the times where a table has none) and
+    serious misses (not done by the end of the next period, or never run) per scenario and
+    configuration, with the Wilson CI of the miss ratio, from :func:`cells`
     (analysis.verdict.deadline_misses; lost jobs are gaps inside one run, counted per run)."""
     data = _data(x)
     return _memo(data, ("misses",), lambda: _misses(data)).copy()
 
 
 def _misses(data: ReportData) -> pd.DataFrame:
-    cols = ["run_id", "job", "release_ns", "end_ns", "period_ns", "deadline_ns"]
+    c = _cell(data, 2000, 0)  # the counts do not depend on the bootstrap: the summary's cells
     rows = []
     for scen, conf in groups(data):
-        j = _subset(data, scen, conf, cols)
-        j = j.assign(run_id=j["run_id"].cat.codes)  # plain integers: no categorical groupby cost
-        per_run = vd.deadline_misses(j, by=("run_id",))
-        # Pool the runs: counts add up; the Wilson interval is the library's, on the pooled count.
-        n, k, lost = int(per_run["n_jobs"].sum()), int(per_run["n_missed"].sum()), int(per_run["n_lost"].sum())
-        serious = int(per_run["n_serious"].sum())
-        lo, hi = vd._wilson(k, n)
-        rows.append({"scenario": scen, "configuration": conf, "n_jobs": n, "n_missed": k, "miss_ratio": k / n if n else np.nan,
-                     "miss_ci_low": lo, "miss_ci_high": hi, "n_lost": lost, "n_serious": serious,
-                     "serious_ratio": serious / (n + lost) if n + lost else np.nan,
-                     "max_lateness_ns": int(per_run["max_lateness_ns"].max()),
-                     "max_responsiveness": float(per_run["max_responsiveness"].max())})
+        x = c.loc[(scen, conf)]
+        rows.append({"scenario": scen, "configuration": conf, "n_jobs": int(x["jobs"]), "n_missed": int(x["deadline_misses"]),
+                     "miss_ratio": x["miss_ratio"], "miss_ci_low": x["miss_ci_low"], "miss_ci_high": x["miss_ci_high"],
+                     "n_lost": int(x["lost_jobs"]), "n_serious": int(x["serious_misses"]), "serious_ratio": x["serious_ratio"],
+                     "max_lateness_ns": int(x["max_lateness_ns"]), "max_responsiveness": float(x["max_responsiveness"])})
     return pd.DataFrame(rows, columns=["scenario", "configuration", "n_jobs", "n_missed", "miss_ratio", "miss_ci_low",
                                        "miss_ci_high", "n_lost", "n_serious", "serious_ratio", "max_lateness_ns",
                                        "max_responsiveness"])

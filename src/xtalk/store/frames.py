@@ -23,11 +23,11 @@ from .jobs import JobLogError, convert_run, with_application
 
 SOLO = "solo"
 #: Job-table columns the report uses (ctr_* and trace_* columns are added when present).
-#: (``missed`` is recomputed from the times by analysis.verdict; the CSV export has every column.)
+#: (``missed`` is the agent's per-job flag, which analysis.cells counts; the CSV export has every column.)
 #: ``application``: the measured process a job belongs to (the victim's name, "victim" unless
 #: the plan names it, or an application's); a categorical.
 BASE_COLUMNS = ["job", "application", "warmup", "release_ns", "wakeup_ns", "start_ns", "end_ns", "cpu_start", "cpu_end",
-                "period_ns", "deadline_ns", "exec_ns", "response_ns"]
+                "period_ns", "deadline_ns", "exec_ns", "response_ns", "missed"]
 LABELS = ["run_id", "scenario", "configuration", "repetition"]
 
 

@@ -1,0 +1,215 @@
+"""An experiment's cells: the one pass from jobs to the numbers every output of one
+experiment shows.
+
+jobs → :func:`per_run` (one row per run) → :func:`cells` (one row per configuration ×
+scenario: runs, jobs, response and execution quantiles, misses, migrated jobs, slowdowns
+with their CIs) → the verdicts (``report/tables.verdicts``). The terminal summary of
+`xtalk run` and `xtalk summary` (summary.md, summary.json), the report's slowdown, misses and
+verdict tables and `xtalk query`'s ``cells`` view all read this table, so a number is
+computed once and cannot disagree between them. A campaign has its own (report/campaign_cells.py)
+with the same definitions.
+
+The definitions, once:
+
+- a cell's jobs are its runs' measured jobs (warm-up left out); migrated jobs stay in every
+  timing statistic (only the counter statistics leave them out, their per-core deltas mix two
+  CPUs) and are counted in ``migrated_jobs`` (``cpu_start ≠ cpu_end``, both read; the agent's
+  ``migrated`` flag where the table has no CPU columns);
+- quantiles are ``np.quantile``'s linear interpolation over the pooled jobs (DuckDB's
+  ``quantile_cont``);
+- a deadline miss is the agent's per-job ``missed`` flag (what it measured; it also marks a
+  job that failed its work), the times (end > release + deadline) only where a table has no
+  flag (``verdict.classify_misses(recorded=True)``); serious misses and lost jobs from the
+  times and the job indices;
+- ``runs`` counts every run of the cell, ``runs_ok`` the completed ones, ``runs_with_jobs``
+  those that recorded a measured job;
+- a slowdown is :func:`xtalk.analysis.slowdown.slowdown` of each run's jobs against the
+  reference's (``n_boot`` 2000, ``seed`` 0, a fresh generator per ratio so a cell's CI does not
+  depend on the cells before it), the point the ratio over every job, the CI capped at
+  ``max_jobs`` jobs per replicate (``ci_subsampled``).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from . import verdict as vd
+from .slowdown import SOLO, slowdown
+
+__all__ = ["CELL_COLUMNS", "RUN_COLUMNS", "cells", "migrated_mask", "per_run", "summarize", "summary_view"]
+
+METRICS = ("exec", "response")
+STATS = ("median", "max")
+#: The per-run table.
+RUN_COLUMNS = ["configuration", "scenario", "run_id", "status", "jobs", "deadline_misses", "migrated_jobs"]
+#: The per-cell table, in order.
+CELL_COLUMNS = (["configuration", "scenario", "runs", "runs_ok", "runs_with_jobs", "jobs"]
+                + [f"{m}_{s}_ms" for m in METRICS for s in ("median", "p99", "max")]
+                + ["deadline_misses", "miss_ratio", "miss_ci_low", "miss_ci_high", "serious_misses", "lost_jobs",
+                   "serious_ratio", "max_lateness_ns", "max_responsiveness", "migrated_jobs"]
+                + [f"{m}_slowdown_{s}{k}" for m in METRICS for s in STATS for k in ("", "_lo", "_hi")]
+                + ["ci_subsampled"])
+
+
+def migrated_mask(jobs: pd.DataFrame) -> np.ndarray:
+    """Jobs that ended on another CPU than they started on (both CPUs read); the agent's
+    ``migrated`` flag where the table has no CPU columns."""
+    if "cpu_start" in jobs and "cpu_end" in jobs:
+        a = pd.to_numeric(jobs["cpu_start"], errors="coerce").to_numpy(dtype=float)
+        b = pd.to_numeric(jobs["cpu_end"], errors="coerce").to_numpy(dtype=float)
+        return (a >= 0) & (b >= 0) & (a != b)
+    if "migrated" in jobs:
+        return jobs["migrated"].fillna(False).to_numpy(dtype=bool)
+    return np.zeros(len(jobs), dtype=bool)
+
+
+def _missed(jobs: pd.DataFrame) -> np.ndarray:
+    """The miss of each job: the agent's flag, the times where there is none."""
+    if {"release_ns", "end_ns", "period_ns"} <= set(jobs.columns):
+        return vd.classify_misses(jobs, include_warmup=True, recorded=True)["missed"].to_numpy(dtype=bool)
+    if "missed" in jobs:
+        return jobs["missed"].fillna(False).to_numpy(dtype=bool)
+    return np.zeros(len(jobs), dtype=bool)
+
+
+#: The job columns the pass reads (those present): a narrow copy, never every column.
+_COLUMNS = ["run_id", "scenario", "configuration", "exec_ns", "response_ns", "job", "release_ns", "end_ns", "period_ns",
+            "deadline_ns", "missed", "cpu_start", "cpu_end", "migrated"]
+
+
+def _labels(jobs: pd.DataFrame) -> pd.DataFrame:
+    """The columns the pass reads, labels as strings or categoricals of strings (the report's
+    loader gives categoricals: converting 10^7 of them to strings would cost seconds), and a
+    ``configuration`` ("default") when the table has none."""
+    j = jobs[[c for c in _COLUMNS if c in jobs.columns]]
+    out = {}
+    for c in ("run_id", "scenario", "configuration"):
+        if c not in j:
+            continue
+        col = j[c]
+        if isinstance(col.dtype, pd.CategoricalDtype):
+            out[c] = col.cat.rename_categories([str(x) for x in col.cat.categories])
+        else:
+            out[c] = col.astype(str)
+    j = j.assign(**out)
+    return j if "configuration" in j else j.assign(configuration="default")
+
+
+def _runs(runs: pd.DataFrame) -> pd.DataFrame:
+    r = runs.assign(run_id=runs["run_id"].astype(str), scenario=runs["scenario"].astype(str))
+    return r.assign(configuration=r["configuration"].astype(str)) if "configuration" in r else r.assign(configuration="default")
+
+
+def per_run(jobs: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
+    """One row per run of ``runs`` (the store's run table): its labels, status, measured jobs,
+    deadline misses and migrated jobs, by the definitions of this module."""
+    j, r = _labels(jobs), _runs(runs)
+    agg = pd.DataFrame({"run_id": j["run_id"], "missed": _missed(j), "migrated": migrated_mask(j)})
+    g = agg.groupby("run_id", sort=False, observed=True)
+    counts = pd.DataFrame({"jobs": g.size(), "deadline_misses": g["missed"].sum(), "migrated_jobs": g["migrated"].sum()})
+    counts.index = counts.index.astype(str)
+    out = r[["configuration", "scenario", "run_id", "status"]].join(counts, on="run_id")
+    for c in ("jobs", "deadline_misses", "migrated_jobs"):
+        out[c] = out[c].fillna(0).astype(int)
+    return out.reset_index(drop=True)[RUN_COLUMNS]
+
+
+def _order(r: pd.DataFrame, reference: str) -> list[tuple[str, str]]:
+    """(configuration, scenario) of every run: configurations in order of appearance, the
+    reference first within each, then scenarios in order of appearance."""
+    out = []
+    for cfg in dict.fromkeys(r["configuration"]):
+        scen = list(dict.fromkeys(r.loc[r["configuration"] == cfg, "scenario"]))
+        out += [(cfg, s) for s in sorted(scen, key=lambda s: s != reference)]
+    return out
+
+
+def cells(jobs: pd.DataFrame, runs: pd.DataFrame, *, reference: str = SOLO, n_boot: int = 2000, seed: int = 0,
+          max_jobs: int | None = None) -> pd.DataFrame:
+    """One row per configuration × scenario that has a run (``CELL_COLUMNS``): the numbers
+    every output of the experiment shows. ``jobs``: measured jobs with ``run_id``,
+    ``scenario``, ``exec_ns``, ``response_ns`` (and, where present, ``configuration``,
+    ``missed``, ``job``, ``release_ns``, ``end_ns``, ``period_ns``, ``deadline_ns``,
+    ``cpu_start``/``cpu_end`` or ``migrated``); ``runs``: the store's run table. Slowdowns are
+    against ``reference`` of the same configuration."""
+    j, r = _labels(jobs), _runs(runs)
+    pr = per_run(j, r)
+    times = {"release_ns", "end_ns", "period_ns"} <= set(j.columns)
+    parts = {(str(a), str(b)): g for (a, b), g in j.groupby(["configuration", "scenario"], sort=False, observed=True)} \
+        if len(j) else {}
+    # Each run's jobs in run-id order (the bootstrap draws runs by position: every reader must
+    # give them in the same order to get the same interval).
+    per = {k: {m: [v.to_numpy(dtype=float) for _, v in sorted(g.groupby("run_id", observed=True)[f"{m}_ns"],
+                                                                key=lambda kv: str(kv[0]))] for m in METRICS}
+           for k, g in parts.items()}
+    rows = []
+    for cfg, scen in _order(r, reference):
+        rr = pr[(pr["configuration"] == cfg) & (pr["scenario"] == scen)]
+        g = parts.get((cfg, scen))
+        row = {"configuration": cfg, "scenario": scen, "runs": len(rr), "runs_ok": int((rr["status"] == "completed").sum()),
+               "runs_with_jobs": int((rr["jobs"] > 0).sum()), "jobs": int(rr["jobs"].sum()),
+               "deadline_misses": int(rr["deadline_misses"].sum()), "migrated_jobs": int(rr["migrated_jobs"].sum())}
+        n = 0 if g is None else len(g)
+        for m in METRICS:
+            v = np.sort(g[f"{m}_ns"].to_numpy(dtype=float)) if n else np.zeros(0)
+            for name, q in (("median", 0.5), ("p99", 0.99), ("max", 1.0)):
+                row[f"{m}_{name}_ms"] = float(np.quantile(v, q)) / 1e6 if n else np.nan
+        if n and times:
+            rid = g["run_id"]  # plain integer keys: a categorical groupby would add every other run, empty
+            rid = rid.cat.codes if isinstance(rid.dtype, pd.CategoricalDtype) else rid
+            d = vd.deadline_misses(g.assign(run_id=rid), by=("run_id",), include_warmup=True, recorded=True)
+            k, lost, ser = int(d["n_missed"].sum()), int(d["n_lost"].sum()), int(d["n_serious"].sum())
+            lo, hi = vd._wilson(k, n)
+            row.update(deadline_misses=k, miss_ratio=k / n, miss_ci_low=lo, miss_ci_high=hi, serious_misses=ser,
+                       lost_jobs=lost, serious_ratio=ser / (n + lost), max_lateness_ns=int(d["max_lateness_ns"].max()),
+                       max_responsiveness=float(d["max_responsiveness"].max()))
+        else:
+            k = row["deadline_misses"]
+            lo, hi = vd._wilson(k, n)
+            row.update(miss_ratio=k / n if n else np.nan, miss_ci_low=lo, miss_ci_high=hi, serious_misses=0, lost_jobs=0,
+                       serious_ratio=np.nan, max_lateness_ns=np.nan, max_responsiveness=np.nan)
+        sub = False
+        cur, ref = per.get((cfg, scen)), per.get((cfg, reference))
+        for m in METRICS:
+            for stat in STATS:
+                if scen == reference:
+                    p, lo, hi = 1.0, np.nan, np.nan
+                elif cur is None or ref is None:
+                    p, lo, hi = np.nan, np.nan, np.nan
+                else:
+                    ci = slowdown(cur[m], ref[m], stat, n_boot=n_boot, seed=seed, max_jobs=max_jobs)
+                    p, lo, hi = ci
+                    sub = sub or ci.subsampled
+                row[f"{m}_slowdown_{stat}"], row[f"{m}_slowdown_{stat}_lo"], row[f"{m}_slowdown_{stat}_hi"] = p, lo, hi
+        row["ci_subsampled"] = bool(sub)
+        rows.append(row)
+    return pd.DataFrame(rows, columns=CELL_COLUMNS)
+
+
+#: summary.json's columns (the terminal table's) from the cells: its slowdown is the
+#: execution time's.
+SUMMARY_COLUMNS = {"scenario": "scenario", "runs": "runs", "runs_ok": "runs_ok", "jobs": "jobs",
+                   "response_median_ms": "median_response_ms", "response_p99_ms": "p99_response_ms",
+                   "response_max_ms": "max_response_ms", "exec_median_ms": "median_exec_ms", "exec_max_ms": "max_exec_ms",
+                   "deadline_misses": "deadline_misses", "migrated_jobs": "migrated_jobs",
+                   **{f"exec_slowdown_{s}{k}": f"slowdown_{s}{k}" for s in STATS for k in ("", "_lo", "_hi")},
+                   "configuration": "configuration"}
+
+
+def summary_view(table: pd.DataFrame, metric: str = "exec_ns") -> pd.DataFrame:
+    """The cells in the summary's columns (:func:`summarize`'s, which analysis.guards reads):
+    the same numbers, renamed; ``slowdown_*`` are ``metric``'s slowdowns."""
+    m = metric.removesuffix("_ns")
+    if m not in METRICS:
+        raise ValueError(f"metric: {metric!r} has no slowdown; use 'exec_ns' or 'response_ns'")
+    names = {(k.replace("exec_slowdown", f"{m}_slowdown") if k.startswith("exec_slowdown") else k): v
+             for k, v in SUMMARY_COLUMNS.items()}
+    return table[list(names)].rename(columns=names).reset_index(drop=True)
+
+
+def summarize(jobs: pd.DataFrame, runs: pd.DataFrame, metric: str = "exec_ns", reference: str = SOLO, n_boot: int = 2000,
+              seed: int = 0, max_jobs: int | None = None) -> pd.DataFrame:
+    """One row per configuration × scenario in the summary's columns (:func:`summary_view`
+    of :func:`cells`): what analysis.guards and `xtalk intrusiveness` read."""
+    return summary_view(cells(jobs, runs, reference=reference, n_boot=n_boot, seed=seed, max_jobs=max_jobs), metric)

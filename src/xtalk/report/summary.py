@@ -260,9 +260,12 @@ def write_summary(results: Results, console: Console | None = None) -> pd.DataFr
                 t.add_column(h, justify="left" if h == "scenario" else "right")
             for row in table.itertuples():
                 t.add_row(*_cells(row))
-            for sk in skipped:
-                t.add_row(*skipped_cells(sk), style="yellow")
+            for sk in skipped:  # the reason is a paragraph: below the table, not in a column
+                t.add_row(*skipped_cells(sk)[:-1], "skipped (below)", style="yellow")
             console.print(t)
+            for sk in skipped:
+                console.print(f"[yellow]configuration {sk['configuration']} skipped: {sk.get('reason') or 'unavailable'}[/]",
+                              highlight=False)
         if own is not None:
             console.print(_rich(own[1], f"{title}: {own[0]}"))
             for line in own[2]:

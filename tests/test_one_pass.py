@@ -157,6 +157,36 @@ def test_a_real_experiment_says_the_same_everywhere(tmp_path):
     assert not np.isnan(cells[("default", "pi")]["exec_slowdown_median_lo"])
 
 
+def test_the_report_computes_the_guards_write_summary_computes_whatever_summary_json_says(tmp_path):
+    """The report's warnings are computed from the cells it renders, never read from a
+    summary.json that may be older than the data or the code: the same list as write_summary's."""
+    from xtalk.analysis.guards import Guard, Kind
+    from xtalk.report.build import build, result_guards
+
+    # Solo needs 95 % of its period (overloaded); the enemy scenario runs twice as fast.
+    root = write_results(tmp_path / "res", [Scenario("solo"), Scenario("faster", slowdown=0.5)], repetitions=3,
+                         jobs=200, exec_ns=950_000)
+    table = write_summary(Results(root))
+    fired = [w for ws in table["warnings"] for w in ws]
+    assert {"overloaded_solo", "faster_under_interference"} <= {w["kind"] for w in fired}, fired
+    assert [w for r in json.loads((root / "summary.json").read_text()) for w in r["warnings"]] == fired
+    expect = [Guard(Kind(w["kind"]), w["configuration"], w["scenario"], w["message"]).line() for w in fired]
+    # A summary.json written before the data or the code changed: one stale warning, the rest gone.
+    stale = json.loads((root / "summary.json").read_text())
+    for r in stale:
+        r["warnings"] = []
+    stale[0]["warnings"] = [{"kind": "ci_too_wide", "configuration": "default", "scenario": "solo",
+                             "message": "a stale warning"}]
+    (root / "summary.json").write_text(json.dumps(stale))
+    assert result_guards(root)["line"].tolist() == expect
+    out = tmp_path / "report"
+    build(root, out, csv=False)
+    assert pd.read_csv(out / "tables" / "warnings.csv")["line"].tolist() == expect
+    page = (out / "index.html").read_text()
+    assert "a stale warning" not in page and "overloaded alone" in page and "ran faster beside the enemies" in page
+    assert "a stale warning" not in (out / "summary.md").read_text()
+
+
 @pytest.fixture(autouse=True)
 def _no_colour(monkeypatch):
     monkeypatch.setenv("NO_COLOR", "1")

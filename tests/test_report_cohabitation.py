@@ -210,3 +210,78 @@ def test_a_traced_application_gets_its_culprits_and_timeline(tmp_path):
     aocs, logger = _section(page, "aocs-spikes"), _section(page, "logger-spikes")
     assert "Culprits over-represented in spike jobs" in aocs and 'id="fig-aocs_timeline"' in aocs
     assert "No run of this application has a kernel trace" in logger
+
+
+# --------------------------------------------------------------------------- one pass per application
+
+
+def test_the_summary_and_the_report_give_each_application_the_same_numbers(tmp_path):
+    """summary.json, summary.md and the report's per-application slowdown and misses tables
+    read one computation (the report's per-application data, its cells): the same runs, jobs,
+    misses, median and p99 response and median-slowdown CI per application × configuration ×
+    scenario, and the same applications' verdicts in both summary.md files."""
+    import io
+    import json
+    import math
+
+    import pandas as pd
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    from rich.console import Console
+
+    from xtalk import store
+    from xtalk.report.summary import write_summary
+
+    cfgs = ("shared", "partitioned")
+    root, _ = write_application_results(tmp_path / "res", OWN, configurations=cfgs, repetitions=3, jobs=150,
+                                        perturb={(c, "aocs", "logger"): 1.3 for c in cfgs})
+    runs = sorted((root / "runs").iterdir())
+    # The agent flagged two of the AOCS loop's jobs beside the logger (the flag is what it measured) ...
+    pair = next(d for d in runs if d.name.endswith("-shared-pair:logger+aocs-r1"))
+    t = pq.read_table(pair / "jobs.parquet").to_pandas()
+    t.loc[(t["application"] == "aocs") & t["job"].isin([20, 21]), "missed"] = True
+    pq.write_table(pa.Table.from_pandas(t, preserve_index=False), pair / "jobs.parquet")
+    # ... and the logger recorded no job in one run it took part in: a run of its cell all the same.
+    quiet = next(d for d in runs if d.name.endswith("-partitioned-all-r2"))
+    t = pq.read_table(quiet / "jobs.parquet").to_pandas()
+    pq.write_table(pa.Table.from_pandas(t[t["application"] != "logger"], preserve_index=False), quiet / "jobs.parquet")
+
+    write_summary(store.open(root), Console(file=io.StringIO(), width=250, color_system=None))
+    summary = json.loads((root / "summary.json").read_text())
+    summary_md = (root / "summary.md").read_text()
+    build(root, root / "report", csv=False)
+    tables = root / "report" / "tables"
+    slow = pd.read_csv(tables / "slowdown.csv").set_index(["application", "configuration", "scenario", "metric"])
+    miss = pd.read_csv(tables / "misses.csv").set_index(["application", "configuration", "scenario"])
+
+    def same(a, b) -> bool:
+        a, b = (math.nan if x is None else float(x) for x in (a, b))
+        return (math.isnan(a) and math.isnan(b)) or abs(a - b) <= 1e-9 * max(1.0, abs(a))
+
+    seen = set()
+    for s in summary:
+        app, scen = s["scenario"].split(" · ", 1)
+        assert app == s["application"]
+        key = (app, s["configuration"], "solo" if scen == f"alone:{app}" else scen)
+        seen.add(key)
+        sl, ms = slow.loc[(*key, "exec")], miss.loc[key]
+        assert s["runs"] == sl["runs"] and s["jobs"] == sl["jobs"] == ms["n_jobs"], key
+        assert s["deadline_misses"] == ms["n_missed"], key
+        assert same(s["median_response_ms"], slow.loc[(*key, "response"), "median_ms"]), key
+        assert same(s["p99_response_ms"], slow.loc[(*key, "response"), "p99_ms"]), key
+        for k in ("", "_lo", "_hi"):
+            assert same(s[f"slowdown_median{k}"], sl[f"slowdown_median{k}"]), (key, k)
+        line = next(ln for ln in summary_md.splitlines() if ln.startswith(f"| {s['configuration']} / {s['scenario']} |"))
+        assert f" {s['deadline_misses']} " in line and f"{s['median_response_ms']:.3f}" in line, line
+        if key[2] != "solo":
+            assert f"{s['slowdown_median']:.2f} [{s['slowdown_median_lo']:.2f}, {s['slowdown_median_hi']:.2f}]" in line
+    assert seen == set(miss.index)
+    by = {(s["application"], s["configuration"], s["scenario"]): s for s in summary}
+    assert by[("aocs", "shared", "aocs · pair:logger+aocs")]["deadline_misses"] == 2
+    assert by[("logger", "partitioned", "logger · all")]["runs"] == 3
+    assert by[("logger", "partitioned", "logger · all")]["jobs"] == 2 * 150 - 2 * 2  # warm-up left out
+    # The applications' verdicts and matrices: one computation, the same lines in both summary.md files.
+    report_md = (root / "report" / "summary.md").read_text()
+    lead = summary_md[summary_md.index("## Applications"):summary_md.index("Slowdown: ratio")]
+    assert "### Interference matrix [shared]" in lead and "×1.30 [" in lead
+    assert lead in report_md

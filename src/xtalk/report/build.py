@@ -13,7 +13,6 @@
 from __future__ import annotations
 
 import datetime as dt
-import json
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -283,7 +282,7 @@ def _applications(b: _Builder, timings: dict) -> list[Section]:
     sections = [b.applications(), b.platform()]
     timings["applications"] = time.perf_counter() - t
     merged: dict[str, list[pd.DataFrame]] = {}
-    warned = result_guards(b.data.path)  # the run summary names each warning's application: "<A> · <scenario>"
+    warned = result_guards(b.data.path, b.data)  # the summary's: each warning names its application, "<A> · <scenario>"
     apps = cohabitation.ordered(b.data)
     groups = sum(len(appsec.configurations(cohabitation.application_data(b.data, a))) for a in apps)
     pages = groups > INLINE_GROUPS
@@ -343,21 +342,15 @@ def fg_escape(s) -> str:
 
 def result_guards(path: Path, data: ReportData | None = None) -> pd.DataFrame:
     """The guards that fire on the results (analysis/guards.py), one row each with its line:
-    from summary.json when the run or `xtalk summary` wrote them, else computed now (from
-    ``data``'s cells when the report has loaded them: computed once for both)."""
+    computed now from the cells the report renders (``data``, loaded when not given) and the
+    inputs the summary reads (each run's run.json, experiment.json's enemies alone), by
+    summary.summary_table, so they are the list summary.json holds by construction. A
+    summary.json on disk is not read: it may be older than the data or the code."""
     from ..analysis.guards import Guard, Kind
     from ..report.summary import summary_table
     from ..store import open as open_results
 
-    rows = None
-    try:
-        stored = json.loads((Path(path) / "summary.json").read_text())
-        if all("warnings" in r for r in stored):
-            rows = [w for r in stored for w in r["warnings"]]
-    except (OSError, ValueError):
-        pass
-    if rows is None:
-        rows = [w for ws in summary_table(open_results(path), data)["warnings"] for w in ws]
+    rows = [w for ws in summary_table(open_results(path), data)["warnings"] for w in ws]
     lines = [Guard(Kind(w["kind"]), w["configuration"], w["scenario"], w["message"]).line() for w in rows]
     return pd.DataFrame({"kind": [w["kind"] for w in rows], "configuration": [w["configuration"] for w in rows],
                          "scenario": [w["scenario"] for w in rows], "line": lines})

@@ -281,8 +281,18 @@ def console_lines(c: Cohabitation) -> list[str]:
 
 def application_data(data: ReportData, app: co.Application) -> ReportData:
     """``data`` as one application's results: its jobs only, its ``alone:<A>`` runs named
-    solo (the reference every section compares with), the runs it took part in, and the
-    experiment's victim its own entry (without ε: the builder is given it)."""
+    solo (the reference every section compares with), the runs it took part in (those in
+    which it recorded no job too), and the experiment's victim its own entry (without ε: the
+    builder is given it). Made once per loaded results and application: the summary's block
+    of the application (summary.application_table) and its sections in the report read this
+    one frame, so its cells (tables.cells, memoised on it) are computed once and agree."""
+    key = ("application", app.name)
+    if key not in data.memo:
+        data.memo[key] = _application_data(data, app)
+    return data.memo[key]
+
+
+def _application_data(data: ReportData, app: co.Application) -> ReportData:
     rename = {f"alone:{app.name}": SOLO}
 
     def own(j: pd.DataFrame) -> pd.DataFrame:

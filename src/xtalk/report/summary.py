@@ -13,7 +13,7 @@ from rich.table import Table
 
 from ..units import rate_text
 from ..analysis import guards
-from ..analysis.cells import summarize, summary_view
+from ..analysis.cells import summary_view
 from ..errors import UsageError
 from ..outcome import read_outcome
 from ..store import Results
@@ -165,13 +165,14 @@ def summary_table(results: Results, data: ReportData | None = None) -> pd.DataFr
     (report/tables.cells, the table the report's slowdown, misses and verdicts read) in the
     summary's columns, with enemy rates and guards; with several measured applications, one
     block per application (:func:`application_table`). ``data``: the results already loaded
-    (the report passes its own, so the cells are computed once)."""
+    (the report passes its own, so the cells are computed once). Its ``warnings`` are the
+    guards every output shows: the report computes them here too (build.result_guards)."""
     runs = results.runs() if data is None else data.runs
     # The report's narrow loader (labels as categoricals): Results.jobs() (every column,
     # string labels) took 8 GB at 10^7 jobs when the report computed the guards.
     data = load(results.path, runs) if data is None else data
     if cohabitation.is_multi(data.measured):
-        return application_table(results.jobs(), runs)
+        return application_table(data)
     table = summary_view(tb.cells(data))
     rates = enemy_rates(runs)
     table["enemy_rate"] = [rates.get((c, s), "") for c, s in zip(table.configuration, table.scenario)]
@@ -182,33 +183,31 @@ def summary_table(results: Results, data: ReportData | None = None) -> pd.DataFr
     return table[cols]
 
 
-def application_table(jobs: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
-    """The summary of several applications: each application's rows over the scenarios it
-    ran in, its slowdown against its own ``alone:<A>`` runs, its guards (those about a
-    scenario but the too-few-runs-for-max one, which the max column already shows; the solo
-    guards need the one victim's plan), the scenario shown as
-    ``<A> · <scenario>``."""
+def application_table(data: ReportData) -> pd.DataFrame:
+    """The summary of several applications, highest criticality first: each application's
+    cells (report/tables.cells of report/cohabitation.application_data, the frame and the
+    table its sections in the report read) over the scenarios it ran in, its slowdown
+    against its own ``alone:<A>`` runs, its guards (those about a scenario but the
+    too-few-runs-for-max one, which the max column already shows; the solo guards need the
+    one victim's plan), the scenario shown as ``<A> · <scenario>``."""
     parts = []
-    for app in dict.fromkeys(str(a) for a in jobs["application"]):
-        j = jobs[jobs["application"].astype(str) == app]
-        alone = f"alone:{app}"
-        r = runs[runs["run_id"].isin(set(j["run_id"]))]
-        t = summarize(j.assign(scenario=j["scenario"].replace({alone: SOLO_NAME})),
-                      r.assign(scenario=r["scenario"].replace({alone: SOLO_NAME})), max_jobs=BOOT_JOBS)
+    for app in cohabitation.ordered(data):
+        t = summary_view(tb.cells(cohabitation.application_data(data, app)))
+        alone = f"alone:{app.name}"
         # The max column already says "(3 runs)": one line per scenario and application would bury the verdicts.
         fired = [g for g in guards.check(t[t["scenario"] != SOLO_NAME], {}) if g.kind != guards.Kind.TOO_FEW_RUNS_FOR_MAX]
-        shown = [f"{app} · {alone if s == SOLO_NAME else s}" for s in t["scenario"]]
+        shown = [f"{app.name} · {alone if s == SOLO_NAME else s}" for s in t["scenario"]]
         t["warnings"] = [[{**g.to_dict(), "scenario": n} for g in fired if (g.configuration, g.scenario) == (c, s)]
                          for c, s, n in zip(t["configuration"], t["scenario"], shown)]
         t["scenario"] = shown
         t["enemy_rate"] = ""
-        parts.append(t.assign(application=app))
+        parts.append(t.assign(application=app.name))
     table = pd.concat(parts, ignore_index=True)
     cols = ["configuration", "application"] + [c for c in table.columns if c not in ("configuration", "application")]
     return table[cols]
 
 
-#: The reference scenario `summarize` compares with.
+#: The reference scenario of the cells (an application's `alone:<A>` runs are named so).
 SOLO_NAME = "solo"
 
 
@@ -247,10 +246,11 @@ def write_summary(results: Results, console: Console | None = None) -> pd.DataFr
     """Compute the summary, print it, and write summary.md and summary.json."""
     from . import victim_kinds as vk
 
-    table = summary_table(results)
+    runs = results.runs()
+    data = load(results.path, runs)  # one load: the table, the guards and the applications' verdicts read it
+    table = summary_table(results, data)
     skipped = skipped_configurations(results)
     title = results.path.name
-    runs = results.runs()
     kind = vk.kind_of(runs)
     own = vk.kind_summary(kind, runs, results.jobs() if kind == "latency" else pd.DataFrame())
     if console is not None:  # printed first: a full disk must not cost the table
@@ -275,7 +275,7 @@ def write_summary(results: Results, console: Console | None = None) -> pd.DataFr
                 console.print(f"  enemies in {_name(row)}: {row.enemy_rate} per copy, over the victim's window")
         for w in warning_lines(table):
             console.print(f"[yellow]warning: {w}[/]", highlight=False)
-    cohab = applications(results, runs)
+    cohab = applications(data)
     if console is not None:
         for line in cohabitation.console_lines(cohab) if cohab is not None else ():
             console.print(line, highlight=False)
@@ -298,18 +298,17 @@ def write_summary(results: Results, console: Console | None = None) -> pd.DataFr
     return table
 
 
-def applications(results: Results, runs: pd.DataFrame | None = None):
+def applications(data: ReportData):
     """The verdicts of several measured applications (report/cohabitation.py), or None when
-    the results hold one (its summary stays the table above)."""
-    jobs = results.jobs()
-    if not cohabitation.is_multi(jobs):
+    the results hold one (its summary stays the table above): the report's computation
+    (cohabitation.of_report, its ``n_boot``), so summary.md and the report say the same."""
+    if not cohabitation.is_multi(data.measured):
         return None
-    runs = results.runs() if runs is None else runs
-    try:
-        experiment = json.loads((results.path / "experiment.json").read_text())
-    except (OSError, ValueError):
-        experiment = {}
-    return cohabitation.compute(jobs, runs, experiment, n_boot=1000, status=cohabitation.application_status(runs))
+    return cohabitation.of_report(data, N_BOOT)
+
+
+#: Bootstrap replicates of the applications' verdicts: `xtalk report`'s (build's ``n_boot``).
+N_BOOT = 2000
 
 
 def _rich(df: pd.DataFrame, title: str) -> Table:

@@ -28,6 +28,12 @@ ROOT = Path(__file__).resolve().parents[1]
 XTALK = [sys.executable, "-m", "xtalk.cli"]
 FLAGS = ["--skip-unavailable"]
 SOLO_GUARDS = {"overloaded_solo", "misses_solo", "deadline_runtime_below_need"}
+#: Examples whose victim misses alone by design, and why: not counted against the goal. (The
+#: solo guards judge a task set's jobs pooled, so the hogs' own misses count too.)
+EXPECTED = {
+    "taskset_fifo_starvation.toml": "its hogs (each job twice its period) starve the periodic task: the starvation it shows",
+    "taskset_reservations.toml": "its hogs need twice their period and miss by design (the periodic task meets its deadlines)",
+}
 
 
 def experiments(names: list[str]) -> list[Path]:
@@ -77,8 +83,10 @@ def main(names: list[str]) -> int:
             ratio = f"{est / took:6.2f}" if est and took else "     –"
             print(f"{path.name:<30} {est or 0:>10.0f} {took or 0:>9.1f} {ratio}  {status}{'; ' + ', '.join(found) if found else ''}",
                   flush=True)
-            bad += bool(found) or status.startswith("exit")
-    print(f"examples: {bad} with a failed run or a solo guard")
+            if found and path.name in EXPECTED:
+                print(f"{'':<30} expected: {EXPECTED[path.name]}")
+            bad += (bool(found) and path.name not in EXPECTED) or status.startswith("exit")
+    print(f"examples: {bad} with a failed run or an unexpected solo guard")
     return 1 if bad else 0
 
 

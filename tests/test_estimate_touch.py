@@ -58,3 +58,11 @@ def test_a_solo_pass_touches_only_the_measured_processes():
     p = _plan(15, victim_bytes=GB)
     assert solo_touch_seconds(p) == pytest.approx(GB / TOUCH_BYTES_PER_S)
     assert run_seconds(p) > run_seconds(_plan(0, victim_bytes=GB))
+
+
+def test_a_traced_run_pays_the_hosts_trace_analysis_in_proportion_to_its_length():
+    from xtalk.campaign.estimate import TRACE_S_PER_S, measured_seconds
+
+    plain = _plan(0)
+    traced = Plan.model_validate({**plain.model_dump(mode="json"), "trace": {"events": ["sched:sched_switch"]}})
+    assert run_seconds(traced) - run_seconds(plain) == pytest.approx(TRACE_S_PER_S * measured_seconds(plain))

@@ -52,6 +52,10 @@ CHASE_RANDOM_BYTES_PER_S = 0.7e9
 #: run than none on the 16-CPU guest (13.5 GB/s once the guest's memory had been touched
 #: once; the very first such run took 4.6 s).
 AGGREGATE_TOUCH_BYTES_PER_S = 12e9
+#: Seconds the host spends on a traced run's kernel trace per second of run (parsing it, each
+#: job's culprits): 6.2 s after each 10.4 s run of examples/quickstart-observed.toml on the
+#: 2-vCPU development guest. It grows with the events, so with the CPUs traced.
+TRACE_S_PER_S = 0.6
 
 
 def measured_seconds(plan: Plan) -> float:
@@ -119,9 +123,15 @@ def solo_touch_seconds(plan: Plan) -> float:
     return touch_seconds(plan.model_copy(update={"enemies": []}))
 
 
+def trace_seconds(plan: Plan) -> float:
+    """The host's analysis of a run's kernel trace (every job's culprits), after the run."""
+    return TRACE_S_PER_S * measured_seconds(plan) if plan.trace is not None else 0.0
+
+
 def run_seconds(plan: Plan, kind: str = "local") -> float:
     """Expected wall time of one run on a target of `kind`."""
-    return measured_seconds(plan) + RUN_OVERHEAD_S.get(kind, RUN_OVERHEAD_S["local"]) + touch_seconds(plan)
+    return (measured_seconds(plan) + RUN_OVERHEAD_S.get(kind, RUN_OVERHEAD_S["local"]) + touch_seconds(plan)
+            + trace_seconds(plan))
 
 
 def campaign_seconds(plans: list[Plan], kind: str = "local", targets: int = 1, startup: float | None = None) -> float:

@@ -143,23 +143,37 @@ class Executor:
         return self._running_plans.get(run_id)
 
     # -- one worker per target -----------------------------------------------------------
+    def _in_flight_elsewhere(self, st: TargetState) -> bool:
+        """Another target holds a run that may yet come back to the queue (its target may
+        not answer). Call with the lock held."""
+        return any(s.run for s in self.state.values() if s is not st)
+
     def _worker(self, target) -> None:
         st = self.state[target.name]
         while not self.stop.is_set():
             now = time.monotonic()
             if st.down_since is not None and now < st.retry_at:
                 with self.lock:
-                    if not self.queue:  # others finished the work while this target was down
+                    if not self.queue and not self._in_flight_elsewhere(st):  # the others finished the work
                         return
                 time.sleep(min(0.2, st.retry_at - now))
                 continue
             with self.lock:
                 if not self.queue:
-                    st.doing, st.run = "finished", None
-                    return
-                run = self.queue.popleft()
-                st.run, st.since, st.doing = run.run_id, time.monotonic(), "running"
-                self._running_plans[run.run_id] = run.plan
+                    # Done only when no run is out on another target: a target that does not
+                    # answer puts its run back, and a worker gone by then would leave it to
+                    # the dead target's back-off until target_wait gave up.
+                    if not self._in_flight_elsewhere(st):
+                        st.doing, st.run = "finished", None
+                        return
+                    run = None
+                else:
+                    run = self.queue.popleft()
+                    st.run, st.since, st.doing = run.run_id, time.monotonic(), "running"
+                    self._running_plans[run.run_id] = run.plan
+            if run is None:
+                time.sleep(0.05)
+                continue
             self.journal.append(run.run_id, "running", target=target.name)
             try:
                 end = execute_one(self.store, run, target, self.kind)

@@ -40,7 +40,8 @@ def test_example_campaign_plans_as_is_and_runs_scaled_down(name, tmp_path):
     f = tmp_path / f"{name}.toml"
     f.write_text(text)
     out = run_xtalk("campaign", "run", f, "--results", tmp_path / "res", timeout=200)
-    assert out.returncode == 0, out.stderr
+    # Exit 4: some runs failed (docs/campaigns.md); how many may is bounded below.
+    assert out.returncode in (0, 4), out.stderr
     (store,) = campaign_dirs(tmp_path / "res")
     runs = xtalk.open(store).runs()
     assert len(runs) == scaled_runs

@@ -30,34 +30,11 @@ fn set_attr(a: &SchedAttr) -> std::io::Result<()> {
     }
 }
 
-/// How long a SCHED_DEADLINE admission refused for bandwidth (EBUSY) is tried again. A
-/// deadline task that has just exited (the run before this one, a pre-flight trial) keeps its
-/// bandwidth until its 0-lag time, up to about one of its periods later, so a refusal right
-/// after it may be only that bandwidth on its way back: twice the period, at least 100 ms, at
-/// most 1 s. A campaign's run was refused this way right after a run of 50 % enemies.
-fn admission_patience(s: &Sched) -> Option<std::time::Duration> {
-    match *s {
-        Sched::Deadline { period_ns, .. } => {
-            Some(std::time::Duration::from_nanos(period_ns.saturating_mul(2).clamp(100_000_000, 1_000_000_000)))
-        }
-        _ => None,
-    }
-}
-
-/// sched_setattr for the calling process, the raw error kept (pre-flight diagnoses it); a
-/// DEADLINE admission refused for bandwidth is tried again for a while (admission_patience).
+/// sched_setattr for the calling process, the raw error kept (pre-flight diagnoses it).
 pub fn try_sched(s: &Sched) -> std::io::Result<()> {
     let mut a = SchedAttr { size: std::mem::size_of::<SchedAttr>() as u32, sched_flags: SCHED_FLAG_RESET_ON_FORK, ..Default::default() };
     fill_attr(&mut a, s);
-    let until = admission_patience(s).map(|d| std::time::Instant::now() + d);
-    loop {
-        match set_attr(&a) {
-            Err(e) if e.raw_os_error() == Some(libc::EBUSY) && until.is_some_and(|t| std::time::Instant::now() < t) => {
-                std::thread::sleep(std::time::Duration::from_millis(2));
-            }
-            r => return r,
-        }
-    }
+    set_attr(&a)
 }
 
 /// Try `s` in a forked child that exits at once; Ok when the kernel accepted it.
@@ -139,15 +116,6 @@ fn fill_attr(a: &mut SchedAttr, s: &Sched) {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn only_deadline_admission_waits_and_not_for_ever() {
-        assert_eq!(admission_patience(&Sched::Fifo { priority: 10 }), None);
-        let short = Sched::Deadline { runtime_ns: 1_000, deadline_ns: 10_000_000, period_ns: 10_000_000 };
-        let long = Sched::Deadline { runtime_ns: 1_000, deadline_ns: 10_000_000_000, period_ns: 10_000_000_000 };
-        assert_eq!(admission_patience(&short), Some(std::time::Duration::from_millis(100)));
-        assert_eq!(admission_patience(&long), Some(std::time::Duration::from_secs(1)));
-    }
 
     #[test]
     fn other_policy_is_always_accepted() {

@@ -207,6 +207,35 @@ def application_table(data: ReportData) -> pd.DataFrame:
     return table[cols]
 
 
+def application_times(table: pd.DataFrame) -> pd.DataFrame | None:
+    """Several measured applications under several configurations: each application's
+    median execution time (its step, for an AOCS instance) per scenario, one column per
+    configuration, so the configurations compare side by side (seed 000 §5.3.1: shared
+    against duplicated files, per instance). None for one application or one configuration."""
+    if "application" not in table or table["configuration"].nunique() < 2:
+        return None
+    t = table.assign(scenario=[s.split(" · ", 1)[-1] for s in table["scenario"]])
+    # A step of a few µs (an AOCS step on x86) reads badly in ms.
+    unit, scale = ("µs", 1e3) if t["median_exec_ms"].max() < 1 else ("ms", 1.0)
+    wide = t.pivot_table(index=["application", "scenario"], columns="configuration", values="median_exec_ms",
+                         aggfunc="first", sort=False) * scale
+    wide.columns = [f"{c} median exec {unit}" for c in wide.columns]
+    wide = wide.round(3).reset_index()
+    apps = list(dict.fromkeys(t["application"]))
+    order = sorted(range(len(wide)), key=lambda i: (apps.index(wide["application"].iat[i]),
+                                                    _by_company(wide["scenario"].iat[i])))
+    return wide.iloc[order].reset_index(drop=True)
+
+
+def _by_company(scenario: str) -> tuple[int, str]:
+    """Alone first, then `first:<k>` by k, then `all`, then the others by name."""
+    if scenario.startswith("alone:") or scenario == SOLO_NAME:
+        return 0, ""
+    if scenario.startswith("first:") and scenario[6:].isdigit():
+        return int(scenario[6:]), ""
+    return (10**6, "") if scenario == "all" else (10**6 + 1, scenario)
+
+
 #: The reference scenario of the cells (an application's `alone:<A>` runs are named so).
 SOLO_NAME = "solo"
 
@@ -275,12 +304,18 @@ def write_summary(results: Results, console: Console | None = None) -> pd.DataFr
                 console.print(f"  enemies in {_name(row)}: {row.enemy_rate} per copy, over the victim's window")
         for w in warning_lines(table):
             console.print(f"[yellow]warning: {w}[/]", highlight=False)
+        if (times := application_times(table)) is not None:
+            console.print(_rich(times, f"{title}: each application's median execution time per configuration"))
     cohab = applications(data)
     if console is not None:
         for line in cohabitation.console_lines(cohab) if cohab is not None else ():
             console.print(line, highlight=False)
         console.print(f"results: {results.path}")
     md = to_markdown(table, title, skipped)
+    if (times := application_times(table)) is not None:
+        from .markdown import md_table
+
+        md += "\n## Median execution time per configuration\n\n" + md_table(times) + "\n"
     if cohab is not None:  # the applications' verdicts lead
         head, rest = md.split("\n", 1)
         md = head + "\n\n" + "\n".join(cohabitation.markdown(cohab)) + rest

@@ -144,10 +144,12 @@ def test_a_timed_out_run_keeps_its_post_mortem_and_the_campaign_goes_on(tmp_path
 
 def test_two_campaigns_on_one_machine_never_run_at_the_same_time(tmp_path):
     # The local target's lock serializes runs of independent campaigns: their measured
-    # windows (CLOCK_MONOTONIC, from the job tables) never overlap.
+    # windows (CLOCK_MONOTONIC, from the job tables) never overlap. Runs of 0.5 s (250 jobs
+    # of 2 ms): with 0.1 s runs, a 16-CPU machine finished one campaign's six runs before
+    # the other had started up, so there was nothing to interleave.
     procs = []
     for k in range(2):
-        f = tiny(tmp_path, jobs=40, name=f"c{k}.toml")
+        f = tiny(tmp_path, jobs=250, name=f"c{k}.toml")
         procs.append(subprocess.Popen([*XTALK, "campaign", "run", f, "--results", tmp_path / f"res{k}"],
                                       stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True))
     for p in procs:

@@ -101,6 +101,23 @@ def test_the_space_comes_from_the_catalog():
         assert c.footprint(sp) <= sp.memory_cap
 
 
+def test_drawn_chase_enemies_never_have_more_walkers_than_nodes():
+    # The catalog bounds chase's `chains` by its `elements` (at_most): a chase over l1d/2 in
+    # 4 KiB elements has 4 nodes, and one such enemy with 32 walkers, refused by the agent,
+    # stopped a whole search on a 16-CPU machine (many candidates, so it was drawn).
+    sp = space.build(catalog.current(), CACHES, list(range(15)), memory_cap=8 << 30)
+    chase = catalog.current().kinds["chase"]
+    assert chase.param("chains").at_most == "elements"
+    short = 0
+    for c in sp.draw(400, seed=1) + sp.singles():
+        for e in (e for s in c.slots for e in s if e.kind == "chase"):
+            p = dict(e.params)
+            nodes = space._size_value(str(p["bytes"]), CACHES) // int(p.get("element_bytes", chase.param("element_bytes").default))
+            assert int(p.get("chains", 1)) <= nodes, e.label()
+            short += nodes < 64
+    assert short, "the space holds chase enemies with fewer nodes than the most walkers"
+
+
 def test_a_catalog_with_an_extra_kind_puts_it_in_the_space():
     doc = copy.deepcopy(catalog.current().raw)
     doc["enemies"].append({

@@ -49,6 +49,9 @@ mod tests {
                 if let Some(d) = p.per_bytes {
                     assert!(k.param(d).is_some(), "{}.{}: per_bytes names '{d}'", k.name, p.name);
                 }
+                if let Some(o) = p.at_most {
+                    assert!(k.param(o).is_some(), "{}.{}: at_most names '{o}'", k.name, p.name);
+                }
                 if let (Some(lo), Dflt::U64(d)) = (p.min, p.default) {
                     assert!(d >= lo && p.max.map_or(true, |hi| d <= hi), "{}.{}: default outside its bounds", k.name, p.name);
                 }

@@ -43,6 +43,8 @@ class Param:
     file_default: Optional[str] = None
     #: A count the file may give as `bytes` instead: bytes / this parameter.
     per_bytes: Optional[str] = None
+    #: Another count this one may not exceed (chase's `chains`: one walker per node at most).
+    at_most: Optional[str] = None
 
     @property
     def file_key(self) -> str:
@@ -110,7 +112,7 @@ def _param(d: dict) -> Param:
     return Param(name=d["name"], type=d["type"], doc=d["doc"], required=d["required"], default=d.get("default"),
                  choices=tuple(d["choices"]) if d.get("choices") else None, min=d.get("min"), max=d.get("max"),
                  multiple_of=d.get("multiple_of"), unit=d.get("unit", ""), file_default=d.get("file_default"),
-                 per_bytes=d.get("per_bytes"))
+                 per_bytes=d.get("per_bytes"), at_most=d.get("at_most"))
 
 
 def parse(doc: dict, source: str = "catalog") -> Catalog:

@@ -55,7 +55,7 @@ pub const KIND: Kind = Kind::new("chase", "memory latency: dependent loads over 
     Param::u64("element_bytes", "bytes per node").min(8).multiple_of(8).default(Dflt::U64(64)).unit("bytes"),
     Param::choice("order", &["random", "linear"], "random (Sattolo cycle) or linear order").default(Dflt::Str("random")),
     Param::u64("seed", "seed of the random order").default(Dflt::U64(0)),
-    Param::u64("chains", "independent walkers (memory-level parallelism), at most one per node").range(1, MAX_CHAINS).default(Dflt::U64(1)),
+    Param::u64("chains", "independent walkers (memory-level parallelism), at most one per node").range(1, MAX_CHAINS).default(Dflt::U64(1)).at_most("elements"),
 ], |a, cx| {
     let order = if a.str("order") == "linear" { Order::Linear } else { Order::Random };
     Ok(Box::new(Chase::new(a.u64("elements"), a.u64("element_bytes"), order, a.u64("seed"), a.u64("chains"), cx.huge_pages)))

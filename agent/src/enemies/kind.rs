@@ -50,11 +50,14 @@ pub struct Param {
     pub file_default: Option<&'static str>,
     /// A count the file may give as `bytes` instead: the count is bytes / this parameter.
     pub per_bytes: Option<&'static str>,
+    /// Another count parameter this one may not exceed (chase's `chains`: at most one walker
+    /// per node); the kind's check refuses more, and `xtalk worst` draws within it.
+    pub at_most: Option<&'static str>,
 }
 
 impl Param {
     const fn new(name: &'static str, ty: Ty, doc: &'static str) -> Param {
-        Param { name, ty, min: None, max: None, multiple_of: None, default: Dflt::Required, unit: "", doc, file_default: None, per_bytes: None }
+        Param { name, ty, min: None, max: None, multiple_of: None, default: Dflt::Required, unit: "", doc, file_default: None, per_bytes: None, at_most: None }
     }
     /// An unsigned integer.
     pub const fn u64(name: &'static str, doc: &'static str) -> Param {
@@ -95,6 +98,9 @@ impl Param {
     }
     pub const fn per_bytes(self, divisor: &'static str) -> Param {
         Param { per_bytes: Some(divisor), ..self }
+    }
+    pub const fn at_most(self, other: &'static str) -> Param {
+        Param { at_most: Some(other), ..self }
     }
 }
 
@@ -210,7 +216,7 @@ fn param_json(p: &Param) -> Value {
         "min": p.min, "max": p.max, "multiple_of": p.multiple_of,
         "required": p.default == Dflt::Required, "default": default,
         "unit": p.unit, "doc": p.doc,
-        "file_default": p.file_default, "per_bytes": p.per_bytes,
+        "file_default": p.file_default, "per_bytes": p.per_bytes, "at_most": p.at_most,
     })
 }
 

@@ -156,8 +156,41 @@ class Space:
     def enemy(self, rng: random.Random, kind: Optional[str] = None) -> Enemy:
         """A random enemy (of `kind`, else of a random kind)."""
         ks = self.kinds[kind] if kind else self.kinds[rng.choice(sorted(self.kinds))]
-        params = tuple((a.key, rng.choice(a.values)) for a in ks.axes)
+        params = self.within(ks, [(a.key, rng.choice(a.values)) for a in ks.axes])
         return Enemy(ks.kind, params, rng.choice(INTENSITIES))
+
+    def within(self, ks: KindSpace, params: list[tuple[str, object]]) -> tuple[tuple[str, object], ...]:
+        """``params`` with each count the catalog bounds by another (`at_most`: chase's
+        `chains` by its `elements`) lowered to the largest value of its axis that fits: the
+        agent refuses more (a `chase` over l1d/2 in 4 KiB elements has 4 nodes, not room
+        for 32 walkers), and one refused enemy would stop the whole search."""
+        kind = self.cat.kinds.get(ks.kind) if self.cat is not None else None
+        if kind is None:
+            return tuple(params)
+        given = dict(params)
+        for p in kind.params:
+            if p.at_most is None or p.file_key not in given:
+                continue
+            limit = self._count(kind, p.at_most, given)
+            if limit is not None and int(given[p.file_key]) > limit:
+                axis = next(a for a in ks.axes if a.key == p.file_key)
+                fits = [v for v in axis.values if int(v) <= limit]
+                given[p.file_key] = fits[-1] if fits else max(1, p.min or 1)
+        return tuple(given.items())
+
+    def _count(self, kind: catalog_mod.Kind, name: str, given: dict) -> Optional[int]:
+        """The value of count parameter ``name`` these parameters give (a count written as
+        `bytes` divided by its element size), or None when unknown."""
+        p = kind.param(name)
+        if p is None:
+            return None
+        if p.file_key in given:
+            return int(given[p.file_key])
+        if p.per_bytes and "bytes" in given:
+            d = kind.param(p.per_bytes)
+            divisor = given.get(d.file_key, d.default) if d is not None else None
+            return _size_value(str(given["bytes"]), self.caches) // int(divisor) if divisor else None
+        return int(p.default) if isinstance(p.default, int) else None
 
     def sample(self, rng: random.Random) -> Candidate:
         """One random candidate within the memory cap: half of them homogeneous (the same
@@ -201,7 +234,7 @@ class Space:
                     fits = [x for x in a.values if _size_value(str(x), self.caches) * len(self.cpus) <= self.memory_cap]
                     v = fits[-1] if fits else a.values[0]
                 params.append((a.key, v))
-            e = Enemy(ks.kind, tuple(params), 100.0)
+            e = Enemy(ks.kind, self.within(ks, params), 100.0)
             out.append(Candidate(self.cpus, tuple((e,) for _ in self.cpus)))
         return out
 

@@ -299,6 +299,12 @@ def experiment_texts(quick: bool, repetitions: int | None = None, enemies: list[
     return {p.name: experiment_text(p, names, counts, victim_cpu, others, reps, njobs, "4ms") for p in PROBES}
 
 
+#: A probe's cost beyond its runs and calibration inside the one `characterize` process (the
+#: agent's check of its plans, its summary and analysis): 1.0-1.7 s measured per probe of 28
+#: runs on a 2-vCPU guest (2026-11-27, bench/estimates.py).
+PROBE_OVERHEAD_S = 1.0
+
+
 def plan(quick: bool, console: Console, repetitions: int | None = None, enemies: list[str] | None = None,
          jobs: int | None = None) -> float:
     """What `characterize` would run, probe by probe, and how long it would take: every plan
@@ -314,13 +320,16 @@ def plan(quick: bool, console: Console, repetitions: int | None = None, enemies:
             f = Path(tmp) / f"{name}.toml"
             f.write_text(text)
             exp, runs, _ = prepare(f)
-            # Each probe is run like `xtalk run` (checks, summary, analysis): its command cost too.
-            seconds = COMMAND_OVERHEAD_S + estimate_seconds(exp, runs, feasibility=False)  # no feasibility (see below)
+            # Each probe is run like `xtalk run` (checks, summary, analysis) but in this one
+            # process: the interpreter's start-up (1.7-1.9 s of imports on a 2-vCPU guest) is
+            # paid once, below, not per probe.
+            seconds = PROBE_OVERHEAD_S + estimate_seconds(exp, runs, feasibility=False)  # no feasibility (see below)
             total += seconds
             solo = next(r for r in runs if r.scenario == SOLO).plan
             console.print(f"probe {name}: {len(runs)} runs ({len(runs) // exp.repetitions} scenarios × {exp.repetitions}), "
                           f"victim on CPU {solo.victim.placement.cpus[0]}, {solo.victim.body.kind} body, about {seconds:.0f} s",
                           highlight=False)
+    total += COMMAND_OVERHEAD_S
     env = local_facts().environment
     console.print(f"characterize{' --quick' if quick else ''} on {env.get('cpu', {}).get('model')} × {len(local_facts().online_cpus)}: "
                   f"{len(texts)} probes, about {total:.0f} s ({total / 60:.1f} min); nothing started", highlight=False)

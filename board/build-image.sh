@@ -40,10 +40,10 @@ step "2/4 mmdebstrap $suite arm64 from $mirror ($packages): a few minutes to dow
 # (MODULES=list and board/initramfs-hook). With Debian's default (most), mkinitramfs spends
 # minutes per kernel under qemu-user copying every driver module.
 # force-unsafe-io: no fsync per file (dpkg runs under emulation; the root is rebuilt on failure);
-# no manuals, docs or translations: less to unpack under emulation, nothing the board reads.
+# no docs or translations: less to unpack under emulation, nothing the board reads (manuals
+# stay: bash's postinst names one in update-alternatives, which reports an error without it).
 nice -n 19 mmdebstrap --verbose --mode=root --arch=arm64 --variant=minbase --include="$packages" \
-    --dpkgopt=force-unsafe-io --aptopt='Acquire::Languages "none"' \
-    --dpkgopt='path-exclude=/usr/share/man/*' --dpkgopt='path-exclude=/usr/share/locale/*' \
+    --dpkgopt=force-unsafe-io --aptopt='Acquire::Languages "none"' --dpkgopt='path-exclude=/usr/share/locale/*' \
     --dpkgopt='path-exclude=/usr/share/doc/*' --dpkgopt='path-include=/usr/share/doc/*/copyright' \
     --essential-hook='mkdir -p "$1/etc/initramfs-tools/conf.d" "$1/etc/initramfs-tools/hooks" && echo MODULES=list > "$1/etc/initramfs-tools/conf.d/board"' \
     --essential-hook="install -m 755 '$here/initramfs-hook' \"\$1/etc/initramfs-tools/hooks/board\"" \

@@ -264,3 +264,34 @@ def test_remeasure_without_peaks_is_refused_and_nothing_starts(tmp_path):
     out = xtalk("characterize", "--remeasure", "--results", tmp_path)
     assert out.returncode == 2 and "characterize: --remeasure re-measures the peaks; add --peaks" in out.stderr
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_pass_that_reaches_no_rate_runs_once_more_then_is_left_out(tmp_path):
+    """A 50 ms pass can catch a copy that did no work in its window on a shared machine: it
+    runs once more (its own directory) before its channel is left out, saying so each time.
+    The target here replays recorded outcomes: the retry is the host's logic, not the agent's."""
+    from types import SimpleNamespace as NS
+
+    from xtalk import peaks_measure
+
+    plan = NS(run_id="read.0-all", enemies=[0, 1])
+
+    def copy(rate):
+        return NS(window_rate=rate, setup_error=None, ended_early=None)
+
+    class Replay:
+        def __init__(self, outcomes):
+            self.outcomes, self.dirs = list(outcomes), []
+
+        def run(self, plan, run_dir):
+            self.dirs.append(run_dir.name)
+            return self.outcomes.pop(0)
+
+    said = []
+    t = Replay([NS(status="completed", enemies=[copy(5.0), copy(0.0)]), NS(status="completed", enemies=[copy(5.0), copy(6.0)])])
+    got = peaks_measure._pass(t, plan, tmp_path, said.append)
+    assert [e.window_rate for e in got] == [5.0, 6.0] and t.dirs == ["read.0-all", "read.0-all-try2"]
+    assert said == ["peaks: read.0-all reached no rate on 1 of 2 copies (completed); once more"]
+    t = Replay([NS(status="completed", enemies=[copy(0.0), copy(0.0)]), NS(status="failed", enemies=[])])
+    assert peaks_measure._pass(t, plan, tmp_path, said.append) is None
+    assert said[-1] == "peaks: read.0-all reached no rate on 2 of 2 copies (failed); left out" and len(t.dirs) == 2

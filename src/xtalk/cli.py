@@ -217,6 +217,20 @@ def report(results: Path = typer.Argument(..., help="results directory of an exp
 
 
 @command
+def compare(results: list[Path] = typer.Argument(..., help="two results directories or more: the same experiment or campaign "
+                                                           "measured on several machines or kernels"),
+            label: list[str] = typer.Option([], "--label", help="a name per RESULTS, in order (repeatable; default: "
+                                                                  "rt/stock and the kernel release each run recorded)"),
+            out: Optional[Path] = typer.Option(None, "-o", "--out", help="output directory (default ./compare-<labels>)")):
+    """Put the same experiment or campaign, measured on several machines or kernels, side by side:
+    the cells common to all (runs, jobs, response median/p99/max, misses, slowdown; latency victims
+    p50/p99/max µs), each label's p99 over the first's, the cells only some have; compare.md/.csv/.html."""
+    from .report.compare import run as run_compare
+
+    run_compare(results, label, out, console)
+
+
+@command
 def sysinfo(as_json: bool = typer.Option(False, "--json", help="the agent's whole environment document"),
             record: Optional[Path] = typer.Option(None, "--record", help="write this machine's facts to FILE: a machine fixture "
                                                                          "for `plan --machine FILE` / XTALK_MACHINE=FILE"),

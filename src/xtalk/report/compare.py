@@ -1,0 +1,357 @@
+"""`xtalk compare RESULTS RESULTS [...]`: the same experiment or campaign measured on several
+machines or kernels (PREEMPT_RT against stock, native against a KVM guest), side by side.
+
+Each results directory is read by the one typed pass its own summary uses (an experiment's
+cells, ``report/tables.cells``; a campaign's, ``report/campaign_cells.cell_table``; a
+``latency`` victim's ``victim_kinds.latency_table``), so a number here is the number
+`xtalk summary` prints for that directory. Only the cells present in every directory are
+compared (same configuration × scenario; for a campaign the same application ·
+configuration · variant · scenario); the others are listed, never dropped silently.
+
+The comparison table has one row per common cell, each label's columns (runs, jobs,
+response median / p99 / max in ms, deadline misses, the median execution-time slowdown
+against solo with its 95 % CI; for a latency victim samples and p50 / p99 / max in µs) and,
+per label after the first, the ratio of its p99 to the first label's. Each label is given
+(``--label``) or derived from the environment the agent recorded in every run.json: the
+kernel release, ``rt`` or ``stock`` (PREEMPT_RT or not) and ``vm`` under a hypervisor.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Sequence
+
+import pandas as pd
+
+from ..errors import UsageError
+from ..outcome import read_outcome
+
+#: Cell key columns (an experiment's; a campaign's cell is ``group`` · ``scenario``).
+KEY = ["cell", "scenario"]
+
+
+@dataclass
+class Measured:
+    """One results directory reduced to its cells: ``table`` indexed by (cell, scenario)
+    with the per-label columns (``STATS`` or ``LATENCY_STATS``)."""
+
+    path: Path
+    label: str
+    kind: str  # "experiment", "campaign" or "latency"
+    table: pd.DataFrame = field(default_factory=pd.DataFrame)
+
+
+#: (column, header) per label: response time of a periodic victim or a campaign cell.
+STATS = [("runs", "runs"), ("jobs", "jobs"), ("median_ms", "median ms"), ("p99_ms", "p99 ms"), ("max_ms", "max ms"),
+         ("misses", "misses"), ("slowdown", "slowdown [95% CI]")]
+#: The columns per label of the wide table (compare.csv): the slowdown as three numbers.
+COLUMNS = ["runs", "jobs", "median_ms", "p99_ms", "max_ms", "misses", "slowdown_median", "slowdown_lo", "slowdown_hi"]
+#: (column, header) per label: wake-up latency of a `latency` victim.
+LATENCY_STATS = [("runs", "runs"), ("samples", "samples"), ("p50_us", "p50 µs"), ("p99_us", "p99 µs"),
+                 ("max_us", "max µs")]
+
+
+# --------------------------------------------------------------------------- input
+
+
+def check_inputs(paths: Sequence[Path], labels: Sequence[str]) -> None:
+    """Refuse bad input before anything is read or written: fewer than two directories, a
+    path that is not a results directory, a --label count that does not match."""
+    if len(paths) < 2:
+        raise UsageError(f"RESULTS: {len(paths)} given; give two results directories or more "
+                         "(the same experiment or campaign measured on each machine or kernel)")
+    for p in paths:
+        if not (Path(p) / "runs").is_dir():
+            raise UsageError(f"RESULTS: {p} is not an xtalk results directory (no runs/); give the directory "
+                             "`xtalk run` or `xtalk campaign run` printed")
+    if labels and len(labels) != len(paths):
+        raise UsageError(f"--label: {len(labels)} given for {len(paths)} RESULTS; give one --label per RESULTS, "
+                         "in the same order, or none (derived from each run's kernel)")
+    if labels and len(set(labels)) != len(labels):
+        dup = sorted({x for x in labels if list(labels).count(x) > 1})
+        raise UsageError(f"--label: {', '.join(dup)} given twice; labels must be unique")
+
+
+def environment(path: Path):
+    """The environment the agent recorded in the first run.json that has one (None if none)."""
+    for d in sorted(p for p in (Path(path) / "runs").iterdir() if p.is_dir()):
+        meta = read_outcome(d)
+        if meta is not None and meta.environment is not None:
+            return meta.environment
+    return None
+
+
+def derived_label(path: Path) -> str:
+    """``rt-<release>`` or ``stock-<release>`` (PREEMPT_RT or not), ``-vm`` under a
+    hypervisor; the directory's name where no run recorded an environment."""
+    env = environment(path)
+    if env is None:
+        return Path(path).resolve().name
+    k = env.kernel
+    label = f"{'rt' if k.preempt_rt else 'stock'}-{k.release}"
+    if env.virtualization.hypervisor:
+        label += "-vm"
+    return label
+
+
+def labels_for(paths: Sequence[Path], given: Sequence[str]) -> list[str]:
+    """The given labels, else derived ones; derived labels that collide (the same kernel
+    measured twice) become the directory names, and names that still collide are refused."""
+    if given:
+        return list(given)
+    out = [derived_label(p) for p in paths]
+    for i, lb in enumerate(out):
+        if out.count(lb) > 1:
+            out = [Path(p).resolve().name if x == lb else x for p, x in zip(paths, out)]
+    if len(set(out)) != len(out):
+        raise UsageError(f"--label: the derived labels {', '.join(out)} are not unique; give one --label per RESULTS")
+    return out
+
+
+# --------------------------------------------------------------------------- cells
+
+
+def _ci(p: float, lo: float, hi: float) -> str:
+    if p is None or (isinstance(p, float) and math.isnan(p)):
+        return "–"
+    if isinstance(lo, float) and math.isnan(lo):
+        return f"{p:.2f}"
+    return f"{p:.2f} [{lo:.2f}, {hi:.2f}]"
+
+
+def _experiment_cells(path: Path) -> tuple[str, pd.DataFrame]:
+    """(kind, cells) of an experiment: the report's cells, or the latency table."""
+    from ..store import open as open_results
+    from . import tables as tb
+    from . import victim_kinds as vk
+
+    results = open_results(path)
+    runs = results.runs()
+    if runs.empty:
+        raise UsageError(f"RESULTS: {path} has no run with a run.json under runs/; run the experiment first")
+    if vk.kind_of(runs) == "latency":
+        t = vk.latency_table(results.jobs())
+        t = t.assign(cell=t["configuration"].astype(str), scenario=t["scenario"].astype(str))
+        return "latency", t.set_index(KEY)[[c for c, _ in LATENCY_STATS]]
+    c = tb.cells(tb.load(path))
+    t = pd.DataFrame({
+        "cell": c["configuration"].astype(str), "scenario": c["scenario"].astype(str), "runs": c["runs"],
+        "jobs": c["jobs"], "median_ms": c["response_median_ms"], "p99_ms": c["response_p99_ms"],
+        "max_ms": c["response_max_ms"], "misses": c["deadline_misses"], "slowdown_median": c["exec_slowdown_median"],
+        "slowdown_lo": c["exec_slowdown_median_lo"], "slowdown_hi": c["exec_slowdown_median_hi"]})
+    return "experiment", t.set_index(KEY)
+
+
+def _campaign_cells(path: Path) -> pd.DataFrame:
+    """A campaign's cells keyed by application · configuration · variant, "default" parts
+    left out (not the group, whose parts depend on what varies within each campaign)."""
+    from . import campaign_cells as cc
+
+    c = cc.cell_table(cc.load_campaign(path))
+    if c.empty:
+        return pd.DataFrame(columns=KEY + COLUMNS).set_index(KEY)
+    cell = [" · ".join([str(a)] + [str(x) for x in (cf, v) if str(x) not in ("", "default")])
+            for a, cf, v in zip(c["application"], c["configuration"], c["variant"])]
+    t = pd.DataFrame({
+        "cell": cell, "scenario": c["scenario"].astype(str), "runs": c["runs"], "jobs": c["jobs"],
+        "median_ms": c["response_median_ms"], "p99_ms": c["response_p99_ms"], "max_ms": c["response_max_ms"],
+        "misses": c["deadline_misses"], "slowdown_median": c["exec_slowdown_median"],
+        "slowdown_lo": c["exec_slowdown_median_lo"], "slowdown_hi": c["exec_slowdown_median_hi"]})
+    return t.set_index(KEY)
+
+
+def measure(path: Path, label: str) -> Measured:
+    """One results directory's cells."""
+    from .campaign_cells import is_campaign
+
+    if is_campaign(path):
+        return Measured(Path(path), label, "campaign", _campaign_cells(Path(path)))
+    kind, table = _experiment_cells(Path(path))
+    return Measured(Path(path), label, kind, table)
+
+
+# --------------------------------------------------------------------------- comparison
+
+
+@dataclass
+class Comparison:
+    """The comparison: the wide table (one row per common cell), the cells only some
+    directories have (cell, scenario, labels that have it), the labels and the kind."""
+
+    table: pd.DataFrame
+    partial: list[tuple[str, str, list[str]]]
+    labels: list[str]
+    kind: str
+    paths: list[Path]
+
+    @property
+    def stats(self) -> list[tuple[str, str]]:
+        return LATENCY_STATS if self.kind == "latency" else STATS
+
+    @property
+    def p99(self) -> str:
+        return "p99_us" if self.kind == "latency" else "p99_ms"
+
+    def ratio_column(self, label: str) -> str:
+        return f"p99 {label} / {self.labels[0]}"
+
+    def long(self) -> pd.DataFrame:
+        """One row per cell × label (the terminal and Markdown view): the label's numbers
+        and, from the second label on, its p99 over the first label's."""
+        rows = []
+        for _, r in self.table.iterrows():
+            for i, lb in enumerate(self.labels):
+                row = {"cell": r["cell"], "scenario": r["scenario"], "label": lb}
+                row.update({h: (_ci(*(r[f"{lb}: slowdown_{k}"] for k in ("median", "lo", "hi"))) if c == "slowdown"
+                                else r[f"{lb}: {c}"]) for c, h in self.stats})
+                row[f"p99 / {self.labels[0]}"] = r[self.ratio_column(lb)] if i else math.nan
+                rows.append(row)
+        return pd.DataFrame(rows)
+
+
+def compare(measured: Sequence[Measured]) -> Comparison:
+    """Join the directories' cells on (cell, scenario): each label's columns, then the ratio
+    of each later label's p99 to the first's."""
+    kinds = {m.kind for m in measured}
+    if len(kinds) > 1:
+        what = ", ".join(f"{m.path} ({m.kind})" for m in measured)
+        raise UsageError(f"RESULTS: mixes {what}; compare the same experiment or campaign measured on each machine")
+    kind = kinds.pop()
+    p99 = "p99_us" if kind == "latency" else "p99_ms"
+    keys = [list(m.table.index) for m in measured]
+    common = [k for k in keys[0] if all(k in set(ks) for ks in keys[1:])]
+    every = list(dict.fromkeys(k for ks in keys for k in ks))
+    partial = [(c, s, [m.label for m in measured if (c, s) in set(m.table.index)]) for c, s in every
+               if (c, s) not in set(common)]
+    cols = {"cell": [c for c, _ in common], "scenario": [s for _, s in common]}
+    for m in measured:
+        t = m.table.loc[common] if common else m.table.iloc[0:0]
+        for c in ([c for c, _ in LATENCY_STATS] if kind == "latency" else COLUMNS):
+            cols[f"{m.label}: {c}"] = list(t[c])
+    first = measured[0].table.loc[common, p99].to_numpy(dtype=float) if common else []
+    labels = [m.label for m in measured]
+    out = pd.DataFrame(cols)
+    comp = Comparison(out, partial, labels, kind, [m.path for m in measured])
+    for m in measured[1:]:
+        other = m.table.loc[common, p99].to_numpy(dtype=float) if common else []
+        out[comp.ratio_column(m.label)] = [b / a if a > 0 else math.nan for a, b in zip(first, other)]
+    return comp
+
+
+# --------------------------------------------------------------------------- output
+
+
+def default_out(labels: Sequence[str]) -> Path:
+    """./compare-<label>-vs-<label>..., each label reduced to file-name characters."""
+    return Path("compare-" + "-vs-".join(re.sub(r"[^A-Za-z0-9._+-]+", "_", lb) for lb in labels))
+
+
+def _fmt(v) -> str:
+    from .html import fmt
+
+    return fmt(v)
+
+
+def partial_lines(comp: Comparison) -> list[str]:
+    """The cells only some directories have, one line each."""
+    return [f"{c} · {s}: only in {', '.join(lbs)}" for c, s, lbs in comp.partial]
+
+
+def sources(comp: Comparison) -> list[str]:
+    return [f"{lb}: {p}" for lb, p in zip(comp.labels, comp.paths)]
+
+
+def markdown(comp: Comparison) -> str:
+    """compare.md: what is compared, the table (one row per cell × label), the partial cells."""
+    from .markdown import md_table
+
+    what = "wake-up latency (µs)" if comp.kind == "latency" else \
+        "response time (ms); slowdown: median execution time against solo, 95 % CI"
+    out = [f"# Comparison: {' vs '.join(comp.labels)}", "", *[f"- {x}" for x in sources(comp)], "",
+           f"Cells common to every results directory: {len(comp.table)}; {what}; "
+           f"p99 / {comp.labels[0]}: the label's p99 over {comp.labels[0]}'s.", "",
+           md_table(comp.long(), max_rows=10_000)]
+    lines = partial_lines(comp)
+    out += ["## Cells not in every results directory", ""] + ([f"- {x}" for x in lines] or ["_(none)_"])
+    return "\n".join(out) + "\n"
+
+
+def figure(comp: Comparison):
+    """p99 per cell, one bar per label (None when there is no common cell)."""
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    if comp.table.empty:
+        return None
+    names = [f"{c} · {s}" if c not in ("default", "") else s for c, s in zip(comp.table["cell"], comp.table["scenario"])]
+    n, k = len(names), len(comp.labels)
+    fig, ax = plt.subplots(figsize=(7.2, 1.2 + 0.35 * n * k), layout="constrained")
+    h = 0.8 / k
+    y = np.arange(n)
+    for i, lb in enumerate(comp.labels):
+        ax.barh(y + i * h, comp.table[f"{lb}: {comp.p99}"].to_numpy(dtype=float), height=h, label=lb)
+    ax.set_yticks(y + h * (k - 1) / 2, names)
+    ax.invert_yaxis()
+    ax.set_xlabel("p99 wake-up latency (µs)" if comp.kind == "latency" else "p99 response time (ms)")
+    ax.legend(loc="lower right", fontsize=8)
+    ax.set_title("p99 per cell and label")
+    return fig
+
+
+def write(comp: Comparison, out: Path) -> list[Path]:
+    """compare.md, compare.csv (the wide table), compare.html (self-contained) and the figure
+    (p99.png, p99.svg) under ``out``."""
+    from . import html as hx
+    from .figures import render
+
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "compare.md").write_text(markdown(comp))
+    comp.table.to_csv(out / "compare.csv", index=False)
+    fig = figure(comp)
+    rendered = render(fig, out, "p99", "p99 per cell and label",
+                      "Only the cells common to every results directory.") if fig is not None else None
+    sec = hx.Section("compare", "Side by side")
+    for x in sources(comp):
+        sec.text(x)
+    sec.table(comp.long(), max_rows=10_000).figure(rendered)
+    part = hx.Section("partial", "Cells not in every results directory")
+    for x in partial_lines(comp) or ["(none)"]:
+        part.text(x)
+    (out / "compare.html").write_text(hx.page(f"Comparison: {' vs '.join(comp.labels)}",
+                                              f"{len(comp.table)} common cells", [sec, part]))
+    files = [out / "compare.md", out / "compare.csv", out / "compare.html"]
+    return files + ([rendered.png_path, rendered.svg_path] if rendered else [])
+
+
+def show(comp: Comparison, console) -> None:
+    """The terminal table (one row per cell × label) and the cells not in every directory."""
+    from rich.table import Table
+
+    long = comp.long()
+    t = Table(title=f"compare: {' vs '.join(comp.labels)}")
+    for c in long.columns:
+        t.add_column(str(c), justify="left" if c in ("cell", "scenario", "label") else "right")
+    for row in long.itertuples(index=False):
+        t.add_row(*(_fmt(v) for v in row))
+    console.print(t)
+    for x in sources(comp):
+        console.print(x)
+    for x in partial_lines(comp):
+        console.print(x)
+
+
+def run(paths: Sequence[Path], labels: Sequence[str], out: Path | None, console) -> Comparison:
+    """The command: check, label, measure, compare, print, write. Nothing is written before
+    every input has been read."""
+    paths = [Path(p) for p in paths]
+    check_inputs(paths, labels)
+    names = labels_for(paths, labels)
+    comp = compare([measure(p, lb) for p, lb in zip(paths, names)])
+    show(comp, console)
+    files = write(comp, out if out is not None else default_out(names))
+    console.print(f"wrote {', '.join(str(f) for f in files[:3])}")
+    return comp

@@ -1,0 +1,135 @@
+"""`xtalk compare`: the same experiment measured twice (one planted slower by a known factor)
+side by side; labels derived and given; cells only one directory has listed; bad input
+refused in one line with exit 2 and nothing written. Pure: synthetic results, no agent."""
+
+from __future__ import annotations
+
+import copy
+import subprocess
+import sys
+
+import pandas as pd
+import pytest
+
+from xtalk.outcome import load_outcome, parse_outcome, write_outcome
+from xtalk.report import compare as cm
+from xtalk.report.synthetic import Scenario, write_results
+from xtalk.report.synthetic_campaign import write_campaign
+
+from test_report_sections import ENV  # a run.json environment the outcome model accepts
+
+#: Planted: every job of the "rt" directory executes this many times longer.
+FACTOR = 2.0
+PERIOD, EXEC = 10_000_000, 2_000_000  # response ≈ exec (wake-up ~20 µs), so the p99 ratio ≈ FACTOR
+
+
+def _environment(root, release: str, rt: bool, vm: bool = False) -> None:
+    env = copy.deepcopy(ENV)
+    env["kernel"].update(release=release, preempt_rt=rt)
+    env["virtualization"].update(hypervisor=vm, vendor="KVMKVMKVM" if vm else None)
+    for p in (root / "runs").glob("*/run.json"):
+        meta = load_outcome(p.parent).to_dict()
+        meta["environment"] = env
+        write_outcome(p.parent, parse_outcome(meta))
+
+
+@pytest.fixture(scope="module")
+def pair(tmp_path_factory):
+    base = tmp_path_factory.mktemp("compare")
+    a = write_results(base / "stock", [Scenario("solo"), Scenario("read", slowdown=1.3)], repetitions=2, jobs=200,
+                      period_ns=PERIOD, exec_ns=EXEC, seed=1)
+    b = write_results(base / "rt", [Scenario("solo"), Scenario("read", slowdown=1.3), Scenario("chase", slowdown=1.1)],
+                      repetitions=2, jobs=200, period_ns=PERIOD, exec_ns=EXEC * FACTOR, seed=2)
+    return a, b
+
+
+def _cli(*args, cwd):
+    return subprocess.run([sys.executable, "-m", "xtalk.cli", "compare", *map(str, args)], cwd=cwd,
+                          capture_output=True, text=True)
+
+
+def test_ratio_finds_the_planted_factor_and_lists_cells_only_one_has(pair, tmp_path):
+    a, b = pair
+    comp = cm.run([a, b], ["stock", "rt"], tmp_path / "out", console=_Quiet())
+    t = comp.table.set_index("scenario")
+    assert list(t.index) == ["solo", "read"]  # the common cells, in the first directory's order
+    ratio = t["p99 rt / stock"]
+    assert ratio.between(FACTOR * 0.95, FACTOR * 1.05).all(), ratio
+    # Each label's numbers are its own directory's cells (the summary's numbers).
+    assert t.loc["read", "stock: runs"] == 2 and t.loc["read", "rt: jobs"] == 2 * 198
+    # The within-directory slowdown against solo, with its CI (the summary's).
+    assert t.loc["read", "stock: slowdown_lo"] < t.loc["read", "stock: slowdown_median"] < t.loc["read", "stock: slowdown_hi"]
+    assert 1.25 < t.loc["read", "stock: slowdown_median"] < 1.35
+    assert comp.long()["slowdown [95% CI]"].iloc[2].startswith("1.3")
+    assert comp.partial == [("default", "chase", ["rt"])]
+    md = (tmp_path / "out" / "compare.md").read_text()
+    assert "default · chase: only in rt" in md and "| rt |" in md
+    csv = pd.read_csv(tmp_path / "out" / "compare.csv")
+    assert list(csv["scenario"]) == ["solo", "read"] and "p99 rt / stock" in csv.columns
+    html = (tmp_path / "out" / "compare.html").read_text()
+    assert "data:image/png;base64," in html and "only in rt" in html and "src=\"http" not in html
+
+
+def test_labels_derived_from_the_recorded_kernel_else_the_directory(pair, tmp_path):
+    a, b = pair
+    assert cm.labels_for([a, b], []) == ["stock", "rt"]  # no environment recorded: the directory names
+    a2, b2 = tmp_path / "a", tmp_path / "b"
+    subprocess.run(["cp", "-r", str(a), str(a2)], check=True)
+    subprocess.run(["cp", "-r", str(b), str(b2)], check=True)
+    _environment(a2, "6.1.0-50-arm64", False)
+    _environment(b2, "6.1.0-50-rt-arm64", True)
+    assert cm.labels_for([a2, b2], []) == ["stock-6.1.0-50-arm64", "rt-6.1.0-50-rt-arm64"]
+    _environment(b2, "6.1.0-50-arm64", False, vm=True)  # native against a KVM guest
+    assert cm.labels_for([a2, b2], []) == ["stock-6.1.0-50-arm64", "stock-6.1.0-50-arm64-vm"]
+    _environment(b2, "6.1.0-50-arm64", False)  # the same kernel twice: the directory names
+    assert cm.labels_for([a2, b2], []) == ["a", "b"]
+    assert cm.labels_for([a2, b2], ["x", "y"]) == ["x", "y"]
+    r = _cli(a2, b2, cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert (tmp_path / "compare-a-vs-b" / "compare.csv").is_file()
+
+
+def test_a_campaign_compares_by_cell(tmp_path):
+    a = write_campaign(tmp_path / "c1", families=[], configurations=("fifo",), scenarios={"read": 1.5})
+    b = write_campaign(tmp_path / "c2", families=[], configurations=("fifo",), scenarios={"read": 1.5, "chase": 1.2},
+                       exec_ns=400_000)
+    comp = cm.run([a, b], [], tmp_path / "out", console=_Quiet())
+    assert comp.kind == "campaign" and list(comp.table["cell"]) == ["aocs · fifo"] * 2
+    assert comp.table["p99 c2 / c1"].between(1.6, 2.0).all()  # exec doubled, wake-up (~20 µs) not
+    assert comp.partial == [("aocs · fifo", "chase", ["c2"])]
+
+
+def test_a_latency_victim_compares_its_wake_up_latency(tmp_path):
+    lat = {"body": {"kind": "latency"}}
+    a = write_results(tmp_path / "a", [Scenario("solo"), Scenario("read")], repetitions=2, jobs=300, victim=lat, seed=1)
+    b = write_results(tmp_path / "b", [Scenario("solo"), Scenario("read")], repetitions=2, jobs=300, victim=lat, seed=1)
+    for p in (b / "runs").glob("*/jobs.parquet"):  # the same samples, every wake-up latency planted 3× longer
+        j = pd.read_parquet(p)
+        j["wakeup_latency_ns"] *= 3
+        j.to_parquet(p, index=False)
+    comp = cm.run([a, b], ["x", "y"], tmp_path / "out", console=_Quiet())
+    assert comp.kind == "latency" and "x: p99_us" in comp.table and "x: p99_ms" not in comp.table
+    assert comp.table["p99 y / x"].round(9).eq(3.0).all()
+    assert "p99 µs" in comp.long().columns
+
+
+@pytest.mark.parametrize("case", ["one", "not_results", "label_count", "label_twice", "mixed"])
+def test_bad_input_is_one_line_exit_2_and_nothing_written(pair, tmp_path, case):
+    a, b = pair
+    (tmp_path / "empty").mkdir()
+    args = {"one": [a], "not_results": [a, tmp_path / "empty"], "label_count": [a, b, "--label", "x"],
+            "label_twice": [a, b, "--label", "x", "--label", "x"],
+            "mixed": [a, write_campaign(tmp_path / "camp", families=[], configurations=("fifo",))]}[case]
+    out = tmp_path / "out"
+    r = _cli(*args, "--out", out, cwd=tmp_path)
+    assert r.returncode == 2, (r.stdout, r.stderr)
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("xtalk: "), r.stderr
+    assert lines[0].removeprefix("xtalk: ").split(":")[0] in ("RESULTS", "--label")
+    assert not out.exists()
+    assert not any(p.name.startswith("compare-") for p in tmp_path.iterdir())
+
+
+class _Quiet:
+    def print(self, *args, **kwargs):
+        pass

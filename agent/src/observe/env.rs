@@ -187,7 +187,7 @@ pub fn collect() -> Value {
     json!({
         "kernel": kernel(&uts),
         "cpu": {
-            "model": cpuinfo_field(&info, "model name").or_else(|| cpuinfo_field(&info, "Processor")),
+            "model": cpuinfo_field(&info, "model name").or_else(|| super::arm_cpu::model(&info)).or_else(|| cpuinfo_field(&info, "Processor")),
             "vendor": cpuinfo_field(&info, "vendor_id").or_else(|| cpuinfo_field(&info, "CPU implementer")),
             "online": cpu_list(&online),
             "count": online.len(),

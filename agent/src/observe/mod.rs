@@ -1,4 +1,5 @@
 //! What the agent sees of the machine and of each job: clocks, machine facts, environment.
+pub mod arm_cpu;
 pub mod calibrate;
 pub mod capabilities;
 pub mod cgroupfs;

@@ -112,6 +112,14 @@ def _aocs(e: EnemySpec, field: str, aocs_data: AocsData) -> dict:
             "duplicate_executable": e.param("executable", "shared") == "duplicated"}
 
 
+def count_from_bytes(k, p, given: dict, caches: dict[str, int], field: str) -> int:
+    """The count `p` of kind `k` (a parameter with `per_bytes`) that the file's `bytes` (else
+    its file default) gives: that size over the divisor parameter, at least `p.min`."""
+    size = units.size_bytes(given.get("bytes", p.file_default), f"{field}.bytes", caches)
+    divisor = units.size_bytes(given.get(p.per_bytes, k.param(p.per_bytes).default), f"{field}.{p.per_bytes}", caches)
+    return max(p.min or 0, size // divisor)
+
+
 def enemy_load(e: EnemySpec, field: str, facts: TargetFacts, aocs_data: AocsData):
     """The agent-side load of an enemy spec, from its kind's catalog entry: sizes and
     durations resolved against the target, counts given as `bytes` divided out, the file's
@@ -128,9 +136,7 @@ def enemy_load(e: EnemySpec, field: str, facts: TargetFacts, aocs_data: AocsData
         if key in given:
             v = given[key]
         elif p.per_bytes and ("bytes" in given or p.file_default is not None):
-            size = units.size_bytes(given.get("bytes", p.file_default), f"{field}.bytes", facts.caches)
-            divisor = units.size_bytes(given.get(p.per_bytes, k.param(p.per_bytes).default), f"{field}.{p.per_bytes}", facts.caches)
-            out[p.name] = max(p.min or 0, size // divisor)
+            out[p.name] = count_from_bytes(k, p, given, facts.caches, field)
             continue
         elif p.file_default is not None:
             v = p.file_default

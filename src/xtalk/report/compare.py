@@ -115,11 +115,19 @@ def labels_for(paths: Sequence[Path], given: Sequence[str]) -> list[str]:
 
 
 def _ci(p: float, lo: float, hi: float) -> str:
-    if p is None or (isinstance(p, float) and math.isnan(p)):
-        return "–"
-    if isinstance(lo, float) and math.isnan(lo):
-        return f"{p:.2f}"
-    return f"{p:.2f} [{lo:.2f}, {hi:.2f}]"
+    from .summary import ci_text
+
+    return "–" if p is None else ci_text(p, lo, hi)
+
+
+def _stats(c: pd.DataFrame, cell: list[str]) -> pd.DataFrame:
+    """The per-label columns from a table of cells (the experiment's or the campaign's: the
+    same column names), keyed by (cell, scenario)."""
+    return pd.DataFrame({
+        "cell": cell, "scenario": c["scenario"].astype(str), "runs": c["runs"], "jobs": c["jobs"],
+        "median_ms": c["response_median_ms"], "p99_ms": c["response_p99_ms"], "max_ms": c["response_max_ms"],
+        "misses": c["deadline_misses"], "slowdown_median": c["exec_slowdown_median"],
+        "slowdown_lo": c["exec_slowdown_median_lo"], "slowdown_hi": c["exec_slowdown_median_hi"]}).set_index(KEY)
 
 
 def _experiment_cells(path: Path) -> tuple[str, pd.DataFrame]:
@@ -137,12 +145,7 @@ def _experiment_cells(path: Path) -> tuple[str, pd.DataFrame]:
         t = t.assign(cell=t["configuration"].astype(str), scenario=t["scenario"].astype(str))
         return "latency", t.set_index(KEY)[[c for c, _ in LATENCY_STATS]]
     c = tb.cells(tb.load(path))
-    t = pd.DataFrame({
-        "cell": c["configuration"].astype(str), "scenario": c["scenario"].astype(str), "runs": c["runs"],
-        "jobs": c["jobs"], "median_ms": c["response_median_ms"], "p99_ms": c["response_p99_ms"],
-        "max_ms": c["response_max_ms"], "misses": c["deadline_misses"], "slowdown_median": c["exec_slowdown_median"],
-        "slowdown_lo": c["exec_slowdown_median_lo"], "slowdown_hi": c["exec_slowdown_median_hi"]})
-    return "experiment", t.set_index(KEY)
+    return "experiment", _stats(c, list(c["configuration"].astype(str)))
 
 
 def _campaign_cells(path: Path) -> pd.DataFrame:
@@ -155,12 +158,7 @@ def _campaign_cells(path: Path) -> pd.DataFrame:
         return pd.DataFrame(columns=KEY + COLUMNS).set_index(KEY)
     cell = [" · ".join([str(a)] + [str(x) for x in (cf, v) if str(x) not in ("", "default")])
             for a, cf, v in zip(c["application"], c["configuration"], c["variant"])]
-    t = pd.DataFrame({
-        "cell": cell, "scenario": c["scenario"].astype(str), "runs": c["runs"], "jobs": c["jobs"],
-        "median_ms": c["response_median_ms"], "p99_ms": c["response_p99_ms"], "max_ms": c["response_max_ms"],
-        "misses": c["deadline_misses"], "slowdown_median": c["exec_slowdown_median"],
-        "slowdown_lo": c["exec_slowdown_median_lo"], "slowdown_hi": c["exec_slowdown_median_hi"]})
-    return t.set_index(KEY)
+    return _stats(c, cell)
 
 
 def measure(path: Path, label: str) -> Measured:

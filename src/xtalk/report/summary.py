@@ -26,14 +26,20 @@ def _f(x: float, nd: int = 3) -> str:
     return "–" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.{nd}f}"
 
 
+def ci_text(p: float, lo: float, hi: float) -> str:
+    """A slowdown as the summary prints it: `1.20 [1.08, 1.27]`, the estimate alone without a
+    CI, `–` without an estimate."""
+    if isinstance(lo, float) and math.isnan(lo):
+        return _f(p, 2)
+    return f"{p:.2f} [{lo:.2f}, {hi:.2f}]"
+
+
 def _ci(row, stat: str) -> str:
     p, lo, hi = (getattr(row, f"slowdown_{stat}{k}") for k in ("", "_lo", "_hi"))
     reference = row.scenario == "solo" or str(row.scenario).split(" · ")[-1].startswith("alone:")
     if stat == "max" and not reference and row.runs_ok < guards.MIN_RUNS_FOR_MAX:
         return f"– ({row.runs_ok} runs)"  # guards: too few runs for a maximum (the value stays in summary.json)
-    if isinstance(lo, float) and math.isnan(lo):
-        return _f(p, 2)
-    return f"{p:.2f} [{lo:.2f}, {hi:.2f}]"
+    return ci_text(p, lo, hi)
 
 
 def enemy_rates(runs: pd.DataFrame) -> dict[tuple[str, str], str]:

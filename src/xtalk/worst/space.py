@@ -187,9 +187,9 @@ class Space:
         if p.file_key in given:
             return int(given[p.file_key])
         if p.per_bytes and "bytes" in given:
-            d = kind.param(p.per_bytes)
-            divisor = given.get(d.file_key, d.default) if d is not None else None
-            return _size_value(str(given["bytes"]), self.caches) // int(divisor) if divisor else None
+            from ..config.processes import count_from_bytes
+
+            return count_from_bytes(kind, p, given, self.caches, f"{kind.name}")
         return int(p.default) if isinstance(p.default, int) else None
 
     def sample(self, rng: random.Random) -> Candidate:

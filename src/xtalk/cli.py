@@ -411,6 +411,19 @@ def latency(results: Path = typer.Argument(..., help="results directory of a `la
 
 
 @command
+def overheads(results: Path = typer.Argument(..., help="results directory of an experiment run with [trace] "
+                                                   "(examples/latency_overheads.toml)")):
+    """Scheduler overheads of each timer release from the kernel trace (seed 001 §4.5): Δevent, Δrel, Δsched,
+    Δcxs and Δ^relEv per scenario, µs; writes overheads.csv and overheads.md."""
+    from .report.overheads import show
+
+    try:
+        show(_results(results), console)
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+
+
+@command
 def tasks(results: Path = typer.Argument(..., help="results directory of a `taskset` victim experiment")):
     """Per-task deadline-miss ratio, response time and release delay of a task-set victim."""
     from .report.tasks import show

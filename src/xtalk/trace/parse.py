@@ -23,7 +23,12 @@ _ARGS = {
     "irq_handler_exit": re.compile(r"irq=(?P<irq>\d+) ret=(?P<ret>\w+)"),
     "softirq_entry": re.compile(r"vec=(?P<vec>\d+) \[action=(?P<name>\w+)\]"),
     "softirq_exit": re.compile(r"vec=(?P<vec>\d+) \[action=(?P<name>\w+)\]"),
-    "hrtimer_expire_entry": re.compile(r"hrtimer=(?P<hrtimer>\S+) function=(?P<name>\S+)"),
+    # `now` (kernels since 2.6.28) is the hrtimer base's clock when the interrupt began, in
+    # ns: for a CLOCK_MONOTONIC timer, the mono clock at ns resolution (the line's own stamp
+    # is in µs).
+    "hrtimer_expire_entry": re.compile(r"hrtimer=(?P<hrtimer>\S+) function=(?P<name>\S+)(?: now=(?P<now>\d+))?"),
+    # `expires`: the programmed expiry in ns (for an absolute sleep, the release itself).
+    "hrtimer_start": re.compile(r"hrtimer=(?P<hrtimer>\S+) function=(?P<name>\S+) expires=(?P<expires>\d+)"),
     "hrtimer_expire_exit": re.compile(r"hrtimer=(?P<hrtimer>\S+)"),
 }
 
@@ -49,7 +54,7 @@ def parse_lines(lines) -> pd.DataFrame:
     df = pd.DataFrame(rows)
     if df.empty:
         return pd.DataFrame(columns=["ts_ns", "cpu", "comm", "pid", "event"])
-    for col in ("prev_pid", "next_pid", "target_pid", "orig_cpu", "dest_cpu", "irq", "vec", "target_cpu"):
+    for col in ("prev_pid", "next_pid", "target_pid", "orig_cpu", "dest_cpu", "irq", "vec", "target_cpu", "now", "expires"):
         if col in df:
             df[col] = pd.to_numeric(df[col], errors="coerce").astype("Int64")
     return df.sort_values("ts_ns", kind="stable").reset_index(drop=True)

@@ -1,0 +1,85 @@
+"""`xtalk overheads RESULTS`: the measured scheduler overheads of each timer release (seed
+001 §4.5: Δevent, Δrel, Δsched, Δcxs and their sum Δ^relEv, from the kernel trace; see
+:mod:`xtalk.trace.overheads`) per scenario and configuration, in µs; the same tables for
+the report's latency section and for `xtalk compare`.
+
+Writes overheads.csv (one row per scenario × configuration × overhead) and overheads.md
+(that table and the coverage: jobs decomposed, the others by reason, trace events lost).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+from ..analysis import overheads as ao
+from ..store.overheads import collect
+
+#: What the tables mean, one sentence for every place that shows them.
+LEGEND = ("From the kernel trace of each run, on the clock of the job rows: Δevent = expiry of the victim's timer "
+          "(the interrupt's clock read) − release; Δrel = its sched_wakeup − that expiry; Δsched = the sched_switch to "
+          "it − the wake-up; Δcxs = the victim back in user space − that switch; Δ^relEv = their sum, the wake-up "
+          "latency of the jobs decomposed completely. Trace stamps are µs (±0.5 µs each).")
+
+
+def tables(runs: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame] | None:
+    """(summary, coverage) of the traced runs among ``runs``; None when none has a trace."""
+    jobs, traced = collect(runs)
+    if traced.empty:
+        return None
+    return ao.summary(jobs), ao.coverage(jobs, traced)
+
+
+def wide(summary: pd.DataFrame) -> pd.DataFrame:
+    """One row per scenario × configuration, ``<Δ> mean / p99 / max`` columns (the compact
+    view the report and `xtalk compare` show)."""
+    rows = []
+    for (sc, cf), g in summary.groupby(["scenario", "configuration"], sort=False):
+        row = {"scenario": sc, "configuration": cf}
+        for r in g.itertuples():
+            row.update({f"{r.overhead} mean": r.mean_us, f"{r.overhead} p99": r.p99_us, f"{r.overhead} max": r.max_us})
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def markdown(summary: pd.DataFrame, coverage: pd.DataFrame, title: str = "## Scheduler overheads (µs)") -> list[str]:
+    """Markdown lines: the legend, the summary, the coverage."""
+    from .markdown import md_table
+
+    return [title, "", LEGEND, "", md_table(summary, max_rows=10_000), "",
+            "Jobs decomposed (the others by reason; events the trace lost to buffer overruns):", "",
+            md_table(coverage, max_rows=10_000)]
+
+
+def _cell(v) -> str:
+    from .html import fmt
+
+    return fmt(v)
+
+
+def show(results, console) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Print the breakdown of ``results`` (``store.Results``) and write overheads.csv and
+    overheads.md into it. ValueError (one line) when no run has a trace."""
+    from rich.table import Table
+
+    got = tables(results.runs())
+    if got is None:
+        raise ValueError(f"{results.path}: no run has a kernel trace (trace.txt); add a [trace] table with the events "
+                         "of examples/latency_overheads.toml to the experiment and run it as root")
+    summary, coverage = got
+    summary.to_csv(Path(results.path) / "overheads.csv", index=False)
+    (Path(results.path) / "overheads.md").write_text(
+        "\n".join(markdown(summary, coverage, f"# Scheduler overheads (µs): {Path(results.path).name}")) + "\n")
+    t = Table(title=f"scheduler overheads per timer release, µs: {Path(results.path).name}")
+    for c in ao.SUMMARY_COLUMNS:
+        t.add_column(c, justify="left" if c in ("scenario", "configuration", "overhead") else "right")
+    for r in summary.itertuples(index=False):
+        t.add_row(*(_cell(v) for v in r))
+    console.print(t)
+    for r in coverage.itertuples():
+        lost = "unknown" if r.lost_events is None or pd.isna(r.lost_events) else str(int(r.lost_events))
+        console.print(f"{r.scenario} ({r.configuration}): {r.matched} of {r.jobs} jobs decomposed; not: {r.unmatched}; "
+                      f"trace events lost: {lost}")
+    console.print(f"wrote {Path(results.path) / 'overheads.csv'}, {Path(results.path) / 'overheads.md'}")
+    return summary, coverage

@@ -42,6 +42,9 @@ class Measured:
     label: str
     kind: str  # "experiment", "campaign" or "latency"
     table: pd.DataFrame = field(default_factory=pd.DataFrame)
+    #: A latency victim's measured scheduler overheads (report/overheads.py: summary and
+    #: coverage), None when no run has a kernel trace.
+    overheads: tuple[pd.DataFrame, pd.DataFrame] | None = None
 
 
 #: (column, header) per label: response time of a periodic victim or a campaign cell.
@@ -130,9 +133,11 @@ def _stats(c: pd.DataFrame, cell: list[str]) -> pd.DataFrame:
         "slowdown_lo": c["exec_slowdown_median_lo"], "slowdown_hi": c["exec_slowdown_median_hi"]}).set_index(KEY)
 
 
-def _experiment_cells(path: Path) -> tuple[str, pd.DataFrame]:
-    """(kind, cells) of an experiment: the report's cells, or the latency table."""
+def _experiment_cells(path: Path) -> tuple[str, pd.DataFrame, tuple[pd.DataFrame, pd.DataFrame] | None]:
+    """(kind, cells, overheads) of an experiment: the report's cells, or the latency table
+    and, where its runs have kernel traces, the measured scheduler overheads."""
     from ..store import open as open_results
+    from . import overheads as oh
     from . import tables as tb
     from . import victim_kinds as vk
 
@@ -143,9 +148,9 @@ def _experiment_cells(path: Path) -> tuple[str, pd.DataFrame]:
     if vk.kind_of(runs) == "latency":
         t = vk.latency_table(results.jobs())
         t = t.assign(cell=t["configuration"].astype(str), scenario=t["scenario"].astype(str))
-        return "latency", t.set_index(KEY)[[c for c, _ in LATENCY_STATS]]
+        return "latency", t.set_index(KEY)[[c for c, _ in LATENCY_STATS]], oh.tables(runs)
     c = tb.cells(tb.load(path))
-    return "experiment", _stats(c, list(c["configuration"].astype(str)))
+    return "experiment", _stats(c, list(c["configuration"].astype(str))), None
 
 
 def _campaign_cells(path: Path) -> pd.DataFrame:
@@ -167,8 +172,8 @@ def measure(path: Path, label: str) -> Measured:
 
     if is_campaign(path):
         return Measured(Path(path), label, "campaign", _campaign_cells(Path(path)))
-    kind, table = _experiment_cells(Path(path))
-    return Measured(Path(path), label, kind, table)
+    kind, table, overheads = _experiment_cells(Path(path))
+    return Measured(Path(path), label, kind, table, overheads)
 
 
 # --------------------------------------------------------------------------- comparison
@@ -184,6 +189,10 @@ class Comparison:
     labels: list[str]
     kind: str
     paths: list[Path]
+    #: Scheduler overheads side by side (report/overheads.side_by_side) and one line per
+    #: label × cell on the jobs decomposed; None when no label's runs have a trace.
+    overheads: pd.DataFrame | None = None
+    overhead_lines: list[str] = field(default_factory=list)
 
     @property
     def stats(self) -> list[tuple[str, str]]:
@@ -233,6 +242,13 @@ def compare(measured: Sequence[Measured]) -> Comparison:
     labels = [m.label for m in measured]
     out = pd.DataFrame(cols)
     comp = Comparison(out, partial, labels, kind, [m.path for m in measured])
+    traced = {m.label: m.overheads for m in measured if m.overheads is not None}
+    if traced:
+        from .overheads import coverage_lines, side_by_side
+
+        comp.overheads = side_by_side({lb: o[0] for lb, o in traced.items()})
+        comp.overhead_lines = [x for lb, o in traced.items() for x in coverage_lines(lb, o[1])] + \
+            [f"{m.label}: no kernel trace" for m in measured if m.overheads is None]
     for m in measured[1:]:
         other = m.table.loc[common, p99].to_numpy(dtype=float) if common else []
         out[comp.ratio_column(m.label)] = [b / a if a > 0 else math.nan for a, b in zip(first, other)]
@@ -274,6 +290,11 @@ def markdown(comp: Comparison) -> str:
            md_table(comp.long(), max_rows=10_000)]
     lines = partial_lines(comp)
     out += ["## Cells not in every results directory", ""] + ([f"- {x}" for x in lines] or ["_(none)_"])
+    if comp.overheads is not None:
+        from .overheads import LEGEND
+
+        out += ["", "## Scheduler overheads (µs)", "", LEGEND, "", md_table(comp.overheads, max_rows=10_000), ""]
+        out += [f"- {x}" for x in comp.overhead_lines]
     return "\n".join(out) + "\n"
 
 
@@ -319,9 +340,20 @@ def write(comp: Comparison, out: Path) -> list[Path]:
     part = hx.Section("partial", "Cells not in every results directory")
     for x in partial_lines(comp) or ["(none)"]:
         part.text(x)
+    sections = [sec, part]
+    if comp.overheads is not None:
+        from .overheads import LEGEND
+
+        ovh = hx.Section("overheads", "Scheduler overheads (µs)").text(LEGEND)
+        ovh.table(comp.overheads, max_rows=10_000)
+        for x in comp.overhead_lines:
+            ovh.text(x)
+        sections.append(ovh)
+        comp.overheads.to_csv(out / "overheads.csv", index=False)
     (out / "compare.html").write_text(hx.page(f"Comparison: {' vs '.join(comp.labels)}",
-                                              f"{len(comp.table)} common cells", [sec, part]))
-    files = [out / "compare.md", out / "compare.csv", out / "compare.html"]
+                                              f"{len(comp.table)} common cells", sections))
+    files = [out / "compare.md", out / "compare.csv", out / "compare.html"] + \
+        ([out / "overheads.csv"] if comp.overheads is not None else [])
     return files + ([rendered.png_path, rendered.svg_path] if rendered else [])
 
 
@@ -340,6 +372,15 @@ def show(comp: Comparison, console) -> None:
         console.print(x)
     for x in partial_lines(comp):
         console.print(x)
+    if comp.overheads is not None:
+        t = Table(title="scheduler overheads per timer release (µs)")
+        for c in comp.overheads.columns:
+            t.add_column(str(c), justify="left" if c in ("scenario", "configuration", "overhead") else "right")
+        for row in comp.overheads.itertuples(index=False):
+            t.add_row(*(_fmt(v) for v in row))
+        console.print(t)
+        for x in comp.overhead_lines:
+            console.print(x)
 
 
 def run(paths: Sequence[Path], labels: Sequence[str], out: Path | None, console) -> Comparison:

@@ -83,3 +83,28 @@ def show(results, console) -> tuple[pd.DataFrame, pd.DataFrame]:
                       f"trace events lost: {lost}")
     console.print(f"wrote {Path(results.path) / 'overheads.csv'}, {Path(results.path) / 'overheads.md'}")
     return summary, coverage
+
+
+def side_by_side(summaries: dict[str, pd.DataFrame]) -> pd.DataFrame:
+    """`xtalk compare`'s view: one row per scenario × configuration × overhead, each label's
+    mean / p99 / max (µs) beside the others'; a label without the row shows NaN."""
+    key = ["scenario", "configuration", "overhead"]
+    out = None
+    for label, s in summaries.items():
+        t = s.set_index(key)[["mean_us", "p99_us", "max_us"]]
+        t.columns = [f"{label}: {c.removesuffix('_us')} µs" for c in t.columns]
+        out = t if out is None else out.join(t, how="outer", sort=False)
+    if out is None:
+        return pd.DataFrame(columns=key)
+    order = {n: i for i, n in enumerate(ao.NAMES.values())}
+    out = out.reset_index()
+    out["_o"] = out["overhead"].map(order)
+    out["_solo"] = out["scenario"] != "solo"
+    return out.sort_values(["configuration", "_solo", "scenario", "_o"], kind="stable").drop(columns=["_o", "_solo"]) \
+        .reset_index(drop=True)
+
+
+def coverage_lines(label: str, coverage: pd.DataFrame) -> list[str]:
+    """One line per scenario × configuration: how many jobs the trace decomposed."""
+    return [f"{label} · {r.scenario} ({r.configuration}): {r.matched} of {r.jobs} jobs decomposed; not: {r.unmatched}"
+            for r in coverage.itertuples()]

@@ -367,6 +367,7 @@ def section(b, kind: str):
         s.table(t, "Wake-up latency per scenario (µs)")
         s.figure(b.fig(latency_histogram_figure(data.measured, "wake-up latency"), "latency_histogram",
                        "Latency histogram", "1 µs bins as cyclictest -h, counts on a log scale; dotted: each maximum."))
+        _overheads(b, s)
         return s
     if kind == "taskset":
         runs = data.runs
@@ -392,12 +393,29 @@ def section(b, kind: str):
     return s
 
 
+def _overheads(b, s) -> None:
+    """Beside the latency table, where the runs have kernel traces: the same latency cut into
+    the scheduler overheads of seed 001 §4.5 (report/overheads.py)."""
+    from . import overheads as oh
+
+    got = oh.tables(b.data.runs)
+    if got is None:
+        return
+    summary, coverage = b.keep("overheads", got[0]), b.keep("overheads_coverage", got[1])
+    s.text(oh.LEGEND)
+    s.table(oh.wide(summary), "Scheduler overheads per timer release (µs)")
+    s.table(coverage, "Jobs decomposed from the trace (the others by reason)")
+
+
 def markdown(b, kind: str) -> list[str]:
     """Lines of summary.md for the kind's own numbers (empty for a periodic body)."""
     from .markdown import md_table
 
     if kind == "latency" and "latency" in b.tables:
-        return ["## Timer latency (µs)", "", md_table(b.tables["latency"])]
+        from .overheads import markdown as overheads_md
+
+        extra = overheads_md(b.tables["overheads"], b.tables["overheads_coverage"]) if "overheads" in b.tables else []
+        return ["## Timer latency (µs)", "", md_table(b.tables["latency"])] + ([""] + extra if extra else [])
     if kind == "taskset" and "tasks" in b.tables:
         return ["## Task set: response beside the RTA bound", "", md_table(b.tables["tasks"])]
     if kind == "aocs" and "aocs" in b.tables:

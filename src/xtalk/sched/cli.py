@@ -27,6 +27,8 @@ from xtalk.sched.placement import cpu_bandwidth, place_partitions, place_tasks
 from xtalk.sched.simulate import GLOBAL_POLICIES, SimPartition, gantt, simulate, simulate_cpus
 from xtalk.sched.taskset import Task, TaskSystem, hyperperiod, load_taskset
 from xtalk.sched.uniproc import (
+    SEED001_OVERHEAD,
+    ReleaseOverhead,
     edf_demand_test,
     edf_utilization_test,
     inflate,
@@ -52,9 +54,11 @@ def _fmt(x: float) -> str:
     return "inf" if math.isinf(x) else f"{x:.3f}"
 
 
-def _load(file: Path, wcet_from: Optional[str] = None, statistic: str = "max") -> tuple[TaskSystem, dict[str, Measured]]:
-    """The task system of ``file``, WCETs replaced by measurements when asked; the
-    measurements per task name."""
+def _load(file: Path, wcet_from: Optional[str] = None, statistic: str = "max", overheads_from: Optional[str] = None,
+          overheads_stat: str = "max") -> tuple[TaskSystem, dict[str, Measured]]:
+    """The task system of ``file``, WCETs replaced by measurements when asked, every WCET
+    inflated by the release overhead (measured with ``overheads_from``, else the file's
+    ``[system] overhead``), which is said on one line; the measurements per task name."""
     system = load_taskset(file)
     measured: dict[str, Measured] = {}
     needs = [t for t in system.tasks if t.measured]
@@ -68,9 +72,58 @@ def _load(file: Path, wcet_from: Optional[str] = None, statistic: str = "max") -
     missing = [t for t in system.tasks if t.wcet <= 0]
     if missing:
         raise InputError(f"task {missing[0].name}.wcet", "no WCET", "give wcet or a measured scenario")
-    if system.overhead_ms:
+    if overheads_from:
+        oh = measured_overhead(overheads_from, overheads_stat)
+        was = f"[system] overhead = {system.overhead_ms * 1e3:g} µs" if system.overhead_ms else "no [system] overhead"
+        _out.print(f"overhead: measured, {_overhead_text(oh)} added to every WCET ({overheads_stat} of each Δ from "
+                   f"{overheads_from}; replaces {was}; seed 001's constant is {SEED001_OVERHEAD.total * 1e3:g} µs)",
+                   markup=False, highlight=False)
+        system.tasks = inflate(system.tasks, oh)
+    elif system.overhead_ms:
+        _out.print(f"overhead: [system] overhead = {system.overhead_ms * 1e3:g} µs added to every WCET (from {file.name})",
+                   markup=False, highlight=False)
         system.tasks = inflate(system.tasks, system.overhead_ms)
     return system, measured
+
+
+def _overhead_text(oh: ReleaseOverhead) -> str:
+    us = [x * 1e3 for x in (oh.event, oh.release, oh.sched, oh.cxs)]
+    return (f"Δevent {us[0]:.1f} + Δrel {us[1]:.1f} + Δsched {us[2]:.1f} + Δcxs {us[3]:.1f} = Δ^relEv "
+            f"{oh.total * 1e3:.1f} µs")
+
+
+def measured_overhead(spec: str, stat: str = "max") -> ReleaseOverhead:
+    """Δ^relEv from a results directory with kernel traces (``RESULTS[:SCENARIO]``): each Δ's
+    ``stat`` (max, p99, mean) over the jobs where the trace decomposed it (xtalk.trace.overheads)."""
+    from xtalk.analysis.overheads import STATS, breakdown
+    from xtalk.store import open as open_results
+    from xtalk.store.overheads import collect
+
+    if stat not in STATS:
+        raise InputError("--overheads-stat", f"unknown statistic {stat!r}", f"use {', '.join(STATS)}")
+    path, scenario = parse_wcet_from(spec)
+    try:
+        results = open_results(path)
+    except FileNotFoundError as e:
+        raise InputError("--overheads-from", str(e), "give the directory `xtalk run` printed") from None
+    jobs, traced = collect(results.runs())
+    if traced.empty:
+        raise InputError("--overheads-from", f"{path}: no run has a kernel trace",
+                         "run examples/latency_overheads.toml (it has [trace]) as root and give its results")
+    if scenario is not None and scenario not in set(jobs["scenario"].astype(str)):
+        raise InputError("--overheads-from", f"no traced run of scenario {scenario!r} in {path}",
+                         f"use one of {', '.join(sorted(set(jobs['scenario'].astype(str))))}")
+    b = breakdown(jobs, stat, scenario)
+    if any(math.isnan(v) for v in b.values()):
+        raise InputError("--overheads-from", f"{path}: no job's release could be decomposed from its trace",
+                         "see `xtalk overheads` for the reasons")
+    return ReleaseOverhead(event=b["event"] / 1e3, release=b["rel"] / 1e3, sched=b["sched"] / 1e3, cxs=b["cxs"] / 1e3)
+
+
+_OVH_FROM = typer.Option(None, "--overheads-from",
+                         help="RESULTS[:SCENARIO] with kernel traces (examples/latency_overheads.toml): the measured "
+                              "Δ^relEv replaces [system] overhead")
+_OVH_STAT = typer.Option("max", "--overheads-stat", help="max, p99 or mean of each measured Δ")
 
 
 def _measured_cells(name: str, bound: float, measured: dict[str, Measured], exceeded: list[str]) -> list[str]:
@@ -154,11 +207,14 @@ def analyze_cmd(
         None, "--wcet-from", help="RESULTS_DIR:SCENARIO (or CONFIGURATION/SCENARIO): WCET = measured maximum"),
     statistic: str = typer.Option("max", help="max, p99, p999, mean or median of the measured execution times"),
     scheduler: Optional[str] = typer.Option(None, help="override [system] scheduler: rm, dm, edf, fp"),
+    overheads_from: Optional[str] = _OVH_FROM,
+    overheads_stat: str = _OVH_STAT,
 ) -> None:
     """Response time, verdict and slack of every task (per CPU and partition when there are
-    several); with --wcet-from, the measured response of each task beside its bound."""
+    several); with --wcet-from, the measured response of each task beside its bound; with
+    --overheads-from, every WCET inflated by the measured release overhead (seed 001 §4.5)."""
     try:
-        system, measured = _load(file, wcet_from, statistic)
+        system, measured = _load(file, wcet_from, statistic, overheads_from, overheads_stat)
         sched = scheduler or system.scheduler
         if sched not in ("rm", "dm", "edf", "fp"):
             raise InputError("--scheduler", f"unknown scheduler {sched!r}", "use rm, dm, edf or fp")
@@ -237,11 +293,13 @@ def simulate_cmd(
     exec_min: float = typer.Option(1.0, help="jobs run U[exec_min, 1]·WCET"),
     plot: Optional[Path] = typer.Option(None, "--gantt", help="write a Gantt chart (PNG)"),
     csv: Optional[Path] = typer.Option(None, help="write the job trace as CSV"),
+    overheads_from: Optional[str] = _OVH_FROM,
+    overheads_stat: str = _OVH_STAT,
 ) -> None:
     """Two-level discrete-event simulation, per CPU as the analysis places servers and tasks:
     deadline-miss ratio and response times."""
     try:
-        system, _ = _load(file)
+        system, _ = _load(file, overheads_from=overheads_from, overheads_stat=overheads_stat)
         loc = local or ("edf" if system.scheduler == "edf" else "rm")
         if loc not in ("rm", "edf"):
             raise InputError("--local", f"unknown policy {loc!r}", "use rm or edf")
@@ -320,10 +378,12 @@ def prm_cmd(
     file: Path = typer.Argument(..., help="task-set TOML"),
     period: str = typer.Option(..., help="resource period Π"),
     budget: Optional[str] = typer.Option(None, help="budget Θ to check (default: the minimal one)"),
+    overheads_from: Optional[str] = _OVH_FROM,
+    overheads_stat: str = _OVH_STAT,
 ) -> None:
     """Periodic resource model: Lemma 2.1 test, minimal Θ, Shin–Lee capacity, overhead."""
     try:
-        system, _ = _load(file)
+        system, _ = _load(file, overheads_from=overheads_from, overheads_stat=overheads_stat)
         pi = parse_duration_ms(period, "--period")
         if pi <= 0:
             raise InputError("--period", "must be > 0", "use a positive period")
@@ -353,12 +413,14 @@ def prm_cmd(
 def vm_cmd(
     file: Path = typer.Argument(..., help="task-set TOML with [[partition]] tables, or tasks only"),
     one_per_cpu: bool = typer.Option(False, help="each VM on its own CPU, whatever the placement (no higher-priority VM)"),
+    overheads_from: Optional[str] = _OVH_FROM,
+    overheads_stat: str = _OVH_STAT,
 ) -> None:
     """VM analysis (seed 001 Eq. 4.1–4.6) of the partitions, per CPU as they are placed (first
     fit by bandwidth, or their `cpu`), or budget synthesis (Eq. 4.12–4.17) of a
     highest-priority VM for the tasks when there is no partition."""
     try:
-        system, _ = _load(file)
+        system, _ = _load(file, overheads_from=overheads_from, overheads_stat=overheads_stat)
         if not system.partitions:
             syn = synthesize_highest_priority(system.tasks)
             _out.print(f"Π = d_min = {syn.period:g} ms (Eq. 4.12)")
@@ -400,10 +462,12 @@ def deadline_cmd(
     cpus: int = typer.Option(1, help="CPUs in the root domain"),
     rt_runtime_us: int = typer.Option(950_000, help="/proc/sys/kernel/sched_rt_runtime_us"),
     rt_period_us: int = typer.Option(1_000_000, help="/proc/sys/kernel/sched_rt_period_us"),
+    overheads_from: Optional[str] = _OVH_FROM,
+    overheads_stat: str = _OVH_STAT,
 ) -> None:
     """SCHED_DEADLINE admission control for the tasks as reservations."""
     try:
-        system, _ = _load(file)
+        system, _ = _load(file, overheads_from=overheads_from, overheads_stat=overheads_stat)
         res = admit([Reservation(t.name, t.wcet, t.d, t.period) for t in system.tasks], cpus, rt_runtime_us, rt_period_us)
         _out.print(
             f"bandwidth {res.total_bandwidth:.4f} / limit {res.limit:.4f}: "

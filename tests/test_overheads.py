@@ -83,6 +83,12 @@ def test_lost_events_leave_jobs_unmatched_and_the_fallback_without_timer_starts(
                   & (events.ts_ns > full.loc[764, "irq_ns"] - 1000)].index[:1]
     o = decompose(events.drop(wake), jobs, victim).set_index("job")
     assert o.loc[764, "unmatched"] == "no wake-up"
+    # A time-shared victim's timer carries slack (expires = softexpires + 50 µs): it is
+    # still found by the time it asked for.
+    slack = events.copy()
+    is_start = slack.event == "hrtimer_start"
+    slack.loc[is_start, "expires"] = slack.loc[is_start, "expires"] + 50_000
+    assert decompose(slack, jobs, victim).set_index("job").equals(full)
     # The default event set has no hrtimer_start: the victim's wake-up names the CPU and
     # the expiry there; the same jobs decompose to the same numbers.
     bare = decompose(events[events.event != "hrtimer_start"], jobs, victim).set_index("job")

@@ -13,9 +13,10 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from ..trace.overheads import DELTAS, NAMES
+
 #: Rows of the summary, in order along the release (then the sum).
-OVERHEADS = ["event", "rel", "sched", "cxs", "relev"]
-NAMES = {"event": "Δevent", "rel": "Δrel", "sched": "Δsched", "cxs": "Δcxs", "relev": "Δ^relEv"}
+OVERHEADS = DELTAS + ["relev"]
 SUMMARY_COLUMNS = ["scenario", "configuration", "overhead", "count", "mean_us", "p99_us", "max_us"]
 COVERAGE_COLUMNS = ["scenario", "configuration", "runs", "jobs", "matched", "unmatched", "lost_events"]
 STATS = ("max", "p99", "mean")
@@ -76,4 +77,4 @@ def breakdown(jobs: pd.DataFrame, stat: str = "max", scenario: str | None = None
     385 µs is a sum of worst cases."""
     if scenario is not None:
         jobs = jobs[jobs["scenario"].astype(str) == scenario]
-    return {o: _stat(jobs[f"{o}_ns"].dropna().to_numpy(dtype=float) / 1e3, stat) for o in OVERHEADS[:4]}
+    return {o: _stat(jobs[f"{o}_ns"].dropna().to_numpy(dtype=float) / 1e3, stat) for o in DELTAS}

@@ -37,7 +37,9 @@ def run_overheads(run_dir: Path) -> pd.DataFrame | None:
     if not (run_dir / "trace.txt").exists():
         return None
     if _fresh(run_dir):
-        return pd.read_parquet(run_dir / CACHE)
+        cached = pd.read_parquet(run_dir / CACHE)
+        if list(cached.columns) == COLUMNS:  # else written by another version: decompose again
+            return cached
     jobs = victim_jobs(run_dir)
     if jobs is None:
         return None

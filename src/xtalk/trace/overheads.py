@@ -8,7 +8,7 @@ latency ``wakeup_ns − r`` into the seed's four overheads:
     r ── Δevent ──► t_irq ── Δrel ──► t_wake ── Δsched ──► t_switch ── Δcxs ──► wakeup_ns
 
 - t_irq: ``hrtimer_expire_entry`` of the victim's own timer (``function=hrtimer_wakeup``,
-  the timer the victim armed with ``hrtimer_start … expires=r``; without ``hrtimer_start`` in
+  the timer the victim armed with ``hrtimer_start … softexpires=r``; without ``hrtimer_start`` in
   the trace, the last ``hrtimer_wakeup`` expiry on the CPU that woke the victim). Its ``now``
   field (ns) is the clock the timer interrupt read on entry, used where present; else the
   line's µs stamp.
@@ -88,10 +88,11 @@ def decompose(events: pd.DataFrame, jobs: pd.DataFrame, victim_pid: int) -> pd.D
     wakes = ev[(kind == "sched_wakeup") & (_col(ev, "target_pid") == victim_pid)]
     switches = ev[(kind == "sched_switch") & (_col(ev, "next_pid") == victim_pid)]
     ctx = _Trace(
-        # The timer each release armed: its expiry is the release itself (ns); the last
-        # start wins (a sleep restarted after a signal arms it again).
-        by_expiry={int(x): (int(t), h) for x, t, h in zip(_col(starts, "expires"), starts["ts_ns"], _col(starts, "hrtimer"))
-                   if pd.notna(x)},
+        # The timer each release armed: the time it asks for (softexpires; expires adds the
+        # timer slack of a non-real-time task) is the release itself, in ns; the last start
+        # wins (a sleep restarted after a signal arms it again).
+        by_expiry={int(x): (int(t), h) for x, t, h in zip(_col(starts, "softexpires").fillna(_col(starts, "expires")),
+                                                        starts["ts_ns"], _col(starts, "hrtimer")) if pd.notna(x)},
         by_timer={h: (g["ts_ns"].to_numpy(np.int64), _col(g, "now").to_numpy(dtype=float))
                   for h, g in entries.groupby("hrtimer", sort=False)} if len(entries) else {},
         e_ts=entries["ts_ns"].to_numpy(np.int64), e_cpu=entries["cpu"].to_numpy(np.int64),
@@ -101,8 +102,8 @@ def decompose(events: pd.DataFrame, jobs: pd.DataFrame, victim_pid: int) -> pd.D
     rows = [_job(ctx, int(j), int(r), int(b)) for j, r, b in
             zip(jobs["job"].to_numpy(np.int64), jobs["release_ns"].to_numpy(np.int64), jobs["wakeup_ns"].to_numpy(np.int64))]
     out = pd.DataFrame(rows, columns=COLUMNS)
-    for c in COLUMNS[1:-1]:
-        out[c] = out[c].astype(float)
+    for c in COLUMNS[1:-1]:  # ns since boot: exact in a float64 for 104 days; NaN where unknown
+        out[c] = out[c].astype("int64" if c in ("release_ns", "wakeup_ns") else float)
     return out
 
 

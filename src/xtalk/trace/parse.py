@@ -1,6 +1,7 @@
 """Parse a tracefs text trace (trace_clock mono) into event tables.
 
-Times are CLOCK_MONOTONIC ns, as in the job table (the text format carries microseconds).
+Times are CLOCK_MONOTONIC ns, as in the job table (the text format carries microseconds,
+rounded to the nearest; some events carry ns fields of their own: hrtimer `now`, `expires`).
 """
 
 from __future__ import annotations
@@ -27,8 +28,10 @@ _ARGS = {
     # ns: for a CLOCK_MONOTONIC timer, the mono clock at ns resolution (the line's own stamp
     # is in µs).
     "hrtimer_expire_entry": re.compile(r"hrtimer=(?P<hrtimer>\S+) function=(?P<name>\S+)(?: now=(?P<now>\d+))?"),
-    # `expires`: the programmed expiry in ns (for an absolute sleep, the release itself).
-    "hrtimer_start": re.compile(r"hrtimer=(?P<hrtimer>\S+) function=(?P<name>\S+) expires=(?P<expires>\d+)"),
+    # `softexpires`: the time asked for in ns (for an absolute sleep, the release itself);
+    # `expires` adds the task's timer slack (none for real-time tasks).
+    "hrtimer_start": re.compile(r"hrtimer=(?P<hrtimer>\S+) function=(?P<name>\S+) expires=(?P<expires>\d+)"
+                                r"(?: softexpires=(?P<softexpires>\d+))?"),
     "hrtimer_expire_exit": re.compile(r"hrtimer=(?P<hrtimer>\S+)"),
 }
 
@@ -54,7 +57,8 @@ def parse_lines(lines) -> pd.DataFrame:
     df = pd.DataFrame(rows)
     if df.empty:
         return pd.DataFrame(columns=["ts_ns", "cpu", "comm", "pid", "event"])
-    for col in ("prev_pid", "next_pid", "target_pid", "orig_cpu", "dest_cpu", "irq", "vec", "target_cpu", "now", "expires"):
+    for col in ("prev_pid", "next_pid", "target_pid", "orig_cpu", "dest_cpu", "irq", "vec", "target_cpu", "now", "expires",
+                "softexpires"):
         if col in df:
             df[col] = pd.to_numeric(df[col], errors="coerce").astype("Int64")
     return df.sort_values("ts_ns", kind="stable").reset_index(drop=True)

@@ -114,6 +114,21 @@ def check_reservation(results: Path) -> list[str]:
     return wrong
 
 
+def vcpu_share(results: Path) -> None:
+    """Print how much of a host CPU each vCPU thread took during each guest campaign
+    (vcpu-cpu.txt: /proc/TID/schedstat's CPU time around it); information, not a check."""
+    path = results / "vcpu-cpu.txt"
+    marks = {}
+    for line in path.read_text().splitlines() if path.is_file() else []:
+        name, wall, *cpus = line.split()
+        marks[name] = (int(wall), {t: int(ns) for t, ns in (c.split(":") for c in cpus)})
+    for part in ("guest", "guest-deadline"):
+        if f"{part}-start" in marks and f"{part}-end" in marks:
+            (w0, c0), (w1, c1) = marks[f"{part}-start"], marks[f"{part}-end"]
+            shares = " ".join(f"{t} {(c1[t] - c0[t]) / (w1 - w0):.2f}" for t in c0 if t in c1)
+            print(f"guest-check: {part}: CPU per wall second of each vCPU thread over {(w1 - w0) / 1e9:.0f} s: {shares}")
+
+
 def main(url: str, results: Path) -> int:
     accel = "tcg" if "name=guest-tcg" in url else "kvm"
     wrong, labels = [], ["native", f"guest-{accel}", "guest-deadline"]
@@ -127,6 +142,7 @@ def main(url: str, results: Path) -> int:
         wrong += found
     wrong += check_compare(results / "compare" / "compare.csv", labels)
     wrong += check_reservation(results)
+    vcpu_share(results)
     guest = SshTarget.from_url(url)
     for what, command in CLEAN.items():
         left = guest._call(command).stdout.decode().split()

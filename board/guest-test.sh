@@ -33,6 +33,8 @@ results="$cache/results/guest/$(date -u +%Y%m%d-%H%M%S)"
 mkdir -p "$results"
 timings="$results/timings.txt"
 t0=$(date +%s); tl=$t0
+# the machine is shared: its load says how much the timings below had to share it
+echo "load average at the start: $(cut -d' ' -f1-3 /proc/loadavg)" > "$timings"
 lap() { now=$(date +%s); echo "$1: $((now - tl)) s" >> "$timings"; say "  $1: $((now - tl)) s ($((now - t0)) s so far)"; tl=$now; }
 newest() { d=$(ls -dt "$1"/*/ | head -1); echo "${d%/}"; }
 
@@ -53,22 +55,30 @@ print(f"guest: {k['machine']} {k['release']} PREEMPT_RT {k['preempt_rt']}, hyper
 PY
 lap "agent shipped, guest facts read"
 
+# CPU time of each vCPU thread (ns, /proc/TID/schedstat) and the wall clock around a guest
+# campaign: how much of a host CPU the guest's vCPUs took, against the reservation's Θ/Π.
+vcpus=$("$here/guest.sh" vcpus)
+echo "$vcpus" > "$results/vcpus.txt"
+cpu_mark() { printf '%s %s' "$1" "$(date +%s%N)"; for t in $vcpus; do printf ' %s:%s' "$t" "$(cut -d' ' -f1 "/proc/$t/schedstat")"; done; echo; }
+
 step "1/3 $(basename "$campaign") natively on this machine"
 xtalk campaign run "$campaign" --results "$results/native"
 lap "native campaign"
 
 step "2/3 $(basename "$campaign") in the guest ($accel)"
+cpu_mark guest-start >> "$results/vcpu-cpu.txt"
 xtalk campaign run "$campaign" --results "$results/guest" --target "$url"
+cpu_mark guest-end >> "$results/vcpu-cpu.txt"
 lap "guest campaign"
 
 step "3/3 $(basename "$campaign") in the guest, its vCPU threads under SCHED_DEADLINE from $(basename "$taskset")"
 xtalk sched vm "$taskset" | tee "$results/sched-vm.txt"
-vcpus=$("$here/guest.sh" vcpus)
-echo "$vcpus" > "$results/vcpus.txt"
 # During: each vCPU thread's policy as the scheduler shows it (6 = SCHED_DEADLINE), then the run.
 during="for t in $vcpus; do echo \"\$t \$(sed -n 's/^policy *: *//p' /proc/\$t/sched)\"; done > '$results/policy-during.txt'"
+cpu_mark guest-deadline-start >> "$results/vcpu-cpu.txt"
 xtalk sched reserve --taskset "$taskset" --qmp "$cache/guest-run/qmp.sock" --record "$results/reserve.json" -- \
     sh -c "$during && exec \"\$@\"" sh "$xbin" campaign run "$campaign" --results "$results/guest-deadline" --target "$url"
+cpu_mark guest-deadline-end >> "$results/vcpu-cpu.txt"
 for t in $vcpus; do echo "$t $(sed -n 's/^policy *: *//p' "/proc/$t/sched")"; done > "$results/policy-after.txt"
 lap "reserved guest campaign"
 
@@ -89,4 +99,5 @@ if [ "${XTALK_GUEST_KEEP:-0}" != 1 ]; then
     say "qemu $qpid gone"
     lap "guest down"
 fi
+echo "load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)" >> "$timings"
 say "guest test done in $(( $(date +%s) - t0 )) s: $results (compare: $results/compare/compare.md)"

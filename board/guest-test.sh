@@ -16,6 +16,9 @@
 #
 # Results: CACHE/results/guest/RUN/ (CACHE: XTALK_BOARD_DIR, default build/board), RUN the
 # start time; timings.txt there says how long each step took.
+# XTALK_GUEST_CAMPAIGN: the campaign (default examples/latency_guest.toml); XTALK_GUEST_TASKSET:
+# the task set behind (Θ, Π) (default examples/taskset_guest_vm.toml); XTALK_PYTHON: the venv's
+# python (default .venv/bin/python; this checkout's src/ comes first on its path).
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/.." && pwd)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import time
 import sys
 from pathlib import Path
 
@@ -125,3 +126,22 @@ def test_the_cli_takes_theta_and_pi_from_sched_vm_and_records_the_run(sleeper, t
     rec = json.loads(record.read_text())
     assert (rec["budget_ns"], rec["period_ns"], rec["restored"], rec["status"]) == (200_000, 1_000_000, True, 0)
     assert _sched_policy(sleeper) == rs.SCHED_OTHER
+
+
+def test_sigterm_stops_the_command_and_restores_the_threads(sleeper, tmp_path):
+    _need_deadline(sleeper)
+    record, started = tmp_path / "reserve.json", tmp_path / "started"
+    code = "import sys; from xtalk.cli import main; sys.argv[0] = 'xtalk'; sys.exit(main())"
+    p = subprocess.Popen([sys.executable, "-c", code, "sched", "reserve", "--budget", "0.3", "--period", "1",
+                          "--tid", str(sleeper), "--record", str(record), "--", "sh", "-c", f"touch {started}; exec sleep 60"],
+                         cwd=ROOT, stderr=subprocess.PIPE, text=True)
+    for _ in range(200):
+        if started.exists():
+            break
+        time.sleep(0.05)
+    assert _sched_policy(sleeper) == rs.SCHED_DEADLINE
+    p.terminate()
+    assert p.wait(30) == 130, p.stderr.read()
+    assert _sched_policy(sleeper) == rs.SCHED_OTHER
+    rec = json.loads(record.read_text())
+    assert rec["restored"] and rec["status"] == 130

@@ -431,15 +431,27 @@ def reserve_cmd(
             raise InputError("COMMAND", "nothing to run under the reservation", "append -- COMMAND ARGS")
         tids = list(tid) + (query_vcpu_threads(qmp) if qmp else [])
         theta_ns, pi_ns = round(theta_ms * 1e6), round(pi_ms * 1e6)
-        # SIGTERM as an exception: the finally of `reserved` restores the threads.
-        signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
+
+        def interrupted(*_):
+            raise KeyboardInterrupt
+
+        # SIGTERM as Ctrl-C: the command is stopped, then `reserved` restores the threads.
+        signal.signal(signal.SIGTERM, interrupted)
         with reserved(tids, theta_ns, pi_ns) as rec:
             for t, entry in rec["threads"].items():
                 was, now = Policy(**entry["before"]), Policy(**entry["during"])
                 typer.echo(f"reserve: thread {t}: {now.describe()} (was {was.describe()})", err=True)
+            child = subprocess.Popen(command)
             try:
-                rc = subprocess.call(command)
+                rc = child.wait()
             except KeyboardInterrupt:
+                # not left running once the reservation it was started under is gone
+                child.terminate()
+                try:
+                    child.wait(30)
+                except subprocess.TimeoutExpired:
+                    child.kill()
+                    child.wait()
                 rc = 130
         restored = all(e.get("after") == "gone" or same_policy(Policy(**e["before"]), Policy(**e["after"]))
                        for e in rec["threads"].values())

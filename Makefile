@@ -5,7 +5,7 @@ BIN     := $(VENV)/bin
 AGENT   := agent/target/release/xtalk-agent
 AGENT_SRC := agent/Cargo.toml $(shell find agent/src -name '*.rs' 2>/dev/null)
 
-.PHONY: all setup catalog docs demo test test-agent test-py test-pure test-hostile bench clean agent-aarch64 test-agent-aarch64 arm-tools test-arm board board-test board-up board-down
+.PHONY: all setup catalog docs demo test test-agent test-py test-pure test-hostile bench clean agent-aarch64 test-agent-aarch64 arm-tools test-arm board board-test board-up board-down guest guest-test guest-up guest-down
 
 all: demo
 
@@ -122,6 +122,25 @@ board-up:
 
 board-down:
 	board/board.sh down
+
+# The x86 guest (docs/board.md, seed 001 ch. 3): a Debian amd64 image with the PREEMPT_RT
+# kernel, booted by qemu-system-x86_64 (KVM where /dev/kvm is hardware KVM, TCG otherwise).
+# `make guest` installs what is missing (root) and builds the image once (cached beside the
+# board's, XTALK_BOARD_DIR); `make guest-test` runs examples/latency_guest.toml natively, in
+# the guest and in the guest under a SCHED_DEADLINE reservation, compares the three, checks,
+# and shuts the guest down. Not part of `make test` (minutes).
+guest:
+	board/tools.sh --guest
+	board/build-image.sh --guest
+
+guest-test: setup
+	board/guest-test.sh
+
+guest-up:
+	board/guest.sh up
+
+guest-down:
+	board/guest.sh down
 
 bench: setup
 	@for f in bench/[!_]*.py; do echo "== $$f"; PYTHONPATH=src $(BIN)/python $$f || exit 1; done

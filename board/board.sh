@@ -69,8 +69,6 @@ ssh_board() {
         -o StrictHostKeyChecking=yes -o UserKnownHostsFile="$run/known_hosts" -o LogLevel=ERROR root@127.0.0.1 "$@"
 }
 
-free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
-
 up() {
     k=$(kernel_arg "${1:-stock}")
     [ -s "$cache/rootfs.img" ] && [ -s "$cache/vmlinuz-$k" ] || die "no board image in $cache: run 'make board' first"

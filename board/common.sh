@@ -10,6 +10,9 @@ board_dir() {
     mkdir -p "$d" && cd "$d" && pwd
 }
 
+# A TCP port free on the loopback now (for qemu's SSH forward).
+free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+
 # The Debian mirror this machine's apt uses (its first URIs:/deb line), else deb.debian.org.
 board_mirror() {
     m=$(cat /etc/apt/sources.list.d/*.sources 2>/dev/null | sed -n 's/^URIs: *\([^ ]*debian\)\/*$/\1/p' | head -1)

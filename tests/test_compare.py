@@ -113,6 +113,27 @@ def test_a_latency_victim_compares_its_wake_up_latency(tmp_path):
     assert "p99 µs" in comp.long().columns
 
 
+def test_a_latency_campaign_compares_its_wake_up_latency_with_min(tmp_path):
+    """A campaign of latency victims (how a guest runs one: through a target) compares as
+    latency, keyed by application, with min / p50 / p99 / max µs per label."""
+    lat = {"body": {"kind": "latency"}}
+    a = write_campaign(tmp_path / "a", families=[], configurations=("default",), scenarios={"write": 1.0},
+                       application="latency", victim=lat)
+    b = write_campaign(tmp_path / "b", families=[], configurations=("default",), scenarios={"write": 1.0},
+                       application="latency", victim=lat)
+    for p in (b / "runs").glob("*/jobs.parquet"):
+        j = pd.read_parquet(p)
+        j["wakeup_latency_ns"] *= 3
+        j.to_parquet(p, index=False)
+    comp = cm.run([a, b], ["native", "guest"], tmp_path / "out", console=_Quiet())
+    assert comp.kind == "latency" and list(comp.table["cell"]) == ["latency"] * 2
+    assert list(comp.table["scenario"]) == ["solo", "write"]
+    for lb in ("native", "guest"):
+        assert all(f"{lb}: {s}" in comp.table for s in ("min_us", "p50_us", "p99_us", "max_us"))
+    assert comp.table["p99 guest / native"].round(9).eq(3.0).all()
+    assert "min µs" in comp.long().columns
+
+
 @pytest.mark.parametrize("case", ["one", "not_results", "label_count", "label_twice", "mixed"])
 def test_bad_input_is_one_line_exit_2_and_nothing_written(pair, tmp_path, case):
     a, b = pair

@@ -53,8 +53,8 @@ STATS = [("runs", "runs"), ("jobs", "jobs"), ("median_ms", "median ms"), ("p99_m
 #: The columns per label of the wide table (compare.csv): the slowdown as three numbers.
 COLUMNS = ["runs", "jobs", "median_ms", "p99_ms", "max_ms", "misses", "slowdown_median", "slowdown_lo", "slowdown_hi"]
 #: (column, header) per label: wake-up latency of a `latency` victim.
-LATENCY_STATS = [("runs", "runs"), ("samples", "samples"), ("p50_us", "p50 µs"), ("p99_us", "p99 µs"),
-                 ("max_us", "max µs")]
+LATENCY_STATS = [("runs", "runs"), ("samples", "samples"), ("min_us", "min µs"), ("p50_us", "p50 µs"),
+                 ("p99_us", "p99 µs"), ("max_us", "max µs")]
 
 
 # --------------------------------------------------------------------------- input
@@ -166,11 +166,40 @@ def _campaign_cells(path: Path) -> pd.DataFrame:
     return _stats(c, cell)
 
 
+def _campaign_latency_cells(path: Path) -> pd.DataFrame | None:
+    """A campaign whose every application is a ``latency`` victim (it ran through a target:
+    `xtalk run` drives this machine only) as its latency table, keyed by application ·
+    configuration · variant like its other cells; None for any other campaign."""
+    from ..campaign.results import open_any
+    from . import victim_kinds as vk
+
+    results = open_any(path)  # the campaign's view: its application, configuration and variant labels
+    runs = results.runs()
+    if runs.empty or "dir" not in runs:
+        return None
+    plans = [m.plan for m in (read_outcome(Path(d)) for d in runs["dir"]) if m is not None and m.plan is not None]
+    if not plans or any(p.victim.body.kind != "latency" for p in plans):
+        return None
+    jobs = results.jobs()
+
+    def part(c: str) -> list[str]:
+        return jobs[c].astype(str).tolist() if c in jobs else [""] * len(jobs)
+
+    group = [" · ".join([a] + [x for x in (cf, v) if x not in ("", "default")])
+             for a, cf, v in zip(part("application"), part("configuration"), part("variant"))]
+    t = vk.latency_table(jobs.assign(configuration=group))
+    t = t.assign(cell=t["configuration"].astype(str), scenario=t["scenario"].astype(str))
+    return t.set_index(KEY)[[c for c, _ in LATENCY_STATS]]
+
+
 def measure(path: Path, label: str) -> Measured:
     """One results directory's cells."""
     from .campaign_cells import is_campaign
 
     if is_campaign(path):
+        latency = _campaign_latency_cells(Path(path))
+        if latency is not None:
+            return Measured(Path(path), label, "latency", latency)
         return Measured(Path(path), label, "campaign", _campaign_cells(Path(path)))
     kind, table, overheads = _experiment_cells(Path(path))
     return Measured(Path(path), label, kind, table, overheads)

@@ -47,9 +47,10 @@ def write_campaign(root: Path, *, families: list[Family], configurations: tuple 
                    scenarios: dict[str, float] | None = None, slowdown: Planted = _one,
                    excluded: Callable[[str, str, int, str], bool] = _never,
                    epsilon: dict | None = None, application: str = "aocs", repetitions: int = 2, jobs: int = 40,
-                   period_ns: int = 1_000_000, exec_ns: float = 200_000, name: str = "planted") -> Path:
+                   period_ns: int = 1_000_000, exec_ns: float = 200_000, name: str = "planted",
+                   victim: dict | None = None) -> Path:
     """Write a campaign directory under ``root``; ``scenarios``: explicit scenario -> its
-    slowdown against solo."""
+    slowdown against solo; ``victim``: added to every run's victim plan (e.g. a latency body)."""
     root = Path(root)
     (root / "runs").mkdir(parents=True, exist_ok=True)
     eps_label = json.dumps(epsilon or {"on": "response", "relative": 1.5, "statistic": "p99"})
@@ -67,7 +68,7 @@ def write_campaign(root: Path, *, families: list[Family], configurations: tuple 
                     lb = {"two_way": fam.name, "enemies": str(n), "total": str(total)}
                     cells.append((conf, f"{fam.name}-n{n}-t{total}", lb, solo * slowdown(conf, fam.name, n, str(total))))
     runs, i = [], 0
-    victim = {"period_ns": period_ns, "deadline_ns": period_ns, "sched": {"policy": "fifo", "priority": 90}}
+    victim = {"period_ns": period_ns, "deadline_ns": period_ns, "sched": {"policy": "fifo", "priority": 90}, **(victim or {})}
     for rep in range(repetitions):
         for conf, sc, extra, factor in cells:
             run_id = f"{i:04d}-{application}-{conf}-{sc}-r{rep}"

@@ -456,6 +456,75 @@ def vm_cmd(
         _fail(exc)
 
 
+@app.command("reserve", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
+def reserve_cmd(
+    ctx: typer.Context,
+    budget: Optional[str] = typer.Option(None, help="Θ: runtime per period (ms, or with a unit: 450us)"),
+    period: Optional[str] = typer.Option(None, help="Π: period = deadline (ms, or with a unit)"),
+    taskset: Optional[Path] = typer.Option(None, help="take Θ and Π from `xtalk sched vm` of this task set (no partition)"),
+    tid: list[int] = typer.Option([], help="a thread id (repeat)"),
+    qmp: Optional[str] = typer.Option(None, help="a qemu QMP socket: its vCPU threads"),
+    record: Optional[Path] = typer.Option(None, help="write what was set and read back (JSON)"),
+) -> None:
+    """Run COMMAND (after `--`) with the threads under a SCHED_DEADLINE reservation (Θ, Π),
+    then give each thread its previous policy back (seed 001 ch. 3: vCPU threads as a
+    partition). Root. Exit 2 with one line for bad input; otherwise COMMAND's status."""
+    import json
+    import signal
+    import subprocess
+
+    from xtalk.sched.qmp import query_vcpu_threads
+    from xtalk.sched.reserve import Policy, reserved, same_policy
+
+    command = list(ctx.args)
+    try:
+        if taskset is not None:
+            if budget is not None or period is not None:
+                raise InputError("--taskset", "given with --budget/--period", "give one or the other")
+            syn = synthesize_highest_priority(_load(taskset)[0].tasks)
+            theta_ms, pi_ms = syn.budget, syn.period
+            if math.isinf(theta_ms):
+                raise InputError("--taskset", "no budget makes the task set schedulable (Eq. 4.6)")
+        else:
+            if budget is None or period is None:
+                raise InputError("--budget", "Θ and Π are both needed", "give --budget and --period, or --taskset")
+            theta_ms, pi_ms = parse_duration_ms(budget, "--budget"), parse_duration_ms(period, "--period")
+        if not command:
+            raise InputError("COMMAND", "nothing to run under the reservation", "append -- COMMAND ARGS")
+        tids = list(tid) + (query_vcpu_threads(qmp) if qmp else [])
+        theta_ns, pi_ns = round(theta_ms * 1e6), round(pi_ms * 1e6)
+
+        def interrupted(*_):
+            raise KeyboardInterrupt
+
+        # SIGTERM as Ctrl-C: the command is stopped, then `reserved` restores the threads.
+        signal.signal(signal.SIGTERM, interrupted)
+        with reserved(tids, theta_ns, pi_ns) as rec:
+            for t, entry in rec["threads"].items():
+                was, now = Policy(**entry["before"]), Policy(**entry["during"])
+                typer.echo(f"reserve: thread {t}: {now.describe()} (was {was.describe()})", err=True)
+            child = subprocess.Popen(command)
+            try:
+                rc = child.wait()
+            except KeyboardInterrupt:
+                # not left running once the reservation it was started under is gone
+                child.terminate()
+                try:
+                    child.wait(30)
+                except subprocess.TimeoutExpired:
+                    child.kill()
+                    child.wait()
+                rc = 130
+        restored = all(e.get("after") == "gone" or same_policy(Policy(**e["before"]), Policy(**e["after"]))
+                       for e in rec["threads"].values())
+        if record:
+            record.write_text(json.dumps(dict(rec, command=command, status=rc, restored=restored), indent=2))
+        typer.echo(f"reserve: {len(rec['threads'])} thread(s) restored: {restored}", err=True)
+        raise typer.Exit(code=rc)
+    except InputError as exc:
+        _fail(exc)
+
+
 @app.command("deadline")
 def deadline_cmd(
     file: Path = typer.Argument(..., help="task-set TOML: runtime = wcet"),

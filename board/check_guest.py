@@ -83,6 +83,23 @@ def check_compare(csv_path: Path, labels: list[str]) -> list[str]:
     return wrong
 
 
+def check_overheads(csv_path: Path, labels: list[str]) -> list[str]:
+    """The measured scheduler overheads (the runs' kernel traces) for every label: each Δ and
+    Δ^relEv with a mean, solo and the enemy scenario."""
+    if not csv_path.is_file():
+        return [f"no scheduler overheads at {csv_path} (did the runs carry a [trace]?)"]
+    rows = list(csv.DictReader(csv_path.open()))
+    wrong = []
+    for sc in ("solo", "write"):
+        for delta in ("Δevent", "Δrel", "Δsched", "Δcxs", "Δ^relEv"):
+            row = next((r for r in rows if r["scenario"] == sc and r["overhead"] == delta), None)
+            missing = [lb for lb in labels if row is None or not row.get(f"{lb}: mean µs")]
+            if missing:
+                wrong.append(f"overheads: {sc} {delta}: no mean for {', '.join(missing)}")
+    print(f"guest-check: overheads.csv: {len(rows)} rows (scenario × Δ) × {len(labels)} labels")
+    return wrong
+
+
 def check_reservation(results: Path) -> list[str]:
     """Every vCPU thread under (Θ, Π) during the run, as set, and its old policy after."""
     rec = json.loads((results / "reserve.json").read_text())
@@ -141,6 +158,7 @@ def main(url: str, results: Path) -> int:
         print(f"guest-check: {part}: {len(list((store / 'runs').iterdir()))} runs, {'ok' if not found else 'WRONG'}")
         wrong += found
     wrong += check_compare(results / "compare" / "compare.csv", labels)
+    wrong += check_overheads(results / "compare" / "overheads.csv", labels)
     wrong += check_reservation(results)
     vcpu_share(results)
     guest = SshTarget.from_url(url)

@@ -5,8 +5,11 @@ refused in one line with exit 2 and nothing written. Pure: synthetic results, no
 from __future__ import annotations
 
 import copy
+import json
+import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -132,6 +135,29 @@ def test_a_latency_campaign_compares_its_wake_up_latency_with_min(tmp_path):
         assert all(f"{lb}: {s}" in comp.table for s in ("min_us", "p50_us", "p99_us", "max_us"))
     assert comp.table["p99 guest / native"].round(9).eq(3.0).all()
     assert "min µs" in comp.long().columns
+
+
+def _traced_latency_campaign(dst: Path) -> Path:
+    """The recorded traced latency runs (tests/fixtures/overheads) laid out as a campaign of
+    one `latency` application, as a guest or the board brings one back through a target."""
+    shutil.copytree(Path(__file__).parent / "fixtures" / "overheads" / "results", dst)
+    runs = [{"run_id": d.name, "labels": {**load_outcome(d).labels(), "application": "latency", "criticality": "C",
+                                          "variant": "default", "campaign": "traced"}}
+            for d in sorted((dst / "runs").iterdir())]
+    (dst / "campaign.json").write_text(json.dumps({"name": "traced", "kind": "local", "runs": runs}))
+    return dst
+
+
+def test_a_traced_latency_campaign_compares_its_scheduler_overheads(tmp_path):
+    """Campaigns (native, and a guest's or the board's brought back through a target) show
+    the measured overheads per label beside the latency, as experiments do."""
+    a, b = _traced_latency_campaign(tmp_path / "a"), _traced_latency_campaign(tmp_path / "b")
+    comp = cm.run([a, b], ["native", "guest"], tmp_path / "out", console=_Quiet())
+    assert comp.kind == "latency" and comp.overheads is not None
+    sched = comp.overheads.set_index(["scenario", "overhead"]).loc[("write", "Δsched")]
+    assert sched["native: max µs"] == sched["guest: max µs"] > 0
+    assert "## Scheduler overheads (µs)" in (tmp_path / "out" / "compare.md").read_text()
+    assert (tmp_path / "out" / "overheads.csv").is_file()
 
 
 @pytest.mark.parametrize("case", ["one", "not_results", "label_count", "label_twice", "mixed"])

@@ -166,11 +166,13 @@ def _campaign_cells(path: Path) -> pd.DataFrame:
     return _stats(c, cell)
 
 
-def _campaign_latency_cells(path: Path) -> pd.DataFrame | None:
+def _campaign_latency_cells(path: Path) -> tuple[pd.DataFrame, tuple[pd.DataFrame, pd.DataFrame] | None] | None:
     """A campaign whose every application is a ``latency`` victim (it ran through a target:
-    `xtalk run` drives this machine only) as its latency table, keyed by application ·
-    configuration · variant like its other cells; None for any other campaign."""
+    `xtalk run` drives this machine only) as (its latency table, keyed by application ·
+    configuration · variant like its other cells; the measured scheduler overheads where
+    its runs have kernel traces, else None); None for any other campaign."""
     from ..campaign.results import open_any
+    from . import overheads as oh
     from . import victim_kinds as vk
 
     results = open_any(path)  # the campaign's view: its application, configuration and variant labels
@@ -189,7 +191,7 @@ def _campaign_latency_cells(path: Path) -> pd.DataFrame | None:
              for a, cf, v in zip(part("application"), part("configuration"), part("variant"))]
     t = vk.latency_table(jobs.assign(configuration=group))
     t = t.assign(cell=t["configuration"].astype(str), scenario=t["scenario"].astype(str))
-    return t.set_index(KEY)[[c for c, _ in LATENCY_STATS]]
+    return t.set_index(KEY)[[c for c, _ in LATENCY_STATS]], oh.tables(runs)
 
 
 def measure(path: Path, label: str) -> Measured:
@@ -199,7 +201,7 @@ def measure(path: Path, label: str) -> Measured:
     if is_campaign(path):
         latency = _campaign_latency_cells(Path(path))
         if latency is not None:
-            return Measured(Path(path), label, "latency", latency)
+            return Measured(Path(path), label, "latency", *latency)
         return Measured(Path(path), label, "campaign", _campaign_cells(Path(path)))
     kind, table, overheads = _experiment_cells(Path(path))
     return Measured(Path(path), label, kind, table, overheads)

@@ -3,6 +3,7 @@ and a real (short) experiment run by the agent."""
 
 from __future__ import annotations
 
+import os
 import re
 
 import pandas as pd
@@ -115,3 +116,35 @@ def test_report_on_a_nearly_empty_experiment(tmp_path):
     assert floor.samples.eq(1).all() and floor.floor.isna().all()  # one solo run: no spread to show
     runs = pd.read_csv(html.parent / "tables" / "runs.csv")
     assert set(runs.status) == {"completed", "failed"}
+
+
+def _report_bytes(out):
+    """Every file of a report by name, the build's date and duration taken out of the pages;
+    SVG files by name only (matplotlib gives their clip paths random ids)."""
+    strip = re.compile(rb"generated [0-9-]+ [0-9:]+|Built in [0-9.]+ s")
+    return {str(p.relative_to(out)): b"" if p.suffix == ".svg" else strip.sub(b"", p.read_bytes())
+            for p in sorted(out.rglob("*")) if p.is_file()}
+
+
+@pytest.mark.parametrize("child", ["works", "fails"])
+def test_forked_sections_give_the_same_report(tmp_path, monkeypatch, child):
+    """The sections a second process computes at scale (build.FORKED_SECTIONS) give the same
+    files, byte for byte, as one process; a child that fails leaves them to the parent."""
+    import xtalk.report.build as bd
+
+    root = write_results(tmp_path / "res", [Scenario("solo"), Scenario("pi", enemies=[{"kind": "pi"}], slowdown=1.3,
+                                                                        spike_every=25)], repetitions=2, jobs=300)
+    one = build(root, tmp_path / "one", epsilons=["exec:max:1.2x"])
+    monkeypatch.setattr(bd, "FORK_JOBS", 0)
+    monkeypatch.setattr(bd.os, "cpu_count", lambda: 2)
+    if child == "fails":
+        real = bd._Builder.spikes
+
+        def spikes(self):
+            if os.getpid() != parent:
+                raise RuntimeError("the child fails")
+            return real(self)
+        parent = os.getpid()
+        monkeypatch.setattr(bd._Builder, "spikes", spikes)
+    two = build(root, tmp_path / "two", epsilons=["exec:max:1.2x"])
+    assert _report_bytes(one.parent) == _report_bytes(two.parent)

@@ -143,7 +143,8 @@ def cells(x, *, n_boot: int = 2000, seed: int = 0) -> pd.DataFrame:
     query`'s ``cells`` view all read this one table."""
     data = _data(x)
     return _memo(data, ("cells", n_boot, seed), lambda: ce.cells(data.measured, data.runs, n_boot=n_boot, seed=seed,
-                                                                  max_jobs=BOOT_JOBS, per_run_table=_per_run(data))).copy()
+                                                                  max_jobs=BOOT_JOBS, per_run_table=_per_run(data),
+                                                                  sorted_of=lambda cf, sc, m: sorted_values(data, sc, cf, f"{m}_ns"))).copy()
 
 
 def _per_run(data: ReportData) -> pd.DataFrame:

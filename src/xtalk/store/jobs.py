@@ -119,7 +119,8 @@ def with_application(df: pd.DataFrame, name: str = DEFAULT_APPLICATION) -> pd.Da
     """`df` with an `application` column: a table written before applications gets the
     victim's default name, so every reader sees the column."""
     if "application" not in df.columns:
-        df.insert(df.columns.get_loc("job") + 1 if "job" in df.columns else 0, "application", pd.Categorical([name] * len(df)))
+        df.insert(df.columns.get_loc("job") + 1 if "job" in df.columns else 0, "application",
+                  pd.Categorical.from_codes(np.zeros(len(df), dtype=np.int8), categories=[name]))
     return df
 
 

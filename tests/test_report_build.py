@@ -148,3 +148,31 @@ def test_forked_sections_give_the_same_report(tmp_path, monkeypatch, child):
         monkeypatch.setattr(bd._Builder, "spikes", spikes)
     two = build(root, tmp_path / "two", epsilons=["exec:max:1.2x"])
     assert _report_bytes(one.parent) == _report_bytes(two.parent)
+
+
+def test_a_failing_parent_stops_its_forked_child(tmp_path, monkeypatch):
+    """A section failing in the parent (or an interrupt) while the forked sections run: the
+    error reaches the caller and no child process is left behind."""
+    import xtalk.report.build as bd
+
+    root = write_results(tmp_path / "res", [Scenario("solo"), Scenario("pi", enemies=[{"kind": "pi"}])], repetitions=2,
+                         jobs=300)
+    monkeypatch.setattr(bd, "FORK_JOBS", 0)
+    monkeypatch.setattr(bd.os, "cpu_count", lambda: 2)
+
+    def verdicts(self):
+        raise RuntimeError("the parent fails")
+    monkeypatch.setattr(bd._Builder, "verdicts", verdicts)
+    with pytest.raises(RuntimeError, match="the parent fails"):
+        build(root, tmp_path / "out", csv=False)
+    me = str(os.getpid())
+    children = [p for p in os.listdir("/proc") if p.isdigit() and _ppid(p) == me]
+    assert children == []
+
+
+def _ppid(pid: str) -> str | None:
+    try:
+        stat = open(f"/proc/{pid}/stat").read()
+    except OSError:
+        return None
+    return stat.rsplit(")", 1)[1].split()[1]

@@ -15,6 +15,7 @@ from __future__ import annotations
 import datetime as dt
 import os
 import pickle
+import signal
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -320,6 +321,18 @@ class _Forked:
         os.close(w)
         self.pid, self.fd = pid, r
 
+    def abandon(self) -> None:
+        """The parent failed (or was interrupted): stop the child and reap it."""
+        if self.pid is None:
+            return
+        try:
+            os.kill(self.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        os.close(self.fd)
+        os.waitpid(self.pid, 0)
+        self.pid = None
+
     def join(self, timings: dict) -> dict[str, Section | None]:
         out = None
         if self.pid is not None:
@@ -465,12 +478,17 @@ def build(path, out: Path | None = None, epsilons: Sequence = (), *, csv: bool =
     names = [] if multi else [n for n in SECTIONS if n not in hidden]
     forked = _Forked(b, [n for n in names if n in FORKED_SECTIONS]) if _fork_worth(data, names) else None
     done: dict[str, Section | None] = {}
-    for name in names:
-        if forked is not None and name in forked.names:
-            continue
-        t = time.perf_counter()
-        done[name] = getattr(b, name)()
-        timings[name] = time.perf_counter() - t
+    try:
+        for name in names:
+            if forked is not None and name in forked.names:
+                continue
+            t = time.perf_counter()
+            done[name] = getattr(b, name)()
+            timings[name] = time.perf_counter() - t
+    except BaseException:
+        if forked is not None:
+            forked.abandon()
+        raise
     if forked is not None:
         t = time.perf_counter()
         done.update(forked.join(timings))

@@ -146,8 +146,38 @@ def test_forked_sections_give_the_same_report(tmp_path, monkeypatch, child):
             return real(self)
         parent = os.getpid()
         monkeypatch.setattr(bd._Builder, "spikes", spikes)
+    forks, forked = [], bd._Forked
+
+    class Counted(forked):
+        def __init__(self, *a):
+            forks.append(1)
+            super().__init__(*a)
+    monkeypatch.setattr(bd, "_Forked", Counted)
     two = build(root, tmp_path / "two", epsilons=["exec:max:1.2x"])
+    assert forks == [1]  # the forked path was taken
     assert _report_bytes(one.parent) == _report_bytes(two.parent)
+
+
+def test_no_fork_beside_other_threads(tmp_path, monkeypatch):
+    """A caller's own threads (a server, a pool calling build()) rule the fork out."""
+    import threading
+
+    import xtalk.report.build as bd
+
+    root = write_results(tmp_path / "res", [Scenario("solo"), Scenario("pi", enemies=[{"kind": "pi"}])], repetitions=2,
+                         jobs=300)
+    monkeypatch.setattr(bd, "FORK_JOBS", 0)
+    monkeypatch.setattr(bd.os, "cpu_count", lambda: 2)
+    data = bd.load(root)
+    assert bd._fork_worth(data, list(bd.SECTIONS))
+    stop = threading.Event()
+    other = threading.Thread(target=stop.wait, name="a caller's thread")
+    other.start()
+    try:
+        assert not bd._fork_worth(data, list(bd.SECTIONS))
+    finally:
+        stop.set()
+        other.join()
 
 
 def test_a_failing_parent_stops_its_forked_child(tmp_path, monkeypatch):

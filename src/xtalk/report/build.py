@@ -16,6 +16,7 @@ import datetime as dt
 import os
 import pickle
 import signal
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -54,6 +55,8 @@ INLINE_GROUPS = 6
 #: nothing another section computes; their tables, figures and HTML come back whole.
 FORKED_SECTIONS = ("series", "wakeup", "spikes")
 FORK_JOBS = 500_000
+#: Name prefix of the CSV export's thread (the one thread besides the caller's a fork allows).
+CSV_THREAD = "xtalk-report-csv"
 
 
 def slowdown_display(sl: pd.DataFrame, floor: pd.DataFrame | None = None) -> pd.DataFrame:
@@ -282,8 +285,12 @@ class _Builder:
 
 
 def _fork_worth(data: ReportData, names: list[str]) -> bool:
+    """Whether to compute FORKED_SECTIONS in a child. Never when threads other than this one
+    and the report's own CSV export run (a program that calls build() from a thread pool, a
+    server): a lock one of them holds at the fork would stay held in the child."""
+    others = [t for t in threading.enumerate() if t is not threading.current_thread() and not t.name.startswith(CSV_THREAD)]
     return (hasattr(os, "fork") and (os.cpu_count() or 1) > 1 and len(data.measured) >= FORK_JOBS
-            and any(n in FORKED_SECTIONS for n in names))
+            and any(n in FORKED_SECTIONS for n in names) and not others)
 
 
 class _Forked:
@@ -464,7 +471,7 @@ def build(path, out: Path | None = None, epsilons: Sequence = (), *, csv: bool =
     out.mkdir(parents=True, exist_ok=True)
     # The CSV export is I/O and pyarrow (which releases the GIL): it runs beside the loading
     # and the statistics, from the run table alone.
-    pool = ThreadPoolExecutor(max_workers=1)
+    pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix=CSV_THREAD)
     exported = pool.submit(lambda: (export_jobs(runs, out / "csv" / "jobs.csv"),
                                     export_probes(runs, out / "csv" / "probes.csv"))) if csv else None
     data = path if isinstance(path, ReportData) else load(path, runs)

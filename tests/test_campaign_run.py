@@ -54,6 +54,8 @@ def test_status_from_another_process_while_it_runs_then_query_and_open(tmp_path)
     out, err = p.communicate(timeout=120)
     assert p.returncode == 0, err
     assert "6 done, 0 failed, 0 remaining of 6" in out
+    # Converted after the last run, not between two: every run has its table by the end.
+    assert all((d / "jobs.parquet").exists() for d in (store / "runs").iterdir())
     st = run_xtalk("campaign", "status", store)
     assert "6 done, 0 failed, 0 remaining of 6" in st.stdout and "driver not running" in st.stdout
     # A second driver on the same campaign is refused while one runs; after, resume is a no-op.

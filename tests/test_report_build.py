@@ -3,6 +3,7 @@ and a real (short) experiment run by the agent."""
 
 from __future__ import annotations
 
+import os
 import re
 
 import pandas as pd
@@ -115,3 +116,93 @@ def test_report_on_a_nearly_empty_experiment(tmp_path):
     assert floor.samples.eq(1).all() and floor.floor.isna().all()  # one solo run: no spread to show
     runs = pd.read_csv(html.parent / "tables" / "runs.csv")
     assert set(runs.status) == {"completed", "failed"}
+
+
+def _report_bytes(out):
+    """Every file of a report by name, the build's date and duration taken out of the pages;
+    SVG files by name only (matplotlib gives their clip paths random ids)."""
+    strip = re.compile(rb"generated [0-9-]+ [0-9:]+|Built in [0-9.]+ s")
+    return {str(p.relative_to(out)): b"" if p.suffix == ".svg" else strip.sub(b"", p.read_bytes())
+            for p in sorted(out.rglob("*")) if p.is_file()}
+
+
+@pytest.mark.parametrize("child", ["works", "fails"])
+def test_forked_sections_give_the_same_report(tmp_path, monkeypatch, child):
+    """The sections a second process computes at scale (build.FORKED_SECTIONS) give the same
+    files, byte for byte, as one process; a child that fails leaves them to the parent."""
+    import xtalk.report.build as bd
+
+    root = write_results(tmp_path / "res", [Scenario("solo"), Scenario("pi", enemies=[{"kind": "pi"}], slowdown=1.3,
+                                                                        spike_every=25)], repetitions=2, jobs=300)
+    one = build(root, tmp_path / "one", epsilons=["exec:max:1.2x"])
+    monkeypatch.setattr(bd, "FORK_JOBS", 0)
+    monkeypatch.setattr(bd.os, "cpu_count", lambda: 2)
+    if child == "fails":
+        real = bd._Builder.spikes
+
+        def spikes(self):
+            if os.getpid() != parent:
+                raise RuntimeError("the child fails")
+            return real(self)
+        parent = os.getpid()
+        monkeypatch.setattr(bd._Builder, "spikes", spikes)
+    forks, forked = [], bd._Forked
+
+    class Counted(forked):
+        def __init__(self, *a):
+            forks.append(1)
+            super().__init__(*a)
+    monkeypatch.setattr(bd, "_Forked", Counted)
+    two = build(root, tmp_path / "two", epsilons=["exec:max:1.2x"])
+    assert forks == [1]  # the forked path was taken
+    assert _report_bytes(one.parent) == _report_bytes(two.parent)
+
+
+def test_no_fork_beside_other_threads(tmp_path, monkeypatch):
+    """A caller's own threads (a server, a pool calling build()) rule the fork out."""
+    import threading
+
+    import xtalk.report.build as bd
+
+    root = write_results(tmp_path / "res", [Scenario("solo"), Scenario("pi", enemies=[{"kind": "pi"}])], repetitions=2,
+                         jobs=300)
+    monkeypatch.setattr(bd, "FORK_JOBS", 0)
+    monkeypatch.setattr(bd.os, "cpu_count", lambda: 2)
+    data = bd.load(root)
+    assert bd._fork_worth(data, list(bd.SECTIONS))
+    stop = threading.Event()
+    other = threading.Thread(target=stop.wait, name="a caller's thread")
+    other.start()
+    try:
+        assert not bd._fork_worth(data, list(bd.SECTIONS))
+    finally:
+        stop.set()
+        other.join()
+
+
+def test_a_failing_parent_stops_its_forked_child(tmp_path, monkeypatch):
+    """A section failing in the parent (or an interrupt) while the forked sections run: the
+    error reaches the caller and no child process is left behind."""
+    import xtalk.report.build as bd
+
+    root = write_results(tmp_path / "res", [Scenario("solo"), Scenario("pi", enemies=[{"kind": "pi"}])], repetitions=2,
+                         jobs=300)
+    monkeypatch.setattr(bd, "FORK_JOBS", 0)
+    monkeypatch.setattr(bd.os, "cpu_count", lambda: 2)
+
+    def verdicts(self):
+        raise RuntimeError("the parent fails")
+    monkeypatch.setattr(bd._Builder, "verdicts", verdicts)
+    with pytest.raises(RuntimeError, match="the parent fails"):
+        build(root, tmp_path / "out", csv=False)
+    me = str(os.getpid())
+    children = [p for p in os.listdir("/proc") if p.isdigit() and _ppid(p) == me]
+    assert children == []
+
+
+def _ppid(pid: str) -> str | None:
+    try:
+        stat = open(f"/proc/{pid}/stat").read()
+    except OSError:
+        return None
+    return stat.rsplit(")", 1)[1].split()[1]

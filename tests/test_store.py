@@ -47,3 +47,19 @@ def test_unconverted_run_is_converted_on_open(tmp_path):
     jobs = store.open(tmp_path).jobs()
     assert len(jobs) == 5 and (d / "jobs.parquet").exists()
     assert (jobs.exec_ns == 100).all() and (jobs.response_ns == 110).all()
+
+
+def test_a_campaign_converts_its_published_runs_after_the_last_one(tmp_path):
+    """campaign.execute.convert_published: the runs a campaign published without jobs.parquet
+    (the conversion is not done between two runs) get one; converted runs are left alone."""
+    from xtalk.campaign.execute import convert_published
+
+    a = fake_run(tmp_path, "a", "solo", parquet=False)
+    b = fake_run(tmp_path, "b", "solo", parquet=False)
+    c = fake_run(tmp_path, "c", "solo")
+    before = c.joinpath("jobs.parquet").stat().st_mtime_ns
+    assert convert_published(tmp_path) == 2
+    assert all((d / "jobs.parquet").exists() for d in (a, b))
+    assert c.joinpath("jobs.parquet").stat().st_mtime_ns == before
+    assert convert_published(tmp_path) == 0
+    assert len(store.open(tmp_path).jobs()) == 15

@@ -31,6 +31,7 @@ period (1: every event at the same phase; about 1/√n for random events).
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 
 import numpy as np
@@ -209,12 +210,16 @@ def _counts(bins: np.ndarray, size: int) -> np.ndarray:
     return np.bincount(bins, minlength=size).astype(float)
 
 
+#: Threads of each batch of transforms (the shuffles of the test are a batch of rows).
+_WORKERS = max(1, min(4, os.cpu_count() or 1))
+
+
 def _h_statistic(x: np.ndarray, k: int, length: int, cand: np.ndarray, nyq: int, lp: int, max_harmonics: int):
     """(H, candidate index, m) of each row of event counts ``x``: de Jager's H over the
     candidate frequency bins, harmonics m·f kept below ``nyq`` (above it they fold back onto
     lower ones, or onto the lattice line where every event set has full power)."""
     x = x - k / x.shape[1]  # minus the mean: the span's own transform (leakage near 0) drops out
-    spec = sfft.rfft(x, lp, axis=1)
+    spec = sfft.rfft(x, lp, axis=1, workers=_WORKERS)  # rows transformed apart: the same numbers on any count
     power = (spec.real**2 + spec.imag**2) / (k * (1.0 - k / length))
     z2 = np.zeros((x.shape[0], cand.size))
     best = np.full((x.shape[0], cand.size), -np.inf)

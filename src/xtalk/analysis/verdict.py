@@ -229,6 +229,22 @@ def classify_misses(jobs: pd.DataFrame, *, include_warmup: bool = False, recorde
     return df
 
 
+def missed_flags(jobs: pd.DataFrame, *, recorded: bool = False) -> np.ndarray:
+    """:func:`classify_misses`'s ``missed`` of every row of ``jobs`` (warm-up included), as
+    a boolean array, without copying the table."""
+    for col in ("release_ns", "end_ns", "period_ns"):
+        if col not in jobs.columns:
+            raise ValueError(f"jobs: missing column {col!r}")
+    rel = jobs["release_ns"].to_numpy(dtype=np.int64)
+    end = jobs["end_ns"].to_numpy(dtype=np.int64)
+    dl = jobs["deadline_ns" if "deadline_ns" in jobs.columns else "period_ns"].to_numpy(dtype=np.int64)
+    late = end > rel + dl
+    if recorded and "missed" in jobs.columns:
+        flag = jobs["missed"]
+        late = np.where(flag.isna().to_numpy(), late, flag.fillna(False).to_numpy(dtype=bool))
+    return np.asarray(late, dtype=bool)
+
+
 def _wilson(k: int, n: int, level: float = 0.95) -> tuple[float, float]:
     """Wilson score interval of a binomial proportion (sound near 0, where miss ratios live)."""
     if n == 0:
@@ -249,7 +265,10 @@ def _lost_jobs(g: pd.DataFrame) -> int:
     if "job" not in g.columns or g.empty:
         return 0
     j = g["job"].to_numpy(dtype=np.int64)
-    return int(j.max() - j.min() + 1 - np.unique(j).size)
+    # A run's jobs come in index order: strictly increasing indices are all distinct, and
+    # np.unique's sort of every index is not needed.
+    distinct = j.size if j.size < 2 or bool(np.all(j[1:] > j[:-1])) else np.unique(j).size
+    return int(j.max() - j.min() + 1 - distinct)
 
 
 def deadline_misses(
@@ -267,7 +286,9 @@ def deadline_misses(
     serious_ratio (over n_jobs + n_lost), max_lateness_ns, max_responsiveness. ``recorded``:
     count the agent's per-job ``missed`` flag (:func:`classify_misses`).
     """
-    df = classify_misses(jobs, include_warmup=include_warmup, recorded=recorded)
+    # Only the columns the counts read: classify_misses copies what it is given.
+    need = [*dict.fromkeys([*by, "job", "warmup", "missed", "release_ns", "end_ns", "period_ns", "deadline_ns"])]
+    df = classify_misses(jobs[[c for c in need if c in jobs.columns]], include_warmup=include_warmup, recorded=recorded)
     keys = [b for b in by if b in df.columns]
     rows = []
     for key, g in (df.groupby(keys, sort=True) if keys else [((), df)]):

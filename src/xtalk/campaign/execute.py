@@ -1,8 +1,9 @@
 """One run of a campaign, from staging to its final place in the store.
 
 The run is written under `staging/<id>` and renamed to `runs/<id>` only once it has ended
-(completed, failed or timed out) and its job table is converted, so `runs/` only ever holds
-whole runs. `recover` puts a campaign back in order after a kill at any instant.
+(completed, failed or timed out), so `runs/` only ever holds whole runs. Its job log
+(jobs.bin, readable as it is) is converted to jobs.parquet after the campaign's last run
+(`convert_published`), not between two runs; a reader of the store converts what is left. `recover` puts a campaign back in order after a kill at any instant.
 """
 
 from __future__ import annotations
@@ -66,6 +67,27 @@ def execute_one(store: Path, run: CampaignRun, target, kind: str = "local") -> d
     end = attempt(staging, run, target, kind)
     publish(store, staging, run.run_id)
     return end
+
+
+def convert_published(store: Path) -> int:
+    """Write jobs.parquet for every run in runs/ whose job log has none yet (or a newer one):
+    the campaign's runs are converted after the last run, not between two of them. A log that
+    cannot be read is left as it is (readers list the run without jobs). Returns the runs
+    converted."""
+    from ..store.files import JobLogError
+    from ..store.jobs import convert_run, needs_conversion
+
+    n = 0
+    runs = Path(store) / "runs"
+    for d in sorted(runs.iterdir()) if runs.is_dir() else ():
+        if not needs_conversion(d):
+            continue
+        try:
+            convert_run(d)
+            n += 1
+        except JobLogError:
+            pass
+    return n
 
 
 def move_aside(store: Path, path: Path) -> Path:

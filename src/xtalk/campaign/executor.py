@@ -21,7 +21,7 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from ..errors import AgentError
 from ..targets.base import TargetUnreachable
 from .estimate import eta_seconds, human
-from .execute import Interrupted, execute_one, recover
+from .execute import Interrupted, convert_published, execute_one, recover
 from .grid import CampaignRun
 from .journal import FINAL, Journal, states
 from .layout import JOURNAL, CampaignLock, load
@@ -82,7 +82,10 @@ class Executor:
             self.finished = [e for e in last.values() if e.get("state") in FINAL]
             self.queue.extend(r for r in runs if last.get(r.run_id, {}).get("state") not in FINAL)
             total = len(runs)
+            for t in self.targets:  # not between two runs: after the last one (convert_published)
+                t.convert_after_run = False
             if not self.queue:
+                convert_published(self.store)
                 self.console.print(f"{self.store}: all {total} runs finished")
                 return self._counts()
             self.console.print(f"[bold]{doc['name']}[/]: {len(self.queue)} of {total} runs to go, about "
@@ -103,6 +106,7 @@ class Executor:
                 for w in workers:
                     w.join(timeout=30)
                 raise
+            convert_published(self.store)
             if self.error:
                 raise self.error
             if self.gave_up:

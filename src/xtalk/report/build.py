@@ -13,6 +13,10 @@
 from __future__ import annotations
 
 import datetime as dt
+import os
+import pickle
+import signal
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -45,6 +49,14 @@ APPLICATION_HEAD = ("verdicts", "slowdown")
 #: Applications × configurations whose figures index.html holds; beyond, each application's
 #: figures go on a page of its own (applications/<name>.html), one click away.
 INLINE_GROUPS = 6
+#: Sections computed in a second process (forked once the jobs are loaded, so it shares them
+#: without a copy) while this one computes the others, on a machine with more than one core
+#: and from this many measured jobs (below it the fork costs more than it saves). They read
+#: nothing another section computes; their tables, figures and HTML come back whole.
+FORKED_SECTIONS = ("series", "wakeup", "spikes")
+FORK_JOBS = 500_000
+#: Name prefix of the CSV export's thread (the one thread besides the caller's a fork allows).
+CSV_THREAD = "xtalk-report-csv"
 
 
 def slowdown_display(sl: pd.DataFrame, floor: pd.DataFrame | None = None) -> pd.DataFrame:
@@ -272,6 +284,88 @@ class _Builder:
         return s
 
 
+def _fork_worth(data: ReportData, names: list[str]) -> bool:
+    """Whether to compute FORKED_SECTIONS in a child. Never when threads other than this one
+    and the report's own CSV export run (a program that calls build() from a thread pool, a
+    server): a lock one of them holds at the fork would stay held in the child."""
+    others = [t for t in threading.enumerate() if t is not threading.current_thread() and not t.name.startswith(CSV_THREAD)]
+    return (hasattr(os, "fork") and (os.cpu_count() or 1) > 1 and len(data.measured) >= FORK_JOBS
+            and any(n in FORKED_SECTIONS for n in names) and not others)
+
+
+class _Forked:
+    """``names`` sections of builder ``b`` computed in a forked child while the parent goes
+    on with the others. The child sends back, pickled through a pipe, each section with the
+    tables and figures it added (figure files it writes itself); when it fails in any way
+    (an exception, killed, a broken pipe) the parent computes the sections itself, so the
+    report is the same either way."""
+
+    def __init__(self, b: _Builder, names: list[str]):
+        self.b, self.names = b, names
+        self.pid, self.fd = None, None
+        r, w = os.pipe()
+        try:
+            pid = os.fork()
+        except OSError:
+            os.close(r), os.close(w)
+            return
+        if pid == 0:  # the child: compute, send, exit without running the parent's exit handlers
+            code = 1
+            try:
+                os.close(r)
+                out = {}
+                for name in names:
+                    t = time.perf_counter()
+                    n_tables, n_figures = set(b.tables), len(b.figures)
+                    sec = getattr(b, name)()
+                    out[name] = (sec, {k: v for k, v in b.tables.items() if k not in n_tables},
+                                 b.figures[n_figures:], time.perf_counter() - t)
+                with os.fdopen(w, "wb") as f:
+                    pickle.dump(out, f, protocol=pickle.HIGHEST_PROTOCOL)
+                code = 0
+            finally:
+                os._exit(code)
+        os.close(w)
+        self.pid, self.fd = pid, r
+
+    def abandon(self) -> None:
+        """The parent failed (or was interrupted): stop the child and reap it."""
+        if self.pid is None:
+            return
+        try:
+            os.kill(self.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        os.close(self.fd)
+        os.waitpid(self.pid, 0)
+        self.pid = None
+
+    def join(self, timings: dict) -> dict[str, Section | None]:
+        out = None
+        if self.pid is not None:
+            try:
+                with os.fdopen(self.fd, "rb") as f:
+                    data = f.read()
+                _, status = os.waitpid(self.pid, 0)
+                if os.waitstatus_to_exitcode(status) == 0:
+                    out = pickle.loads(data)
+            except (OSError, EOFError, pickle.UnpicklingError):
+                out = None
+        done = {}
+        for name in self.names:
+            if out is None or name not in out:  # the child failed: compute here
+                t = time.perf_counter()
+                done[name] = getattr(self.b, name)()
+                timings[name] = time.perf_counter() - t
+                continue
+            sec, tables, figures, seconds = out[name]
+            self.b.tables.update(tables)
+            self.b.figures += figures
+            timings[name] = seconds
+            done[name] = sec
+        return done
+
+
 def _applications(b: _Builder, timings: dict) -> list[Section]:
     """Several measured applications: the leading section (matrix, ε, propagation), the
     platform, then each application's own sections (highest criticality first), its
@@ -377,7 +471,7 @@ def build(path, out: Path | None = None, epsilons: Sequence = (), *, csv: bool =
     out.mkdir(parents=True, exist_ok=True)
     # The CSV export is I/O and pyarrow (which releases the GIL): it runs beside the loading
     # and the statistics, from the run table alone.
-    pool = ThreadPoolExecutor(max_workers=1)
+    pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix=CSV_THREAD)
     exported = pool.submit(lambda: (export_jobs(runs, out / "csv" / "jobs.csv"),
                                     export_probes(runs, out / "csv" / "probes.csv"))) if csv else None
     data = path if isinstance(path, ReportData) else load(path, runs)
@@ -388,14 +482,25 @@ def build(path, out: Path | None = None, epsilons: Sequence = (), *, csv: bool =
     if multi:
         sections = _applications(b, timings)
     hidden = vk.HIDDEN.get(b.kind, set())  # generic sections that say nothing true about this victim
-    for name in () if multi else SECTIONS:
-        if name in hidden:
-            continue
+    names = [] if multi else [n for n in SECTIONS if n not in hidden]
+    forked = _Forked(b, [n for n in names if n in FORKED_SECTIONS]) if _fork_worth(data, names) else None
+    done: dict[str, Section | None] = {}
+    try:
+        for name in names:
+            if forked is not None and name in forked.names:
+                continue
+            t = time.perf_counter()
+            done[name] = getattr(b, name)()
+            timings[name] = time.perf_counter() - t
+    except BaseException:
+        if forked is not None:
+            forked.abandon()
+        raise
+    if forked is not None:
         t = time.perf_counter()
-        sec = getattr(b, name)()
-        timings[name] = time.perf_counter() - t
-        if sec is not None:
-            sections.append(sec)
+        done.update(forked.join(timings))
+        timings["forked (waited)"] = time.perf_counter() - t
+    sections += [done[n] for n in names if done.get(n) is not None]
     t = time.perf_counter()
     files = ["index.html", "summary.md", "figures/*.png, figures/*.svg", "tables/*.csv"]
     if b.pages:

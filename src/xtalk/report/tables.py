@@ -87,8 +87,22 @@ def _subset(data: ReportData, scenario: str, configuration: str | None = None, c
         parts.append(j.loc[mask, [c for c in cols if c in j.columns]] if cols is not None else j[mask])
     out = parts[0] if len(parts) == 1 else pd.concat(parts)
     if "run_id" in out.columns:
-        out = out.assign(run_id=out["run_id"].cat.remove_unused_categories())
+        out = out.assign(run_id=_used_categories(out["run_id"]))
     return out
+
+
+def _used_categories(col: pd.Series) -> pd.Series:
+    """``col.cat.remove_unused_categories()`` from a count of the codes instead of pandas'
+    sort of every code (10^7 jobs: a sort per subset taken)."""
+    codes = col.cat.codes.to_numpy()
+    cats = col.cat.categories
+    used = np.bincount(codes[codes >= 0], minlength=len(cats)) > 0 if codes.size else np.zeros(len(cats), dtype=bool)
+    if used.all():
+        return col
+    new = np.cumsum(used) - 1
+    recoded = np.where(codes >= 0, new[np.maximum(codes, 0)], -1).astype(codes.dtype, copy=False)
+    return pd.Series(pd.Categorical.from_codes(recoded, categories=cats[used], ordered=col.cat.ordered),
+                     index=col.index, name=col.name)
 
 
 def all_jobs(data: ReportData, cols: Sequence[str]) -> pd.DataFrame:
@@ -111,7 +125,7 @@ def runs(x) -> pd.DataFrame:
     and migrated jobs (analysis.cells.per_run: the per-run stage of the cells)."""
     data = _data(x)
     r = data.runs.drop(columns=["enemies", "dir"], errors="ignore").copy()
-    per = _memo(data, ("per_run",), lambda: ce.per_run(data.measured, data.runs)).set_index("run_id")
+    per = _per_run(data).set_index("run_id")
     r["jobs_measured"] = r["run_id"].astype(str).map(per["jobs"]).fillna(0).astype(int)
     r["deadline_misses"] = r["run_id"].astype(str).map(per["deadline_misses"]).fillna(0).astype(int)
     r["migrated_jobs"] = r["run_id"].astype(str).map(per["migrated_jobs"]).fillna(0).astype(int)
@@ -129,7 +143,14 @@ def cells(x, *, n_boot: int = 2000, seed: int = 0) -> pd.DataFrame:
     query`'s ``cells`` view all read this one table."""
     data = _data(x)
     return _memo(data, ("cells", n_boot, seed), lambda: ce.cells(data.measured, data.runs, n_boot=n_boot, seed=seed,
-                                                                  max_jobs=BOOT_JOBS)).copy()
+                                                                  max_jobs=BOOT_JOBS, per_run_table=_per_run(data),
+                                                                  sorted_of=lambda cf, sc, m: sorted_values(data, sc, cf, f"{m}_ns"))).copy()
+
+
+def _per_run(data: ReportData) -> pd.DataFrame:
+    """analysis.cells.per_run of the measured jobs, once per ReportData (the cells and the
+    run table both read it)."""
+    return _memo(data, ("per_run",), lambda: ce.per_run(data.measured, data.runs))
 
 
 def _cell(data: ReportData, n_boot: int, seed: int) -> pd.DataFrame:
@@ -633,7 +654,7 @@ def _detected_spikes(data: ReportData, scenario: str | None, k: float) -> pd.Dat
     j = data.measured if scenario is None else _subset(data, scenario, None, narrow)
     cols = [c for c in narrow if c in j.columns]
     j = j[cols]
-    j = j.assign(run_id=j["run_id"].cat.remove_unused_categories())
+    j = j.assign(run_id=_used_categories(j["run_id"]))
     return sp.detect_spikes(j, column="exec_ns", k=k, by=("run_id",))
 
 

@@ -115,11 +115,18 @@ def _fresh(run_dir: Path, logs: list[Path]) -> bool:
     return dst.exists() and all(not p.exists() or dst.stat().st_mtime >= p.stat().st_mtime for p in logs)
 
 
+def needs_conversion(run_dir: Path) -> bool:
+    """Whether the run has a job log without an up-to-date jobs.parquet."""
+    run_dir = Path(run_dir)
+    return (run_dir / "jobs.bin").exists() and not _fresh(run_dir, [w / "jobs.bin" for _, w, _ in measured_logs(run_dir)])
+
+
 def with_application(df: pd.DataFrame, name: str = DEFAULT_APPLICATION) -> pd.DataFrame:
     """`df` with an `application` column: a table written before applications gets the
     victim's default name, so every reader sees the column."""
     if "application" not in df.columns:
-        df.insert(df.columns.get_loc("job") + 1 if "job" in df.columns else 0, "application", pd.Categorical([name] * len(df)))
+        df.insert(df.columns.get_loc("job") + 1 if "job" in df.columns else 0, "application",
+                  pd.Categorical.from_codes(np.zeros(len(df), dtype=np.int8), categories=[name]))
     return df
 
 

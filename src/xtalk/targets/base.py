@@ -32,6 +32,11 @@ class Target:
     """Interface of a target; `name` identifies it in the journal and the progress display."""
 
     name = "target"
+    #: Whether `run` converts the run's job log to jobs.parquet before it returns. A campaign
+    #: turns it off and converts its runs after the last one (the conversion is not needed
+    #: between two runs: a run's jobs.bin is readable as it is, and every reader of the store
+    #: converts what is left).
+    convert_after_run = True
 
     def facts(self) -> TargetFacts:
         raise NotImplementedError
@@ -83,7 +88,7 @@ class LocalTarget(Target):
     def run(self, plan: Plan, run_dir: Path) -> RunOutcome:
         self._current = Path(run_dir)
         try:
-            return run_plan(plan, run_dir, self.agent)  # holds the machine-wide lock for the run
+            return run_plan(plan, run_dir, self.agent, convert=self.convert_after_run)  # holds the machine-wide lock
         finally:
             self._current = None
 

@@ -52,17 +52,18 @@ def restore_after_dead_agent(agent: Path, run_id: str, say: Callable[[str], None
     return lines
 
 
-def run_plan(plan: Plan, run_dir: Path, agent: Path, say: Callable[[str], None] = _say) -> RunOutcome:
+def run_plan(plan: Plan, run_dir: Path, agent: Path, say: Callable[[str], None] = _say, convert: bool = True) -> RunOutcome:
     """Execute `plan` with results in `run_dir` (created here) while holding the machine;
-    return the run's outcome (its run.json).
+    return the run's outcome (its run.json). ``convert``: write jobs.parquet before returning
+    (a campaign converts its runs after the last one instead).
 
     KeyboardInterrupt (SIGINT, or SIGTERM mapped to it by the CLI) stops the agent cleanly,
     keeps what it recorded and propagates."""
     with target_lock(say=say):
-        return _run_locked(plan, run_dir, agent, say)
+        return _run_locked(plan, run_dir, agent, say, convert)
 
 
-def _run_locked(plan: Plan, run_dir: Path, agent: Path, say: Callable[[str], None]) -> RunOutcome:
+def _run_locked(plan: Plan, run_dir: Path, agent: Path, say: Callable[[str], None], convert: bool = True) -> RunOutcome:
     run_dir.mkdir(parents=True, exist_ok=False)
     plan_path = run_dir / "plan.json"
     plan_path.write_text(plan.to_json())
@@ -92,7 +93,8 @@ def _run_locked(plan: Plan, run_dir: Path, agent: Path, say: Callable[[str], Non
             meta = _write_failed(run_dir, plan, f"agent ended abnormally ({how}): {why}", meta, restored)
         else:
             meta = write_outcome(run_dir, meta.model_copy(update={"restored": restored}))
-    convert_run(run_dir)
+    if convert:
+        convert_run(run_dir)
     return meta
 
 

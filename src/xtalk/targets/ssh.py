@@ -297,7 +297,8 @@ class SshTarget(Target):
             why = log[-1] if log else f"ssh exited with {proc.returncode}"
             meta = _write_failed(run_dir, plan, f"agent ended abnormally on {self.name} (exit {proc.returncode}): {why}", meta,
                                  self._restore(plan.run_id))
-        convert_run(run_dir)
+        if self.convert_after_run:
+            convert_run(run_dir)
         return meta
 
     def _restore(self, run_id: str) -> list[str]:

@@ -2,7 +2,7 @@
 every run completed by an aarch64 agent on the emulated board (run.json says so), each run's
 job rows all there and consistent, the board's PMU counters in the job rows (cycles at least;
 the others reported as found), and the board left clean (no agent, victim or enemy process,
-no xtalk cgroup, nothing in /run/xtalk but the agent's lock).
+no xtalk cgroup, nothing in /run/xtalk but the agent's lock and its countable-events cache).
 
     python board/check_board.py SSH_TARGET_URL CAMPAIGN_DIR...
 
@@ -24,7 +24,8 @@ from xtalk.targets.ssh import SshTarget
 CLEAN = {
     "processes": "ps -eo comm= | grep -E '^(xt-victim|xt-enemy|xtalk-agent)' || true",
     "cgroups": "find /sys/fs/cgroup -maxdepth 3 -name 'xtalk-*' -type d || true",
-    "/run/xtalk": "ls -A /run/xtalk 2>/dev/null | grep -vx lock || true",
+    # the agent's lock and its per-boot cache of the countable perf events (observe/capabilities.rs)
+    "/run/xtalk": "ls -A /run/xtalk 2>/dev/null | grep -vx -e lock -e target.lock -e countable.json || true",
 }
 
 

@@ -15,6 +15,7 @@ for settle + warm-up jobs (20 ms here) on top of the window."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -45,7 +46,7 @@ def main() -> int:
         f.write_text(CAMPAIGN)
         t0 = time.monotonic()
         out = subprocess.run([sys.executable, "-m", "xtalk.cli", "campaign", "run", str(f), "--results", str(Path(d) / "res")],
-                             capture_output=True, text=True, env={**__import__("os").environ, "PYTHONPATH": str(ROOT / "src")})
+                             capture_output=True, text=True, env={**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT / "src"), os.environ.get("PYTHONPATH")]))})
         wall = time.monotonic() - t0
         if out.returncode != 0:
             print(out.stderr)

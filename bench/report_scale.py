@@ -81,7 +81,9 @@ json.dump({"wall": time.perf_counter() - t, "cpu": ru.ru_utime + ru.ru_stime, "m
 
 def run_report(root: Path, out: Path, *extra: str) -> tuple[float, float, float, str]:
     """Wall s, CPU s, peak RSS (GiB) and the report's own timing line of one `xtalk report`."""
-    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1] / "src"))
+    # this checkout's sources first, whatever else the caller's path holds (dependencies)
+    src = str(Path(__file__).resolve().parents[1] / "src")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [src, os.environ.get("PYTHONPATH")])))
     with tempfile.TemporaryDirectory() as d:
         res = Path(d) / "res.json"
         subprocess.run([sys.executable, "-c", LAUNCHER, str(res), sys.executable, "-m", "xtalk.cli", "report", str(root),

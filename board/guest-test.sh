@@ -4,7 +4,7 @@
 #   1. natively on this machine (the local target),
 #   2. in the guest (board/guest.sh: KVM where it works, TCG otherwise) through the SSH target,
 #   3. in the guest again with its vCPU threads under a SCHED_DEADLINE reservation (Θ, Π)
-#      from `xtalk sched vm examples/taskset_guest_vm.toml` (xtalk sched reserve, which gives
+#      from `xtalk sched vm examples/models/guest-vm.toml` (xtalk sched reserve, which gives
 #      each thread its previous policy back afterwards);
 # then ONE comparison, `xtalk compare` of the three (min / p50 / p99 / max µs per scenario),
 # and board/check_guest.py: the runs came back complete, latency rows for every label, the
@@ -17,7 +17,7 @@
 # Results: CACHE/results/guest/RUN/ (CACHE: XTALK_BOARD_DIR, default build/board), RUN the
 # start time; timings.txt there says how long each step took.
 # XTALK_GUEST_CAMPAIGN: the campaign (default examples/latency_guest.toml); XTALK_GUEST_TASKSET:
-# the task set behind (Θ, Π) (default examples/taskset_guest_vm.toml); XTALK_PYTHON: the venv's
+# the task set behind (Θ, Π) (default examples/models/guest-vm.toml); XTALK_PYTHON: the venv's
 # python (default .venv/bin/python; this checkout's src/ comes first on its path).
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
@@ -31,7 +31,7 @@ xbin=$(dirname "$py")/xtalk
 export XTALK_PYTHON="$py" PYTHONPATH="$repo/src${PYTHONPATH:+:$PYTHONPATH}"
 xtalk() { "$xbin" "$@"; }
 campaign=${XTALK_GUEST_CAMPAIGN:-$repo/examples/latency_guest.toml}
-taskset=${XTALK_GUEST_TASKSET:-$repo/examples/taskset_guest_vm.toml}
+taskset=${XTALK_GUEST_TASKSET:-$repo/examples/models/guest-vm.toml}
 results="$cache/results/guest/$(date -u +%Y%m%d-%H%M%S)"
 mkdir -p "$results"
 timings="$results/timings.txt"

@@ -137,6 +137,7 @@ def test_forked_sections_give_the_same_report(tmp_path, monkeypatch, child):
     one = build(root, tmp_path / "one", epsilons=["exec:max:1.2x"])
     monkeypatch.setattr(bd, "FORK_JOBS", 0)
     monkeypatch.setattr(bd.os, "cpu_count", lambda: 2)
+    monkeypatch.setattr(bd, "_other_threads", lambda: [])  # threads other tests of the session left
     if child == "fails":
         real = bd._Builder.spikes
 
@@ -169,6 +170,9 @@ def test_no_fork_beside_other_threads(tmp_path, monkeypatch):
     monkeypatch.setattr(bd, "FORK_JOBS", 0)
     monkeypatch.setattr(bd.os, "cpu_count", lambda: 2)
     data = bd.load(root)
+    real = bd._other_threads
+    before = set(real())  # threads other tests of the session may have left
+    monkeypatch.setattr(bd, "_other_threads", lambda: [t for t in real() if t not in before])
     assert bd._fork_worth(data, list(bd.SECTIONS))
     stop = threading.Event()
     other = threading.Thread(target=stop.wait, name="a caller's thread")
@@ -189,15 +193,23 @@ def test_a_failing_parent_stops_its_forked_child(tmp_path, monkeypatch):
                          jobs=300)
     monkeypatch.setattr(bd, "FORK_JOBS", 0)
     monkeypatch.setattr(bd.os, "cpu_count", lambda: 2)
+    monkeypatch.setattr(bd, "_other_threads", lambda: [])  # threads other tests of the session left
+    forks, forked = [], bd._Forked
+
+    class Counted(forked):
+        def __init__(self, *a):
+            super().__init__(*a)
+            forks.append(self.pid)
+    monkeypatch.setattr(bd, "_Forked", Counted)
 
     def verdicts(self):
         raise RuntimeError("the parent fails")
     monkeypatch.setattr(bd._Builder, "verdicts", verdicts)
     with pytest.raises(RuntimeError, match="the parent fails"):
         build(root, tmp_path / "out", csv=False)
+    assert len(forks) == 1 and forks[0]  # a child was forked
     me = str(os.getpid())
-    children = [p for p in os.listdir("/proc") if p.isdigit() and _ppid(p) == me]
-    assert children == []
+    assert str(forks[0]) not in [p for p in os.listdir("/proc") if p.isdigit() and _ppid(p) == me]
 
 
 def _ppid(pid: str) -> str | None:

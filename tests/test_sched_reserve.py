@@ -120,7 +120,7 @@ def test_refusals_are_one_line_and_exit_2(args, says):
 def test_the_cli_takes_theta_and_pi_from_sched_vm_and_records_the_run(sleeper, tmp_path):
     _need_deadline(sleeper)
     record = tmp_path / "reserve.json"
-    r = _cli("--taskset", ROOT / "examples" / "taskset_guest_vm.toml", "--tid", sleeper, "--record", record, "--",
+    r = _cli("--taskset", ROOT / "examples" / "models" / "guest-vm.toml", "--tid", sleeper, "--record", record, "--",
              "sh", "-c", f"grep -q '^policy *: *6$' /proc/{sleeper}/sched")
     assert r.returncode == 0, r.stderr  # the command saw the thread under SCHED_DEADLINE
     rec = json.loads(record.read_text())

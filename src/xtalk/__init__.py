@@ -6,6 +6,6 @@ from .version import __version__  # noqa: F401 (xtalk.__version__)
 def open(path):  # noqa: A001 - reads as xtalk.open(path)
     """Open a results directory (an experiment or a campaign): `.jobs()`, `.runs()`,
     `.connect()` (DuckDB). Imported lazily so `import xtalk` stays cheap."""
-    from .campaign.results import open_any
+    from .store.campaign import open_any
 
     return open_any(path)

@@ -284,13 +284,17 @@ class _Builder:
         return s
 
 
+def _other_threads() -> list[threading.Thread]:
+    """This process's threads besides the calling one and the report's own CSV export."""
+    return [t for t in threading.enumerate() if t is not threading.current_thread() and not t.name.startswith(CSV_THREAD)]
+
+
 def _fork_worth(data: ReportData, names: list[str]) -> bool:
     """Whether to compute FORKED_SECTIONS in a child. Never when threads other than this one
     and the report's own CSV export run (a program that calls build() from a thread pool, a
     server): a lock one of them holds at the fork would stay held in the child."""
-    others = [t for t in threading.enumerate() if t is not threading.current_thread() and not t.name.startswith(CSV_THREAD)]
     return (hasattr(os, "fork") and (os.cpu_count() or 1) > 1 and len(data.measured) >= FORK_JOBS
-            and any(n in FORKED_SECTIONS for n in names) and not others)
+            and any(n in FORKED_SECTIONS for n in names) and not _other_threads())
 
 
 class _Forked:

@@ -171,7 +171,7 @@ def _campaign_latency_cells(path: Path) -> tuple[pd.DataFrame, tuple[pd.DataFram
     `xtalk run` drives this machine only) as (its latency table, keyed by application ·
     configuration · variant like its other cells; the measured scheduler overheads where
     its runs have kernel traces, else None); None for any other campaign."""
-    from ..campaign.results import open_any
+    from ..store.campaign import open_any
     from . import overheads as oh
     from . import victim_kinds as vk
 

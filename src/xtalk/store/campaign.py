@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from ..store import Results
+from . import Results
 
 #: Labels every campaign run carries, in column order; grid axes follow (dots become `_`).
 #: The two-way label `enemies` (the count) is the store's ``n_enemies`` column, which every

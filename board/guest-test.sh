@@ -17,7 +17,7 @@
 # Results: CACHE/results/guest/RUN/ (CACHE: XTALK_BOARD_DIR, default build/board), RUN the
 # start time; timings.txt there says how long each step took.
 # XTALK_GUEST_CAMPAIGN: the campaign (default examples/latency_guest.toml); XTALK_GUEST_TASKSET:
-# the task set behind (Θ, Π) (default examples/models/guest-vm.toml); XTALK_PYTHON: the venv's
+# the task set behind (Θ, Π) (default examples/models/guest-vm.toml, guest-vm-tcg.toml under TCG); XTALK_PYTHON: the venv's
 # python (default .venv/bin/python; this checkout's src/ comes first on its path).
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
@@ -31,7 +31,6 @@ xbin=$(dirname "$py")/xtalk
 export XTALK_PYTHON="$py" PYTHONPATH="$repo/src${PYTHONPATH:+:$PYTHONPATH}"
 xtalk() { "$xbin" "$@"; }
 campaign=${XTALK_GUEST_CAMPAIGN:-$repo/examples/latency_guest.toml}
-taskset=${XTALK_GUEST_TASKSET:-$repo/examples/models/guest-vm.toml}
 results="$cache/results/guest/$(date -u +%Y%m%d-%H%M%S)"
 mkdir -p "$results"
 timings="$results/timings.txt"
@@ -44,6 +43,10 @@ newest() { d=$(ls -dt "$1"/*/ | head -1); echo "${d%/}"; }
 [ "${XTALK_GUEST_KEEP:-0}" = 1 ] || trap '"$here/guest.sh" down' EXIT INT TERM
 "$here/guest.sh" up
 accel=$(cat "$cache/guest-run/accel")
+# the task set behind (Θ, Π): the guest's work as KVM runs it, or as TCG does (about 4 times
+# the CPU per wake-up: under the KVM-sized reservation a TCG guest misses nearly every period)
+case $accel in tcg) dflt=guest-vm-tcg.toml ;; *) dflt=guest-vm.toml ;; esac
+taskset=${XTALK_GUEST_TASKSET:-$repo/examples/models/$dflt}
 lap "guest up ($accel)"
 
 step "the guest's facts through the SSH target (ships the host's agent: same suite, same glibc)"

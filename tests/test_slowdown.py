@@ -57,3 +57,27 @@ def test_summary_rows_per_scenario():
     assert 1.4 < t.loc["read", "slowdown_median"] < 1.6 and t.loc["read", "slowdown_median_lo"] > 1.2
     assert t.loc["read", "jobs"] == 600 and t.loc["read", "runs_ok"] == 3
     assert t.loc["read", "deadline_misses"] > t.loc["solo", "deadline_misses"]
+
+
+def test_cells_point_from_a_sorted_cache_is_the_pooled_ratio():
+    """cells() takes a slowdown's point from the caller's sorted values (np.median's mean of
+    the two middle values, the last value for max): the same table as pooling the runs."""
+    import pandas as pd
+
+    from xtalk.analysis import cells as ce
+
+    g = np.random.default_rng(4)
+    rows = []
+    for i, (scen, n) in enumerate([("solo", 301), ("pi", 300), ("solo", 300), ("pi", 299), ("solo", 301), ("pi", 300)]):  # 902 and 899 jobs: even and odd
+        rows.append(pd.DataFrame({"run_id": f"r{i}", "scenario": scen, "exec_ns": g.gamma(4, 5e4, n).round(),
+                                  "response_ns": g.gamma(4, 6e4, n).round()}))
+    jobs = pd.concat(rows, ignore_index=True)
+    runs = pd.DataFrame({"run_id": [f"r{i}" for i in range(6)], "scenario": ["solo", "pi"] * 3, "status": "completed"})
+
+    def sorted_of(cfg, scen, m):
+        return np.sort(jobs.loc[jobs["scenario"] == scen, f"{m}_ns"].to_numpy(dtype=float))
+
+    for max_jobs in (None, 500):
+        a = ce.cells(jobs, runs, n_boot=200, max_jobs=max_jobs)
+        b = ce.cells(jobs, runs, n_boot=200, max_jobs=max_jobs, sorted_of=sorted_of)
+        pd.testing.assert_frame_equal(a, b, check_exact=True)

@@ -127,6 +127,28 @@ def _order(r: pd.DataFrame, reference: str) -> list[tuple[str, str]]:
     return out
 
 
+def _stat_of_sorted(v: np.ndarray, stat: str) -> float:
+    """``np.median`` (the mean of the two middle values of an even count) or ``np.max`` of
+    values already sorted: what :func:`slowdown` computes from the pooled runs, without
+    concatenating and selecting 10^7 values again."""
+    if stat == "max":
+        return v[-1]
+    n = v.size
+    return v[n // 2] if n % 2 else np.mean(v[n // 2 - 1:n // 2 + 1])
+
+
+def _point(sorted_of, cfg, scen, reference, m, stat, cur, ref) -> float | None:
+    """The slowdown's full-data ratio from the caller's sorted cache, when it holds the
+    cell's pooled runs (as many values, none NaN); None: :func:`slowdown` pools them."""
+    if sorted_of is None:
+        return None
+    a, b = sorted_of(cfg, scen, m), sorted_of(cfg, reference, m)
+    if a.size != sum(len(v) for v in cur) or b.size != sum(len(v) for v in ref) or not a.size or not b.size \
+            or np.isnan(a[-1]) or np.isnan(b[-1]):
+        return None
+    return float(_stat_of_sorted(a, stat) / _stat_of_sorted(b, stat))
+
+
 def cells(jobs: pd.DataFrame, runs: pd.DataFrame, *, reference: str = SOLO, n_boot: int = 2000, seed: int = 0,
           max_jobs: int | None = None, per_run_table: pd.DataFrame | None = None, sorted_of=None) -> pd.DataFrame:
     """One row per configuration × scenario that has a run (``CELL_COLUMNS``): the numbers
@@ -188,7 +210,8 @@ def cells(jobs: pd.DataFrame, runs: pd.DataFrame, *, reference: str = SOLO, n_bo
                 elif cur is None or ref is None:
                     p, lo, hi = np.nan, np.nan, np.nan
                 else:
-                    ci = slowdown(cur[m], ref[m], stat, n_boot=n_boot, seed=seed, max_jobs=max_jobs)
+                    point = _point(sorted_of, cfg, scen, reference, m, stat, cur[m], ref[m])
+                    ci = slowdown(cur[m], ref[m], stat, n_boot=n_boot, seed=seed, max_jobs=max_jobs, point=point)
                     p, lo, hi = ci
                     sub = sub or ci.subsampled
                 row[f"{m}_slowdown_{stat}"], row[f"{m}_slowdown_{stat}_lo"], row[f"{m}_slowdown_{stat}_hi"] = p, lo, hi

@@ -242,6 +242,10 @@ _NULLS_KEPT = 64
 
 
 def _null_source(key: tuple) -> _NullDraws:
+    """The null of ``key`` (its first field the seed), kept when the seed is an integer (a
+    generator or None draws anew every time, as it did before nulls were kept)."""
+    if not isinstance(key[0], (int, np.integer)) or isinstance(key[0], bool):
+        return _NullDraws(key)
     src = _NULLS.pop(key, None)
     if src is None:
         src = _NullDraws(key)

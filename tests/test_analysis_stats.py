@@ -257,3 +257,29 @@ def test_noise_floor_of_sorted_samples_is_the_same():
         b = S.aa_noise_floor([np.sort(s) for s in samples], stat, n_boot=300, seed=1)
         assert a.floor == b.floor
         pd.testing.assert_frame_equal(a.pairs, b.pairs, check_exact=True)
+
+
+def _per_step_by_groupby(jobs):
+    fast = S._per_step_dense
+    S._per_step_dense = lambda *a: None
+    try:
+        return S.per_step_reference(jobs)
+    finally:
+        S._per_step_dense = fast
+
+
+def test_per_step_reference_dense_is_the_groupby():
+    """Every run with every job once: the runs × jobs matrix gives the groupby's table (odd
+    and even run counts, run codes and job indices with gaps); otherwise the groupby decides."""
+    g = np.random.default_rng(1)
+    for runs in (3, 4):
+        jobs = pd.DataFrame({"run_id": np.repeat(np.arange(runs) * 3 + 2, 50).astype(np.int8),
+                             "job": np.tile(np.arange(50) * 7 + 11, runs),
+                             "exec_ns": g.integers(1000, 5000, 50 * runs)}).sample(frac=1.0, random_state=2)
+        assert S._per_step_dense(jobs, "exec_ns", "run_id") is not None
+        pd.testing.assert_frame_equal(S.per_step_reference(jobs), _per_step_by_groupby(jobs), check_exact=True)
+        gap = jobs.iloc[1:]
+        assert S._per_step_dense(gap, "exec_ns", "run_id") is None
+        pd.testing.assert_frame_equal(S.per_step_reference(gap), _per_step_by_groupby(gap), check_exact=True)
+        twice = pd.concat([jobs.iloc[1:], jobs.iloc[2:3]])
+        assert S._per_step_dense(twice, "exec_ns", "run_id") is None

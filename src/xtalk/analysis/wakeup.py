@@ -178,7 +178,7 @@ def _series_at_once(jobs: pd.DataFrame, period_ns: int | None, include_warmup: b
     if period_ns is not None:
         p_run = np.full(first.size, int(period_ns), dtype=np.int64)
     else:
-        pv = df["period_ns"].to_numpy()[order][first]
+        pv = df["period_ns"].to_numpy()[order[first]]
         p_run = np.array([int(x) for x in pv], dtype=np.int64)
     p = p_run[run_of]
     w = df["wakeup_ns"].to_numpy(dtype=np.int64)[order]
@@ -222,13 +222,13 @@ def runs_of_series(series: pd.DataFrame):
     (each run's rows are contiguous there) instead of a groupby of every row."""
     if series.empty or "run_id" not in series.columns:
         return list(series.groupby("run_id", sort=True)) if "run_id" in series.columns else []
-    rid = series["run_id"].to_numpy()
-    cut = np.flatnonzero(rid[1:] != rid[:-1]) + 1
+    codes, uniques = pd.factorize(series["run_id"])  # codes, not 10^7 labels compared as objects
+    cut = np.flatnonzero(codes[1:] != codes[:-1]) + 1
     starts = np.concatenate([[0], cut])
-    ends = np.append(cut, rid.size)
-    keys = [rid[a] for a in starts]
-    if len(set(keys)) != len(keys) or any(isinstance(x, float) for x in keys):
+    ends = np.append(cut, codes.size)
+    if len(starts) != len(uniques) or (codes < 0).any():
         return list(series.groupby("run_id", sort=True))  # not one stretch per run: let pandas group
+    keys = [uniques[codes[a]] for a in starts]
     return [(keys[i], series.iloc[starts[i]:ends[i]]) for i in sorted(range(len(keys)), key=lambda i: keys[i])]
 
 

@@ -69,7 +69,7 @@ def detect_spikes(
     keys = [b for b in by if b in df.columns]
     parts = []
     for _, g in (df.groupby(keys, sort=True) if keys else [((), df)]):
-        g = g.sort_values("job") if "job" in g.columns else g.copy()
+        g = _by_job(g) if "job" in g.columns else g.copy()  # assign below copies: g itself is never changed
         med, scale, thr = robust_threshold(g[column], k)
         g = g.assign(baseline=med, scale=scale, threshold=thr, excess=g[column].astype(float) - med)
         g["is_spike"] = (g[column].astype(float) > thr) & (scale > 0)

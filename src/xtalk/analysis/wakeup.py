@@ -210,9 +210,9 @@ def _series_at_once(jobs: pd.DataFrame, period_ns: int | None, include_warmup: b
     interval = np.where(same & (dk == 1), dw_int.astype(float), np.nan)
     rid = pd.Series([uniques[i] for i in range(len(uniques))]).array.take(c)  # as the loop inserts each scalar
     d = pd.DataFrame({"run_id": rid, "job": job, "k": k, "wakeup_ns": w, "rel_ns": rel, "dw_ns": dw,
-                      "interval_ns": interval, "period_ns": p, "warmup": warm, "backlog_ns": back, "backlog": backlog})
-    if has_release:
-        d["latency_ns"] = late
+                      "interval_ns": interval, "period_ns": p, "warmup": warm, "backlog_ns": back, "backlog": backlog,
+                      **({"latency_ns": late} if has_release else {})},
+                     copy=False)  # the arrays are this function's own: no copy into consolidated blocks
     return d
 
 

@@ -32,6 +32,7 @@ period (1: every event at the same phase; about 1/√n for random events).
 from __future__ import annotations
 
 import os
+import threading
 from dataclasses import dataclass
 
 import numpy as np
@@ -218,8 +219,13 @@ class _NullDraws:
         self.cand = np.arange(lo, top + 1, dtype=np.int64)
         self.rng = np.random.default_rng(self.seed)
         self.chunks: list[np.ndarray] = []
+        self.lock = threading.Lock()  # campaign targets run in threads: one drawer at a time
 
     def chunk(self, i: int, b: int) -> np.ndarray:
+        with self.lock:
+            return self._chunk(i, b)
+
+    def _chunk(self, i: int, b: int) -> np.ndarray:
         while len(self.chunks) <= i:
             x = np.stack([_counts(self.rng.choice(self.length, self.k, replace=False) // self.coarse, self.bins)
                           for _ in range(b)])
@@ -239,6 +245,7 @@ class _NullDraws:
 #: Nulls kept (most recent last); a report tests one null per distinct (span, episodes).
 _NULLS: dict[tuple, _NullDraws] = {}
 _NULLS_KEPT = 64
+_NULLS_LOCK = threading.Lock()
 
 
 def _null_source(key: tuple) -> _NullDraws:
@@ -246,13 +253,14 @@ def _null_source(key: tuple) -> _NullDraws:
     generator or None draws anew every time, as it did before nulls were kept)."""
     if not isinstance(key[0], (int, np.integer)) or isinstance(key[0], bool):
         return _NullDraws(key)
-    src = _NULLS.pop(key, None)
-    if src is None:
-        src = _NullDraws(key)
-        while len(_NULLS) >= _NULLS_KEPT:
-            _NULLS.pop(next(iter(_NULLS)))
-    _NULLS[key] = src
-    return src
+    with _NULLS_LOCK:
+        src = _NULLS.pop(key, None)
+        if src is None:
+            src = _NullDraws(key)
+            while len(_NULLS) >= _NULLS_KEPT:
+                _NULLS.pop(next(iter(_NULLS)))
+        _NULLS[key] = src
+        return src
 
 
 def _counts(bins: np.ndarray, size: int) -> np.ndarray:

@@ -118,3 +118,21 @@ def test_periodicity_contract():
     assert a == b and a.periodic and a.period == pytest.approx(7.0)
     with pytest.raises(ValueError, match="resolution"):
         periodicity([1.0], resolution=0)
+
+
+def test_shared_null_gives_the_numbers_of_a_fresh_one():
+    """Runs with the same span and as many episodes test against the same shuffles, drawn
+    once (periodicity._NULLS): the p-values are those of a fresh draw, whatever came before."""
+    from xtalk.analysis import periodicity as PM
+
+    rng = np.random.default_rng(5)
+    series = [np.sort(rng.choice(5000, 12, replace=False)).astype(float) * 1e6 for _ in range(3)]
+    series.append(np.arange(12) * 400e6 + 3e6)  # periodic: the sequential test goes on to its Gumbel tail
+    fresh = []
+    for t in series:
+        PM._NULLS.clear()
+        fresh.append(periodicity(t, resolution=1e6, start=0.0, end=4999e6))
+    PM._NULLS.clear()
+    shared = [periodicity(t, resolution=1e6, start=0.0, end=4999e6) for t in series[::-1]][::-1]
+    assert len(PM._NULLS) == 1
+    assert [repr(x) for x in shared] == [repr(x) for x in fresh]  # repr: NaN fields compare equal

@@ -209,3 +209,77 @@ def test_slowdown_with_cluster_column_and_too_few_runs():
     assert t["ci_low"].iloc[0] < 1.5 * np.median(a) / np.median(b) < t["ci_high"].iloc[0]
     with pytest.raises(ValueError, match="scenario_groups"):
         S.cluster_ratio_ci(a[:100], ga[:100], b, gb)
+
+
+def _resample_by_value(groups, stat, n_boot, rng):
+    """The per-run resampling as first written: every replicate's values gathered, then
+    np.median or max of them."""
+    sizes = np.array([len(g) for g in groups])
+    m, k, flat = int(np.median(sizes)), len(groups), np.concatenate(groups)
+    offsets = np.concatenate([[0], np.cumsum(sizes)[:-1]])
+    out = np.empty(n_boot)
+    step = max(1, int(4e6 // max(1, k * m)))
+    for lo in range(0, n_boot, step):
+        b = min(step, n_boot - lo)
+        runs = rng.integers(0, k, size=(b, k))
+        pick = (rng.random((b, k, m)) * sizes[runs][:, :, None]).astype(np.int64) + offsets[runs][:, :, None]
+        sample = flat[pick.reshape(b, k * m)]
+        out[lo:lo + b] = np.median(sample, axis=1) if stat == "median" else sample.max(axis=1)
+    return out
+
+
+@pytest.mark.parametrize("shape", ["report", "ties", "one", "two", "wide", "inf", "nan"])
+@pytest.mark.parametrize("stat", ["median", "max"])
+def test_resample_by_rank_is_resample_by_value(shape, stat):
+    """The replicates selected among ranks are the replicates selected among values, draw for
+    draw: equal sizes (the report's subsample), ties, odd and even counts, one value, more
+    pooled values than int16 ranks hold, infinities; NaN takes the value path."""
+    g = np.random.default_rng(7)
+    groups = {"report": lambda: [g.normal(2e5, 1e4, 200).round() for _ in range(50)],
+              "ties": lambda: [g.integers(0, 5, s).astype(float) for s in (3, 7, 4, 10, 1)],
+              "one": lambda: [g.normal(0, 1, 1)],
+              "two": lambda: [g.normal(0, 1, 2), g.normal(0, 1, 2)],
+              "wide": lambda: [g.exponential(1, 40_000), g.exponential(1, 3_000)],
+              "inf": lambda: [np.array([1.0, np.inf, 3.0]), np.array([2.0, -np.inf])],
+              "nan": lambda: [np.array([1.0, np.nan, 3.0, 4.0]), np.array([2.0, 5.0])]}[shape]()
+    for n_boot in (2000, 7):
+        a = S._resample_runs(groups, stat, n_boot, np.random.default_rng(3))
+        b = _resample_by_value(groups, stat, n_boot, np.random.default_rng(3))
+        np.testing.assert_array_equal(a, b)
+
+
+def test_noise_floor_of_sorted_samples_is_the_same():
+    """aa_noise_floor sorts each sample once for all its pairs: the same floor as unsorted input."""
+    g = np.random.default_rng(2)
+    samples = [g.gamma(3, 1e4, 3000) for _ in range(4)]
+    for stat in ("median", "max", "p99"):
+        a = S.aa_noise_floor(samples, stat, n_boot=300, seed=1)
+        b = S.aa_noise_floor([np.sort(s) for s in samples], stat, n_boot=300, seed=1)
+        assert a.floor == b.floor
+        pd.testing.assert_frame_equal(a.pairs, b.pairs, check_exact=True)
+
+
+def _per_step_by_groupby(jobs):
+    fast = S._per_step_dense
+    S._per_step_dense = lambda *a: None
+    try:
+        return S.per_step_reference(jobs)
+    finally:
+        S._per_step_dense = fast
+
+
+def test_per_step_reference_dense_is_the_groupby():
+    """Every run with every job once: the runs × jobs matrix gives the groupby's table (odd
+    and even run counts, run codes and job indices with gaps); otherwise the groupby decides."""
+    g = np.random.default_rng(1)
+    for runs in (3, 4):
+        jobs = pd.DataFrame({"run_id": np.repeat(np.arange(runs) * 3 + 2, 50).astype(np.int8),
+                             "job": np.tile(np.arange(50) * 7 + 11, runs),
+                             "exec_ns": g.integers(1000, 5000, 50 * runs)}).sample(frac=1.0, random_state=2)
+        assert S._per_step_dense(jobs, "exec_ns", "run_id") is not None
+        pd.testing.assert_frame_equal(S.per_step_reference(jobs), _per_step_by_groupby(jobs), check_exact=True)
+        gap = jobs.iloc[1:]
+        assert S._per_step_dense(gap, "exec_ns", "run_id") is None
+        pd.testing.assert_frame_equal(S.per_step_reference(gap), _per_step_by_groupby(gap), check_exact=True)
+        twice = pd.concat([jobs.iloc[1:], jobs.iloc[2:3]])
+        assert S._per_step_dense(twice, "exec_ns", "run_id") is None

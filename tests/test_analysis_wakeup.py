@@ -191,3 +191,56 @@ def test_real_drift_recovered_despite_late_start_and_backlog():
     assert d["ci_low"] <= slope <= d["ci_high"] and d["ci_low"] > 0
     assert d["ppm"] == pytest.approx(3.0, rel=0.05)
     assert d["n_backlog"] >= 50
+
+
+def _loop_series(jobs, **kw):
+    """wakeup_series by its loop over runs (the at-once path switched off)."""
+    fast = W._series_at_once
+    W._series_at_once = lambda *a: None
+    try:
+        return W.wakeup_series(jobs, **kw)
+    finally:
+        W._series_at_once = fast
+
+
+@pytest.mark.parametrize("categorical", [False, True])
+def test_series_at_once_is_the_loop_over_runs(categorical):
+    """All runs at once (one sort, the columns) give the loop's table row for row: shuffled
+    rows, warm-up and measured jobs, lost jobs, backlog, runs with other periods, an
+    overloaded run with no idle job, run ids out of order (and a categorical's order)."""
+    rng = np.random.default_rng(3)
+    parts = []
+    for r, period in (("r10", P), ("r2", P // 2), ("r1", P), ("r3", P)):
+        n = 400
+        job = np.arange(n)
+        release = 10**12 + job * period
+        w = release + rng.integers(-5_000, 50_000, n)
+        end = w + (rng.integers(1, 3, n) * period if r == "r3" else rng.integers(1_000, period // 3, n))
+        d = pd.DataFrame({"run_id": r, "job": job, "warmup": job < 5, "release_ns": release, "wakeup_ns": w,
+                          "end_ns": end, "period_ns": period})
+        parts.append(d.drop(index=[50, 51, 200]))  # lost jobs
+    jobs = pd.concat(parts).sample(frac=1.0, random_state=1).reset_index(drop=True)
+    if categorical:
+        jobs["run_id"] = pd.Categorical(jobs["run_id"], categories=["r3", "r10", "r1", "r2", "unused"])
+    for kw in ({}, {"include_warmup": False}, {"period_ns": 1000}):
+        a = W.wakeup_series(jobs, **kw)
+        assert W._series_at_once(jobs, kw.get("period_ns"), kw.get("include_warmup", True)) is not None
+        pd.testing.assert_frame_equal(a, _loop_series(jobs, **kw), check_exact=True)
+        got = [(k, g.index[0], len(g)) for k, g in W.runs_of_series(a)]
+        assert got == [(k, g.index[0], len(g)) for k, g in a.groupby("run_id", sort=True)]
+    # Without release or end times, and with a repeated index (the loop decides then).
+    for drop in (["release_ns"], ["end_ns"], ["release_ns", "end_ns", "warmup"]):
+        pd.testing.assert_frame_equal(W.wakeup_series(jobs.drop(columns=drop)), _loop_series(jobs.drop(columns=drop)),
+                                      check_exact=True)
+    dup = pd.concat([jobs, jobs.iloc[:3]], ignore_index=True)
+    assert W._series_at_once(dup, None, True) is None
+    pd.testing.assert_frame_equal(W.wakeup_series(dup), _loop_series(dup), check_exact=True)
+
+
+def test_quantisation_from_a_series_is_the_same():
+    w = 10**9 + np.cumsum(np.tile([P - 1_000_000, P - 1_000_000, P - 1_000_000, P + 3_000_000], 100))
+    jobs = _jobs_from_wakeups(w)
+    a = W.period_quantisation(jobs)
+    b = W.period_quantisation(None, series=W.wakeup_series(jobs))
+    assert (a.pattern, a.pattern_period, a.step_ns, a.outliers) == (b.pattern, b.pattern_period, b.step_ns, b.outliers)
+    pd.testing.assert_frame_equal(a.levels, b.levels)

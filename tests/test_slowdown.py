@@ -57,3 +57,69 @@ def test_summary_rows_per_scenario():
     assert 1.4 < t.loc["read", "slowdown_median"] < 1.6 and t.loc["read", "slowdown_median_lo"] > 1.2
     assert t.loc["read", "jobs"] == 600 and t.loc["read", "runs_ok"] == 3
     assert t.loc["read", "deadline_misses"] > t.loc["solo", "deadline_misses"]
+
+
+def test_cells_point_from_a_sorted_cache_is_the_pooled_ratio():
+    """cells() takes a slowdown's point from the caller's sorted values (np.median's mean of
+    the two middle values, the last value for max): the same table as pooling the runs."""
+    import pandas as pd
+
+    from xtalk.analysis import cells as ce
+
+    g = np.random.default_rng(4)
+    rows = []
+    for i, (scen, n) in enumerate([("solo", 301), ("pi", 300), ("solo", 300), ("pi", 299), ("solo", 301), ("pi", 300)]):  # 902 and 899 jobs: even and odd
+        rows.append(pd.DataFrame({"run_id": f"r{i}", "scenario": scen, "exec_ns": g.gamma(4, 5e4, n).round(),
+                                  "response_ns": g.gamma(4, 6e4, n).round()}))
+    jobs = pd.concat(rows, ignore_index=True)
+    runs = pd.DataFrame({"run_id": [f"r{i}" for i in range(6)], "scenario": ["solo", "pi"] * 3, "status": "completed"})
+
+    def sorted_of(cfg, scen, m):
+        return np.sort(jobs.loc[jobs["scenario"] == scen, f"{m}_ns"].to_numpy(dtype=float))
+
+    for max_jobs in (None, 500):
+        a = ce.cells(jobs, runs, n_boot=200, max_jobs=max_jobs)
+        b = ce.cells(jobs, runs, n_boot=200, max_jobs=max_jobs, sorted_of=sorted_of)
+        pd.testing.assert_frame_equal(a, b, check_exact=True)
+
+
+def test_cells_counts_from_the_columns_are_deadline_misses_per_run():
+    """cells() counts a cell's misses, lost and serious jobs from the columns (row positions,
+    no frame per cell): the sums of verdict.deadline_misses per run. Lost jobs, a run whose
+    indices repeat and go back, a recorded flag with NA; categorical and string run ids give
+    the same table (per_run counts the codes of the first)."""
+    import pandas as pd
+
+    from xtalk.analysis import cells as ce
+    from xtalk.analysis import verdict as vd
+
+    g = np.random.default_rng(9)
+    rows = []
+    for i, scen in enumerate(["solo", "pi", "solo", "pi"]):
+        n = 200
+        job = np.arange(n)
+        if i == 1:
+            job = np.delete(job, [5, 6, 90])  # lost
+        if i == 3:
+            job = np.concatenate([job[:100], job[95:150], job[10:20]])  # repeated, back
+        rel = 10**9 + job * 1_000_000
+        end = rel + g.integers(100_000, 2_600_000, job.size)
+        missed = pd.array(np.where(g.random(job.size) < 0.1, None, end > rel + 1_000_000), dtype="boolean")
+        rows.append(pd.DataFrame({"run_id": f"r{i}", "scenario": scen, "job": job, "release_ns": rel, "end_ns": end,
+                                  "period_ns": 1_000_000, "missed": missed, "exec_ns": (end - rel) // 2,
+                                  "response_ns": end - rel}))
+    jobs = pd.concat(rows, ignore_index=True)
+    runs = pd.DataFrame({"run_id": [f"r{i}" for i in range(4)], "scenario": ["solo", "pi"] * 2, "status": "completed"})
+    a = ce.cells(jobs, runs, n_boot=50)
+    cat = jobs.assign(run_id=pd.Categorical(jobs["run_id"], categories=["r3", "r0", "unused", "r2", "r1"]),
+                      scenario=pd.Categorical(jobs["scenario"]))
+    pd.testing.assert_frame_equal(a, ce.cells(cat, runs, n_boot=50), check_exact=True)
+    pd.testing.assert_frame_equal(ce.per_run(jobs, runs), ce.per_run(cat, runs), check_exact=True)
+    for scen in ("solo", "pi"):
+        d = vd.deadline_misses(jobs[jobs["scenario"] == scen], include_warmup=True, recorded=True)
+        row = a[a["scenario"] == scen].iloc[0]
+        assert row["deadline_misses"] == d["n_missed"].sum() and row["lost_jobs"] == d["n_lost"].sum()
+        assert row["serious_misses"] == d["n_serious"].sum()
+        assert row["max_lateness_ns"] == d["max_lateness_ns"].max()
+        assert row["max_responsiveness"] == d["max_responsiveness"].max()
+    assert a.set_index("scenario").loc["pi", "lost_jobs"] == 3  # run 3 repeats indices but loses none

@@ -107,10 +107,23 @@ def per_run(jobs: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
     """One row per run of ``runs`` (the store's run table): its labels, status, measured jobs,
     deadline misses and migrated jobs, by the definitions of this module."""
     j, r = _labels(jobs), _runs(runs)
-    agg = pd.DataFrame({"run_id": j["run_id"], "missed": _missed(j), "migrated": migrated_mask(j)})
-    g = agg.groupby("run_id", sort=False, observed=True)
-    counts = pd.DataFrame({"jobs": g.size(), "deadline_misses": g["missed"].sum(), "migrated_jobs": g["migrated"].sum()})
-    counts.index = counts.index.astype(str)
+    missed, migrated = _missed(j), migrated_mask(j)
+    if isinstance(j["run_id"].dtype, pd.CategoricalDtype):
+        # Counts of the category codes (a groupby's factorisation of 10^7 labels is not needed).
+        codes, names = _codes(j["run_id"])
+        ok = codes >= 0
+        nc = len(names)
+        size = np.bincount(codes[ok], minlength=nc)
+        seen = np.flatnonzero(size > 0)
+        counts = pd.DataFrame({"jobs": size[seen],
+                               "deadline_misses": np.bincount(codes[ok & missed], minlength=nc)[seen],
+                               "migrated_jobs": np.bincount(codes[ok & migrated], minlength=nc)[seen]},
+                              index=pd.Index([str(x) for x in names[seen]], name="run_id"))
+    else:
+        agg = pd.DataFrame({"run_id": j["run_id"], "missed": missed, "migrated": migrated})
+        g = agg.groupby("run_id", sort=False, observed=True)
+        counts = pd.DataFrame({"jobs": g.size(), "deadline_misses": g["missed"].sum(), "migrated_jobs": g["migrated"].sum()})
+        counts.index = counts.index.astype(str)
     out = r[["configuration", "scenario", "run_id", "status"]].join(counts, on="run_id")
     for c in ("jobs", "deadline_misses", "migrated_jobs"):
         out[c] = out[c].fillna(0).astype(int)
@@ -127,6 +140,80 @@ def _order(r: pd.DataFrame, reference: str) -> list[tuple[str, str]]:
     return out
 
 
+def _codes(rid: pd.Series) -> tuple[np.ndarray, object]:
+    """(integer code of every row, −1 for NaN; the labels the codes index)."""
+    if isinstance(rid.dtype, pd.CategoricalDtype):
+        return rid.cat.codes.to_numpy(), rid.cat.categories
+    return pd.factorize(rid)
+
+
+def _stretches(codes: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(stable order of the rows by code, first and end position of each code's stretch in it)."""
+    order = np.argsort(codes, kind="stable")
+    c = codes[order]
+    cut = np.flatnonzero(c[1:] != c[:-1]) + 1
+    return order, np.concatenate([[0], cut]) if c.size else cut, np.append(cut, c.size)
+
+
+def _by_run(rid: pd.Series, ix: np.ndarray) -> list[tuple[object, np.ndarray]]:
+    """(run id, row positions in table order) of the rows ``ix`` per run, as
+    ``groupby("run_id", observed=True)`` gives each run's rows (NaN ids left out)."""
+    codes, names = _codes(rid)
+    codes = codes[ix]
+    order, starts, ends = _stretches(codes)
+    return [(names[codes[order[a]]], ix[order[a:b]]) for a, b in zip(starts, ends) if codes[order[a]] >= 0]
+
+
+def _miss_columns(j: pd.DataFrame) -> dict[str, np.ndarray]:
+    """verdict.classify_misses(recorded=True)'s columns of every job, from the columns (no copy
+    of the table): ``missed``, ``lateness_ns``, ``serious``, ``responsiveness``."""
+    rel = j["release_ns"].to_numpy(dtype=np.int64)
+    end = j["end_ns"].to_numpy(dtype=np.int64)
+    per = j["period_ns"].to_numpy(dtype=np.int64)
+    dl = j["deadline_ns"].to_numpy(dtype=np.int64) if "deadline_ns" in j.columns else per
+    return {"missed": vd.missed_flags(j, recorded=True), "lateness_ns": end - (rel + dl), "serious": end > rel + 2 * per,
+            "responsiveness": (end - rel) / dl}
+
+
+def _cell_misses(j: pd.DataFrame, ix: np.ndarray, miss: dict) -> tuple[int, int, int, int, float]:
+    """(misses, lost jobs, serious misses with the lost jobs, largest lateness, largest
+    responsiveness) of a cell's rows: verdict.deadline_misses per run (every row, a NaN run
+    id its own group) summed over the runs, from the columns."""
+    lost = 0
+    if "job" in j.columns:
+        job = j["job"].to_numpy(dtype=np.int64)[ix]
+        order, starts, ends = _stretches(_codes(j["run_id"])[0][ix])
+        for a, b in zip(starts, ends):
+            s = job[order[a:b]]
+            distinct = s.size if s.size < 2 or bool(np.all(s[1:] > s[:-1])) else np.unique(s).size
+            lost += int(s.max() - s.min() + 1 - distinct)
+    resp = pd.Series(miss["responsiveness"][ix])
+    return (int(miss["missed"][ix].sum()), lost, int(miss["serious"][ix].sum()) + lost,
+            int(miss["lateness_ns"][ix].max()), float(resp.max()))
+
+
+def _stat_of_sorted(v: np.ndarray, stat: str) -> float:
+    """``np.median`` (the mean of the two middle values of an even count) or ``np.max`` of
+    values already sorted: what :func:`slowdown` computes from the pooled runs, without
+    concatenating and selecting 10^7 values again."""
+    if stat == "max":
+        return v[-1]
+    n = v.size
+    return v[n // 2] if n % 2 else np.mean(v[n // 2 - 1:n // 2 + 1])
+
+
+def _point(sorted_of, cfg, scen, reference, m, stat, cur, ref) -> float | None:
+    """The slowdown's full-data ratio from the caller's sorted cache, when it holds the
+    cell's pooled runs (as many values, none NaN); None: :func:`slowdown` pools them."""
+    if sorted_of is None:
+        return None
+    a, b = sorted_of(cfg, scen, m), sorted_of(cfg, reference, m)
+    if a.size != sum(len(v) for v in cur) or b.size != sum(len(v) for v in ref) or not a.size or not b.size \
+            or np.isnan(a[-1]) or np.isnan(b[-1]):
+        return None
+    return float(_stat_of_sorted(a, stat) / _stat_of_sorted(b, stat))
+
+
 def cells(jobs: pd.DataFrame, runs: pd.DataFrame, *, reference: str = SOLO, n_boot: int = 2000, seed: int = 0,
           max_jobs: int | None = None, per_run_table: pd.DataFrame | None = None, sorted_of=None) -> pd.DataFrame:
     """One row per configuration × scenario that has a run (``CELL_COLUMNS``): the numbers
@@ -141,39 +228,38 @@ def cells(jobs: pd.DataFrame, runs: pd.DataFrame, *, reference: str = SOLO, n_bo
     j, r = _labels(jobs), _runs(runs)
     pr = per_run(j, r) if per_run_table is None else per_run_table
     times = {"release_ns", "end_ns", "period_ns"} <= set(j.columns)
-    parts = {(str(a), str(b)): g for (a, b), g in j.groupby(["configuration", "scenario"], sort=False, observed=True)} \
-        if len(j) else {}
+    # Row positions of each cell (no frame per cell: at 10^7 jobs copying them cost seconds).
+    parts = {(str(a), str(b)): np.asarray(ix) for (a, b), ix in
+             j.groupby(["configuration", "scenario"], sort=False, observed=True).indices.items()} if len(j) else {}
+    col = {m: j[f"{m}_ns"].to_numpy(dtype=float) for m in METRICS}
     # Each run's jobs in run-id order (the bootstrap draws runs by position: every reader must
     # give them in the same order to get the same interval).
-    per = {k: {m: [v.to_numpy(dtype=float) for _, v in sorted(g.groupby("run_id", observed=True)[f"{m}_ns"],
-                                                                key=lambda kv: str(kv[0]))] for m in METRICS}
-           for k, g in parts.items()}
+    per = {k: {m: [col[m][p] for _, p in sorted(_by_run(j["run_id"], ix), key=lambda kv: str(kv[0]))] for m in METRICS}
+           for k, ix in parts.items()}
+    miss = _miss_columns(j) if times else None
     rows = []
     for cfg, scen in _order(r, reference):
         rr = pr[(pr["configuration"] == cfg) & (pr["scenario"] == scen)]
-        g = parts.get((cfg, scen))
+        ix = parts.get((cfg, scen))
         row = {"configuration": cfg, "scenario": scen, "runs": len(rr), "runs_ok": int((rr["status"] == "completed").sum()),
                "runs_with_jobs": int((rr["jobs"] > 0).sum()), "jobs": int(rr["jobs"].sum()),
                "deadline_misses": int(rr["deadline_misses"].sum()), "migrated_jobs": int(rr["migrated_jobs"].sum())}
-        n = 0 if g is None else len(g)
+        n = 0 if ix is None else len(ix)
         for m in METRICS:
             if not n:
                 v = np.zeros(0)
             elif sorted_of is not None:
                 v = sorted_of(cfg, scen, m)
             else:
-                v = np.sort(g[f"{m}_ns"].to_numpy(dtype=float))
+                v = np.sort(col[m][ix])
             for name, q in (("median", 0.5), ("p99", 0.99), ("max", 1.0)):
                 row[f"{m}_{name}_ms"] = float(np.quantile(v, q)) / 1e6 if n else np.nan
         if n and times:
-            rid = g["run_id"]  # plain integer keys: a categorical groupby would add every other run, empty
-            rid = rid.cat.codes if isinstance(rid.dtype, pd.CategoricalDtype) else rid
-            d = vd.deadline_misses(g.assign(run_id=rid), by=("run_id",), include_warmup=True, recorded=True)
-            k, lost, ser = int(d["n_missed"].sum()), int(d["n_lost"].sum()), int(d["n_serious"].sum())
+            k, lost, ser, max_late, max_resp = _cell_misses(j, ix, miss)
             lo, hi = vd._wilson(k, n)
             row.update(deadline_misses=k, miss_ratio=k / n, miss_ci_low=lo, miss_ci_high=hi, serious_misses=ser,
-                       lost_jobs=lost, serious_ratio=ser / (n + lost), max_lateness_ns=int(d["max_lateness_ns"].max()),
-                       max_responsiveness=float(d["max_responsiveness"].max()))
+                       lost_jobs=lost, serious_ratio=ser / (n + lost), max_lateness_ns=max_late,
+                       max_responsiveness=max_resp)
         else:
             k = row["deadline_misses"]
             lo, hi = vd._wilson(k, n)
@@ -188,7 +274,8 @@ def cells(jobs: pd.DataFrame, runs: pd.DataFrame, *, reference: str = SOLO, n_bo
                 elif cur is None or ref is None:
                     p, lo, hi = np.nan, np.nan, np.nan
                 else:
-                    ci = slowdown(cur[m], ref[m], stat, n_boot=n_boot, seed=seed, max_jobs=max_jobs)
+                    point = _point(sorted_of, cfg, scen, reference, m, stat, cur[m], ref[m])
+                    ci = slowdown(cur[m], ref[m], stat, n_boot=n_boot, seed=seed, max_jobs=max_jobs, point=point)
                     p, lo, hi = ci
                     sub = sub or ci.subsampled
                 row[f"{m}_slowdown_{stat}"], row[f"{m}_slowdown_{stat}_lo"], row[f"{m}_slowdown_{stat}_hi"] = p, lo, hi

@@ -32,6 +32,7 @@ period (1: every event at the same phase; about 1/√n for random events).
 from __future__ import annotations
 
 import os
+import threading
 from dataclasses import dataclass
 
 import numpy as np
@@ -145,13 +146,11 @@ def periodicity(
         return _none(n, k, "span too short for a period of 2 samples or more")
     cand = np.arange(lo, top + 1, dtype=np.int64)
 
-    rng = np.random.default_rng(seed)
     obs = _counts(ep // coarse, bins)[None, :]
     h_obs, i_obs, m_obs, p_cand = _h_statistic(obs, k, length, cand, nyq, lp, max_harmonics)
     i_best = _fundamental(p_cand[0], cand, int(i_obs[0]))
-    p = _null_rank(float(h_obs[0]), lambda b: np.stack([_counts(rng.choice(length, k, replace=False) // coarse, bins)
-                                                         for _ in range(b)]),
-                   lambda x: _h_statistic(x, k, length, cand, nyq, lp, max_harmonics)[0], shuffles, alpha)
+    null = _null_source((seed, length, k, coarse, bins, lp, lo, top, max_harmonics, shuffles))
+    p = _null_rank(float(h_obs[0]), null.cursor(), lambda x: x, shuffles, alpha)
     period0 = lp * coarse * resolution / float(cand[i_best])
     period, phase, reg, cov = _refine(t0 + ep * resolution, period0, t0, t1)
     m = int(m_obs[0])
@@ -204,6 +203,64 @@ def _null_rank(h: float, draw, stat, shuffles: int, alpha: float, chunk: int = 3
                 if tail < alpha / 100:
                     return max(tail, 1e-300)
     return float((1 + np.sum(seen >= h)) / (1 + seen.size))
+
+
+class _NullDraws:
+    """The shuffled H statistics of one null (``seed``, span, episodes, lattice), chunk after
+    chunk as :func:`periodicity` draws them from ``default_rng(seed)``, kept once drawn.
+
+    The null depends on those parameters only, never on the observed events: runs of one
+    experiment with the same span and as many spike episodes test against the same shuffles,
+    which are drawn and transformed once (the same numbers as drawing them again: the
+    generator is the same and runs through the same draws in the same order)."""
+
+    def __init__(self, key: tuple) -> None:
+        self.seed, self.length, self.k, self.coarse, self.bins, self.lp, lo, top, self.max_harmonics, _ = key
+        self.cand = np.arange(lo, top + 1, dtype=np.int64)
+        self.rng = np.random.default_rng(self.seed)
+        self.chunks: list[np.ndarray] = []
+        self.lock = threading.Lock()  # campaign targets run in threads: one drawer at a time
+
+    def chunk(self, i: int, b: int) -> np.ndarray:
+        with self.lock:
+            return self._chunk(i, b)
+
+    def _chunk(self, i: int, b: int) -> np.ndarray:
+        while len(self.chunks) <= i:
+            x = np.stack([_counts(self.rng.choice(self.length, self.k, replace=False) // self.coarse, self.bins)
+                          for _ in range(b)])
+            self.chunks.append(_h_statistic(x, self.k, self.length, self.cand, self.lp // 2, self.lp,
+                                            self.max_harmonics)[0])
+        if self.chunks[i].size != b:
+            raise AssertionError("null chunks are drawn in the same sizes by every caller")
+        return self.chunks[i]
+
+    def cursor(self):
+        """``draw(b)`` for :func:`_null_rank`: the next chunk's H values (its ``stat`` is then
+        the identity)."""
+        it = iter(range(1 << 30))
+        return lambda b: self.chunk(next(it), b)
+
+
+#: Nulls kept (most recent last); a report tests one null per distinct (span, episodes).
+_NULLS: dict[tuple, _NullDraws] = {}
+_NULLS_KEPT = 64
+_NULLS_LOCK = threading.Lock()
+
+
+def _null_source(key: tuple) -> _NullDraws:
+    """The null of ``key`` (its first field the seed), kept when the seed is an integer (a
+    generator or None draws anew every time, as it did before nulls were kept)."""
+    if not isinstance(key[0], (int, np.integer)) or isinstance(key[0], bool):
+        return _NullDraws(key)
+    with _NULLS_LOCK:
+        src = _NULLS.pop(key, None)
+        if src is None:
+            src = _NullDraws(key)
+            while len(_NULLS) >= _NULLS_KEPT:
+                _NULLS.pop(next(iter(_NULLS)))
+        _NULLS[key] = src
+        return src
 
 
 def _counts(bins: np.ndarray, size: int) -> np.ndarray:

@@ -69,7 +69,7 @@ def detect_spikes(
     keys = [b for b in by if b in df.columns]
     parts = []
     for _, g in (df.groupby(keys, sort=True) if keys else [((), df)]):
-        g = g.sort_values("job") if "job" in g.columns else g.copy()
+        g = _by_job(g) if "job" in g.columns else g.copy()  # assign below copies: g itself is never changed
         med, scale, thr = robust_threshold(g[column], k)
         g = g.assign(baseline=med, scale=scale, threshold=thr, excess=g[column].astype(float) - med)
         g["is_spike"] = (g[column].astype(float) > thr) & (scale > 0)
@@ -142,7 +142,7 @@ def spike_periods(
     keys = [b for b in by if b in spikes.columns]
     rows = []
     for key, g in (spikes.groupby(keys, sort=True, observed=True) if keys else [((), spikes)]):
-        g = g.sort_values("job")
+        g = _by_job(g)
         if g.empty:
             continue
         base = dict(zip(keys, key if isinstance(key, tuple) else (key,)))
@@ -172,6 +172,15 @@ def spike_periods(
                          "coverage", "p_value", "confidence", "every_n", "small_between", "on_lattice",
                          "best_period_ns", "reason"]
     return pd.DataFrame(rows, columns=cols)
+
+
+def _by_job(g: pd.DataFrame) -> pd.DataFrame:
+    """``g.sort_values("job")``, without the sort when the indices already increase strictly
+    (a run's jobs as the store gives them): every sort leaves that order as it is."""
+    job = g["job"].to_numpy()
+    if job.dtype.kind in "iu" and (job.size < 2 or bool(np.all(job[1:] > job[:-1]))):
+        return g
+    return g.sort_values("job")
 
 
 def _row(f: Periodicity, res: float, timed: bool) -> dict:

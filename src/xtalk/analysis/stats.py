@@ -155,11 +155,16 @@ def _jack_generic(x: np.ndarray, func: Callable, max_groups: int = 1000) -> np.n
     return np.asarray(vals, dtype=float)
 
 
+def _is_sorted(x: np.ndarray) -> bool:
+    """Whether ``x`` is in increasing order (O(n); numpy sorts a sorted array as slowly as any)."""
+    return x.size < 2 or bool(np.all(x[1:] >= x[:-1]))
+
+
 def _draws_and_jack(x: np.ndarray, statistic: Statistic, n_boot: int, rng, need_jack: bool):
     """(estimate, bootstrap draws, jackknife values or None) for one sample."""
     q = _quantile_level(statistic)
     if q is not None:
-        xs = np.sort(x)
+        xs = x if _is_sorted(x) else np.sort(x)  # a sorted sample (the report's cache) is not sorted again
         est = float(np.quantile(xs, q))
         draws = _boot_quantile(xs, q, n_boot, rng)
         jack = _jack_quantile(xs, q) if need_jack else None
@@ -364,12 +369,44 @@ def _resample_runs(groups: list[np.ndarray], stat: str, n_boot: int, rng: np.ran
     out = np.empty(n_boot)
     # Chunk the replicates to bound memory at large job counts.
     step = max(1, int(4e6 // max(1, k * m)))
+    if flat.size < 2**31 and not np.isnan(flat).any():
+        return _resample_ranks(flat, sizes, offsets, k, m, stat, n_boot, step, rng, out)
     for lo in range(0, n_boot, step):
         b = min(step, n_boot - lo)
         runs = rng.integers(0, k, size=(b, k))
         pick = (rng.random((b, k, m)) * sizes[runs][:, :, None]).astype(np.int64) + offsets[runs][:, :, None]
         sample = flat[pick.reshape(b, k * m)]
         out[lo:lo + b] = np.median(sample, axis=1) if stat == "median" else sample.max(axis=1)
+    return out
+
+
+def _resample_ranks(flat, sizes, offsets, k, m, stat, n_boot, step, rng, out) -> np.ndarray:
+    """:func:`_resample_runs` on the ranks of the pooled values: the same draws (the same
+    generator calls in the same order, the same picks), each replicate's median or maximum
+    selected among small integer ranks instead of float values, then read from the sorted
+    values. Ranks follow the values (ties broken by position), so the j-th smallest rank of a
+    replicate is the position of its j-th smallest value in the sorted values: the same
+    numbers as np.median (the mean of the two middle values of an even count) and max."""
+    n = k * m
+    order = np.argsort(flat, kind="stable")
+    sorted_v = flat[order]
+    rank_of = np.empty(flat.size, dtype=np.int16 if flat.size <= 2**15 else np.int32)
+    rank_of[order] = np.arange(flat.size)
+    size32, off32 = sizes.astype(np.int32), offsets.astype(np.int32)
+    mid = [n // 2 - 1, n // 2] if n % 2 == 0 else [n // 2]
+    for lo in range(0, n_boot, step):
+        b = min(step, n_boot - lo)
+        runs = rng.integers(0, k, size=(b, k))
+        u = rng.random((b, k, m))
+        np.multiply(u, size32[runs][:, :, None], out=u)
+        pick = u.astype(np.int32)  # floor of u·size, as the int64 cast (below 2^31)
+        pick += off32[runs][:, :, None]
+        r = rank_of[pick.reshape(b, n)]
+        if stat == "median":
+            r.partition(mid, axis=1)
+            out[lo:lo + b] = sorted_v[r[:, mid[0]]] if len(mid) == 1 else (sorted_v[r[:, mid[0]]] + sorted_v[r[:, mid[1]]]) / 2
+        else:
+            out[lo:lo + b] = sorted_v[r.max(axis=1)]
     return out
 
 
@@ -649,7 +686,11 @@ def aa_noise_floor(
     """
     if len(samples) < 2:
         raise ValueError(f"samples: need at least 2 samples of the same scenario, got {len(samples)}")
+    # Each sample sorted once (its pairs' bootstraps read the sorted values; a sample is in
+    # 2(k − 1) of the k(k − 1) pairs): the same values, hence the same draws and intervals.
     arrs = [_clean(s, f"samples[{i}]") for i, s in enumerate(samples)]
+    if _quantile_level(statistic) is not None:
+        arrs = [a if _is_sorted(a) else np.sort(a) for a in arrs]
     rng = _rng(seed)
     rows = []
     for i in range(len(arrs)):
@@ -708,10 +749,49 @@ def per_step_reference(
         if col not in jobs.columns:
             raise ValueError(f"column: {col!r} not in job table")
     runs = [b for b in by if b in jobs.columns]
+    dense = _per_step_dense(jobs, column, runs[0]) if len(runs) == 1 else None
+    if dense is not None:
+        return dense
     g = jobs.groupby("job", sort=True)[column]
     out = g.agg(["min", "median", "max"]).rename(columns=lambda c: f"{c}_ns")
     out["n_runs"] = jobs.groupby("job")[runs[0]].nunique() if runs else g.size()
     return out.reset_index()
+
+
+def _unique_ints(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``np.unique(x, return_inverse=True)`` of integers, by a count over their range when it
+    is not much wider than their number (no sort)."""
+    if x.size == 0:
+        return np.unique(x, return_inverse=True)
+    lo, hi = int(x.min()), int(x.max())
+    if hi - lo > 4 * x.size + 1024:
+        return np.unique(x, return_inverse=True)
+    off = x.astype(np.int64) - lo
+    present = np.bincount(off, minlength=hi - lo + 1) > 0
+    where = np.cumsum(present) - 1
+    return (np.flatnonzero(present) + lo).astype(x.dtype), where[off]
+
+
+def _per_step_dense(jobs: pd.DataFrame, column: str, run: str) -> pd.DataFrame | None:
+    """:func:`per_step_reference` when every run has every job index once (runs of one
+    scenario usually do) and the values are integers: a runs × jobs matrix reduced along the
+    runs, instead of a groupby of every job (its median is the same: the middle value, or the
+    mean of the two middle ones). None otherwise."""
+    v, job, rid = jobs[column], jobs["job"], jobs[run]
+    if v.dtype.kind not in "iu" or job.dtype.kind not in "iu" or rid.dtype.kind not in "iu" or len(jobs) == 0:
+        return None
+    ju, ji = _unique_ints(job.to_numpy())
+    ru, ri = _unique_ints(rid.to_numpy())
+    if ju.size * ru.size != len(jobs):
+        return None
+    cell = ri.astype(np.int64) * ju.size + ji
+    if np.bincount(cell, minlength=ju.size * ru.size).min() != 1:
+        return None  # a (run, job) twice, hence another one missing
+    m = np.empty(ju.size * ru.size, dtype=v.dtype)
+    m[cell] = v.to_numpy()
+    m = m.reshape(ru.size, ju.size)
+    return pd.DataFrame({"job": ju, "min_ns": m.min(axis=0), "median_ns": np.median(m.astype(float), axis=0),
+                         "max_ns": m.max(axis=0), "n_runs": np.full(ju.size, ru.size, dtype=np.int64)})
 
 
 def quantile_name(q: float) -> str:

@@ -91,6 +91,9 @@ def wakeup_series(
     Warm-up jobs are kept by default (flagged ``warmup``): the scheduler's timer does not
     warm up, but they are never the reference.
     """
+    fast = _series_at_once(jobs, period_ns, include_warmup)
+    if fast is not None:
+        return fast
     out = []
     for rid, g in _runs(jobs, include_warmup):
         if g.empty:
@@ -134,6 +137,99 @@ def wakeup_series(
         return pd.DataFrame(columns=["job", "k", "wakeup_ns", "rel_ns", "dw_ns", "interval_ns", "period_ns", "warmup",
                                      "backlog_ns", "backlog"])
     return pd.concat(out, ignore_index=True)
+
+
+def _series_at_once(jobs: pd.DataFrame, period_ns: int | None, include_warmup: bool) -> pd.DataFrame | None:
+    """:func:`wakeup_series` of every run at once, on the columns (one stable sort by run,
+    then job index; each run's numbers from its stretch of the sorted arrays): the same
+    table, row for row, as the loop over runs (a frame per run, which at 10^7 jobs cost
+    seconds). None where the loop must decide: no ``run_id``, no job, job indices that are
+    not distinct integers within a run, a missing period."""
+    for col in ("job", "wakeup_ns"):
+        if col not in jobs.columns:
+            raise ValueError(f"jobs: missing column {col!r}")
+    df = jobs
+    if not include_warmup and "warmup" in df.columns:
+        df = df[~df["warmup"].astype(bool)]
+    if "run_id" not in df.columns or df.empty or df["job"].dtype.kind not in "iu":
+        return None
+    if period_ns is None and "period_ns" not in df.columns:
+        return None
+    # The runs in groupby's order (sorted; a categorical's in its categories' order), NaN left out.
+    codes, uniques = pd.factorize(df["run_id"], sort=True)
+    job_all = df["job"].to_numpy()
+    # By job, then by run, both stable (lexsort's order): the first is a merge of a few
+    # sorted stretches (a run's measured, then warm-up, jobs), the second a radix sort of small codes.
+    order = np.argsort(job_all, kind="stable")
+    small = codes[order].astype(np.int16 if len(uniques) < 2**15 else np.int64)
+    order = order[np.argsort(small, kind="stable")]
+    order = order[codes[order] >= 0]
+    if order.size == 0:
+        return None
+    c = codes[order]
+    job = job_all[order].astype(np.int64)
+    first = np.flatnonzero(np.concatenate([[True], c[1:] != c[:-1]]))
+    same = np.ones(job.size, dtype=bool)
+    same[first] = False  # rows with a previous job in the same run
+    if not bool(np.all(job[1:][same[1:]] > job[:-1][same[1:]])):
+        return None  # repeated indices: the loop's sort decides their order
+    lengths = np.diff(np.append(first, job.size))
+    run_of = np.repeat(np.arange(first.size), lengths)
+    if period_ns is not None:
+        p_run = np.full(first.size, int(period_ns), dtype=np.int64)
+    else:
+        pv = df["period_ns"].to_numpy()[order[first]]
+        p_run = np.array([int(x) for x in pv], dtype=np.int64)
+    p = p_run[run_of]
+    w = df["wakeup_ns"].to_numpy(dtype=np.int64)[order]
+    k = job - job[first][run_of]
+    warm = df["warmup"].to_numpy(dtype=bool)[order] if "warmup" in df.columns else np.zeros(w.size, dtype=bool)
+    has_release = "release_ns" in df.columns
+    release = df["release_ns"].to_numpy(dtype=np.int64)[order] if has_release else w[first][run_of] + k * p
+    late = w - release
+    dk = np.zeros(job.size, dtype=np.int64)
+    dk[1:] = job[1:] - job[:-1]
+    dw_int = np.zeros(job.size, dtype=np.int64)
+    dw_int[1:] = w[1:] - w[:-1]
+    back = np.zeros(w.size, dtype=np.int64)
+    if "end_ns" in df.columns:
+        end = df["end_ns"].to_numpy(dtype=np.int64)[order]
+        over = np.zeros(w.size, dtype=np.int64)
+        over[1:] = end[:-1] - release[1:]
+        back = np.where(same & (dk == 1) & (over > 0), over, 0)
+    backlog = back > 0
+    ref = np.empty(first.size, dtype=np.int64)
+    for i, (a, n) in enumerate(zip(first, lengths)):
+        b_, wm, lt = backlog[a:a + n], warm[a:a + n], late[a:a + n]
+        pool = np.flatnonzero(~wm & ~b_)
+        if pool.size == 0:
+            pool = np.flatnonzero(~b_) if (~b_).any() else np.arange(n)
+        ref[i] = int(np.rint(np.median(lt[pool[:REFERENCE_JOBS]])))
+    rel = late - ref[run_of]
+    dw = np.where(same, (dw_int - dk * p).astype(float), np.nan)
+    interval = np.where(same & (dk == 1), dw_int.astype(float), np.nan)
+    rid = pd.Series([uniques[i] for i in range(len(uniques))]).array.take(c)  # as the loop inserts each scalar
+    d = pd.DataFrame({"run_id": rid, "job": job, "k": k, "wakeup_ns": w, "rel_ns": rel, "dw_ns": dw,
+                      "interval_ns": interval, "period_ns": p, "warmup": warm, "backlog_ns": back, "backlog": backlog,
+                      **({"latency_ns": late} if has_release else {})},
+                     copy=False)  # the arrays are this function's own: no copy into consolidated blocks
+    return d
+
+
+def runs_of_series(series: pd.DataFrame):
+    """(run id, its rows) of a :func:`wakeup_series` in run-id order, as
+    ``series.groupby("run_id", sort=True)`` gives them, from the stretches the series holds
+    (each run's rows are contiguous there) instead of a groupby of every row."""
+    if series.empty or "run_id" not in series.columns:
+        return list(series.groupby("run_id", sort=True)) if "run_id" in series.columns else []
+    codes, uniques = pd.factorize(series["run_id"])  # codes, not 10^7 labels compared as objects
+    cut = np.flatnonzero(codes[1:] != codes[:-1]) + 1
+    starts = np.concatenate([[0], cut])
+    ends = np.append(cut, codes.size)
+    if len(starts) != len(uniques) or (codes < 0).any():
+        return list(series.groupby("run_id", sort=True))  # not one stretch per run: let pandas group
+    keys = [uniques[codes[a]] for a in starts]
+    return [(keys[i], series.iloc[starts[i]:ends[i]]) for i in sorted(range(len(keys)), key=lambda i: keys[i])]
 
 
 # --------------------------------------------------------------------------- drift
@@ -319,6 +415,7 @@ def period_quantisation(
     max_pattern: int = 64,
     min_match: float = 0.9,
     include_warmup: bool = True,
+    series: pd.DataFrame | None = None,
 ) -> Quantisation:
     """Detect distinct levels of the actual inter-wake-up interval (seed 000 §5.3.3, Fig. 5.23).
 
@@ -327,9 +424,11 @@ def period_quantisation(
     above µs jitter, far below the 4 ms of the 124/128 ms pattern). Clusters holding at least
     ``min_fraction`` of the intervals are levels; the rest are outliers (isolated peaks).
     ``quantised`` is True when there are two or more levels. The label sequence is then
-    searched for a repeating pattern of length ≤ ``max_pattern``.
+    searched for a repeating pattern of length ≤ ``max_pattern``. ``series``: the jobs'
+    :func:`wakeup_series` when the caller has it (``jobs``, ``period_ns`` and
+    ``include_warmup`` are then not read).
     """
-    ser = wakeup_series(jobs, period_ns=period_ns, include_warmup=include_warmup)
+    ser = wakeup_series(jobs, period_ns=period_ns, include_warmup=include_warmup) if series is None else series
     if ser.empty:
         raise ValueError("jobs: no wake-ups")
     p = int(ser["period_ns"].iloc[0])

@@ -27,6 +27,7 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from ..analysis import stats as st  # noqa: E402
+from ..analysis.wakeup import runs_of_series  # noqa: E402
 
 ENVELOPE_BINS = 600
 MAX_RUNS_DRAWN = 8  # lines per panel before a figure stops being readable
@@ -322,7 +323,7 @@ def wakeup_curves(ser: pd.DataFrame, drift: pd.DataFrame, title: str):
     if ser.empty:
         return None
     fig, (a1, a2) = plt.subplots(1, 2, figsize=(10, 3.4))
-    runs = list(ser.groupby("run_id", observed=True, sort=True))[:MAX_RUNS_DRAWN]
+    runs = runs_of_series(ser)[:MAX_RUNS_DRAWN]  # each run's stretch, not a copy of every run
     for i, (rid, g) in enumerate(runs):
         x, _, mid, _ = envelope(g["k"].to_numpy(), g["rel_ns"].to_numpy() / 1e3)
         a1.plot(x, mid, color=_color(i), lw=0.8, label=str(rid))

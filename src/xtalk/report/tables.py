@@ -602,7 +602,7 @@ def wakeup_drift(x) -> pd.DataFrame:
     data = _data(x)
     rows = []
     for scen, conf in groups(data):
-        for rid, g in wakeup(data, scen, conf).groupby("run_id", observed=True, sort=True):
+        for rid, g in wk.runs_of_series(wakeup(data, scen, conf)):
             if len(g) < 10:
                 continue  # fewer than 10 wake-ups in the run
             rows.append({"run_id": str(rid), "scenario": scen, "configuration": conf, **wk.run_drift(g)})
@@ -616,10 +616,12 @@ def quantisation(x) -> pd.DataFrame:
     data = _data(x)
     rows = []
     for scen, conf in groups(data):
-        g = _subset(data, scen, conf, ["run_id", "job", "wakeup_ns", "release_ns", "period_ns"], warmup=True)
-        g = g[g["run_id"].isin(_first_runs(g, QUANT_JOBS))]
+        # The group's wake-up series (cached: the drift and the figures read it), its first
+        # runs: the intervals do not depend on the columns the series has beyond these.
+        ser = wakeup(data, scen, conf)
+        ser = ser[ser["run_id"].isin(_first_runs(ser, QUANT_JOBS, sort=False))]
         try:
-            q = wk.period_quantisation(g)
+            q = wk.period_quantisation(None, series=ser)
         except ValueError:
             continue
         levels = ", ".join(f"{c / 1e6:.3f} ms ({f * 100:.0f} %)" for c, f in zip(q.levels["center_ns"], q.levels["fraction"]))
@@ -630,9 +632,11 @@ def quantisation(x) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def _first_runs(g: pd.DataFrame, cap: int) -> list:
-    """Run ids, in order, whose jobs add up to at least ``cap`` (all runs if fewer)."""
-    sizes = g.groupby("run_id", observed=True, sort=True).size()
+def _first_runs(g: pd.DataFrame, cap: int, sort: bool = True) -> list:
+    """Run ids, in order (in order of appearance with ``sort`` False: a wake-up series holds
+    its runs in the order the jobs' groupby sorts them), whose jobs add up to at least
+    ``cap`` (all runs if fewer)."""
+    sizes = g.groupby("run_id", observed=True, sort=sort).size()
     keep = sizes.cumsum().shift(fill_value=0) < cap
     return list(sizes.index[keep.to_numpy()])
 

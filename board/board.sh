@@ -88,27 +88,12 @@ up() {
     step "booting the board ($k kernel $(cat "$cache/version-$k"), SSH on 127.0.0.1:$port, console in $run/console.log)"
     # nice: the machine is shared, and TCG would take every core it is given.
     eval "nice -n 19 $(qemu_command "$k" "$port")"
-    start=$(date +%s)
-    while ! ssh_board true 2>/dev/null; do
-        pid >/dev/null || die "qemu stopped while booting; the console's end: $(tail -3 "$run/console.log" | tr -d '\r')"
-        [ $(( $(date +%s) - start )) -lt "$BOOT_TIMEOUT" ] || { down; die "no SSH after ${BOOT_TIMEOUT} s; see $run/console.log"; }
-        say "  $(( $(date +%s) - start )) s: $(grep -a . "$run/console.log" | tail -1 | tr -d '\r' | cut -c1-100)"
-        sleep 10
-    done
+    wait_ssh ssh_board 10
     say "board up after $(( $(date +%s) - start )) s: $(ssh_board uname -srm)"
 }
 
 down() {
-    p=$(pid) || { say "no board up"; rm -f "$run/qemu.pid"; return 0; }
-    ssh_board poweroff >/dev/null 2>&1 || true
-    i=0
-    while kill -0 "$p" 2>/dev/null && [ $i -lt 90 ]; do sleep 1; i=$((i + 1)); done
-    if kill -0 "$p" 2>/dev/null; then
-        say "no power-off after 90 s: stopping qemu $p"
-        kill "$p"; sleep 2
-    fi
-    rm -f "$run/qemu.pid"
-    say "board down (after ${i} s)"
+    power_off board ssh_board 90
 }
 
 case ${1:-} in

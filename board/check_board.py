@@ -74,15 +74,26 @@ def main(url: str, stores: list[Path]) -> int:
               + (f", median {sorted(nonzero)[len(nonzero) // 2]}" if nonzero else ""))
     if not any(v > 0 for v in seen.get("cycles", [])):
         wrong.append("no job row has a non-zero cycles count from the board's PMU")
-    board = SshTarget.from_url(url)
+    wrong += left_behind(url, "board-check", "on the board")
+    return verdict(wrong, "board-check")
+
+
+def left_behind(url: str, tag: str, where: str) -> list[str]:
+    """What xtalk left on the machine behind ``url`` (CLEAN), each thing printed."""
+    machine, wrong = SshTarget.from_url(url), []
     for what, command in CLEAN.items():
-        left = board._call(command).stdout.decode().split()
-        print(f"board-check: left on the board, {what}: {' '.join(left) or 'nothing'}")
+        left = machine._call(command).stdout.decode().split()
+        print(f"{tag}: left {where}, {what}: {' '.join(left) or 'nothing'}")
         if left:
-            wrong.append(f"left on the board: {what}: {' '.join(left)}")
+            wrong.append(f"left {where}: {what}: {' '.join(left)}")
+    return wrong
+
+
+def verdict(wrong: list[str], tag: str) -> int:
+    """Print every thing wrong and the verdict; the exit status (1 when anything is wrong)."""
     for w in wrong:
-        print(f"board-check: WRONG: {w}", file=sys.stderr)
-    print(f"board-check: {'ok' if not wrong else f'{len(wrong)} thing(s) wrong'}")
+        print(f"{tag}: WRONG: {w}", file=sys.stderr)
+    print(f"{tag}: {'ok' if not wrong else f'{len(wrong)} thing(s) wrong'}")
     return 1 if wrong else 0
 
 

@@ -21,12 +21,11 @@ import json
 import sys
 from pathlib import Path
 
-from check_board import CLEAN
+from check_board import left_behind, verdict
 
 from xtalk.outcome import read_outcome
 from xtalk.sched.reserve import SCHED_DEADLINE, Policy, same_policy
 from xtalk.store.jobs import convert_run
-from xtalk.targets.ssh import SshTarget
 
 PARTS = ("native", "guest", "guest-deadline")
 STATS = ("min_us", "p50_us", "p99_us", "max_us")
@@ -161,16 +160,8 @@ def main(url: str, results: Path) -> int:
     wrong += check_overheads(results / "compare" / "overheads.csv", labels)
     wrong += check_reservation(results)
     vcpu_share(results)
-    guest = SshTarget.from_url(url)
-    for what, command in CLEAN.items():
-        left = guest._call(command).stdout.decode().split()
-        print(f"guest-check: left in the guest, {what}: {' '.join(left) or 'nothing'}")
-        if left:
-            wrong.append(f"left in the guest: {what}: {' '.join(left)}")
-    for w in wrong:
-        print(f"guest-check: WRONG: {w}", file=sys.stderr)
-    print(f"guest-check: {'ok' if not wrong else f'{len(wrong)} thing(s) wrong'}")
-    return 1 if wrong else 0
+    wrong += left_behind(url, "guest-check", "in the guest")
+    return verdict(wrong, "guest-check")
 
 
 if __name__ == "__main__":

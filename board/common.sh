@@ -40,3 +40,31 @@ binfmt_off() {
     [ "${binfmt_mounted:-0}" = 1 ] && umount "$BINFMT"
     binfmt_added=0 binfmt_mounted=0
 }
+
+# Wait until the machine qemu boots answers over SSH ($1: the script's ssh function), the
+# console's last line shown every $2 s; qemu gone, or no SSH after BOOT_TIMEOUT s, stops
+# there (the caller's `pid`, `down`, $run and $BOOT_TIMEOUT). Leaves $start set.
+wait_ssh() { # SSH_FUNCTION INTERVAL
+    start=$(date +%s)
+    while ! "$1" true 2>/dev/null; do
+        pid >/dev/null || die "qemu stopped while booting; the console's end: $(tail -3 "$run/console.log" | tr -d '\r')"
+        [ $(( $(date +%s) - start )) -lt "$BOOT_TIMEOUT" ] || { down; die "no SSH after ${BOOT_TIMEOUT} s; see $run/console.log"; }
+        say "  $(( $(date +%s) - start )) s: $(grep -a . "$run/console.log" | tail -1 | tr -d '\r' | cut -c1-100)"
+        sleep "$2"
+    done
+}
+
+# Power the machine off over SSH ($2: the script's ssh function) and stop its qemu if it is
+# still there after $3 s; $1 names it in the messages. Nothing up: says so.
+power_off() { # NAME SSH_FUNCTION TIMEOUT
+    p=$(pid) || { say "no $1 up"; rm -f "$run/qemu.pid"; return 0; }
+    "$2" poweroff >/dev/null 2>&1 || true
+    i=0
+    while kill -0 "$p" 2>/dev/null && [ $i -lt "$3" ]; do sleep 1; i=$((i + 1)); done
+    if kill -0 "$p" 2>/dev/null; then
+        say "no power-off after $3 s: stopping qemu $p"
+        kill "$p"; sleep 2
+    fi
+    rm -f "$run/qemu.pid"
+    say "$1 down (after ${i} s)"
+}

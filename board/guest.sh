@@ -83,27 +83,13 @@ up() {
     # nice 10: the machine is shared (the other builds and tests keep the nicer share). The
     # vCPU threads then run at nice 10 unless a reservation (xtalk sched reserve) lifts them.
     eval "nice -n ${XTALK_GUEST_NICE:-10} $(qemu_command "$accel" "$port")"
-    start=$(date +%s)
-    while ! ssh_guest true 2>/dev/null; do
-        pid >/dev/null || die "qemu stopped while booting; the console's end: $(tail -3 "$run/console.log" | tr -d '\r')"
-        [ $(( $(date +%s) - start )) -lt "$BOOT_TIMEOUT" ] || { down; die "no SSH after ${BOOT_TIMEOUT} s; see $run/console.log"; }
-        say "  $(( $(date +%s) - start )) s: $(grep -a . "$run/console.log" | tail -1 | tr -d '\r' | cut -c1-100)"
-        sleep 3
-    done
+    wait_ssh ssh_guest 3
     say "guest up after $(( $(date +%s) - start )) s ($accel): $(ssh_guest uname -srm)"
 }
 
 down() {
-    p=$(pid) || { say "no guest up"; rm -f "$run/qemu.pid"; return 0; }
-    ssh_guest poweroff >/dev/null 2>&1 || true
-    i=0
-    while kill -0 "$p" 2>/dev/null && [ $i -lt 60 ]; do sleep 1; i=$((i + 1)); done
-    if kill -0 "$p" 2>/dev/null; then
-        say "no power-off after 60 s: stopping qemu $p"
-        kill "$p"; sleep 2
-    fi
-    rm -f "$run/qemu.pid" "$run/qmp.sock"
-    say "guest down (after ${i} s)"
+    power_off guest ssh_guest 60
+    rm -f "$run/qmp.sock"
 }
 
 # xtalk's own QMP client (src/xtalk/sched/qmp.py), run from this checkout's sources.

@@ -136,7 +136,7 @@ def test_forked_sections_give_the_same_report(tmp_path, monkeypatch, child):
                                                                         spike_every=25)], repetitions=2, jobs=300)
     one = build(root, tmp_path / "one", epsilons=["exec:max:1.2x"])
     monkeypatch.setattr(bd, "FORK_JOBS", 0)
-    monkeypatch.setattr(bd.os, "cpu_count", lambda: 2)
+    monkeypatch.setattr(bd, "_usable_cpus", lambda: 2)
     monkeypatch.setattr(bd, "_other_threads", lambda: [])  # threads other tests of the session left
     if child == "fails":
         real = bd._Builder.spikes
@@ -168,7 +168,7 @@ def test_no_fork_beside_other_threads(tmp_path, monkeypatch):
     root = write_results(tmp_path / "res", [Scenario("solo"), Scenario("pi", enemies=[{"kind": "pi"}])], repetitions=2,
                          jobs=300)
     monkeypatch.setattr(bd, "FORK_JOBS", 0)
-    monkeypatch.setattr(bd.os, "cpu_count", lambda: 2)
+    monkeypatch.setattr(bd, "_usable_cpus", lambda: 2)
     data = bd.load(root)
     real = bd._other_threads
     before = set(real())  # threads other tests of the session may have left
@@ -192,7 +192,7 @@ def test_a_failing_parent_stops_its_forked_child(tmp_path, monkeypatch):
     root = write_results(tmp_path / "res", [Scenario("solo"), Scenario("pi", enemies=[{"kind": "pi"}])], repetitions=2,
                          jobs=300)
     monkeypatch.setattr(bd, "FORK_JOBS", 0)
-    monkeypatch.setattr(bd.os, "cpu_count", lambda: 2)
+    monkeypatch.setattr(bd, "_usable_cpus", lambda: 2)
     monkeypatch.setattr(bd, "_other_threads", lambda: [])  # threads other tests of the session left
     forks, forked = [], bd._Forked
 
@@ -218,3 +218,22 @@ def _ppid(pid: str) -> str | None:
     except OSError:
         return None
     return stat.rsplit(")", 1)[1].split()[1]
+
+
+def test_a_report_pinned_to_one_cpu_does_not_fork(tmp_path, monkeypatch):
+    """The CPUs the process may use, not the machine's: a report under `taskset -c 0` (or a
+    one-CPU cpuset) computes every section itself."""
+    import xtalk.report.build as bd
+
+    root = write_results(tmp_path / "res", [Scenario("solo"), Scenario("pi", enemies=[{"kind": "pi"}])], repetitions=2,
+                         jobs=300)
+    monkeypatch.setattr(bd, "FORK_JOBS", 0)
+    monkeypatch.setattr(bd, "_other_threads", lambda: [])  # threads other tests of the session left
+    data = bd.load(root)
+    mine = os.sched_getaffinity(0)
+    try:
+        os.sched_setaffinity(0, {min(mine)})
+        assert bd._usable_cpus() == 1 and not bd._fork_worth(data, list(bd.SECTIONS))
+    finally:
+        os.sched_setaffinity(0, mine)
+    assert bd._usable_cpus() == len(mine)

@@ -267,8 +267,9 @@ def _counts(bins: np.ndarray, size: int) -> np.ndarray:
     return np.bincount(bins, minlength=size).astype(float)
 
 
-#: Threads of each batch of transforms (the shuffles of the test are a batch of rows).
-_WORKERS = max(1, min(4, os.cpu_count() or 1))
+#: Threads of each batch of transforms (the shuffles of the test are a batch of rows): the
+#: CPUs this process may run on (a pinned or cpuset-limited report sees fewer than the machine's).
+_WORKERS = max(1, min(4, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1))
 
 
 def _h_statistic(x: np.ndarray, k: int, length: int, cand: np.ndarray, nyq: int, lp: int, max_harmonics: int):

@@ -289,11 +289,17 @@ def _other_threads() -> list[threading.Thread]:
     return [t for t in threading.enumerate() if t is not threading.current_thread() and not t.name.startswith(CSV_THREAD)]
 
 
+def _usable_cpus() -> int:
+    """The CPUs this process may run on: taskset or a cpuset give a report fewer than the
+    machine has, and a second process on the same CPU would only take turns with the first."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
 def _fork_worth(data: ReportData, names: list[str]) -> bool:
     """Whether to compute FORKED_SECTIONS in a child. Never when threads other than this one
     and the report's own CSV export run (a program that calls build() from a thread pool, a
     server): a lock one of them holds at the fork would stay held in the child."""
-    return (hasattr(os, "fork") and (os.cpu_count() or 1) > 1 and len(data.measured) >= FORK_JOBS
+    return (hasattr(os, "fork") and _usable_cpus() > 1 and len(data.measured) >= FORK_JOBS
             and any(n in FORKED_SECTIONS for n in names) and not _other_threads())
 
 

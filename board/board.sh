@@ -64,11 +64,6 @@ qemu_command() { # KERNEL PORT
         -device virtio-rng-device -daemonize -pidfile "$run/qemu.pid"
 }
 
-ssh_board() {
-    ssh -p "$(cat "$run/port")" -i "$cache/id_ed25519" -o BatchMode=yes -o ConnectTimeout=10 \
-        -o StrictHostKeyChecking=yes -o UserKnownHostsFile="$run/known_hosts" -o LogLevel=ERROR root@127.0.0.1 "$@"
-}
-
 up() {
     k=$(kernel_arg "${1:-stock}")
     [ -s "$cache/rootfs.img" ] && [ -s "$cache/vmlinuz-$k" ] || die "no board image in $cache: run 'make board' first"
@@ -88,12 +83,12 @@ up() {
     step "booting the board ($k kernel $(cat "$cache/version-$k"), SSH on 127.0.0.1:$port, console in $run/console.log)"
     # nice: the machine is shared, and TCG would take every core it is given.
     eval "nice -n 19 $(qemu_command "$k" "$port")"
-    wait_ssh ssh_board 10
-    say "board up after $(( $(date +%s) - start )) s: $(ssh_board uname -srm)"
+    wait_ssh machine_ssh 10
+    say "board up after $(( $(date +%s) - start )) s: $(machine_ssh uname -srm)"
 }
 
 down() {
-    power_off board ssh_board 90
+    power_off board machine_ssh 90
 }
 
 case ${1:-} in
@@ -101,7 +96,7 @@ case ${1:-} in
     down) down ;;
     url) pid >/dev/null || die "no board up: board/board.sh up"
          echo "ssh://root@127.0.0.1:$(cat "$run/port")?identity=$cache/id_ed25519&known_hosts=$run/known_hosts&name=board-$(cat "$run/kernel")" ;;
-    ssh) shift; pid >/dev/null || die "no board up: board/board.sh up"; ssh_board "$@" ;;
+    ssh) shift; pid >/dev/null || die "no board up: board/board.sh up"; machine_ssh "$@" ;;
     status) if p=$(pid); then say "up: qemu $p, kernel $(cat "$run/kernel"), port $(cat "$run/port")"; else say "down"; fi ;;
     command) k=$(kernel_arg "${2:-stock}"); mkdir -p "$run"; make_dtb "$run/board.dtb"; qemu_command "$k" "${3:-2222}" ;;
     *) die "usage: board/board.sh up [stock|rt] | down | url | ssh CMD | status | command [stock|rt] [PORT]" ;;

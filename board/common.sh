@@ -68,3 +68,10 @@ power_off() { # NAME SSH_FUNCTION TIMEOUT
     rm -f "$run/qemu.pid"
     say "$1 down (after ${i} s)"
 }
+
+# SSH to the machine qemu booted, as root, with the cache's key and the run's known_hosts
+# (the caller's $cache and $run).
+machine_ssh() {
+    ssh -p "$(cat "$run/port")" -i "$cache/id_ed25519" -o BatchMode=yes -o ConnectTimeout=10 \
+        -o StrictHostKeyChecking=yes -o UserKnownHostsFile="$run/known_hosts" -o LogLevel=ERROR root@127.0.0.1 "$@"
+}

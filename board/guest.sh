@@ -63,11 +63,6 @@ qemu_command() { # ACCEL PORT
         -device virtio-rng-pci -daemonize -pidfile "$run/qemu.pid"
 }
 
-ssh_guest() {
-    ssh -p "$(cat "$run/port")" -i "$cache/id_ed25519" -o BatchMode=yes -o ConnectTimeout=10 \
-        -o StrictHostKeyChecking=yes -o UserKnownHostsFile="$run/known_hosts" -o LogLevel=ERROR root@127.0.0.1 "$@"
-}
-
 up() {
     [ -s "$cache/guest-rootfs.img" ] && [ -s "$cache/guest-vmlinuz-rt" ] || die "no guest image in $cache: run 'make guest' first"
     if p=$(pid); then say "guest already up (qemu $p, $(cat "$run/accel"), port $(cat "$run/port"))"; return 0; fi
@@ -83,12 +78,12 @@ up() {
     # nice 10: the machine is shared (the other builds and tests keep the nicer share). The
     # vCPU threads then run at nice 10 unless a reservation (xtalk sched reserve) lifts them.
     eval "nice -n ${XTALK_GUEST_NICE:-10} $(qemu_command "$accel" "$port")"
-    wait_ssh ssh_guest 3
-    say "guest up after $(( $(date +%s) - start )) s ($accel): $(ssh_guest uname -srm)"
+    wait_ssh machine_ssh 3
+    say "guest up after $(( $(date +%s) - start )) s ($accel): $(machine_ssh uname -srm)"
 }
 
 down() {
-    power_off guest ssh_guest 60
+    power_off guest machine_ssh 60
     rm -f "$run/qmp.sock"
 }
 
@@ -104,7 +99,7 @@ case ${1:-} in
     down) down ;;
     url) pid >/dev/null || die "no guest up: board/guest.sh up"
          echo "ssh://root@127.0.0.1:$(cat "$run/port")?identity=$cache/id_ed25519&known_hosts=$run/known_hosts&name=guest-$(cat "$run/accel")" ;;
-    ssh) shift; pid >/dev/null || die "no guest up: board/guest.sh up"; ssh_guest "$@" ;;
+    ssh) shift; pid >/dev/null || die "no guest up: board/guest.sh up"; machine_ssh "$@" ;;
     status) if p=$(pid); then say "up: qemu $p, $(cat "$run/accel"), port $(cat "$run/port")"; else say "down"; fi ;;
     vcpus) vcpus ;;
     command) mkdir -p "$run"; qemu_command "${2:-$(accel_here)}" "${3:-2222}" ;;

@@ -35,13 +35,19 @@ import pandas as pd
 from scipy import stats
 
 
-def _runs(jobs: pd.DataFrame, include_warmup: bool):
+def _rows(jobs: pd.DataFrame, include_warmup: bool) -> pd.DataFrame:
+    """The jobs a wake-up series is made of (warm-up ones left out unless asked for); a table
+    without job indices or wake-up times is refused."""
     for col in ("job", "wakeup_ns"):
         if col not in jobs.columns:
             raise ValueError(f"jobs: missing column {col!r}")
-    df = jobs
-    if not include_warmup and "warmup" in df.columns:
-        df = df[~df["warmup"].astype(bool)]
+    if not include_warmup and "warmup" in jobs.columns:
+        return jobs[~jobs["warmup"].astype(bool)]
+    return jobs
+
+
+def _runs(jobs: pd.DataFrame, include_warmup: bool):
+    df = _rows(jobs, include_warmup)
     if "run_id" in df.columns:
         for rid, g in df.groupby("run_id", sort=True):
             yield rid, _by_job(g)
@@ -145,12 +151,7 @@ def _series_at_once(jobs: pd.DataFrame, period_ns: int | None, include_warmup: b
     table, row for row, as the loop over runs (a frame per run, which at 10^7 jobs cost
     seconds). None where the loop must decide: no ``run_id``, no job, job indices that are
     not distinct integers within a run, a missing period."""
-    for col in ("job", "wakeup_ns"):
-        if col not in jobs.columns:
-            raise ValueError(f"jobs: missing column {col!r}")
-    df = jobs
-    if not include_warmup and "warmup" in df.columns:
-        df = df[~df["warmup"].astype(bool)]
+    df = _rows(jobs, include_warmup)
     if "run_id" not in df.columns or df.empty or df["job"].dtype.kind not in "iu":
         return None
     if period_ns is None and "period_ns" not in df.columns:

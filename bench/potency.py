@@ -2,8 +2,8 @@
 
 Part 1, slowdown. Three reference victims, each pinned to the last CPU: a chase over
 2 × L2, a chase over ½ LLC and a sequential sum over 4 × LLC. Against each, xtalk's memory
-and cache enemies and stress-ng's stream, cache, memrate, vm, memcpy, l1cache, matrix and
-cpu stressors (as `external` enemies) run one copy per other CPU, all scenarios of a victim
+and cache enemies (and bus locks) and stress-ng's stream, cache, memrate, vm, memcpy, l1cache,
+matrix, cpu and lockbus stressors (as `external` enemies) run one copy per other CPU, all scenarios of a victim
 interleaved in one experiment, REPETITIONS times. Printed: the strongest of each side (median
 slowdown against solo, 95 % CI) and their ratio (> 1: xtalk hurts more).
 
@@ -61,9 +61,11 @@ XTALK = {
     # CPU-side peers of stress-ng cpu and l1cache: on a VM whose vCPUs may be SMT siblings
     # on the host, the core itself can be the channel.
     "x-pi": {"kind": "pi"},
+    # Bus locks (split locked adds), against stress-ng's lockbus.
+    "x-buslock": {"kind": "buslock"},
     "x-l1d": {"kind": "l1d"},
 }
-STRESS_NG = ["stream", "cache", "memrate", "vm", "memcpy", "l1cache", "matrix", "cpu"]
+STRESS_NG = ["stream", "cache", "memrate", "vm", "memcpy", "l1cache", "matrix", "cpu", "lockbus"]
 VICTIMS = {
     "chase 2×L2": ({"body": "chase", "bytes": "2*l2", "accesses": 20000}, "10ms", 40),
     "chase ½LLC": ({"body": "chase", "bytes": "llc/2", "accesses": 20000}, "10ms", 40),

@@ -1,5 +1,5 @@
 """The denial-of-service-class enemies (write-back buffers, miss-handling registers, DRAM
-bank conflicts, LLC set conflicts) and the write-class enemies' store-method choice, driven
+bank conflicts, LLC set conflicts, bus locks) and the write-class enemies' store-method choice, driven
 through the agent: each runs, reports a non-zero rate read from its own counter, says in
 run.json's notes what it chose, and leaves no process or shared-memory entry behind; bad
 parameters are refused naming the field."""
@@ -19,6 +19,8 @@ CASES = {
     "mshr-chains": ('kind = "mshr", bytes = "2*llc", chains = 16', "lines", 4096, None),
     "bank": ('kind = "bank", bytes = "32MiB"', "accesses", 1024, ("bank conflicts found", "no bank mapping found")),
     "llcsets": ('kind = "llcsets", bytes = "4*llc", sets = 64', "lines", 4096, ("lines selected by",)),
+    "buslock": ('kind = "buslock"', "locks", 256, ("every lock reaches the bus", "the kernel traps them")),
+    "buslock-aligned": ('kind = "buslock", split = false', "locks", 256, ("no bus lock",)),
     "write": ('kind = "write", bytes = "2*llc"', "bytes", 256 << 10, ("chosen by measurement",)),
     "ntstore": ('kind = "ntstore", bytes = "2*llc"', "bytes", 256 << 10, ("chosen by measurement",)),
     "write-nt64": ('kind = "write", bytes = "2*llc", method = "nt64"', "bytes", 256 << 10, ("store method nt64 (as planned)",)),
@@ -113,6 +115,8 @@ def test_nothing_is_left_behind(runs):
     ('kind = "bank", lines = 1', "lines"),
     ('kind = "llcsets", way_bytes = "64KiB", first_set = 1000, sets = 64', "enemies[0].load.sets"),
     ('kind = "llcsets", bytes = "64KiB", way_bytes = "64KiB"', "enemies[0].load.bytes"),
+    ('kind = "buslock", bytes = 64', "enemies[0].bytes"),
+    ('kind = "buslock", split = "yes"', "split"),
 ])
 def test_bad_parameters_are_refused_naming_the_field(tmp_path, enemy, needle):
     text = EXPERIMENT.replace("jobs = 200", "jobs = 5") + f'[[scenario]]\nname = "x"\nenemies = [{{ {enemy}, cpus = "others" }}]\n'

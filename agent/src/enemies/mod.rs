@@ -53,6 +53,7 @@ registry! {
     mshr => KIND;
     bank => KIND;
     llcsets => KIND;
+    buslock => KIND;
 }
 
 pub use aocs::instance_main as aocs_instance;

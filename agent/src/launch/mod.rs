@@ -1,4 +1,5 @@
-//! The plumbing a run is made of: control groups and the run's own group, the journal that
+//! The plumbing a run is made of: control groups and the run's own group (children started
+//! in it by clone3 where the kernel can), the journal that
 //! undoes every change, IRQ steering, the signals the agent waits on, the shared control
 //! block, process set-up (placement, policy, memory), record staging and JSON files written
 //! atomically (through the safe file operations of safefs.rs). The run itself (its phases) is in run/;
@@ -6,6 +7,7 @@
 
 pub mod blockdev;
 pub mod cgroups;
+pub mod clone_into;
 pub mod contain;
 pub mod irq;
 pub mod journal;

@@ -1,8 +1,10 @@
-//! The run's children (enemies, victim, applications, regulator): forking, reaping, ending them.
+//! The run's children (enemies, victim, applications, regulator): forking (into their group
+//! where the kernel can), reaping, ending them.
 
-use crate::launch::signals;
+use crate::launch::{clone_into, signals};
 use crate::observe::clock::mono_ns;
 use crate::plan::Plan;
+use std::os::fd::OwnedFd;
 
 #[derive(Clone, Copy, PartialEq, Debug)]
 pub enum Role {
@@ -112,13 +114,24 @@ pub fn end_children(children: &mut [Child], pred: impl Fn(&Child) -> bool, sig: 
 }
 
 /// Fork a child that runs `f` (which does not return, or returns to `_exit(0)`), with the
-/// agent's signal mask undone.
-pub fn fork_child(f: impl FnOnce()) -> Result<libc::pid_t, String> {
-    match unsafe { libc::fork() } {
-        -1 => Err(format!("fork: {}", std::io::Error::last_os_error())),
+/// agent's signal mask undone. `into`: a cgroup v2 directory (clone_into::open_v2) to start
+/// the child in, where the kernel can (only while the agent is single-threaded); `f` is told
+/// whether it started there (if not, it must join that group itself). The directory is
+/// closed in both processes before `f` runs.
+pub fn fork_child(into: Option<OwnedFd>, f: impl FnOnce(bool)) -> Result<libc::pid_t, String> {
+    let cloned = into.as_ref().and_then(|fd| unsafe { clone_into::clone_into(fd) }.ok());
+    let pid = match cloned {
+        Some(pid) => pid,
+        None => unsafe { libc::fork() },
+    };
+    if pid == -1 {
+        return Err(format!("fork: {}", std::io::Error::last_os_error()));
+    }
+    drop(into);
+    match pid {
         0 => {
             signals::reset_in_child();
-            f();
+            f(cloned.is_some());
             unsafe { libc::_exit(0) }
         }
         pid => Ok(pid),

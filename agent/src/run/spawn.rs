@@ -1,5 +1,6 @@
-//! Phase `spawn`: fork the enemies, then the victim and the applications, then the regulator; each attaches
-//! itself to its groups and sets itself up, then meets the others at the barrier. Once
+//! Phase `spawn`: fork the enemies, then the victim and the applications, then the regulator; each starts
+//! in its v2 group where the kernel can (clone_into.rs), attaches itself to the rest of its
+//! groups and sets itself up, then meets the others at the barrier. Once
 //! every child is forked, the agent (and, if asked, device interrupts) move to the
 //! housekeeping CPUs; the children do not inherit that.
 
@@ -7,10 +8,11 @@ use super::children::{fork_child, slot_of, Child, Role};
 use super::prepare::Prepared;
 use super::Verdict;
 use crate::launch::journal::Journal;
-use crate::launch::{cgroups, irq, setup};
+use crate::launch::{cgroups, clone_into, irq, setup};
 use crate::outcome::Status;
 use crate::plan::{Placement, Plan};
 use crate::{enemies, regulate, victims};
+use std::path::PathBuf;
 
 pub struct Spawned {
     pub children: Vec<Child>,
@@ -24,11 +26,12 @@ pub struct Spawned {
 /// torn down as usual. An error (scratch directories) is a set-up failure.
 pub fn spawn(plan: &Plan, prep: &Prepared, journal: &mut Journal, verdict: &mut Verdict) -> Result<Spawned, String> {
     let me = unsafe { libc::getpid() };
+    let direct = may_clone_into(plan);
     let mut children: Vec<Child> = Vec::new();
     let scratch = enemies::scratch_dirs(plan, journal)?;
     for (i, e) in plan.enemies.iter().enumerate() {
         let own = scratch.iter().find(|(j, _)| *j == i).map(|(_, d)| d.clone());
-        match fork_in(prep, &e.group, &format!("enemy {}", e.name), Role::Enemy(i), false, || enemies::enemy_main(i, e, &prep.shared, me, own)) {
+        match fork_in(prep, direct, &e.group, &format!("enemy {}", e.name), Role::Enemy(i), false, || enemies::enemy_main(i, e, &prep.shared, me, own)) {
             Ok(pid) => children.push(Child::new(pid, Role::Enemy(i))),
             Err(m) => {
                 verdict.end(Status::Failed, m);
@@ -61,7 +64,7 @@ pub fn spawn(plan: &Plan, prep: &Prepared, journal: &mut Journal, verdict: &mut 
             settle_ns: (plan.settle_ms * 1e6) as i64,
             enemies: plan.enemies.len(),
         };
-        match fork_in(prep, &v.group, &who, role, v.may_fail, || victims::victim_main(&cx)) {
+        match fork_in(prep, direct, &v.group, &who, role, v.may_fail, || victims::victim_main(&cx)) {
             Ok(pid) => children.push(Child::new(pid, role)),
             Err(m) => verdict.end(Status::Failed, m),
         }
@@ -78,7 +81,7 @@ pub fn spawn(plan: &Plan, prep: &Prepared, journal: &mut Journal, verdict: &mut 
                 _ => None,
             })
             .collect();
-        match fork_in(prep, &None, "regulator", Role::Regulator, false, || regulate::regulator_main(r, &prep.shared, &targets, me, &plan.housekeeping_cpus)) {
+        match fork_in(prep, direct, &None, "regulator", Role::Regulator, false, || regulate::regulator_main(r, &prep.shared, &targets, me, &plan.housekeeping_cpus)) {
             Ok(pid) => children.push(Child::new(pid, Role::Regulator)),
             Err(m) => verdict.end(Status::Failed, m),
         }
@@ -95,14 +98,27 @@ pub fn spawn(plan: &Plan, prep: &Prepared, journal: &mut Journal, verdict: &mut 
     Ok(Spawned { children, me, irqs })
 }
 
-/// Fork a child that first attaches itself to `group`'s directories (the run's own group
-/// when None), then runs `body`. A failed attach is reported in the child's slot (its
-/// `role`'s: an enemy's, an application's, else the victim's) and ends the child with 3
-/// (a `may_fail` application meets the barrier first: victims::give_up).
-fn fork_in(prep: &Prepared, group: &Option<String>, who: &str, role: Role, may_fail: bool, body: impl FnOnce()) -> Result<libc::pid_t, String> {
+/// Whether children may be started in their v2 group (clone_into.rs) rather than moved
+/// there: only while the agent is its only thread (the raw clone skips glibc's fork
+/// handling), and not under a process budget: a clone the budget refuses counts in
+/// `pids.events` as a refused fork in run.json's report, where a migration never did.
+fn may_clone_into(plan: &Plan) -> bool {
+    plan.pids_max.is_none() && !plan.groups.iter().any(|g| g.pids_max.is_some()) && clone_into::single_threaded()
+}
+
+/// Fork a child in `group`'s directories (the run's own group when None), then run
+/// `body`: started in its v2 directory where `direct` and the kernel allow, it attaches
+/// itself to the others (v1 hierarchies, resctrl), to all of them otherwise. A failed
+/// attach is reported in the child's slot (its `role`'s: an enemy's, an application's, else
+/// the victim's) and ends the child with 3 (a `may_fail` application meets the barrier
+/// first: victims::give_up).
+fn fork_in(prep: &Prepared, direct: bool, group: &Option<String>, who: &str, role: Role, may_fail: bool, body: impl FnOnce()) -> Result<libc::pid_t, String> {
     let dirs = prep.groups.dirs_for(group.as_deref());
-    fork_child(|| {
-        if let Err(m) = cgroups::attach_self(&dirs) {
+    let v2 = if direct { dirs.iter().enumerate().find_map(|(i, d)| clone_into::open_v2(d).map(|fd| (i, fd))) } else { None };
+    let placed_at = v2.as_ref().map(|(i, _)| *i);
+    fork_child(v2.map(|(_, fd)| fd), |placed| {
+        let rest: Vec<PathBuf> = dirs.iter().enumerate().filter(|(i, _)| !placed || Some(*i) != placed_at).map(|(_, d)| d.clone()).collect();
+        if let Err(m) = cgroups::attach_self(&rest) {
             victims::give_up(&prep.shared, slot_of(&prep.shared, role), may_fail, &format!("{who}: {m}"), 3);
         }
         body()

@@ -63,3 +63,27 @@ def test_a_campaign_converts_its_published_runs_after_the_last_one(tmp_path):
     assert c.joinpath("jobs.parquet").stat().st_mtime_ns == before
     assert convert_published(tmp_path) == 0
     assert len(store.open(tmp_path).jobs()) == 15
+
+
+def test_the_report_load_cuts_warm_up_jobs_wherever_they_are(tmp_path):
+    """store.frames.load: warm-up jobs leading a run (the agent's order) are cut off as
+    slices, anywhere else picked out one by one; both give the frames a per-run pandas
+    split gives, with the labels as categoricals over every run and applications unified."""
+    from xtalk.store.frames import load
+
+    fake_run(tmp_path, "a", "solo", {"warmup": [True, True, False, False, False]})
+    fake_run(tmp_path, "b", "pi", {"warmup": [False, True, False, True, False],
+                                   "application": pd.Categorical(["victim", "other", "other", "victim", "other"])})
+    fake_run(tmp_path, "c", "pi", {"warmup": [False] * 5, "ctr_task_clock": pd.array([7] * 5, dtype="Int64")})
+    data = load(tmp_path)
+    by_run = {r: g for r, g in data.measured.groupby("run_id", observed=True)}
+    assert by_run["a"]["job"].tolist() == [2, 3, 4]
+    assert by_run["b"]["job"].tolist() == [0, 2, 4] and by_run["b"]["application"].tolist() == ["victim", "other", "other"]
+    assert by_run["c"]["job"].tolist() == [0, 1, 2, 3, 4]
+    assert data.warmup.groupby("run_id", observed=True)["job"].apply(list).to_dict() == {"a": [0, 1], "b": [1, 3]}
+    assert not data.measured["warmup"].any() and data.warmup["warmup"].all()
+    for col in ("run_id", "scenario", "configuration", "application"):
+        assert isinstance(data.measured[col].dtype, pd.CategoricalDtype), col
+    assert list(data.measured["run_id"].cat.categories) == ["a", "b", "c"]
+    assert list(data.measured["application"].cat.categories) == ["victim", "other"]
+    assert data.measured["ctr_task_clock"].isna().sum() == 6 and (data.measured["ctr_task_clock"].dropna() == 7).all()

@@ -8,18 +8,23 @@ run's labels are added as categoricals: at 10^7 jobs that is a few hundred MB wh
 
 from __future__ import annotations
 
+import ctypes
 import json
+import os
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from ..errors import UsageError
 from ..outcome import read_outcome
 from . import Results
-from .jobs import JobLogError, convert_run, with_application
+from .jobs import DEFAULT_APPLICATION, JobLogError, convert_run
 
 SOLO = "solo"
 #: Job-table columns the report uses (ctr_* and trace_* columns are added when present).
@@ -87,7 +92,8 @@ def _fresh(run_dir: Path) -> bool:
     return dst.exists() and (not src.exists() or dst.stat().st_mtime >= src.stat().st_mtime)
 
 
-def _read_jobs(run_dir: Path) -> pd.DataFrame | None:
+def _read_job_table(run_dir: Path) -> pa.Table | None:
+    """The report's columns of a run's job table (converted first when stale), or None."""
     if not _fresh(run_dir):
         try:
             if convert_run(run_dir) is None:
@@ -96,8 +102,7 @@ def _read_jobs(run_dir: Path) -> pd.DataFrame | None:
             return None  # an unreadable log: the run is listed, without jobs
     path = run_dir / "jobs.parquet"
     names = pq.read_schema(path).names
-    cols = [c for c in names if c in BASE_COLUMNS or c.startswith(("ctr_", "trace_"))]
-    return with_application(pq.read_table(path, columns=cols).to_pandas())
+    return pq.read_table(path, columns=[c for c in names if c in BASE_COLUMNS or c.startswith(("ctr_", "trace_"))])
 
 
 def load_runs(path) -> pd.DataFrame:
@@ -160,60 +165,140 @@ def measured_jobs(runs: pd.DataFrame, columns: list[str]) -> pd.DataFrame:
 
 
 def load(path, runs: pd.DataFrame | None = None) -> ReportData:
-    """Read a results directory (``runs``: its run table, when already read)."""
+    """Read a results directory (``runs``: its run table, when already read).
+
+    The runs' job tables are read as Arrow tables (in threads: Parquet decoding releases the
+    GIL), labelled with dictionary columns (a string column of 10^7 rows would cost seconds
+    to build and again to categorise), cut into warm-up and measured jobs (slices, no copy,
+    where the warm-up jobs lead the run as the agent writes them) and turned into pandas
+    once: a frame per run concatenated copied every job twice more."""
     path = Path(path)
     runs = load_runs(path) if runs is None else runs
-    measured, warmup, params = [], [], []
-    # Labels as categoricals built from codes, per run: a string column of 10^7 rows would
-    # cost seconds to build and again to categorise.
+    _system_memory_pool()
+    params = []
     cats = {c: list(dict.fromkeys(runs[c])) for c in ("run_id", "scenario", "configuration")}
+    with ThreadPoolExecutor(max_workers=min(4, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 2)) as pool:
+        tables = list(pool.map(lambda d: _read_job_table(Path(d)), runs["dir"]))
+    read: list[tuple[object, pa.Table]] = []
     apps: list[str] = []  # every application name met, in order of appearance
-    for r in runs.itertuples():
+    for r, t in zip(runs.itertuples(), tables):
         meta = read_outcome(Path(r.dir))
         extra = {k: v for k, v in (meta.labels() if meta else {}).items() if k not in LABELS}
         if extra:
             params.append({"run_id": r.run_id, **extra})
-        df = _read_jobs(Path(r.dir))
-        if df is None or df.empty:
+        if t is None or t.num_rows == 0:
             continue
-        for col, cat in cats.items():
-            df[col] = pd.Categorical.from_codes(np.full(len(df), cat.index(getattr(r, col)), dtype=np.int32), categories=cat)
-        df["repetition"] = np.int32(r.repetition)
-        col = df["application"]
-        names = col.cat.categories if isinstance(col.dtype, pd.CategoricalDtype) else col.unique()
-        apps += [str(a) for a in names if str(a) not in apps]
-        w = df["warmup"].to_numpy(dtype=bool)
-        measured.append(df[~w])
-        warmup.append(df[w])
+        names = _application_names(t)
+        apps += [a for a in names if a not in apps]
+        read.append((r, t))
     try:
         experiment = json.loads((path / "experiment.json").read_text())
     except (OSError, ValueError):
         experiment = {}
+    measured, warmup = [], []
+    while read:  # each run's table let go once cut, so the conversion below can free it
+        r, t = read.pop(0)
+        t = _labelled(t, r, cats, apps)
+        lead = _leading_warmup(t["warmup"])
+        if lead is not None:
+            measured.append(t.slice(lead))
+            warmup.append(t.slice(0, lead))
+        else:
+            w = pc.fill_null(t["warmup"], False)
+            measured.append(t.filter(pc.invert(w)))
+            warmup.append(t.filter(w))
+    del tables
     cats["application"] = apps
-    measured, warmup = ([_recoded(p, apps) for p in parts] for parts in (measured, warmup))
-    return ReportData(path, runs, _frame(measured, cats), _frame(warmup, cats), experiment, _numeric_where_possible(pd.DataFrame(params)))
+    # The warm-up slices first: the measured ones share their buffers, which the measured
+    # conversion can then free column by column.
+    warm = _frame(warmup, cats)
+    data = ReportData(path, runs, _frame(measured, cats), warm, experiment, _numeric_where_possible(pd.DataFrame(params)))
+    _return_freed_memory()
+    return data
 
 
-def _recoded(part: pd.DataFrame, apps: list[str]) -> pd.DataFrame:
-    """`part` with its `application` column a categorical over every run's names (so the
-    per-run tables concatenate as one categorical)."""
-    col = part["application"]
-    if isinstance(col.dtype, pd.CategoricalDtype):
-        col = col.cat.set_categories(apps)
+def _return_freed_memory() -> None:
+    """Hand the C library's freed heap back to the system (glibc's malloc_trim): the Parquet
+    pages decoded above, about 1 GB at 10^7 jobs, stay in its arenas otherwise, and the
+    report's peak memory with them. Nothing where the C library has no malloc_trim."""
+    try:
+        ctypes.CDLL(None).malloc_trim(0)
+    except (OSError, AttributeError):
+        pass
+
+
+def _system_memory_pool() -> None:
+    """Arrow's allocations from the C library's allocator, unless ARROW_DEFAULT_MEMORY_POOL
+    says otherwise: pyarrow's default (mimalloc) took 3–4 s of system time to read 10^7 jobs
+    on the development VM (fresh memory on huge pages), the system allocator about 1 s."""
+    if "ARROW_DEFAULT_MEMORY_POOL" not in os.environ:
+        pa.set_memory_pool(pa.system_memory_pool())
+
+
+def _application_names(t: pa.Table) -> list[str]:
+    """The application names of a run's table as pandas would list them: a dictionary
+    column's whole dictionary (a categorical's categories), else the values in order of
+    appearance; a table from before applications has the victim's default name."""
+    if "application" not in t.column_names:
+        return [DEFAULT_APPLICATION]
+    col = t["application"]
+    if pa.types.is_dictionary(col.type):
+        return [str(v) for v in (col.chunk(0).dictionary.to_pylist() if col.num_chunks else [])]
+    return [str(v) for v in pc.unique(col).to_pylist() if v is not None]
+
+
+def _labelled(t: pa.Table, r, cats: dict[str, list], apps: list[str]) -> pa.Table:
+    """Run table ``t`` with its ``application`` coded over every run's names and the run's
+    labels (dictionary columns of one code) and repetition appended."""
+    n = t.num_rows
+    dictionary = pa.array(apps, pa.string())
+    if "application" not in t.column_names:
+        at = t.column_names.index("job") + 1 if "job" in t.column_names else 0
+        t = t.add_column(at, "application", _constant(n, apps.index(DEFAULT_APPLICATION), dictionary))
     else:
-        col = pd.Categorical(col.astype(str), categories=apps)
-    return part.assign(application=col)
+        col = t["application"]
+        chunks = []
+        for c in col.chunks:
+            if pa.types.is_dictionary(c.type):  # its own codes mapped to the codes among every run's names
+                remap = pa.array([apps.index(str(v)) for v in c.dictionary.to_pylist()], pa.int32())
+                codes = pc.take(remap, c.indices)
+            else:
+                codes = pc.index_in(c.cast(pa.string()), value_set=dictionary)
+            chunks.append(pa.DictionaryArray.from_arrays(codes.cast(pa.int32()), dictionary))
+        t = t.set_column(t.column_names.index("application"), "application", pa.chunked_array(chunks, pa.dictionary(pa.int32(), pa.string())))
+    for col, cat in cats.items():
+        t = t.append_column(col, _constant(n, cat.index(getattr(r, col)), pa.array(cat, pa.string())))
+    return t.append_column("repetition", pa.array(np.full(n, r.repetition, dtype=np.int32)))
 
 
-def _frame(parts: list[pd.DataFrame], cats: dict[str, list]) -> pd.DataFrame:
-    """Concatenate per-run tables (their label categoricals share categories, so they stay
+def _constant(n: int, code: int, dictionary: pa.Array) -> pa.DictionaryArray:
+    return pa.DictionaryArray.from_arrays(pa.array(np.full(n, code, dtype=np.int32)), dictionary)
+
+
+def _leading_warmup(w: pa.ChunkedArray) -> int | None:
+    """How many warm-up jobs lead the run when every warm-up job comes before every measured
+    one (the agent's order), else None."""
+    flags = w.to_numpy(zero_copy_only=False) if w.null_count == 0 else None
+    if flags is None:
+        return None
+    lead = int(np.argmin(flags)) if not flags.all() else flags.size
+    return lead if not flags[lead:].any() else None
+
+
+def _frame(parts: list[pa.Table], cats: dict[str, list]) -> pd.DataFrame:
+    """One frame of the runs' tables (their label columns share dictionaries, so they become
     categoricals, and measured and warm-up jobs concatenate and compare cleanly)."""
     if not parts:
         empty = pd.DataFrame({c: pd.Series(dtype=float) for c in LABELS + BASE_COLUMNS}).astype({"warmup": bool})
         for col, cat in cats.items():
             empty[col] = pd.Categorical([], categories=cat)
         return empty
-    jobs = pd.concat(parts, ignore_index=True)
+    table = pa.concat_tables(parts, promote_options="permissive")
+    parts.clear()
+    # One block per column (a consolidated block, columns × rows, is slow to take columns
+    # from), each column's Arrow buffers freed once converted where nothing else holds them.
+    jobs = table.to_pandas(split_blocks=True, self_destruct=True)
+    del table
     jobs["warmup"] = jobs["warmup"].astype(bool)
     for col in ("cpu_start", "cpu_end"):
         if col in jobs and jobs[col].dtype != np.int64:

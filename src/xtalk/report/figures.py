@@ -64,6 +64,9 @@ def render(fig, out_dir: Path, name: str, title: str, caption: str = "") -> Rend
     png = buf.getvalue()
     png_path, svg_path = out_dir / f"{name}.png", out_dir / f"{name}.svg"
     png_path.write_bytes(png)
+    # The layout the PNG's draw solved holds for the SVG (same size; the SVG's text is the
+    # viewer's font anyway, svg.fonttype none): solving it again cost a second draw's worth.
+    fig.set_layout_engine("none")
     fig.savefig(svg_path, format="svg")
     plt.close(fig)
     return Rendered(name, title, caption, png, png_path, svg_path)

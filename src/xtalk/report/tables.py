@@ -84,7 +84,8 @@ def _subset(data: ReportData, scenario: str, configuration: str | None = None, c
         mask = (j["scenario"] == scenario).to_numpy()
         if configuration is not None:
             mask = mask & (j["configuration"] == configuration).to_numpy()
-        parts.append(j.loc[mask, [c for c in cols if c in j.columns]] if cols is not None else j[mask])
+        # The columns first: a mask over every column of a consolidated block copies them all.
+        parts.append(j[[c for c in cols if c in j.columns]][mask] if cols is not None else j[mask])
     out = parts[0] if len(parts) == 1 else pd.concat(parts)
     if "run_id" in out.columns:
         out = out.assign(run_id=_used_categories(out["run_id"]))
@@ -389,7 +390,18 @@ def sorted_values(data: ReportData, scenario: str, configuration: str | None, co
     """``column`` of the measured jobs of a group, sorted (cached: every quantile, boxplot,
     ECDF and marker of the report reads it instead of sorting again)."""
     return _memo(data, ("sorted", scenario, configuration, column),
-                 lambda: np.sort(_subset(data, scenario, configuration, [column])[column].to_numpy(dtype=float)))
+                 lambda: _sorted_floats(_subset(data, scenario, configuration, [column])[column]))
+
+
+def _sorted_floats(col: pd.Series) -> np.ndarray:
+    """``col`` as floats, sorted. Whole nanosecond counts below 2^31 (about 2 s: a job's
+    time) sort as int32, which numpy sorts nearly twice as fast as 64-bit values; the
+    floats are the same either way."""
+    if pd.api.types.is_integer_dtype(col.dtype) and not col.hasnans and len(col):
+        v = col.to_numpy(dtype=np.int64)
+        if 0 <= v.min() and v.max() < 2**31:
+            return np.sort(v.astype(np.int32)).astype(float)
+    return np.sort(col.to_numpy(dtype=float))
 
 
 def quantiles(sorted_v: np.ndarray, qs) -> np.ndarray:

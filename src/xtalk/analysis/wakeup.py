@@ -268,9 +268,9 @@ def _newey_west_se(k: np.ndarray, resid: np.ndarray) -> float:
     sxx = np.sum(xc**2)
     u = xc * resid
     lag = int(np.floor(4.0 * (n / 100.0) ** (2.0 / 9.0)))
-    s = float(np.dot(u, u))
+    s = float((u * u).sum())
     for l in range(1, min(lag, n - 1) + 1):
-        s += 2.0 * (1.0 - l / (lag + 1.0)) * float(np.dot(u[l:], u[:-l]))
+        s += 2.0 * (1.0 - l / (lag + 1.0)) * float((u[l:] * u[:-l]).sum())
     return float(np.sqrt(max(s, 0.0)) / sxx)
 
 
@@ -279,8 +279,8 @@ def _ols(x: np.ndarray, y: np.ndarray) -> tuple[float, float]:
     from the centred sums: a fraction of polyfit's SVD on 10^5 points, 100 runs a report)."""
     xm, ym = x.mean(), y.mean()
     xc = x - xm
-    sxx = float(np.dot(xc, xc))
-    slope = float(np.dot(xc, y - ym)) / sxx if sxx > 0 else 0.0
+    sxx = float((xc * xc).sum())  # numpy's sums, not np.dot: BLAS may thread a dot product
+    slope = float((xc * (y - ym)).sum()) / sxx if sxx > 0 else 0.0
     return slope, float(ym - slope * xm)
 
 

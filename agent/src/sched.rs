@@ -37,8 +37,28 @@ pub fn try_sched(s: &Sched) -> std::io::Result<()> {
     set_attr(&a)
 }
 
-/// Try `s` in a forked child that exits at once; Ok when the kernel accepted it.
+/// Try `s` in a forked child that exits at once; Ok when the kernel accepted it. A
+/// SCHED_DEADLINE admission refused for bandwidth (EBUSY) is tried again for up to 0.2 s:
+/// the bandwidth of a deadline task that is ending (another run's teardown, a pre-flight
+/// child) is the kernel's until the task is gone, and a refusal is the answer only when it
+/// lasts.
 pub fn try_in_child(s: &Sched) -> Result<(), std::io::Error> {
+    let mut tries = 0;
+    loop {
+        match try_once_in_child(s) {
+            Err(e) if e.raw_os_error() == Some(libc::EBUSY) && matches!(s, Sched::Deadline { .. }) && tries < ADMISSION_RETRIES => {
+                tries += 1;
+                std::thread::sleep(std::time::Duration::from_millis(50));
+            }
+            r => return r,
+        }
+    }
+}
+
+/// Further tries of a DEADLINE admission refused for bandwidth, 50 ms apart.
+const ADMISSION_RETRIES: u32 = 4;
+
+fn try_once_in_child(s: &Sched) -> Result<(), std::io::Error> {
     // The agent is single-threaded here (check runs before any thread or child exists).
     let pid = unsafe { libc::fork() };
     if pid < 0 {

@@ -84,8 +84,7 @@ def _subset(data: ReportData, scenario: str, configuration: str | None = None, c
         mask = (j["scenario"] == scenario).to_numpy()
         if configuration is not None:
             mask = mask & (j["configuration"] == configuration).to_numpy()
-        # The columns first: a mask over every column of a consolidated block copies them all.
-        parts.append(j[[c for c in cols if c in j.columns]][mask] if cols is not None else j[mask])
+        parts.append(j.loc[mask, [c for c in cols if c in j.columns]] if cols is not None else j[mask])
     out = parts[0] if len(parts) == 1 else pd.concat(parts)
     if "run_id" in out.columns:
         out = out.assign(run_id=_used_categories(out["run_id"]))

@@ -195,19 +195,9 @@ def load(path, runs: pd.DataFrame | None = None) -> ReportData:
         experiment = json.loads((path / "experiment.json").read_text())
     except (OSError, ValueError):
         experiment = {}
-    measured, warmup = [], []
-    while read:  # each run's table let go once cut, so the conversion below can free it
-        r, t = read.pop(0)
-        t = _labelled(t, r, cats, apps)
-        lead = _leading_warmup(t["warmup"])
-        if lead is not None:
-            measured.append(t.slice(lead))
-            warmup.append(t.slice(0, lead))
-        else:
-            w = pc.fill_null(t["warmup"], False)
-            measured.append(t.filter(pc.invert(w)))
-            warmup.append(t.filter(w))
-    del tables
+    cut = [_cut(_labelled(t, r, cats, apps)) for r, t in read]
+    measured, warmup = [m for m, _ in cut], [w for _, w in cut]
+    del tables, read, cut  # only the cut tables hold the buffers now: the conversion frees them
     cats["application"] = apps
     # The warm-up slices first: the measured ones share their buffers, which the measured
     # conversion can then free column by column.
@@ -252,7 +242,7 @@ def _labelled(t: pa.Table, r, cats: dict[str, list], apps: list[str]) -> pa.Tabl
     labels (dictionary columns of one code) and repetition appended."""
     n = t.num_rows
     dictionary = pa.array(apps, pa.string())
-    if "application" not in t.column_names:
+    if "application" not in t.column_names:  # where store.jobs.with_application puts it
         at = t.column_names.index("job") + 1 if "job" in t.column_names else 0
         t = t.add_column(at, "application", _constant(n, apps.index(DEFAULT_APPLICATION), dictionary))
     else:
@@ -275,12 +265,21 @@ def _constant(n: int, code: int, dictionary: pa.Array) -> pa.DictionaryArray:
     return pa.DictionaryArray.from_arrays(pa.array(np.full(n, code, dtype=np.int32)), dictionary)
 
 
+def _cut(t: pa.Table) -> tuple[pa.Table, pa.Table]:
+    """(measured jobs, warm-up jobs) of a run's table: slices where the warm-up jobs lead."""
+    lead = _leading_warmup(t["warmup"])
+    if lead is not None:
+        return t.slice(lead), t.slice(0, lead)
+    w = pc.fill_null(t["warmup"], False)
+    return t.filter(pc.invert(w)), t.filter(w)
+
+
 def _leading_warmup(w: pa.ChunkedArray) -> int | None:
     """How many warm-up jobs lead the run when every warm-up job comes before every measured
     one (the agent's order), else None."""
-    flags = w.to_numpy(zero_copy_only=False) if w.null_count == 0 else None
-    if flags is None:
+    if w.null_count:
         return None
+    flags = w.to_numpy(zero_copy_only=False)
     lead = int(np.argmin(flags)) if not flags.all() else flags.size
     return lead if not flags[lead:].any() else None
 

@@ -16,7 +16,8 @@ from pathlib import Path
 import capabilities
 
 #: The lock file and the directory of trusted state are xtalk's own furniture, not leftovers.
-RUN_KEEP = {"target.lock", "countable.json"}  # the agent's cache of what the PMU counts (observe/capabilities.rs)
+RUN_KEEP = {"target.lock", "countable.json",  # the agent's cache of what the PMU counts (observe/capabilities.rs)
+            "tracefs.lock", "tracefs.users"}  # the agents' agreement on mounting tracefs (observe/tracefs.rs)
 
 
 def _cgroups() -> set[str]:

@@ -87,6 +87,12 @@ impl Dir {
         self.open_at(name, libc::O_RDWR | libc::O_CREAT | libc::O_EXCL, mode)
     }
 
+    /// Open a file for reading and writing, creating it if absent (never through a symlink):
+    /// a lock file that every agent opens.
+    pub fn open_or_create(&self, name: &str, mode: libc::mode_t) -> io::Result<File> {
+        self.open_at(name, libc::O_RDWR | libc::O_CREAT, mode)
+    }
+
     /// Open an existing file (not a symlink) with `flags` (O_RDONLY, O_RDWR...).
     pub fn open_file(&self, name: &str, flags: libc::c_int) -> io::Result<File> {
         self.open_at(name, flags, 0)

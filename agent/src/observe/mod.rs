@@ -9,3 +9,4 @@ pub mod facts;
 pub mod machine;
 pub mod perf;
 pub mod trace;
+pub mod tracefs;

@@ -1,63 +1,28 @@
 //! Kernel scheduling trace through tracefs, in a private instance (instances/xtalk-<pid>)
 //! so other users of tracefs are not disturbed. Events are enabled before the run, tracing
 //! is switched on only for the measured window, and the instance is removed afterwards; if
-//! tracefs was not mounted, it is mounted for the run and unmounted by the last traced run
-//! to end (a marker in /run/xtalk says xtalk mounted it). An instance left by a killed agent
-//! is removed by the next agent that uses tracefs.
+//! tracefs was not mounted, it is mounted for the run and unmounted by the last agent to end
+//! (observe/tracefs.rs). An instance left by a killed agent is removed by the next agent that
+//! uses tracefs.
 
 use super::capabilities::tracefs_root;
-use std::ffi::CString;
+use super::tracefs::{self, TracefsUse};
 use std::fs;
 use std::path::{Path, PathBuf};
 
-pub const DEFAULT_MOUNT: &str = "/sys/kernel/tracing";
 const PREFIX: &str = "xtalk-";
 
-/// Present while tracefs is mounted because xtalk mounted it: whoever ends the last traced
-/// run unmounts it, so concurrent runs never pull tracefs from under each other.
-const MOUNT_MARKER: &str = "/run/xtalk/tracefs-mounted";
-
-fn mount_tracefs() -> Result<(), String> {
-    let src = CString::new("nodev").unwrap();
-    let dst = CString::new(DEFAULT_MOUNT).unwrap();
-    let ty = CString::new("tracefs").unwrap();
-    if unsafe { libc::mount(src.as_ptr(), dst.as_ptr(), ty.as_ptr(), 0, std::ptr::null()) } != 0 {
-        return Err(format!("tracefs is not mounted and mounting it at {DEFAULT_MOUNT} failed: {} (as root: mount -t tracefs nodev {DEFAULT_MOUNT})",
-            std::io::Error::last_os_error()));
-    }
-    // The marker lives in the agent's own verified directory, created O_EXCL|O_NOFOLLOW.
-    if let Ok(d) = crate::safefs::own_dir(Path::new(crate::safefs::AGENT_DIR)) {
-        let _ = d.create("tracefs-mounted", 0o600).and_then(|mut f| std::io::Write::write_all(&mut f, DEFAULT_MOUNT.as_bytes()));
-    }
-    Ok(())
-}
-
-/// tracefs, mounted here if needed.
-fn acquire() -> Result<PathBuf, String> {
-    match tracefs_root() {
-        Some(root) => Ok(PathBuf::from(root)),
-        None => mount_tracefs().map(|_| PathBuf::from(DEFAULT_MOUNT)),
-    }
-}
-
-/// Unmount tracefs if xtalk mounted it and no live xtalk instance still uses it.
-fn release(root: &Path) {
-    remove_stale(root);
-    let busy = fs::read_dir(root.join("instances"))
-        .map(|d| d.flatten().any(|e| e.file_name().to_string_lossy().starts_with(PREFIX)))
-        .unwrap_or(false);
-    if !busy && fs::metadata(MOUNT_MARKER).is_ok() {
-        let dst = CString::new(root.to_string_lossy().as_bytes()).unwrap();
-        unsafe { libc::umount2(dst.as_ptr(), libc::MNT_DETACH) };
-        let _ = fs::remove_file(MOUNT_MARKER);
-    }
+/// Is this instance name a live agent's?
+fn live_agent(name: &str) -> bool {
+    name.strip_prefix(PREFIX).and_then(|p| p.parse::<i32>().ok()).is_some_and(pid_alive)
 }
 
 /// tracefs for the duration of `f`: the existing mount, or one made and undone here.
 pub fn with_tracefs<T>(f: impl FnOnce(&Path) -> Result<T, String>) -> Result<T, String> {
-    let root = acquire()?;
-    let r = f(&root);
-    release(&root);
+    let u = tracefs::acquire()?;
+    let r = f(&u.root);
+    remove_stale(&u.root);
+    tracefs::release(u, &live_agent);
     r
 }
 
@@ -123,17 +88,21 @@ fn remove_stale(root: &Path) {
 }
 
 /// `xtalk-agent recover`: remove the trace instances of dead agents, if tracefs is mounted
-/// (it is never mounted for this). One line per instance removed.
+/// (it is never mounted for this), then unmount tracefs if xtalk mounted it and no agent is
+/// left to use it. One line per thing undone.
 pub fn recover() -> Vec<String> {
     let Some(root) = tracefs_root() else { return Vec::new() };
     let dir = Path::new(&root).join("instances");
     let before: Vec<String> = fs::read_dir(&dir).map(|d| d.flatten().map(|e| e.file_name().to_string_lossy().into_owned()).collect()).unwrap_or_default();
     remove_stale(Path::new(&root));
-    before.into_iter().filter(|n| n.starts_with(PREFIX) && !dir.join(n).exists()).map(|n| format!("agent {}: removed trace instance {}", &n[PREFIX.len()..], dir.join(&n).display())).collect()
+    let mut undone: Vec<String> = before.into_iter().filter(|n| n.starts_with(PREFIX) && !dir.join(n).exists()).map(|n| format!("agent {}: removed trace instance {}", &n[PREFIX.len()..], dir.join(&n).display())).collect();
+    undone.extend(tracefs::recover(&live_agent));
+    undone
 }
 
 pub struct Tracer {
     root: PathBuf,
+    tracefs: Option<TracefsUse>,
     dir: PathBuf,
     pub events: Vec<String>,
 }
@@ -141,10 +110,11 @@ pub struct Tracer {
 impl Tracer {
     /// Create the private instance with `events` enabled and tracing off.
     pub fn setup(events: &[String], buffer_kb: u32) -> Result<Tracer, String> {
-        let root = acquire()?;
+        let u = tracefs::acquire()?;
+        let root = u.root.clone();
         remove_stale(&root);
         let dir = root.join("instances").join(format!("{PREFIX}{}", std::process::id()));
-        let mut t = Tracer { root, dir, events: events.to_vec() };
+        let mut t = Tracer { root, tracefs: Some(u), dir, events: events.to_vec() };
         fs::create_dir(&t.dir).map_err(|e| format!("{}: {e}", t.dir.display()))?;
         write(&t.dir.join("tracing_on"), "0")?;
         write(&t.dir.join("buffer_size_kb"), &buffer_kb.to_string())?;
@@ -193,7 +163,10 @@ impl Drop for Tracer {
             }
         }
         let _ = fs::remove_dir(&self.dir);
-        release(&self.root);
+        remove_stale(&self.root);
+        if let Some(u) = self.tracefs.take() {
+            tracefs::release(u, &live_agent);
+        }
     }
 }
 

@@ -4,6 +4,7 @@ run published but not journaled, a half-written attempt, a run directory without
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 from xtalk.campaign import journal, layout
 from xtalk.campaign.execute import recover
@@ -42,6 +43,52 @@ def _campaign(tmp_path):
     store = layout.create(tmp_path, "j", TEXT, exp, {"name": "j"})
     assert not [d for d in tmp_path.iterdir() if d.name.startswith(".")]  # the hidden creation name is gone
     return store, exp
+
+
+def test_a_creation_killed_before_its_rename_blocks_nothing_and_is_cleared(tmp_path):
+    """A driver killed (SIGKILL, for real) between building the campaign and renaming it; the
+    next `campaign run` in the same second (a fixed stamp: the clock may not tick) creates the
+    campaign and removes the dead driver's half directory (CI once met the two in one second)."""
+    import subprocess
+    import sys
+    import textwrap
+
+    child = textwrap.dedent(f"""\
+        import datetime, os, signal, sys
+        sys.path.insert(0, {str(Path(__file__).parent)!r})
+        from test_campaign_journal import FACTS, TEXT
+        from xtalk.campaign import layout
+        from xtalk.campaign.grid import expand_campaign
+        from xtalk.campaign.schema import parse
+        class Frozen(datetime.datetime):
+            @classmethod
+            def now(cls, tz=None):
+                return datetime.datetime(2026, 11, 27, 14, 16, 34)
+        layout.dt.datetime = Frozen
+        os.rename = lambda a, b: os.kill(os.getpid(), signal.SIGKILL)
+        layout.create({str(tmp_path)!r}, "j", TEXT, expand_campaign(parse(TEXT, "j.toml"), FACTS), {{"name": "j"}})
+    """)
+    p = subprocess.run([sys.executable, "-c", child], capture_output=True, text=True, timeout=60)
+    assert p.returncode == -9, p.stderr
+    left = [d.name for d in tmp_path.iterdir()]
+    assert len(left) == 1 and left[0].startswith(".j-20261127-141634.creating-"), left
+
+    class Frozen(layout.dt.datetime):
+        @classmethod
+        def now(cls, tz=None):
+            return layout.dt.datetime(2026, 11, 27, 14, 16, 34)
+
+    real = layout.dt.datetime
+    layout.dt.datetime = Frozen
+    try:
+        exp = expand_campaign(parse(TEXT, "j.toml"), FACTS)
+        first = layout.create(tmp_path, "j", TEXT, exp, {"name": "j"})
+        second = layout.create(tmp_path, "j", TEXT, exp, {"name": "j"})  # same second again: the next name
+    finally:
+        layout.dt.datetime = real
+    assert (first.name, second.name) == ("j-20261127-141634", "j-20261127-141634-1")
+    assert sorted(d.name for d in tmp_path.iterdir()) == [first.name, second.name]
+    assert layout.is_campaign(first) and layout.is_campaign(second)
 
 
 def _finished_run(d, status="completed"):

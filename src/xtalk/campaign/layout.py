@@ -16,6 +16,7 @@ journal's `planned` lines are on disk, so a kill during creation leaves no half 
 from __future__ import annotations
 
 import datetime as dt
+import errno
 import fcntl
 import json
 import os
@@ -47,17 +48,29 @@ def write_atomic(path: Path, text: str) -> None:
     os.replace(tmp, path)
 
 
+CREATING = ".creating-"
+
+
+def _remove_abandoned(base: Path) -> None:
+    """Remove what creations killed midway left (their pid is in the name and dead): never a
+    campaign, it was not renamed yet; a live creator's own directory is left alone."""
+    import shutil
+
+    for d in base.glob(f".*{CREATING}*"):
+        pid = d.name.rsplit(CREATING, 1)[1]
+        if pid.isdigit() and not Path(f"/proc/{pid}").exists():
+            shutil.rmtree(d, ignore_errors=True)
+
+
 def create(base: Path, name: str, text: str, expansion: Expansion, meta: dict) -> Path:
-    """Create the campaign directory with its plan and journal; return its path."""
+    """Create the campaign directory with its plan and journal; return its path. Built under
+    a name of this process's own (two drivers started in the same second, or one started
+    again after a kill during creation, never meet) and renamed to the first free name."""
     base = Path(base)
     base.mkdir(parents=True, exist_ok=True)
+    _remove_abandoned(base)
     stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
-    final = base / f"{name}-{stamp}"
-    k = 1
-    while final.exists():
-        final = base / f"{name}-{stamp}-{k}"
-        k += 1
-    tmp = base / f".{final.name}.creating"
+    tmp = base / f".{name}-{stamp}{CREATING}{os.getpid()}"
     tmp.mkdir()
     (tmp / "runs").mkdir()
     (tmp / "campaign.toml").write_text(text)
@@ -68,9 +81,19 @@ def create(base: Path, name: str, text: str, expansion: Expansion, meta: dict) -
     with Journal(tmp / JOURNAL) as j:
         j.append_many([{"run": r.run_id, "state": "planned"} for r in expansion.runs])
     fsync_dir(tmp)
-    os.rename(tmp, final)
-    fsync_dir(base)
-    return final
+    for k in range(10_000):
+        final = base / (f"{name}-{stamp}" if k == 0 else f"{name}-{stamp}-{k}")
+        if final.exists():
+            continue
+        try:
+            os.rename(tmp, final)  # refused onto a campaign made since (not empty): try the next name
+        except OSError as e:
+            if e.errno not in (errno.EEXIST, errno.ENOTEMPTY):
+                raise
+            continue
+        fsync_dir(base)
+        return final
+    raise UsageError(f"{base}: 10000 campaigns named {name} created in the second {stamp}; give another --results")
 
 
 def is_campaign(path: Path) -> bool:

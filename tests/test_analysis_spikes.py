@@ -169,3 +169,31 @@ def test_attribution_migrated_job_and_errors():
         S.attribute_spikes(jobs, cul.drop(columns="cpu"), spikes=spikes)
     with pytest.raises(ValueError, match="cpus"):
         S.attribute_spikes(jobs, cul, spikes=spikes, cpus="mine")
+
+
+@pytest.mark.parametrize("layout", ["store", "shuffled"])
+@pytest.mark.parametrize("categorical", [False, True])
+def test_spikes_of_every_run_at_once_are_the_groupby_over_runs(monkeypatch, layout, categorical):
+    """The columns in (run, job) order with each run's threshold from its stretch give the
+    groupby's table row for row: runs out of order, lost jobs, a run whose values are all
+    equal (no spike possible), warm-up left out; and a repeated job index goes the groupby's way."""
+    rng = np.random.default_rng(11)
+    parts = []
+    for r, flat in (("r10", False), ("r2", True), ("r1", False)):
+        exec_ns = np.full(500, 900_000) if flat else 1_000_000 + rng.normal(0, 10_000, 500)
+        exec_ns[rng.choice(500, 4, replace=False)] += 0 if flat else 400_000
+        t = _job_table(500, 2_000_000, exec_ns, run_id=r).drop(index=[100, 101, 300])
+        parts.append(t)
+    jobs = pd.concat([p[~p["warmup"]] for p in parts] + [p[p["warmup"]] for p in parts], ignore_index=True)
+    if layout == "shuffled":
+        jobs = jobs.sample(frac=1.0, random_state=2).reset_index(drop=True)
+    if categorical:
+        jobs["run_id"] = pd.Categorical(jobs["run_id"], categories=["r2", "r10", "unused", "r1"])
+    at_once = S.detect_spikes(jobs)
+    assert S._spikes_at_once(jobs[~jobs["warmup"]], "exec_ns", 5.0) is not None
+    monkeypatch.setattr(S, "_spikes_at_once", lambda *a: None)
+    pd.testing.assert_frame_equal(at_once, S.detect_spikes(jobs), check_exact=True)
+    assert at_once["is_spike"].sum() == 8 and not at_once.loc[at_once["run_id"] == "r2", "is_spike"].any()
+    monkeypatch.undo()
+    dup = pd.concat([jobs, jobs.iloc[:2]], ignore_index=True)
+    assert S._spikes_at_once(dup, "exec_ns", 5.0) is None

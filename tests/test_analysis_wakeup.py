@@ -203,11 +203,14 @@ def _loop_series(jobs, **kw):
         W._series_at_once = fast
 
 
+@pytest.mark.parametrize("layout", ["shuffled", "stretches", "overlapping"])
 @pytest.mark.parametrize("categorical", [False, True])
-def test_series_at_once_is_the_loop_over_runs(categorical):
-    """All runs at once (one sort, the columns) give the loop's table row for row: shuffled
-    rows, warm-up and measured jobs, lost jobs, backlog, runs with other periods, an
-    overloaded run with no idle job, run ids out of order (and a categorical's order)."""
+def test_series_at_once_is_the_loop_over_runs(categorical, layout):
+    """All runs at once (the columns in run, job order) give the loop's table row for row:
+    warm-up and measured jobs, lost jobs, backlog, runs with other periods, an overloaded
+    run with no idle job, run ids out of order (and a categorical's order); rows shuffled,
+    in a store's stretches (each run's measured jobs, then each run's warm-up: ordered
+    stretch by stretch) or in stretches whose job ranges interleave (the full sort then)."""
     rng = np.random.default_rng(3)
     parts = []
     for r, period in (("r10", P), ("r2", P // 2), ("r1", P), ("r3", P)):
@@ -219,7 +222,12 @@ def test_series_at_once_is_the_loop_over_runs(categorical):
         d = pd.DataFrame({"run_id": r, "job": job, "warmup": job < 5, "release_ns": release, "wakeup_ns": w,
                           "end_ns": end, "period_ns": period})
         parts.append(d.drop(index=[50, 51, 200]))  # lost jobs
-    jobs = pd.concat(parts).sample(frac=1.0, random_state=1).reset_index(drop=True)
+    if layout == "shuffled":
+        jobs = pd.concat(parts).sample(frac=1.0, random_state=1).reset_index(drop=True)
+    elif layout == "stretches":
+        jobs = pd.concat([p[~p["warmup"]] for p in parts] + [p[p["warmup"]] for p in parts], ignore_index=True)
+    else:  # a run's even jobs, then its odd ones: each stretch increasing, together not
+        jobs = pd.concat([p[p["job"] % 2 == e] for p in parts for e in (0, 1)], ignore_index=True)
     if categorical:
         jobs["run_id"] = pd.Categorical(jobs["run_id"], categories=["r3", "r10", "r1", "r2", "unused"])
     for kw in ({}, {"include_warmup": False}, {"period_ns": 1000}):

@@ -190,3 +190,25 @@ def test_the_report_computes_the_guards_write_summary_computes_whatever_summary_
 @pytest.fixture(autouse=True)
 def _no_colour(monkeypatch):
     monkeypatch.setenv("NO_COLOR", "1")
+
+
+@pytest.mark.parametrize("layout", ["runs", "shuffled"])
+@pytest.mark.parametrize("categorical", [False, True])
+def test_each_cell_s_rows_are_the_groupby_s(layout, categorical):
+    """analysis.cells finds each (configuration, scenario)'s rows from the stretches jobs
+    come in (or the groupby, rows shuffled): the groupby's positions, a missing label in no cell."""
+    from xtalk.analysis.cells import _cell_positions
+
+    rows = [(cfg, sc) for _ in range(3) for cfg in ("iso", "shared") for sc in ("solo", "pi", "fft") for _ in range(400)]
+    j = pd.DataFrame(rows, columns=["configuration", "scenario"])
+    j.loc[[7, 900], "scenario"] = None
+    if layout == "shuffled":
+        j = j.sample(frac=1.0, random_state=3).reset_index(drop=True)
+    if categorical:
+        j = j.astype({"configuration": "category", "scenario": pd.CategoricalDtype(["unused", "pi", "solo", "fft"])})
+    got = _cell_positions(j)
+    want = {(a, b): np.asarray(ix) for (a, b), ix in
+            j.groupby(["configuration", "scenario"], sort=False, observed=True).indices.items()}
+    assert got.keys() == want.keys() and len(got) == 6
+    for k in want:
+        assert np.array_equal(got[k], want[k]), k

@@ -110,6 +110,26 @@ def test_per_job_reference_is_the_minimum_over_runs(data):
     assert ref.n_runs.max() == 3
 
 
+@pytest.mark.parametrize("limit", [1, JOBS, JOBS + 1, 10**9])
+def test_pwcet_sample_is_whole_runs_in_order_up_to_the_limit(data, monkeypatch, limit):
+    """The pWCET's sample: whole runs in run-id order, each in job order, until the limit
+    is reached (the run that reaches it included); a copy per call of nothing (cached)."""
+    monkeypatch.setattr(tb, "PWCET_JOBS", limit)
+    data.memo.pop(("pwcet_series", "pi", "default"), None)
+    v, total = tb._pwcet_series(data, "pi", "default")
+    j = data.measured[data.measured.scenario == "pi"]
+    want, n = [], 0
+    for rid in sorted(j["run_id"].astype(str).unique()):
+        if n >= limit:
+            break
+        r = j[j["run_id"].astype(str) == rid].sort_values("job")
+        want.append(r["exec_ns"].to_numpy(dtype=float))
+        n += len(r)
+    assert total == len(j) and np.array_equal(v, np.concatenate(want))
+    assert tb._pwcet_series(data, "pi", "default")[0] is v
+    data.memo.pop(("pwcet_series", "pi", "default"))
+
+
 def test_counters_correlation_and_redundancy(data):
     c = tb.counter_summary(data).set_index(["scenario", "counter"])
     assert c.loc[("pi", "ctr_task_clock"), "pearson_r"] > 0.95

@@ -34,6 +34,8 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
+from .runorder import run_job_order
+
 
 def _rows(jobs: pd.DataFrame, include_warmup: bool) -> pd.DataFrame:
     """The jobs a wake-up series is made of (warm-up ones left out unless asked for); a table
@@ -146,8 +148,8 @@ def wakeup_series(
 
 
 def _series_at_once(jobs: pd.DataFrame, period_ns: int | None, include_warmup: bool) -> pd.DataFrame | None:
-    """:func:`wakeup_series` of every run at once, on the columns (one stable sort by run,
-    then job index; each run's numbers from its stretch of the sorted arrays): the same
+    """:func:`wakeup_series` of every run at once, on the columns (the rows in run, then job
+    order; each run's numbers from its stretch of the ordered arrays): the same
     table, row for row, as the loop over runs (a frame per run, which at 10^7 jobs cost
     seconds). None where the loop must decide: no ``run_id``, no job, job indices that are
     not distinct integers within a run, a missing period."""
@@ -159,21 +161,14 @@ def _series_at_once(jobs: pd.DataFrame, period_ns: int | None, include_warmup: b
     # The runs in groupby's order (sorted; a categorical's in its categories' order), NaN left out.
     codes, uniques = pd.factorize(df["run_id"], sort=True)
     job_all = df["job"].to_numpy()
-    # By job, then by run, both stable (lexsort's order): the first is a merge of a few
-    # sorted stretches (a run's measured, then warm-up, jobs), the second a radix sort of small codes.
-    order = np.argsort(job_all, kind="stable")
-    small = codes[order].astype(np.int16 if len(uniques) < 2**15 else np.int64)
-    order = order[np.argsort(small, kind="stable")]
-    order = order[codes[order] >= 0]
-    if order.size == 0:
-        return None
+    order = run_job_order(codes, job_all, len(uniques))
+    if order is None or order.size == 0:
+        return None  # no rows with a run, or repeated indices: the loop's sort decides their order
     c = codes[order]
     job = job_all[order].astype(np.int64)
     first = np.flatnonzero(np.concatenate([[True], c[1:] != c[:-1]]))
     same = np.ones(job.size, dtype=bool)
     same[first] = False  # rows with a previous job in the same run
-    if not bool(np.all(job[1:][same[1:]] > job[:-1][same[1:]])):
-        return None  # repeated indices: the loop's sort decides their order
     lengths = np.diff(np.append(first, job.size))
     run_of = np.repeat(np.arange(first.size), lengths)
     if period_ns is not None:

@@ -181,14 +181,16 @@ class _Builder:
                "minimum across runs, the reference curve of seed 000 Fig. 5.16: sporadic OS peaks do not hit the same "
                "job in every run, so the minimum filters them out.")
         for i, (sc, cf) in enumerate(tb.groups(self.data)):
-            ref = tb.per_job_reference(self.data, sc, "exec_ns", cf)
-            self.keep(f"reference_{sc}_{cf}", ref)
             g = tb._subset(self.data, sc, cf, ["run_id", "job", "exec_ns"])
-            runs = [(str(r), x["job"].to_numpy(), x["exec_ns"].to_numpy()) for r, x in g.groupby("run_id", observed=True)]
-            shown = min(len(runs), fg.MAX_RUNS_DRAWN)
-            s.figure(self.fig(fg.per_job_series(runs[:shown], ref if len(runs) > 1 else ref.iloc[0:0], f"{sc} ({cf})"),
+            ref = tb.per_job_reference(self.data, sc, "exec_ns", cf, rows=g)
+            self.keep(f"reference_{sc}_{cf}", ref)
+            # Only the drawn runs are split out (the first in the runs' order; _subset left no unused one).
+            n_runs = len(g["run_id"].cat.categories)
+            drawn = g[g["run_id"].cat.codes.to_numpy() < fg.MAX_RUNS_DRAWN]
+            runs = [(str(r), x["job"].to_numpy(), x["exec_ns"].to_numpy()) for r, x in drawn.groupby("run_id", observed=True)]
+            s.figure(self.fig(fg.per_job_series(runs, ref if n_runs > 1 else ref.iloc[0:0], f"{sc} ({cf})"),
                               f"series_{i}", f"Per-job execution time, {sc} ({cf})",
-                              f"{shown} of {len(runs)} runs drawn; red: per-job minimum over all {len(runs)} runs."))
+                              f"{len(runs)} of {n_runs} runs drawn; red: per-job minimum over all {n_runs} runs."))
         return s
 
     def counters(self) -> Section | None:

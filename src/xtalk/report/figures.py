@@ -33,6 +33,8 @@ ENVELOPE_BINS = 600
 MAX_RUNS_DRAWN = 8  # lines per panel before a figure stops being readable
 SCATTER_POINTS = 4000
 ECDF_POINTS = 2000
+EXCEEDANCE_POINTS = 800  # log-spaced markers of an exceedance curve...
+TAIL_POINTS = 200  # ...beside its top ranks, each drawn
 MARKER_COLORS = {"best": "#2a9d8f", "median": "#264653", "first": "#e9c46a", "worst": "#e76f51"}
 PALETTE = ["#264653", "#e76f51", "#2a9d8f", "#e9c46a", "#8d5fd3", "#f4a261", "#457b9d", "#9c6644"]
 
@@ -458,7 +460,9 @@ def pwcet_curve(values: np.ndarray, result, title: str):
         return None
     fig, ax = plt.subplots(figsize=(7.2, 3.4))
     n = v.size
-    keep = np.unique(np.geomspace(1, n, min(n, 3000)).astype(np.int64)) - 1  # log-spaced ranks from the top
+    # The top ranks one by one (the tail the fit is about), then log-spaced ranks: a marker
+    # per pixel or so is all a 7-inch plot shows (each marker is an element of the SVG).
+    keep = np.union1d(np.arange(min(n, TAIL_POINTS)), np.geomspace(1, n, min(n, EXCEEDANCE_POINTS)).astype(np.int64) - 1)
     ax.plot(v[::-1][keep], (keep + 0.5) / n, ".", ms=3, color="#264653", label="observed")
     if result.ok:
         t = result.table

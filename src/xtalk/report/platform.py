@@ -69,17 +69,31 @@ def migration_table(data: ReportData) -> pd.DataFrame:
     return data.memo["_migrations"].copy()
 
 
+def _codes(col: pd.Series) -> tuple[np.ndarray, pd.Index]:
+    """A label column's integer codes and their labels (a categorical's own, without a pass)."""
+    if isinstance(col.dtype, pd.CategoricalDtype):
+        return col.cat.codes.to_numpy(), col.cat.categories
+    return pd.factorize(col, sort=False)
+
+
 def _migration_table(j: pd.DataFrame) -> pd.DataFrame:
     if j.empty:
         return pd.DataFrame(columns=["scenario", "configuration", "jobs", "migrated", "migrated_pct"])
-    sc_codes, sc = pd.factorize(j["scenario"], sort=False)
-    cf_codes, cf = pd.factorize(j["configuration"], sort=False)
+    sc_codes, sc = _codes(j["scenario"])
+    cf_codes, cf = _codes(j["configuration"])
     key = sc_codes.astype(np.int64) * len(cf) + cf_codes
-    uniq, first, inv = np.unique(key, return_index=True, return_inverse=True)
-    n = np.bincount(inv.ravel(), minlength=len(uniq))
-    k = np.bincount(inv.ravel(), weights=migrated(j), minlength=len(uniq)).astype(np.int64)
-    rows = [{"scenario": str(sc[uniq[i] // len(cf)]), "configuration": str(cf[uniq[i] % len(cf)]), "jobs": int(n[i]),
-             "migrated": int(k[i]), "migrated_pct": 100.0 * k[i] / n[i]} for i in np.argsort(first, kind="stable")]
+    moved = migrated(j)
+    labelled = (sc_codes >= 0) & (cf_codes >= 0)  # a job without a label is in no row
+    if not labelled.all():
+        key, moved = key[labelled], moved[labelled]
+    n = np.bincount(key, minlength=len(sc) * len(cf))
+    k = np.bincount(key, weights=moved, minlength=len(sc) * len(cf)).astype(np.int64)
+    # A key's first appearance is where the key changes (jobs come in runs): the order of
+    # first appearance from those few places instead of a sort of every job's key.
+    change = np.flatnonzero(np.concatenate([[True], key[1:] != key[:-1]]))
+    uniq, first = np.unique(key[change], return_index=True)
+    rows = [{"scenario": str(sc[uniq[i] // len(cf)]), "configuration": str(cf[uniq[i] % len(cf)]), "jobs": int(n[uniq[i]]),
+             "migrated": int(k[uniq[i]]), "migrated_pct": 100.0 * k[uniq[i]] / n[uniq[i]]} for i in np.argsort(first, kind="stable")]
     return pd.DataFrame(rows)
 
 

@@ -28,6 +28,7 @@ from ..analysis import spikes as sp
 from ..analysis import stats as st
 from ..analysis import verdict as vd
 from ..analysis import wakeup as wk
+from ..analysis.runorder import run_job_order
 from ..analysis.verdict import EpsilonSpec
 from .. import units
 from . import epsilon as eps
@@ -465,11 +466,13 @@ def _distribution_parquet(path, column: str) -> pd.DataFrame:
     return out[["scenario", "configuration", "column", "n", "best", *names, "worst", "mean", "sd", "first"]].reset_index(drop=True)
 
 
-def per_job_reference(x, scenario: str = SOLO, column: str = "exec_ns", configuration: str | None = None) -> pd.DataFrame:
+def per_job_reference(x, scenario: str = SOLO, column: str = "exec_ns", configuration: str | None = None, *,
+                      rows: pd.DataFrame | None = None) -> pd.DataFrame:
     """Per job index across the runs of a scenario: min (the reference curve of seed 000
-    Fig. 5.16), median, max and the number of runs (analysis.stats.per_step_reference)."""
+    Fig. 5.16), median, max and the number of runs (analysis.stats.per_step_reference).
+    ``rows``: the scenario's ``run_id``, ``job`` and ``column`` when the caller has them."""
     data = _data(x)
-    g = _subset(data, scenario, configuration, ["run_id", "job", column])
+    g = _subset(data, scenario, configuration, ["run_id", "job", column]) if rows is None else rows
     if g.empty:
         return pd.DataFrame(columns=["job", "min_ns", "median_ns", "max_ns", "n_runs"])
     g = g.assign(run_id=g["run_id"].cat.codes)  # integer run keys: nunique per job is much cheaper
@@ -823,13 +826,24 @@ def timeline(x, run_id: str | None = None, periods: float = 2.0) -> pd.DataFrame
 
 
 def _pwcet_series(data: ReportData, scen: str, conf: str) -> tuple[np.ndarray, int]:
+    """The execution times a group's pWCET is fitted on: whole runs, in run order, each in
+    job order, until ``PWCET_JOBS``; and the group's number of jobs (cached: the fit and
+    the figure read it)."""
+    return _memo(data, ("pwcet_series", scen, conf), lambda: _first_runs_series(data, scen, conf))
+
+
+def _first_runs_series(data: ReportData, scen: str, conf: str) -> tuple[np.ndarray, int]:
     g = _subset(data, scen, conf, ["run_id", "job", "exec_ns"])
-    parts, n = [], 0
-    for _, r in g.groupby("run_id", observed=True, sort=True):
-        if n >= PWCET_JOBS:
-            break
-        parts.append(r.sort_values("job")["exec_ns"].to_numpy(dtype=float))
-        n += len(r)
+    codes = g["run_id"].cat.codes.to_numpy()
+    n_runs = len(g["run_id"].cat.categories)  # every one used (_subset): the runs in groupby's order
+    cum = np.cumsum(np.bincount(codes[codes >= 0], minlength=n_runs))
+    k = min(int(np.searchsorted(cum, PWCET_JOBS)) + 1, n_runs)  # runs until PWCET_JOBS jobs are reached
+    mine = (codes >= 0) & (codes < k)
+    order = run_job_order(codes[mine], g["job"].to_numpy()[mine], k)
+    if order is not None:
+        return g["exec_ns"].to_numpy(dtype=float)[mine][order], len(g)
+    parts = [r.sort_values("job")["exec_ns"].to_numpy(dtype=float) for _, r in
+             g[mine].groupby("run_id", observed=True, sort=True)]  # a repeated job index: pandas' sort
     return (np.concatenate(parts) if parts else np.zeros(0)), len(g)
 
 

@@ -1,0 +1,51 @@
+"""Rows of many runs in (run, job) order (analysis/runorder.py): the stretch-by-stretch
+order where the rows come in a store's stretches, the full sort where they do not, and
+never an order where a run repeats a job index."""
+
+import numpy as np
+import pytest
+
+from xtalk.analysis.runorder import _stretch_order, run_job_order
+
+
+def _store_like(rng):
+    """Three runs (codes 2, 0, 1 in store order), each 300 jobs with lost ones: each run's
+    measured jobs (from 5 on), then each run's warm-up (0-4): six stretches."""
+    runs = [2, 0, 1]
+    job = {r: np.setdiff1d(np.arange(300), rng.choice(np.arange(5, 300), 7, replace=False)) for r in runs}
+    parts = [(r, job[r][job[r] >= 5]) for r in runs] + [(r, job[r][job[r] < 5]) for r in runs]
+    codes = np.concatenate([np.full(j.size, r) for r, j in parts])
+    jobs = np.concatenate([j for _, j in parts]).astype(np.int64)
+    return codes, jobs
+
+
+def _want(codes, job):
+    o = np.lexsort((job, codes))
+    return o[codes[o] >= 0]
+
+
+@pytest.mark.parametrize("layout", ["store", "shuffled", "interleaved stretches", "no run on some rows"])
+def test_the_order_is_run_then_job(layout):
+    rng = np.random.default_rng(7)
+    codes, job = _store_like(rng)
+    if layout == "shuffled":
+        p = rng.permutation(codes.size)
+        codes, job = codes[p], job[p]
+        assert _stretch_order(codes, job) is None  # row by row: no stretches, the full sort
+    elif layout == "interleaved stretches":  # run 0's even jobs, then its odd ones
+        even = (codes == 0) & (job % 2 == 0)
+        codes, job = np.concatenate([codes[even], codes[~even]]), np.concatenate([job[even], job[~even]])
+        assert not np.array_equal(_stretch_order(codes, job), _want(codes, job))  # found wrong, then sorted
+    elif layout == "no run on some rows":
+        codes = codes.copy()
+        codes[:40] = -1
+    if layout == "store":
+        assert np.array_equal(_stretch_order(codes, job), _want(codes, job))
+    assert np.array_equal(run_job_order(codes, job, 3), _want(codes, job))
+
+
+def test_a_repeated_job_index_gets_no_order():
+    codes = np.array([0, 0, 0, 1, 1])
+    assert run_job_order(codes, np.array([0, 1, 1, 0, 1]), 2) is None
+    assert run_job_order(codes, np.array([0, 1, 2, 0, 1]).astype(float), 2) is None  # not integers
+    assert np.array_equal(run_job_order(codes, np.array([0, 1, 2, 0, 1]), 2), np.arange(5))

@@ -170,29 +170,38 @@ def _series_at_once(jobs: pd.DataFrame, period_ns: int | None, include_warmup: b
     same = np.ones(job.size, dtype=bool)
     same[first] = False  # rows with a previous job in the same run
     lengths = np.diff(np.append(first, job.size))
-    run_of = np.repeat(np.arange(first.size), lengths)
+    # Each run's value on its rows by np.repeat, and differences written in place (out=):
+    # at 10^7 rows every temporary array is fresh memory, and its page faults cost more
+    # than the arithmetic.
     if period_ns is not None:
         p_run = np.full(first.size, int(period_ns), dtype=np.int64)
     else:
         pv = df["period_ns"].to_numpy()[order[first]]
         p_run = np.array([int(x) for x in pv], dtype=np.int64)
-    p = p_run[run_of]
+    p = np.repeat(p_run, lengths)
     w = df["wakeup_ns"].to_numpy(dtype=np.int64)[order]
-    k = job - job[first][run_of]
+    k = np.repeat(job[first], lengths)
+    np.subtract(job, k, out=k)
     warm = df["warmup"].to_numpy(dtype=bool)[order] if "warmup" in df.columns else np.zeros(w.size, dtype=bool)
     has_release = "release_ns" in df.columns
-    release = df["release_ns"].to_numpy(dtype=np.int64)[order] if has_release else w[first][run_of] + k * p
+    if has_release:
+        release = df["release_ns"].to_numpy(dtype=np.int64)[order]
+    else:
+        release = k * p
+        release += np.repeat(w[first], lengths)
     late = w - release
-    dk = np.zeros(job.size, dtype=np.int64)
-    dk[1:] = job[1:] - job[:-1]
-    dw_int = np.zeros(job.size, dtype=np.int64)
-    dw_int[1:] = w[1:] - w[:-1]
-    back = np.zeros(w.size, dtype=np.int64)
+    dk = _diff(job)
+    dw_int = _diff(w)
+    one_step = same & (dk == 1)
     if "end_ns" in df.columns:
         end = df["end_ns"].to_numpy(dtype=np.int64)[order]
-        over = np.zeros(w.size, dtype=np.int64)
-        over[1:] = end[:-1] - release[1:]
-        back = np.where(same & (dk == 1) & (over > 0), over, 0)
+        back = np.empty(w.size, dtype=np.int64)
+        back[0] = 0
+        np.subtract(end[:-1], release[1:], out=back[1:])
+        del end
+        back *= one_step & (back > 0)
+    else:
+        back = np.zeros(w.size, dtype=np.int64)
     backlog = back > 0
     ref = np.empty(first.size, dtype=np.int64)
     for i, (a, n) in enumerate(zip(first, lengths)):
@@ -201,14 +210,28 @@ def _series_at_once(jobs: pd.DataFrame, period_ns: int | None, include_warmup: b
         if pool.size == 0:
             pool = np.flatnonzero(~b_) if (~b_).any() else np.arange(n)
         ref[i] = int(np.rint(np.median(lt[pool[:REFERENCE_JOBS]])))
-    rel = late - ref[run_of]
-    dw = np.where(same, (dw_int - dk * p).astype(float), np.nan)
-    interval = np.where(same & (dk == 1), dw_int.astype(float), np.nan)
+    rel = np.repeat(ref, lengths)
+    np.subtract(late, rel, out=rel)
+    dk *= p  # dk is not needed after this: Δw(k) = w(k) − w(j) − (k − j)·P
+    np.subtract(dw_int, dk, out=dk)
+    dw = dk.astype(float)
+    dw[~same] = np.nan
+    interval = dw_int.astype(float)
+    interval[~one_step] = np.nan
     rid = pd.Series([uniques[i] for i in range(len(uniques))]).array.take(c)  # as the loop inserts each scalar
     d = pd.DataFrame({"run_id": rid, "job": job, "k": k, "wakeup_ns": w, "rel_ns": rel, "dw_ns": dw,
                       "interval_ns": interval, "period_ns": p, "warmup": warm, "backlog_ns": back, "backlog": backlog,
                       **({"latency_ns": late} if has_release else {})},
                      copy=False)  # the arrays are this function's own: no copy into consolidated blocks
+    return d
+
+
+def _diff(x: np.ndarray) -> np.ndarray:
+    """x[i] − x[i−1], 0 first, written into one new array."""
+    d = np.empty(x.size, dtype=np.int64)
+    if x.size:
+        d[0] = 0
+        np.subtract(x[1:], x[:-1], out=d[1:])
     return d
 
 

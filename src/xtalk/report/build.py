@@ -53,7 +53,7 @@ INLINE_GROUPS = 6
 #: without a copy) while this one computes the others, on a machine with more than one core
 #: and from this many measured jobs (below it the fork costs more than it saves). They read
 #: nothing another section computes; their tables, figures and HTML come back whole.
-FORKED_SECTIONS = ("series", "wakeup", "spikes")
+FORKED_SECTIONS = ("series", "wakeup", "spikes", "pwcet")
 FORK_JOBS = 500_000
 #: Name prefix of the CSV export's thread (the one thread besides the caller's a fork allows).
 CSV_THREAD = "xtalk-report-csv"

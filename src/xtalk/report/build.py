@@ -49,11 +49,14 @@ APPLICATION_HEAD = ("verdicts", "slowdown")
 #: Applications × configurations whose figures index.html holds; beyond, each application's
 #: figures go on a page of its own (applications/<name>.html), one click away.
 INLINE_GROUPS = 6
-#: Sections computed in a second process (forked once the jobs are loaded, so it shares them
-#: without a copy) while this one computes the others, on a machine with more than one core
-#: and from this many measured jobs (below it the fork costs more than it saves). They read
-#: nothing another section computes; their tables, figures and HTML come back whole.
-FORKED_SECTIONS = ("series", "wakeup", "spikes", "pwcet")
+#: Sections a second process shares (forked once the jobs are loaded, so it reads them
+#: without a copy), on a machine with more than one core and from this many measured jobs
+#: (below it the fork costs more than it saves): the child takes them one after another, the
+#: parent takes what is left once its own sections are done, so the two finish together on
+#: any machine (which side is slower differs: on a 16-CPU Xeon guest pinned to two CPUs the
+#: wake-up section took half as long again as on the 2-vCPU EPYC guest). Largest first. They
+#: read nothing another section computes; their tables, figures and HTML come back whole.
+FORKED_SECTIONS = ("wakeup", "spikes", "pwcet", "series")
 FORK_JOBS = 500_000
 #: Name prefix of the CSV export's thread (the one thread besides the caller's a fork allows).
 CSV_THREAD = "xtalk-report-csv"
@@ -306,27 +309,34 @@ def _fork_worth(data: ReportData, names: list[str]) -> bool:
 
 
 class _Forked:
-    """``names`` sections of builder ``b`` computed in a forked child while the parent goes
-    on with the others. The child sends back, pickled through a pipe, each section with the
-    tables and figures it added (figure files it writes itself); when it fails in any way
-    (an exception, killed, a broken pipe) the parent computes the sections itself, so the
-    report is the same either way."""
+    """``names`` sections of builder ``b`` shared with a forked child. A pipe holds one byte
+    per section (its index), written before the fork: whichever process reads a byte computes
+    that section (`claim`), so each is computed once, by the side that is free first. The
+    child sends back, pickled through a pipe, each section it computed with the tables and
+    figures it added (figure files it writes itself); when it fails in any way (an
+    exception, killed, a broken pipe) the parent computes the sections it did not get, so
+    the report is the same either way."""
 
     def __init__(self, b: _Builder, names: list[str]):
         self.b, self.names = b, names
-        self.pid, self.fd = None, None
+        self.pid, self.fd, self.tokens = None, None, None
+        tokens, w_tokens = os.pipe()
+        os.write(w_tokens, bytes(range(len(names))))
+        os.close(w_tokens)  # drained, the pipe reads as end of file: nothing left to take
         r, w = os.pipe()
         try:
             pid = os.fork()
         except OSError:
-            os.close(r), os.close(w)
+            for fd in (r, w, tokens):
+                os.close(fd)
             return
         if pid == 0:  # the child: compute, send, exit without running the parent's exit handlers
             code = 1
             try:
                 os.close(r)
+                self.tokens = tokens
                 out = {}
-                for name in names:
+                while (name := self.claim()) is not None:
                     t = time.perf_counter()
                     n_tables, n_figures = set(b.tables), len(b.figures)
                     sec = getattr(b, name)()
@@ -338,10 +348,24 @@ class _Forked:
             finally:
                 os._exit(code)
         os.close(w)
-        self.pid, self.fd = pid, r
+        self.pid, self.fd, self.tokens = pid, r, tokens
+
+    def claim(self) -> str | None:
+        """The next section nobody has taken, now this process's; None when none is left."""
+        if self.tokens is None:
+            return None
+        got = os.read(self.tokens, 1)
+        if not got:
+            os.close(self.tokens)
+            self.tokens = None
+            return None
+        return self.names[got[0]]
 
     def abandon(self) -> None:
         """The parent failed (or was interrupted): stop the child and reap it."""
+        if self.tokens is not None:
+            os.close(self.tokens)
+            self.tokens = None
         if self.pid is None:
             return
         try:
@@ -352,7 +376,9 @@ class _Forked:
         os.waitpid(self.pid, 0)
         self.pid = None
 
-    def join(self, timings: dict) -> dict[str, Section | None]:
+    def join(self, timings: dict, done: dict[str, Section | None]) -> None:
+        """Add to ``done`` the sections the child computed, and compute here any the
+        parent did not take that the child did not send (it failed)."""
         out = None
         if self.pid is not None:
             try:
@@ -363,8 +389,9 @@ class _Forked:
                     out = pickle.loads(data)
             except (OSError, EOFError, pickle.UnpicklingError):
                 out = None
-        done = {}
         for name in self.names:
+            if name in done:
+                continue  # the parent took it
             if out is None or name not in out:  # the child failed: compute here
                 t = time.perf_counter()
                 done[name] = getattr(self.b, name)()
@@ -375,7 +402,6 @@ class _Forked:
             self.b.figures += figures
             timings[name] = seconds
             done[name] = sec
-        return done
 
 
 def _applications(b: _Builder, timings: dict) -> list[Section]:
@@ -495,7 +521,7 @@ def build(path, out: Path | None = None, epsilons: Sequence = (), *, csv: bool =
         sections = _applications(b, timings)
     hidden = vk.HIDDEN.get(b.kind, set())  # generic sections that say nothing true about this victim
     names = [] if multi else [n for n in SECTIONS if n not in hidden]
-    forked = _Forked(b, [n for n in names if n in FORKED_SECTIONS]) if _fork_worth(data, names) else None
+    forked = _Forked(b, [n for n in FORKED_SECTIONS if n in names]) if _fork_worth(data, names) else None
     done: dict[str, Section | None] = {}
     try:
         for name in names:
@@ -504,13 +530,17 @@ def build(path, out: Path | None = None, epsilons: Sequence = (), *, csv: bool =
             t = time.perf_counter()
             done[name] = getattr(b, name)()
             timings[name] = time.perf_counter() - t
+        while forked is not None and (name := forked.claim()) is not None:  # what the child has not taken yet
+            t = time.perf_counter()
+            done[name] = getattr(b, name)()
+            timings[f"{name} (here)"] = time.perf_counter() - t
     except BaseException:
         if forked is not None:
             forked.abandon()
         raise
     if forked is not None:
         t = time.perf_counter()
-        done.update(forked.join(timings))
+        forked.join(timings, done)
         timings["forked (waited)"] = time.perf_counter() - t
     sections += [done[n] for n in names if done.get(n) is not None]
     t = time.perf_counter()

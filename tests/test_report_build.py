@@ -3,13 +3,16 @@ and a real (short) experiment run by the agent."""
 
 from __future__ import annotations
 
+import io
 import os
 import re
+import time
 
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from rich.console import Console
 
 from conftest import xtalk
 from xtalk.outcome import write_outcome
@@ -126,10 +129,11 @@ def _report_bytes(out):
             for p in sorted(out.rglob("*")) if p.is_file()}
 
 
-@pytest.mark.parametrize("child", ["works", "fails"])
+@pytest.mark.parametrize("child", ["works", "fails", "slow"])
 def test_forked_sections_give_the_same_report(tmp_path, monkeypatch, child):
-    """The sections a second process computes at scale (build.FORKED_SECTIONS) give the same
-    files, byte for byte, as one process; a child that fails leaves them to the parent."""
+    """The sections a second process shares at scale (build.FORKED_SECTIONS) give the same
+    files, byte for byte, as one process; a child that fails leaves them to the parent, and
+    one that is slow leaves the parent to take those it has not taken yet."""
     import xtalk.report.build as bd
 
     root = write_results(tmp_path / "res", [Scenario("solo"), Scenario("pi", enemies=[{"kind": "pi"}], slowdown=1.3,
@@ -147,6 +151,15 @@ def test_forked_sections_give_the_same_report(tmp_path, monkeypatch, child):
             return real(self)
         parent = os.getpid()
         monkeypatch.setattr(bd._Builder, "spikes", spikes)
+    if child == "slow":  # the child's first section takes long: the parent takes the others
+        real_wakeup = bd._Builder.wakeup
+
+        def wakeup(self):
+            if os.getpid() != parent:
+                time.sleep(6)
+            return real_wakeup(self)
+        parent = os.getpid()
+        monkeypatch.setattr(bd._Builder, "wakeup", wakeup)
     forks, forked = [], bd._Forked
 
     class Counted(forked):
@@ -154,9 +167,16 @@ def test_forked_sections_give_the_same_report(tmp_path, monkeypatch, child):
             forks.append(1)
             super().__init__(*a)
     monkeypatch.setattr(bd, "_Forked", Counted)
-    two = build(root, tmp_path / "two", epsilons=["exec:max:1.2x"])
+    console = Console(file=io.StringIO(), width=400)
+    two = build(root, tmp_path / "two", epsilons=["exec:max:1.2x"], console=console)
     assert forks == [1]  # the forked path was taken
     assert _report_bytes(one.parent) == _report_bytes(two.parent)
+    timings = console.file.getvalue().rsplit(" s: ", 1)[1]
+    here = [n for n in bd.FORKED_SECTIONS if f"{n} (here)" in timings]
+    if child == "slow":
+        assert here and "wakeup" not in here, timings
+    for name in bd.FORKED_SECTIONS:  # each computed once, on one side
+        assert len(re.findall(rf"(?:^|, ){name}(?: \(here\))? [\d.]+", timings)) == 1, timings
 
 
 def test_no_fork_beside_other_threads(tmp_path, monkeypatch):

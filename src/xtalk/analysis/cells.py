@@ -35,7 +35,7 @@ import numpy as np
 import pandas as pd
 
 from . import verdict as vd
-from .slowdown import SOLO, slowdown
+from .slowdown import SOLO, slowdowns
 
 __all__ = ["CELL_COLUMNS", "RUN_COLUMNS", "cells", "migrated_mask", "per_run", "summarize", "summary_view"]
 
@@ -288,16 +288,18 @@ def cells(jobs: pd.DataFrame, runs: pd.DataFrame, *, reference: str = SOLO, n_bo
         sub = False
         cur, ref = per.get((cfg, scen)), per.get((cfg, reference))
         for m in METRICS:
+            cis = {}
+            if scen != reference and cur is not None and ref is not None:  # both statistics from one set of replicates
+                points = {stat: _point(sorted_of, cfg, scen, reference, m, stat, cur[m], ref[m]) for stat in STATS}
+                cis = slowdowns(cur[m], ref[m], STATS, n_boot=n_boot, seed=seed, max_jobs=max_jobs, points=points)
             for stat in STATS:
                 if scen == reference:
                     p, lo, hi = 1.0, np.nan, np.nan
-                elif cur is None or ref is None:
+                elif stat not in cis:
                     p, lo, hi = np.nan, np.nan, np.nan
                 else:
-                    point = _point(sorted_of, cfg, scen, reference, m, stat, cur[m], ref[m])
-                    ci = slowdown(cur[m], ref[m], stat, n_boot=n_boot, seed=seed, max_jobs=max_jobs, point=point)
-                    p, lo, hi = ci
-                    sub = sub or ci.subsampled
+                    p, lo, hi = cis[stat]
+                    sub = sub or cis[stat].subsampled
                 row[f"{m}_slowdown_{stat}"], row[f"{m}_slowdown_{stat}_lo"], row[f"{m}_slowdown_{stat}_hi"] = p, lo, hi
         row["ci_subsampled"] = bool(sub)
         rows.append(row)

@@ -20,9 +20,9 @@ from typing import Sequence
 
 import numpy as np
 
-from .stats import BootstrapCI, ratio_ci
+from .stats import BootstrapCI, _per_run, ratio_ci, runs_ratio_cis
 
-__all__ = ["SOLO", "BootstrapCI", "ratio_ci", "slowdown"]
+__all__ = ["SOLO", "BootstrapCI", "ratio_ci", "slowdown", "slowdowns"]
 
 SOLO = "solo"
 #: Smallest per-run subsample when the bootstrap is capped (see :func:`slowdown`).
@@ -53,21 +53,44 @@ def slowdown(scenario: Sequence[np.ndarray], reference: Sequence[np.ndarray], st
     ``point``: the full-data ratio when the caller already has it (the report computes it
     from its sorted cache of 10^7 jobs); otherwise the ratio of the pooled runs.
     """
+    return slowdowns(scenario, reference, (stat,), n_boot=n_boot, level=level, seed=seed, max_jobs=max_jobs, rng=rng,
+                     points=None if point is None else {stat: point})[stat]
+
+
+def slowdowns(scenario: Sequence[np.ndarray], reference: Sequence[np.ndarray], stats: Sequence[str] = ("median", "max"),
+              *, n_boot: int = 2000, level: float = 0.95, seed: int = 0, max_jobs: int | None = None,
+              rng: np.random.Generator | None = None, points: dict[str, float] | None = None) -> dict[str, BootstrapCI]:
+    """:func:`slowdown` of each of ``stats``, the same intervals as a call each: the per-run
+    subsample and the bootstrap replicates do not depend on the statistic, so they are drawn
+    once (``points``: each statistic's full-data ratio, when the caller has it)."""
+    points = points or {}
+    stats = tuple(dict.fromkeys(stats))
     total = max(sum(len(v) for v in scenario), sum(len(v) for v in reference))
     sub = max_jobs is not None and total > max_jobs
     if not sub:
-        ci = ratio_ci(list(scenario), list(reference), stat, n_boot=n_boot, level=level, seed=seed)
-        return ci if point is None else replace(ci, estimate=point)
+        cis = runs_or_pooled_cis(list(scenario), list(reference), stats, n_boot=n_boot, level=level, seed=seed)
+        return {s: ci if points.get(s) is None else replace(ci, estimate=points[s]) for s, ci in cis.items()}
     rng = np.random.default_rng(seed) if rng is None else rng
     k = max(1, len(scenario), len(reference))
     cap = max(MIN_RUN_SAMPLE, max_jobs // k)
     a = [_run_sample(v, cap, rng) for v in scenario]
     b = [_run_sample(v, cap, rng) for v in reference]
-    ci = ratio_ci(a, b, stat, n_boot=n_boot, level=level, seed=seed)
-    f = np.median if stat == "median" else np.max
-    p = point if point is not None else float(f(np.concatenate(scenario)) / f(np.concatenate(reference)))
-    lo, hi = ci.low, ci.high
-    if ci.estimate > 0:
-        lo, hi = lo * p / ci.estimate, hi * p / ci.estimate
-    return replace(ci, estimate=p, low=lo, high=hi, subsampled=True,
-                   n=(sum(len(v) for v in scenario), sum(len(v) for v in reference)))
+    cis = runs_or_pooled_cis(a, b, stats, n_boot=n_boot, level=level, seed=seed)
+    out = {}
+    for stat, ci in cis.items():
+        f = np.median if stat == "median" else np.max
+        p = points[stat] if points.get(stat) is not None else float(f(np.concatenate(scenario)) / f(np.concatenate(reference)))
+        lo, hi = ci.low, ci.high
+        if ci.estimate > 0:
+            lo, hi = lo * p / ci.estimate, hi * p / ci.estimate
+        out[stat] = replace(ci, estimate=p, low=lo, high=hi, subsampled=True,
+                            n=(sum(len(v) for v in scenario), sum(len(v) for v in reference)))
+    return out
+
+
+def runs_or_pooled_cis(a: list, b: list, stats: tuple[str, ...], *, n_boot: int, level: float, seed: int) -> dict[str, BootstrapCI]:
+    """``ratio_ci`` of each statistic: per-run samples share their replicates
+    (``stats.runs_ratio_cis``); anything else is ``ratio_ci``'s, a call each."""
+    if _per_run(a) and _per_run(b):
+        return runs_ratio_cis(a, b, stats, n_boot=n_boot, level=level, seed=seed)
+    return {s: ratio_ci(a, b, s, n_boot=n_boot, level=level, seed=seed) for s in stats}

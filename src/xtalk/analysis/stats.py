@@ -361,27 +361,35 @@ def ratio_ci(
 
 def _resample_runs(groups: list[np.ndarray], stat: str, n_boot: int, rng: np.random.Generator) -> np.ndarray:
     """`n_boot` bootstrap replicates of `stat` ("median" or "max") over pooled groups."""
+    return _resample_runs_many(groups, (stat,), n_boot, rng)[stat]
+
+
+def _resample_runs_many(groups: list[np.ndarray], stats: tuple[str, ...], n_boot: int,
+                        rng: np.random.Generator) -> dict[str, np.ndarray]:
+    """:func:`_resample_runs` of each of `stats` from the same replicates: the draws do not
+    depend on the statistic, so each one's numbers are those of a call of its own."""
     sizes = np.array([len(g) for g in groups])
     m = int(np.median(sizes))
     flat = np.concatenate(groups)
     offsets = np.concatenate([[0], np.cumsum(sizes)[:-1]])
     k = len(groups)
-    out = np.empty(n_boot)
+    out = {stat: np.empty(n_boot) for stat in stats}
     # Chunk the replicates to bound memory at large job counts.
     step = max(1, int(4e6 // max(1, k * m)))
     if flat.size < 2**31 and not np.isnan(flat).any():
-        return _resample_ranks(flat, sizes, offsets, k, m, stat, n_boot, step, rng, out)
+        return _resample_ranks(flat, sizes, offsets, k, m, stats, n_boot, step, rng, out)
     for lo in range(0, n_boot, step):
         b = min(step, n_boot - lo)
         runs = rng.integers(0, k, size=(b, k))
         pick = (rng.random((b, k, m)) * sizes[runs][:, :, None]).astype(np.int64) + offsets[runs][:, :, None]
         sample = flat[pick.reshape(b, k * m)]
-        out[lo:lo + b] = np.median(sample, axis=1) if stat == "median" else sample.max(axis=1)
+        for stat in stats:
+            out[stat][lo:lo + b] = np.median(sample, axis=1) if stat == "median" else sample.max(axis=1)
     return out
 
 
-def _resample_ranks(flat, sizes, offsets, k, m, stat, n_boot, step, rng, out) -> np.ndarray:
-    """:func:`_resample_runs` on the ranks of the pooled values: the same draws (the same
+def _resample_ranks(flat, sizes, offsets, k, m, stats, n_boot, step, rng, out) -> dict[str, np.ndarray]:
+    """:func:`_resample_runs_many` on the ranks of the pooled values: the same draws (the same
     generator calls in the same order, the same picks), each replicate's median or maximum
     selected among small integer ranks instead of float values, then read from the sorted
     values. Ranks follow the values (ties broken by position), so the j-th smallest rank of a
@@ -402,11 +410,11 @@ def _resample_ranks(flat, sizes, offsets, k, m, stat, n_boot, step, rng, out) ->
         pick = u.astype(np.int32)  # floor of u·size, as the int64 cast (below 2^31)
         pick += off32[runs][:, :, None]
         r = rank_of[pick.reshape(b, n)]
-        if stat == "median":
+        if "max" in stats:  # before the partition below reorders each row (not its maximum)
+            out["max"][lo:lo + b] = sorted_v[r.max(axis=1)]
+        if "median" in stats:
             r.partition(mid, axis=1)
-            out[lo:lo + b] = sorted_v[r[:, mid[0]]] if len(mid) == 1 else (sorted_v[r[:, mid[0]]] + sorted_v[r[:, mid[1]]]) / 2
-        else:
-            out[lo:lo + b] = sorted_v[r.max(axis=1)]
+            out["median"][lo:lo + b] = sorted_v[r[:, mid[0]]] if len(mid) == 1 else (sorted_v[r[:, mid[0]]] + sorted_v[r[:, mid[1]]]) / 2
     return out
 
 
@@ -428,26 +436,40 @@ def _runs_ratio_ci(scenario: list, reference: list, stat: Statistic, *, n_boot: 
     coverage on this machine: with the first factor alone it covered 1 in 17/20 experiments
     on a busy day.
     """
-    if stat not in ("median", "max"):
-        raise ValueError(f"stat: {stat!r} is not supported over runs; use 'median' or 'max'")
+    return runs_ratio_cis(scenario, reference, (stat,), n_boot=n_boot, level=level, seed=seed)[stat]
+
+
+def runs_ratio_cis(scenario: list, reference: list, stat_names: Sequence[str], *, n_boot: int, level: float,
+                   seed: SeedLike) -> dict[str, BootstrapCI]:
+    """:func:`_runs_ratio_ci` of each of ``stat_names`` ("median", "max") from one set of
+    replicates: a call per statistic draws the same ones (the same generator, the same
+    calls), so each interval is the one its own call gives, at the cost of one."""
+    for stat in stat_names:
+        if stat not in ("median", "max"):
+            raise ValueError(f"stat: {stat!r} is not supported over runs; use 'median' or 'max'")
+    stat_names = tuple(dict.fromkeys(stat_names))
     scenario = [np.asarray(g, dtype=float) for g in scenario if len(g)]
     reference = [np.asarray(g, dtype=float) for g in reference if len(g)]
     sizes = (sum(g.size for g in scenario), sum(g.size for g in reference))
     runs = (len(scenario), len(reference))
     if not scenario or not reference:
-        return BootstrapCI(stat, np.nan, np.nan, np.nan, level, "runs", n_boot, sizes, runs)
-    f = np.median if stat == "median" else np.max
-    point = f(np.concatenate(scenario)) / f(np.concatenate(reference))
+        return {stat: BootstrapCI(stat, np.nan, np.nan, np.nan, level, "runs", n_boot, sizes, runs) for stat in stat_names}
     rng = np.random.default_rng(seed)
-    ratios = _resample_runs(scenario, stat, n_boot, rng) / _resample_runs(reference, stat, n_boot, rng)
+    num = _resample_runs_many(scenario, stat_names, n_boot, rng)
+    den = _resample_runs_many(reference, stat_names, n_boot, rng)
     a = (1 - level) / 2
-    lo, hi = np.quantile(ratios, [a, 1 - a])
     k = min(runs)
-    if k >= 2:
-        widen = np.sqrt(k / (k - 1)) * stats.t.ppf(1 - a, 2 * (k - 1)) / stats.norm.ppf(1 - a)
-        lo = point * (lo / point) ** widen
-        hi = point * (hi / point) ** widen
-    return BootstrapCI(stat, float(point), float(lo), float(hi), level, "runs", n_boot, sizes, runs)
+    out = {}
+    for stat in stat_names:
+        f = np.median if stat == "median" else np.max
+        point = f(np.concatenate(scenario)) / f(np.concatenate(reference))
+        lo, hi = np.quantile(num[stat] / den[stat], [a, 1 - a])
+        if k >= 2:
+            widen = np.sqrt(k / (k - 1)) * stats.t.ppf(1 - a, 2 * (k - 1)) / stats.norm.ppf(1 - a)
+            lo = point * (lo / point) ** widen
+            hi = point * (hi / point) ** widen
+        out[stat] = BootstrapCI(stat, float(point), float(lo), float(hi), level, "runs", n_boot, sizes, runs)
+    return out
 
 
 def _cluster_draws(x: np.ndarray, groups, statistic: Statistic, n_boot: int, rng) -> tuple[float, np.ndarray, int]:

@@ -110,6 +110,20 @@ def test_per_job_reference_is_the_minimum_over_runs(data):
     assert ref.n_runs.max() == 3
 
 
+def test_a_group_in_run_order_gives_the_wakeup_series_of_its_subset(data):
+    """The wake-up series from the group's stretches, copied once in run order, is the one
+    from the group's masked subset (warm-up included), row for row, for every group."""
+    from xtalk.analysis import wakeup as wk
+
+    cols = ["run_id", "job", "warmup", "wakeup_ns", "release_ns", "end_ns", "period_ns"]
+    for sc, cf in tb.groups(data):
+        ordered = tb._group_in_run_order(data, sc, cf, cols)
+        assert ordered is not None and list(ordered.columns) == cols
+        plain = tb._subset(data, sc, cf, cols, warmup=True)
+        assert len(ordered) == len(plain) and set(ordered["run_id"].cat.categories) == set(plain["run_id"].cat.categories)
+        pd.testing.assert_frame_equal(wk.wakeup_series(ordered), wk.wakeup_series(plain), check_exact=True)
+
+
 @pytest.mark.parametrize("limit", [1, JOBS, JOBS + 1, 10**9])
 def test_pwcet_sample_is_whole_runs_in_order_up_to_the_limit(data, monkeypatch, limit):
     """The pWCET's sample: whole runs in run-id order, each in job order, until the limit

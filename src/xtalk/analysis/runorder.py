@@ -7,14 +7,16 @@ from __future__ import annotations
 import numpy as np
 
 
-def run_job_order(codes: np.ndarray, job: np.ndarray, n_runs: int) -> np.ndarray | None:
+def run_job_order(codes: np.ndarray, job: np.ndarray, n_runs: int) -> np.ndarray | slice | None:
     """Positions of the rows with a run (``codes`` ≥ 0, as ``pd.factorize`` gives them) in
-    run, then job, order; None when a run repeats a job index (the order of the repeats is
+    run, then job, order (``slice(None)`` when they are in that order already); None when a run repeats a job index (the order of the repeats is
     then a per-run sort's to decide). Rows that come in stretches of one run with
     increasing indices (a results store: each run's measured jobs, then each run's warm-up)
     are ordered stretch by stretch; others by a full sort."""
     if job.dtype.kind not in "iu":
         return None
+    if codes.size and codes.min() >= 0 and bool(np.all(codes[1:] >= codes[:-1])) and _increasing_within_runs(codes, job):
+        return slice(None)  # already in order (rows a caller put so): every column as it is, no copy
     for make in (lambda: _stretch_order(codes, job), lambda: _sort_order(codes, job, n_runs)):
         order = make()  # the full sort only when the stretches are not (run, job) order
         if order is None:

@@ -92,9 +92,9 @@ def _spikes_at_once(df: pd.DataFrame, column: str, k: float) -> pd.DataFrame | N
         return None
     codes, uniques = pd.factorize(df["run_id"], sort=True)
     order = run_job_order(codes, df["job"].to_numpy(), len(uniques))
-    if order is None or order.size == 0:
+    if order is None or codes[order].size == 0:
         return None
-    out = df.take(order).reset_index(drop=True)
+    out = df.iloc[order].reset_index(drop=True)
     c = codes[order]
     first = np.flatnonzero(np.concatenate([[True], c[1:] != c[:-1]]))
     lengths = np.diff(np.append(first, c.size))

@@ -162,7 +162,7 @@ def _series_at_once(jobs: pd.DataFrame, period_ns: int | None, include_warmup: b
     codes, uniques = pd.factorize(df["run_id"], sort=True)
     job_all = df["job"].to_numpy()
     order = run_job_order(codes, job_all, len(uniques))
-    if order is None or order.size == 0:
+    if order is None or codes[order].size == 0:
         return None  # no rows with a run, or repeated indices: the loop's sort decides their order
     c = codes[order]
     job = job_all[order].astype(np.int64)
@@ -176,7 +176,7 @@ def _series_at_once(jobs: pd.DataFrame, period_ns: int | None, include_warmup: b
     if period_ns is not None:
         p_run = np.full(first.size, int(period_ns), dtype=np.int64)
     else:
-        pv = df["period_ns"].to_numpy()[order[first]]
+        pv = df["period_ns"].to_numpy()[first if isinstance(order, slice) else order[first]]
         p_run = np.array([int(x) for x in pv], dtype=np.int64)
     p = np.repeat(p_run, lengths)
     w = df["wakeup_ns"].to_numpy(dtype=np.int64)[order]

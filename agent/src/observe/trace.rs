@@ -19,11 +19,10 @@ fn live_agent(name: &str) -> bool {
 
 /// tracefs for the duration of `f`: the existing mount, or one made and undone here.
 pub fn with_tracefs<T>(f: impl FnOnce(&Path) -> Result<T, String>) -> Result<T, String> {
-    let u = tracefs::acquire()?;
+    let u = tracefs::acquire(live_agent)?;
     let r = f(&u.root);
     remove_stale(&u.root);
-    tracefs::release(u, &live_agent);
-    r
+    r // u dropped: tracefs released
 }
 
 /// Is `name` an event name, "subsystem:event" or a bare "event", each part letters, digits,
@@ -101,28 +100,31 @@ pub fn recover() -> Vec<String> {
 }
 
 pub struct Tracer {
-    root: PathBuf,
-    tracefs: Option<TracefsUse>,
+    /// Released (and unmounted if xtalk mounted it and nobody else uses it) after Drop's body.
+    tracefs: TracefsUse,
     dir: PathBuf,
     pub events: Vec<String>,
 }
 
 impl Tracer {
+    fn root(&self) -> &Path {
+        &self.tracefs.root
+    }
+
     /// Create the private instance with `events` enabled and tracing off.
     pub fn setup(events: &[String], buffer_kb: u32) -> Result<Tracer, String> {
-        let u = tracefs::acquire()?;
-        let root = u.root.clone();
-        remove_stale(&root);
-        let dir = root.join("instances").join(format!("{PREFIX}{}", std::process::id()));
-        let mut t = Tracer { root, tracefs: Some(u), dir, events: events.to_vec() };
+        let u = tracefs::acquire(live_agent)?;
+        remove_stale(&u.root);
+        let dir = u.root.join("instances").join(format!("{PREFIX}{}", std::process::id()));
+        let mut t = Tracer { tracefs: u, dir, events: events.to_vec() };
         fs::create_dir(&t.dir).map_err(|e| format!("{}: {e}", t.dir.display()))?;
         write(&t.dir.join("tracing_on"), "0")?;
         write(&t.dir.join("buffer_size_kb"), &buffer_kb.to_string())?;
         // One time base with the job records: CLOCK_MONOTONIC.
         write(&t.dir.join("trace_clock"), "mono")?;
         for ev in events {
-            let d = event_dir(&t.root, ev)?;
-            let rel = d.strip_prefix(t.root.join("events")).unwrap().to_path_buf();
+            let d = event_dir(t.root(), ev)?;
+            let rel = d.strip_prefix(t.root().join("events")).unwrap().to_path_buf();
             write(&t.dir.join("events").join(rel).join("enable"), "1")?;
         }
         t.events = events.to_vec();
@@ -157,16 +159,13 @@ impl Drop for Tracer {
     fn drop(&mut self) {
         self.off();
         for ev in &self.events {
-            if let Ok(d) = event_dir(&self.root, ev) {
-                let rel = d.strip_prefix(self.root.join("events")).unwrap().to_path_buf();
+            if let Ok(d) = event_dir(self.root(), ev) {
+                let rel = d.strip_prefix(self.root().join("events")).unwrap().to_path_buf();
                 let _ = fs::write(self.dir.join("events").join(rel).join("enable"), "0");
             }
         }
         let _ = fs::remove_dir(&self.dir);
-        remove_stale(&self.root);
-        if let Some(u) = self.tracefs.take() {
-            tracefs::release(u, &live_agent);
-        }
+        remove_stale(self.root());
     }
 }
 

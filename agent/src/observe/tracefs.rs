@@ -19,10 +19,19 @@ pub const DEFAULT_MOUNT: &str = "/sys/kernel/tracing";
 const GATE: &str = "tracefs.lock";
 const USERS: &str = "tracefs.users";
 
-/// tracefs in use by this agent until `release`.
+/// tracefs in use by this agent until dropped: the last user unmounts what xtalk mounted.
 pub struct TracefsUse {
     pub root: PathBuf,
     users: Option<File>,
+    /// Whether a trace instance name is a live agent's (one of an older version holds no lock).
+    is_live: fn(&str) -> bool,
+}
+
+impl Drop for TracefsUse {
+    fn drop(&mut self) {
+        drop(self.users.take()); // our shared lock, so that the test below sees only the others
+        unmount_if_unused(&self.root, &self.is_live);
+    }
 }
 
 fn flock(f: &File, op: libc::c_int) -> bool {
@@ -66,8 +75,9 @@ fn mount(dir: Option<&Dir>) -> Result<(), String> {
     Ok(())
 }
 
-/// tracefs for this agent: the existing mount, or one made now.
-pub fn acquire() -> Result<TracefsUse, String> {
+/// tracefs for this agent: the existing mount, or one made now. `is_live`: whether a trace
+/// instance name is a live agent's.
+pub fn acquire(is_live: fn(&str) -> bool) -> Result<TracefsUse, String> {
     // Without the agent's directory (not root) nothing is mounted anyway: no locks needed.
     let dir = safefs::own_dir(Path::new(safefs::AGENT_DIR)).ok();
     let gate = dir.as_ref().and_then(|d| lock_file(d, GATE));
@@ -85,12 +95,12 @@ pub fn acquire() -> Result<TracefsUse, String> {
     if let Some(u) = &users {
         flock(u, libc::LOCK_SH);
     }
-    Ok(TracefsUse { root, users }) // the gate's lock goes with its file
+    Ok(TracefsUse { root, users, is_live }) // the gate's lock goes with its file
 }
 
 /// Does any live agent still have a trace instance (an agent of an older version, which
 /// holds no users lock)?
-fn live_instances(root: &Path, is_live: impl Fn(&str) -> bool) -> bool {
+fn live_instances(root: &Path, is_live: &dyn Fn(&str) -> bool) -> bool {
     fs::read_dir(root.join("instances")).map(|d| d.flatten().any(|e| is_live(&e.file_name().to_string_lossy()))).unwrap_or(false)
 }
 
@@ -107,12 +117,6 @@ fn unmount_if_unused(root: &Path, is_live: &dyn Fn(&str) -> bool) -> bool {
     unsafe { libc::umount2(dst.as_ptr(), libc::MNT_DETACH) };
     let _ = dir.unlink(&marker());
     true
-}
-
-/// End this agent's use; the last user unmounts what xtalk mounted.
-pub fn release(u: TracefsUse, is_live: &dyn Fn(&str) -> bool) {
-    drop(u.users); // our shared lock, so that the test below sees only the others
-    unmount_if_unused(&u.root, is_live);
 }
 
 /// `recover`: unmount tracefs that xtalk mounted if no agent uses it (its last user was killed).

@@ -35,6 +35,7 @@ import numpy as np
 import pandas as pd
 
 from . import verdict as vd
+from .runorder import stretch_starts
 from .slowdown import SOLO, slowdowns
 
 __all__ = ["CELL_COLUMNS", "RUN_COLUMNS", "cells", "migrated_mask", "per_run", "summarize", "summary_view"]
@@ -110,7 +111,7 @@ def per_run(jobs: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
     missed, migrated = _missed(j), migrated_mask(j)
     if isinstance(j["run_id"].dtype, pd.CategoricalDtype):
         # Counts of the category codes (a groupby's factorisation of 10^7 labels is not needed).
-        codes, names = _codes(j["run_id"])
+        codes, names = label_codes(j["run_id"])
         ok = codes >= 0
         nc = len(names)
         size = np.bincount(codes[ok], minlength=nc)
@@ -140,7 +141,7 @@ def _order(r: pd.DataFrame, reference: str) -> list[tuple[str, str]]:
     return out
 
 
-def _codes(rid: pd.Series) -> tuple[np.ndarray, object]:
+def label_codes(rid: pd.Series) -> tuple[np.ndarray, object]:
     """(integer code of every row, −1 for NaN; the labels the codes index)."""
     if isinstance(rid.dtype, pd.CategoricalDtype):
         return rid.cat.codes.to_numpy(), rid.cat.categories
@@ -158,7 +159,7 @@ def _stretches(codes: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 def _by_run(rid: pd.Series, ix: np.ndarray) -> list[tuple[object, np.ndarray]]:
     """(run id, row positions in table order) of the rows ``ix`` per run, as
     ``groupby("run_id", observed=True)`` gives each run's rows (NaN ids left out)."""
-    codes, names = _codes(rid)
+    codes, names = label_codes(rid)
     codes = codes[ix]
     order, starts, ends = _stretches(codes)
     return [(names[codes[order[a]]], ix[order[a:b]]) for a, b in zip(starts, ends) if codes[order[a]] >= 0]
@@ -170,10 +171,10 @@ def _cell_positions(j: pd.DataFrame) -> dict[tuple[str, str], np.ndarray]:
     changes at a few hundred places: each cell's positions are its stretches, put together,
     instead of a factorisation and sort of 10^7 label pairs. Rows interleaved row by row
     (no stretches) go to the groupby."""
-    cc, cn = _codes(j["configuration"])
-    sc, sn = _codes(j["scenario"])
+    cc, cn = label_codes(j["configuration"])
+    sc, sn = label_codes(j["scenario"])
     key = np.where((cc >= 0) & (sc >= 0), cc.astype(np.int64) * len(sn) + sc, -1)
-    starts = np.flatnonzero(np.concatenate([[True], key[1:] != key[:-1]]))
+    starts = stretch_starts(key)
     if starts.size > max(64, key.size // 64):
         return {(str(a), str(b)): np.asarray(ix) for (a, b), ix in
                 j.groupby(["configuration", "scenario"], sort=False, observed=True).indices.items()}
@@ -203,7 +204,7 @@ def _cell_misses(j: pd.DataFrame, ix: np.ndarray, miss: dict) -> tuple[int, int,
     lost = 0
     if "job" in j.columns:
         job = j["job"].to_numpy(dtype=np.int64)[ix]
-        order, starts, ends = _stretches(_codes(j["run_id"])[0][ix])
+        order, starts, ends = _stretches(label_codes(j["run_id"])[0][ix])
         for a, b in zip(starts, ends):
             s = job[order[a:b]]
             distinct = s.size if s.size < 2 or bool(np.all(s[1:] > s[:-1])) else np.unique(s).size

@@ -26,6 +26,12 @@ def run_job_order(codes: np.ndarray, job: np.ndarray, n_runs: int) -> np.ndarray
     return None
 
 
+def stretch_starts(x: np.ndarray) -> np.ndarray:
+    """Where each stretch of equal values of ``x`` begins (0 first when ``x`` is not empty):
+    jobs come in runs, so a label column changes at a few hundred places of 10^7 rows."""
+    return np.flatnonzero(np.concatenate([[True], x[1:] != x[:-1]])) if x.size else np.zeros(0, dtype=np.int64)
+
+
 def _increasing_within_runs(c: np.ndarray, j: np.ndarray) -> bool:
     same = c[1:] == c[:-1]
     return bool(np.all(j[1:][same] > j[:-1][same]))
@@ -38,7 +44,7 @@ def _stretch_order(codes: np.ndarray, job: np.ndarray) -> np.ndarray | None:
     n = codes.size
     if n == 0:
         return None
-    starts = np.flatnonzero(np.concatenate([[True], codes[1:] != codes[:-1]]))
+    starts = stretch_starts(codes)
     if starts.size > max(64, n // 64):
         return None  # runs interleaved row by row: no stretches to speak of
     ends = np.append(starts[1:], n)

@@ -20,7 +20,7 @@ from typing import Sequence
 
 import numpy as np
 
-from .stats import BootstrapCI, _per_run, ratio_ci, runs_ratio_cis
+from .stats import BootstrapCI, ratio_ci, ratio_cis
 
 __all__ = ["SOLO", "BootstrapCI", "ratio_ci", "slowdown", "slowdowns"]
 
@@ -68,14 +68,14 @@ def slowdowns(scenario: Sequence[np.ndarray], reference: Sequence[np.ndarray], s
     total = max(sum(len(v) for v in scenario), sum(len(v) for v in reference))
     sub = max_jobs is not None and total > max_jobs
     if not sub:
-        cis = runs_or_pooled_cis(list(scenario), list(reference), stats, n_boot=n_boot, level=level, seed=seed)
+        cis = ratio_cis(list(scenario), list(reference), stats, n_boot=n_boot, level=level, seed=seed)
         return {s: ci if points.get(s) is None else replace(ci, estimate=points[s]) for s, ci in cis.items()}
     rng = np.random.default_rng(seed) if rng is None else rng
     k = max(1, len(scenario), len(reference))
     cap = max(MIN_RUN_SAMPLE, max_jobs // k)
     a = [_run_sample(v, cap, rng) for v in scenario]
     b = [_run_sample(v, cap, rng) for v in reference]
-    cis = runs_or_pooled_cis(a, b, stats, n_boot=n_boot, level=level, seed=seed)
+    cis = ratio_cis(a, b, stats, n_boot=n_boot, level=level, seed=seed)
     out = {}
     for stat, ci in cis.items():
         f = np.median if stat == "median" else np.max
@@ -87,10 +87,3 @@ def slowdowns(scenario: Sequence[np.ndarray], reference: Sequence[np.ndarray], s
                             n=(sum(len(v) for v in scenario), sum(len(v) for v in reference)))
     return out
 
-
-def runs_or_pooled_cis(a: list, b: list, stats: tuple[str, ...], *, n_boot: int, level: float, seed: int) -> dict[str, BootstrapCI]:
-    """``ratio_ci`` of each statistic: per-run samples share their replicates
-    (``stats.runs_ratio_cis``); anything else is ``ratio_ci``'s, a call each."""
-    if _per_run(a) and _per_run(b):
-        return runs_ratio_cis(a, b, stats, n_boot=n_boot, level=level, seed=seed)
-    return {s: ratio_ci(a, b, s, n_boot=n_boot, level=level, seed=seed) for s in stats}

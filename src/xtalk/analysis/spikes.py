@@ -18,7 +18,7 @@ import pandas as pd
 from scipy import stats
 
 from .periodicity import Periodicity, periodicity
-from .runorder import run_job_order
+from .runorder import run_job_order, stretch_starts
 
 _MAD_TO_SD = 1.4826  # MAD of a normal sample × 1.4826 = its standard deviation
 
@@ -92,11 +92,11 @@ def _spikes_at_once(df: pd.DataFrame, column: str, k: float) -> pd.DataFrame | N
         return None
     codes, uniques = pd.factorize(df["run_id"], sort=True)
     order = run_job_order(codes, df["job"].to_numpy(), len(uniques))
-    if order is None or codes[order].size == 0:
+    c = codes[order] if order is not None else codes[:0]
+    if c.size == 0:
         return None
     out = df.iloc[order].reset_index(drop=True)
-    c = codes[order]
-    first = np.flatnonzero(np.concatenate([[True], c[1:] != c[:-1]]))
+    first = stretch_starts(c)
     lengths = np.diff(np.append(first, c.size))
     v = out[column].to_numpy(dtype=float)
     per_run = np.array([robust_threshold(v[a:a + n], k) for a, n in zip(first, lengths)]).reshape(-1, 3)

@@ -359,6 +359,17 @@ def ratio_ci(
     return BootstrapCI(_stat_name(stat), est, lo, hi, level, used, n_boot, (a.size, b.size))
 
 
+def ratio_cis(scenario, reference, stat_names: Sequence[Statistic], *, level: float = 0.95, n_boot: int | None = None,
+              seed: SeedLike = 0) -> dict[str, BootstrapCI]:
+    """:func:`ratio_ci` of each of ``stat_names``, the same intervals as a call each. Per-run
+    samples draw their replicates once for every statistic (they do not depend on it); a
+    pooled sample is a call each."""
+    if _per_run(scenario) and _per_run(reference):
+        return _runs_ratio_cis(scenario, reference, stat_names, n_boot=2000 if n_boot is None else n_boot, level=level,
+                               seed=seed)
+    return {s: ratio_ci(scenario, reference, s, level=level, n_boot=n_boot, seed=seed) for s in dict.fromkeys(stat_names)}
+
+
 def _resample_runs(groups: list[np.ndarray], stat: str, n_boot: int, rng: np.random.Generator) -> np.ndarray:
     """`n_boot` bootstrap replicates of `stat` ("median" or "max") over pooled groups."""
     return _resample_runs_many(groups, (stat,), n_boot, rng)[stat]
@@ -436,11 +447,11 @@ def _runs_ratio_ci(scenario: list, reference: list, stat: Statistic, *, n_boot: 
     coverage on this machine: with the first factor alone it covered 1 in 17/20 experiments
     on a busy day.
     """
-    return runs_ratio_cis(scenario, reference, (stat,), n_boot=n_boot, level=level, seed=seed)[stat]
+    return _runs_ratio_cis(scenario, reference, (stat,), n_boot=n_boot, level=level, seed=seed)[stat]
 
 
-def runs_ratio_cis(scenario: list, reference: list, stat_names: Sequence[str], *, n_boot: int, level: float,
-                   seed: SeedLike) -> dict[str, BootstrapCI]:
+def _runs_ratio_cis(scenario: list, reference: list, stat_names: Sequence[str], *, n_boot: int, level: float,
+                    seed: SeedLike) -> dict[str, BootstrapCI]:
     """:func:`_runs_ratio_ci` of each of ``stat_names`` ("median", "max") from one set of
     replicates: a call per statistic draws the same ones (the same generator, the same
     calls), so each interval is the one its own call gives, at the cost of one."""

@@ -34,7 +34,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from .runorder import run_job_order
+from .runorder import run_job_order, stretch_starts
 
 
 def _rows(jobs: pd.DataFrame, include_warmup: bool) -> pd.DataFrame:
@@ -162,11 +162,11 @@ def _series_at_once(jobs: pd.DataFrame, period_ns: int | None, include_warmup: b
     codes, uniques = pd.factorize(df["run_id"], sort=True)
     job_all = df["job"].to_numpy()
     order = run_job_order(codes, job_all, len(uniques))
-    if order is None or codes[order].size == 0:
+    c = codes[order] if order is not None else codes[:0]
+    if c.size == 0:
         return None  # no rows with a run, or repeated indices: the loop's sort decides their order
-    c = codes[order]
     job = job_all[order].astype(np.int64)
-    first = np.flatnonzero(np.concatenate([[True], c[1:] != c[:-1]]))
+    first = stretch_starts(c)
     same = np.ones(job.size, dtype=bool)
     same[first] = False  # rows with a previous job in the same run
     lengths = np.diff(np.append(first, job.size))

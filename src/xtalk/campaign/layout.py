@@ -20,6 +20,7 @@ import errno
 import fcntl
 import json
 import os
+import shutil
 from pathlib import Path
 
 from ..errors import UsageError
@@ -54,8 +55,6 @@ CREATING = ".creating-"
 def _remove_abandoned(base: Path) -> None:
     """Remove what creations killed midway left (their pid is in the name and dead): never a
     campaign, it was not renamed yet; a live creator's own directory is left alone."""
-    import shutil
-
     for d in base.glob(f".*{CREATING}*"):
         pid = d.name.rsplit(CREATING, 1)[1]
         if pid.isdigit() and not Path(f"/proc/{pid}").exists():

@@ -15,6 +15,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from ..analysis.cells import label_codes
+from ..analysis.runorder import stretch_starts
 from ..outcome import Environment, Kernel, RunOutcome, Virtualization, read_outcome
 from ..store.frames import ReportData
 
@@ -69,18 +71,11 @@ def migration_table(data: ReportData) -> pd.DataFrame:
     return data.memo["_migrations"].copy()
 
 
-def _codes(col: pd.Series) -> tuple[np.ndarray, pd.Index]:
-    """A label column's integer codes and their labels (a categorical's own, without a pass)."""
-    if isinstance(col.dtype, pd.CategoricalDtype):
-        return col.cat.codes.to_numpy(), col.cat.categories
-    return pd.factorize(col, sort=False)
-
-
 def _migration_table(j: pd.DataFrame) -> pd.DataFrame:
     if j.empty:
         return pd.DataFrame(columns=["scenario", "configuration", "jobs", "migrated", "migrated_pct"])
-    sc_codes, sc = _codes(j["scenario"])
-    cf_codes, cf = _codes(j["configuration"])
+    sc_codes, sc = label_codes(j["scenario"])
+    cf_codes, cf = label_codes(j["configuration"])
     key = sc_codes.astype(np.int64) * len(cf) + cf_codes
     moved = migrated(j)
     labelled = (sc_codes >= 0) & (cf_codes >= 0)  # a job without a label is in no row
@@ -90,8 +85,7 @@ def _migration_table(j: pd.DataFrame) -> pd.DataFrame:
     k = np.bincount(key, weights=moved, minlength=len(sc) * len(cf)).astype(np.int64)
     # A key's first appearance is where the key changes (jobs come in runs): the order of
     # first appearance from those few places instead of a sort of every job's key.
-    change = np.flatnonzero(np.concatenate([[True], key[1:] != key[:-1]]))
-    uniq, first = np.unique(key[change], return_index=True)
+    uniq, first = np.unique(key[stretch_starts(key)], return_index=True)
     rows = [{"scenario": str(sc[uniq[i] // len(cf)]), "configuration": str(cf[uniq[i] % len(cf)]), "jobs": int(n[uniq[i]]),
              "migrated": int(k[uniq[i]]), "migrated_pct": 100.0 * k[uniq[i]] / n[uniq[i]]} for i in np.argsort(first, kind="stable")]
     return pd.DataFrame(rows)

@@ -28,7 +28,7 @@ from ..analysis import spikes as sp
 from ..analysis import stats as st
 from ..analysis import verdict as vd
 from ..analysis import wakeup as wk
-from ..analysis.runorder import run_job_order
+from ..analysis.runorder import run_job_order, stretch_starts
 from ..analysis.verdict import EpsilonSpec
 from .. import units
 from . import epsilon as eps
@@ -627,14 +627,14 @@ def _group_in_run_order(data: ReportData, scenario: str, configuration: str, col
     pieces = []  # (run code, first job, frame, start, end)
     for i, f in enumerate(frames):
         rc = f["run_id"].cat.codes.to_numpy()
-        starts = np.flatnonzero(np.concatenate([[True], rc[1:] != rc[:-1]]))
+        starts = stretch_starts(rc)
         if starts.size > max(4 * len(runs), rc.size // 64):
             return None  # runs interleaved row by row
         sc = (f["scenario"] == scenario).to_numpy()
         cf = (f["configuration"] == configuration).to_numpy()
         mine = sc & cf
         # Labels belong to runs: a stretch of one run is all in the group or all out of it.
-        if np.flatnonzero(mine[1:] != mine[:-1]).size and not np.isin(np.flatnonzero(mine[1:] != mine[:-1]) + 1, starts).all():
+        if not np.isin(stretch_starts(mine), starts).all():
             return None
         ends = np.append(starts[1:], rc.size)
         job = f["job"].to_numpy()

@@ -305,7 +305,7 @@ def _guard_input(cells: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame({
         "configuration": cells["group"], "scenario": cells["scenario"], "jobs": cells["jobs"],
         "runs_ok": cells["runs_ok"], "deadline_misses": cells["deadline_misses"],
-        "median_exec_ms": cells["exec_median_ms"], "max_exec_ms": cells["exec_max_ms"],
+        "serious_misses": cells["serious_misses"], "median_exec_ms": cells["exec_median_ms"], "max_exec_ms": cells["exec_max_ms"],
         "slowdown_median": cells["exec_slowdown_median"], "slowdown_median_lo": cells["exec_slowdown_median_lo"],
         "slowdown_median_hi": cells["exec_slowdown_median_hi"]})
 

@@ -223,3 +223,22 @@ def test_spawn_victim_forks_a_helper_per_job(agent, tmp_path, needs_pids):
     assert budget["pids_max"] == "8" and [g["group"] for g in budget["groups"]] == ["_run"]
     if budget["peak"] is not None:  # pids.peak: newer kernels only
         assert int(budget["peak"]) >= 2
+
+
+def test_an_enemy_whose_rate_alone_was_not_measured_says_why_not_zero():
+    # `xtalk run` on failure_propagation printed "enemy pi alone: 0 iterations/s" for the
+    # partitioned SCHED_FIFO hog: a reference of nothing, printed as a measurement.
+    from types import SimpleNamespace as NS
+
+    from xtalk.enemy_alone import unmeasured
+
+    def meta(status="completed", **e):
+        res = NS(window_rate=e.get("rate", 1e6), setup_error=e.get("setup"), ended_early=e.get("early"))
+        return NS(status=status, reason=e.get("reason"), enemies=[res])
+    fifo, other = NS(sched=NS(policy="fifo")), NS(sched=NS(policy="other"))
+    assert unmeasured(meta(), fifo) is None
+    why = unmeasured(meta(rate=0.0), fifo)
+    assert "did not advance" in why and "FIFO" in why and "starve" in why
+    assert "FIFO" not in unmeasured(meta(rate=0.0), other)
+    assert unmeasured(meta(status="timeout", reason="victim did not finish"), other) == "the pass timeout (victim did not finish)"
+    assert "could not start (EPERM)" in unmeasured(meta(setup="EPERM"), fifo)

@@ -143,6 +143,8 @@ def test_five_runs_show_no_max_slowdown(tmp_path):
     assert "– (5 runs)" in " ".join(p.stdout.split()) and "too_few_runs_for_max" in _kinds(res)["slow"]
     html = _report_html(res)
     assert "max – (5 runs: too few for a maximum)" in html, "the verdict line prints no maximum from 5 runs"
+    # The interference word names its statistic (the median), beside it.
+    assert "(the median slowed down, against the noise floor ±" in html
     import pandas as pd_
 
     sl = pd_.read_csv(res / "report" / "tables" / "verdicts.csv")

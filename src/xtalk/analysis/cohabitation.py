@@ -184,15 +184,16 @@ class Samples:
 
 
 def ratio(scen: list[np.ndarray], ref: list[np.ndarray], statistic: str, *, n_boot: int = 2000, seed: int = 0) -> BootstrapCI:
-    """stat(scen) / stat(ref) with its CI: over runs (median, max: the slowdown of
-    analysis/slowdown.py), else over the pooled jobs (``stats.ratio_ci``). NaN when a side
-    is empty."""
+    """stat(scen) / stat(ref) with its CI, always over runs then jobs (median, max: the
+    slowdown of analysis/slowdown.py; mean, pNN: ``stats.ratio_ci`` of the per-run samples):
+    the jobs of a run are not independent, and a mean ratio pooled over the jobs of 2 runs a
+    side gave ±3 %. NaN when a side is empty."""
     if not scen or not ref:
         return BootstrapCI(statistic, math.nan, math.nan, math.nan, 0.95, "none", 0,
                            (sum(map(len, scen)), sum(map(len, ref))), (len(scen), len(ref)))
     if statistic in ("median", "max"):
         return slowdown(scen, ref, statistic, n_boot=n_boot, seed=seed, max_jobs=BOOT_JOBS)
-    ci = ratio_ci(np.concatenate(scen), np.concatenate(ref), statistic, n_boot=n_boot, seed=seed)
+    ci = ratio_ci(list(scen), list(ref), statistic, n_boot=n_boot, seed=seed)
     return BootstrapCI(ci.statistic, ci.estimate, ci.low, ci.high, ci.level, ci.method, ci.n_boot, ci.n,
                        (len(scen), len(ref)))
 

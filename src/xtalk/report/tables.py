@@ -358,9 +358,11 @@ def verdicts(x, epsilons: Sequence = (), *, n_boot: int = 2000, seed: int = 0) -
                 word = vd.interference(s["slowdown_median_lo"], s["slowdown_median_hi"], fl)
                 row[f"{metric}_interference"] = word
                 mx = max_ci_text(s["slowdown_max"], s["slowdown_max_lo"], s["slowdown_max_hi"], s["runs_ok"])
+                # The word is the median's: beside it, so that it is not read as the ε verdict's
+                # (a line said "inconclusive" of a median and "HOLDS" of a max).
+                against = f"against the noise floor ±{fl * 100:.1f} %" if not math.isnan(fl) else "no noise floor"
                 parts.append(f"{metric} median {_fmt_ci(s['slowdown_median'], s['slowdown_median_lo'], s['slowdown_median_hi'])}"
-                             f", max {mx}" + (f" ({word}; noise floor ±{fl * 100:.1f} %)" if not math.isnan(fl) else
-                                              f" ({word}; no noise floor)"))
+                             f" (the median {word}, {against}), max {mx}")
         if scen == SOLO:
             parts.append(f"reference: exec median {row['exec_median_ms']:.3f} ms, max {row['exec_max_ms']:.3f} ms; "
                          f"response max {row['response_max_ms']:.3f} ms")

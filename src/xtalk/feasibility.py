@@ -65,7 +65,7 @@ def noise_jobs(plan) -> int:
 
 
 def noise_floor(medians: list[float], effect: float, repetitions: int, jobs: int, source: str = "solo passes") -> dict:
-    """The noise floor from the solo medians of a few passes (or runs), against `effect`."""
+    """The solo spread (the record keeps its name noise_floor) from the solo medians of a few passes (or runs), against `effect`."""
     spread = statistics.stdev(medians) / statistics.fmean(medians) if len(medians) > 1 else math.nan
     need = repetitions_needed(spread, effect) if spread == spread else None
     return {"source": source, "passes": len(medians), "jobs_per_pass": jobs, "median_exec_ns": medians, "spread": spread,
@@ -128,7 +128,7 @@ def unresolved(table, effect: float, reference: str = "solo") -> list[str]:
 
 
 def after_runs(solo_medians: list[float], table, effect: float, repetitions: int) -> tuple[dict, str | None]:
-    """The noise floor from the experiment's own solo runs (`solo_medians`: the median job
+    """The solo spread from the experiment's own solo runs (`solo_medians`: the median job
     of each, first configuration), and the warning it deserves given the CIs obtained
     (`table`: the summary's rows): None unless some scenario is unresolved and the spread
     says more repetitions would resolve it."""
@@ -213,9 +213,9 @@ def check(runs: list[RunSpec], agent, out: Path, say=print, min_effect: float = 
     an application, cannot hold its period alone or its DEADLINE runtime is below its need
     (`applications`: their names in declaration order, for the field of the message). With
     `noise`, NOISE_PASSES longer passes of a victim in the first configuration give a first
-    noise floor against `min_effect`: printed, or refused (exit 2) with `require_effect` when
+    solo spread against `min_effect`: printed, or refused (exit 2) with `require_effect` when
     the repetitions cannot resolve it (the runs' own verdict is `after_runs`). Returns what
-    each pass measured (the first configuration's record holds the noise floor)."""
+    each pass measured (the first configuration's record holds the solo spread)."""
     warn = warn or say
     record = []
     for r, name in solo_runs(runs):

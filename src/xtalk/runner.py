@@ -128,7 +128,7 @@ def estimate_seconds(exp: config.experiment.Experiment, runs: list[RunSpec], fea
 
 
 def _noise_after_runs(out: Path, document: dict, results, table, effect: float, repetitions: int, console) -> None:
-    """The noise floor from the experiment's own solo runs (first configuration), recorded in
+    """The solo spread (noise_floor record) from the experiment's own solo runs (first configuration), recorded in
     experiment.json, and a warning only where a scenario's CI concluded nothing at `effect`."""
     from .feasibility import after_runs, noise_text
 

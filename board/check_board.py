@@ -20,12 +20,17 @@ from xtalk.outcome import read_outcome
 from xtalk.store.jobs import convert_run
 from xtalk.targets.ssh import SshTarget
 
+#: What /run/xtalk keeps between runs, xtalk's furniture, not leftovers: the agent's locks, its
+#: per-boot cache of the countable perf events (observe/capabilities.rs) and the agents'
+#: agreement on mounting tracefs (observe/tracefs.rs). tests/leftovers.py's RUN_KEEP is the same
+#: set (tests/test_board_scripts.py checks they agree).
+RUN_KEEP = ("lock", "target.lock", "countable.json", "tracefs.lock", "tracefs.users")
+
 # Checked on the board after the runs: each line names what it found (empty when clean).
 CLEAN = {
     "processes": "ps -eo comm= | grep -E '^(xt-victim|xt-enemy|xtalk-agent)' || true",
     "cgroups": "find /sys/fs/cgroup -maxdepth 3 -name 'xtalk-*' -type d || true",
-    # the agent's lock and its per-boot cache of the countable perf events (observe/capabilities.rs)
-    "/run/xtalk": "ls -A /run/xtalk 2>/dev/null | grep -vx -e lock -e target.lock -e countable.json || true",
+    "/run/xtalk": "ls -A /run/xtalk 2>/dev/null | grep -vx " + " ".join(f"-e {n}" for n in RUN_KEEP) + " || true",
 }
 
 

@@ -6,7 +6,7 @@ max µs) for each label and scenario; the SCHED_DEADLINE reservation on every vC
 during the reserved run (read back by sched_getattr right after it was set and just before it
 was removed, and from /proc/TID/sched by the run's own command) and each thread's previous
 policy back after it; the guest left clean (no agent, victim or enemy process, no xtalk
-cgroup, nothing in /run/xtalk but the agent's lock and its countable-events cache).
+cgroup, nothing in /run/xtalk but its furniture: check_board.RUN_KEEP).
 
     python board/check_guest.py SSH_TARGET_URL RESULTS_DIR
 

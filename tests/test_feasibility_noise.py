@@ -47,7 +47,7 @@ def test_an_effect_below_the_noise_is_refused_with_the_numbers(tmp_path):
     p = xtalk("run", f, "--results", tmp_path / "res", "--require-effect")
     err = p.stderr.strip().splitlines()
     assert p.returncode == 2 and len(err) == 1, p.stdout + p.stderr
-    assert "repetitions: noise floor: the solo median varies" in err[0] and "the experiment has 2" in err[0], err
+    assert "repetitions: solo spread: the solo median varies" in err[0] and "the experiment has 2" in err[0], err
     assert "set repetitions = " in err[0]
     assert not (tmp_path / "res").exists()
 

@@ -285,3 +285,20 @@ def test_the_summary_and_the_report_give_each_application_the_same_numbers(tmp_p
     lead = summary_md[summary_md.index("## Applications"):summary_md.index("Slowdown: ratio")]
     assert "### Interference matrix [shared]" in lead and "×1.30 [" in lead
     assert lead in report_md
+
+
+def test_an_epsilon_against_a_disturbed_alone_run_says_so():
+    # examples/cohabitation.toml: aocs ε "held" at ×0.05 because alone:aocs had p99 19 ms.
+    from xtalk.report.synthetic import application_results, experiment_applications
+
+    apps = [Application("aocs", "A", {"metric": "execution", "statistic": "median", "relative": 1.3}),
+            Application("payload", "C")]
+    jobs, runs = application_results(apps, repetitions=2, jobs=100)
+    exp = {"experiment": {"application": experiment_applications(apps)}}
+    sound = [line for _, line in rc.epsilon_lines(rc.compute(jobs, runs, exp, n_boot=200)) if line.startswith("aocs")]
+    assert sound and "DISTURBED" not in sound[0], sound
+    hit = jobs.index[(jobs["scenario"] == "alone:aocs") & (jobs["application"] == "aocs") & ~jobs["warmup"]][10]
+    jobs.loc[hit, ["exec_ns", "end_ns"]] = [jobs.loc[hit, "exec_ns"] * 30, jobs.loc[hit, "end_ns"] + jobs.loc[hit, "exec_ns"] * 29]
+    (word, line), = [(w, x) for w, x in rc.epsilon_lines(rc.compute(jobs, runs, exp, n_boot=200)) if x.startswith("aocs")]
+    assert word.endswith(vd.DISTURBED_SUFFIX) and "the reference is disturbed (alone:aocs:" in line, line
+    assert vd.severity(word) in ("warn", "bad")

@@ -216,8 +216,13 @@ def test_probe_histograms_with_markers(portfolio_report):
     assert set(st.name) == {"probe 7", "write", "read", "nanosleep"}
     assert set(st.kind[st.probe >= 1000]) == {"syscall"}
     svg = (out / "figures" / "probe_hist_7.svg").read_text()
-    for marker in ("best 10 µs", "median 45 µs", "first 50 µs", "worst 100 µs"):  # over all 8 samples
+    # One row per scenario with its own markers (they were pooled: "median 45 µs" of 8 samples).
+    assert "solo (n=5)" in svg and "pi (n=3)" in svg
+    for marker in ("best 10 µs", "median 30 µs", "first 50 µs", "worst 50 µs", "median 100 µs"):
         assert marker in svg, marker
+    assert "median 45 µs" not in svg
+    # A 1 ms call reads in ms, not as 1000 µs on a µs axis.
+    assert "worst 1 ms" in (out / "figures" / "probe_hist_1008.svg").read_text()
 
 
 def test_syscall_boxplots_and_timeline(portfolio_report):

@@ -51,6 +51,10 @@ def test_some_runs_failed_is_4(tmp_path):
     out = run(tmp_path, ["sh", "-c", f"test -e {flag} && sleep 5; touch {flag}"], reps=2)
     assert out.returncode == 4, out.stderr + out.stdout
     assert statuses(tmp_path) == ["completed", "timeout"]
+    # The timed-out run keeps what explains it, as a campaign's does (campaign/postmortem.py).
+    why = [json.loads(p.read_text()) for p in (tmp_path / "res").glob("*/runs/*/postmortem/why.json")]
+    assert [w["status"] for w in why] == ["timeout"], why
+    assert "post-mortem in runs/" in " ".join(out.stdout.split())
 
 
 def test_bad_input_is_still_2(tmp_path):

@@ -40,6 +40,8 @@ def test_analyze_reports_unschedulable(tmp_path):
     f.write_text('[system]\noverhead = "385us"\n' + open(T41).read().replace("[system]\nscheduler = \"rm\"\n", ""))
     r = runner.invoke(app, ["analyze", str(f)])
     assert r.exit_code == 0 and _row(r.output, "T4")[5] == "NO" and "NOT schedulable" in r.output
+    assert _row(r.output, "T4")[6].startswith("none"), "an unschedulable task has no slack (it printed inf)"
+    assert _row(r.output, "T1")[6] not in ("inf", "-inf") and float(_row(r.output, "T1")[6]) >= 0
 
 
 def test_bad_field_one_line_exit_2(tmp_path):

@@ -34,10 +34,10 @@ def run(experiment: Path = typer.Argument(..., help="experiment file (TOML)"),
                                               help="run the configurations this kernel offers; mark the others skipped"),
         skip_feasibility: bool = typer.Option(False, "--skip-feasibility",
                                               help="run even if the victim cannot hold its period alone (the guards still say so); "
-                                                   "skips the noise floor and the enemies-alone passes too"),
+                                                   "skips the solo spread and the enemies-alone passes too"),
         require_effect: bool = typer.Option(False, "--require-effect",
                                             help="refuse when the repetitions cannot resolve the experiment's min_effect "
-                                                 "against the solo noise floor (default: a warning)")):
+                                                 "against the solo spread (default: a warning)")):
     """Run an experiment: the victim against each enemy scenario, interleaved, then the summary table."""
     from .campaign.schema import is_campaign_file
     from .runner import exit_code, run_experiment

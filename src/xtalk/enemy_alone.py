@@ -102,17 +102,40 @@ def measure(runs: list[RunSpec], agent: Path, out: Path, say=print) -> list[dict
         except Exception as why:  # a reference, not a result: the experiment goes on without it
             say(f"enemy {enemy.name} alone: the pass failed ({why}); its rate guard is off")
             continue
-        if meta.status != "completed" or len(meta.enemies) != 1:
+        why = unmeasured(meta, enemy)
+        if why is not None:
+            say(f"enemy {enemy.name} alone: not measured: {why}; its rate guard is off")
             continue
         (e,) = meta.enemies
-        if e.window_rate is None or e.setup_error or e.ended_early:
-            continue
         sh = share_alone(enemy, e.window_rate, e.unit, saved, env)
         say(f"enemy {enemy.name} alone: {rate_text(e.window_rate, e.unit)}" + (f", {sh.text()}" if sh else ""))
         records += [{"configuration": c, "scenario": s, "enemy": n, "kind": e.kind, "unit": e.unit,
                      "rate": e.window_rate, **({"channel": sh.channel, "percent_of_peak": sh.percent} if sh else {})}
                     for c, s, n in where]
     return records
+
+
+def unmeasured(meta, enemy) -> str | None:
+    """Why an enemy's pass alone gives no reference rate (None when it does): the pass did
+    not complete, the enemy could not start or ended early, or its work counter did not
+    advance over the stand-in victim's window. A real-time hog on the stand-in's CPUs keeps
+    that SCHED_OTHER victim from running its window at all, and "0 iterations/s" was printed
+    as if the hog had done nothing."""
+    if meta.status != "completed":
+        return f"the pass {meta.status}" + (f" ({meta.reason})" if meta.reason else "")
+    if len(meta.enemies) != 1:
+        return "the pass recorded no enemy"
+    (e,) = meta.enemies
+    if e.setup_error:
+        return f"it could not start ({e.setup_error})"
+    if e.ended_early:
+        return f"it ended before the pass did ({e.ended_early})"
+    if not e.window_rate:
+        policy = getattr(getattr(enemy, "sched", None), "policy", "other")
+        return ("its work counter did not advance over the pass's window"
+                + (f" (a {policy.upper()} enemy can starve the SCHED_OTHER stand-in victim whose window it is read "
+                   f"over, or its counter's reader)" if policy in ("fifo", "rr", "deadline") else ""))
+    return None
 
 
 def share_alone(enemy, rate: float, unit: str, saved, env: dict):

@@ -31,6 +31,7 @@ import math
 import statistics
 from pathlib import Path
 
+from .analysis.guards import Z95, concluded, more_runs, repetitions_needed  # noqa: F401 (Z95: the API's)
 from .calibrate_work import KNOB, solo_pass
 from .config.expand import RunSpec
 from .errors import UsageError
@@ -52,16 +53,6 @@ RUNTIME_MARGIN = 1.1
 NOISE_PASSES = 3
 #: ... each about this long (at least PASS_JOBS jobs, at most the experiment's own run).
 NOISE_PASS_S = 1.5
-#: Two-sided 95 % normal quantile.
-Z95 = 1.96
-
-
-def repetitions_needed(spread: float, effect: float) -> int:
-    """Repetitions per scenario for a slowdown of 1 + `effect` to stand out of a run-to-run
-    relative spread `spread` (the coefficient of variation of the solo median): the ratio
-    of two means of n runs each has a relative standard error of spread·√(2/n), and its
-    95 % interval excludes 1 when Z95·spread·√(2/n) < effect. At least 2."""
-    return max(2, math.ceil(2 * (Z95 * spread / effect) ** 2))
 
 
 def noise_jobs(plan) -> int:
@@ -74,7 +65,7 @@ def noise_jobs(plan) -> int:
 
 
 def noise_floor(medians: list[float], effect: float, repetitions: int, jobs: int, source: str = "solo passes") -> dict:
-    """The noise floor from the solo medians of a few passes (or runs), against `effect`."""
+    """The solo spread (the record keeps its name noise_floor) from the solo medians of a few passes (or runs), against `effect`."""
     spread = statistics.stdev(medians) / statistics.fmean(medians) if len(medians) > 1 else math.nan
     need = repetitions_needed(spread, effect) if spread == spread else None
     return {"source": source, "passes": len(medians), "jobs_per_pass": jobs, "median_exec_ns": medians, "spread": spread,
@@ -85,7 +76,9 @@ def noise_text(n: dict) -> str:
     """One line: the spread, the effect, the repetitions it takes and those planned."""
     what = (f"{n['passes']} passes of {n['jobs_per_pass']} jobs" if n.get("source", "solo passes") == "solo passes"
             else f"{n['passes']} solo runs")
-    return (f"noise floor: the solo median varies {n['spread']:.1%} from run to run ({what}); resolving a "
+    # "solo spread", not "noise floor": the report's noise floor is another statistic (the
+    # A/A bootstrap ratio floor, report/tables.noise_floor); docs/experiments.md names both.
+    return (f"solo spread: the solo median varies {n['spread']:.1%} from run to run ({what}); resolving a "
             f"{n['min_effect']:.0%} slowdown (min_effect) takes about {n['repetitions_needed']} repetitions, "
             f"the experiment has {n['repetitions']}")
 
@@ -120,23 +113,22 @@ def delay_text(d: dict) -> str:
 
 
 def unresolved(table, effect: float, reference: str = "solo") -> list[str]:
-    """The scenarios of a summary table whose median-slowdown CI can conclude nothing about
-    `effect`: it holds 1 and is wider than ±effect. A CI that excludes 1 has concluded (a
-    slowdown, or a speed-up), and one within ±effect of 1 has shown no effect of that size."""
+    """The scenarios of a summary table whose median-slowdown CI concluded nothing about
+    `effect` (analysis.guards.concluded, the one rule: the `ci_too_wide` guard fires on the
+    same rows). A missing CI is left to its own guard."""
     out = []
     for row in table.itertuples():
         if row.scenario == reference:
             continue
         lo, hi = row.slowdown_median_lo, row.slowdown_median_hi
-        if not (lo == lo and hi == hi) or lo > 1 or hi < 1:  # no CI (its guard says why), or concluded
+        if not (lo == lo and hi == hi) or concluded(lo, hi, effect):
             continue
-        if (hi - lo) / 2 >= effect:
-            out.append(row.scenario if row.configuration == "default" else f"{row.configuration}/{row.scenario}")
+        out.append(row.scenario if row.configuration == "default" else f"{row.configuration}/{row.scenario}")
     return out
 
 
 def after_runs(solo_medians: list[float], table, effect: float, repetitions: int) -> tuple[dict, str | None]:
-    """The noise floor from the experiment's own solo runs (`solo_medians`: the median job
+    """The solo spread from the experiment's own solo runs (`solo_medians`: the median job
     of each, first configuration), and the warning it deserves given the CIs obtained
     (`table`: the summary's rows): None unless some scenario is unresolved and the spread
     says more repetitions would resolve it."""
@@ -144,11 +136,11 @@ def after_runs(solo_medians: list[float], table, effect: float, repetitions: int
     vague = unresolved(table, effect)
     if not vague or noise["repetitions_needed"] is None:
         return noise, None
-    more = (f"set repetitions = {noise['repetitions_needed']}" if noise["repetitions_needed"] > repetitions
-            else "the CI is wider than the solo spread explains (the enemies' effect varies from run to run): "
-                 "add repetitions")
+    # The words and numbers of the rows' `ci_too_wide` guards (summary.json, the report).
+    more = more_runs(repetitions, math.nan, math.nan, effect, noise["spread"])
     return noise, (f"{noise_text(noise)}; {', '.join(vague)}: the slowdown CI holds 1 and is wider than "
-                   f"±{effect:.0%}, nothing is concluded at min_effect; {more} or raise min_effect")
+                   f"±{effect:.0%}, nothing is concluded at min_effect; {more} or raise min_effect "
+                   f"(the warning of each in summary.json and the report)")
 
 
 def _suggest_work(plan, scale: float, field: str = "victim") -> str:
@@ -221,9 +213,9 @@ def check(runs: list[RunSpec], agent, out: Path, say=print, min_effect: float = 
     an application, cannot hold its period alone or its DEADLINE runtime is below its need
     (`applications`: their names in declaration order, for the field of the message). With
     `noise`, NOISE_PASSES longer passes of a victim in the first configuration give a first
-    noise floor against `min_effect`: printed, or refused (exit 2) with `require_effect` when
+    solo spread against `min_effect`: printed, or refused (exit 2) with `require_effect` when
     the repetitions cannot resolve it (the runs' own verdict is `after_runs`). Returns what
-    each pass measured (the first configuration's record holds the noise floor)."""
+    each pass measured (the first configuration's record holds the solo spread)."""
     warn = warn or say
     record = []
     for r, name in solo_runs(runs):

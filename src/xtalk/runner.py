@@ -128,7 +128,7 @@ def estimate_seconds(exp: config.experiment.Experiment, runs: list[RunSpec], fea
 
 
 def _noise_after_runs(out: Path, document: dict, results, table, effect: float, repetitions: int, console) -> None:
-    """The noise floor from the experiment's own solo runs (first configuration), recorded in
+    """The solo spread (noise_floor record) from the experiment's own solo runs (first configuration), recorded in
     experiment.json, and a warning only where a scenario's CI concluded nothing at `effect`."""
     from .feasibility import after_runs, noise_text
 
@@ -219,6 +219,7 @@ def run_experiment(path: Path, results: Path | None = None, console: Console | N
         for i, r in enumerate(runs):
             bar.update(task, description=f"{'' if r.configuration == 'default' else r.configuration + ' / '}{r.scenario} (rep {r.repetition})")
             try:
+                start = target.clock()
                 meta = target.run(r.plan, out / "runs" / r.run_id)  # holds the machine for the run
             except OSError as e:
                 if e.errno not in _DISK_ERRNOS:
@@ -228,7 +229,12 @@ def run_experiment(path: Path, results: Path | None = None, console: Console | N
                 break
             if meta.status != "completed":
                 failed += 1
-                bar.console.print(f"[yellow]run {r.run_id}: {meta.status}: {meta.reason}[/]")
+                # What explains it, kept as a campaign keeps it (campaign/postmortem.py).
+                from .campaign import postmortem
+
+                postmortem.collect(out / "runs" / r.run_id, meta, target.kernel_log_since(start))
+                bar.console.print(f"[yellow]run {r.run_id}: {meta.status}: {meta.reason} "
+                                  f"(post-mortem in runs/{r.run_id}/postmortem)[/]")
             for note in meta.notes:  # e.g. an external enemy that exited early
                 bar.console.print(f"[yellow]run {r.run_id}: {note}[/]", markup=True, highlight=False)
             bar.update(task, advance=_estimate.run_seconds(r.plan), runs=f"{i + 1}/{len(runs)}")

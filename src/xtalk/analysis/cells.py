@@ -312,7 +312,8 @@ def cells(jobs: pd.DataFrame, runs: pd.DataFrame, *, reference: str = SOLO, n_bo
 SUMMARY_COLUMNS = {"scenario": "scenario", "runs": "runs", "runs_ok": "runs_ok", "jobs": "jobs",
                    "response_median_ms": "median_response_ms", "response_p99_ms": "p99_response_ms",
                    "response_max_ms": "max_response_ms", "exec_median_ms": "median_exec_ms", "exec_max_ms": "max_exec_ms",
-                   "deadline_misses": "deadline_misses", "migrated_jobs": "migrated_jobs",
+                   "deadline_misses": "deadline_misses", "serious_misses": "serious_misses",
+                   "migrated_jobs": "migrated_jobs",
                    **{f"exec_slowdown_{s}{k}": f"slowdown_{s}{k}" for s in STATS for k in ("", "_lo", "_hi")},
                    "configuration": "configuration"}
 

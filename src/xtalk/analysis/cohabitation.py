@@ -184,15 +184,16 @@ class Samples:
 
 
 def ratio(scen: list[np.ndarray], ref: list[np.ndarray], statistic: str, *, n_boot: int = 2000, seed: int = 0) -> BootstrapCI:
-    """stat(scen) / stat(ref) with its CI: over runs (median, max: the slowdown of
-    analysis/slowdown.py), else over the pooled jobs (``stats.ratio_ci``). NaN when a side
-    is empty."""
+    """stat(scen) / stat(ref) with its CI, always over runs then jobs (median, max: the
+    slowdown of analysis/slowdown.py; mean, pNN: ``stats.ratio_ci`` of the per-run samples):
+    the jobs of a run are not independent, and a mean ratio pooled over the jobs of 2 runs a
+    side gave ±3 %. NaN when a side is empty."""
     if not scen or not ref:
         return BootstrapCI(statistic, math.nan, math.nan, math.nan, 0.95, "none", 0,
                            (sum(map(len, scen)), sum(map(len, ref))), (len(scen), len(ref)))
     if statistic in ("median", "max"):
         return slowdown(scen, ref, statistic, n_boot=n_boot, seed=seed, max_jobs=BOOT_JOBS)
-    ci = ratio_ci(np.concatenate(scen), np.concatenate(ref), statistic, n_boot=n_boot, seed=seed)
+    ci = ratio_ci(list(scen), list(ref), statistic, n_boot=n_boot, seed=seed)
     return BootstrapCI(ci.statistic, ci.estimate, ci.low, ci.high, ci.level, ci.method, ci.n_boot, ci.n,
                        (len(scen), len(ref)))
 
@@ -295,7 +296,25 @@ def grid(long: pd.DataFrame, configuration: str, apps: Sequence[Application], va
 
 EPSILON_COLUMNS = ["configuration", "application", "criticality", "verdict", "scenario", "metric", "statistic",
                    "bound", "observed_ns", "ci_low_ns", "ci_high_ns", "ratio", "ratio_low", "ratio_high", "runs",
-                   "runs_needed", "firm", "note"]
+                   "runs_needed", "firm", "note", "reference_trouble"]
+
+
+def reference_trouble(samples: Samples, configuration: str, app: str) -> str:
+    """Why ``alone:<app>`` is a disturbed reference (guards.reference_trouble: misses,
+    serious misses, a job far longer than the median), or "" when it is sound or absent.
+    A relative ε "holds" against a reference inflated by the machine (alone:aocs p99 19 ms)."""
+    from .guards import reference_trouble as trouble
+
+    f = samples.frame(configuration, f"alone:{app}", app)
+    if f.empty or "exec_ns" not in f.columns:
+        return ""
+    missed = serious = 0
+    if {"release_ns", "end_ns", "period_ns"} <= set(f.columns):
+        m = vd.classify_misses(f, include_warmup=True, recorded=True)
+        missed, serious = int(m["missed"].sum()), int(m["serious"].sum())
+    ex = f["exec_ns"].to_numpy(dtype=float) / 1e6
+    why = trouble(len(f), missed, serious, float(np.median(ex)), float(ex.max()))
+    return f"alone:{app}: {why}" if why else ""
 
 
 def epsilon_check(samples: Samples, configuration: str, scenario: str, app: Application, *, n_boot: int = 2000,
@@ -400,7 +419,7 @@ def epsilon_verdicts(jobs: pd.DataFrame | Samples, apps: Sequence[Application], 
             if worst["verdict"] == vd.INCONCLUSIVE:
                 # Every undecided case must be settled before the worst one is known.
                 worst = {**worst, "runs_needed": None if None in needed else max(needed)}
-            rows.append(worst)
+            rows.append({**worst, "reference_trouble": reference_trouble(s, cfg, app.name)})
     return pd.DataFrame(rows, columns=EPSILON_COLUMNS)
 
 

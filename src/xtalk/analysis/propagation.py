@@ -7,7 +7,9 @@ applications do to each other anyway is not blamed on the fault:
 
 - propagated: O failed (its process failed or was not recorded in a run, a run that is not
   the fault's own refusal did not complete, or jobs of it failed where none did in ``all``),
-  O missed deadlines it did not miss in ``all`` (or significantly more: Wilson CIs apart),
+  O missed significantly more deadlines than in ``all`` (the one-sided exact test of its
+  miss count, analysis.verdict.more_misses; more but not significantly leaves the verdict
+  unsettled, never propagated),
   or O's statistic broke its ε (analysis/cohabitation.py: against ``alone:<O>``) where it
   held in ``all`` or grew beyond the CI of ``all`` (an ε the other applications already
   break is not the fault's doing); without an ε, its statistic grew beyond the CI of
@@ -112,8 +114,14 @@ def judge(samples: Samples, runs: pd.DataFrame | None, configuration: str, scena
     # -- deadline misses
     k_miss, n = _misses(frame)
     k_ref, n_ref = _misses(ref_frame)
-    if k_miss and (k_ref == 0 or vd._wilson(k_miss, n)[0] > vd._wilson(k_ref, n_ref)[1]):
-        failure.append(f"{k_miss} deadline miss(es) in {n} jobs ({k_ref} in {n_ref} in {ref_scen})")
+    p_miss = vd.more_misses(k_miss, n, k_ref, n_ref)
+    if p_miss < vd.MISS_ALPHA:
+        failure.append(f"{k_miss} deadline miss(es) in {n} jobs ({k_ref} in {n_ref} in {ref_scen}; one-sided exact "
+                       f"test p = {p_miss:.2g})")
+    elif p_miss < 1.0:  # more than in `all`, by a count the jobs cannot tell from chance
+        notes.append(f"{k_miss} deadline miss(es) in {n} jobs against {k_ref} in {n_ref} in {ref_scen}: p = "
+                     f"{p_miss:.2g}, not significant")
+        unsettled.append(vd.jobs_to_tell(k_miss, n, k_ref, n_ref, ok or 1))
     # -- slowdown against all, and ε (against alone)
     scen = samples.runs(configuration, scenario, other.name, other.metric)
     ref = samples.runs(configuration, ref_scen, other.name, other.metric)

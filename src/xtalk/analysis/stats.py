@@ -325,7 +325,7 @@ def ratio_ci(
     :func:`_runs_ratio_ci`). Pooled: ``method`` 'bca' (default) or 'percentile', the two
     samples resampled independently and, for BCa, the acceleration combining the jackknife
     influence of both (Efron & Tibshirani 1993, §14.3); ``n_boot`` defaults to 4000. Per run:
-    ``stat`` 'median' or 'max', percentile interval widened for few runs, ``n_boot``
+    ``stat`` 'median', 'max', 'mean' or 'pNN', percentile interval widened for few runs, ``n_boot``
     defaults to 2000, and an empty side gives NaN. ``seed`` 0 by default: the same data give
     the same interval.
     """
@@ -387,7 +387,7 @@ def _resample_runs_many(groups: list[np.ndarray], stats: tuple[str, ...], n_boot
     out = {stat: np.empty(n_boot) for stat in stats}
     # Chunk the replicates to bound memory at large job counts.
     step = max(1, int(4e6 // max(1, k * m)))
-    if flat.size < 2**31 and not np.isnan(flat).any():
+    if flat.size < 2**31 and not np.isnan(flat).any() and set(stats) <= {"median", "max"}:
         return _resample_ranks(flat, sizes, offsets, k, m, stats, n_boot, step, rng, out)
     for lo in range(0, n_boot, step):
         b = min(step, n_boot - lo)
@@ -395,8 +395,19 @@ def _resample_runs_many(groups: list[np.ndarray], stats: tuple[str, ...], n_boot
         pick = (rng.random((b, k, m)) * sizes[runs][:, :, None]).astype(np.int64) + offsets[runs][:, :, None]
         sample = flat[pick.reshape(b, k * m)]
         for stat in stats:
-            out[stat][lo:lo + b] = np.median(sample, axis=1) if stat == "median" else sample.max(axis=1)
+            out[stat][lo:lo + b] = _rows_statistic(sample, stat)
     return out
+
+
+def _rows_statistic(sample: np.ndarray, stat: str) -> np.ndarray:
+    """``stat`` ("median", "max", "mean" or "pNN") of each row of ``sample``."""
+    if stat == "median":
+        return np.median(sample, axis=1)
+    if stat == "max":
+        return sample.max(axis=1)
+    if stat == "mean":
+        return sample.mean(axis=1)
+    return np.quantile(sample, _quantile_level(stat), axis=1)
 
 
 def _resample_ranks(flat, sizes, offsets, k, m, stats, n_boot, step, rng, out) -> dict[str, np.ndarray]:
@@ -456,8 +467,8 @@ def _runs_ratio_cis(scenario: list, reference: list, stat_names: Sequence[str], 
     replicates: a call per statistic draws the same ones (the same generator, the same
     calls), so each interval is the one its own call gives, at the cost of one."""
     for stat in stat_names:
-        if stat not in ("median", "max"):
-            raise ValueError(f"stat: {stat!r} is not supported over runs; use 'median' or 'max'")
+        if not isinstance(stat, str) or (stat not in ("median", "max", "mean") and _quantile_level(stat) is None):
+            raise ValueError(f"stat: {stat!r} is not supported over runs; use 'median', 'max', 'mean' or 'pNN'")
     stat_names = tuple(dict.fromkeys(stat_names))
     scenario = [np.asarray(g, dtype=float) for g in scenario if len(g)]
     reference = [np.asarray(g, dtype=float) for g in reference if len(g)]
@@ -472,8 +483,7 @@ def _runs_ratio_cis(scenario: list, reference: list, stat_names: Sequence[str], 
     k = min(runs)
     out = {}
     for stat in stat_names:
-        f = np.median if stat == "median" else np.max
-        point = f(np.concatenate(scenario)) / f(np.concatenate(reference))
+        point = statistic_value(np.concatenate(scenario), stat) / statistic_value(np.concatenate(reference), stat)
         lo, hi = np.quantile(num[stat] / den[stat], [a, 1 - a])
         if k >= 2:
             widen = np.sqrt(k / (k - 1)) * stats.t.ppf(1 - a, 2 * (k - 1)) / stats.norm.ppf(1 - a)

@@ -56,6 +56,9 @@ EPS_HOLDS_SLOWED, EPS_HOLDS, NOTHING_BEYOND_NOISE, OK = (
 ABOVE_RTA, ABOVE_RTA_SUFFIX = "ABOVE RTA BOUND", ", above RTA bound"
 LATENCY_HIGHER, LATENCY_WITHIN_NOISE = "latency higher", "latency within noise"
 NO_JOBS_STATUS = "NO JOBS"
+#: Appended to a verdict or status measured against a disturbed reference (solo, or an
+#: application alone, that missed deadlines or had a tail far above its median: guards.reference_trouble).
+DISTURBED_SUFFIX = ", against a DISTURBED reference"
 STATUSES = (EPS_VIOLATED, SERIOUS_MISSES, DEADLINE_MISSES, EPS_INCONCLUSIVE, EPS_HOLDS_SLOWED, SLOWED_DOWN,
             EPS_HOLDS, NOTHING_BEYOND_NOISE, OK, ABOVE_RTA, LATENCY_HIGHER, LATENCY_WITHIN_NOISE, NO_JOBS_STATUS)
 
@@ -63,9 +66,12 @@ STATUSES = (EPS_VIOLATED, SERIOUS_MISSES, DEADLINE_MISSES, EPS_INCONCLUSIVE, EPS
 MET, MISSED = "met", "missed"
 GOALS = (MET, MISSED, INCONCLUSIVE)
 
-#: Did a fault stay inside its partition (report/containment.py, :func:`containment`).
+#: Did a fault stay inside its partition (report/containment.py, :func:`containment`);
+#: INCONCLUSIVE when the victim missed more than solo but too few jobs say whether by chance.
 PROPAGATED, SLOWED, REFUSED, CONTAINED = "propagated", "slowed", "refused", "contained"
-CONTAINMENT = (PROPAGATED, SLOWED, REFUSED, CONTAINED)
+CONTAINMENT = (PROPAGATED, SLOWED, REFUSED, CONTAINED, INCONCLUSIVE)
+#: The level of the one-sided exact test of a miss count against the reference's.
+MISS_ALPHA = 0.05
 #: The failure-propagation property of a configuration (analysis/propagation.py) is one of
 #: VERDICTS, or this when no fault of a lower-criticality application was run beside a
 #: higher-criticality one (nothing to check).
@@ -97,10 +103,18 @@ def interference(lo: float, hi: float, floor: float) -> str:
     return INCONCLUSIVE
 
 
-def status(eps_verdicts: Sequence[str], serious: int, missed: int, words: Sequence) -> str:
+def status(eps_verdicts: Sequence[str], serious: int, missed: int, words: Sequence,
+           reference_disturbed: bool = False) -> str:
     """A scenario's status, the worst of: ε violated, serious misses, misses, ε
     inconclusive, a slowdown beyond the noise floor (``words``: :func:`interference` of each
-    metric); ε holds or nothing beyond noise otherwise."""
+    metric); ε holds or nothing beyond noise otherwise. Against a ``reference_disturbed``
+    every status but a violation of ε says so (DISTURBED_SUFFIX): a reference that misses
+    cannot back "holds" or "ok"."""
+    s = _status(eps_verdicts, serious, missed, words)
+    return s + DISTURBED_SUFFIX if reference_disturbed and s != EPS_VIOLATED else s
+
+
+def _status(eps_verdicts: Sequence[str], serious: int, missed: int, words: Sequence) -> str:
     if VIOLATED in eps_verdicts:
         return EPS_VIOLATED
     if serious:
@@ -155,17 +169,43 @@ def goal(lo: float, hi: float, bound: float) -> str:
     return INCONCLUSIVE
 
 
-def containment(failure: bool, timing: bool, completed: int, refused: int) -> str:
+def containment(failure: bool, timing: bool, completed: int, refused: int, uncertain: bool = False) -> str:
     """Fault containment of one scenario: propagated when the fault made the victim fail
     (``failure``), slowed when only its timing suffered beyond the tolerance (``timing``),
-    refused when no run completed and some could not start the fault, contained otherwise."""
+    refused when no run completed and some could not start the fault, inconclusive when
+    the victim missed more than its reference but not significantly (``uncertain``,
+    :func:`more_misses`), contained otherwise."""
     if failure:
         return PROPAGATED
     if timing:
         return SLOWED
     if completed == 0 and refused:
         return REFUSED
-    return CONTAINED
+    return INCONCLUSIVE if uncertain else CONTAINED
+
+
+def more_misses(k: int, n: int, k_ref: int, n_ref: int) -> float:
+    """p-value of the one-sided exact test (Fisher's) that the victim's miss rate (k of n
+    jobs) is above its reference's (k_ref of n_ref): small only when the jobs are enough
+    to tell the excess from chance (4 misses in 400 jobs against 0 in 400: p 0.06). 1.0
+    when the victim missed no more than the reference, or either side has no job."""
+    if n <= 0 or n_ref <= 0 or k * n_ref <= k_ref * n:
+        return 1.0
+    from scipy.stats import fisher_exact
+
+    return float(fisher_exact([[k, n - k], [k_ref, n_ref - k_ref]], alternative="greater")[1])
+
+
+def jobs_to_tell(k: int, n: int, k_ref: int, n_ref: int, runs: int, most: int = 64) -> int | None:
+    """Runs per side after which miss rates like these (k of n, k_ref of n_ref over ``runs``
+    runs) would be significant (:func:`more_misses` below MISS_ALPHA), or None beyond ``most``
+    times as many or when the victim missed no more."""
+    if n <= 0 or n_ref <= 0 or k * n_ref <= k_ref * n:
+        return None
+    for m in range(2, most + 1):
+        if more_misses(k * m, n * m, k_ref * m, n_ref * m) < MISS_ALPHA:
+            return max(1, runs) * m
+    return None
 
 
 #: The status a guard's warning line is listed under (coloured as a warning).
@@ -178,7 +218,7 @@ def severity(status: str) -> str:
     s = status.lower()
     if VIOLATED in s or "miss" in s or s == PROPAGATED:
         return "bad"
-    if INCONCLUSIVE in s or "slowed" in s or status == GUARD:
+    if INCONCLUSIVE in s or "slowed" in s or "disturbed" in s or status == GUARD:
         return "warn"
     return ""
 

@@ -172,6 +172,7 @@ def cell_table(cd: CampaignData, epsilons: Sequence = (), *, n_boot: int = 1000)
     keys.sort(key=lambda k: (list(cd.groups).index(k[0]) if k[0] in cd.groups else 99, order.get(k[1], 999)))
     specs = {g: tb._specs(data, epsilons, g) for g in dict.fromkeys(k[0] for k in keys)}
     floors = {(g, m): _floor(per.get((g, SOLO), {}).get(m, []), n_boot) for g in specs for m in ("exec_ns", "response_ns")}
+    trouble = {g: _solo_trouble(per.get((g, SOLO)), miss, g) for g in specs}
     rows = []
     for g, sc in keys:
         cur, ref = per.get((g, sc)), per.get((g, SOLO))
@@ -212,7 +213,8 @@ def cell_table(cd: CampaignData, epsilons: Sequence = (), *, n_boot: int = 1000)
                    serious_misses=int(mc["n_serious"]) if mc is not None else 0)
         row.update(_epsilon(specs[g], sc, cur, ref, n_boot))
         eps_words = [row["eps_verdict"]] if row["eps_verdict"] in vd.VERDICTS else []
-        row["status"] = vd.status(eps_words, row["serious_misses"], row["deadline_misses"], words)
+        row["status"] = vd.status(eps_words, row["serious_misses"], row["deadline_misses"], words,
+                                  reference_disturbed=sc != SOLO and bool(trouble.get(g)))
         row["verdict"] = _line(row)
         rows.append(row)
     cells = pd.DataFrame(rows)
@@ -226,6 +228,16 @@ def cell_table(cd: CampaignData, epsilons: Sequence = (), *, n_boot: int = 1000)
     cells["warnings"] = [[w.to_dict() for w in fired if (w.configuration, w.scenario) == (g, s)]
                          for g, s in zip(cells["group"], cells["scenario"])]
     return cells
+
+
+def _solo_trouble(ref, miss: pd.DataFrame, group: str) -> str | None:
+    """Why the group's solo runs are a disturbed reference (guards.reference_trouble), or None."""
+    if not ref:
+        return None
+    ex = np.concatenate(ref["exec_ns"]).astype(float) / 1e6
+    mc = miss.loc[(group, SOLO)] if (group, SOLO) in miss.index else None
+    return guards.reference_trouble(int(ex.size), int(mc["n_missed"]) if mc is not None else 0,
+                                    int(mc["n_serious"]) if mc is not None else 0, float(np.median(ex)), float(ex.max()))
 
 
 def _no_jobs(row: dict) -> dict:
@@ -305,7 +317,7 @@ def _guard_input(cells: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame({
         "configuration": cells["group"], "scenario": cells["scenario"], "jobs": cells["jobs"],
         "runs_ok": cells["runs_ok"], "deadline_misses": cells["deadline_misses"],
-        "median_exec_ms": cells["exec_median_ms"], "max_exec_ms": cells["exec_max_ms"],
+        "serious_misses": cells["serious_misses"], "median_exec_ms": cells["exec_median_ms"], "max_exec_ms": cells["exec_max_ms"],
         "slowdown_median": cells["exec_slowdown_median"], "slowdown_median_lo": cells["exec_slowdown_median_lo"],
         "slowdown_median_hi": cells["exec_slowdown_median_hi"]})
 

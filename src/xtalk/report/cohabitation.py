@@ -153,8 +153,12 @@ def epsilon_lines(c: Cohabitation) -> list[tuple[str, str]]:
             ci = f" [{r.ci_low_ns / 1e6:.3f}, {r.ci_high_ns / 1e6:.3f}]" if np.isfinite(r.ci_low_ns) else ""
             value = f"{r.metric} {r.statistic} {r.observed_ns / 1e6:.3f} ms{ci}"
         note = f"; {r.note}" if r.note else ""
-        out.append((r.verdict, f"{r.application}{_crit(crit.get(r.application))}{_cfg(r.configuration)}: ε {r.bound} "
-                               f"{r.verdict} in the worst case met, {r.scenario}: {value}, {r.runs} runs{note}{_needed(r)}"))
+        trouble = getattr(r, "reference_trouble", "") or ""
+        # Against a disturbed alone run the words say so (a relative ε "held" at ×0.05).
+        word = r.verdict + (vd.DISTURBED_SUFFIX if trouble and r.verdict != vd.VIOLATED else "")
+        note += f"; the reference is disturbed ({trouble})" if trouble else ""
+        out.append((word, f"{r.application}{_crit(crit.get(r.application))}{_cfg(r.configuration)}: ε {r.bound} "
+                          f"{word} in the worst case met, {r.scenario}: {value}, {r.runs} runs{note}{_needed(r)}"))
     for a in c.apps:
         if a.epsilon is None:
             out.append(("", f"{a.name}{_crit(a.criticality)}: {vd.NO_EPSILON}"))

@@ -4,10 +4,13 @@ that the machine's own noise does not pass for propagation:
 
 - propagated: the fault made the victim fail: a run of it did not complete (the victim failed
   or timed out), or a job of it failed (could not do its work, e.g. a fork refused for want of
-  PIDs) where no solo job did, or *every* run missed more deadlines per job than the worst
-  solo run;
+  PIDs) where no solo job did, or it missed significantly more deadlines than solo (the
+  one-sided exact test of its misses against solo's over all their jobs,
+  analysis.verdict.more_misses, p < MISS_ALPHA);
 - slowed: none of these, but *every* run's p99 response time exceeds `tolerance` × the worst
   solo run's (timing interference beyond the tolerance, deadlines still met);
+- inconclusive: none of these, but it missed more than solo by a count the jobs cannot tell
+  from chance (with the runs that would tell);
 - contained: none of these;
 - refused: the configuration did not let the fault start (an enemy's setup failed, e.g. an RT
   policy in a group without RT runtime), so nothing was measured.
@@ -28,7 +31,7 @@ from ..analysis import verdict as vd
 from ..store import Results
 
 #: How the terminal colours each containment verdict (analysis.verdict.containment).
-COLOUR = {vd.PROPAGATED: "red", vd.SLOWED: "yellow", vd.REFUSED: "yellow", vd.CONTAINED: "green"}
+COLOUR = {vd.PROPAGATED: "red", vd.SLOWED: "yellow", vd.REFUSED: "yellow", vd.INCONCLUSIVE: "yellow", vd.CONTAINED: "green"}
 COLUMNS = ["configuration", "scenario", "runs_ok", "failed_jobs", "miss_ratio", "p99_response_ms", "p99_vs_solo", "verdict", "why", "faults"]
 
 
@@ -60,8 +63,10 @@ def _verdicts_one(runs: pd.DataFrame, jobs: pd.DataFrame, tolerance: float) -> p
     if "solo" not in set(runs.scenario):
         raise ValueError("no 'solo' runs to compare with")
     solo = _per_run(jobs[jobs.scenario == "solo"])
-    solo_miss, solo_p99 = (solo.miss.max(), solo.p99.max()) if len(solo) else (0.0, float("nan"))
+    solo_p99 = solo.p99.max() if len(solo) else float("nan")
     solo_failed = int(solo.failed.sum()) if len(solo) else 0
+    solo_jobs = jobs[jobs.scenario == "solo"]
+    k_ref, n_ref = int(solo_jobs.missed.astype(bool).sum()), len(solo_jobs)
     rows = []
     for scenario, g in runs.groupby("scenario", sort=False):
         if scenario == "solo":
@@ -78,12 +83,22 @@ def _verdicts_one(runs: pd.DataFrame, jobs: pd.DataFrame, tolerance: float) -> p
         failed = int(per.failed.sum()) if len(per) else 0
         if failed and not solo_failed:
             failure.append(f"{failed} job(s) failed in {int((per.failed > 0).sum())}/{len(per)} run(s) (none solo)")
-        if len(per) and per.miss.min() > solo_miss:
-            failure.append(f"every run misses more: ratio >= {per.miss.min():.3f} > solo's worst {solo_miss:.3f}")
+        k, n = (int(j.missed.astype(bool).sum()), len(j)) if len(j) else (0, 0)
+        p = vd.more_misses(k, n, k_ref, n_ref)
+        uncertain = False
+        if p < vd.MISS_ALPHA:
+            failure.append(f"more misses than solo: {k} of {n} jobs against {k_ref} of {n_ref} (one-sided exact test p = {p:.2g})")
+        elif p < 1.0:  # more than solo, by a count the jobs cannot tell from chance
+            uncertain = True
+            more = vd.jobs_to_tell(k, n, k_ref, n_ref, len(per))
+            notes_miss = (f"{k} of {n} jobs missed against {k_ref} of {n_ref} solo: p = {p:.2g}, not significant; "
+                          + (f"about {more} runs per side would tell" if more else "more runs may not tell"))
         if len(per) and per.p99.min() > tolerance * solo_p99:
             timing.append(f"every run's p99 response >= {per.p99.min():.3f} ms > {tolerance} x solo's worst {solo_p99:.3f} ms")
         notes = [f"{len(refused)} run(s) where the fault could not start: {sorted(set(map(str, refused.reason)))[0]}"] if len(refused) else []
-        verdict = vd.containment(bool(failure), bool(timing), ok, len(refused))
+        if uncertain:
+            notes.insert(0, notes_miss)
+        verdict = vd.containment(bool(failure), bool(timing), ok, len(refused), uncertain)
         why = failure + timing + notes
         p99 = float(np.percentile(j.response_ns, 99) / 1e6) if len(j) else float("nan")
         faults = sorted({f"{e['kind']} ({e['ops']} {e['unit']})" for es in g.enemies for e in (es or [])})

@@ -97,16 +97,30 @@ def _run_order(data: ReportData) -> dict:
     return {r: i for i, r in enumerate(data.runs["run_id"])}
 
 
-def markers(data: ReportData, probe: int, application: str | None = None) -> tuple[np.ndarray, dict[str, float]]:
-    """Durations (ns) of one probe over every run, and best / median / first / worst as
-    report/tables.group_markers defines them (first: the earliest sample of the first run)."""
+def markers(data: ReportData, probe: int, application: str | None = None, scenario: str | None = None,
+            configuration: str | None = None) -> tuple[np.ndarray, dict[str, float]]:
+    """Durations (ns) of one probe over every run (of ``scenario`` and ``configuration``
+    when given), and best / median / first / worst as report/tables.group_markers defines
+    them (first: the earliest sample of the first run)."""
     p = probes(data, application)
     g = p[p["probe"] == probe]
+    if scenario is not None:
+        g = g[g["scenario"] == scenario]
+    if configuration is not None:
+        g = g[g["configuration"] == configuration]
     order = _run_order(data)
     g = g.assign(_r=g["run_id"].map(order)).sort_values(["_r", "begin_ns"])
     v = np.sort(g["duration_ns"].to_numpy(dtype=float))
     return v, {"best": float(v[0]), "median": float(np.median(v)), "first": float(g["duration_ns"].iloc[0]),
                "worst": float(v[-1])}
+
+
+def duration_unit(ns: float) -> tuple[str, float]:
+    """The unit a duration of about ``ns`` reads best in, and its size in ns."""
+    for unit, scale in (("s", 1e9), ("ms", 1e6), ("µs", 1e3)):
+        if ns >= scale:
+            return unit, scale
+    return "ns", 1.0
 
 
 def syscall_boxplots(groups: list[tuple[str, np.ndarray]], title: str):
@@ -177,12 +191,16 @@ def section(b) -> Section | None:
         s.text(f"{int(st['migrated'].sum())} samples began and ended on different CPUs (column migrated).")
     counts = p.groupby("probe").size().sort_values(ascending=False, kind="stable")
     for pid in counts.index[:MAX_HISTOGRAMS]:
-        v, marks = markers(data, int(pid), app)
-        name = p.loc[p["probe"] == pid, "label"].iloc[0]
-        s.figure(b.fig(fg.runtime_histogram(v, marks, f"{name}: all scenarios", xlabel=f"{name} duration (µs)", unit="µs",
-                                            scale=1e3),
+        mine = p[p["probe"] == pid]
+        name = mine["label"].iloc[0]
+        unit, scale = duration_unit(float(mine["duration_ns"].median()))
+        # One row per scenario, each with its own markers: pooled, the scenarios' samples
+        # hid each other (and one µs axis read "4.258e+04 µs").
+        groups = list(dict.fromkeys(zip(mine["scenario"], mine["configuration"])))
+        rows = [(sc if cf == "default" else f"{sc} ({cf})", [markers(data, int(pid), app, sc, cf)]) for sc, cf in groups]
+        s.figure(b.fig(fg.histogram_grid(rows, [f"{name} duration"], f"{name}, per scenario", unit=unit, scale=scale),
                        f"probe_hist_{int(pid)}", f"Histogram of {name}",
-                       "Seed 004 Fig. 7 markers: best, median, first, worst; counts on a log scale."))
+                       "Seed 004 Fig. 7 markers per scenario: best, median, first, worst; counts on a log scale."))
     if len(counts) > MAX_HISTOGRAMS:
         s.text(f"{len(counts) - MAX_HISTOGRAMS} more probes in the table above and in csv/probes.csv.")
     sysc = p[p["kind"] == "syscall"]

@@ -182,11 +182,45 @@ def summary_table(results: Results, data: ReportData | None = None) -> pd.DataFr
     table = summary_view(tb.cells(data))
     rates = enemy_rates(runs)
     table["enemy_rate"] = [rates.get((c, s), "") for c, s in zip(table.configuration, table.scenario)]
-    fired = guards.check(table, victims(runs), enemies=enemy_shares(runs, results.path))
+    from . import victim_kinds as vk
+
+    tasks = vk.task_table(runs) if vk.kind_of(runs) == "taskset" else None
+    fired = guards.check(table, victims(runs), enemies=enemy_shares(runs, results.path), min_effect=min_effect(data),
+                         tasks=tasks, spreads=solo_spreads(data))
     table["warnings"] = [[g.to_dict() for g in fired if (g.configuration, g.scenario) == (c, s)]
                          for c, s in zip(table.configuration, table.scenario)]
     cols = ["configuration"] + [c for c in table.columns if c != "configuration"]
     return table[cols]
+
+
+def solo_spreads(data: ReportData) -> dict[str, float]:
+    """Each configuration's run-to-run spread of the solo median (the coefficient of
+    variation of its solo runs' median execution times, feasibility.noise_floor's), where it
+    has two solo runs or more: what the `ci_too_wide` guard sizes its repetitions by, as the
+    end-of-run line of `xtalk run` does."""
+    import statistics
+
+    m = data.measured
+    if not len(m) or "exec_ns" not in m:
+        return {}
+    solo = m.loc[(m["scenario"] == SOLO_NAME).to_numpy(), ["configuration", "run_id", "exec_ns"]]
+    out = {}
+    for cfg, g in solo.groupby("configuration", observed=True):
+        med = [float(x) for x in g.groupby("run_id", observed=True)["exec_ns"].median().dropna()]
+        if len(med) > 1 and statistics.fmean(med) > 0:
+            out[str(cfg)] = statistics.stdev(med) / statistics.fmean(med)
+    return out
+
+
+def min_effect(data: ReportData) -> float:
+    """The experiment's `min_effect` (guards.concluded), its default where it gives none."""
+    from ..units import fraction
+
+    value = ((data.experiment or {}).get("experiment") or {}).get("min_effect")
+    try:
+        return fraction(value, "min_effect", high=10.0) if value is not None else guards.MIN_EFFECT
+    except (UsageError, ValueError):
+        return guards.MIN_EFFECT
 
 
 def application_table(data: ReportData) -> pd.DataFrame:
@@ -201,7 +235,8 @@ def application_table(data: ReportData) -> pd.DataFrame:
         t = summary_view(tb.cells(cohabitation.application_data(data, app)))
         alone = f"alone:{app.name}"
         # The max column already says "(3 runs)": one line per scenario and application would bury the verdicts.
-        fired = [g for g in guards.check(t[t["scenario"] != SOLO_NAME], {}) if g.kind != guards.Kind.TOO_FEW_RUNS_FOR_MAX]
+        # Its alone runs are the reference and checked as one (misses, tail).
+        fired = [g for g in guards.check(t, {}, min_effect=min_effect(data)) if g.kind != guards.Kind.TOO_FEW_RUNS_FOR_MAX]
         shown = [f"{app.name} · {alone if s == SOLO_NAME else s}" for s in t["scenario"]]
         t["warnings"] = [[{**g.to_dict(), "scenario": n} for g in fired if (g.configuration, g.scenario) == (c, s)]
                          for c, s, n in zip(t["configuration"], t["scenario"], shown)]

@@ -23,6 +23,7 @@ import numpy as np
 import pandas as pd
 
 from ..analysis import cells as ce
+from ..analysis import guards
 from ..analysis import pwcet as pw
 from ..analysis import spikes as sp
 from ..analysis import stats as st
@@ -313,6 +314,14 @@ def _epsilon_table(data: ReportData, epsilons: Sequence, n_boot: int, seed: int)
         columns=["scenario", "configuration", "epsilon", "observed_ns", "ci_low_ns", "ci_high_ns", "bound_ns", "verdict"])
 
 
+def max_ci_text(p, lo, hi, runs_ok: int, reference: bool = False) -> str:
+    """A max slowdown as the report prints it: not at all from fewer runs per side than the
+    statistic carries (analysis.guards.MIN_RUNS_FOR_MAX, whose guard says why)."""
+    if not reference and int(runs_ok) < guards.MIN_RUNS_FOR_MAX:
+        return f"– ({int(runs_ok)} runs: too few for a maximum)"
+    return _fmt_ci(p, lo, hi)
+
+
 def _fmt_ci(p, lo, hi) -> str:
     if p is None or (isinstance(p, float) and math.isnan(p)):
         return "–"
@@ -332,6 +341,7 @@ def verdicts(x, epsilons: Sequence = (), *, n_boot: int = 2000, seed: int = 0) -
     miss = misses(data).set_index(["scenario", "configuration"])
     epst = epsilon_table(data, epsilons, n_boot=n_boot, seed=seed)
     app = _application(data)
+    trouble = _reference_trouble(slow, miss)
     rows = []
     for scen, conf in groups(data):
         row = {"application": app, "scenario": scen, "configuration": conf}
@@ -347,11 +357,12 @@ def verdicts(x, epsilons: Sequence = (), *, n_boot: int = 2000, seed: int = 0) -
             if scen != SOLO:
                 word = vd.interference(s["slowdown_median_lo"], s["slowdown_median_hi"], fl)
                 row[f"{metric}_interference"] = word
+                mx = max_ci_text(s["slowdown_max"], s["slowdown_max_lo"], s["slowdown_max_hi"], s["runs_ok"])
+                # The word is the median's: beside it, so that it is not read as the ε verdict's
+                # (a line said "inconclusive" of a median and "HOLDS" of a max).
+                against = f"against the noise floor ±{fl * 100:.1f} %" if not math.isnan(fl) else "no noise floor"
                 parts.append(f"{metric} median {_fmt_ci(s['slowdown_median'], s['slowdown_median_lo'], s['slowdown_median_hi'])}"
-                             f", max {_fmt_ci(s['slowdown_max'], s['slowdown_max_lo'], s['slowdown_max_hi'])}"
-                             f" ({word}; noise floor ±{fl * 100:.1f} %)" if not math.isnan(fl) else
-                             f"{metric} median {_fmt_ci(s['slowdown_median'], s['slowdown_median_lo'], s['slowdown_median_hi'])}"
-                             f", max {_fmt_ci(s['slowdown_max'], s['slowdown_max_lo'], s['slowdown_max_hi'])} ({word}; no noise floor)")
+                             f" (the median {word}, {against}), max {mx}")
         if scen == SOLO:
             parts.append(f"reference: exec median {row['exec_median_ms']:.3f} ms, max {row['exec_max_ms']:.3f} ms; "
                          f"response max {row['response_max_ms']:.3f} ms")
@@ -361,16 +372,37 @@ def verdicts(x, epsilons: Sequence = (), *, n_boot: int = 2000, seed: int = 0) -
         row.update(jobs=int(m["n_jobs"]) if m is not None else 0, deadline_misses=n_miss, serious_misses=n_ser)
         parts.append(f"{n_miss} deadline miss{'es' if n_miss != 1 else ''}, {n_ser} serious")
         e = epst[(epst["scenario"] == scen) & (epst["configuration"] == conf)]
-        eps_words = [f"ε {r.epsilon}: {r.verdict.upper()}" for r in e.itertuples()]
-        row["epsilon_verdicts"] = "; ".join(f"{r.epsilon}: {r.verdict}" for r in e.itertuples())
+        disturbed = trouble.get(conf) if scen != SOLO else None
+        flag = vd.DISTURBED_SUFFIX if disturbed else ""
+        eps_words = [f"ε {r.epsilon}: {r.verdict.upper()}{flag}" for r in e.itertuples()]
+        row["epsilon_verdicts"] = "; ".join(f"{r.epsilon}: {r.verdict}{flag}" for r in e.itertuples())
         parts += eps_words
         if e.empty and scen != SOLO:
             parts.append(vd.NO_EPSILON)
+        if disturbed:
+            parts.append(f"the reference is disturbed ({disturbed}): these numbers measure the enemies and that together")
+        row["reference_disturbed"] = bool(disturbed)
         row["status"] = vd.status(e["verdict"].tolist(), n_ser, n_miss,
-                                [row.get("exec_interference"), row.get("response_interference")])
+                                  [row.get("exec_interference"), row.get("response_interference")],
+                                  reference_disturbed=bool(disturbed))
         row["verdict"] = f"{app} · {scen} ({conf}): {row['status']} — " + "; ".join(parts)
         rows.append(row)
     return pd.DataFrame(rows)
+
+
+def _reference_trouble(slow: pd.DataFrame, miss: pd.DataFrame) -> dict[str, str]:
+    """Per configuration, why its solo runs are a disturbed reference
+    (analysis.guards.reference_trouble: misses, serious misses, a tail far above the median)."""
+    out = {}
+    for (scen, conf, metric), s in slow.iterrows():
+        if scen != SOLO or metric != "exec":
+            continue
+        m = miss.loc[(scen, conf)] if (scen, conf) in miss.index else None
+        why = guards.reference_trouble(int(s["jobs"]), int(m["n_missed"]) if m is not None else 0,
+                                       int(m["n_serious"]) if m is not None else 0, s["median_ms"], s["max_ms"])
+        if why:
+            out[conf] = f"solo: {why}"
+    return out
 
 
 def _application(data: ReportData) -> str:

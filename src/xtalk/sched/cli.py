@@ -51,7 +51,15 @@ def _fail(exc: Exception) -> None:
 def _fmt(x: float) -> str:
     if math.isnan(x):
         return "-"
-    return "inf" if math.isinf(x) else f"{x:.3f}"
+    return ("inf" if x > 0 else "-inf") if math.isinf(x) else f"{x:.3f}"
+
+
+def _slack(deadline: float, response: float, good: bool) -> str:
+    """d − response, where the task can meet its deadline; "none (misses)" where it cannot
+    (an unbounded response once printed a slack of `inf`)."""
+    if not good or math.isinf(response):
+        return "none (misses)"
+    return _fmt(deadline - response)
 
 
 def _load(file: Path, wcet_from: Optional[str] = None, statistic: str = "max", overheads_from: Optional[str] = None,
@@ -151,7 +159,7 @@ def _analyze_group(title: str, tasks: list[Task], scheduler: str, resource: Peri
         table.add_column(col, justify="left" if col == "task" else "right")
 
     def row(t: Task, r: float, good: bool) -> None:
-        cells = [t.name, _fmt(t.wcet), _fmt(t.period), _fmt(t.d), _fmt(r), "yes" if good else "NO", _fmt(t.d - r)]
+        cells = [t.name, _fmt(t.wcet), _fmt(t.period), _fmt(t.d), _fmt(r), "yes" if good else "NO", _slack(t.d, r, good)]
         table.add_row(*(cells + (_measured_cells(t.name, r, measured, exceeded) if measured else [])))
 
     ok = True

@@ -504,7 +504,8 @@ def culprit_periods(a: Attribution, culprits: pd.DataFrame, *, resolution_ns: fl
     ``wake-ups``, the starts of its own intervals in ``culprits`` on any CPU (the trace dates
     them exactly; intervals in one lattice slot or adjacent ones are one wake-up). One row
     per culprit × run × source (``CULPRIT_PERIOD_COLUMNS``): ``events`` in the series,
-    ``periodic`` (p < ``alpha``), ``period_s`` (NaN unless periodic), ``regularity`` (mean
+    ``periodic`` (p below ``alpha`` over the series tested in the run: Bonferroni, so that
+    a run with a dozen associated culprits does not find one periodic by chance), ``period_s`` (NaN unless periodic), ``regularity`` (mean
     resultant length at the period), ``p``, ``jobs`` (spike jobs it is in), ``best_period_s``
     (the candidate tested), ``reason`` (why no period). Empty when no culprit is associated.
     """
@@ -521,6 +522,7 @@ def culprit_periods(a: Attribution, culprits: pd.DataFrame, *, resolution_ns: fl
         t0, t1 = float(rel[0]), float(rel[-1])
         ps = a.per_spike if rid is None else a.per_spike[a.per_spike["run_id"] == rid]
         cul = culprits if rid is None or "run_id" not in culprits.columns else culprits[culprits["run_id"] == rid]
+        each = alpha / (len(SOURCES) * len(assoc))
         hit_rel = ps.merge(j[[c for c in ("run_id", "job", "release_ns") if c in j.columns]],
                            on=[c for c in ("run_id", "job") if c in ps.columns], how="left")
         for r in assoc.itertuples():
@@ -528,7 +530,7 @@ def culprit_periods(a: Attribution, culprits: pd.DataFrame, *, resolution_ns: fl
             own = cul.loc[(cul["kind"] == r.kind) & (cul["name"] == r.name), "start_ns"].to_numpy(dtype=float)
             own = own[(own >= t0 - res) & (own <= t1 + res)]
             for source, t in zip(SOURCES, (hits.dropna().to_numpy(dtype=float), own)):
-                f = periodicity(t, resolution=res, start=t0, end=t1, alpha=alpha, seed=seed)
+                f = periodicity(t, resolution=res, start=t0, end=t1, alpha=each, seed=seed)
                 rows.append({"run_id": rid, "rank": int(r.rank), "kind": r.kind, "culprit": r.name, "source": source,
                              "events": f.n_episodes, "periodic": f.periodic, "period_s": f.period / 1e9,
                              "regularity": f.regularity, "p": f.p_value, "jobs": int(hits.nunique()),

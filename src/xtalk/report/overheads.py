@@ -112,7 +112,8 @@ def tail_text(r) -> str:
     if not r.tail_jobs:
         return "no latency measured"
     not_ = f"; not: {r.tail_not}" if r.tail_not else ""
-    return (f"the four Δ explain {r.tail_explained:.0%} of the latency tail ({r.tail_jobs} jobs at or above its p99, "
+    jobs = f"{r.tail_jobs} job" + ("s" if r.tail_jobs != 1 else "")
+    return (f"the four Δ explain {r.tail_explained:.0%} of the latency tail ({jobs} at or above its p99, "
             f"{r.latency_p99_us:.1f} µs{not_})")
 
 

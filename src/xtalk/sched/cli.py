@@ -99,7 +99,8 @@ def _below_text(check: dict) -> str:
     not_ = f" ({check['tail_not']})" if check["tail_not"] else ""
     return (f"overhead: warning: the {check['stat']} of each Δ sums to {check['sum_us']:.1f} µs, below the "
             f"{check['stat']} of the measured wake-up latency, {check['latency_us']:.1f} µs: the trace decomposed "
-            f"{check['tail_explained']:.0%} of the latency tail (the {check['tail_jobs']} jobs at or above its p99, "
+            f"{check['tail_explained']:.0%} of the latency tail ({check['tail_jobs']} job{'s' if check['tail_jobs'] != 1 else ''} "
+            "at or above its p99, "
             f"{check['latency_p99_us']:.1f} µs){not_}; the WCETs are inflated by less than the victim waited "
             "(see `xtalk overheads`; --overheads-stat max, or fix what made the jobs late)")
 

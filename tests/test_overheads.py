@@ -212,3 +212,9 @@ def test_the_latency_tail_is_kept_and_a_breakdown_below_it_is_said(results, tmp_
     assert "0% of the latency tail" in out
     r = runner.invoke(sched_app, ["analyze", str(f), "--overheads-from", f"{results}:solo", "--overheads-stat", "max"])
     assert r.exit_code == 0 and "overhead: measured" in r.output and "warning" not in r.output, r.output
+    # The report's latency section says it too.
+    from xtalk.report.build import build
+    from xtalk.store.frames import load
+
+    page = build(load(results), results / "report", n_boot=100, csv=False).read_text()
+    assert "write (default): the four Δ explain 0% of the latency tail (1 job at or above its p99" in page

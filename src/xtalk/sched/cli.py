@@ -102,7 +102,7 @@ def _below_text(check: dict) -> str:
             f"{check['tail_explained']:.0%} of the latency tail ({check['tail_jobs']} job{'s' if check['tail_jobs'] != 1 else ''} "
             "at or above its p99, "
             f"{check['latency_p99_us']:.1f} µs){not_}; the WCETs are inflated by less than the victim waited "
-            "(see `xtalk overheads`; --overheads-stat max, or fix what made the jobs late)")
+            "(`xtalk overheads` shows the tail and why it is not decomposed; --overheads-stat max adds more)")
 
 
 def measured_overhead(spec: str, stat: str = "max") -> ReleaseOverhead:

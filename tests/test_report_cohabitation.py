@@ -208,7 +208,7 @@ def test_a_traced_application_gets_its_culprits_and_timeline(tmp_path):
     (run / "run.json").write_text(json.dumps(doc))
     page = build(load(root), root / "report", n_boot=100, csv=False).read_text()
     aocs, logger = _section(page, "aocs-spikes"), _section(page, "logger-spikes")
-    assert "Culprits over-represented in spike jobs" in aocs and 'id="fig-aocs_timeline"' in aocs
+    assert "Culprits ranked by the time they took from spike jobs" in aocs and 'id="fig-aocs_timeline"' in aocs
     assert "No run of this application has a kernel trace" in logger
 
 

@@ -290,7 +290,9 @@ def _run_dir(run: Path) -> Path:
 @command
 def blame(run: Path = typer.Argument(..., help="a run directory (RESULTS/runs/<run>) recorded with [trace]"),
           top: int = typer.Option(10, help="culprits to list")):
-    """Rank what ran on the victim's CPU during its jobs (kernel trace), overall and in the slowest jobs."""
+    """Name what slowed the victim's spike jobs (kernel trace): culprits ranked by the time they took
+    from them, those over-represented in spikes first, with each one's period; then what ran on the
+    victim's CPU during its jobs, overall and in the slowest jobs."""
     import pandas as pd
     from rich.table import Table
 
@@ -303,25 +305,32 @@ def blame(run: Path = typer.Argument(..., help="a run directory (RESULTS/runs/<r
         raise UsageError(f"{run}: no kernel trace; add a [trace] table to the experiment and run it as root")
     culprits = pd.read_parquet(run / "culprits.parquet")
     measured = jobs[~jobs.warmup]
-    slow = measured[measured.exec_ns >= measured.exec_ns.quantile(0.99)].job
-    for title, c in (("all jobs", culprits), (f"slowest 1 % of jobs ({len(slow)})", culprits[culprits.job.isin(slow)])):
-        t = Table(title=f"culprits on the victim's CPU: {title}")
-        for h in ("kind", "name", "jobs hit", "total ms", "max µs"):
-            t.add_column(h, justify="left" if h in ("kind", "name") else "right")
-        for r in rank(c).head(top).itertuples():
-            t.add_row(r.kind, str(r.name), str(r.jobs_hit), f"{r.total_ns / 1e6:.3f}", f"{r.max_ns / 1e3:.1f}")
-        console.print(t)
     if (run / "trace.txt").exists() and len(measured) >= 3:
+        from .analysis.spikes import culprit_periods
+        from .report.culprits import period_lines
         from .report.tables import attribute, run_intervals
 
         iv, names = run_intervals(run)
         a = attribute(measured, iv, names)
-        t = Table(title=f"culprits over-represented in the {a.n_spikes} spike jobs (median + 5 MAD) against the {a.n_normal} others")
-        for h in ("kind", "name", "in spikes", "in others", "lift", "Fisher p"):
+        t = Table(title=f"culprits of the {a.n_spikes} spike jobs (median + 5 MAD) against the {a.n_normal} others, "
+                        "by the time they took beyond an ordinary job's share; over-represented ones (Fisher, "
+                        "Bonferroni) first")
+        for h in ("#", "kind", "name", "in spikes", "in others", "excess ms", "lift", "Fisher p", "associated"):
             t.add_column(h, justify="left" if h in ("kind", "name") else "right")
         for r in a.ranking.head(top).itertuples():
-            t.add_row(r.kind, str(r.name), f"{r.spikes_with}/{a.n_spikes}", f"{r.normal_with}/{a.n_normal}", f"{r.lift:.1f}",
-                      f"{r.fisher_p:.2g}")
+            lift = "–" if pd.isna(r.lift) else ("only in spikes" if r.lift == float("inf") else f"{r.lift:.1f}")
+            t.add_row(str(r.rank), r.kind, str(r.name), f"{r.spikes_with}/{a.n_spikes}", f"{r.normal_with}/{a.n_normal}",
+                      f"{r.excess_ns / 1e6:.3f}", lift, f"{r.fisher_p:.2g}", "yes" if r.associated else "")
+        console.print(t)
+        for line in period_lines(culprit_periods(a, iv)):
+            console.print(f"period: {line}", markup=False, highlight=False)
+    slow = measured[measured.exec_ns >= measured.exec_ns.quantile(0.99)].job
+    for title, c in (("all jobs", culprits), (f"slowest 1 % of jobs ({len(slow)})", culprits[culprits.job.isin(slow)])):
+        t = Table(title=f"what ran on the victim's CPU during its jobs: {title}")
+        for h in ("kind", "name", "jobs hit", "total ms", "max µs"):
+            t.add_column(h, justify="left" if h in ("kind", "name") else "right")
+        for r in rank(c).head(top).itertuples():
+            t.add_row(r.kind, str(r.name), str(r.jobs_hit), f"{r.total_ns / 1e6:.3f}", f"{r.max_ns / 1e3:.1f}")
         console.print(t)
     if "trace_preemptions" in measured:
         console.print(f"{len(measured)} jobs: {int(measured.trace_preemptions.sum())} preemptions, "

@@ -31,6 +31,8 @@ from ..outcome import read_outcome
 from ..store.frames import SOLO, ReportData
 from . import figures as fg
 from . import tables as tb
+from ..analysis.spikes import CULPRIT_PERIOD_COLUMNS
+from .culprits import ATTRIBUTION_CAPTION, POOLED_CAPTION, culprit_periods
 from .html import Section, in_ms
 
 METRICS = (("exec_ns", "execution time"), ("response_ns", "response time"))
@@ -120,7 +122,7 @@ def spikes(b) -> Section:
     s.text("A spike is a job whose execution time exceeds its run's median + 5 × 1.4826 × MAD. Periods are searched in "
            "time and in jobs (seed 000 §5.3.2).")
     s.table(in_ms(b.keep("spikes", tb.spikes(b.data))), "Spikes per run")
-    s.table(in_ms(b.keep("spike_periods", tb.spike_periods(b.data))), "Spike periods")
+    s.table(in_ms(b.keep("spike_periods", tb.spike_periods(b.data))), POOLED_CAPTION)
     w = tb.worst_job(b.data)
     if w is not None:
         det = tb.detected_spikes(b.data)
@@ -131,7 +133,7 @@ def spikes(b) -> Section:
         s.text("No run of this application has a kernel trace, so no culprit can be named: add a [trace] table to the "
                "experiment and run it as root.")
         return s
-    rows = []
+    rows, periods = [], []
     for rid in traced:
         t = tb.trace_intervals(b.data, rid)
         jobs = b.data.measured[(b.data.measured["run_id"] == rid).to_numpy()]
@@ -139,13 +141,14 @@ def spikes(b) -> Section:
             continue
         names = _process_names(b.data.run_dir(rid))
         own = {p: ("victim" if n == b.application else n) for p, n in names.items()}  # attribute() leaves "victim" out
-        a = tb.attribute(jobs, _renamed(t[0], names), own)
-        r = a.ranking.head(10).copy()
-        r.insert(0, "run_id", rid)
-        r["spikes"], r["normal_jobs"], r["cpu_scope"] = a.n_spikes, a.n_normal, a.cpu_scope
-        rows.append(r)
+        iv = _renamed(t[0], names)
+        a = tb.attribute(jobs, iv, own)
+        rows.append(tb.attribution_table(rid, a))
+        periods.append(tb.culprit_period_table(rid, a, iv))
     att = b.keep("spike_attribution", pd.concat(rows, ignore_index=True) if rows else pd.DataFrame())
-    s.table(in_ms(att), "Culprits over-represented in spike jobs (lift, one-sided Fisher test), on the application's CPU")
+    s.table(in_ms(att), ATTRIBUTION_CAPTION + ", on the application's CPU")
+    culprit_periods(s, b.keep("culprit_periods", pd.concat(periods, ignore_index=True) if periods else
+                              pd.DataFrame(columns=CULPRIT_PERIOD_COLUMNS)))
     tl = tb.timeline(b.data)
     if len(tl):
         tl = _renamed(tl, _process_names(b.data.run_dir(str(tl["run_id"].iloc[0]))))

@@ -32,6 +32,7 @@ from . import applications as appsec
 from . import cohabitation, counters_section, platform, portfolio
 from . import victim_kinds as vk
 from ..store.frames import ReportData, convert_stale, load, load_runs
+from .culprits import ATTRIBUTION_CAPTION, POOLED_CAPTION, culprit_periods
 from .export import export_jobs, export_probes, export_tables
 from .html import Section, in_ms, page, verdict_list
 from .markdown import summary as md_summary
@@ -250,7 +251,7 @@ class _Builder:
                "the spikes do not inflate it). Periods are searched in time and in jobs (seed 000 §5.3.2).")
         s.table(in_ms(self.keep("spikes", tb.spikes(self.data))), "Spikes per run")
         per = self.keep("spike_periods", tb.spike_periods(self.data))
-        s.table(in_ms(per), "Spike periods")
+        s.table(in_ms(per), POOLED_CAPTION)
         w = tb.worst_job(self.data)
         if w is not None:
             det = tb.detected_spikes(self.data)
@@ -264,7 +265,8 @@ class _Builder:
             return s
         s.table(in_ms(self.keep("culprits", tb.culprits(self.data))), "Culprits on the victim's CPU (time taken from its jobs)")
         att = self.keep("spike_attribution", tb.spike_attribution(self.data))
-        s.table(in_ms(att), "Culprits over-represented in spike jobs (lift, one-sided Fisher test)")
+        s.table(in_ms(att), ATTRIBUTION_CAPTION)
+        culprit_periods(s, self.keep("culprit_periods", tb.culprit_periods(self.data)))
         tl = self.keep("timeline", tb.timeline(self.data))
         if len(tl):
             a = tl.attrs

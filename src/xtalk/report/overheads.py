@@ -19,8 +19,11 @@ from ..store.overheads import collect
 #: What the tables mean, one sentence for every place that shows them.
 LEGEND = ("From the kernel trace of each run, on the clock of the job rows: Δevent = expiry of the victim's timer "
           "(the interrupt's clock read) − release; Δrel = its sched_wakeup − that expiry; Δsched = the sched_switch to "
-          "it − the wake-up; Δcxs = the victim back in user space − that switch; Δ^relEv = their sum, the wake-up "
-          "latency of the jobs decomposed completely. Trace stamps are µs (±0.5 µs each).")
+          "it − the wake-up; Δcxs = the victim back in user space − that switch; overrun = how far an earlier job ran "
+          "past the release of a late job (its timer armed only then); Δ^relEv = every job's measured wake-up latency "
+          "(the sum of the four where the trace decomposed the job, carried whole where it did not). Trace stamps are "
+          "µs (±0.5 µs each). The coverage says what share of the latency tail (the jobs at or above its p99) the "
+          "four Δ decompose.")
 
 
 def tables(runs: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame] | None:
@@ -80,7 +83,7 @@ def show(results, console) -> tuple[pd.DataFrame, pd.DataFrame]:
     for r in coverage.itertuples():
         lost = "unknown" if r.lost_events is None or pd.isna(r.lost_events) else str(int(r.lost_events))
         console.print(f"{r.scenario} ({r.configuration}): {r.matched} of {r.jobs} jobs decomposed; not: {r.unmatched}; "
-                      f"trace events lost: {lost}")
+                      f"trace events lost: {lost}; {tail_text(r)}")
     console.print(f"wrote {Path(results.path) / 'overheads.csv'}, {Path(results.path) / 'overheads.md'}")
     return summary, coverage
 
@@ -104,7 +107,18 @@ def side_by_side(summaries: dict[str, pd.DataFrame]) -> pd.DataFrame:
         .reset_index(drop=True)
 
 
+def tail_text(r) -> str:
+    """What share of the latency tail the four Δ decompose, from a coverage row."""
+    if not r.tail_jobs:
+        return "no latency measured"
+    not_ = f"; not: {r.tail_not}" if r.tail_not else ""
+    jobs = f"{r.tail_jobs} job" + ("s" if r.tail_jobs != 1 else "")
+    return (f"the four Δ explain {r.tail_explained:.0%} of the latency tail ({jobs} at or above its p99, "
+            f"{r.latency_p99_us:.1f} µs{not_})")
+
+
 def coverage_lines(label: str, coverage: pd.DataFrame) -> list[str]:
-    """One line per scenario × configuration: how many jobs the trace decomposed."""
-    return [f"{label} · {r.scenario} ({r.configuration}): {r.matched} of {r.jobs} jobs decomposed; not: {r.unmatched}"
-            for r in coverage.itertuples()]
+    """One line per scenario × configuration: how many jobs the trace decomposed, and how
+    much of the latency tail."""
+    return [f"{label} · {r.scenario} ({r.configuration}): {r.matched} of {r.jobs} jobs decomposed; not: {r.unmatched}; "
+            f"{tail_text(r)}" for r in coverage.itertuples()]

@@ -40,6 +40,7 @@ from .platform import counter_unit, exclude_migrated, migrated
 __all__ = ["load", "runs", "cells", "slowdown", "noise_floor", "misses", "epsilon_table", "verdicts", "distribution",
            "per_job_reference", "counter_summary", "counter_correlation", "redundant_counters", "parameter_grid",
            "two_way_grid", "wakeup_drift", "quantisation", "spikes", "spike_periods", "culprits", "spike_attribution",
+           "culprit_periods",
            "timeline", "pwcet", "pwcet_iid"]
 
 #: Largest number of jobs one bootstrap replicate draws for the slowdown CIs; beyond it each
@@ -735,7 +736,7 @@ def _first_runs(g: pd.DataFrame, cap: int, sort: bool = True) -> list:
 # --------------------------------------------------------------------------- spikes, culprits
 
 
-SPIKE_COLUMNS = ["run_id", "job", "exec_ns", "release_ns", "start_ns", "end_ns", "cpu_start", "cpu_end"]
+SPIKE_COLUMNS = ["run_id", "job", "exec_ns", "release_ns", "period_ns", "start_ns", "end_ns", "cpu_start", "cpu_end"]
 
 
 def detected_spikes(data: ReportData, scenario: str | None = None, k: float = 5.0) -> pd.DataFrame:
@@ -770,13 +771,15 @@ def spikes(x, k: float = 5.0) -> pd.DataFrame:
 
 def spike_periods(x, k: float = 5.0) -> pd.DataFrame:
     """Period(s) of the spikes per run, in time and in jobs; big/small classes when their
-    amplitudes split (analysis.spikes.spike_periods; seed 000 §5.3.2)."""
+    amplitudes split (analysis.spikes.spike_periods; seed 000 §5.3.2). The spikes of every
+    source are pooled (``sources`` says so): a culprit's own period is :func:`culprit_periods`."""
     data = _data(x)
     d = detected_spikes(data, k=k)
     if d.empty:
         return pd.DataFrame()
     out = sp.spike_periods(d, time_column="release_ns")
     out["run_id"] = out["run_id"].astype(str)
+    out.insert(1, "sources", "pooled")
     return out
 
 
@@ -841,26 +844,52 @@ def attribute(jobs: pd.DataFrame, intervals: pd.DataFrame, names: dict[int, str]
     return sp.attribute_spikes(j, intervals, k=k, lookback_ns=lb, exclude_pids=[0, *victim])
 
 
+def attributions(data: ReportData, k: float = 5.0, lookback_ns: int | None = None
+                 ) -> list[tuple[str, sp.Attribution, pd.DataFrame]]:
+    """(run, :func:`attribute`, its trace's intervals) of every traced run with 3 measured
+    jobs or more, computed once per ReportData (each trace is parsed once)."""
+    def compute():
+        out = []
+        for rid in traced_runs(data):
+            t = trace_intervals(data, rid)
+            if t is None:
+                continue
+            jobs = data.measured[data.measured["run_id"] == rid]
+            if len(jobs) < 3:
+                continue
+            out.append((rid, attribute(jobs, t[0], t[1], k, lookback_ns), t[0]))
+        return out
+    return _memo(data, ("attributions", k, lookback_ns), compute)
+
+
+def attribution_table(rid: str, a: sp.Attribution, top: int = 10) -> pd.DataFrame:
+    """One run's ranking as the report shows it: its ``top`` culprits with the run's counts."""
+    r = a.ranking.head(top).copy()
+    r.insert(0, "run_id", rid)
+    r["spikes"], r["normal_jobs"], r["cpu_scope"] = a.n_spikes, a.n_normal, a.cpu_scope
+    return r
+
+
 def spike_attribution(x, k: float = 5.0, top: int = 10, lookback_ns: int | None = None) -> pd.DataFrame:
-    """Per traced run: culprits over-represented in spike jobs against ordinary jobs (lift,
-    one-sided Fisher test; analysis.spikes.attribute_spikes) on the victim's CPU, the victim
-    itself excluded. ``lookback_ns`` defaults to a tenth of the period (seed 000: culprits run
-    just before the spiking job)."""
-    data = _data(x)
-    out = []
-    for rid in traced_runs(data):
-        t = trace_intervals(data, rid)
-        if t is None:
-            continue
-        jobs = data.measured[data.measured["run_id"] == rid]
-        if len(jobs) < 3:
-            continue
-        a = attribute(jobs, t[0], t[1], k, lookback_ns)
-        r = a.ranking.head(top).copy()
-        r.insert(0, "run_id", rid)
-        r["spikes"], r["normal_jobs"], r["cpu_scope"] = a.n_spikes, a.n_normal, a.cpu_scope
-        out.append(r)
+    """Per traced run: culprits ranked by what they cost the victim's spike jobs, those the
+    one-sided Fisher test associates with spikes first (analysis.spikes.attribute_spikes) on
+    the victim's CPU, the victim itself excluded. ``lookback_ns`` defaults to a tenth of the
+    period (seed 000: culprits run just before the spiking job)."""
+    out = [attribution_table(rid, a, top) for rid, a, _ in attributions(_data(x), k, lookback_ns)]
     return pd.concat(out, ignore_index=True) if out else pd.DataFrame()
+
+
+def culprit_periods(x, k: float = 5.0, lookback_ns: int | None = None) -> pd.DataFrame:
+    """Per traced run: the period of each culprit associated with spikes, in the spike jobs
+    it is in and in its own wake-ups, with regularity and p-value (analysis.spikes.culprit_periods)."""
+    out = [culprit_period_table(rid, a, iv) for rid, a, iv in attributions(_data(x), k, lookback_ns)]
+    return pd.concat(out, ignore_index=True) if out else pd.DataFrame(columns=sp.CULPRIT_PERIOD_COLUMNS)
+
+
+def culprit_period_table(rid: str, a: sp.Attribution, intervals: pd.DataFrame) -> pd.DataFrame:
+    """:func:`analysis.spikes.culprit_periods` of one run, labelled with it."""
+    c = sp.culprit_periods(a, intervals)
+    return c.assign(run_id=rid)
 
 
 def worst_job(data: ReportData, run_ids: Sequence[str] | None = None) -> pd.Series | None:

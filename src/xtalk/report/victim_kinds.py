@@ -414,7 +414,9 @@ def _overheads(b, s) -> None:
     summary, coverage = b.keep("overheads", got[0]), b.keep("overheads_coverage", got[1])
     s.text(oh.LEGEND)
     s.table(oh.wide(summary), "Scheduler overheads per timer release (µs)")
-    s.table(coverage, "Jobs decomposed from the trace (the others by reason)")
+    s.table(coverage, "Jobs decomposed from the trace (the others by reason), and the latency tail they explain")
+    for r in coverage.itertuples():
+        s.text(f"{r.scenario} ({r.configuration}): {oh.tail_text(r)}")
 
 
 def markdown(b, kind: str) -> list[str]:

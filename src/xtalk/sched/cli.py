@@ -81,11 +81,13 @@ def _load(file: Path, wcet_from: Optional[str] = None, statistic: str = "max", o
     if missing:
         raise InputError(f"task {missing[0].name}.wcet", "no WCET", "give wcet or a measured scenario")
     if overheads_from:
-        oh = measured_overhead(overheads_from, overheads_stat)
+        oh, check = _measured(overheads_from, overheads_stat)
         was = f"[system] overhead = {system.overhead_ms * 1e3:g} µs" if system.overhead_ms else "no [system] overhead"
         _out.print(f"overhead: measured, {_overhead_text(oh)} added to every WCET ({overheads_stat} of each Δ from "
                    f"{overheads_from}; replaces {was}; seed 001's constant is {SEED001_OVERHEAD.total * 1e3:g} µs)",
                    markup=False, highlight=False)
+        if check["below"]:
+            _out.print(_below_text(check), markup=False, highlight=False)
         system.tasks = inflate(system.tasks, oh)
     elif system.overhead_ms:
         _out.print(f"overhead: [system] overhead = {system.overhead_ms * 1e3:g} µs added to every WCET (from {file.name})",
@@ -100,10 +102,26 @@ def _overhead_text(oh: ReleaseOverhead) -> str:
             f"{oh.total * 1e3:.1f} µs")
 
 
+def _below_text(check: dict) -> str:
+    """The warning of a measured overhead below the latency it stands for."""
+    not_ = f" ({check['tail_not']})" if check["tail_not"] else ""
+    return (f"overhead: warning: the {check['stat']} of each Δ sums to {check['sum_us']:.1f} µs, below the "
+            f"{check['stat']} of the measured wake-up latency, {check['latency_us']:.1f} µs: the trace decomposed "
+            f"{check['tail_explained']:.0%} of the latency tail ({check['tail_jobs']} job{'s' if check['tail_jobs'] != 1 else ''} "
+            "at or above its p99, "
+            f"{check['latency_p99_us']:.1f} µs){not_}; the WCETs are inflated by less than the victim waited "
+            "(`xtalk overheads` shows the tail and why it is not decomposed; --overheads-stat max adds more)")
+
+
 def measured_overhead(spec: str, stat: str = "max") -> ReleaseOverhead:
     """Δ^relEv from a results directory with kernel traces (``RESULTS[:SCENARIO]``): each Δ's
     ``stat`` (max, p99, mean) over the jobs where the trace decomposed it (xtalk.trace.overheads)."""
-    from xtalk.analysis.overheads import STATS, breakdown
+    return _measured(spec, stat)[0]
+
+
+def _measured(spec: str, stat: str) -> tuple[ReleaseOverhead, dict]:
+    """:func:`measured_overhead` and its ``analysis.overheads.tail_check``."""
+    from xtalk.analysis.overheads import STATS, breakdown, tail_check
     from xtalk.store import open as open_results
     from xtalk.store.overheads import collect
 
@@ -125,7 +143,8 @@ def measured_overhead(spec: str, stat: str = "max") -> ReleaseOverhead:
     if any(math.isnan(v) for v in b.values()):
         raise InputError("--overheads-from", f"{path}: no job's release could be decomposed from its trace",
                          "see `xtalk overheads` for the reasons")
-    return ReleaseOverhead(event=b["event"] / 1e3, release=b["rel"] / 1e3, sched=b["sched"] / 1e3, cxs=b["cxs"] / 1e3)
+    oh = ReleaseOverhead(event=b["event"] / 1e3, release=b["rel"] / 1e3, sched=b["sched"] / 1e3, cxs=b["cxs"] / 1e3)
+    return oh, tail_check(jobs, stat, scenario)
 
 
 _OVH_FROM = typer.Option(None, "--overheads-from",

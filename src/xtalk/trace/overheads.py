@@ -43,7 +43,11 @@ slightly below zero: kept as measured. The sum is exact whatever the rounding.
 A job whose instants cannot all be found (events lost to an overrun of the trace buffer,
 a job released late so that the victim never left the CPU, the trace window's edges) is
 kept with its reason in ``unmatched`` (``REASONS``) and no Δ (NaN, never 0); where only the
-switch is missing, Δevent and Δrel stand and the other two are unknown. On the machine this
+switch is missing, Δevent and Δrel stand and the other two are unknown. A ``late`` job's
+latency is decomposed as far as the trace allows: ``overrun_ns``, how long after the
+release the victim armed its timer (the earlier job ran that far past it; the rest is the
+immediate return from clock_nanosleep). ``relev_ns`` is every job's measured latency,
+``wakeup_ns − release_ns``, decomposed or not: the tail is where the late jobs are. On the machine this
 was written on (a sandboxed KVM guest, Linux 6.18) the trace holds no sched_switch away from
 the idle task, nor away from the processes outside the container's PID namespace, while
 their wake-ups are there: a victim woken on an idle CPU has no switch to find.
@@ -57,14 +61,14 @@ import pandas as pd
 #: The four overheads, in order along the release (seed 001 §4.5).
 DELTAS = ["event", "rel", "sched", "cxs"]
 #: Their names as the seed writes them, for tables.
-NAMES = {"event": "Δevent", "rel": "Δrel", "sched": "Δsched", "cxs": "Δcxs", "relev": "Δ^relEv"}
+NAMES = {"event": "Δevent", "rel": "Δrel", "sched": "Δsched", "cxs": "Δcxs", "overrun": "overrun", "relev": "Δ^relEv"}
 #: The events the decomposition reads (hrtimer_start sharpens the match; the rest are needed).
 EVENTS = ["timer:hrtimer_start", "timer:hrtimer_expire_entry", "sched:sched_wakeup", "sched:sched_switch"]
 #: Half the text stamp's resolution: how far a µs stamp may be from the true ns.
 ROUND_NS = 500
 TIMER_FN = "hrtimer_wakeup"  # the expiry function of a sleeping task's timer
 COLUMNS = ["job", "release_ns", "irq_ns", "wake_ns", "switch_ns", "wakeup_ns",
-           "event_ns", "rel_ns", "sched_ns", "cxs_ns", "relev_ns", "unmatched"]
+           "event_ns", "rel_ns", "sched_ns", "cxs_ns", "overrun_ns", "relev_ns", "unmatched"]
 
 
 def _col(df: pd.DataFrame, name: str) -> pd.Series:
@@ -129,9 +133,13 @@ class _Trace:
 def _job(t: _Trace, job: int, r: int, back: int) -> dict:
     row = dict.fromkeys(COLUMNS, np.nan)
     row.update(job=job, release_ns=r, wakeup_ns=back, unmatched="")
+    row["relev_ns"] = back - r  # measured whatever the trace holds: a job's latency is never dropped
     irq = _irq(t, r)
     if isinstance(irq, str):
         row["unmatched"] = irq
+        if irq == "late" and r in t.by_expiry:
+            # The victim armed this release's timer only then: the earlier job ran past r.
+            row["overrun_ns"] = t.by_expiry[r][0] - r
         return row
     irq_ns, irq_stamp = irq
     # The wake-up follows the expiry in the same interrupt: at or after its stamp.
@@ -152,7 +160,6 @@ def _job(t: _Trace, job: int, r: int, back: int) -> dict:
     row.update(irq_ns=inst[1], wake_ns=inst[2], switch_ns=inst[3])
     for name, a, b in zip(DELTAS, inst, inst[1:]):
         row[f"{name}_ns"] = b - a
-    row["relev_ns"] = back - r
     return row
 
 

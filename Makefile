@@ -29,7 +29,8 @@ catalog: $(CATALOG)
 docs: $(CATALOG) $(BIN)/.installed
 	$(BIN)/python -m xtalk.catalog --docs docs/enemies.md
 
-$(BIN)/.installed: pyproject.toml $(AGENT)
+# setup.py compiles the preload library and xtalk.probe's module (from probe.h) into the package.
+$(BIN)/.installed: pyproject.toml setup.py include/xtalk/probe.h preload/xtalk_preload.c bindings/python/xtalk_probe_module.c $(AGENT)
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q -e '.[test]'

@@ -58,6 +58,7 @@ demo: setup
 
 test-agent: $(AGENT)
 	cargo test --release --manifest-path agent/Cargo.toml
+	cargo test --release --manifest-path bindings/rust/xtalk-probe/Cargo.toml
 
 test-py: setup
 	@bash tests/peers.sh
@@ -147,4 +148,4 @@ bench: setup
 	@for f in bench/[!_]*.py; do echo "== $$f"; PYTHONPATH=src $(BIN)/python $$f || exit 1; done
 
 clean:
-	rm -rf $(VENV) agent/target explorer/target build *.egg-info src/*.egg-info
+	rm -rf $(VENV) agent/target explorer/target build *.egg-info src/*.egg-info src/xtalk/_data src/xtalk/_probe*.so bindings/rust/xtalk-probe/target

@@ -26,9 +26,9 @@ PEERS_SH = ROOT / "tests" / "peers.sh"
 #: Debian's essential and required packages (coreutils, dash, util-linux, mount, passwd, apt)
 #: and the build's prerequisites (README): present wherever `make test` runs.
 BASE = {"sh", "bash", "env", "true", "false", "sleep", "cat", "cp", "mv", "rm", "ln", "ls", "mkdir", "kill",
-        "timeout", "nice", "id", "chrt", "taskset", "setpriv", "unshare", "prlimit", "runuser", "nsenter",
+        "timeout", "nice", "id", "uname", "nproc", "getconf", "ldconfig", "chrt", "taskset", "setpriv", "unshare", "prlimit", "runuser", "nsenter",
         "mount", "umount", "useradd", "userdel", "groupadd", "groupdel", "apt-get", "dpkg",
-        "cc", "gcc", "cargo", "make", "git"}
+        "cc", "gcc", "ld", "objdump", "cargo", "make", "git"}  # (platform and ctypes.util run uname, ldconfig, ld)
 
 _started: dict[str, str] = {}   # program -> the first test that started it
 _looked_up: set[str] = set()

@@ -16,6 +16,7 @@ from pathlib import Path
 import pandas as pd
 
 from conftest import ROOT
+from programs import need_program
 from test_probes import command_plan
 from xtalk.store.jobs import convert_run
 
@@ -27,6 +28,7 @@ def _sh(*argv, **kw):
 
 
 def test_pip_install_gives_the_probe_files_and_an_example_builds_and_runs_with_them(tmp_path):
+    pkg_config = need_program("pkg-config", "tests/peers.sh installs it (root, apt-get)")
     _sh(sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", tmp_path / "wheel", ROOT)
     [wheel] = (tmp_path / "wheel").glob("xtalk-*.whl")
     venv = tmp_path / "venv"
@@ -44,7 +46,7 @@ def test_pip_install_gives_the_probe_files_and_an_example_builds_and_runs_with_t
     for p in (preload, examples):
         assert p.is_relative_to(site), f"{p}: not the installed copy"
     assert f"-I{site}" in cflags
-    pc = _sh("pkg-config", "--cflags", "xtalk-probe", env={**os.environ, "PKG_CONFIG_PATH": _sh(xtalk, "probe", "--pkg-config-path")})
+    pc = _sh(pkg_config, "--cflags", "xtalk-probe", env={**os.environ, "PKG_CONFIG_PATH": _sh(xtalk, "probe", "--pkg-config-path")})
     assert Path(pc.split()[0][2:]).resolve() == Path(cflags.split()[0][2:]).resolve()
 
     demo = tmp_path / "probe_demo"
@@ -57,3 +59,14 @@ def test_pip_install_gives_the_probe_files_and_an_example_builds_and_runs_with_t
     counts = s.groupby("probe").size()
     assert counts[1] == 20 and counts[2] == 20, "the example's own probes"
     assert (s.name == "clock_nanosleep").sum() == 20, "the installed preload library's"
+
+
+def test_the_editable_install_points_at_the_checkout_and_asks_what_to_print():
+    xtalk = [sys.executable, "-m", "xtalk.cli"]
+    include = Path(_sh(*xtalk, "probe", "--cflags").split()[0][2:])
+    assert (include / "xtalk" / "probe.h").resolve() == ROOT / "include" / "xtalk" / "probe.h"
+    preload = Path(_sh(*xtalk, "probe", "--preload"))
+    assert preload.read_bytes()[:4] == b"\x7fELF" and preload.name == "libxtalk_preload.so"
+    assert (Path(_sh(*xtalk, "examples")) / "quickstart.toml").exists()
+    p = subprocess.run([*xtalk, "probe"], capture_output=True, text=True)
+    assert p.returncode == 2 and p.stderr.strip().count("\n") == 0 and "--cflags" in p.stderr

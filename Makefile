@@ -29,7 +29,8 @@ catalog: $(CATALOG)
 docs: $(CATALOG) $(BIN)/.installed
 	$(BIN)/python -m xtalk.catalog --docs docs/enemies.md
 
-$(BIN)/.installed: pyproject.toml $(AGENT)
+# setup.py compiles the preload library and xtalk.probe's module (from probe.h) into the package.
+$(BIN)/.installed: pyproject.toml setup.py include/xtalk/probe.h preload/xtalk_preload.c bindings/python/xtalk_probe_module.c $(AGENT)
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q -e '.[test]'
@@ -57,6 +58,7 @@ demo: setup
 
 test-agent: $(AGENT)
 	cargo test --release --manifest-path agent/Cargo.toml
+	cargo test --release --manifest-path bindings/rust/xtalk-probe/Cargo.toml
 
 test-py: setup
 	@bash tests/peers.sh
@@ -146,4 +148,4 @@ bench: setup
 	@for f in bench/[!_]*.py; do echo "== $$f"; PYTHONPATH=src $(BIN)/python $$f || exit 1; done
 
 clean:
-	rm -rf $(VENV) agent/target explorer/target build *.egg-info src/*.egg-info
+	rm -rf $(VENV) agent/target explorer/target build *.egg-info src/*.egg-info src/xtalk/_data src/xtalk/_probe*.so bindings/rust/xtalk-probe/target

@@ -14,6 +14,7 @@ import pytest
 
 import capabilities
 import leftovers
+from programs import need_program, pytest_sessionfinish, pytest_terminal_summary  # noqa: F401 - hooks
 from xtalk.targets.agent import find_agent, local_facts
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -218,6 +219,7 @@ AGENT_TESTS = {
     "test_report_sections.py::test_latency_experiment_on_the_agent",
     "test_report_sections.py::test_probe_portfolio_of_a_command_victim_on_the_agent",
     "test_peaks.py::test_peaks_measured_here_are_positive_and_saved",
+    "test_installed.py::test_pip_install_gives_the_probe_files_and_an_example_builds_and_runs_with_them",
 }
 TRIPWIRE = Path(__file__).with_name("agent_tripwire.sh")
 #: The agent-driven modules run again in hostile environments (tests/hostile/*.sh): those that

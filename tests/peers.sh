@@ -5,6 +5,9 @@
 #   openssh-server/-client  the SSH target against a real sshd on loopback
 #   rt-tests          cyclictest, the reference the latency victim is compared with
 #   chromium          the HTML report loaded in a real headless browser
+#   pkg-config        the installed xtalk-probe.pc read as a build would (tests/test_installed.py)
+# Every program the tests start is one of these, the base system, or looked up by its test
+# (tests/programs.py checks it at the end of every session).
 # Says which were present, which it installs, and why it could not.
 set -u
 need=()
@@ -14,8 +17,9 @@ have sshd || need+=(openssh-server)
 { have ssh && have ssh-keygen; } || need+=(openssh-client)
 have cyclictest || need+=(rt-tests)
 have chromium || have chromium-browser || have google-chrome || need+=(chromium)
+have pkg-config || need+=(pkg-config)
 if [ ${#need[@]} -eq 0 ]; then
-  echo "test peers: stress-ng, sshd/ssh, cyclictest and chromium are present"
+  echo "test peers: stress-ng, sshd/ssh, cyclictest, chromium and pkg-config are present"
   exit 0
 fi
 if [ "$(id -u)" != 0 ] || ! command -v apt-get >/dev/null; then

@@ -8,6 +8,8 @@ import os
 import subprocess
 from pathlib import Path
 
+from programs import need_program
+
 ROOT = Path(__file__).resolve().parent.parent
 BOARD = ROOT / "board" / "board.sh"
 
@@ -18,6 +20,8 @@ def _board(tmp_path, *args):
 
 
 def test_qemu_command_is_the_a53_board_with_its_pmu_and_ssh_on_loopback(tmp_path):
+    # board.sh asks qemu for the virt machine's device tree: the board's tools, not the suite's.
+    need_program("qemu-system-aarch64", "`make board` installs it (board/tools.sh, docs/board.md)")
     out = _board(tmp_path, "command", "rt", "2345")
     assert out.returncode == 0, out.stderr
     cmd = out.stdout

@@ -455,6 +455,29 @@ def containment(results: Path = typer.Argument(..., help="results directory of a
         raise UsageError(str(e)) from None
 
 
+@command
+def probe(cflags: bool = typer.Option(False, "--cflags", help="compiler flags for #include <xtalk/probe.h>"),
+          libs: bool = typer.Option(False, "--libs", help="linker flags"),
+          preload: bool = typer.Option(False, "--preload", help="the syscall-probe library (a command victim's `preload`)"),
+          pkg_config_path: bool = typer.Option(False, "--pkg-config-path", help="the directory of xtalk-probe.pc (PKG_CONFIG_PATH)")):
+    """Where the installed probe files are, for a build system: cc $(xtalk probe --cflags) app.c $(xtalk probe --libs)."""
+    from . import installed
+
+    chosen = [f for on, f in ((cflags, installed.cflags), (libs, installed.libs), (preload, installed.preload_library),
+                              (pkg_config_path, installed.pkgconfig_dir)) if on]
+    if not chosen:
+        raise UsageError("xtalk probe: say what to print: --cflags, --libs, --preload or --pkg-config-path")
+    print(" ".join(str(f()) for f in chosen))
+
+
+@command
+def examples():
+    """The directory of the examples shipped with xtalk (copy it: cp -r "$(xtalk examples)" my-examples)."""
+    from . import installed
+
+    print(installed.examples_dir())
+
+
 def _mount_optional(argv: list[str] | None = None):
     """Sub-command groups that live in their own packages: the one the command line names,
     or all of them when it names none (help, completion). Importing them all cost every

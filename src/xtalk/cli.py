@@ -221,13 +221,16 @@ def compare(results: list[Path] = typer.Argument(..., help="two results director
                                                            "measured on several machines or kernels"),
             label: list[str] = typer.Option([], "--label", help="a name per RESULTS, in order (repeatable; default: "
                                                                   "rt/stock and the kernel release each run recorded)"),
-            out: Optional[Path] = typer.Option(None, "-o", "--out", help="output directory (default ./compare-<labels>)")):
+            out: Optional[Path] = typer.Option(None, "-o", "--out", help="output directory (default ./compare-<labels>)"),
+            as_json: bool = typer.Option(False, "--json", help="print the comparison as JSON on standard output "
+                                                                "(cells, each label's numbers, each change with its CI)")):
     """Put the same experiment or campaign, measured on several machines or kernels, side by side:
     the cells common to all (runs, jobs, response median/p99/max, misses, slowdown; latency victims
-    p50/p99/max µs), each label's p99 over the first's, the cells only some have; compare.md/.csv/.html."""
+    p50/p99/max µs), each label's change against the first (median and p99 ratio with its CI from
+    the runs of both sides, significant or not), the cells only some have; compare.md/.csv/.html."""
     from .report.compare import run as run_compare
 
-    run_compare(results, label, out, console)
+    run_compare(results, label, out, console, as_json=as_json)
 
 
 @command

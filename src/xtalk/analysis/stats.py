@@ -325,7 +325,7 @@ def ratio_ci(
     :func:`_runs_ratio_ci`). Pooled: ``method`` 'bca' (default) or 'percentile', the two
     samples resampled independently and, for BCa, the acceleration combining the jackknife
     influence of both (Efron & Tibshirani 1993, §14.3); ``n_boot`` defaults to 4000. Per run:
-    ``stat`` 'median' or 'max', percentile interval widened for few runs, ``n_boot``
+    ``stat`` 'median', 'max' or a quantile 'pNN', percentile interval widened for few runs, ``n_boot``
     defaults to 2000, and an empty side gives NaN. ``seed`` 0 by default: the same data give
     the same interval.
     """
@@ -371,7 +371,7 @@ def ratio_cis(scenario, reference, stat_names: Sequence[Statistic], *, level: fl
 
 
 def _resample_runs(groups: list[np.ndarray], stat: str, n_boot: int, rng: np.random.Generator) -> np.ndarray:
-    """`n_boot` bootstrap replicates of `stat` ("median" or "max") over pooled groups."""
+    """`n_boot` bootstrap replicates of `stat` ("median", "max" or "pNN") over pooled groups."""
     return _resample_runs_many(groups, (stat,), n_boot, rng)[stat]
 
 
@@ -395,7 +395,8 @@ def _resample_runs_many(groups: list[np.ndarray], stats: tuple[str, ...], n_boot
         pick = (rng.random((b, k, m)) * sizes[runs][:, :, None]).astype(np.int64) + offsets[runs][:, :, None]
         sample = flat[pick.reshape(b, k * m)]
         for stat in stats:
-            out[stat][lo:lo + b] = np.median(sample, axis=1) if stat == "median" else sample.max(axis=1)
+            out[stat][lo:lo + b] = np.median(sample, axis=1) if stat == "median" else sample.max(axis=1) \
+                if stat == "max" else np.quantile(sample, _quantile_level(stat), axis=1)
     return out
 
 
@@ -426,6 +427,17 @@ def _resample_ranks(flat, sizes, offsets, k, m, stats, n_boot, step, rng, out) -
         if "median" in stats:
             r.partition(mid, axis=1)
             out["median"][lo:lo + b] = sorted_v[r[:, mid[0]]] if len(mid) == 1 else (sorted_v[r[:, mid[0]]] + sorted_v[r[:, mid[1]]]) / 2
+        for stat in stats:
+            if stat in ("median", "max"):
+                continue
+            # np.quantile's linear interpolation between the two order statistics around
+            # (n - 1)·q; a partition keeps each row a permutation, so the ones above stay valid.
+            h = (n - 1) * _quantile_level(stat)
+            j = int(np.floor(h))
+            k = min(j + 1, n - 1)
+            r.partition([j, k] if k > j else [j], axis=1)
+            low, high = sorted_v[r[:, j]], sorted_v[r[:, k]]
+            out[stat][lo:lo + b] = low + (h - j) * (high - low)
     return out
 
 
@@ -452,12 +464,12 @@ def _runs_ratio_ci(scenario: list, reference: list, stat: Statistic, *, n_boot: 
 
 def _runs_ratio_cis(scenario: list, reference: list, stat_names: Sequence[str], *, n_boot: int, level: float,
                     seed: SeedLike) -> dict[str, BootstrapCI]:
-    """:func:`_runs_ratio_ci` of each of ``stat_names`` ("median", "max") from one set of
+    """:func:`_runs_ratio_ci` of each of ``stat_names`` ("median", "max", "pNN") from one set of
     replicates: a call per statistic draws the same ones (the same generator, the same
     calls), so each interval is the one its own call gives, at the cost of one."""
     for stat in stat_names:
-        if stat not in ("median", "max"):
-            raise ValueError(f"stat: {stat!r} is not supported over runs; use 'median' or 'max'")
+        if not isinstance(stat, str) or _quantile_level(stat) is None:
+            raise ValueError(f"stat: {stat!r} is not supported over runs; use 'median', 'max' or a quantile ('p99')")
     stat_names = tuple(dict.fromkeys(stat_names))
     scenario = [np.asarray(g, dtype=float) for g in scenario if len(g)]
     reference = [np.asarray(g, dtype=float) for g in reference if len(g)]
@@ -472,7 +484,8 @@ def _runs_ratio_cis(scenario: list, reference: list, stat_names: Sequence[str], 
     k = min(runs)
     out = {}
     for stat in stat_names:
-        f = np.median if stat == "median" else np.max
+        def f(x, stat=stat):
+            return np.median(x) if stat == "median" else np.max(x) if stat == "max" else np.quantile(x, _quantile_level(stat))
         point = f(np.concatenate(scenario)) / f(np.concatenate(reference))
         lo, hi = np.quantile(num[stat] / den[stat], [a, 1 - a])
         if k >= 2:

@@ -234,6 +234,27 @@ def compare(results: list[Path] = typer.Argument(..., help="two results director
 
 
 @command
+def gate(results: Path = typer.Argument(..., help="results directory of an experiment or a campaign"),
+         baseline: Optional[Path] = typer.Option(None, "--baseline", help="results of the same experiment to compare "
+                                                                          "against (median and p99 per cell)"),
+         max_regression: Optional[str] = typer.Option(None, "--max-regression", help='allowed growth against the '
+                                                      'baseline, e.g. "5%" (default 0%: any significant growth fails)'),
+         epsilon: list[str] = typer.Option([], "--epsilon", "-e", help="ε bound METRIC:STATISTIC:BOUND, e.g. "
+                                           "response:p99:1.5x or exec:max:12ms (repeatable; added to the stored ones)"),
+         strict: bool = typer.Option(False, "--strict", help="inconclusive checks fail too"),
+         junit: Optional[Path] = typer.Option(None, "--junit", help="write JUnit XML to FILE (one test case per check)"),
+         as_json: bool = typer.Option(False, "--json", help="print the checks as JSON on standard output")):
+    """Pass or fail results for a CI pipeline: exit 0 when every ε holds and nothing regressed
+    significantly beyond --max-regression against --baseline, 1 when a check failed (one line each,
+    with the CI), 2 on bad input; inconclusive checks fail only with --strict."""
+    from .report.gate import run as run_gate
+
+    code = run_gate(results, baseline=baseline, max_regression=max_regression, epsilons=epsilon, strict=strict,
+                    junit_path=junit, as_json=as_json, console=console)
+    raise typer.Exit(code)
+
+
+@command
 def sysinfo(as_json: bool = typer.Option(False, "--json", help="the agent's whole environment document"),
             record: Optional[Path] = typer.Option(None, "--record", help="write this machine's facts to FILE: a machine fixture "
                                                                          "for `plan --machine FILE` / XTALK_MACHINE=FILE"),

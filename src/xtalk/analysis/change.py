@@ -75,6 +75,14 @@ class Change:
         return f"{size}, significant" if self.significant else \
             f"no significant change ({size}; smallest detectable ±{100 * self.minimum_detectable:.0f} %)"
 
+    def within(self, allowed: float) -> str:
+        """The change against an allowed growth (0.05: +5 %) as an ε verdict: holds when the
+        whole CI is at or below 1 + allowed, violated when all of it is above, inconclusive
+        when it straddles it (analysis.verdict.bound_verdict)."""
+        from .verdict import bound_verdict
+
+        return bound_verdict(self.low, self.high, 1 + allowed)
+
     def to_dict(self) -> dict:
         """The JSON shape (`xtalk compare --json`)."""
         def num(x: float) -> float | None:

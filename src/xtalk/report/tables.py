@@ -373,6 +373,11 @@ def verdicts(x, epsilons: Sequence = (), *, n_boot: int = 2000, seed: int = 0) -
     return pd.DataFrame(rows)
 
 
+def application_name(data: ReportData) -> str:
+    """The victim's name as the verdicts call it: ``experiment/body``."""
+    return _application(data)
+
+
 def _application(data: ReportData) -> str:
     v = (data.experiment.get("experiment") or {}).get("victim") or {}
     name = (data.experiment.get("experiment") or {}).get("name") or data.path.name

@@ -83,3 +83,18 @@ def test_bad_input_is_one_line_exit_2(dirs, tmp_path, case):
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("xtalk: "), r.stderr
     assert not (tmp_path / "j.xml").exists()
+
+
+def test_each_application_s_epsilon_is_a_check(tmp_path):
+    """Several applications (cohabitation): each one's stored ε is gated; the application that
+    a planted 1.6× perturbation pushes past its ×1.3 bound fails, the one left alone passes."""
+    from xtalk.report.synthetic import Application, write_application_results
+
+    apps = [Application("aocs", "A", {"metric": "execution", "statistic": "median", "relative": 1.3}),
+            Application("payload", "D", {"metric": "execution", "statistic": "median", "relative": 1.3})]
+    root, _ = write_application_results(tmp_path / "res", apps, repetitions=3, jobs=120,
+                                        perturb={("default", "aocs", "payload"): 1.6})
+    r = _gate(root, "--json", cwd=tmp_path)
+    assert r.returncode == 1, r.stderr
+    outcome = {c["application"]: c["outcome"] for c in json.loads(r.stdout)["checks"]}
+    assert outcome == {"aocs": "fail", "payload": "pass"}, r.stdout

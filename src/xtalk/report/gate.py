@@ -88,6 +88,18 @@ def epsilon_checks(path: Path, epsilons: Sequence) -> list[Check]:
                              str(r["scenario"]), _FROM_EPSILON[r["eps_verdict"]], detail))
         return out
     data = tb.load(path)
+    from .cohabitation import declared, of_report
+
+    if declared(data.experiment):  # several applications, each with its own ε (analysis/cohabitation.py)
+        for r in of_report(data, 2000).epsilon.to_dict("records"):
+            detail = (f"observed {_ratio_text(r['ratio'], r['ratio_low'], r['ratio_high'])} of alone"
+                      if math.isfinite(r["ratio"]) else
+                      f"observed {r['observed_ns'] / 1e6:.3f} ms [{r['ci_low_ns'] / 1e6:.3f}, {r['ci_high_ns'] / 1e6:.3f}]"
+                      if math.isfinite(r["observed_ns"]) else "no value") + \
+                f", bound {r['bound']} (the worst scenario){'; ' + r['note'] if r['note'] else ''}"
+            out.append(Check(f"epsilon {r['metric']} {r['statistic']} ≤ {r['bound']}", str(r["application"]),
+                             str(r["configuration"]), str(r["scenario"]), _FROM_EPSILON.get(r["verdict"], INCONCLUSIVE),
+                             detail))
     app = tb.application_name(data)
     for r in tb.epsilon_table(data, epsilons).to_dict("records"):
         if r["bound_kind"] == "relative":

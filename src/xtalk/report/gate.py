@@ -61,7 +61,7 @@ def parse_regression(text: str | None) -> float | None:
         value = float(t[:-1]) / 100 if t.endswith("%") else float(t)
     except ValueError:
         raise UsageError(f'--max-regression: cannot read {text!r}; write a percentage such as "5%"') from None
-    if not (0 <= value < 10) or math.isnan(value):
+    if not (0 <= value < math.inf):
         raise UsageError(f'--max-regression: {text!r} is out of range; give 0% or more (e.g. "5%")')
     return value
 

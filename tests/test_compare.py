@@ -73,6 +73,43 @@ def test_ratio_finds_the_planted_factor_and_lists_cells_only_one_has(pair, tmp_p
     assert "data:image/png;base64," in html and "only in rt" in html and "src=\"http" not in html
 
 
+def test_the_planted_change_is_significant_and_a_repeat_is_not(pair, tmp_path):
+    """The 2× planted in "rt" is a significant change of the median and the p99 whose CI holds
+    2; the same experiment measured again (another seed, nothing planted) changes nothing
+    significantly, and says how small a change these runs could have detected."""
+    a, b = pair
+    comp = cm.run([a, b], ["stock", "rt"], tmp_path / "out", console=_Quiet())
+    for scenario in ("solo", "read"):
+        for stat in ("median", "p99"):
+            ch = comp.change("default", scenario, "rt", stat)
+            assert ch.significant and ch.direction == "slower", ch
+            assert ch.low < FACTOR < ch.high or abs(ch.ratio / FACTOR - 1) < 0.05, ch
+            assert ch.words().startswith(f"{ch.ratio:.2f}× slower, significant")
+    assert any("rt median" in x and "significant" in x for x in comp.change_lines())
+    again = write_results(tmp_path / "again", [Scenario("solo"), Scenario("read", slowdown=1.3)], repetitions=2,
+                          jobs=200, period_ns=PERIOD, exec_ns=EXEC, seed=7)
+    same = cm.run([a, again], ["first", "again"], tmp_path / "out2", console=_Quiet())
+    assert same.changes and not any(ch.significant for *_, ch in same.changes), same.changes
+    assert same.change_lines()[0].startswith("no significant change in 4 comparisons")
+    assert all(ch.minimum_detectable > 0 for *_, ch in same.changes)
+    md = (tmp_path / "out" / "compare.md").read_text()
+    assert "## Changes against stock" in md and "machine drift is not controlled" in md
+
+
+def test_json_is_the_comparison_with_every_change(pair, tmp_path):
+    a, b = pair
+    r = _cli(a, b, "--label", "stock", "--label", "rt", "--json", "--out", tmp_path / "out", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert doc["schema_version"] == 1 and doc["labels"] == ["stock", "rt"] and doc["baseline"] == "stock"
+    read = next(c for c in doc["cells"] if c["scenario"] == "read")
+    assert read["sides"]["stock"]["runs"] == 2
+    stats = {c["stat"]: c for c in read["changes"]}
+    assert set(stats) == {"median", "p99"}
+    assert stats["p99"]["significant"] is True and stats["p99"]["low"] > 1 and stats["p99"]["label"] == "rt"
+    assert doc["partial"] == [{"cell": "default", "scenario": "chase", "labels": ["rt"]}]
+
+
 def test_labels_derived_from_the_recorded_kernel_else_the_directory(pair, tmp_path):
     a, b = pair
     assert cm.labels_for([a, b], []) == ["stock", "rt"]  # no environment recorded: the directory names
@@ -160,13 +197,19 @@ def test_a_traced_latency_campaign_compares_its_scheduler_overheads(tmp_path):
     assert (tmp_path / "out" / "overheads.csv").is_file()
 
 
-@pytest.mark.parametrize("case", ["one", "not_results", "label_count", "label_twice", "mixed"])
+@pytest.mark.parametrize("case", ["one", "not_results", "label_count", "label_twice", "mixed", "twice", "same_dir",
+                                  "other_victim"])
 def test_bad_input_is_one_line_exit_2_and_nothing_written(pair, tmp_path, case):
     a, b = pair
     (tmp_path / "empty").mkdir()
+    if case == "same_dir":
+        (tmp_path / "link").symlink_to(a)
+    other = write_results(tmp_path / "other", [Scenario("solo")], repetitions=1, jobs=50, period_ns=PERIOD,
+                          exec_ns=EXEC, victim={"name": "payload"}) if case == "other_victim" else None
     args = {"one": [a], "not_results": [a, tmp_path / "empty"], "label_count": [a, b, "--label", "x"],
             "label_twice": [a, b, "--label", "x", "--label", "x"],
-            "mixed": [a, write_campaign(tmp_path / "camp", families=[], configurations=("fifo",))]}[case]
+            "mixed": [a, write_campaign(tmp_path / "camp", families=[], configurations=("fifo",))],
+            "twice": [a, a], "same_dir": [a, tmp_path / "link"], "other_victim": [a, other]}[case]
     out = tmp_path / "out"
     r = _cli(*args, "--out", out, cwd=tmp_path)
     assert r.returncode == 2, (r.stdout, r.stderr)

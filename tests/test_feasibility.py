@@ -122,3 +122,29 @@ def test_the_estimate_counts_one_solo_pass_per_application(tmp_path, facts):
     runs = expand(load(f), facts)
     want = sum(0.01 + (PASS_JOBS + PASS_WARMUP) * period for period in (10e-3, 1e-3))
     assert estimated_seconds(runs, 0.0) == pytest.approx(want)
+
+
+def _pi_plan(iterations: int, policy: str = "other"):
+    from xtalk.plan import Plan
+
+    return Plan(run_id="p", timeout_s=60.0, victim={"body": {"kind": "pi", "iterations": iterations},
+                                                     "period_ns": 1_000_000, "jobs": 3, "warmup_jobs": 0,
+                                                     "sched": {"policy": policy}})
+
+
+def test_the_refusal_follows_from_its_numbers():
+    """Pure (no agent): a job that fits its deadline but misses alone waits to run, so the fix
+    offered is the policy or a quiet machine, never a longer period or less work (a pass with
+    a 1 ms job missing 60 % of 5 ms deadlines was once told to shorten the period to 4 ms and
+    to raise its work); a job that does not fit gets a longer period and less work; a healthy
+    pass is not refused."""
+    from xtalk.feasibility import infeasible
+
+    waits = infeasible(_pi_plan(2000), "victim", "the victim", "", 1.0e6, 5.0e6, 0.60, 20)
+    assert waits.startswith("victim.policy: the victim misses 60% of 20 jobs alone although its median job takes 20%")
+    assert "it waits to run" in waits and 'under policy "other"' in waits and 'policy = "fifo"' in waits
+    assert "lengthen the period" not in waits and "lower the work" not in waits
+    slow = infeasible(_pi_plan(20_000_000), "victim", "the victim", "", 4.0e6, 1.0e6, 1.0, 3)
+    assert slow.startswith("victim.period: the victim cannot hold its period alone")
+    assert 'lengthen the period to about "14ms"' in slow and "victim.iterations = " in slow
+    assert infeasible(_pi_plan(2000), "victim", "the victim", "", 0.2e6, 1.0e6, 0.10, 20) is None

@@ -221,13 +221,37 @@ def compare(results: list[Path] = typer.Argument(..., help="two results director
                                                            "measured on several machines or kernels"),
             label: list[str] = typer.Option([], "--label", help="a name per RESULTS, in order (repeatable; default: "
                                                                   "rt/stock and the kernel release each run recorded)"),
-            out: Optional[Path] = typer.Option(None, "-o", "--out", help="output directory (default ./compare-<labels>)")):
+            out: Optional[Path] = typer.Option(None, "-o", "--out", help="output directory (default ./compare-<labels>)"),
+            as_json: bool = typer.Option(False, "--json", help="print the comparison as JSON on standard output "
+                                                                "(cells, each label's numbers, each change with its CI)")):
     """Put the same experiment or campaign, measured on several machines or kernels, side by side:
     the cells common to all (runs, jobs, response median/p99/max, misses, slowdown; latency victims
-    p50/p99/max µs), each label's p99 over the first's, the cells only some have; compare.md/.csv/.html."""
+    p50/p99/max µs), each label's change against the first (median and p99 ratio with its CI from
+    the runs of both sides, significant or not), the cells only some have; compare.md/.csv/.html."""
     from .report.compare import run as run_compare
 
-    run_compare(results, label, out, console)
+    run_compare(results, label, out, console, as_json=as_json)
+
+
+@command
+def gate(results: Path = typer.Argument(..., help="results directory of an experiment or a campaign"),
+         baseline: Optional[Path] = typer.Option(None, "--baseline", help="results of the same experiment to compare "
+                                                                          "against (median and p99 per cell)"),
+         max_regression: Optional[str] = typer.Option(None, "--max-regression", help='allowed growth against the '
+                                                      'baseline, e.g. "5%" (default 0%: any significant growth fails)'),
+         epsilon: list[str] = typer.Option([], "--epsilon", "-e", help="ε bound METRIC:STATISTIC:BOUND, e.g. "
+                                           "response:p99:1.5x or exec:max:12ms (repeatable; added to the stored ones)"),
+         strict: bool = typer.Option(False, "--strict", help="inconclusive checks fail too"),
+         junit: Optional[Path] = typer.Option(None, "--junit", help="write JUnit XML to FILE (one test case per check)"),
+         as_json: bool = typer.Option(False, "--json", help="print the checks as JSON on standard output")):
+    """Pass or fail results for a CI pipeline: exit 0 when every ε holds and nothing regressed
+    significantly beyond --max-regression against --baseline, 1 when a check failed (one line each,
+    with the CI), 2 on bad input; inconclusive checks fail only with --strict."""
+    from .report.gate import run as run_gate
+
+    code = run_gate(results, baseline=baseline, max_regression=max_regression, epsilons=epsilon, strict=strict,
+                    junit_path=junit, as_json=as_json, console=console)
+    raise typer.Exit(code)
 
 
 @command

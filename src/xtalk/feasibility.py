@@ -143,6 +143,29 @@ def after_runs(solo_medians: list[float], table, effect: float, repetitions: int
                    f"(the warning of each in summary.json and the report)")
 
 
+def infeasible(plan, field: str, who: str, where: str, median: float, deadline: float, missed: float,
+               n_jobs: int) -> str | None:
+    """Why a solo pass cannot be measured against (the refusal's one line), None when it can.
+
+    A median job above MAX_SHARE of the deadline does not fit: a longer period or less work
+    is the fix. A job that fits but misses more than MAX_MISSES of its deadlines alone waits
+    to run (wake-up latency, preemption by other work): there the fix is the policy or a
+    quieter machine, never more period or less work."""
+    share = median / deadline
+    if share > MAX_SHARE:
+        period = math.ceil(median / 0.3 / 1e6)
+        return (f"{field}.period{where}: {who} cannot hold its period alone (median job {median / 1e6:.3g} ms against "
+                f"a {deadline / 1e6:g} ms deadline, {missed:.0%} of {n_jobs} jobs missed); lengthen the period to "
+                f"about \"{period}ms\", or {_suggest_work(plan, 0.3 / share, field)}; --skip-feasibility runs it anyway")
+    if missed > MAX_MISSES:
+        policy = getattr(plan.victim.sched, "policy", None) or "other"
+        return (f"{field}.policy{where}: {who} misses {missed:.0%} of {n_jobs} jobs alone although its median job "
+                f"takes {share:.0%} of its {deadline / 1e6:g} ms deadline: it waits to run (wake-up latency or "
+                f"preemption by other work under policy \"{policy}\"); give it a real-time policy (policy = \"fifo\" "
+                "or \"deadline\"), quiet the machine, or --skip-feasibility runs it anyway")
+    return None
+
+
 def _suggest_work(plan, scale: float, field: str = "victim") -> str:
     """'lower the work to …': the body's work knob times `scale` (< 1), where it has one.
     `utilization` is offered for a victim only (an application gives its work)."""
@@ -247,12 +270,9 @@ def check(runs: list[RunSpec], agent, out: Path, say=print, min_effect: float = 
                              f"(up to {cpu_max / 1e6:.3g} ms of CPU per job over {len(jobs)} jobs): every job would be "
                              f"throttled; set runtime = \"{need:g}ms\" (the observed maximum + 10 %, seed 000 §7.2.1), "
                              f"or {_suggest_work(r.plan, runtime / (cpu_max * RUNTIME_MARGIN), field)}")
-        if share > MAX_SHARE or missed > MAX_MISSES:
-            period = math.ceil(median / 0.3 / 1e6)
-            raise UsageError(f"{field}.period{where}: {who} cannot hold its period alone (median job "
-                             f"{median / 1e6:.3g} ms against a {deadline / 1e6:g} ms deadline, {missed:.0%} of "
-                             f"{len(jobs)} jobs missed); lengthen the period to about \"{period}ms\", or "
-                             f"{_suggest_work(r.plan, 0.3 / share, field)}; --skip-feasibility runs it anyway")
+        refusal = infeasible(r.plan, field, who, where, median, deadline, missed, len(jobs))
+        if refusal is not None:
+            raise UsageError(refusal)
         # Only a feasible victim is worth repeating (a throttled one would take minutes).
         if noise and name is None and len(record) == 1:
             n_jobs = noise_jobs(r.plan)

@@ -371,7 +371,7 @@ def ratio_cis(scenario, reference, stat_names: Sequence[Statistic], *, level: fl
 
 
 def _resample_runs(groups: list[np.ndarray], stat: str, n_boot: int, rng: np.random.Generator) -> np.ndarray:
-    """`n_boot` bootstrap replicates of `stat` ("median" or "max") over pooled groups."""
+    """`n_boot` bootstrap replicates of `stat` ("median", "max" or "pNN") over pooled groups."""
     return _resample_runs_many(groups, (stat,), n_boot, rng)[stat]
 
 
@@ -463,7 +463,7 @@ def _runs_ratio_ci(scenario: list, reference: list, stat: Statistic, *, n_boot: 
 
 def _runs_ratio_cis(scenario: list, reference: list, stat_names: Sequence[str], *, n_boot: int, level: float,
                     seed: SeedLike) -> dict[str, BootstrapCI]:
-    """:func:`_runs_ratio_ci` of each of ``stat_names`` ("median", "max") from one set of
+    """:func:`_runs_ratio_ci` of each of ``stat_names`` ("median", "max", "pNN") from one set of
     replicates: a call per statistic draws the same ones (the same generator, the same
     calls), so each interval is the one its own call gives, at the cost of one."""
     for stat in stat_names:

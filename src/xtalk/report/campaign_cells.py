@@ -135,6 +135,10 @@ def _runs_of(data: ReportData) -> dict[tuple[str, str], dict[str, list[np.ndarra
     return out
 
 
+#: (group, scenario) -> metric ("exec_ns", "response_ns", "job") -> one array per run.
+run_samples = _runs_of
+
+
 def _miss_counts(data: ReportData) -> pd.DataFrame:
     """Misses (the agent's per-job flag, the times where a table has none), serious misses and
     lost jobs per (group, scenario), by analysis.verdict's definitions (those of an

@@ -11,7 +11,11 @@ configuration · variant · scenario); the others are listed, never dropped sile
 The comparison table has one row per common cell, each label's columns (runs, jobs,
 response median / p99 / max in ms, deadline misses, the median execution-time slowdown
 against solo with its 95 % CI; for a latency victim samples and p50 / p99 / max in µs) and,
-per label after the first, the ratio of its p99 to the first label's. Each label is given
+per label after the first, the ratio of its p99 to the first label's. Whether a label differs
+from the first is judged per cell on the median and the p99 (of the response time; of the
+wake-up latency for a latency victim) by ``analysis.change``: the ratio with its CI from the
+runs of both sides and a word like pyperf's ("1.12× slower, significant" / "no significant
+change", with the smallest change these runs could detect). Each label is given
 (``--label``) or derived from the environment the agent recorded in every run.json: the
 kernel release, ``rt`` or ``stock`` (PREEMPT_RT or not) and ``vm`` under a hypervisor.
 """
@@ -24,8 +28,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
 
+import numpy as np
 import pandas as pd
 
+from ..analysis.change import DRIFT_NOTE, Change, changes
 from ..errors import UsageError
 from ..outcome import read_outcome
 
@@ -45,6 +51,11 @@ class Measured:
     #: A latency victim's measured scheduler overheads (report/overheads.py: summary and
     #: coverage), None when no run has a kernel trace.
     overheads: tuple[pd.DataFrame, pd.DataFrame] | None = None
+    #: (cell, scenario) -> one array per run of the compared quantity (response time in ms;
+    #: wake-up latency in µs for a latency victim), what the changes are judged on.
+    samples: dict[tuple[str, str], list[np.ndarray]] = field(default_factory=dict)
+    #: The victims measured ("name (body)"), to refuse comparing different ones.
+    victims: frozenset[str] = frozenset()
 
 
 #: (column, header) per label: response time of a periodic victim or a campaign cell.
@@ -55,6 +66,22 @@ COLUMNS = ["runs", "jobs", "median_ms", "p99_ms", "max_ms", "misses", "slowdown_
 #: (column, header) per label: wake-up latency of a `latency` victim.
 LATENCY_STATS = [("runs", "runs"), ("samples", "samples"), ("min_us", "min µs"), ("p50_us", "p50 µs"),
                  ("p99_us", "p99 µs"), ("max_us", "max µs")]
+LATENCY_COLUMNS = [c for c, _ in LATENCY_STATS]
+#: The statistics whose change against the first label is judged (analysis.change).
+CHANGE_STATS = ("median", "p99")
+
+
+def _change_text(ch: Change) -> str:
+    """"1.12× slower, significant [1.05, 1.20]" (the CI of the ratio after / before)."""
+    ci = f" [{ch.low:.2f}, {ch.high:.2f}]" if ch.concluded else ""
+    return ch.words() + ci
+
+
+def _change_cell(ch: Change) -> str:
+    """The table's short form: "×1.12 [1.05, 1.20] significant" or "×1.00 [0.56, 1.79] n.s."."""
+    if not ch.concluded:
+        return ch.words()
+    return f"×{ch.ratio:.2f} [{ch.low:.2f}, {ch.high:.2f}] {'significant' if ch.significant else 'n.s.'}"
 
 
 # --------------------------------------------------------------------------- input
@@ -70,6 +97,13 @@ def check_inputs(paths: Sequence[Path], labels: Sequence[str]) -> None:
         if not (Path(p) / "runs").is_dir():
             raise UsageError(f"RESULTS: {p} is not an xtalk results directory (no runs/); give the directory "
                              "`xtalk run` or `xtalk campaign run` printed")
+    seen: dict[Path, Path] = {}
+    for p in paths:
+        real = Path(p).resolve()
+        if real in seen:
+            same = "is given twice" if str(seen[real]) == str(p) else f"and {seen[real]} are the same directory"
+            raise UsageError(f"RESULTS: {p} {same}; compare different results directories")
+        seen[real] = Path(p)
     if labels and len(labels) != len(paths):
         raise UsageError(f"--label: {len(labels)} given for {len(paths)} RESULTS; give one --label per RESULTS, "
                          "in the same order, or none (derived from each run's kernel)")
@@ -133,9 +167,33 @@ def _stats(c: pd.DataFrame, cell: list[str]) -> pd.DataFrame:
         "slowdown_lo": c["exec_slowdown_median_lo"], "slowdown_hi": c["exec_slowdown_median_hi"]}).set_index(KEY)
 
 
-def _experiment_cells(path: Path) -> tuple[str, pd.DataFrame, tuple[pd.DataFrame, pd.DataFrame] | None]:
-    """(kind, cells, overheads) of an experiment: the report's cells, or the latency table
-    and, where its runs have kernel traces, the measured scheduler overheads."""
+def _per_run(cell: Sequence[str], scenario: Sequence[str], run: Sequence[str],
+             values: np.ndarray) -> dict[tuple[str, str], list[np.ndarray]]:
+    """(cell, scenario) -> the values of each run, runs in the order they first appear."""
+    frame = pd.DataFrame({"cell": list(map(str, cell)), "scenario": list(map(str, scenario)),
+                          "run": list(map(str, run))})
+    out: dict[tuple[str, str], list[np.ndarray]] = {}
+    for (c, sc, _), idx in frame.groupby(["cell", "scenario", "run"], sort=False).indices.items():
+        out.setdefault((c, sc), []).append(values[idx])
+    return out
+
+
+def _latency_us(jobs: pd.DataFrame) -> np.ndarray:
+    """Wake-up latency of every job in µs (the latency table's quantity)."""
+    ns = jobs["wakeup_latency_ns"] if "wakeup_latency_ns" in jobs else jobs["wakeup_ns"] - jobs["release_ns"]
+    return ns.to_numpy(dtype=float) / 1e3
+
+
+def _victims(dirs: Sequence) -> frozenset[str]:
+    """"name (body)" of every victim the runs measured."""
+    plans = [m.plan for m in (read_outcome(Path(d)) for d in dirs) if m is not None and m.plan is not None]
+    return frozenset(f"{p.victim.name} ({p.victim.body.kind})" for p in plans)
+
+
+def _experiment_cells(path: Path) -> Measured:
+    """An experiment's cells (the report's, or the latency table) with the per-run samples
+    the changes are judged on and, where its runs have kernel traces, the measured scheduler
+    overheads."""
     from ..store import open as open_results
     from . import overheads as oh
     from . import tables as tb
@@ -145,32 +203,51 @@ def _experiment_cells(path: Path) -> tuple[str, pd.DataFrame, tuple[pd.DataFrame
     runs = results.runs()
     if runs.empty:
         raise UsageError(f"RESULTS: {path} has no run with a run.json under runs/; run the experiment first")
+    victims = _victims(runs["dir"]) if "dir" in runs else frozenset()
     if vk.kind_of(runs) == "latency":
-        t = vk.latency_table(results.jobs())
+        jobs = results.jobs()
+        t = vk.latency_table(jobs)
         t = t.assign(cell=t["configuration"].astype(str), scenario=t["scenario"].astype(str))
-        return "latency", t.set_index(KEY)[[c for c, _ in LATENCY_STATS]], oh.tables(runs)
-    c = tb.cells(tb.load(path))
-    return "experiment", _stats(c, list(c["configuration"].astype(str))), None
+        conf = jobs["configuration"] if "configuration" in jobs else ["default"] * len(jobs)
+        samples = _per_run(conf, jobs["scenario"], jobs["run_id"], _latency_us(jobs))
+        return Measured(path, "", "latency", t.set_index(KEY)[[c for c, _ in LATENCY_STATS]], oh.tables(runs),
+                        samples, victims)
+    data = tb.load(path)
+    c = tb.cells(data)
+    m = data.measured
+    samples = _per_run(m["configuration"], m["scenario"], m["run_id"], m["response_ns"].to_numpy(dtype=float) / 1e6)
+    return Measured(path, "", "experiment", _stats(c, list(c["configuration"].astype(str))), None, samples, victims)
 
 
-def _campaign_cells(path: Path) -> pd.DataFrame:
+def _cell_name(application, configuration, variant) -> str:
+    """A campaign cell's name: application · configuration · variant, "default" parts left out."""
+    return " · ".join([str(application)] + [str(x) for x in (configuration, variant) if str(x) not in ("", "default")])
+
+
+def _campaign_cells(path: Path) -> Measured:
     """A campaign's cells keyed by application · configuration · variant, "default" parts
-    left out (not the group, whose parts depend on what varies within each campaign)."""
+    left out (not the group, whose parts depend on what varies within each campaign), with
+    the per-run response times of each."""
     from . import campaign_cells as cc
 
-    c = cc.cell_table(cc.load_campaign(path))
+    cd = cc.load_campaign(path)
+    c = cc.cell_table(cd)
+    victims = _victims(cd.data.runs["dir"]) if "dir" in cd.data.runs else frozenset()
     if c.empty:
-        return pd.DataFrame(columns=KEY + COLUMNS).set_index(KEY)
-    cell = [" · ".join([str(a)] + [str(x) for x in (cf, v) if str(x) not in ("", "default")])
-            for a, cf, v in zip(c["application"], c["configuration"], c["variant"])]
-    return _stats(c, cell)
+        return Measured(path, "", "campaign", pd.DataFrame(columns=KEY + COLUMNS).set_index(KEY), victims=victims)
+    cell = [_cell_name(a, cf, v) for a, cf, v in zip(c["application"], c["configuration"], c["variant"])]
+    name_of = dict(zip(c["group"].astype(str), cell))
+    samples = {(name_of[g], sc): [v.astype(float) / 1e6 for v in d["response_ns"]]
+               for (g, sc), d in cc.run_samples(cd.data).items() if g in name_of}
+    return Measured(path, "", "campaign", _stats(c, cell), samples=samples, victims=victims)
 
 
-def _campaign_latency_cells(path: Path) -> tuple[pd.DataFrame, tuple[pd.DataFrame, pd.DataFrame] | None] | None:
+def _campaign_latency_cells(path: Path) -> Measured | None:
     """A campaign whose every application is a ``latency`` victim (it ran through a target:
-    `xtalk run` drives this machine only) as (its latency table, keyed by application ·
-    configuration · variant like its other cells; the measured scheduler overheads where
-    its runs have kernel traces, else None); None for any other campaign."""
+    `xtalk run` drives this machine only): its latency table, keyed by application ·
+    configuration · variant like its other cells, its per-run wake-up latencies, and the
+    measured scheduler overheads where its runs have kernel traces; None for any other
+    campaign."""
     from ..store.campaign import open_any
     from . import overheads as oh
     from . import victim_kinds as vk
@@ -187,24 +264,23 @@ def _campaign_latency_cells(path: Path) -> tuple[pd.DataFrame, tuple[pd.DataFram
     def part(c: str) -> list[str]:
         return jobs[c].astype(str).tolist() if c in jobs else [""] * len(jobs)
 
-    group = [" · ".join([a] + [x for x in (cf, v) if x not in ("", "default")])
-             for a, cf, v in zip(part("application"), part("configuration"), part("variant"))]
+    group = [_cell_name(a, cf, v) for a, cf, v in zip(part("application"), part("configuration"), part("variant"))]
     t = vk.latency_table(jobs.assign(configuration=group))
     t = t.assign(cell=t["configuration"].astype(str), scenario=t["scenario"].astype(str))
-    return t.set_index(KEY)[[c for c, _ in LATENCY_STATS]], oh.tables(runs)
+    samples = _per_run(group, jobs["scenario"], jobs["run_id"], _latency_us(jobs))
+    return Measured(path, "", "latency", t.set_index(KEY)[[c for c, _ in LATENCY_STATS]], oh.tables(runs), samples,
+                    _victims(runs["dir"]))
 
 
 def measure(path: Path, label: str) -> Measured:
     """One results directory's cells."""
+    from dataclasses import replace
+
     from .campaign_cells import is_campaign
 
-    if is_campaign(path):
-        latency = _campaign_latency_cells(Path(path))
-        if latency is not None:
-            return Measured(Path(path), label, "latency", *latency)
-        return Measured(Path(path), label, "campaign", _campaign_cells(Path(path)))
-    kind, table, overheads = _experiment_cells(Path(path))
-    return Measured(Path(path), label, kind, table, overheads)
+    path = Path(path)
+    m = (_campaign_latency_cells(path) or _campaign_cells(path)) if is_campaign(path) else _experiment_cells(path)
+    return replace(m, label=label)
 
 
 # --------------------------------------------------------------------------- comparison
@@ -224,6 +300,11 @@ class Comparison:
     #: label × cell on the jobs decomposed; None when no label's runs have a trace.
     overheads: pd.DataFrame | None = None
     overhead_lines: list[str] = field(default_factory=list)
+    #: Per common cell, label after the first and statistic: the change against the first
+    #: label (analysis.change), as rows (cell, scenario, label, Change).
+    changes: list[tuple[str, str, str, Change]] = field(default_factory=list)
+    #: The quantity the changes are about (unit included).
+    quantity: str = "response time (ms)"
 
     @property
     def stats(self) -> list[tuple[str, str]]:
@@ -246,8 +327,47 @@ class Comparison:
                 row.update({h: (_ci(*(r[f"{lb}: slowdown_{k}"] for k in ("median", "lo", "hi"))) if c == "slowdown"
                                 else r[f"{lb}: {c}"]) for c, h in self.stats})
                 row[f"p99 / {self.labels[0]}"] = r[self.ratio_column(lb)] if i else math.nan
+                for stat in CHANGE_STATS:
+                    ch = self.change(r["cell"], r["scenario"], lb, stat) if i else None
+                    row[f"{stat} vs {self.labels[0]}"] = _change_cell(ch) if ch is not None else "–"
                 rows.append(row)
         return pd.DataFrame(rows)
+
+    def change(self, cell: str, scenario: str, label: str, stat: str) -> Change | None:
+        """The change of ``stat`` of one cell, ``label`` against the first label."""
+        return next((ch for c, sc, lb, ch in self.changes if (c, sc, lb) == (cell, scenario, label) and ch.stat == stat),
+                    None)
+
+    def change_lines(self) -> list[str]:
+        """One line per cell, label and statistic that changed significantly (the verdict to
+        read first), or one line saying nothing did."""
+        sig = [f"{c} · {sc}: {lb} {ch.stat} {_change_text(ch)}" for c, sc, lb, ch in self.changes if ch.significant]
+        if not sig:
+            n = len(self.changes)
+            mdc = [ch.minimum_detectable for *_, ch in self.changes if math.isfinite(ch.minimum_detectable)]
+            smallest = (f"; with these runs a change under ±{100 * min(mdc):.0f} % to ±{100 * max(mdc):.0f} % "
+                        "could not be detected") if mdc else ""
+            sig = [f"no significant change in {n} comparisons of the {self.quantity}{smallest}" if n
+                   else "nothing to compare"]
+        return sig + [f"note: {DRIFT_NOTE}"]
+
+    def to_dict(self) -> dict:
+        """The comparison as JSON (`xtalk compare --json`): labels, directories, the cells with
+        each label's numbers and each change with its CI and verdict, the cells not common."""
+        def num(v):
+            return None if isinstance(v, float) and not math.isfinite(v) else v.item() if hasattr(v, "item") else v
+
+        cells = []
+        for _, r in self.table.iterrows():
+            sides = {lb: {c: num(r[f"{lb}: {c}"]) for c in (LATENCY_COLUMNS if self.kind == "latency" else COLUMNS)}
+                     for lb in self.labels}
+            cells.append({"cell": r["cell"], "scenario": r["scenario"], "sides": sides,
+                          "changes": [{"label": lb, **ch.to_dict()} for c, sc, lb, ch in self.changes
+                                      if (c, sc) == (r["cell"], r["scenario"])]})
+        return {"schema_version": 1, "kind": self.kind, "quantity": self.quantity, "labels": self.labels,
+                "baseline": self.labels[0], "paths": [str(p) for p in self.paths], "cells": cells,
+                "partial": [{"cell": c, "scenario": s, "labels": lbs} for c, s, lbs in self.partial],
+                "note": DRIFT_NOTE}
 
 
 def compare(measured: Sequence[Measured]) -> Comparison:
@@ -258,6 +378,11 @@ def compare(measured: Sequence[Measured]) -> Comparison:
         what = ", ".join(f"{m.path} ({m.kind})" for m in measured)
         raise UsageError(f"RESULTS: mixes {what}; compare the same experiment or campaign measured on each machine")
     kind = kinds.pop()
+    victims = {m.victims for m in measured if m.victims}
+    if len(victims) > 1:
+        what = "; ".join(f"{m.path}: {', '.join(sorted(m.victims))}" for m in measured)
+        raise UsageError(f"RESULTS: the directories measured different victims ({what}); compare the same experiment "
+                         "or campaign measured on each machine or kernel")
     p99 = "p99_us" if kind == "latency" else "p99_ms"
     keys = [list(m.table.index) for m in measured]
     common = [k for k in keys[0] if all(k in set(ks) for ks in keys[1:])]
@@ -272,7 +397,13 @@ def compare(measured: Sequence[Measured]) -> Comparison:
     first = measured[0].table.loc[common, p99].to_numpy(dtype=float) if common else []
     labels = [m.label for m in measured]
     out = pd.DataFrame(cols)
-    comp = Comparison(out, partial, labels, kind, [m.path for m in measured])
+    comp = Comparison(out, partial, labels, kind, [m.path for m in measured],
+                      quantity="wake-up latency (µs)" if kind == "latency" else "response time (ms)")
+    for m in measured[1:]:
+        for c, sc in common:
+            for stat, ch in changes(measured[0].samples.get((c, sc), []), m.samples.get((c, sc), []),
+                                    CHANGE_STATS).items():
+                comp.changes.append((c, sc, m.label, ch))
     traced = {m.label: m.overheads for m in measured if m.overheads is not None}
     if traced:
         from .overheads import coverage_lines, side_by_side
@@ -318,7 +449,10 @@ def markdown(comp: Comparison) -> str:
     out = [f"# Comparison: {' vs '.join(comp.labels)}", "", *[f"- {x}" for x in sources(comp)], "",
            f"Cells common to every results directory: {len(comp.table)}; {what}; "
            f"p99 / {comp.labels[0]}: the label's p99 over {comp.labels[0]}'s.", "",
-           md_table(comp.long(), max_rows=10_000)]
+           md_table(comp.long(), max_rows=10_000), "",
+           f"## Changes against {comp.labels[0]}", "",
+           f"The {comp.quantity}'s median and p99, each label over {comp.labels[0]}, with the 95 % CI from the runs "
+           "of both sides; significant when the CI excludes 1.", "", *[f"- {x}" for x in comp.change_lines()], ""]
     lines = partial_lines(comp)
     out += ["## Cells not in every results directory", ""] + ([f"- {x}" for x in lines] or ["_(none)_"])
     if comp.overheads is not None:
@@ -367,6 +501,8 @@ def write(comp: Comparison, out: Path) -> list[Path]:
     sec = hx.Section("compare", "Side by side")
     for x in sources(comp):
         sec.text(x)
+    for x in comp.change_lines():
+        sec.text(x)
     sec.table(comp.long(), max_rows=10_000).figure(rendered)
     part = hx.Section("partial", "Cells not in every results directory")
     for x in partial_lines(comp) or ["(none)"]:
@@ -398,11 +534,13 @@ def show(comp: Comparison, console) -> None:
         t.add_column(str(c), justify="left" if c in ("cell", "scenario", "label") else "right")
     for row in long.itertuples(index=False):
         t.add_row(*(_fmt(v) for v in row))
-    console.print(t)
+    console.print(t, markup=False)
     for x in sources(comp):
-        console.print(x)
+        console.print(x, markup=False)
+    for x in comp.change_lines():
+        console.print(x, markup=False)
     for x in partial_lines(comp):
-        console.print(x)
+        console.print(x, markup=False)
     if comp.overheads is not None:
         t = Table(title="scheduler overheads per timer release (µs)")
         for c in comp.overheads.columns:
@@ -414,14 +552,23 @@ def show(comp: Comparison, console) -> None:
             console.print(x)
 
 
-def run(paths: Sequence[Path], labels: Sequence[str], out: Path | None, console) -> Comparison:
-    """The command: check, label, measure, compare, print, write. Nothing is written before
-    every input has been read."""
+def run(paths: Sequence[Path], labels: Sequence[str], out: Path | None, console, *, as_json: bool = False) -> Comparison:
+    """The command: check, label, measure, compare, print (the table, or with ``as_json`` the
+    JSON document on standard output), write. Nothing is written before every input has been
+    read."""
+    import json
+    import sys
+
     paths = [Path(p) for p in paths]
     check_inputs(paths, labels)
     names = labels_for(paths, labels)
     comp = compare([measure(p, lb) for p, lb in zip(paths, names)])
-    show(comp, console)
+    if as_json:
+        json.dump(comp.to_dict(), sys.stdout, indent=2, ensure_ascii=False)
+        sys.stdout.write("\n")
+    else:
+        show(comp, console)
     files = write(comp, out if out is not None else default_out(names))
-    console.print(f"wrote {', '.join(str(f) for f in files[:3])}")
+    if not as_json:
+        console.print(f"wrote {', '.join(str(f) for f in files[:3])}", markup=False)
     return comp

@@ -406,6 +406,11 @@ def _reference_trouble(slow: pd.DataFrame, miss: pd.DataFrame) -> dict[str, str]
     return out
 
 
+def application_name(data: ReportData) -> str:
+    """The victim's name as the verdicts call it: ``experiment/body``."""
+    return _application(data)
+
+
 def _application(data: ReportData) -> str:
     v = (data.experiment.get("experiment") or {}).get("victim") or {}
     name = (data.experiment.get("experiment") or {}).get("name") or data.path.name

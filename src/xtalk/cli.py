@@ -208,12 +208,16 @@ def report(results: Path = typer.Argument(..., help="results directory of an exp
            out: Optional[Path] = typer.Option(None, "-o", "--out", help="output directory (default RESULTS/report)"),
            csv: bool = typer.Option(True, "--csv/--no-csv", help="export jobs.csv and probes.csv"),
            cell_figures: bool = typer.Option(False, "--cell-figures",
-                                             help="campaigns: also one figure per cell on the group pages (tables only by default)")):
+                                             help="campaigns: also one figure per cell on the group pages (tables only by default)"),
+           map_stat: Optional[str] = typer.Option(None, "--map", metavar="STAT",
+                                                  help="campaigns: the statistic the maps show: exec-median, exec-p99, "
+                                                       "response-median, response-p99 or epsilon (default: the one with "
+                                                       "the strongest concluded effect)")):
     """Write the HTML report (self-contained), figures, Markdown summary and CSV files of an experiment
     (of a campaign: verdicts per cell, two-way views, worst cells, one page per group)."""
     from .report.build import build
 
-    build(results, out, epsilon, csv=csv, console=console, cell_figures=cell_figures)
+    build(results, out, epsilon, csv=csv, console=console, cell_figures=cell_figures, map_stat=map_stat)
 
 
 @command

@@ -478,11 +478,28 @@ def _interrupt(signum, frame):
 
 
 def main() -> None:
-    """Entry point: one clear line and a documented exit code for every failure."""
+    """Entry point: one clear line and a documented exit code for every failure (the
+    command line's own errors too: an unknown option or a value of the wrong type is one
+    line naming the command and the option, exit 2, not click's framed block)."""
     signal.signal(signal.SIGTERM, _interrupt)
     signal.signal(signal.SIGHUP, _interrupt)
     _mount_optional()
-    app()
+    try:
+        code = app(standalone_mode=False)
+    except typer.Abort:
+        print("xtalk: interrupted", file=sys.stderr)
+        sys.exit(130)
+    except typer.TyperException as e:  # click's errors (typer's copy of click): usage, bad values
+        ctx = getattr(e, "ctx", None)
+        names = []
+        while ctx is not None and ctx.parent is not None:  # the root's name is how Python was called
+            names.insert(0, ctx.info_name)
+            ctx = ctx.parent
+        where = " ".join(["xtalk", *names])
+        message = " ".join(e.format_message().split()).rstrip(".")
+        print(f"{where}: {message}; see `{where} --help`", file=sys.stderr)
+        sys.exit(getattr(e, "exit_code", 2))
+    sys.exit(code if isinstance(code, int) else 0)
 
 
 if __name__ == "__main__":

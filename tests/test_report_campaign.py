@@ -325,6 +325,12 @@ def test_the_mapped_statistic_is_selectable_and_a_bad_name_refused(tail_only, tm
     assert r.returncode == 2 and r.stderr.strip().count("\n") == 0, r.stderr
     assert "--map: 'banana' is not a mapped statistic; use one of exec-median" in r.stderr
     assert not (tmp_path / "bad").exists()
+    from xtalk.report.synthetic import Scenario, write_results
+
+    exp = write_results(tmp_path / "exp", [Scenario("solo"), Scenario("read", slowdown=1.2)], repetitions=2, jobs=30)
+    r = xtalk("report", exp, "-o", tmp_path / "exp-rep", "--map", "response-p99")
+    assert r.returncode == 2 and "--map picks the statistic of a campaign's maps" in r.stderr, r.stderr
+    assert not (tmp_path / "exp-rep").exists()
 
 
 def test_an_inconclusive_cell_is_marked_and_leaves_the_colour_scale_alone(tail_only):

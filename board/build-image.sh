@@ -15,6 +15,9 @@
 # known_hosts), PREFIX empty for the board and "guest-" for the guest; CACHE/id_ed25519 (the
 # client key, shared by both). A second call with everything in place does nothing. Runs as root.
 set -eu
+# Everything made here is root's only: CACHE is 0700 and its files 0600 (common.sh
+# board_dir, private_files); the root's own files keep their modes (the image's /etc/hosts
+# and networkd's files are read by other users inside it).
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/common.sh"
 flavour=board
@@ -87,6 +90,11 @@ printf 'PermitRootLogin prohibit-password\nPasswordAuthentication no\nUseDNS no\
 [ -s "$cache/id_ed25519" ] || ssh-keygen -q -t ed25519 -N '' -C xtalk-board -f "$cache/id_ed25519"
 install -d -m 700 "$root/root/.ssh"
 install -m 600 "$cache/id_ed25519.pub" "$root/root/.ssh/authorized_keys"
+# Host keys of this image, made here (never those of a cached root or another image):
+# ssh-keygen -A writes every missing type under the root's /etc/ssh.
+rm -f "$root"/etc/ssh/ssh_host_*
+ssh-keygen -q -A -f "$root"
+chmod 600 "$root"/etc/ssh/ssh_host_*_key
 cp "$root/etc/ssh/ssh_host_ed25519_key.pub" "$cache/${prefix}host_key.pub"
 # the agent's runs stay in /run/xtalk (tmpfs); nothing else to install: the board's agent is
 # static, the guest's is the host's own (same suite, same glibc).
@@ -108,6 +116,7 @@ done
 size_mb=$(( $(du -sm "$root" | cut -f1) + 768 ))
 img="$cache/${prefix}rootfs.img"
 rm -f "$img.tmp"
-nice -n 19 mkfs.ext4 -q -L $hostname -d "$root" "$img.tmp" "${size_mb}M"
+(umask 077 && nice -n 19 mkfs.ext4 -q -L $hostname -d "$root" "$img.tmp" "${size_mb}M")
 mv "$img.tmp" "$img"
+private_files "$cache"
 say "$flavour image built in $(( $(date +%s) - start )) s: $img (${size_mb} MiB)"

@@ -5,10 +5,16 @@ die() { echo "board: $*" >&2; exit 2; }
 step() { echo "board: [$(date -u +%H:%M:%S)] $*" >&2; }
 
 # The cache directory (outside git): the argument, else $XTALK_BOARD_DIR, else build/board.
+# Root's only (0700), and so is every file in it (0600): the images hold the machines' SSH
+# host private keys and root's authorized key, id_ed25519 is root's client key into them.
+# Files an earlier version left readable are closed here too, on every call.
 board_dir() {
     d=${1:-${XTALK_BOARD_DIR:-build/board}}
-    mkdir -p "$d" && cd "$d" && pwd
+    (umask 077 && mkdir -p "$d") && chmod 700 "$d" && private_files "$d" && cd "$d" && pwd
 }
+
+# Every plain file directly in DIR readable and writable by its owner only.
+private_files() { find "$1" -maxdepth 1 -type f ! -perm 600 -exec chmod 600 {} +; }
 
 # A TCP port free on the loopback now (for qemu's SSH forward).
 free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }

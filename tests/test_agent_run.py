@@ -147,3 +147,31 @@ def test_kernel_refusal_is_found_before_the_run_starts(agent, tmp_path, facts, n
         for h in hogs:
             h.kill()
             h.wait()
+
+
+def test_a_sigterm_before_the_plan_is_read_does_not_kill_the_agent(agent, tmp_path):
+    """The termination signals are blocked before the agent reads or makes anything (issue 31
+    item 5: in the window before, SIGTERM's default action killed it). The agent waits for
+    its plan on stdin, gets SIGTERM, then a plan it refuses: it exits 2 with its one line,
+    not by the signal, and makes no output directory."""
+    out = tmp_path / "never"
+    p = subprocess.Popen([agent, "run", "-", "--out", out], stdin=subprocess.PIPE,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        # Its signal mask is read from /proc: SIGTERM blocked before it reads the plan.
+        deadline = time.monotonic() + 10
+        blocked = 0
+        while time.monotonic() < deadline and not blocked & (1 << 14):
+            status = open(f"/proc/{p.pid}/status").read()
+            blocked = int(next(line.split()[1] for line in status.splitlines() if line.startswith("SigBlk:")), 16)
+            time.sleep(0.01)
+        p.send_signal(15)
+        time.sleep(0.2)
+        assert p.poll() is None, "SIGTERM killed the agent before it read its plan"
+        _, err = p.communicate("not a plan", timeout=30)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    assert p.returncode == 2, (p.returncode, err)
+    assert len(err.strip().splitlines()) == 1 and not out.exists(), err

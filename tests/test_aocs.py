@@ -11,6 +11,7 @@ import pytest
 
 from conftest import fifo_or_other, is_root, processes_named, wait_for, write_plan, xtalk, children_of
 from xtalk.aocs import EXPECTED_FILE, INPUT_FILE, OUTPUTS_FILE, read_outputs
+from xtalk.store.jobs import read_job_log
 
 FIRST, JOBS, WARMUP = 3000, 300, 5
 
@@ -112,7 +113,12 @@ def test_process_structure_and_cleanup(agent, data, tmp_path, last_cpu):
 
 @pytest.mark.parametrize("change,field,hint", [
     (lambda p, d: p["victim"]["body"].update(input=str(d / "missing.bin")), "victim.body.input", "aocs-generate"),
-    (lambda p, d: p["victim"]["body"].update(first_step=15_900), "victim.jobs", "first_step + warmup_jobs + jobs = 16205 passes"),
+    (lambda p, d: p["victim"]["body"].update(first_step=15_900), "victim.jobs",
+     "first_step + (warmup_jobs + jobs) × steps_per_job = 16205 passes"),
+    (lambda p, d: p["victim"]["body"].update(steps_per_job=60), "victim.jobs",
+     "first_step + (warmup_jobs + jobs) × steps_per_job = 21300 passes"),
+    (lambda p, d: p["victim"]["body"].update(steps_per_job=0), "victim.body.steps_per_job", "between 1 and 100000"),
+    (lambda p, d: p["victim"]["body"].update(repeat_step=10**7), "victim.body.repeat_step", "between 1 and 1000000"),
     (lambda p, d: p["victim"]["body"].update(expected=str(d / INPUT_FILE)), "victim.body.expected", "not an AOCS XTAOCSEX file"),
     (lambda p, d: p["victim"]["body"].update(bogus=1), "victim.body", "unknown field"),
 ])
@@ -123,6 +129,30 @@ def test_bad_input_is_refused_with_one_line(agent, data, tmp_path, last_cpu, cha
     line = p.stderr.strip()
     assert p.returncode == 2 and "\n" not in line and line.startswith(f"xtalk-agent: plan: {field}") and hint in line, line
     assert not (tmp_path / "x").exists(), "nothing started"
+
+
+def test_a_jobs_work_scales_with_steps_per_job_and_repeat_step(agent, data, tmp_path, last_cpu):
+    """The AOCS work per job is a knob (issue 32 item 8: a step costs µs on a PC): 400 steps
+    a job, or one step computed 2000 times, take far longer than one step (ratios within
+    this test, not this machine's time; the first step after a sleep runs from cold caches,
+    the next ones from warm), and the outputs are still compared bit for bit: every step of
+    the window, in order, as the expected file has them."""
+    medians = {}
+    for name, body in (("one", {}), ("steps", {"steps_per_job": 400}), ("repeat", {"repeat_step": 2000})):
+        plan = aocs_plan(data, last_cpu, jobs=20, period_ns=5_000_000)
+        plan["victim"]["body"].update(body)
+        p, out = run(agent, tmp_path, plan, name)
+        meta = json.loads((out / "run.json").read_text())
+        assert p.returncode == 0 and meta["status"] == "completed", meta["reason"]
+        rep = json.loads((out / "aocs.json").read_text())
+        steps = (20 + WARMUP) * body.get("steps_per_job", 1)
+        assert rep["compared"] == steps and rep["mismatches"] == 0, rep
+        got = read_outputs(out / OUTPUTS_FILE)
+        expected = read_outputs(data / EXPECTED_FILE).loc[FIRST:FIRST + steps - 1]
+        assert np.array_equal(got.to_numpy().view(np.uint64), expected.to_numpy().view(np.uint64))
+        jobs = read_job_log(out / "jobs.bin")
+        medians[name] = float(jobs[~jobs.warmup].exec_ns.median())
+    assert medians["steps"] > 4 * medians["one"] and medians["repeat"] > 20 * medians["one"], medians
 
 
 def test_experiment_generates_its_data_and_runs(tmp_path, last_cpu):

@@ -71,3 +71,33 @@ def test_the_guest_clean_up_check_leaves_xtalk_s_furniture_alone(tmp_path):
     command = check_board.CLEAN["/run/xtalk"].replace("/run/xtalk", str(tmp_path))
     left = subprocess.run(["sh", "-c", command], capture_output=True, text=True, timeout=10).stdout.split()
     assert left == ["stray.pid"], left
+
+
+def test_the_image_cache_and_its_keys_are_root_only(tmp_path):
+    """The images hold the machines' SSH host private keys and root's authorized key: the
+    cache directory is 0700 and every file in it 0600 (issue 31 item 5), files an earlier
+    build left world-readable included. Checked on an already-built cache (the script
+    closes it and stops; building an image takes minutes)."""
+    cache = tmp_path / "cache"
+    cache.mkdir(mode=0o755)
+    names = ["guest-rootfs.img", "guest-vmlinuz-rt", "guest-initrd-rt", "guest-version-rt", "guest-host_key.pub",
+             "id_ed25519", "id_ed25519.pub"]
+    for n in names:
+        (cache / n).write_text("x")
+        (cache / n).chmod(0o644)
+    out = subprocess.run(["sh", str(ROOT / "board" / "build-image.sh"), "--guest", str(cache)], capture_output=True,
+                         text=True, timeout=30)
+    assert out.returncode == 0 and "already built" in out.stderr + out.stdout, out.stderr
+    assert cache.stat().st_mode & 0o777 == 0o700
+    assert {n: (cache / n).stat().st_mode & 0o777 for n in names} == {n: 0o600 for n in names}
+
+
+def test_each_image_gets_host_keys_made_for_it_root_only():
+    """The build removes any host key the root came with and makes the image's own, private
+    keys 0600 (read from the script: running it needs root, a mirror and minutes)."""
+    text = (ROOT / "board" / "build-image.sh").read_text()
+    steps = [text.index(s) for s in ('rm -f "$root"/etc/ssh/ssh_host_*', 'ssh-keygen -q -A -f "$root"',
+                                     'chmod 600 "$root"/etc/ssh/ssh_host_*_key', '(umask 077 && nice -n 19 mkfs.ext4',
+                                     'private_files "$cache"')]
+    assert steps == sorted(steps)
+    assert "(umask 077 && nice -n 19 mkfs.ext4" in text

@@ -49,6 +49,14 @@ FACTS = TargetFacts(online_cpus=[0, 1], caches={"l1d": 32768, "l2": 1 << 20, "ll
     ('bytes = "1MiB", cpus', 'bytes = "1MiB", colour = 1, cpus', 20, "scenario[0].enemies[0].colour: unknown key"),
     ('name = "app"\n', '', 4, "application[0].name: required; add it"),
     ('priority = 80', 'priority = = 80', 16, "not valid TOML: Invalid value (column 12); fix the syntax"),
+    # ε bounds read at plan time as an experiment's are (issue 31 item 5), not by the summary
+    # of the finished campaign.
+    ('bound = "3ms" }', 'bound = "banana" }', 7, "cannot read duration 'banana'"),
+    ('bound = "3ms" }', 'bound = "-5ms" }', 7, "cannot read duration '-5ms'"),
+    ('bound = "3ms" }', 'bound = "0ms" }', 7, "duration must be positive"),
+    ('bound = "3ms" }', 'bound = "1e999ms" }', 7, "is not a finite duration"),
+    ('bound = "3ms" }', 'bound = "inf" }', 7, "cannot read duration 'inf'"),
+    ('bound = "3ms" }', 'relative = 1e9 }', 7, "should be at most 1000"),
 ])
 def test_bad_campaign_file_is_one_line_with_file_line_field_and_fix(tmp_path, old, new, line, needle):
     assert old in BASE

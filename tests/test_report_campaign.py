@@ -87,7 +87,7 @@ def test_two_way_grids_per_family_and_configuration_with_numeric_axes(two_way):
     grids = {(g.family, g.group): g for g in cc.two_way_grids(cd, cells)}
     assert set(grids) == {("pi", "other"), ("pi", "fifo"), ("chase", "other"), ("chase", "fifo")}
     for (fam, conf), g in grids.items():
-        s = g.slowdown
+        s = g.values
         assert s.index.name == "number of enemies (count)"
         if fam == "pi":
             assert list(s.index) == [1, 2, 4] and list(s.columns) == [2.0, 5.0, 10.0]  # not "10ms, 2ms, 5ms"
@@ -108,12 +108,12 @@ def test_two_way_grids_per_family_and_configuration_with_numeric_axes(two_way):
 def test_two_way_view_is_a_heat_map_and_a_3d_surface(two_way):
     _, cd, cells = two_way
     g = cc.two_way_grids(cd, cells)[0]
-    fig = cf.two_way_view(g.slowdown, g.title)
+    fig = cf.two_way_view(g, g.title)
     heat, surf = [a for a in fig.axes if a.get_label() != "<colorbar>"][:2]
     assert surf.name == "3d" and heat.name == "rectilinear"
     assert [t.get_text() for t in heat.get_xticklabels()] == ["2", "5", "10"]
     assert [t.get_text() for t in heat.get_yticklabels()] == ["1", "2", "4"]
-    assert heat.get_xlabel() == "total CPU time per period (ms)" and surf.get_zlabel() == "slowdown (× solo)"
+    assert heat.get_xlabel() == "total CPU time per period (ms)" and surf.get_zlabel() == "exec median (×)"
     assert any(t.get_text() == "excluded" for t in heat.texts)
 
 
@@ -128,8 +128,9 @@ def test_report_of_88_cells_leads_with_views_and_stays_small(tmp_path):
     html = build(root, csv=False)
     assert (root / "report" / "tables" / "cells.csv").read_text().count("\n") == 88 + 1
     text = html.read_text()
-    # One figure per (family, configuration): 4, not one set per cell (88 cells).
-    assert text.count("<figure") == 4
+    # One figure per (family, configuration) and one of the explicit scenarios: 5, not one
+    # set per cell (88 cells).
+    assert text.count("<figure") == 5
     assert len(re.findall(r'<td class="[a-z]*"><a href="cells/', text)) == 88  # the verdict matrix links every cell
     size = sum(p.stat().st_size for p in (root / "report").rglob("*") if p.is_file())
     assert size < 3e6, f"campaign report is {size / 1e6:.1f} MB"
@@ -196,9 +197,9 @@ def test_campaign_report_renders_in_chromium(two_way, tmp_path):
         group = b.evaluate(b.open((tmp_path / "rep" / "cells" / "other.html").resolve().as_uri()), chromium.FIGURE_CHECK)
         errors = b.console_errors()
     assert errors == []
-    assert n == 4 and main["figures"] == n and main["status"] == f"{n}/{n}"
+    assert n == 5 and main["figures"] == n and main["status"] == f"{n}/{n}"
     assert all(i["ok"] for i in main["imgs"]) and all(s["ok"] for s in main["svgs"])
-    assert {"Verdicts", "Two-way views", "Worst cells", "Warnings"} <= set(main["sections"])
+    assert {"Verdicts", "Maps", "Worst cells", "Warnings"} <= set(main["sections"])
     assert group["status"] == "0/0" and group["sections"]
 
 
@@ -272,4 +273,98 @@ def test_cell_figures_only_on_request(tmp_path):
     assert sum(p.read_text().count("<figure") for p in pages) == cells
     assert len(list((tmp_path / "figs" / "figures" / "cells").glob("*.png"))) == cells
     main = (tmp_path / "figs" / "index.html").read_text()
-    assert main.count("<figure") == plain.read_text().count("<figure") == 2  # one view per configuration
+    # One view per configuration and the scenarios' map.
+    assert main.count("<figure") == plain.read_text().count("<figure") == 3
+
+
+# --------------------------------------------------------------------------- maps (issue 32 item 7)
+
+
+def _late_pi(conf: str, fam: str, n: int, total: str) -> float:
+    """A response-tail effect only: every 20th job of a pi cell with 2 or 4 enemies wakes
+    0.5 ms late (execution time unchanged, the median response barely)."""
+    return 500_000.0 if fam == "pi" and n >= 2 else 0.0
+
+
+@pytest.fixture(scope="module")
+def tail_only(tmp_path_factory):
+    root = write_campaign(tmp_path_factory.mktemp("tail") / "c", families=[PI], scenarios={"read": 1.0},
+                          late=_late_pi, configurations=("other",), repetitions=2, jobs=60)
+    cd = cc.load_campaign(root)
+    return root, cd, cc.cell_table(cd, n_boot=300)
+
+
+def test_the_default_map_is_the_statistic_where_the_effect_is(tail_only, tmp_path):
+    """A planted effect on the response p99 only: the maps show response p99, not the
+    median execution slowdown, and say why."""
+    from xtalk.report import campaign_maps as cm
+
+    root, cd, cells = tail_only
+    stat, why = cm.choose(cells)
+    assert stat.name == "response-p99", why
+    (g,) = cc.two_way_grids(cd, cells, stat)
+    assert g.known.loc[[2, 4]].to_numpy().all() and g.values.loc[[2, 4]].to_numpy().min() > 2
+    # No effect planted at one enemy: near 1 (concluded or not: at 95 % a cell in twenty is).
+    assert np.allclose(g.values.loc[1], 1.0, atol=0.05)
+    r = xtalk("report", root, "-o", tmp_path / "rep", "--no-csv")
+    assert r.returncode == 0, r.stderr
+    assert "maps: response p99 (the statistic with the strongest concluded effect" in r.stdout
+    html = (tmp_path / "rep" / "index.html").read_text()
+    assert "Each map shows response p99" in html and "Two-way view, pi — other" in html
+    grid = (tmp_path / "rep" / "tables" / "grid_pi_other.csv").read_text().splitlines()
+    assert [float(x) > 2 for x in grid[-1].split(",")[1:]] == [True, True, True]  # 4 enemies: the tail, ×3
+
+
+def test_the_mapped_statistic_is_selectable_and_a_bad_name_refused(tail_only, tmp_path):
+    root, _, _ = tail_only
+    r = xtalk("report", root, "-o", tmp_path / "rep", "--no-csv", "--map", "exec-median")
+    assert r.returncode == 0, r.stderr
+    assert "maps: exec median (chosen with --map)" in r.stdout
+    assert "Each map shows exec median" in (tmp_path / "rep" / "index.html").read_text()
+    r = xtalk("report", root, "-o", tmp_path / "bad", "--map", "banana")
+    assert r.returncode == 2 and r.stderr.strip().count("\n") == 0, r.stderr
+    assert "--map: 'banana' is not a mapped statistic; use one of exec-median" in r.stderr
+    assert not (tmp_path / "bad").exists()
+    from xtalk.report.synthetic import Scenario, write_results
+
+    exp = write_results(tmp_path / "exp", [Scenario("solo"), Scenario("read", slowdown=1.2)], repetitions=2, jobs=30)
+    r = xtalk("report", exp, "-o", tmp_path / "exp-rep", "--map", "response-p99")
+    assert r.returncode == 2 and "--map picks the statistic of a campaign's maps" in r.stderr, r.stderr
+    assert not (tmp_path / "exp-rep").exists()
+
+
+def test_an_inconclusive_cell_is_marked_and_leaves_the_colour_scale_alone(tail_only):
+    """The exec median map of a campaign without an exec effect: every cell inconclusive,
+    hatched grey; a hand-made grid whose inconclusive cell is an extreme does not set vmax."""
+    import pandas as pd
+
+    from xtalk.report import campaign_maps as cm
+    from xtalk.report.figures import plt
+
+    _, cd, cells = tail_only
+    (g,) = cc.two_way_grids(cd, cells, cm.STATS["exec-median"])
+    fig = cf.two_way_view(g, g.title)
+    heat = fig.axes[0]
+    marked = [p for p in heat.patches if p.get_gid() == "inconclusive"]
+    assert len(marked) == int(np.isfinite(g.values.to_numpy()).sum()) == 9
+    assert all(t.get_text().endswith("?") for t in heat.texts if t.get_text() != "excluded")
+    plt.close(fig)
+    v = pd.DataFrame([[1.2, 5.0], [1.5, np.nan]], index=[1, 2], columns=[2.0, 5.0])
+    known = pd.DataFrame([[True, False], [True, False]], index=v.index, columns=v.columns)
+    grid = cc.Grid("pi", "other", v, known, known & False, "n", "total", cm.STATS["exec-median"])
+    fig = cf.two_way_view(grid, "hand-made")
+    heat = fig.axes[0]
+    (im,) = heat.images
+    assert im.norm.vmax == pytest.approx(1.5) and im.norm.vmin == pytest.approx(1.0)
+    (p,) = [p for p in heat.patches if p.get_gid() == "inconclusive"]
+    assert p.get_xy() == (0.5, -0.5)  # column 5.0, row 1
+    assert "5.00?" in [t.get_text() for t in heat.texts]
+    plt.close(fig)
+
+
+def test_a_campaign_without_two_way_families_has_a_map_by_default(tmp_path):
+    root = write_campaign(tmp_path / "c", families=[], scenarios={"read": 1.3, "write": 1.0}, repetitions=2, jobs=40)
+    html = build(root, csv=False).read_text()
+    assert html.count("<figure") == 1 and "Scenarios × groups: " in html
+    table = (root / "report" / "tables" / "map_scenarios.csv").read_text()
+    assert table.splitlines()[0].split(",")[1:] == ["other", "fifo"]

@@ -101,6 +101,28 @@ def test_the_space_comes_from_the_catalog():
         assert c.footprint(sp) <= sp.memory_cap
 
 
+@pytest.mark.parametrize("arch, present, absent", [
+    ("x86_64", {"auto", "store64", "nt64", "nt256"}, {"stnp"}),
+    ("aarch64", {"auto", "store64", "store128", "stnp"}, {"nt64", "nt128", "nt256", "store256"}),
+])
+def test_the_search_draws_only_the_store_methods_of_its_machine(arch, present, absent):
+    """The catalog says which choices exist on which architecture (issue 31 item 5: `xtalk
+    worst` on x86 drew the Arm-only `stnp` and aborted mid-search)."""
+    write = catalog.current().kinds["write"].param("method")
+    assert write.choice_arch["stnp"] == ("aarch64",) and "store64" not in write.choice_arch
+    sp = space.build(catalog.current(), CACHES, [0, 1], memory_cap=1 << 30, arch=arch)
+    for kind in ("write", "ntstore"):
+        if kind not in sp.kinds:
+            continue
+        methods = set({a.key: a.values for a in sp.kinds[kind].axes}["method"])
+        assert not methods & absent, (kind, methods)
+        assert methods & present, (kind, methods)
+    assert present <= set({a.key: a.values for a in sp.kinds["write"].axes}["method"])
+    rng = random.Random(1)
+    drawn = {e.table().get("method") for _ in range(300) for slot in sp.sample(rng).slots for e in slot}
+    assert not drawn & absent
+
+
 def test_drawn_chase_enemies_never_have_more_walkers_than_nodes():
     # The catalog bounds chase's `chains` by its `elements` (at_most): a chase over l1d/2 in
     # 4 KiB elements has 4 nodes, and one such enemy with 32 walkers, refused by the agent,

@@ -201,8 +201,15 @@ fn check_victim(at: &str, v: &Victim, online: &[usize], allowed: &[usize]) -> Re
             }
         }
         Body::Syscall { calls } if *calls == 0 => return err(format!("{at}.body.calls"), "must be at least 1"),
-        Body::Aocs { input, expected, first_step } => {
-            crate::victims::aocs::io::check_window(&format!("{at}.body"), input, expected, *first_step, v.total_jobs(), &format!("{at}.jobs"), "first_step + warmup_jobs + jobs")?
+        Body::Aocs { input, expected, first_step, steps_per_job, repeat_step } => {
+            if !(1..=crate::plan::MAX_STEPS_PER_JOB).contains(steps_per_job) {
+                return err(format!("{at}.body.steps_per_job"), format!("must be between 1 and {}", crate::plan::MAX_STEPS_PER_JOB));
+            }
+            if !(1..=crate::plan::MAX_REPEAT_STEP).contains(repeat_step) {
+                return err(format!("{at}.body.repeat_step"), format!("must be between 1 and {}", crate::plan::MAX_REPEAT_STEP));
+            }
+            let steps = v.total_jobs().saturating_mul(*steps_per_job);
+            crate::victims::aocs::io::check_window(&format!("{at}.body"), input, expected, *first_step, steps, &format!("{at}.jobs"), "first_step + (warmup_jobs + jobs) × steps_per_job")?
         }
         Body::Taskset { tasks, policy } => check_taskset(at, v, tasks, *policy, online)?,
         _ => {}

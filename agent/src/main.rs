@@ -170,6 +170,10 @@ fn main() {
     }
     match cli.cmd {
         Cmd::Run { plan, out, exit_with_parent } => {
+            // Before anything is read or made: a termination signal from here on ends the
+            // run through run::execute (or stays pending until a refusal exits), never by
+            // its default action half-way through (run::execute blocks them again, harmlessly).
+            launch::signals::block_watched();
             refuse_fixture("run");
             let p = load_plan(&plan);
             if out.join("run.json").exists() {

@@ -361,6 +361,14 @@ pub enum Body {
         expected: String,
         #[serde(default)]
         first_step: u64,
+        /// Consecutive scenario steps per job (1..=MAX_STEPS_PER_JOB): a step costs µs on a
+        /// PC where it cost ms on the seed's flight processor, so a job may take several.
+        #[serde(default = "one_step")]
+        steps_per_job: u64,
+        /// Each step computed this many times (1..=MAX_REPEAT_STEP), all but the last on a
+        /// scratch copy: a processor that many times slower, the same outputs.
+        #[serde(default = "one_step")]
+        repeat_step: u64,
     },
     /// cyclictest-equivalent: an empty job; the record's wake-up minus release is the timer
     /// latency of every sample (victims/latency.rs).
@@ -533,3 +541,12 @@ pub fn parse(text: &str) -> Result<Plan, PlanError> {
         }
     })
 }
+
+fn one_step() -> u64 {
+    1
+}
+
+/// The most AOCS steps a job may take (the data files hold 16000 steps by default).
+pub const MAX_STEPS_PER_JOB: u64 = 100_000;
+/// The most times a step may be computed (1 µs × this: seconds a job).
+pub const MAX_REPEAT_STEP: u64 = 1_000_000;

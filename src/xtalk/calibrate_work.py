@@ -3,7 +3,8 @@
 A body's footprint may come from the caches (`bytes = "llc/4"`), but how long a job takes
 depends on the machine: the same 8 MiB pointer chase took 4 ms on one machine and 18 ms on
 another against a 10 ms period, and a victim overloaded alone measures its own backlog, not
-interference. So the work (chase `accesses`, pi `iterations`, syscall `calls`) is set on the
+interference. So the work (chase `accesses`, pi `iterations`, syscall `calls`, aocs
+`repeat_step`) is set on the
 target before the interleaved runs: short solo runs in the first configuration's placement and
 policy measure the median execution time per unit of work, and the work that fills the asked
 share of the period is used in every run of the experiment, solo and enemies alike. The passes
@@ -19,12 +20,12 @@ from pathlib import Path
 from .config.expand import RunSpec
 from .errors import UsageError
 from .outcome import RunOutcome
-from .plan import ChaseBody, PiBody, Plan, SyscallBody
+from .plan import AocsBody, ChaseBody, PiBody, Plan, SyscallBody
 from .store.jobs import read_job_log
 from .targets.base import LocalTarget
 
 #: The work knob of each body that can be calibrated.
-KNOB = {ChaseBody: "accesses", PiBody: "iterations", SyscallBody: "calls"}
+KNOB = {ChaseBody: "accesses", PiBody: "iterations", SyscallBody: "calls", AocsBody: "repeat_step"}
 #: Jobs per calibration pass (after warm-up): enough for a stable median, short on any period.
 PASS_JOBS = 20
 PASS_WARMUP = 3
@@ -46,6 +47,8 @@ def _first_guess(body, target_ns: float) -> int:
     one pass over 1.2 GiB (4 × a 300 MiB L3) took 3.8 s a job against a 4 ms period."""
     if isinstance(body, ChaseBody):
         return max(min(body.bytes // 64, int(target_ns / SLOW_ACCESS_NS)), 2)
+    if isinstance(body, AocsBody):  # a step costs 0.2–6 µs: at most the target at 6 µs
+        return max(1, int(target_ns / 6_000))
     return 100_000 if isinstance(body, PiBody) else 200
 
 

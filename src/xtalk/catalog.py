@@ -45,6 +45,15 @@ class Param:
     per_bytes: Optional[str] = None
     #: Another count this one may not exceed (chase's `chains`: one walker per node at most).
     at_most: Optional[str] = None
+    #: Choice -> the architectures it exists on (`uname -m` names), for choices that exist
+    #: on some only (the store methods); a choice not listed exists everywhere.
+    choice_arch: Optional[dict] = None
+
+    def choices_on(self, arch: Optional[str]) -> Optional[tuple[str, ...]]:
+        """The choices that exist on ``arch`` (every choice when it is None: unknown)."""
+        if self.choices is None or not arch or not self.choice_arch:
+            return self.choices
+        return tuple(c for c in self.choices if arch in self.choice_arch.get(c, (arch,)))
 
     @property
     def file_key(self) -> str:
@@ -112,7 +121,8 @@ def _param(d: dict) -> Param:
     return Param(name=d["name"], type=d["type"], doc=d["doc"], required=d["required"], default=d.get("default"),
                  choices=tuple(d["choices"]) if d.get("choices") else None, min=d.get("min"), max=d.get("max"),
                  multiple_of=d.get("multiple_of"), unit=d.get("unit", ""), file_default=d.get("file_default"),
-                 per_bytes=d.get("per_bytes"), at_most=d.get("at_most"))
+                 per_bytes=d.get("per_bytes"), at_most=d.get("at_most"),
+                 choice_arch={c: tuple(a) for c, a in d["choice_arch"].items()} if d.get("choice_arch") else None)
 
 
 def parse(doc: dict, source: str = "catalog") -> Catalog:
@@ -181,6 +191,12 @@ def _default_words(p: Param) -> str:
     return f"`{json.dumps(p.default)}`"
 
 
+def _choice_words(p: Param, choice: str) -> str:
+    """`stnp` (aarch64): a choice with the architectures it exists on, where not all."""
+    arch = (p.choice_arch or {}).get(choice)
+    return f"`{choice}` ({', '.join(arch)})" if arch else f"`{choice}`"
+
+
 def parameter_tables(cat: Optional[Catalog] = None) -> str:
     """Markdown: one table per kind of its parameters, in the experiment file's terms."""
     cat = cat or current()
@@ -194,7 +210,7 @@ def parameter_tables(cat: Optional[Catalog] = None) -> str:
         out += ["| key | type | default | range | unit | meaning |", "|---|---|---|---|---|---|"]
         for p in k.params:
             key = f"`{p.file_key}`" + (" or `bytes`" if p.per_bytes else "")
-            typ = "one of " + ", ".join(f"`{c}`" for c in p.choices) if p.type == "choice" else {
+            typ = "one of " + ", ".join(_choice_words(p, c) for c in p.choices) if p.type == "choice" else {
                 "u64": "size" if p.unit == "bytes" else "duration" if p.unit == "ns" else "integer",
                 "bool": "true / false", "str": "string", "strings": "list of strings"}[p.type]
             rng = p.bounds()

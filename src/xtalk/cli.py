@@ -208,12 +208,16 @@ def report(results: Path = typer.Argument(..., help="results directory of an exp
            out: Optional[Path] = typer.Option(None, "-o", "--out", help="output directory (default RESULTS/report)"),
            csv: bool = typer.Option(True, "--csv/--no-csv", help="export jobs.csv and probes.csv"),
            cell_figures: bool = typer.Option(False, "--cell-figures",
-                                             help="campaigns: also one figure per cell on the group pages (tables only by default)")):
+                                             help="campaigns: also one figure per cell on the group pages (tables only by default)"),
+           map_stat: Optional[str] = typer.Option(None, "--map", metavar="STAT",
+                                                  help="campaigns: the statistic the maps show: exec-median, exec-p99, "
+                                                       "response-median, response-p99 or epsilon (default: the one with "
+                                                       "the strongest concluded effect)")):
     """Write the HTML report (self-contained), figures, Markdown summary and CSV files of an experiment
     (of a campaign: verdicts per cell, two-way views, worst cells, one page per group)."""
     from .report.build import build
 
-    build(results, out, epsilon, csv=csv, console=console, cell_figures=cell_figures)
+    build(results, out, epsilon, csv=csv, console=console, cell_figures=cell_figures, map_stat=map_stat)
 
 
 @command
@@ -530,11 +534,28 @@ def _interrupt(signum, frame):
 
 
 def main() -> None:
-    """Entry point: one clear line and a documented exit code for every failure."""
+    """Entry point: one clear line and a documented exit code for every failure (the
+    command line's own errors too: an unknown option or a value of the wrong type is one
+    line naming the command and the option, exit 2, not click's framed block)."""
     signal.signal(signal.SIGTERM, _interrupt)
     signal.signal(signal.SIGHUP, _interrupt)
     _mount_optional()
-    app()
+    try:
+        code = app(standalone_mode=False)
+    except typer.Abort:
+        print("xtalk: interrupted", file=sys.stderr)
+        sys.exit(130)
+    except typer.TyperException as e:  # click's errors (typer's copy of click): usage, bad values
+        ctx = getattr(e, "ctx", None)
+        names = []
+        while ctx is not None and ctx.parent is not None:  # the root's name is how Python was called
+            names.insert(0, ctx.info_name)
+            ctx = ctx.parent
+        where = " ".join(["xtalk", *names])
+        message = " ".join(e.format_message().split()).rstrip(".")
+        print(f"{where}: {message}; see `{where} --help`", file=sys.stderr)
+        sys.exit(getattr(e, "exit_code", 2))
+    sys.exit(code if isinstance(code, int) else 0)
 
 
 if __name__ == "__main__":

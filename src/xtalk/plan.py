@@ -92,6 +92,10 @@ class AocsBody(_Strict):
     input: str = Field(min_length=1)
     expected: str = Field(min_length=1)
     first_step: int = Field(default=0, ge=0)
+    #: Consecutive scenario steps per job (the agent's MAX_STEPS_PER_JOB bounds it).
+    steps_per_job: int = Field(default=1, ge=1, le=100_000)
+    #: Each step computed this many times, all but the last on a scratch copy (MAX_REPEAT_STEP).
+    repeat_step: int = Field(default=1, ge=1, le=1_000_000)
 
 
 class LatencyBody(_Strict):

@@ -28,7 +28,7 @@ pub struct Aocs {
 fn start(input: &PathBuf, expected: &PathBuf, first_step: u64, steps: u64) -> Loop {
     // The files were checked with the plan; failing here (fork, a file removed since) ends
     // the enemy during set-up, which the run reports.
-    Loop::new(input, expected, first_step, steps, None).unwrap_or_else(|e| {
+    Loop::new(input, expected, first_step, steps, 1, 1, None).unwrap_or_else(|e| {
         eprintln!("aocs enemy: {e}");
         unsafe { libc::_exit(3) }
     })

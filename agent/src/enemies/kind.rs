@@ -53,11 +53,16 @@ pub struct Param {
     /// Another count parameter this one may not exceed (chase's `chains`: at most one walker
     /// per node); the kind's check refuses more, and `xtalk worst` draws within it.
     pub at_most: Option<&'static str>,
+    /// The architectures (`std::env::consts::ARCH` names) on which a choice exists, for the
+    /// choices that exist only on some (the store methods: `stnp` on aarch64, `nt64` on
+    /// x86_64); a choice not listed exists everywhere. The catalog prints it as
+    /// `choice_arch`, and `xtalk worst` draws only the choices of the machine it runs on.
+    pub arch: &'static [(&'static str, &'static [&'static str])],
 }
 
 impl Param {
     const fn new(name: &'static str, ty: Ty, doc: &'static str) -> Param {
-        Param { name, ty, min: None, max: None, multiple_of: None, default: Dflt::Required, unit: "", doc, file_default: None, per_bytes: None, at_most: None }
+        Param { name, ty, min: None, max: None, multiple_of: None, default: Dflt::Required, unit: "", doc, file_default: None, per_bytes: None, at_most: None, arch: &[] }
     }
     /// An unsigned integer.
     pub const fn u64(name: &'static str, doc: &'static str) -> Param {
@@ -101,6 +106,9 @@ impl Param {
     }
     pub const fn at_most(self, other: &'static str) -> Param {
         Param { at_most: Some(other), ..self }
+    }
+    pub const fn arch(self, table: &'static [(&'static str, &'static [&'static str])]) -> Param {
+        Param { arch: table, ..self }
     }
 }
 
@@ -217,6 +225,9 @@ fn param_json(p: &Param) -> Value {
         "required": p.default == Dflt::Required, "default": default,
         "unit": p.unit, "doc": p.doc,
         "file_default": p.file_default, "per_bytes": p.per_bytes, "at_most": p.at_most,
+        "choice_arch": if p.arch.is_empty() { Value::Null } else {
+            Value::Object(p.arch.iter().map(|(c, a)| (c.to_string(), json!(a))).collect::<Map<String, Value>>())
+        },
     })
 }
 

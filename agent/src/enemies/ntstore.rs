@@ -48,7 +48,7 @@ impl EnemyLoad for NtStore {
 /// The `ntstore` kind (registry: mod.rs).
 pub const KIND: Kind = Kind::new("ntstore", "memory controller without cache pollution: non-temporal stores over the buffer", "bytes", &[
     super::BYTES,
-    Param::choice("method", stores::NT_CHOICES, "streaming store: auto (the fastest measured at start) or nt64/nt128/nt256 (x86_64), stnp (aarch64)").default(Dflt::Str("auto")),
+    Param::choice("method", stores::NT_CHOICES, "streaming store: auto (the fastest measured at start) or nt64/nt128/nt256 (x86_64), stnp (aarch64)").default(Dflt::Str("auto")).arch(stores::ARCH),
 ], |a, cx| Ok(Box::new(NtStore::new(a.u64("bytes"), cx.huge_pages, &a.str("method")))))
 .footprint(1, &["bytes"])
 .check(|a, at| {

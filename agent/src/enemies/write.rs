@@ -44,7 +44,7 @@ impl EnemyLoad for Write {
 /// The `write` kind (registry: mod.rs).
 pub const KIND: Kind = Kind::new("write", "write bandwidth: sequential stores, with the store method measured fastest on this CPU", "bytes", &[
     super::BYTES,
-    Param::choice("method", stores::WRITE_CHOICES, "store method: auto (the fastest measured over the buffer at start) or store64/128/256, nt64/128/256 (x86_64), stnp (aarch64)").default(Dflt::Str("auto")),
+    Param::choice("method", stores::WRITE_CHOICES, "store method: auto (the fastest measured over the buffer at start) or store64/128/256, nt64/128/256 (x86_64), stnp (aarch64)").default(Dflt::Str("auto")).arch(stores::ARCH),
 ], |a, cx| Ok(Box::new(Write::new(a.u64("bytes"), cx.huge_pages, &a.str("method")))))
 .footprint(1, &["bytes"])
 .check(|a, at| stores::check(&a.str("method"), at))

@@ -75,7 +75,7 @@ pub fn build(v: &Victim, log: &JobLog) -> Result<Box<dyn JobBody>, String> {
         &Body::Sum { bytes } => Box::new(sum::Sum::new(bytes, huge_pages)),
         &Body::Spawn { bytes } => Box::new(spawn::Spawn::new(bytes, huge_pages)),
         &Body::Pi { iterations } => Box::new(pi::Pi::new(iterations)),
-        Body::Aocs { input, expected, first_step } => Box::new(aocs::body::Aocs::new(input.as_ref(), expected.as_ref(), *first_step, v.total_jobs(), rundir::of(log))?),
+        Body::Aocs { input, expected, first_step, steps_per_job, repeat_step } => Box::new(aocs::body::Aocs::new(input.as_ref(), expected.as_ref(), *first_step, v.total_jobs(), *steps_per_job, *repeat_step, rundir::of(log))?),
         Body::Latency {} => Box::new(latency::Latency),
         Body::Command { .. } => unreachable!("a command victim execs its program (victims/command.rs)"),
         Body::Syscall { calls } => Box::new(syscall::Syscall::new(*calls)),

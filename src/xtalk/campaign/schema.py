@@ -38,13 +38,17 @@ class Epsilon(_Strict):
 
     on: Literal["exec", "response"] = "response"
     bound: Optional[Duration] = None
-    relative: Optional[float] = Field(default=None, gt=1.0)
+    relative: Optional[float] = Field(default=None, gt=1.0, le=1000.0)
     statistic: Literal["max", "p99", "p999", "mean"] = "max"
 
     @model_validator(mode="after")
     def _one_bound(self):
         if (self.bound is None) == (self.relative is None):
             raise ValueError("give exactly one of 'bound' (e.g. \"2ms\") or 'relative' (e.g. 1.2 × solo)")
+        if self.bound is not None:  # read as the summary will read it, at plan time (as an experiment's ε)
+            from ..units import duration_ns
+
+            duration_ns(self.bound, "bound")
         return self
 
 

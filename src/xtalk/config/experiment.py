@@ -108,6 +108,13 @@ class VictimSpec(SchedSpec):
     data: str = Field(default="aocs-data", description="aocs: directory of aocs-input.bin / aocs-expected.bin (generated when absent)")
     data_seed: int = Field(default=0, ge=0, description="aocs: sensor-noise seed used when generating the data")
     first_step: int = Field(default=0, ge=0, description="aocs: scenario step of the first job (e.g. 3000)")
+    steps_per_job: int = Field(default=1, ge=1, le=100_000,
+                               description="aocs: consecutive scenario steps per job (a step costs µs on a PC, ms on the "
+                                           "seed's flight processor)")
+    repeat_step: Optional[int] = Field(default=None, ge=1, le=1_000_000,
+                                       description="aocs: each step computed this many times (all but the last on a "
+                                                   "scratch copy): the work of a processor that many times slower, the "
+                                                   "same outputs (default 1, or calibrated from `utilization`)")
     tasks: Optional[list[TaskSpec]] = Field(default=None, max_length=64, description="taskset: the periodic tasks")
     task_policy: Literal["rm", "deadline"] = "rm"
     hyperperiods: Optional[int] = Field(default=None, ge=1, le=limits.MAX_JOBS, description="taskset: measured hyperperiods")
@@ -123,10 +130,11 @@ class VictimSpec(SchedSpec):
     def _body_fields(self):
         if self.body in ("chase", "sum", "spawn") and self.bytes is None:
             raise ValueError(f"body '{self.body}' needs 'bytes' (e.g. \"llc/4\" or \"8MiB\")")
-        work = {"chase": "accesses", "pi": "iterations", "syscall": "calls"}.get(self.body)
+        work = {"chase": "accesses", "pi": "iterations", "syscall": "calls", "aocs": "repeat_step"}.get(self.body)
         if self.utilization is not None:
             if work is None:
-                raise ValueError(f"'utilization' calibrates the work of bodies chase, pi and syscall, not '{self.body}'; remove it")
+                raise ValueError(f"'utilization' calibrates the work of bodies chase, pi, syscall and aocs, not '{self.body}'; "
+                                 "remove it")
             if getattr(self, work) is not None:
                 raise ValueError(f"give either '{work}' or 'utilization', not both")
             from ..units import fraction
@@ -350,7 +358,7 @@ class ApplicationSpec(VictimSpec):
     @model_validator(mode="after")
     def _application_fields(self):
         if self.utilization is not None:
-            work = {"chase": "accesses", "pi": "iterations", "syscall": "calls"}.get(self.body, "the work")
+            work = {"chase": "accesses", "pi": "iterations", "syscall": "calls", "aocs": "repeat_step"}.get(self.body, "the work")
             raise ValueError(f"'utilization' is calibrated for a [victim] only; give '{work}' instead")
         if self.files != "shared" and self.body != "aocs":
             raise ValueError("'files' chooses the data files of body 'aocs'; remove it")

@@ -75,7 +75,8 @@ def measured(v: VictimSpec, field: str, facts: TargetFacts, aocs_data: AocsData,
         pass  # built above, with its period
     elif v.body == "aocs":
         inp, expected = aocs_data(v.data, v.data_seed, f"{field}.data", copy)
-        body = AocsBody(input=str(inp), expected=str(expected), first_step=v.first_step)
+        body = AocsBody(input=str(inp), expected=str(expected), first_step=v.first_step, steps_per_job=v.steps_per_job,
+                        repeat_step=v.repeat_step or 1)
     elif v.body == "latency":
         body = LatencyBody()
     elif v.body == "chase":

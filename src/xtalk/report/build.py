@@ -24,6 +24,7 @@ from typing import Sequence
 
 import pandas as pd
 
+from ..errors import UsageError
 from ..analysis import verdict as vd
 from . import epsilon as eps
 from . import figures as fg
@@ -493,19 +494,26 @@ def result_guards(path: Path, data: ReportData | None = None) -> pd.DataFrame:
 
 
 def build(path, out: Path | None = None, epsilons: Sequence = (), *, csv: bool = True, n_boot: int = 2000,
-          console=None, cell_figures: bool = False) -> Path:
+          console=None, cell_figures: bool = False, map_stat: str | None = None) -> Path:
     """Write the report of results directory ``path``; returns the HTML file. ``cell_figures``
-    (campaigns): also one figure per cell on the group pages."""
+    (campaigns): also one figure per cell on the group pages; ``map_stat`` (campaigns): the
+    statistic of the maps (report/campaign_maps.py)."""
     t0 = time.perf_counter()
     for e in epsilons:  # bad ε input fails before any work
         if not isinstance(e, eps.EpsilonSpec):
             eps.parse(e)
+    from . import campaign_maps
     from .campaign_cells import is_campaign
 
+    campaign_maps.parse(map_stat)
     if not isinstance(path, ReportData) and is_campaign(path):  # a campaign leads with its grids and verdicts
         from .campaign_report import build_campaign
 
-        return build_campaign(path, out, epsilons, csv=csv, console=console, cell_figures=cell_figures)
+        return build_campaign(path, out, epsilons, csv=csv, console=console, cell_figures=cell_figures,
+                              map_stat=map_stat)
+    if map_stat:
+        raise UsageError(f"--map: {path} is an experiment, not a campaign; --map picks the statistic of a campaign's "
+                         "maps, drop it")
     runs = path.runs if isinstance(path, ReportData) else load_runs(path)
     convert_stale(runs)  # before the export thread reads the Parquet files
     root = path.path if isinstance(path, ReportData) else Path(path)

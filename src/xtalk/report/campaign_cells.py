@@ -26,6 +26,7 @@ from .. import units
 from ..outcome import read_outcome
 from ..analysis import verdict as vd
 from ..analysis.slowdown import slowdown
+from . import campaign_maps as cm
 from . import tables as tb
 from ..store.frames import SOLO, ReportData, convert_stale, load, load_runs
 
@@ -207,6 +208,7 @@ def cell_table(cd: CampaignData, epsilons: Sequence = (), *, n_boot: int = 1000)
                 pmax = float(max(v.max() for v in cur[metric])) / float(max(v.max() for v in ref[metric]))
             row[f"{name}_slowdown_median"], row[f"{name}_slowdown_median_lo"], row[f"{name}_slowdown_median_hi"] = p, lo, hi
             row[f"{name}_slowdown_max"] = pmax
+            row.update(_p99(name, sc, cur, ref, n_boot))
             row[f"{name}_noise_floor"] = floors[(g, metric)]
             if sc != SOLO:
                 row[f"{name}_interference"] = vd.interference(row[f"{name}_slowdown_median_lo"],
@@ -251,13 +253,53 @@ def _no_jobs(row: dict) -> dict:
         row[k] = math.nan
     for m in ("exec", "response"):
         row.update({f"{m}_slowdown_median": math.nan, f"{m}_slowdown_median_lo": math.nan,
-                    f"{m}_slowdown_median_hi": math.nan, f"{m}_slowdown_max": math.nan, f"{m}_noise_floor": math.nan})
+                    f"{m}_slowdown_median_hi": math.nan, f"{m}_slowdown_max": math.nan, f"{m}_noise_floor": math.nan,
+                    f"{m}_slowdown_p99": math.nan, f"{m}_slowdown_p99_lo": math.nan, f"{m}_slowdown_p99_hi": math.nan})
     row.update(deadline_misses=0, serious_misses=0, epsilon="", eps_verdict=vd.NO_JOBS, eps_observed_ms=math.nan,
                eps_bound_ms=math.nan, eps_ratio=math.nan, eps_ratio_lo=math.nan, eps_ratio_hi=math.nan,
                status=vd.NO_JOBS_STATUS)
     row["verdict"] = (f"{row['group']} · {row['scenario']}: {vd.NO_JOBS_STATUS} — {row['runs']} run(s), {row['runs_ok']} completed, "
                       "none recorded a job; see each run's postmortem/ (xtalk campaign status DIR)")
     return row
+
+
+#: Each side's order-statistic interval is at this level, so the ratio's holds at 95 %.
+_SIDE_LEVEL = math.sqrt(0.95)
+
+
+def _quantile_bounds(x: np.ndarray, q: float, level: float = _SIDE_LEVEL) -> tuple[float, float]:
+    """Distribution-free CI of the ``q`` quantile of ``x`` (order statistics, binomial
+    counts). Where the sample is too small for an upper bound (p99 of fewer than ~440 jobs)
+    the upper end is the maximum observed: the tail above it is unknown."""
+    from scipy.stats import binom
+
+    v = np.sort(x)
+    n = v.size
+    a = (1 - level) / 2
+    lo = int(binom.ppf(a, n, q)) - 1
+    hi = int(binom.ppf(1 - a, n, q))
+    return float(v[min(max(lo, 0), n - 1)]), float(v[min(hi, n - 1)])
+
+
+def _p99(name: str, sc: str, cur: dict, ref: dict | None, n_boot: int) -> dict:
+    """The cell's p99 slowdown of ``name`` (exec, response) with a 95 % CI that needs no
+    bootstrap: each side's order-statistic interval at √0.95, the ratio's ends the quotients
+    of the far ends (conservative: a bootstrap of a p99 from a hundred jobs concluded on
+    cells with nothing planted). The campaign maps can show it (report/campaign_maps.py)."""
+    key = f"{name}_slowdown_p99"
+    nan = {key: math.nan, f"{key}_lo": math.nan, f"{key}_hi": math.nan}
+    if sc == SOLO:
+        return {**nan, key: 1.0}
+    if ref is None:
+        return nan
+    a, b = (np.concatenate(x[f"{name}_ns"]).astype(float) for x in (cur, ref))
+    if not a.size or not b.size:
+        return nan
+    (alo, ahi), (blo, bhi) = _quantile_bounds(a, 0.99), _quantile_bounds(b, 0.99)
+    pb = float(np.quantile(b, 0.99))
+    if pb <= 0 or blo <= 0:  # a p99 of 0 in solo: no ratio
+        return nan
+    return {key: float(np.quantile(a, 0.99)) / pb, f"{key}_lo": alo / bhi, f"{key}_hi": ahi / blo}
 
 
 def _epsilon(specs: list, sc: str, cur: dict, ref: dict | None, n_boot: int) -> dict:
@@ -345,18 +387,23 @@ def worst(cells: pd.DataFrame, n: int = 10) -> pd.DataFrame:
 
 @dataclass
 class Grid:
-    """One two-way view: a family × a group; rows the number of enemies, columns the total,
-    both numeric and sorted by value, cells the median execution-time slowdown."""
+    """One map: a two-way family × a group (rows the number of enemies, columns the total,
+    both numeric and sorted by value), or a campaign's explicit scenarios (rows) × groups
+    (columns); cells the mapped statistic (``stat``), ``known`` where its CI has concluded,
+    ``violated`` where the cell's ε verdict is violated."""
 
     family: str
     group: str
-    slowdown: pd.DataFrame
+    values: pd.DataFrame
+    known: pd.DataFrame
+    violated: pd.DataFrame
     row_label: str
     col_label: str
+    stat: cm.MapStat
 
     @property
     def title(self) -> str:
-        return f"{self.family} — {self.group}"
+        return f"{self.family} — {self.group}" if self.group else self.family
 
 
 def axis(share: str, totals: Sequence[str]) -> tuple[str, list[float]]:
@@ -380,10 +427,26 @@ def axis(share: str, totals: Sequence[str]) -> tuple[str, list[float]]:
     return f"{name} ({unit})", out
 
 
-def two_way_grids(cd: CampaignData, cells: pd.DataFrame) -> list[Grid]:
-    """Per two-way family and per group, the slowdown grid (excluded cells NaN)."""
+def _with_map(cells: pd.DataFrame, stat: cm.MapStat) -> pd.DataFrame:
+    return cells.assign(_v=stat.values(cells), _k=stat.known(cells), _x=cells["eps_verdict"] == vd.VIOLATED)
+
+
+def _pivot(x: pd.DataFrame, index: str, columns: str, rows: list, cols: list) -> tuple[pd.DataFrame, ...]:
     out = []
-    tw = cells[cells["two_way"].astype(str) != ""]
+    for c in ("_v", "_k", "_x"):
+        g = x.pivot_table(index=index, columns=columns, values=c, aggfunc="first", dropna=False)
+        # Every row and column of the grid, so excluded cells show as gaps, not vanish.
+        out.append(g.reindex(index=rows, columns=cols))
+    v, k, e = out
+    return v.astype(float), k.fillna(False).astype(bool), e.fillna(False).astype(bool)
+
+
+def two_way_grids(cd: CampaignData, cells: pd.DataFrame, stat: cm.MapStat | None = None) -> list[Grid]:
+    """Per two-way family and per group, the grid of ``stat`` (default: the median execution
+    slowdown; excluded cells NaN)."""
+    stat = stat or cm.STATS[cm.FALLBACK]
+    out = []
+    tw = _with_map(cells[cells["two_way"].astype(str) != ""], stat)
     for family in dict.fromkeys(tw["two_way"]):
         f = tw[tw["two_way"] == family]
         label, values = axis(cd.shares.get(family, ""), list(f["total"]))
@@ -391,11 +454,25 @@ def two_way_grids(cd: CampaignData, cells: pd.DataFrame) -> list[Grid]:
         if f["_total"].isna().any():  # unreadable totals: keep their order of appearance
             f = f.assign(_total=f["total"].map({t: i for i, t in enumerate(dict.fromkeys(f["total"]))}).astype(float))
             label = "total (as written)"
+        rows, cols = sorted(f["_n"].dropna().unique()), sorted(f["_total"].unique())
         for g in dict.fromkeys(f["group"]):
-            x = f[f["group"] == g]
-            grid = x.pivot_table(index="_n", columns="_total", values="exec_slowdown_median", aggfunc="first")
-            # Every (count, total) of the family, so excluded cells show as gaps, not vanish.
-            grid = grid.reindex(index=sorted(f["_n"].dropna().unique()), columns=sorted(f["_total"].unique()))
-            grid.index.name, grid.columns.name = f"{COUNT_AXIS} (count)", label
-            out.append(Grid(str(family), str(g), grid, grid.index.name, label))
+            v, k, e = _pivot(f[f["group"] == g], "_n", "_total", rows, cols)
+            for frame in (v, k, e):
+                frame.index.name, frame.columns.name = f"{COUNT_AXIS} (count)", label
+            out.append(Grid(str(family), str(g), v, k, e, v.index.name, label, stat))
     return out
+
+
+def scenario_grid(cells: pd.DataFrame, stat: cm.MapStat | None = None) -> Grid | None:
+    """The explicit scenarios (not solo, not two-way cells) × the groups, as one map; None
+    when the campaign has no such scenario."""
+    stat = stat or cm.STATS[cm.FALLBACK]
+    x = cells[(cells["scenario"] != SOLO) & (cells["two_way"].astype(str) == "")]
+    if x.empty:
+        return None
+    x = _with_map(x, stat)
+    rows, cols = list(dict.fromkeys(x["scenario"])), list(dict.fromkeys(cells["group"]))
+    v, k, e = _pivot(x, "scenario", "group", rows, cols)
+    for frame in (v, k, e):
+        frame.index.name, frame.columns.name = "scenario", "group"
+    return Grid("scenarios", "", v, k, e, "scenario", "group", stat)

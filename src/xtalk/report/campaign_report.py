@@ -32,6 +32,7 @@ import pandas as pd
 from ..analysis import verdict as vd
 from . import campaign_cells as cc
 from . import campaign_figures as cf
+from . import campaign_maps as cm
 from . import campaign_summary as cs
 from . import figures as fg
 from .export import export_jobs, export_tables
@@ -87,8 +88,10 @@ def verdict_matrix(cells: pd.DataFrame) -> str:
 
 
 class _CampaignBuilder:
-    def __init__(self, cd: cc.CampaignData, out: Path, epsilons: Sequence, n_boot: int, cell_figures: bool = False):
+    def __init__(self, cd: cc.CampaignData, out: Path, epsilons: Sequence, n_boot: int, cell_figures: bool = False,
+                 map_stat: cm.MapStat | None = None):
         self.cd, self.out, self.epsilons, self.n_boot = cd, out, list(epsilons), n_boot
+        self.map_stat = map_stat
         self.cell_figures = cell_figures
         self.figures: list[fg.Rendered] = []
         self.cell_figure_count = 0
@@ -116,19 +119,29 @@ class _CampaignBuilder:
         return s
 
     def views(self) -> Section:
-        s = Section("views", "Two-way views")
-        grids = cc.two_way_grids(self.cd, self.cells)
+        s = Section("views", "Maps")
+        stat, why = cm.choose(self.cells, self.map_stat)
+        known = (f"Each map shows {stat.short} ({stat.label}): {why}. A cell whose CI has not concluded (it holds 1; "
+                 "for the ε map, it holds the bound) is grey, hatched, its value followed by \"?\", and left out of the "
+                 "colour scale; a red frame marks a cell whose ε is violated.")
+        s.text(known)
+        grids = cc.two_way_grids(self.cd, self.cells, stat)
+        scen = cc.scenario_grid(self.cells, stat)
+        if scen is not None:
+            self.tables["map_scenarios"] = scen.values
+            s.figure(self.fig(cf.scenario_view(scen, f"Scenarios × groups: {stat.short}"), "map_scenarios",
+                              f"Scenarios × groups: {stat.short}",
+                              "Each explicit scenario (rows) in each group (columns), against the group's solo."))
         if not grids:
-            s.text("This campaign has no [[two_way]] family, so there is no (number of enemies × total) grid to draw; "
-                   "the verdict matrix above is its grid.")
+            s.text("This campaign has no [[two_way]] family, so there is no (number of enemies × total) grid to draw.")
             return s
-        s.text("Per enemy family and per group (application, configuration, variant): the median execution-time slowdown "
+        s.text(f"Two-way views, per enemy family and per group (application, configuration, variant): {stat.short} "
                "against the solo of the same group, over the number of enemies and the total resource they share "
                "(seed 000 ch. 6). Axes are numeric, sorted by value, one unit each; excluded cells (infeasible "
                "shares) are gaps. Tables: tables/grid_<family>_<group>.csv.")
         for i, g in enumerate(grids):
-            self.tables[f"grid_{slug(g.family)}_{slug(g.group)}"] = g.slowdown
-            s.figure(self.fig(cf.two_way_view(g.slowdown, f"{g.title}: slowdown against solo"), f"view_{i}",
+            self.tables[f"grid_{slug(g.family)}_{slug(g.group)}"] = g.values
+            s.figure(self.fig(cf.two_way_view(g, f"{g.title}: {stat.short}"), f"view_{i}",
                               f"Two-way view, {g.title}",
                               f"Left: heat map; right: 3-D surface of the same cells. Rows / y: {g.row_label}; "
                               f"columns / x: {g.col_label}."))
@@ -201,18 +214,20 @@ class _CampaignBuilder:
 
 
 def build_campaign(path, out: Path | None = None, epsilons: Sequence = (), *, csv: bool = True, n_boot: int = 1000,
-                   console=None, cell_figures: bool = False) -> Path:
+                   console=None, cell_figures: bool = False, map_stat: str | None = None) -> Path:
     """Write the campaign report of campaign directory ``path``; returns index.html.
     ``cell_figures``: also one figure per cell on the group pages (off by default: 88 cells
-    drawn cost a minute and megabytes, the tables say the same)."""
+    drawn cost a minute and megabytes, the tables say the same). ``map_stat``: the statistic
+    of the maps (campaign_maps.STATS; default: the strongest concluded effect)."""
     t0 = time.perf_counter()
+    asked = cm.parse(map_stat)  # a bad name fails before any work
     root = Path(path)
     out = Path(out) if out is not None else root / "report"
     out.mkdir(parents=True, exist_ok=True)
     cd = cc.load_campaign(root)
     timings = {"load": time.perf_counter() - t0}
     t = time.perf_counter()
-    b = _CampaignBuilder(cd, out, epsilons, n_boot, cell_figures)
+    b = _CampaignBuilder(cd, out, epsilons, n_boot, cell_figures, asked)
     timings["cells"] = time.perf_counter() - t
     sections = []
     for name in ("verdicts", "views", "worst", "warnings", "all_cells"):
@@ -223,7 +238,8 @@ def build_campaign(path, out: Path | None = None, epsilons: Sequence = (), *, cs
     pages = b.cell_pages()
     timings["cell pages"] = time.perf_counter() - t
     files = ["index.html", "summary.md", f"cells/*.html ({len(pages)} pages, one per group)",
-             "figures/*.png, figures/*.svg (one per two-way view)", "tables/cells.csv, tables/grid_*.csv"]
+             "figures/*.png, figures/*.svg (one per two-way view, one for the explicit scenarios)",
+             "tables/cells.csv, tables/grid_*.csv, tables/map_scenarios.csv"]
     if b.cell_figure_count:
         files.append(f"figures/cells/*.png, *.svg ({b.cell_figure_count}, one per cell: --cell-figures)")
     if csv:
@@ -243,6 +259,8 @@ def build_campaign(path, out: Path | None = None, epsilons: Sequence = (), *, cs
                               f"Built in {elapsed:.1f} s by xtalk report.").replace("</style>", CSS + "</style>", 1))
     if console is not None:
         console.print(cs.epsilon_line(b.cells), highlight=False)
+        stat, why = cm.choose(b.cells, asked)
+        console.print(f"maps: {stat.short} ({why})", highlight=False, soft_wrap=True)
         for line in cs.guard_lines(b.cells):
             console.print(f"[yellow]warning: {line}[/]", highlight=False)
         size = sum(p.stat().st_size for p in out.rglob("*") if p.is_file() and p.parent.name != "csv")

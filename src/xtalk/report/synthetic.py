@@ -43,12 +43,16 @@ class Scenario:
 def job_table(n: int, *, period_ns: int = 1_000_000, exec_ns: float = 200_000, slowdown: float = 1.0, sigma: float = 0.02,
               warmup: int = 2, spike_every: int = 0, spike_ns: int = 400_000, big_every: int = 0, drift_ns: float = 0.0,
               miss_jobs: tuple = (), serious_jobs: tuple = (), counters: bool = False, t0_ns: int = 10**12,
-              seed: int = 0) -> pd.DataFrame:
-    """A job table as `store.jobs.read_job_log` returns it, vectorised (10^5 jobs in ms)."""
+              seed: int = 0, late_every: int = 0, late_ns: int = 0) -> pd.DataFrame:
+    """A job table as `store.jobs.read_job_log` returns it, vectorised (10^5 jobs in ms).
+    ``late_every``/``late_ns``: every ``late_every``-th job wakes ``late_ns`` late (its
+    response time grows, its execution time does not)."""
     rng = np.random.default_rng(seed)
     k = np.arange(n, dtype=np.int64)
     release = t0_ns + k * period_ns
     lat = (15_000 + rng.exponential(3_000, n) + k * drift_ns).astype(np.int64)
+    if late_every:
+        lat = lat + np.where(k % late_every == late_every - 1, np.int64(late_ns), np.int64(0))
     wakeup = release + lat
     start = wakeup + 1_000
     ex = exec_ns * slowdown * rng.lognormal(0.0, sigma, n)

@@ -48,34 +48,38 @@ def write_campaign(root: Path, *, families: list[Family], configurations: tuple 
                    excluded: Callable[[str, str, int, str], bool] = _never,
                    epsilon: dict | None = None, application: str = "aocs", repetitions: int = 2, jobs: int = 40,
                    period_ns: int = 1_000_000, exec_ns: float = 200_000, name: str = "planted",
-                   victim: dict | None = None) -> Path:
+                   victim: dict | None = None, late: Planted | None = None, late_every: int = 20) -> Path:
     """Write a campaign directory under ``root``; ``scenarios``: explicit scenario -> its
-    slowdown against solo; ``victim``: added to every run's victim plan (e.g. a latency body)."""
+    slowdown against solo; ``victim``: added to every run's victim plan (e.g. a latency body);
+    ``late``: (configuration, family or scenario, enemies, total) -> a wake-up delay in ns of
+    every ``late_every``-th job of the cell (a response-tail effect, execution unchanged)."""
     root = Path(root)
     (root / "runs").mkdir(parents=True, exist_ok=True)
     eps_label = json.dumps(epsilon or {"on": "response", "relative": 1.5, "statistic": "p99"})
-    cells = []  # (scenario, extra labels, factor) per configuration
+    delay = late or (lambda conf, name, n, total: 0.0)
+    cells = []  # (scenario, extra labels, factor, late ns) per configuration
     for conf in configurations:
         solo = slowdown(conf, "solo", 0, "")
-        cells.append((conf, "solo", {}, solo))
+        cells.append((conf, "solo", {}, solo, delay(conf, "solo", 0, "")))
         for sc, f in (scenarios or {}).items():
-            cells.append((conf, sc, {}, f * solo))
+            cells.append((conf, sc, {}, f * solo, delay(conf, sc, 0, "")))
         for fam in families:
             for total in fam.totals:
                 for n in fam.counts:
                     if excluded(conf, fam.name, n, str(total)):
                         continue
                     lb = {"two_way": fam.name, "enemies": str(n), "total": str(total)}
-                    cells.append((conf, f"{fam.name}-n{n}-t{total}", lb, solo * slowdown(conf, fam.name, n, str(total))))
+                    cells.append((conf, f"{fam.name}-n{n}-t{total}", lb, solo * slowdown(conf, fam.name, n, str(total)),
+                                  delay(conf, fam.name, n, str(total))))
     runs, i = [], 0
     victim = {"period_ns": period_ns, "deadline_ns": period_ns, "sched": {"policy": "fifo", "priority": 90}, **(victim or {})}
     for rep in range(repetitions):
-        for conf, sc, extra, factor in cells:
+        for conf, sc, extra, factor, late_ns in cells:
             run_id = f"{i:04d}-{application}-{conf}-{sc}-r{rep}"
             labels = {"configuration": conf, "application": application, "criticality": "B", "variant": "default",
                       **extra, "campaign": name, "epsilon": eps_label}
             j = job_table(jobs, period_ns=period_ns, exec_ns=exec_ns, slowdown=factor, warmup=2, seed=i,
-                          t0_ns=10**12 + i * 10**10)
+                          t0_ns=10**12 + i * 10**10, late_every=late_every if late_ns else 0, late_ns=int(late_ns))
             d = write_run(root, run_id, sc, rep, j, labels=labels, victim=victim)
             runs.append({"run_id": run_id, "labels": load_outcome(d).labels()})
             i += 1

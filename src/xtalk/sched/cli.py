@@ -11,7 +11,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from xtalk.sched.coupling import Measured, load_jobs, measure_tasks, parse_wcet_from
+from xtalk.sched.coupling import Measured, check_statistic, load_jobs, measure_tasks, parse_wcet_from
 from xtalk.sched.deadline import Reservation, admit
 from xtalk.sched.generate import DISTRIBUTIONS, generate_taskset
 from xtalk.sched.inputs import InputError, parse_duration_ms
@@ -67,6 +67,11 @@ def _load(file: Path, wcet_from: Optional[str] = None, statistic: str = "max", o
     """The task system of ``file``, WCETs replaced by measurements when asked, every WCET
     inflated by the release overhead (measured with ``overheads_from``, else the file's
     ``[system] overhead``), which is said on one line; the measurements per task name."""
+    from xtalk.analysis.overheads import STATS
+
+    check_statistic(statistic)
+    if overheads_stat not in STATS:  # read only with --overheads-from: a bad one is refused anyway
+        raise InputError("--overheads-stat", f"unknown statistic {overheads_stat!r}", f"use {', '.join(STATS)}")
     system = load_taskset(file)
     measured: dict[str, Measured] = {}
     needs = [t for t in system.tasks if t.measured]
@@ -76,6 +81,9 @@ def _load(file: Path, wcet_from: Optional[str] = None, statistic: str = "max", o
         path, scenario = parse_wcet_from(wcet_from)
         jobs = load_jobs(path)
         measured = measure_tasks(system.tasks, jobs, scenario, statistic)
+        if not measured:
+            raise InputError("--wcet-from", f"{wcet_from!r} gives no scenario and no task names one (`measured`)",
+                             "write RESULTS_DIR:SCENARIO")
         system.tasks = [t.with_wcet(measured[t.name].wcet) if t.name in measured else t for t in system.tasks]
     missing = [t for t in system.tasks if t.wcet <= 0]
     if missing:
@@ -127,7 +135,7 @@ def _measured(spec: str, stat: str) -> tuple[ReleaseOverhead, dict]:
 
     if stat not in STATS:
         raise InputError("--overheads-stat", f"unknown statistic {stat!r}", f"use {', '.join(STATS)}")
-    path, scenario = parse_wcet_from(spec)
+    path, scenario = parse_wcet_from(spec, "--overheads-from")
     try:
         results = open_results(path)
     except FileNotFoundError as e:
@@ -518,6 +526,9 @@ def reserve_cmd(
             theta_ms, pi_ms = parse_duration_ms(budget, "--budget"), parse_duration_ms(period, "--period")
         if not command:
             raise InputError("COMMAND", "nothing to run under the reservation", "append -- COMMAND ARGS")
+        if command[0].startswith("-"):  # an option this command lacks, not a program to run as root
+            raise InputError("COMMAND", f"{command[0]!r} is not an option of `xtalk sched reserve`",
+                             "see `xtalk sched reserve --help`; the command goes after --")
         tids = list(tid) + (query_vcpu_threads(qmp) if qmp else [])
         theta_ns, pi_ns = round(theta_ms * 1e6), round(pi_ms * 1e6)
 

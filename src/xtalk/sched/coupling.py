@@ -31,6 +31,7 @@ __all__ = [
     "wcet_from_jobs",
     "load_jobs",
     "parse_wcet_from",
+    "check_statistic",
     "measure_tasks",
     "apply_measured_wcets",
 ]
@@ -81,6 +82,13 @@ def _ran(jobs: pd.DataFrame) -> pd.DataFrame:
     if "cpu_start" in sel.columns and "cpu_time_ns" in sel.columns:
         sel = sel[~((sel["cpu_start"] < 0) & (sel["cpu_time_ns"] == 0))]
     return sel
+
+
+def check_statistic(statistic: str) -> None:
+    """InputError unless ``statistic`` is one --statistic accepts (checked whether or not
+    --wcet-from is given: an option that is read nowhere is not silently ignored)."""
+    if statistic not in _STATISTICS:
+        raise InputError("--statistic", f"unknown statistic {statistic!r}", f"use one of {', '.join(_STATISTICS)}")
 
 
 def _stat(x: pd.Series, statistic: str) -> float:
@@ -140,12 +148,17 @@ def load_jobs(results: str | Path) -> pd.DataFrame:
     return jobs
 
 
-def parse_wcet_from(spec: str) -> tuple[Path, str | None]:
-    """``RESULTS_DIR:SCENARIO`` (or ``RESULTS_DIR`` alone when tasks name their scenario)."""
+def parse_wcet_from(spec: str, field: str = "--wcet-from") -> tuple[Path, str | None]:
+    """``RESULTS_DIR:SCENARIO`` (or ``RESULTS_DIR`` alone when tasks name their scenario); a
+    colon with nothing after it, or an empty directory, is refused (it measured nothing,
+    silently)."""
     path, sep, scenario = spec.rpartition(":")
-    if not sep or not path:
+    if not sep:
         return Path(spec), None
-    return Path(path), scenario or None
+    if not path or not scenario:
+        raise InputError(field, f"{spec!r} names no {'results directory' if not path else 'scenario'}",
+                         "write RESULTS_DIR:SCENARIO, or RESULTS_DIR alone when the tasks name their scenario")
+    return Path(path), scenario
 
 
 def measure_tasks(tasks: list[Task], jobs: pd.DataFrame, scenario: str | None, statistic: str = "max") -> dict[str, Measured]:

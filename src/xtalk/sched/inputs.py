@@ -7,6 +7,8 @@ line and exit with code 2).
 
 from __future__ import annotations
 
+import math
+
 import re
 import sys
 from pathlib import Path
@@ -50,6 +52,8 @@ def parse_duration_ms(value: Any, field: str = "duration") -> float:
     if isinstance(value, (int, float)):
         if value < 0:
             raise InputError(field, f"negative duration {value}", "use a value >= 0")
+        if not math.isfinite(value):
+            raise InputError(field, f"{value} is not a finite duration", 'write e.g. 2 or "2ms"')
         return float(value)
     if isinstance(value, str):
         m = _DURATION.match(value)
@@ -57,7 +61,10 @@ def parse_duration_ms(value: Any, field: str = "duration") -> float:
             raise InputError(
                 field, f"cannot read duration {value!r}", 'use a number with a unit: "250us", "2ms", "1.5s"'
             )
-        return float(m.group(1)) * _UNITS_MS[m.group(2) or "ms"]
+        ms = float(m.group(1)) * _UNITS_MS[m.group(2) or "ms"]
+        if not math.isfinite(ms):
+            raise InputError(field, f"{value!r} is not a finite duration", 'write e.g. "2ms"')
+        return ms
     raise InputError(field, f"expected a duration, got {type(value).__name__}", 'write e.g. 2 or "2ms"')
 
 

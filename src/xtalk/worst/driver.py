@@ -71,7 +71,9 @@ def run(req: Request, console: Console) -> Path:
     agent = find_agent()
     facts = local_facts(agent)
     victim, enemy_cpus = resolve_cpus(req.victim, facts.online_cpus)
-    sp = space_mod.build(catalog.current(), facts.caches, enemy_cpus, int(_available_memory() * MEMORY_SHARE), req.kinds)
+    arch = facts.environment.get("kernel", {}).get("machine")  # the catalog's choices of this machine only
+    sp = space_mod.build(catalog.current(), facts.caches, enemy_cpus, int(_available_memory() * MEMORY_SHARE), req.kinds,
+                         arch)
     if not sp.kinds:
         raise UsageError(f"--kind: none of {', '.join(req.kinds or [])} can be searched "
                          f"({'; '.join(f'{k}: {w}' for k, w in sp.excluded.items())}); choose other kinds")

@@ -243,8 +243,10 @@ class Space:
         return sum(k.size() for k in self.kinds.values())
 
 
-def _axis(p: catalog_mod.Param, kind: catalog_mod.Kind, caches: dict[str, int], cap: int) -> Optional[Axis]:
-    """The values of one parameter, or None to leave it at its default."""
+def _axis(p: catalog_mod.Param, kind: catalog_mod.Kind, caches: dict[str, int], cap: int,
+          arch: Optional[str] = None) -> Optional[Axis]:
+    """The values of one parameter, or None to leave it at its default; a choice's values
+    are those that exist on ``arch`` (the catalog's `choice_arch`)."""
     footprint_key = p.name == "bytes" or (p.per_bytes is not None)
     if p.type == "u64" and footprint_key and caches:
         key = "bytes"
@@ -278,7 +280,8 @@ def _axis(p: catalog_mod.Param, kind: catalog_mod.Kind, caches: dict[str, int], 
             vals.append(p.max)
         return Axis(p.file_key, tuple(vals)) if len(vals) > 1 else None
     if p.type == "choice" and p.choices:
-        return Axis(p.file_key, tuple(p.choices))
+        here = p.choices_on(arch)
+        return Axis(p.file_key, tuple(here)) if here else None
     if p.type == "bool":
         return Axis(p.file_key, (False, True))
     return None
@@ -298,10 +301,11 @@ def _searchable(kind: catalog_mod.Kind, caches: dict[str, int]) -> Optional[str]
 
 
 def build(cat: catalog_mod.Catalog, caches: dict[str, int], enemy_cpus: list[int], memory_cap: int,
-          kinds: Optional[list[str]] = None) -> Space:
+          kinds: Optional[list[str]] = None, arch: Optional[str] = None) -> Space:
     """The space for enemies on `enemy_cpus` of a machine with `caches` ("l1d", "l2", "llc"
     -> bytes), no candidate allocating more than `memory_cap` bytes in all. `kinds` narrows
-    the catalog's kinds (UsageError-worthy names are the caller's to check)."""
+    the catalog's kinds (UsageError-worthy names are the caller's to check). `arch` (the
+    machine's `uname -m`): choices that exist elsewhere only (`stnp` off Arm) are not drawn."""
     per_enemy_cap = max(4096, memory_cap // max(1, len(enemy_cpus)))
     out: dict[str, KindSpace] = {}
     excluded: dict[str, str] = {}
@@ -315,7 +319,7 @@ def build(cat: catalog_mod.Catalog, caches: dict[str, int], enemy_cpus: list[int
         axes = []
         missing = False
         for p in k.params:
-            a = _axis(p, k, caches, per_enemy_cap)
+            a = _axis(p, k, caches, per_enemy_cap, arch)
             if a is None:
                 if p.required and p.default is None and p.file_default is None:
                     missing = True

@@ -1,9 +1,14 @@
 //! The AOCS victim with the process structure of seeds 000 §5.1 / 002 §IV-A: the periodic
 //! compute process (this victim) and two non-periodic children it forks, one reading the
 //! input file into the input pipe, the other reading the output pipe and comparing each
-//! record with the expected-output file, bit for bit. Per job the victim reads one input
-//! record (between its wake-up and start timestamps, as in Fig. 5.4), computes one step
-//! (the timed body) and writes the output record (after the job is recorded).
+//! record with the expected-output file, bit for bit. Per job the victim reads
+//! `steps_per_job` input records (between its wake-up and start timestamps, as in Fig.
+//! 5.4), computes those consecutive steps (the timed body) and writes their output records
+//! (after the job is recorded). A step costs 0.2–6 µs on a PC where the seed's flight
+//! processor took milliseconds: `repeat_step` computes each step that many times (all but
+//! the last on a scratch copy of the state, so the trajectory and the outputs are those of
+//! one step, compared bit for bit), the work of a processor that many times slower; several
+//! steps a job run more of the scenario per job (and read and write its records).
 //!
 //! The comparer keeps its counts in a shared anonymous mapping (they survive its death),
 //! writes what it received to `aocs-outputs.bin` and the victim writes `aocs.json` in the
@@ -34,8 +39,13 @@ pub struct Aocs {
     fsw: Fsw,
     /// Last input fed to the loop, for the warm-up step on a scratch copy.
     last: Input,
-    pending: Option<Input>,
-    out: [u8; io::OUTPUT_BYTES],
+    /// The inputs of the next job (`per_job` of them once read).
+    pending: Vec<Input>,
+    /// The output records of the last job, written after it is recorded.
+    out: Vec<u8>,
+    per_job: usize,
+    /// Each step computed this many times (all but the last on a scratch copy).
+    repeat: u64,
     in_rd: i32,
     out_wr: i32,
     children: [libc::pid_t; 2],
@@ -88,8 +98,9 @@ fn fork_helper(name: &str, close: &[i32], f: impl FnOnce() -> Result<(), String>
 
 impl Aocs {
     /// Replay steps 0..first_step (state only), then fork the reader and the comparer for
-    /// the `steps` steps of the window.
-    pub fn new(input: &Path, expected: &Path, first_step: u64, steps: u64, run_dir: Option<PathBuf>) -> Result<Aocs, String> {
+    /// the `jobs` × `per_job` steps of the window.
+    pub fn new(input: &Path, expected: &Path, first_step: u64, jobs: u64, per_job: u64, repeat: u64, run_dir: Option<PathBuf>) -> Result<Aocs, String> {
+        let steps = jobs.saturating_mul(per_job.max(1));
         let ih = io::read_header(input, io::INPUT_MAGIC, io::INPUT_F64)?;
         io::read_header(expected, io::EXPECTED_MAGIC, io::OUTPUT_F64)?;
         let mut fsw = Fsw::new();
@@ -152,7 +163,8 @@ impl Aocs {
             unsafe { libc::close(fd) };
         }
         Ok(Aocs {
-            fsw, last, pending: None, out: [0; io::OUTPUT_BYTES], in_rd, out_wr, children: [reader, comparer], tally,
+            fsw, last, pending: Vec::with_capacity(per_job as usize), out: Vec::with_capacity(per_job as usize * io::OUTPUT_BYTES),
+            per_job: per_job.max(1) as usize, repeat: repeat.max(1), in_rd, out_wr, children: [reader, comparer], tally,
             first_step, steps, input: input.to_path_buf(), expected: expected.to_path_buf(), run_dir, io_error: None,
         })
     }
@@ -166,28 +178,40 @@ impl JobBody for Aocs {
     fn warm(&mut self) -> u64 {
         // A scratch copy: the real state must not advance outside the window.
         let mut scratch = self.fsw;
-        Self::fold(&scratch.step(&self.last))
+        (0..self.per_job as u64 * self.repeat).fold(0, |a, _| a ^ Self::fold(&scratch.step(&self.last)))
     }
 
     fn before_job(&mut self) {
+        self.pending.clear();
         let mut buf = [0u8; io::INPUT_BYTES];
-        match io::read_full(self.in_rd, &mut buf) {
-            Ok(true) => self.pending = Some(Input::decode(&buf)),
-            Ok(false) => self.fail("input pipe closed early (the reader ended)".into()),
-            Err(m) => self.fail(format!("input pipe: {m}")),
+        for _ in 0..self.per_job {
+            match io::read_full(self.in_rd, &mut buf) {
+                Ok(true) => self.pending.push(Input::decode(&buf)),
+                Ok(false) => return self.fail("input pipe closed early (the reader ended)".into()),
+                Err(m) => return self.fail(format!("input pipe: {m}")),
+            }
         }
     }
 
     fn run_job(&mut self) -> u64 {
-        let Some(m) = self.pending.take() else { return 0 };
-        let out = self.fsw.step(&m);
-        self.last = m;
-        self.out = io::encode_output(&out);
-        Self::fold(&out)
+        self.out.clear();
+        let mut folded = 0;
+        for m in self.pending.drain(..) {
+            for _ in 1..self.repeat {
+                // The same step on a copy the optimiser cannot see through: its work, not its result.
+                let mut scratch = std::hint::black_box(self.fsw);
+                folded ^= Self::fold(&scratch.step(std::hint::black_box(&m)));
+            }
+            let out = self.fsw.step(&m);
+            self.last = m;
+            self.out.extend_from_slice(&io::encode_output(&out));
+            folded ^= Self::fold(&out);
+        }
+        folded
     }
 
     fn after_job(&mut self) {
-        if self.io_error.is_none() {
+        if self.io_error.is_none() && !self.out.is_empty() {
             if let Err(m) = io::write_full(self.out_wr, &self.out) {
                 self.fail(format!("output pipe: {m}"));
             }
@@ -232,7 +256,53 @@ impl JobBody for Aocs {
 
 impl Aocs {
     fn fail(&mut self, why: String) {
-        self.pending = None;
+        self.pending.clear();
         self.io_error.get_or_insert(why);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::victims::aocs::generate::generate;
+
+    fn thread_cpu_ns() -> u64 {
+        let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+        unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+        ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+    }
+
+    /// `jobs` jobs of `per_job` steps: the median CPU time of a job's body, after finish()
+    /// checked every output bit for bit.
+    fn median_job_ns(dir: &Path, jobs: u64, per_job: u64, repeat: u64) -> u64 {
+        let (inp, exp) = (dir.join(super::super::generate::INPUT_FILE), dir.join(super::super::generate::EXPECTED_FILE));
+        let mut a = Aocs::new(&inp, &exp, 2990, jobs, per_job, repeat, Some(dir.to_path_buf())).unwrap();
+        let mut t = Vec::new();
+        for _ in 0..jobs {
+            a.before_job();
+            let t0 = thread_cpu_ns();
+            std::hint::black_box(a.run_job());
+            t.push(thread_cpu_ns() - t0);
+            a.after_job();
+        }
+        a.finish().unwrap();
+        let report: serde_json::Value = serde_json::from_slice(&std::fs::read(dir.join(REPORT_FILE)).unwrap()).unwrap();
+        assert_eq!(report["compared"], json!(jobs * per_job), "{report}");
+        assert_eq!(report["mismatches"], json!(0), "{report}");
+        t.sort_unstable();
+        t[t.len() / 2]
+    }
+
+    #[test]
+    fn more_steps_per_job_or_repeated_steps_scale_the_work_and_keep_the_outputs_bit_for_bit() {
+        let d = tempfile::tempdir().unwrap();
+        generate(d.path(), 16_000, 3).unwrap();
+        let one = median_job_ns(d.path(), 40, 1, 1);
+        // 256 steps a job, or one step computed 256 times: far more work than one step (a
+        // ratio, not this machine's time; one step's median includes the clock reads).
+        let steps = median_job_ns(d.path(), 40, 256, 1);
+        let repeated = median_job_ns(d.path(), 40, 1, 256);
+        assert!(steps > 20 * one.max(1), "1 step: {one} ns, 256 steps: {steps} ns");
+        assert!(repeated > 20 * one.max(1), "1 step: {one} ns, 1 step × 256: {repeated} ns");
     }
 }

@@ -127,6 +127,7 @@ def summary(results: Path = typer.Argument(..., help="results directory of an ex
     from .report.summary import write_summary
     from .store import open as open_results
 
+    results = _checked(results)
     if is_campaign(results):
         from .report.campaign_summary import write_campaign_summary
 
@@ -213,6 +214,7 @@ def report(results: Path = typer.Argument(..., help="results directory of an exp
     (of a campaign: verdicts per cell, two-way views, worst cells, one page per group)."""
     from .report.build import build
 
+    results, out = _checked(results), (_checked(out, "--out") if out is not None else None)
     build(results, out, epsilon, csv=csv, console=console, cell_figures=cell_figures)
 
 
@@ -227,7 +229,8 @@ def compare(results: list[Path] = typer.Argument(..., help="two results director
     p50/p99/max µs), each label's p99 over the first's, the cells only some have; compare.md/.csv/.html."""
     from .report.compare import run as run_compare
 
-    run_compare(results, label, out, console)
+    results = [_checked(r) for r in results]  # reading converts job logs there
+    run_compare(results, label, _checked(out, "--out") if out is not None else None, console)
 
 
 @command
@@ -360,6 +363,7 @@ def query(results: Path = typer.Argument(..., help="a campaign or experiment dir
 
     from . import open as open_results
 
+    results = _checked(results)  # reading converts job logs there
     try:
         con = open_results(results).connect()
     except FileNotFoundError as e:
@@ -390,11 +394,19 @@ def _cells(path: Path):
     return tb.cells(tb.load(path))
 
 
+def _checked(path: Path, what: str = "RESULTS") -> Path:
+    """`path`, a directory this command writes in (files it makes, job logs it converts),
+    resolved; as root, refused like an experiment file someone else could write."""
+    from .safepath import results_dir
+
+    return results_dir(path, what)
+
+
 def _results(path: Path):
     from .store import open as open_results
 
     try:
-        return open_results(path)
+        return open_results(_checked(path))
     except FileNotFoundError as e:
         raise UsageError(str(e)) from None
 

@@ -39,6 +39,8 @@ from xtalk.sched.uniproc import (
 )
 from xtalk.sched.vm import analyse_vms, check_vm, synthesize_highest_priority
 
+from .. import safepath
+
 app = typer.Typer(help="Schedulability (seed 001): RTA, EDF, PRM, VM budgets, SCHED_DEADLINE, simulation.")
 _out = Console(width=120)
 
@@ -66,7 +68,7 @@ def _load(file: Path, wcet_from: Optional[str] = None, statistic: str = "max", o
         if not wcet_from:
             raise InputError(f"task {needs[0].name}.measured", "needs measurements", "pass --wcet-from RESULTS_DIR[:SCENARIO]")
         path, scenario = parse_wcet_from(wcet_from)
-        jobs = load_jobs(path)
+        jobs = load_jobs(safepath.results_dir(path, "--wcet-from"))  # reading converts job logs there
         measured = measure_tasks(system.tasks, jobs, scenario, statistic)
         system.tasks = [t.with_wcet(measured[t.name].wcet) if t.name in measured else t for t in system.tasks]
     missing = [t for t in system.tasks if t.wcet <= 0]
@@ -103,7 +105,7 @@ def measured_overhead(spec: str, stat: str = "max") -> ReleaseOverhead:
         raise InputError("--overheads-stat", f"unknown statistic {stat!r}", f"use {', '.join(STATS)}")
     path, scenario = parse_wcet_from(spec)
     try:
-        results = open_results(path)
+        results = open_results(safepath.results_dir(path, "--overheads-from"))
     except FileNotFoundError as e:
         raise InputError("--overheads-from", str(e), "give the directory `xtalk run` printed") from None
     jobs, traced = collect(results.runs())
@@ -331,7 +333,7 @@ def simulate_cmd(
         _out.print(table)
         _out.print(f"deadline-miss ratio {res.deadline_miss_ratio:.4f}")
         if csv:
-            res.jobs.to_csv(csv, index=False)
+            safepath.write_csv(res.jobs, csv, index=False)
         if plot:
             gantt(res, str(plot), title=f"{file.name}: {pol}")
             _out.print(f"wrote {plot}")
@@ -365,7 +367,7 @@ def generate_cmd(
             lines += ["[[task]]", f'name = "{t.name}"', f"wcet = {t.wcet:.6f}", f"period = {t.period:g}", ""]
         text = "\n".join(lines)
         if output:
-            output.write_text(text)
+            safepath.write_text(output, text)
             _out.print(f"wrote {output} ({len(tasks)} tasks, U = {utilization(tasks):.3f})")
         else:
             typer.echo(text)
@@ -518,7 +520,7 @@ def reserve_cmd(
         restored = all(e.get("after") == "gone" or same_policy(Policy(**e["before"]), Policy(**e["after"]))
                        for e in rec["threads"].values())
         if record:
-            record.write_text(json.dumps(dict(rec, command=command, status=rc, restored=restored), indent=2))
+            safepath.write_text(record, json.dumps(dict(rec, command=command, status=rc, restored=restored), indent=2))
         typer.echo(f"reserve: {len(rec['threads'])} thread(s) restored: {restored}", err=True)
         raise typer.Exit(code=rc)
     except InputError as exc:

@@ -40,6 +40,7 @@ from xtalk.sched.uniproc import (
 from xtalk.sched.vm import analyse_vms, check_vm, synthesize_highest_priority
 
 from .. import safepath
+from ..errors import UsageError
 
 app = typer.Typer(help="Schedulability (seed 001): RTA, EDF, PRM, VM budgets, SCHED_DEADLINE, simulation.")
 _out = Console(width=120)
@@ -48,6 +49,14 @@ _out = Console(width=120)
 def _fail(exc: Exception) -> None:
     typer.echo(f"error: {exc}", err=True)
     raise typer.Exit(code=2)
+
+
+def _results(path: Path, what: str) -> Path:
+    """`path` checked as a results directory (reading it converts job logs there)."""
+    try:
+        return safepath.results_dir(path, what)
+    except UsageError as e:
+        raise InputError(what, str(e).removeprefix(f"{what} ")) from None
 
 
 def _fmt(x: float) -> str:
@@ -68,7 +77,7 @@ def _load(file: Path, wcet_from: Optional[str] = None, statistic: str = "max", o
         if not wcet_from:
             raise InputError(f"task {needs[0].name}.measured", "needs measurements", "pass --wcet-from RESULTS_DIR[:SCENARIO]")
         path, scenario = parse_wcet_from(wcet_from)
-        jobs = load_jobs(safepath.results_dir(path, "--wcet-from"))  # reading converts job logs there
+        jobs = load_jobs(_results(path, "--wcet-from"))
         measured = measure_tasks(system.tasks, jobs, scenario, statistic)
         system.tasks = [t.with_wcet(measured[t.name].wcet) if t.name in measured else t for t in system.tasks]
     missing = [t for t in system.tasks if t.wcet <= 0]
@@ -105,7 +114,7 @@ def measured_overhead(spec: str, stat: str = "max") -> ReleaseOverhead:
         raise InputError("--overheads-stat", f"unknown statistic {stat!r}", f"use {', '.join(STATS)}")
     path, scenario = parse_wcet_from(spec)
     try:
-        results = open_results(safepath.results_dir(path, "--overheads-from"))
+        results = open_results(_results(path, "--overheads-from"))
     except FileNotFoundError as e:
         raise InputError("--overheads-from", str(e), "give the directory `xtalk run` printed") from None
     jobs, traced = collect(results.runs())

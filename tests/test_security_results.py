@@ -22,11 +22,13 @@ from __future__ import annotations
 import os
 import shutil
 import stat
+import subprocess
+import time
 from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, xtalk
+from conftest import XTALK, xtalk
 from campaign_util import tiny as tiny_campaign
 from test_security_host import clean_env, needs_root, tiny_experiment, user  # noqa: F401 (the fixture)
 
@@ -220,21 +222,27 @@ def test_sudo_users_output_directory_with_planted_names(made, tmp_path, decoy, u
     untouched(decoy)
 
 
-def test_run_into_a_results_root_whose_next_name_is_planted(tmp_path, decoy, user):
-    """`sudo xtalk run --results R` where the user planted links at every name the next
-    seconds' run directory can have: the run goes elsewhere or stops; root writes nothing
-    through them."""
-    import datetime as dt
-
+def test_a_run_directory_swapped_for_a_link_mid_run_is_not_written_through(tmp_path, decoy, user):
+    """`sudo xtalk run --results R` on the user's own R: once root has made its run directory
+    there, the user renames it away and puts a link to a root-only directory in its place.
+    Root's later writes (run directories, the agent's files, summary) never go through it."""
     name, uid, gid = user
-    root = their_dir(tmp_path / "rb", uid, gid)
-    now = dt.datetime.now()
-    for s in range(0, 40):
-        stamp = (now + dt.timedelta(seconds=s)).strftime("%Y%m%d-%H%M%S")
-        their_link(root / f"tiny-{stamp}", decoy, uid, gid)
-        their_link(root / f"tiny-{stamp}-1", tmp_path / "nowhere", uid, gid)
-    exp = tiny_experiment(tmp_path, jobs=20)
-    r = xtalk("run", exp, "--results", root, "--skip-feasibility", env=clean_env(SUDO_UID=uid), timeout=120)
-    assert r.returncode in (0, 2) and "Traceback" not in r.stderr, r.stdout + r.stderr
+    rb = their_dir(tmp_path / "rb", uid, gid)
+    exp = tiny_experiment(tmp_path, jobs=300)
+    p = subprocess.Popen([*XTALK, "run", str(exp), "--results", str(rb), "--skip-feasibility"], env=clean_env(SUDO_UID=uid),
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 120
+        while not list(rb.glob("tiny-*/experiment.json")):
+            assert p.poll() is None and time.monotonic() < deadline, p.communicate()
+            time.sleep(0.002)
+        [made_dir] = rb.glob("tiny-*")
+        os.rename(made_dir, rb / "moved")  # theirs to do: R is their directory
+        their_link(made_dir, decoy, uid, gid)
+        out, err = p.communicate(timeout=180)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    assert "Traceback" not in err, err
     untouched(decoy)
-    assert not (tmp_path / "nowhere").exists()

@@ -288,7 +288,7 @@ def unlink(path: os.PathLike | str, missing_ok: bool = True) -> None:
 
 def _resolve(path: Path) -> Path:
     """`path` with its links resolved, each link checked: as root, one another user made is refused."""
-    p, seen = _abs(path), 0
+    p, seen = os.path.join(os.getcwd(), os.fspath(path)), 0  # not normalised: `..` after a link is the kernel's
     out = "/"
     parts = [c for c in p.split("/") if c]
     while parts:
@@ -300,7 +300,7 @@ def _resolve(path: Path) -> Path:
         try:
             st = os.lstat(cur)
         except OSError:
-            return Path(os.path.join(cur, *parts))  # missing from here on: made by xtalk itself
+            return Path(os.path.normpath(os.path.join(cur, *parts)))  # missing from here on: no link to meet
         if not stat.S_ISLNK(st.st_mode):
             out = cur
             continue

@@ -160,3 +160,9 @@ def test_results_dir_refuses_what_others_can_change_as_root(tmp_path):
     sticky.mkdir()
     os.chmod(sticky, 0o1777)
     assert safepath.results_dir(sticky / "new", "--results") == sticky / "new", "a new directory in a sticky one, as /tmp"
+    assert safepath.results_dir(sticky, "--results") == sticky, "a sticky one itself (a tmpfs mounted for results)"
+    os.chmod(open_dir, 0o755)
+    (open_dir / "sticky").mkdir(mode=0o1777)
+    os.chmod(open_dir, 0o777)
+    with pytest.raises(UsageError, match=r"its directory .*open is writable by group or others"):
+        safepath.results_dir(open_dir / "sticky", "--results")

@@ -99,8 +99,12 @@ def dir_problem(real: Path, shown: str) -> str | None:
             return None  # unreadable: the writer says so in its own words
     if not stat.S_ISDIR(st.st_mode):
         return f"{shown}: {here} is not a directory; give a directory"
-    if here != real and st.st_mode & stat.S_ISVTX and st.st_uid in trusted_owners():
-        return None  # a sticky directory such as /tmp: others cannot touch what xtalk makes in it
+    if st.st_mode & stat.S_ISVTX and st.st_uid in trusted_owners():
+        if here != real:
+            return None  # made by xtalk in a sticky directory such as /tmp: others cannot touch it
+        # Others may add entries to a sticky directory but not rename or remove root's, and
+        # xtalk never follows theirs (safepath): its own mode is no threat, its parent still is.
+        st = os.stat_result((stat.S_IMODE(st.st_mode) & ~0o022 | stat.S_IFDIR, *tuple(st)[1:]))
     try:
         parent = os.stat(here.parent)
     except OSError:

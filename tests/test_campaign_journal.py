@@ -65,7 +65,7 @@ def test_a_creation_killed_before_its_rename_blocks_nothing_and_is_cleared(tmp_p
             def now(cls, tz=None):
                 return datetime.datetime(2026, 11, 27, 14, 16, 34)
         layout.dt.datetime = Frozen
-        os.rename = lambda a, b: os.kill(os.getpid(), signal.SIGKILL)
+        layout.safepath.rename = lambda a, b: os.kill(os.getpid(), signal.SIGKILL)
         layout.create({str(tmp_path)!r}, "j", TEXT, expand_campaign(parse(TEXT, "j.toml"), FACTS), {{"name": "j"}})
     """)
     p = subprocess.run([sys.executable, "-c", child], capture_output=True, text=True, timeout=60)

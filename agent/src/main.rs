@@ -179,7 +179,7 @@ fn main() {
             if out.join("run.json").exists() {
                 die(run::EXIT_BAD_INPUT, format!("--out: {} already holds a run; choose an empty directory", out.display()));
             }
-            if let Err(e) = std::fs::create_dir_all(&out) {
+            if let Err(e) = safefs::create_dirs(&out) {
                 die(run::EXIT_BAD_INPUT, format!("--out: cannot create {}: {e}", out.display()));
             }
             // Absolute: the journal names files in it, and recovery may run from anywhere.

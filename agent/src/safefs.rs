@@ -4,6 +4,11 @@
 //! created O_EXCL|O_NOFOLLOW relative to that directory's descriptor, and the kernel files
 //! the journal writes are opened O_NOFOLLOW and must be on a kernel file system. The journal
 //! directory (/run/xtalk) is verified the same way before it is used.
+//!
+//! Every path is reached without following a symbolic link in any component (the run
+//! directory may sit where another user could plant one): `openat2` with
+//! RESOLVE_NO_SYMLINKS where the kernel has it (5.6+), otherwise one `openat(O_NOFOLLOW)`
+//! per component. The host writes its own files the same way (src/xtalk/safepath.py).
 
 use std::ffi::CString;
 use std::fs::File;
@@ -48,6 +53,94 @@ fn stat_of(fd: libc::c_int) -> io::Result<libc::stat> {
     Ok(st)
 }
 
+#[repr(C)]
+struct OpenHow {
+    flags: u64,
+    mode: u64,
+    resolve: u64,
+}
+
+const RESOLVE_NO_SYMLINKS: u64 = 0x04;
+/// openat2 on this kernel: 0 not tried yet, 1 present, 2 absent (ENOSYS, or denied by seccomp).
+static OPENAT2: std::sync::atomic::AtomicU8 = std::sync::atomic::AtomicU8::new(0);
+
+/// Open `path` with `flags`, following no symbolic link in any component (ELOOP if one is met).
+pub fn open_no_symlinks(path: &Path, flags: libc::c_int, mode: libc::mode_t) -> io::Result<OwnedFd> {
+    use std::sync::atomic::Ordering::Relaxed;
+    let c = cstr(path.as_os_str().as_bytes())?;
+    if OPENAT2.load(Relaxed) != 2 {
+        let how = OpenHow { flags: (flags | libc::O_CLOEXEC) as u64, mode: if flags & libc::O_CREAT != 0 { mode as u64 } else { 0 }, resolve: RESOLVE_NO_SYMLINKS };
+        let fd = unsafe { libc::syscall(libc::SYS_openat2, libc::AT_FDCWD, c.as_ptr(), &how as *const OpenHow, std::mem::size_of::<OpenHow>()) };
+        if fd >= 0 {
+            OPENAT2.store(1, Relaxed);
+            return Ok(unsafe { OwnedFd::from_raw_fd(fd as libc::c_int) });
+        }
+        let e = io::Error::last_os_error();
+        match e.raw_os_error() {
+            Some(libc::ENOSYS) | Some(libc::EPERM) if OPENAT2.load(Relaxed) == 0 => OPENAT2.store(2, Relaxed),
+            _ => return Err(e),
+        }
+    }
+    walk(path, flags, mode)
+}
+
+/// The fallback of `open_no_symlinks`: from `/` (or the working directory), one component at
+/// a time, each opened O_NOFOLLOW relative to the one before.
+fn walk(path: &Path, flags: libc::c_int, mode: libc::mode_t) -> io::Result<OwnedFd> {
+    use std::path::Component;
+    let start = if path.is_absolute() { cstr(b"/")? } else { cstr(b".")? };
+    let first = check(unsafe { libc::open(start.as_ptr(), libc::O_RDONLY | libc::O_DIRECTORY | libc::O_CLOEXEC) })?;
+    let mut fd = unsafe { OwnedFd::from_raw_fd(first) };
+    let parts: Vec<&std::ffi::OsStr> = path
+        .components()
+        .filter_map(|c| match c {
+            Component::Normal(s) => Some(s),
+            Component::ParentDir => Some(std::ffi::OsStr::new("..")),
+            _ => None,
+        })
+        .collect();
+    for (i, part) in parts.iter().enumerate() {
+        let f = if i + 1 == parts.len() { flags } else { libc::O_RDONLY | libc::O_DIRECTORY };
+        let c = cstr(part.as_bytes())?;
+        let next = check(unsafe { libc::openat(fd.as_raw_fd(), c.as_ptr(), f | libc::O_NOFOLLOW | libc::O_CLOEXEC, mode as libc::c_uint) })?;
+        fd = unsafe { OwnedFd::from_raw_fd(next) };
+    }
+    Ok(fd)
+}
+
+/// The directory holding `path` (opened as `Dir::open` does) and the file name within it.
+pub fn parent_of(path: &Path) -> io::Result<(Dir, String)> {
+    let name = path
+        .file_name()
+        .and_then(|n| n.to_str())
+        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, format!("{}: not a file name", path.display())))?;
+    let parent = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    Ok((Dir::open(parent)?, name.to_string()))
+}
+
+/// mkdir -p `path`: each component made (mode 0755 less the umask) where missing and opened
+/// without following a symbolic link.
+pub fn create_dirs(path: &Path) -> io::Result<Dir> {
+    let mut cur = PathBuf::new();
+    for c in path.components() {
+        cur.push(c);
+        if let std::path::Component::Normal(_) = c {
+            let (dir, name) = parent_of(&cur)?;
+            let n = cstr(name.as_bytes())?;
+            if unsafe { libc::mkdirat(dir.fd.as_raw_fd(), n.as_ptr(), 0o755) } != 0 {
+                let e = io::Error::last_os_error();
+                if e.raw_os_error() != Some(libc::EEXIST) {
+                    return Err(e);
+                }
+            }
+        }
+    }
+    Dir::open(path)
+}
+
 /// An open directory: every file operation is relative to its descriptor, so a path
 /// component swapped after it was opened changes nothing.
 #[derive(Debug)]
@@ -57,11 +150,10 @@ pub struct Dir {
 }
 
 impl Dir {
-    /// Open `path` as a directory; its last component must not be a symlink.
+    /// Open `path` as a directory; no component of it may be a symlink.
     pub fn open(path: &Path) -> io::Result<Dir> {
-        let c = cstr(path.as_os_str().as_bytes())?;
-        let fd = check(unsafe { libc::open(c.as_ptr(), libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC) })?;
-        Ok(Dir { fd: unsafe { OwnedFd::from_raw_fd(fd) }, path: path.to_path_buf() })
+        let fd = open_no_symlinks(path, libc::O_RDONLY | libc::O_DIRECTORY, 0)?;
+        Ok(Dir { fd, path: path.to_path_buf() })
     }
 
     pub fn stat(&self) -> io::Result<libc::stat> {
@@ -113,6 +205,13 @@ impl Dir {
     pub fn unlink(&self, name: &str) -> io::Result<()> {
         let c = cstr(name.as_bytes())?;
         check(unsafe { libc::unlinkat(self.fd.as_raw_fd(), c.as_ptr(), 0) }).map(|_| ())
+    }
+
+    /// Rename `from` to `to` inside this directory (replacing `to`, even a symlink, never following it).
+    pub fn rename(&self, from: &str, to: &str) -> io::Result<()> {
+        let (a, b) = (cstr(from.as_bytes())?, cstr(to.as_bytes())?);
+        let fd = self.fd.as_raw_fd();
+        check(unsafe { libc::renameat(fd, a.as_ptr(), fd, b.as_ptr()) }).map(|_| ())
     }
 
     /// Hard-link `from` to `to` inside this directory (fails if `to` exists).
@@ -233,18 +332,29 @@ pub fn read_nofollow(path: &Path) -> io::Result<String> {
 }
 
 /// Create `path` afresh in a directory others may own (the run directory): a stale entry
-/// (even a symlink) is removed, never followed, and the file is created O_EXCL|O_NOFOLLOW.
+/// (even a symlink) is removed, never followed, and the file is created O_EXCL|O_NOFOLLOW;
+/// no component of the directory's path is followed as a symlink either.
 pub fn create_new(path: &Path, mode: libc::mode_t) -> io::Result<File> {
-    match std::fs::remove_file(path) {
+    let (dir, name) = parent_of(path)?;
+    match dir.unlink(&name) {
         Ok(()) => {}
         Err(e) if e.kind() == io::ErrorKind::NotFound => {}
         Err(e) => return Err(e),
     }
-    let c = cstr(path.as_os_str().as_bytes())?;
-    let fd = check(unsafe {
-        libc::open(c.as_ptr(), libc::O_RDWR | libc::O_CREAT | libc::O_EXCL | libc::O_NOFOLLOW | libc::O_CLOEXEC, mode as libc::c_uint)
-    })?;
-    Ok(unsafe { File::from_raw_fd(fd) })
+    dir.create(&name, mode)
+}
+
+/// Replace `path` with `data` whole or not at all: a fresh temporary file beside it (random
+/// name, O_EXCL|O_NOFOLLOW), fsync, renamed over `path` within the same directory descriptor.
+pub fn replace(path: &Path, data: &[u8]) -> io::Result<()> {
+    let (dir, name) = parent_of(path)?;
+    let tmp = random_name(&format!(".{name}."));
+    let mut f = dir.create(&tmp, 0o644)?;
+    let done = f.write_all(data).and_then(|_| f.sync_all()).and_then(|_| dir.rename(&tmp, &name));
+    if done.is_err() {
+        let _ = dir.unlink(&tmp);
+    }
+    done
 }
 
 /// Is `path` a real directory on a cgroup file system (v1 or v2)?
@@ -333,6 +443,31 @@ mod tests {
         create_new(&p, 0o644).unwrap().write_all(b"new").unwrap();
         assert_eq!(std::fs::read_to_string(&target).unwrap(), "precious");
         assert_eq!(std::fs::read_to_string(&p).unwrap(), "new");
+    }
+
+    #[test]
+    fn no_component_of_a_path_is_followed_as_a_symlink() {
+        let t = tmp();
+        let real = t.path().join("real");
+        std::fs::create_dir(&real).unwrap();
+        std::fs::write(real.join("precious"), "precious").unwrap();
+        let link = t.path().join("link");
+        std::os::unix::fs::symlink(&real, &link).unwrap();
+        assert!(Dir::open(&link.join(".")).is_err(), "a link in the middle of the path is refused");
+        assert!(create_new(&link.join("run.json"), 0o644).is_err());
+        assert!(replace(&link.join("precious"), b"new").is_err());
+        assert!(create_dirs(&link.join("a/b")).is_err());
+        assert!(walk(&link.join("precious"), libc::O_RDONLY, 0).is_err(), "the fallback walk refuses it too");
+        assert_eq!(std::fs::read_to_string(real.join("precious")).unwrap(), "precious");
+        assert!(!real.join("run.json").exists() && !real.join("a").exists());
+        let d = create_dirs(&t.path().join("x/y")).unwrap();
+        assert!(walk(&t.path().join("x/y"), libc::O_RDONLY | libc::O_DIRECTORY, 0).is_ok());
+        replace(&d.path.join("f.json"), b"one").unwrap();
+        replace(&d.path.join("f.json"), b"two").unwrap();
+        assert_eq!(d.names().unwrap(), vec!["f.json".to_string()], "no temporary left behind");
+        std::os::unix::fs::symlink(real.join("precious"), d.path.join("g.json")).unwrap();
+        replace(&d.path.join("g.json"), b"mine").unwrap();
+        assert_eq!(std::fs::read_to_string(real.join("precious")).unwrap(), "precious", "the link is replaced, not followed");
     }
 
     #[test]

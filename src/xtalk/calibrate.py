@@ -19,6 +19,7 @@ import pandas as pd  # noqa: E402
 from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402
 
+from . import safepath
 from .errors import AgentError, UsageError  # noqa: E402
 from .targets.agent import find_agent  # noqa: E402
 from .targets.lock import target_lock  # noqa: E402
@@ -60,7 +61,7 @@ def plot(doc: dict, out: Path) -> list[Path]:
     fig.tight_layout()
     paths = [out / "calibration.png", out / "calibration.svg"]
     for p in paths:
-        fig.savefig(p)
+        safepath.save_figure(fig, p)
     plt.close(fig)
     return paths
 
@@ -108,10 +109,10 @@ def show(doc: dict, console: Console) -> None:
 def calibrate(pairs: int, cpu: int | None, drift_ms: int, results: Path, console: Console) -> Path:
     """Measure, store (calibration.json, sources.csv, plots) and show."""
     doc = measure(pairs, cpu, drift_ms)
-    out = Path(results) / f"calibration-{dt.datetime.now():%Y%m%d-%H%M%S}"
-    out.mkdir(parents=True)
-    (out / "calibration.json").write_text(json.dumps(doc, indent=1))
-    sources_table(doc).to_csv(out / "sources.csv", index=False)
+    out = safepath.results_dir(results, "--results") / f"calibration-{dt.datetime.now():%Y%m%d-%H%M%S}"
+    safepath.makedirs(out, exist_ok=False)
+    safepath.write_text(out / "calibration.json", json.dumps(doc, indent=1))
+    safepath.write_csv(sources_table(doc), out / "sources.csv", index=False)
     plot(doc, out)
     show(doc, console)
     console.print(f"results: {out}")

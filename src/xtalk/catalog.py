@@ -236,5 +236,5 @@ if __name__ == "__main__":  # python -m xtalk.catalog --docs docs/enemies.md (ma
         old = f.read()
     new = render_doc(old)
     if new != old:
-        with open(path, "w") as f:
+        with open(path, "w") as f:  # not a results path: the docs of a checkout (make docs)
             f.write(new)

@@ -22,6 +22,7 @@ import numpy as np
 import pandas as pd
 from rich.console import Console
 
+from . import safepath
 from .analysis.slowdown import SOLO, slowdown
 from .errors import UsageError
 from .store import open as open_results
@@ -172,7 +173,7 @@ def heatmap(m: pd.DataFrame, out: Path) -> list[Path]:
     ax.set_title("Probe slowdown per enemy × copies")
     paths = [out / "heatmap.png", out / "heatmap.svg"]
     for p in paths:
-        fig.savefig(p, dpi=120)
+        safepath.save_figure(fig, p, dpi=120)
     plt.close(fig)
     return paths
 
@@ -318,7 +319,7 @@ def plan(quick: bool, console: Console, repetitions: int | None = None, enemies:
     with tempfile.TemporaryDirectory(prefix="xtalk-characterize-plan-") as tmp:
         for name, text in texts.items():
             f = Path(tmp) / f"{name}.toml"
-            f.write_text(text)
+            safepath.write_text(f, text)
             exp, runs, _ = prepare(f)
             # Each probe is run like `xtalk run` (checks, summary, analysis) but in this one
             # process: the interpreter's start-up (1.7-1.9 s of imports on a 2-vCPU guest) is
@@ -345,25 +346,25 @@ def characterize(out_base: Path, quick: bool, console: Console, repetitions: int
     facts = local_facts()
     texts = experiment_texts(quick, repetitions, enemies, jobs)
     stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
-    out = Path(out_base) / f"characterize-{stamp}"
-    (out / "experiments").mkdir(parents=True)
+    out = safepath.results_dir(out_base, "--results") / f"characterize-{stamp}"
+    safepath.makedirs(out / "experiments", exist_ok=False)
     probes = {p.name: p for p in PROBES}
     results = {}
     for p in PROBES:
         f = out / "experiments" / f"{p.name}.toml"
-        f.write_text(texts[p.name])
+        safepath.write_text(f, texts[p.name])
         # The probes' work is calibrated to 30 % of the period: a separate feasibility pass
         # would only re-measure that (the summary's guards still flag an overloaded solo).
         results[p.name] = run_experiment(f, out / "runs", console, skip_feasibility=True)
     m = matrix(results, probes)
-    m.to_parquet(out / "matrix.parquet", index=False)
-    m.to_csv(out / "matrix.csv", index=False)
+    safepath.write_parquet(m, out / "matrix.parquet")
+    safepath.write_csv(m, out / "matrix.csv", index=False)
     heatmap(m, out)
     text = channels_text(m, facts.environment.get("cpu", {}).get("model", "this machine"))
     loads = enemy_loads(results, facts.environment)
-    loads.to_csv(out / "enemy-loads.csv", index=False)
+    safepath.write_csv(loads, out / "enemy-loads.csv", index=False)
     text += "\n" + loads_text(loads, facts.environment)
-    (out / "channels.md").write_text(text)
+    safepath.write_text(out / "channels.md", text)
     console.print(text)
     console.print(f"matrix: {out / 'matrix.parquet'} (and .csv); heat map: {out / 'heatmap.png'} (and .svg)")
     return out

@@ -127,6 +127,7 @@ def summary(results: Path = typer.Argument(..., help="results directory of an ex
     from .report.summary import write_summary
     from .store import open as open_results
 
+    results = _checked(results)
     if is_campaign(results):
         from .report.campaign_summary import write_campaign_summary
 
@@ -217,6 +218,7 @@ def report(results: Path = typer.Argument(..., help="results directory of an exp
     (of a campaign: verdicts per cell, two-way views, worst cells, one page per group)."""
     from .report.build import build
 
+    results, out = _checked(results), (_checked(out, "--out") if out is not None else None)
     build(results, out, epsilon, csv=csv, console=console, cell_figures=cell_figures, map_stat=map_stat)
 
 
@@ -234,7 +236,8 @@ def compare(results: list[Path] = typer.Argument(..., help="two results director
     the runs of both sides, significant or not), the cells only some have; compare.md/.csv/.html."""
     from .report.compare import run as run_compare
 
-    run_compare(results, label, out, console, as_json=as_json)
+    results = [_checked(r) for r in results]  # reading converts job logs there
+    run_compare(results, label, _checked(out, "--out") if out is not None else None, console, as_json=as_json)
 
 
 @command
@@ -253,6 +256,8 @@ def gate(results: Path = typer.Argument(..., help="results directory of an exper
     with the CI), 2 on bad input; inconclusive checks fail only with --strict."""
     from .report.gate import run as run_gate
 
+    results = _checked(results)  # reading converts job logs there
+    baseline = _checked(baseline, "--baseline") if baseline is not None else None
     code = run_gate(results, baseline=baseline, max_regression=max_regression, epsilons=epsilon, strict=strict,
                     junit_path=junit, as_json=as_json, console=console)
     raise typer.Exit(code)
@@ -397,6 +402,7 @@ def query(results: Path = typer.Argument(..., help="a campaign or experiment dir
 
     from . import open as open_results
 
+    results = _checked(results)  # reading converts job logs there
     try:
         con = open_results(results).connect()
     except FileNotFoundError as e:
@@ -427,11 +433,19 @@ def _cells(path: Path):
     return tb.cells(tb.load(path))
 
 
+def _checked(path: Path, what: str = "RESULTS") -> Path:
+    """`path`, a directory this command writes in (files it makes, job logs it converts),
+    resolved; as root, refused like an experiment file someone else could write."""
+    from .safepath import results_dir
+
+    return results_dir(path, what)
+
+
 def _results(path: Path):
     from .store import open as open_results
 
     try:
-        return open_results(path)
+        return open_results(_checked(path))
     except FileNotFoundError as e:
         raise UsageError(str(e)) from None
 

@@ -29,6 +29,8 @@ from contextlib import redirect_stderr, redirect_stdout
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from . import safepath
+
 #: What every mutant must stay under.
 TIME_LIMIT_S = 10.0
 MEMORY_LIMIT_BYTES = 1 << 30
@@ -447,14 +449,14 @@ class _Worker:
 def run(sources: list[Path], per_file: int, seed: int, workdir: Path, progress=None) -> Report:
     """Plan `per_file` mutants of every source in `workdir` (their relative paths, e.g.
     AOCS data, land there); one worker at a time, restarted after a hang or a crash."""
-    workdir.mkdir(parents=True, exist_ok=True)
+    safepath.makedirs(workdir)
     report = Report()
     w = _Worker(workdir)
     try:
         for src in sources:
             for i, (what, raw) in enumerate(mutants(src, per_file, seed)):
                 f = workdir / f"{src.stem}-{i}.toml"
-                f.write_bytes(raw)
+                safepath.write_bytes(f, raw)
                 # The worker's own alarm ends a slow mutant at TIME_LIMIT_S; this catches
                 # one stuck where the alarm cannot reach (C code) or a worker that died.
                 res = w.ask(f, TIME_LIMIT_S + 20)

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from rich.console import Console
 
+from . import safepath
 from .version import __version__
 from .analysis.cells import summarize
 from .analysis import verdict as vd
@@ -67,8 +68,8 @@ def run(experiment: Path, repetitions: int, jobs: int, results: Path, console: C
     countable = facts.environment["capabilities"]["pmu"]["countable"]
     wanted = [e for e in ("cycles", "instructions", "cache-misses", "task-clock", "context-switches", "page-faults") if e in countable]
     variants = {(name, v): plan for name, solo in measured.items() for v, plan in _variants(solo, wanted).items()}
-    out = Path(results) / f"intrusiveness-{dt.datetime.now():%Y%m%d-%H%M%S}"
-    (out / "runs").mkdir(parents=True)
+    out = safepath.results_dir(results, "--results") / f"intrusiveness-{dt.datetime.now():%Y%m%d-%H%M%S}"
+    safepath.makedirs(out / "runs", exist_ok=False)
     order = interleave(list(variants), repetitions, seed=7)
     kinds = list(dict.fromkeys(v for _, v in variants))
     apps = "" if exp.victim is not None else f" of each of {', '.join(measured)} alone"
@@ -101,5 +102,5 @@ def run(experiment: Path, repetitions: int, jobs: int, results: Path, console: C
             ci = "" if r.scenario == "timestamps" else f" [{r.slowdown_median_lo:.3f}, {r.slowdown_median_hi:.3f}]"
             says = "" if goal is None else f" (goal ≤ {1 + goal:.2f}: {verdict})"
             console.print(f"{'  ' if app is None else '    '}{r.scenario:10s} median job {r.median_exec_ms:.3f} ms, ratio {r.slowdown_median:.3f}{ci}{says}")
-    (out / "intrusiveness.json").write_text(json.dumps(rows, indent=1))
+    safepath.write_text(out / "intrusiveness.json", json.dumps(rows, indent=1))
     return out

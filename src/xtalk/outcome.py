@@ -417,9 +417,9 @@ def read_outcome(run_dir: Path) -> Optional[RunOutcome]:
 
 def write_outcome(run_dir: Path, outcome: RunOutcome) -> RunOutcome:
     """Write run.json atomically (a temporary file, then rename)."""
-    tmp = Path(run_dir) / "run.json.tmp"
-    tmp.write_text(outcome.to_json())
-    tmp.replace(Path(run_dir) / "run.json")
+    from . import safepath
+
+    safepath.write_text(Path(run_dir) / "run.json", outcome.to_json())
     return outcome
 
 

@@ -35,6 +35,7 @@ from typing import Optional
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from . import safepath
 from . import catalog
 from .errors import UsageError
 
@@ -134,10 +135,7 @@ def path_for(env: dict, directory: Optional[Path] = None) -> Path:
 def save(peaks: Peaks, env: dict, directory: Optional[Path] = None) -> Path:
     """Write the file (beside, then renamed into place: a reader never sees half of it)."""
     path = path_for(env, directory)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(f".tmp{os.getpid()}")
-    tmp.write_text(json.dumps(peaks.model_dump(by_alias=True), indent=2) + "\n")
-    os.replace(tmp, path)
+    safepath.write_text(path, json.dumps(peaks.model_dump(by_alias=True), indent=2) + "\n", parents=True)
     return path
 
 

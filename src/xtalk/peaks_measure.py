@@ -13,6 +13,7 @@ import datetime as dt
 from pathlib import Path
 from typing import Callable, Optional
 
+from . import safepath
 from . import peaks as pk
 from .config.expand import expand
 from .config.experiment import Experiment
@@ -155,8 +156,8 @@ def run(results: Path, console, remeasure: bool = False, jobs: int = DEFAULT_JOB
         console.print(f"(saved; re-measure with `{pk.COMMAND} --remeasure`)", highlight=False)
         return saved
     stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
-    out = Path(results) / f"peaks-{stamp}"
-    out.mkdir(parents=True)
+    out = safepath.results_dir(results, "--results") / f"peaks-{stamp}"
+    safepath.makedirs(out, exist_ok=False)
     got = measure(facts, agent, out, jobs=jobs, only=only, say=lambda s: console.print(s, highlight=False))
     if not got.channels and not got.latency:
         from .errors import AgentError

@@ -23,6 +23,7 @@ from .limits import check_results_space
 from .units import fraction
 from .errors import UsageError, runs_exit_code
 from .targets.agent import PlanRefused, check_plans, find_agent, local_facts, recover, refuse_fixture
+from . import safepath
 from .targets.base import LocalTarget
 from .outcome import read_outcome
 from .provenance import git_commit
@@ -41,9 +42,9 @@ _DISK_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EIO)
 def _create_results(out: Path, path: Path, document: dict) -> None:
     """The results directory with the experiment's copy; UsageError when it cannot be made."""
     try:
-        (out / "runs").mkdir(parents=True)
-        shutil.copy(path, out / "experiment.toml")
-        (out / "experiment.json").write_text(json.dumps(document, indent=2))
+        safepath.makedirs(out / "runs", exist_ok=False)
+        safepath.write_bytes(out / "experiment.toml", Path(path).read_bytes())
+        safepath.write_text(out / "experiment.json", json.dumps(document, indent=2))
     except OSError as e:
         raise UsageError(f"results: cannot create {out}: {e.strerror}; give --results a writable directory") from None
 
@@ -142,7 +143,7 @@ def _noise_after_runs(out: Path, document: dict, results, table, effect: float, 
         return
     noise, warning = after_runs(medians, table, effect, repetitions)
     document["feasibility"][0]["noise_floor_runs"] = noise
-    (out / "experiment.json").write_text(json.dumps(document, indent=2))
+    safepath.write_text(out / "experiment.json", json.dumps(document, indent=2))
     if warning:
         console.print(f"[yellow]warning: {warning}[/]", highlight=False)
     elif (table.scenario != "solo").any():
@@ -164,7 +165,7 @@ def run_experiment(path: Path, results: Path | None = None, console: Console | N
     for s in skipped:
         console.print(f"[yellow]configuration {s['configuration']} skipped: {s['reason']}[/]")
     stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
-    base = Path(results) if results else Path(exp.results)
+    base = safepath.results_dir(results or exp.results, "--results" if results else f"{path}: results =")
     why = check_results_space(base, [r.plan for r in runs])
     if why:
         raise UsageError(why)
@@ -205,7 +206,7 @@ def run_experiment(path: Path, results: Path | None = None, console: Console | N
         from . import enemy_alone
 
         document["enemies_alone"] = enemy_alone.measure(runs, agent, out, say=console.print)
-    (out / "experiment.json").write_text(json.dumps(document, indent=2))
+    safepath.write_text(out / "experiment.json", json.dumps(document, indent=2))
     total = sum(_estimate.run_seconds(r.plan) for r in runs)
     if calibration is not None:
         console.print(f"victim work: {calibration['knob']} = {calibration['work']} "

@@ -7,13 +7,9 @@ use serde::Serialize;
 use std::path::Path;
 
 /// Write `v` as JSON to `path` atomically: a fresh temporary file (O_EXCL|O_NOFOLLOW, so a
-/// planted link or file is refused), fsync, rename.
+/// planted link or file is refused), fsync, rename; no component of `path` is followed as a
+/// symlink (safefs::replace).
 pub fn write_atomic<T: Serialize + ?Sized>(path: &Path, v: &T) -> std::io::Result<()> {
-    use std::io::Write;
     let text = serde_json::to_string_pretty(v).map_err(std::io::Error::other)?;
-    let tmp = path.with_extension("json.tmp");
-    let mut f = safefs::create_new(&tmp, 0o644)?;
-    f.write_all(text.as_bytes())?;
-    f.sync_all()?;
-    std::fs::rename(&tmp, path)
+    safefs::replace(path, text.as_bytes())
 }

@@ -91,7 +91,8 @@ pub fn materialize(tmp: &Path, dest: &Path) -> Vec<Outcome> {
         let mut f = safefs::create_new(&part, 0o644)?;
         std::io::copy(&mut src, &mut f)?;
         f.sync_all()?;
-        std::fs::rename(&part, dest)?;
+        let (to, dest_name) = safefs::parent_of(dest)?;
+        to.rename(part.file_name().and_then(|n| n.to_str()).unwrap_or_default(), &dest_name)?;
         dir.unlink(name)
     };
     match copy() {

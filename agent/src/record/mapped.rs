@@ -1,7 +1,6 @@
 //! A file mapped MAP_SHARED: what a process writes there survives its death (the page
 //! cache holds it), with no system call per write.
 use std::fs::OpenOptions;
-use std::os::unix::fs::OpenOptionsExt;
 use std::io;
 use std::path::Path;
 
@@ -16,7 +15,8 @@ impl MappedFile {
     /// Create `path` (a new file: O_EXCL|O_NOFOLLOW, so never through a symlink) with `len`
     /// bytes and map it.
     pub fn create(path: &Path, len: usize) -> io::Result<MappedFile> {
-        let f = OpenOptions::new().read(true).write(true).create_new(true).mode(0o644).custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC).open(path)?;
+        let (dir, name) = crate::safefs::parent_of(path)?; // no component followed as a symlink
+        let f = dir.create(&name, 0o644)?;
         f.set_len(len as u64)?;
         let base = unsafe {
             libc::mmap(std::ptr::null_mut(), len, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_SHARED, std::os::fd::AsRawFd::as_raw_fd(&f), 0)

@@ -54,7 +54,7 @@ impl Prepared {
 fn records(v: &Victim, out: &Path, sub: &str, staging: &Staging, journal: &mut Journal) -> Result<Records, String> {
     let dir = out.join(sub);
     if !sub.is_empty() {
-        std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        crate::safefs::create_dirs(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
     }
     let name = |f: &str| if sub.is_empty() { f.to_string() } else { format!("{sub}/{f}") };
     let mut log = JobLog::create(&staging.file(&name("jobs.bin"), journal)?, v.total_jobs(), v.period_ns, v.deadline())

@@ -10,6 +10,7 @@ from typing import Optional
 import typer
 from rich.console import Console
 
+from .. import safepath
 from ..command import command_wrapper
 from ..errors import UsageError
 
@@ -147,7 +148,8 @@ def run(file: Path = typer.Argument(..., help="campaign file (TOML)"),
             + (0.0 if cluster else _preflight_seconds([r.plan for r in p.expansion.runs], skip_feasibility)),
             "applications": [json.loads(a.model_dump_json()) for a in p.campaign.application],
             "skip_feasibility": skip_feasibility}
-    store = layout.create(results or Path(p.campaign.results), p.campaign.name, p.text, p.expansion, meta)
+    base = safepath.results_dir(results or p.campaign.results, "--results" if results else f"{file}: results =")
+    store = layout.create(base, p.campaign.name, p.text, p.expansion, meta)
     console.print(f"campaign directory: {store}")
     try:
         _preflight(store, targets, cluster, skip_feasibility, target_wait)
@@ -172,6 +174,7 @@ def resume(store: Path = typer.Argument(..., help="campaign directory"),
     from .layout import CAMPAIGN_JSON
 
     require_trusted(Path(store) / CAMPAIGN_JSON)  # the plans it runs as root
+    store = safepath.results_dir(store, "campaign directory")
     from ..targets.agent import refuse_fixture
 
     refuse_fixture("campaign resume")

@@ -26,6 +26,7 @@ from pathlib import Path
 
 from rich.console import Console
 
+from .. import safepath
 from ..errors import AgentError, UsageError
 from ..plan import Plan
 
@@ -119,7 +120,7 @@ def run_task(store_url: str, run_id: str, labels: dict, plan_json: str, session:
         protocols = fs.protocol if isinstance(fs.protocol, tuple) else (fs.protocol,)
         if "file" in protocols:  # a shared file system (NFS on a lab): write in place
             staging = Path(root) / "staging" / name
-            staging.parent.mkdir(exist_ok=True)
+            safepath.makedirs(staging.parent)
             end = attempt(staging, run, target, "dask")
         else:  # a remote store: run here, then upload the whole attempt
             with tempfile.TemporaryDirectory(prefix="xtalk-") as tmp:

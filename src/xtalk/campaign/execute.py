@@ -13,6 +13,7 @@ import signal
 import time
 from pathlib import Path
 
+from .. import safepath
 from ..outcome import read_outcome
 from ..targets.local import agents_writing
 from . import postmortem
@@ -52,7 +53,7 @@ def publish(store: Path, staging: Path, run_id: str) -> Path:
     if final.exists():  # a previous attempt's whole run: keep it aside rather than merge
         move_aside(store, final)
     fsync_dir(staging)
-    os.rename(staging, final)
+    safepath.rename(staging, final)
     fsync_dir(final.parent)
     return final
 
@@ -61,7 +62,7 @@ def execute_one(store: Path, run: CampaignRun, target, kind: str = "local") -> d
     """Attempt `run` under staging/<id> on `target`, then publish it in runs/."""
     store = Path(store)
     staging = store / "staging" / run.run_id
-    staging.parent.mkdir(exist_ok=True)
+    safepath.makedirs(staging.parent)
     if staging.exists():
         move_aside(store, staging)
     end = attempt(staging, run, target, kind)
@@ -93,12 +94,12 @@ def convert_published(store: Path) -> int:
 def move_aside(store: Path, path: Path) -> Path:
     """Rename a half-written run directory to attempts/<id>.<k> (kept for inspection)."""
     attempts = Path(store) / "attempts"
-    attempts.mkdir(exist_ok=True)
+    safepath.makedirs(attempts)
     k = 0
     while (attempts / f"{path.name}.{k}").exists():
         k += 1
     dest = attempts / f"{path.name}.{k}"
-    os.rename(path, dest)
+    safepath.rename(path, dest)
     return dest
 
 

@@ -19,6 +19,8 @@ import time
 from collections import Counter
 from pathlib import Path
 
+from .. import safepath
+
 FINAL = ("done", "failed")
 STATES = ("planned", "running", "done", "failed", "requeued")
 
@@ -59,7 +61,7 @@ class Journal:
     def __init__(self, path: Path):
         self.path = Path(path)
         self._repair()
-        self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        self._fd = safepath.open_fd(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
 
     def _repair(self) -> None:
         """Cut a torn last line so the next append starts on a line of its own."""
@@ -69,9 +71,12 @@ class Journal:
             return
         if raw and not raw.endswith(b"\n"):
             keep = raw.rfind(b"\n") + 1
-            with open(self.path, "r+b") as f:
-                f.truncate(keep)
-                os.fsync(f.fileno())
+            fd = safepath.open_fd(self.path, os.O_WRONLY)
+            try:
+                os.ftruncate(fd, keep)
+                os.fsync(fd)
+            finally:
+                os.close(fd)
 
     def append(self, run: str | None, state: str | None = None, **fields) -> dict:
         """Write one event and fsync it."""

@@ -23,6 +23,7 @@ import os
 import shutil
 from pathlib import Path
 
+from .. import safepath
 from ..errors import UsageError
 from ..plan import Plan
 from .grid import CampaignRun, Expansion
@@ -41,12 +42,7 @@ def fsync_dir(path: Path) -> None:
 
 
 def write_atomic(path: Path, text: str) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "w") as f:
-        f.write(text)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    safepath.write_text(path, text, fsync=True)
 
 
 CREATING = ".creating-"
@@ -66,13 +62,13 @@ def create(base: Path, name: str, text: str, expansion: Expansion, meta: dict) -
     a name of this process's own (two drivers started in the same second, or one started
     again after a kill during creation, never meet) and renamed to the first free name."""
     base = Path(base)
-    base.mkdir(parents=True, exist_ok=True)
+    safepath.makedirs(base)
     _remove_abandoned(base)
     stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
     tmp = base / f".{name}-{stamp}{CREATING}{os.getpid()}"
-    tmp.mkdir()
-    (tmp / "runs").mkdir()
-    (tmp / "campaign.toml").write_text(text)
+    safepath.mkdir(tmp)
+    safepath.mkdir(tmp / "runs")
+    safepath.write_text(tmp / "campaign.toml", text)
     doc = {**meta, "runs": [{"run_id": r.run_id, "labels": r.labels, "plan": json.loads(r.plan.to_json())}
                             for r in expansion.runs],
            "excluded": [{"labels": lb, "reason": why} for lb, why in expansion.excluded]}
@@ -85,7 +81,7 @@ def create(base: Path, name: str, text: str, expansion: Expansion, meta: dict) -
         if final.exists():
             continue
         try:
-            os.rename(tmp, final)  # refused onto a campaign made since (not empty): try the next name
+            safepath.rename(tmp, final)  # refused onto a campaign made since (not empty): try the next name
         except OSError as e:
             if e.errno not in (errno.EEXIST, errno.ENOTEMPTY):
                 raise
@@ -119,7 +115,7 @@ class CampaignLock:
         self.fd = -1
 
     def __enter__(self):
-        self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        self.fd = safepath.open_fd(self.path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
             fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:

@@ -12,6 +12,7 @@ import json
 from collections import deque
 from pathlib import Path
 
+from .. import safepath
 from ..outcome import RunOutcome
 
 TRACE_TAIL_LINES = 500
@@ -26,15 +27,15 @@ def _tail(path: Path, n: int) -> list[str]:
 def collect(run_dir: Path, meta: RunOutcome, kernel_lines: list[str]) -> Path:
     """Write the post-mortem files into `run_dir/postmortem` and return that directory."""
     pm = Path(run_dir) / "postmortem"
-    pm.mkdir(exist_ok=True)
-    (pm / "dmesg.txt").write_text("\n".join(kernel_lines) + ("\n" if kernel_lines else ""))
+    safepath.makedirs(pm)
+    safepath.write_text(pm / "dmesg.txt", "\n".join(kernel_lines) + ("\n" if kernel_lines else ""))
     trace = Path(run_dir) / "trace.txt"
     if trace.exists():
-        (pm / "trace-tail.txt").write_text("".join(_tail(trace, TRACE_TAIL_LINES)))
+        safepath.write_text(pm / "trace-tail.txt", "".join(_tail(trace, TRACE_TAIL_LINES)))
     log = Path(run_dir) / "agent.log"
     if log.exists():
-        (pm / "agent-log-tail.txt").write_text("".join(_tail(log, LOG_TAIL_LINES)))
+        safepath.write_text(pm / "agent-log-tail.txt", "".join(_tail(log, LOG_TAIL_LINES)))
     why = {"run_id": meta.run_id, "status": meta.status, "reason": meta.reason, "jobs_recorded": meta.jobs_recorded,
            "jobs_planned": meta.jobs_planned}
-    (pm / "why.json").write_text(json.dumps(why, indent=2))
+    safepath.write_text(pm / "why.json", json.dumps(why, indent=2))
     return pm

@@ -20,6 +20,8 @@ from xtalk.model.platform import load_platform
 from xtalk.model.uppaal import to_uppaal_xml
 from xtalk.sched.inputs import InputError
 
+from .. import safepath
+
 app = typer.Typer(help="Interference model (seed 000 ch. 4): exhaustive explorer and UPPAAL export.")
 _out = Console()
 
@@ -150,7 +152,7 @@ def uppaal_cmd(
         extra = [_parse_bound(b) for b in bound]
         res = explore(platform, witnesses=False)
         observer = extra[0] if extra else None
-        output.write_text(to_uppaal_xml(platform, res, observer=observer, extra_queries=extra))
+        safepath.write_text(output, to_uppaal_xml(platform, res, observer=observer, extra_queries=extra))
         _out.print(f"wrote {output}")
     except (InputError, ExplorationLimit) as exc:
         _fail(exc)

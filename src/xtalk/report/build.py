@@ -24,6 +24,7 @@ from typing import Sequence
 
 import pandas as pd
 
+from .. import safepath
 from ..errors import UsageError
 from ..analysis import verdict as vd
 from . import epsilon as eps
@@ -459,11 +460,11 @@ def _detail_page(b: _Builder, name: str, detail: list[Section]) -> Section:
     from .campaign_report import slug
 
     rel = f"applications/{slug(name)}.html"
-    (b.out / "applications").mkdir(parents=True, exist_ok=True)
+    safepath.makedirs(b.out / "applications")
     back = Section(f"{name}-back", name).raw('<p><a href="../index.html">← the report</a></p>')
     b.pages.append(rel)
-    (b.out / rel).write_text(page(f"xtalk report: {b.data.path.name}, {name}", "distributions, series, spikes, pWCET, "
-                                  "probes", [back, *detail], "Part of the report of several applications."))
+    safepath.write_text(b.out / rel, page(f"xtalk report: {b.data.path.name}, {name}", "distributions, series, spikes, pWCET, "
+                                          "probes", [back, *detail], "Part of the report of several applications."))
     s = Section(f"{name}-detail", f"{name}: figures")
     return s.raw(f'<p><a href="{fg_escape(rel)}">{fg_escape(name)}: distributions, per-job series, spikes, pWCET'
                  f"{', probes' if any(x.id.endswith('-portfolio') for x in detail) else ''}</a> "
@@ -518,7 +519,7 @@ def build(path, out: Path | None = None, epsilons: Sequence = (), *, csv: bool =
     convert_stale(runs)  # before the export thread reads the Parquet files
     root = path.path if isinstance(path, ReportData) else Path(path)
     out = Path(out) if out is not None else root / "report"
-    out.mkdir(parents=True, exist_ok=True)
+    safepath.makedirs(out)
     # The CSV export is I/O and pyarrow (which releases the GIL): it runs beside the loading
     # and the statistics, from the run table alone.
     pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix=CSV_THREAD)
@@ -577,7 +578,7 @@ def build(path, out: Path | None = None, epsilons: Sequence = (), *, csv: bool =
                 f"generated {dt.datetime.now().strftime('%Y-%m-%d %H:%M:%S')}")
     elapsed = time.perf_counter() - t0
     html_path = out / "index.html"
-    html_path.write_text(page(title, subtitle, sections, f"Built in {elapsed:.1f} s by xtalk report."))
+    safepath.write_text(html_path, page(title, subtitle, sections, f"Built in {elapsed:.1f} s by xtalk report."))
     md = md_summary(title, b.tables["verdicts"][["status", "verdict"]] if len(b.tables["verdicts"])
                     else pd.DataFrame(columns=["status", "verdict"]),
                     b.tables.get("slowdown"), b.tables.get("noise_floor"),
@@ -588,7 +589,7 @@ def build(path, out: Path | None = None, epsilons: Sequence = (), *, csv: bool =
     if multi:  # the applications' verdicts and matrices lead
         head, rest = md.split("\n", 1)
         md = head + "\n\n" + "\n".join(cohabitation.markdown(cohabitation.of_report(data, n_boot))) + rest
-    (out / "summary.md").write_text(md)
+    safepath.write_text(out / "summary.md", md)
     if console is not None:
         if multi:  # each application's own lines are in its section and summary.md
             for line in cohabitation.console_lines(cohabitation.of_report(data, n_boot)):

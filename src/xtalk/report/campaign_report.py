@@ -29,6 +29,7 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
+from .. import safepath
 from ..analysis import verdict as vd
 from . import campaign_cells as cc
 from . import campaign_figures as cf
@@ -179,7 +180,7 @@ class _CampaignBuilder:
         if fig is None:
             return None
         self.cell_figure_count += 1
-        (self.out / "figures" / "cells").mkdir(parents=True, exist_ok=True)
+        safepath.makedirs(self.out / "figures" / "cells")
         return fg.render(fig, self.out / "figures", f"cells/{slug(group)}_{slug(scenario)}",
                          f"Execution time, {group} · {scenario}", "Beside its group's solo; the red dot is the maximum.")
 
@@ -196,7 +197,7 @@ class _CampaignBuilder:
         """One small page per group: its cells' verdict lines, guards and numbers (tables only,
         cheap at any number of cells); with ``cell_figures`` also each cell's figure."""
         out = []
-        (self.out / "cells").mkdir(parents=True, exist_ok=True)
+        safepath.makedirs(self.out / "cells")
         per_run = cc._runs_of(self.cd.data) if self.cell_figures else {}
         for i, (g, c) in enumerate(self.cells.groupby("group", sort=False)):
             sec = Section("cells", f"{g}: {len(c)} cells")
@@ -208,7 +209,7 @@ class _CampaignBuilder:
                     sec.figure(self.cell_figure(per_run, g, r.scenario))
             sec.table(c.drop(columns=["warnings", "verdict"]), "Numbers", max_rows=len(c))
             p = self.out / "cells" / f"{slug(g)}.html"
-            p.write_text(page(f"{self.cd.name}: {g}", f"{len(c)} cells", [sec], "Part of the campaign report."))
+            safepath.write_text(p, page(f"{self.cd.name}: {g}", f"{len(c)} cells", [sec], "Part of the campaign report."))
             out.append(p)
         return out
 
@@ -223,7 +224,7 @@ def build_campaign(path, out: Path | None = None, epsilons: Sequence = (), *, cs
     asked = cm.parse(map_stat)  # a bad name fails before any work
     root = Path(path)
     out = Path(out) if out is not None else root / "report"
-    out.mkdir(parents=True, exist_ok=True)
+    safepath.makedirs(out)
     cd = cc.load_campaign(root)
     timings = {"load": time.perf_counter() - t0}
     t = time.perf_counter()
@@ -246,7 +247,7 @@ def build_campaign(path, out: Path | None = None, epsilons: Sequence = (), *, cs
         n_jobs = export_jobs(cd.data.runs, out / "csv" / "jobs.csv")
         files.append(f"csv/jobs.csv ({n_jobs} rows, one per job)")
     export_tables(b.tables, out / "tables")
-    (out / "summary.md").write_text(cs.to_markdown(b.cells, cd.name))
+    safepath.write_text(out / "summary.md", cs.to_markdown(b.cells, cd.name))
     exports = Section("files", "Files")
     exports.raw("<ul>" + "".join(f"<li>{html.escape(f)}</li>" for f in files) + "</ul>")
     exports.text("Python API: xtalk.report.campaign_cells.cell_table(load_campaign(DIR)) returns the cell table.")
@@ -255,8 +256,8 @@ def build_campaign(path, out: Path | None = None, epsilons: Sequence = (), *, cs
     subtitle = (f"{len(b.cells)} cells, {len(cd.data.runs)} runs, {len(cd.data.measured)} measured jobs, "
                 f"generated {dt.datetime.now().strftime('%Y-%m-%d %H:%M:%S')}")
     html_path = out / "index.html"
-    html_path.write_text(page(f"xtalk campaign report: {cd.name}", subtitle, sections,
-                              f"Built in {elapsed:.1f} s by xtalk report.").replace("</style>", CSS + "</style>", 1))
+    safepath.write_text(html_path, page(f"xtalk campaign report: {cd.name}", subtitle, sections,
+                                        f"Built in {elapsed:.1f} s by xtalk report.").replace("</style>", CSS + "</style>", 1))
     if console is not None:
         console.print(cs.epsilon_line(b.cells), highlight=False)
         stat, why = cm.choose(b.cells, asked)

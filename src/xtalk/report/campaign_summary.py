@@ -14,6 +14,7 @@ import pandas as pd
 from rich.console import Console
 from rich.table import Table
 
+from .. import safepath
 from ..analysis import verdict as vd
 from . import campaign_cells as cc
 
@@ -125,6 +126,6 @@ def write_campaign_summary(path, console: Console | None = None, *, n_boot: int 
         console.print(epsilon_line(cells), highlight=False)
         for w in guard_lines(cells):
             console.print(f"[yellow]warning: {w}[/]", highlight=False)
-    (path / "summary.md").write_text(to_markdown(cells, cd.name))
-    (path / "summary.json").write_text(to_json(cells))
+    safepath.write_text(path / "summary.md", to_markdown(cells, cd.name))
+    safepath.write_text(path / "summary.json", to_json(cells))
     return cells

@@ -31,6 +31,7 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
+from .. import safepath
 from ..analysis.change import DRIFT_NOTE, Change, changes
 from ..errors import UsageError
 from ..outcome import read_outcome
@@ -492,9 +493,9 @@ def write(comp: Comparison, out: Path) -> list[Path]:
     from .figures import render
 
     out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "compare.md").write_text(markdown(comp))
-    comp.table.to_csv(out / "compare.csv", index=False)
+    safepath.makedirs(out)
+    safepath.write_text(out / "compare.md", markdown(comp))
+    safepath.write_csv(comp.table, out / "compare.csv", index=False)
     fig = figure(comp)
     rendered = render(fig, out, "p99", "p99 per cell and label",
                       "Only the cells common to every results directory.") if fig is not None else None
@@ -516,9 +517,9 @@ def write(comp: Comparison, out: Path) -> list[Path]:
         for x in comp.overhead_lines:
             ovh.text(x)
         sections.append(ovh)
-        comp.overheads.to_csv(out / "overheads.csv", index=False)
-    (out / "compare.html").write_text(hx.page(f"Comparison: {' vs '.join(comp.labels)}",
-                                              f"{len(comp.table)} common cells", sections))
+        safepath.write_csv(comp.overheads, out / "overheads.csv", index=False)
+    safepath.write_text(out / "compare.html", hx.page(f"Comparison: {' vs '.join(comp.labels)}",
+                                                      f"{len(comp.table)} common cells", sections))
     files = [out / "compare.md", out / "compare.csv", out / "compare.html"] + \
         ([out / "overheads.csv"] if comp.overheads is not None else [])
     return files + ([rendered.png_path, rendered.svg_path] if rendered else [])
@@ -568,7 +569,7 @@ def run(paths: Sequence[Path], labels: Sequence[str], out: Path | None, console,
         sys.stdout.write("\n")
     else:
         show(comp, console)
-    files = write(comp, out if out is not None else default_out(names))
+    files = write(comp, out if out is not None else safepath.results_dir(default_out(names), "--out"))
     if not as_json:
         console.print(f"wrote {', '.join(str(f) for f in files[:3])}", markup=False)
     return comp

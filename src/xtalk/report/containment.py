@@ -27,6 +27,7 @@ import pandas as pd
 from rich.console import Console
 from rich.table import Table
 
+from .. import safepath
 from ..analysis import verdict as vd
 from ..store import Results
 
@@ -110,7 +111,7 @@ def _verdicts_one(runs: pd.DataFrame, jobs: pd.DataFrame, tolerance: float) -> p
 
 def show(results: Results, console: Console, tolerance: float = 1.5) -> pd.DataFrame:
     table = verdicts(results.runs(), results.jobs(), tolerance)
-    (results.path / "containment.json").write_text(json.dumps(json.loads(table.to_json(orient="records")), indent=2))
+    safepath.write_text(results.path / "containment.json", json.dumps(json.loads(table.to_json(orient="records")), indent=2))
     t = Table(title=f"containment of faults (victim vs solo, tolerance {tolerance}): {results.path.name}")
     for c in COLUMNS:
         t.add_column(c, justify="right" if c in ("failed_jobs", "miss_ratio", "p99_response_ms", "p99_vs_solo") else "left")

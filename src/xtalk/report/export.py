@@ -14,6 +14,7 @@ import pyarrow as pa
 import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
+from .. import safepath
 from ..store.frames import LABELS, ReportData
 
 
@@ -47,11 +48,10 @@ def _stream(data: ReportData | pd.DataFrame, filename: str, out: Path) -> int:
     columns = list(LABELS)
     for _, p in files:
         columns += [c for c in pq.read_schema(p).names if c not in columns]
-    out.parent.mkdir(parents=True, exist_ok=True)
+    safepath.makedirs(out.parent)
     rows = 0
-    tmp = out.with_suffix(".csv.tmp")
     header = True
-    with open(tmp, "wb") as f:
+    with safepath.replace(out, "wb") as f:
         for run, p in files:
             pf = pq.ParquetFile(p)
             # An empty run still writes the header when it comes first, as a whole table did.
@@ -61,7 +61,6 @@ def _stream(data: ReportData | pd.DataFrame, filename: str, out: Path) -> int:
                 pacsv.write_csv(t, f, pacsv.WriteOptions(include_header=header))
                 header = False
                 rows += t.num_rows
-    tmp.replace(out)
     return rows
 
 
@@ -77,12 +76,12 @@ def export_probes(data: ReportData | pd.DataFrame, out: Path) -> int:
 
 def export_tables(tables: dict[str, pd.DataFrame], out_dir: Path) -> list[Path]:
     """Every non-empty table as OUT_DIR/<name>.csv."""
-    out_dir.mkdir(parents=True, exist_ok=True)
+    safepath.makedirs(out_dir)
     paths = []
     for name, df in tables.items():
         if df is None or df.empty:
             continue
         p = out_dir / f"{name}.csv"
-        df.to_csv(p, index=not isinstance(df.index, pd.RangeIndex))
+        safepath.write_csv(df, p, index=not isinstance(df.index, pd.RangeIndex))
         paths.append(p)
     return paths

@@ -26,6 +26,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
+from .. import safepath
 from ..analysis import stats as st  # noqa: E402
 from ..analysis.wakeup import runs_of_series  # noqa: E402
 
@@ -60,16 +61,16 @@ class Rendered:
 
 def render(fig, out_dir: Path, name: str, title: str, caption: str = "") -> Rendered:
     """Write ``fig`` as NAME.png and NAME.svg under ``out_dir`` and close it."""
-    out_dir.mkdir(parents=True, exist_ok=True)
+    safepath.makedirs(out_dir)
     buf = io.BytesIO()
     fig.savefig(buf, format="png")  # constrained layout already fits the labels: no second "tight" draw
     png = buf.getvalue()
     png_path, svg_path = out_dir / f"{name}.png", out_dir / f"{name}.svg"
-    png_path.write_bytes(png)
+    safepath.write_bytes(png_path, png)
     # The layout the PNG's draw solved holds for the SVG (same size; the SVG's text is the
     # viewer's font anyway, svg.fonttype none): solving it again cost a second draw's worth.
     fig.set_layout_engine("none")
-    fig.savefig(svg_path, format="svg")
+    safepath.save_figure(fig, svg_path, format="svg")
     plt.close(fig)
     return Rendered(name, title, caption, png, png_path, svg_path)
 

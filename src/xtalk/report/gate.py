@@ -24,6 +24,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Sequence
 
+from .. import safepath
 from ..analysis import verdict as vd
 from ..errors import UsageError
 
@@ -180,7 +181,7 @@ def run(path: Path, *, baseline: Path | None, max_regression: str | None, epsilo
                          "in the experiment (victim.epsilon) or the campaign's applications")
     bad = failed(checks, strict)
     if junit_path is not None:
-        Path(junit_path).write_bytes(junit(checks, strict))
+        safepath.write_bytes(Path(junit_path), junit(checks, strict))
     if as_json:
         json.dump({"schema_version": 1, "results": str(path), "baseline": str(baseline) if baseline else None,
                    "strict": strict, "passed": not bad, "checks": [asdict(c) for c in checks]},

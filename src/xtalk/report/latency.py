@@ -11,6 +11,7 @@ import pandas as pd
 from rich.console import Console
 from rich.table import Table
 
+from .. import safepath
 from ..store import Results
 from . import victim_kinds
 
@@ -48,11 +49,11 @@ def show(results: Results, console: Console) -> pd.DataFrame:
     if jobs.empty:
         raise ValueError(f"{results.path}: no measured jobs")
     table = latency_table(jobs)
-    histogram(jobs).to_csv(results.path / "latency-histogram.csv")
+    safepath.write_csv(histogram(jobs), results.path / "latency-histogram.csv")
     cols = columns(table)
     lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
     lines += ["| " + " | ".join(_cell(c, getattr(r, c)) for c in cols) + " |" for r in table.itertuples()]
-    (results.path / "latency.md").write_text(f"# Timer latency: {results.path.name}\n\n" + "\n".join(lines) + "\n")
+    safepath.write_text(results.path / "latency.md", f"# Timer latency: {results.path.name}\n\n" + "\n".join(lines) + "\n")
     t = Table(title=f"timer latency (wake-up − release), µs: {results.path.name}")
     for c in cols:
         t.add_column(c, justify="left" if c in ("scenario", "configuration") else "right")

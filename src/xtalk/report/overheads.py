@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from .. import safepath
 from ..analysis import overheads as ao
 from ..store.overheads import collect
 
@@ -71,9 +72,9 @@ def show(results, console) -> tuple[pd.DataFrame, pd.DataFrame]:
         raise ValueError(f"{results.path}: no run has a kernel trace (trace.txt); add a [trace] table with the events "
                          "of examples/latency_overheads.toml to the experiment and run it as root")
     summary, coverage = got
-    summary.to_csv(Path(results.path) / "overheads.csv", index=False)
-    (Path(results.path) / "overheads.md").write_text(
-        "\n".join(markdown(summary, coverage, f"# Scheduler overheads (µs): {Path(results.path).name}")) + "\n")
+    safepath.write_csv(summary, Path(results.path) / "overheads.csv", index=False)
+    safepath.write_text(
+        Path(results.path) / "overheads.md", "\n".join(markdown(summary, coverage, f"# Scheduler overheads (µs): {Path(results.path).name}")) + "\n")
     t = Table(title=f"scheduler overheads per timer release, µs: {Path(results.path).name}")
     for c in ao.SUMMARY_COLUMNS:
         t.add_column(c, justify="left" if c in ("scenario", "configuration", "overhead") else "right")

@@ -11,6 +11,7 @@ import pandas as pd
 from rich.console import Console
 from rich.table import Table
 
+from .. import safepath
 from ..units import rate_text
 from ..analysis import guards
 from ..analysis.cells import summary_view
@@ -369,8 +370,8 @@ def write_summary(results: Results, console: Console | None = None) -> pd.DataFr
             md = f"# {title}\n" + part + ("\n## Warnings\n\n" + "".join(f"- {w}\n" for w in warned) if warned else "")
         else:
             md += part
-    (results.path / "summary.md").write_text(md)
-    (results.path / "summary.json").write_text(json.dumps(json.loads(table.to_json(orient="records")), indent=2))
+    safepath.write_text(results.path / "summary.md", md)
+    safepath.write_text(results.path / "summary.json", json.dumps(json.loads(table.to_json(orient="records")), indent=2))
     return table
 
 

@@ -18,8 +18,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pyarrow as pa
-import pyarrow.parquet as pq
 
+from .. import safepath
 from ..outcome import RunOutcome, write_outcome
 from ..plan import Plan
 
@@ -143,13 +143,13 @@ def outcome(run_id: str, labels: dict, jobs: pd.DataFrame | None = None, *, stat
 def write_run(root: Path, run_id: str, scenario: str, repetition: int, jobs: pd.DataFrame, *, labels: dict | None = None,
               trace: bool = False, status: str = "completed", victim: dict | None = None) -> Path:
     d = root / "runs" / run_id
-    d.mkdir(parents=True, exist_ok=True)
+    safepath.makedirs(d)
     labels = {"scenario": scenario, "configuration": "default", "repetition": repetition, **(labels or {})}
     write_outcome(d, outcome(run_id, labels, jobs, status=status, victim=victim))
-    pq.write_table(pa.Table.from_pandas(jobs, preserve_index=False), d / "jobs.parquet")
+    safepath.write_parquet(pa.Table.from_pandas(jobs, preserve_index=False), d / "jobs.parquet")
     if trace:
-        (d / "trace.txt").write_text(trace_text(jobs))
-        pq.write_table(pa.Table.from_pandas(culprit_rows(jobs), preserve_index=False), d / "culprits.parquet")
+        safepath.write_text(d / "trace.txt", trace_text(jobs))
+        safepath.write_parquet(pa.Table.from_pandas(culprit_rows(jobs), preserve_index=False), d / "culprits.parquet")
     return d
 
 
@@ -161,7 +161,7 @@ def write_results(root: Path, scenarios: list[Scenario], *, repetitions: int = 3
     planted in the last scenario's first run; with ``trace`` the first repetition of every
     scenario has a kernel trace (deriving culprits costs ~5 ms per job)."""
     root = Path(root)
-    (root / "runs").mkdir(parents=True, exist_ok=True)
+    safepath.makedirs(root / "runs")
     order, i = [], 0
     for rep in range(repetitions):
         for s in scenarios:
@@ -177,7 +177,7 @@ def write_results(root: Path, scenarios: list[Scenario], *, repetitions: int = 3
     exp = {"name": name, "description": "synthetic results with planted effects",
            "victim": {"body": "sum", "period": f"{period_ns / 1e6}ms", "jobs": jobs},
            "scenario": [{"name": s.name, "enemies": s.enemies} for s in scenarios if s.name != "solo"]}
-    (root / "experiment.json").write_text(json.dumps({"experiment": exp, "agent": "synthetic", "order": order}, indent=2))
+    safepath.write_text(root / "experiment.json", json.dumps({"experiment": exp, "agent": "synthetic", "order": order}, indent=2))
     return root
 
 
@@ -290,5 +290,5 @@ def write_application_results(root: Path, apps: list[Application], *, name: str 
         order.append({"run_id": r.run_id, "scenario": r.scenario, "repetition": r.repetition})
     exp = {"name": name, "description": "synthetic applications with planted interference and faults",
            "victim": None, "application": experiment_applications(apps)}
-    (root / "experiment.json").write_text(json.dumps({"experiment": exp, "agent": "synthetic", "order": order}, indent=2))
+    safepath.write_text(root / "experiment.json", json.dumps({"experiment": exp, "agent": "synthetic", "order": order}, indent=2))
     return root, jobs

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+from .. import safepath
 from ..outcome import load_outcome
 from .synthetic import job_table, write_run
 
@@ -54,7 +55,7 @@ def write_campaign(root: Path, *, families: list[Family], configurations: tuple 
     ``late``: (configuration, family or scenario, enemies, total) -> a wake-up delay in ns of
     every ``late_every``-th job of the cell (a response-tail effect, execution unchanged)."""
     root = Path(root)
-    (root / "runs").mkdir(parents=True, exist_ok=True)
+    safepath.makedirs(root / "runs")
     eps_label = json.dumps(epsilon or {"on": "response", "relative": 1.5, "statistic": "p99"})
     delay = late or (lambda conf, name, n, total: 0.0)
     cells = []  # (scenario, extra labels, factor, late ns) per configuration
@@ -87,6 +88,6 @@ def write_campaign(root: Path, *, families: list[Family], configurations: tuple 
     for fam in families:
         toml += ["[[two_way]]", f'name = "{fam.name}"', f'share = "{fam.share}"', f"counts = {json.dumps(fam.counts)}",
                  f"totals = {json.dumps(fam.totals)}", ""]
-    (root / "campaign.toml").write_text("\n".join(toml))
-    (root / "campaign.json").write_text(json.dumps({"name": name, "kind": "local", "runs": runs}))
+    safepath.write_text(root / "campaign.toml", "\n".join(toml))
+    safepath.write_text(root / "campaign.json", json.dumps({"name": name, "kind": "local", "runs": runs}))
     return root

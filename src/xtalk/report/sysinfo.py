@@ -9,6 +9,8 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
+from .. import safepath
+
 
 def _yes(v) -> str:
     return "yes" if v else "no"
@@ -88,7 +90,7 @@ def record(path: Path) -> Path:
     origin = {"hand_made": False, "source": f"xtalk sysinfo --record (xtalk {__version__})",
               "recorded": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")}
     try:
-        path.write_text(json.dumps({"fixture": origin, **env}, indent=2) + "\n")
+        safepath.write_text(path, json.dumps({"fixture": origin, **env}, indent=2) + "\n")
     except OSError as e:
         raise UsageError(f"--record: cannot write {path}: {e.strerror}") from None
     return path

@@ -10,6 +10,7 @@ import pandas as pd
 from rich.console import Console
 from rich.table import Table
 
+from .. import safepath
 from ..store import Results
 from . import victim_kinds
 
@@ -24,7 +25,7 @@ def show(results: Results, console: Console) -> pd.DataFrame:
     if jobs.empty:
         raise ValueError(f"{results.path}: no measured jobs")
     table = victim_kinds.task_table(results.runs(), jobs)
-    (results.path / "tasks.json").write_text(table.to_json(orient="records", indent=2))
+    safepath.write_text(results.path / "tasks.json", table.to_json(orient="records", indent=2))
     cols = (["configuration"] if set(table["configuration"]) - {"default"} else []) + COLUMNS
     t = Table(title=f"task set: {results.path.name} (DMR = missed / jobs; response = end − release; delay = start − release)")
     for c in cols:

@@ -39,6 +39,9 @@ from xtalk.sched.uniproc import (
 )
 from xtalk.sched.vm import analyse_vms, check_vm, synthesize_highest_priority
 
+from .. import safepath
+from ..errors import UsageError
+
 app = typer.Typer(help="Schedulability (seed 001): RTA, EDF, PRM, VM budgets, SCHED_DEADLINE, simulation.")
 _out = Console(width=120)
 
@@ -46,6 +49,14 @@ _out = Console(width=120)
 def _fail(exc: Exception) -> None:
     typer.echo(f"error: {exc}", err=True)
     raise typer.Exit(code=2)
+
+
+def _results(path: Path, what: str) -> Path:
+    """`path` checked as a results directory (reading it converts job logs there)."""
+    try:
+        return safepath.results_dir(path, what)
+    except UsageError as e:
+        raise InputError(what, str(e).removeprefix(f"{what} ")) from None
 
 
 def _fmt(x: float) -> str:
@@ -79,7 +90,7 @@ def _load(file: Path, wcet_from: Optional[str] = None, statistic: str = "max", o
         if not wcet_from:
             raise InputError(f"task {needs[0].name}.measured", "needs measurements", "pass --wcet-from RESULTS_DIR[:SCENARIO]")
         path, scenario = parse_wcet_from(wcet_from)
-        jobs = load_jobs(path)
+        jobs = load_jobs(_results(path, "--wcet-from"))
         measured = measure_tasks(system.tasks, jobs, scenario, statistic)
         if not measured:
             raise InputError("--wcet-from", f"{wcet_from!r} gives no scenario and no task names one (`measured`)",
@@ -137,7 +148,7 @@ def _measured(spec: str, stat: str) -> tuple[ReleaseOverhead, dict]:
         raise InputError("--overheads-stat", f"unknown statistic {stat!r}", f"use {', '.join(STATS)}")
     path, scenario = parse_wcet_from(spec, "--overheads-from")
     try:
-        results = open_results(path)
+        results = open_results(_results(path, "--overheads-from"))
     except FileNotFoundError as e:
         raise InputError("--overheads-from", str(e), "give the directory `xtalk run` printed") from None
     jobs, traced = collect(results.runs())
@@ -366,7 +377,7 @@ def simulate_cmd(
         _out.print(table)
         _out.print(f"deadline-miss ratio {res.deadline_miss_ratio:.4f}")
         if csv:
-            res.jobs.to_csv(csv, index=False)
+            safepath.write_csv(res.jobs, csv, index=False)
         if plot:
             gantt(res, str(plot), title=f"{file.name}: {pol}")
             _out.print(f"wrote {plot}")
@@ -400,7 +411,7 @@ def generate_cmd(
             lines += ["[[task]]", f'name = "{t.name}"', f"wcet = {t.wcet:.6f}", f"period = {t.period:g}", ""]
         text = "\n".join(lines)
         if output:
-            output.write_text(text)
+            safepath.write_text(output, text)
             _out.print(f"wrote {output} ({len(tasks)} tasks, U = {utilization(tasks):.3f})")
         else:
             typer.echo(text)
@@ -556,7 +567,7 @@ def reserve_cmd(
         restored = all(e.get("after") == "gone" or same_policy(Policy(**e["before"]), Policy(**e["after"]))
                        for e in rec["threads"].values())
         if record:
-            record.write_text(json.dumps(dict(rec, command=command, status=rc, restored=restored), indent=2))
+            safepath.write_text(record, json.dumps(dict(rec, command=command, status=rc, restored=restored), indent=2))
         typer.echo(f"reserve: {len(rec['threads'])} thread(s) restored: {restored}", err=True)
         raise typer.Exit(code=rc)
     except InputError as exc:

@@ -30,6 +30,8 @@ import pandas as pd
 
 from xtalk.sched.taskset import Task
 
+from .. import safepath
+
 __all__ = ["SimPartition", "SimResult", "simulate", "simulate_cpus", "GLOBAL_POLICIES", "gantt"]
 
 GLOBAL_POLICIES = ("dedicated", "fifo", "rr", "ps", "ds", "cbs")
@@ -327,7 +329,7 @@ def gantt(result: SimResult, path: str, title: str = "") -> None:
     ax.set_xlabel("time (ms)")
     ax.set_title(title or "schedule")
     fig.tight_layout()
-    fig.savefig(path)
+    safepath.save_figure(fig, path)
     plt.close(fig)
 
 

@@ -3,12 +3,12 @@ Parquet write (readers see the whole file or none of it)."""
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pandas as pd
 import pyarrow as pa
-import pyarrow.parquet as pq
+
+from .. import safepath
 
 
 class JobLogError(Exception):
@@ -17,8 +17,4 @@ class JobLogError(Exception):
 
 def write_parquet_atomic(df: pd.DataFrame, path: Path) -> None:
     """Write Parquet so that readers see the whole file or none of it."""
-    tmp = path.with_suffix(".parquet.tmp")
-    pq.write_table(pa.Table.from_pandas(df, preserve_index=False), tmp)
-    with open(tmp, "rb") as f:
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    safepath.write_parquet(pa.Table.from_pandas(df, preserve_index=False), path, fsync=True)

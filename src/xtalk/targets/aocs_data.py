@@ -10,6 +10,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
+from .. import safepath
 from ..aocs import EXPECTED_FILE, INPUT_FILE, copy_dir, read_header
 from ..errors import AgentError, UsageError
 
@@ -36,14 +37,14 @@ def _ensure_data(directory: Path, seed: int, agent: Path, field: str) -> tuple[P
     # Generated beside the final names, then renamed over them (expected first): a plan made
     # at the same time never reads a half-written file, and a second generator with the same
     # seed writes the same bytes.
-    directory.mkdir(parents=True, exist_ok=True)
+    safepath.makedirs(directory)
     work = Path(tempfile.mkdtemp(prefix=".aocs-generate-", dir=directory))
     try:
         out = subprocess.run([str(agent), "aocs-generate", "--out", str(work), "--seed", str(seed)], capture_output=True, text=True)
         if out.returncode != 0:
             raise AgentError(f"aocs-generate: {out.stderr.strip()}")
-        os.replace(work / EXPECTED_FILE, exp)
-        os.replace(work / INPUT_FILE, inp)
+        safepath.rename(work / EXPECTED_FILE, exp)
+        safepath.rename(work / INPUT_FILE, inp)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return inp, exp
@@ -53,13 +54,12 @@ def duplicate(inp: str, expected: str, tag: str) -> dict[str, str]:
     """Copies of the AOCS files for one instance in `copy_dir`, on this machine; made once."""
     src_in, src_exp = Path(inp), Path(expected)
     d = Path(copy_dir(str(src_in.parent), tag))
-    d.mkdir(parents=True, exist_ok=True)
+    safepath.makedirs(d)
     out = {}
     for key, src in (("input", src_in), ("expected", src_exp)):
         dst = d / src.name
         if not dst.exists() or dst.stat().st_size != src.stat().st_size:
-            part = dst.with_name(f".{dst.name}.{os.getpid()}")  # whole or absent for a concurrent reader
-            shutil.copyfile(src, part)
-            os.replace(part, dst)
+            with open(src, "rb") as fin, safepath.replace(dst, "wb") as fout:  # whole or absent for a concurrent reader
+                shutil.copyfileobj(fin, fout)
         out[key] = str(dst)
     return out

@@ -20,6 +20,7 @@ import sys
 from pathlib import Path
 from typing import Callable
 
+from .. import safepath
 from ..outcome import RunOutcome, parse_outcome, read_outcome, write_outcome
 from ..plan import Plan
 from ..store.jobs import convert_run
@@ -64,11 +65,11 @@ def run_plan(plan: Plan, run_dir: Path, agent: Path, say: Callable[[str], None] 
 
 
 def _run_locked(plan: Plan, run_dir: Path, agent: Path, say: Callable[[str], None], convert: bool = True) -> RunOutcome:
-    run_dir.mkdir(parents=True, exist_ok=False)
+    safepath.makedirs(run_dir, exist_ok=False)
     plan_path = run_dir / "plan.json"
-    plan_path.write_text(plan.to_json())
+    safepath.write_text(plan_path, plan.to_json())
     cmd = [str(agent), "run", str(plan_path), "--out", str(run_dir), "--exit-with-parent"]
-    with open(run_dir / "agent.log", "wb") as log:
+    with safepath.open_new(run_dir / "agent.log") as log:
         proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         try:
             rc = proc.wait()

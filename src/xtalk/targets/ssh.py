@@ -37,6 +37,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .. import safepath
 from .. import aocs
 from ..errors import AgentError, UsageError
 from ..plan import Plan
@@ -248,8 +249,8 @@ class SshTarget(Target):
         """Run on the target; fill `run_dir` here like a local run (plan, run.json, jobs, log)."""
         run_dir = Path(run_dir)
         agent = shlex.quote(self.agent)
-        run_dir.mkdir(parents=True, exist_ok=False)
-        (run_dir / "plan.json").write_text(plan.to_json())
+        safepath.makedirs(run_dir, exist_ok=False)
+        safepath.write_text(run_dir / "plan.json", plan.to_json())
         # The shell prints the work directory and the kernel clock, then becomes the agent, so
         # the agent's parent is the ssh session: when the connection drops, the run ends.
         # The board's lock (fd 9, inherited by the agent) keeps runs of two campaigns apart.
@@ -330,9 +331,9 @@ class SshTarget(Target):
             raise TargetUnreachable(f"{self.name}: lost while fetching results: {err.strip()}")
         if (landing / "out").is_dir():
             for f in (landing / "out").iterdir():
-                os.replace(f, run_dir / f.name)
+                safepath.rename(f, run_dir / f.name)
         if (landing / "agent.log").exists():
-            os.replace(landing / "agent.log", run_dir / "agent.log")
+            safepath.rename(landing / "agent.log", run_dir / "agent.log")
         shutil.rmtree(landing, ignore_errors=True)
 
     def interrupt(self) -> None:

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from .. import safepath
 from .timeline import interrupts, occupancy
 
 CPU_PID_BASE = 1_000_000  # synthetic "process" ids for the CPU tracks
@@ -51,5 +52,5 @@ def build(events: pd.DataFrame, jobs: pd.DataFrame, labels: dict[int, str]) -> d
 
 
 def write(events: pd.DataFrame, jobs: pd.DataFrame, labels: dict[int, str], path: Path) -> Path:
-    Path(path).write_text(json.dumps(build(events, jobs, labels)))
+    safepath.write_text(path, json.dumps(build(events, jobs, labels)))
     return Path(path)

@@ -22,6 +22,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
+from .. import safepath
 from .. import catalog
 from ..errors import UsageError
 from ..runner import COMMAND_OVERHEAD_S
@@ -81,11 +82,11 @@ def run(req: Request, console: Console) -> Path:
     n_confirm = FINALISTS + (len(confirm_mod.STRESSORS) if stressors else 0)
     out = req.out
     work = out / "rounds"
-    work.mkdir(parents=True, exist_ok=True)
+    safepath.makedirs(work)
     # The estimate first, from the plans alone: a budget that cannot hold the smallest
     # search is refused before any run starts (a command's length is unknown until it runs).
     est_path = work / "estimate.toml"
-    est_path.write_text(experiment_text("worst-estimate", victim, {}, 1, req.seed, SEARCH_RUN_S))
+    safepath.write_text(est_path, experiment_text("worst-estimate", victim, {}, 1, req.seed, SEARCH_RUN_S))
     run_s, _ = planned_run_seconds(est_path)
     est_path.unlink()
     if victim.periodic:
@@ -173,7 +174,7 @@ def _calibrated(victim: Victim, work: Path, seed: int, agent: Path, console: Con
     from ..units import fraction
 
     path = work / "calibration.toml"
-    path.write_text(experiment_text("worst-calibration", victim, {}, 1, seed, SEARCH_RUN_S))
+    safepath.write_text(path, experiment_text("worst-calibration", victim, {}, 1, seed, SEARCH_RUN_S))
     _, runs, _ = prepare(path)
     _, record = calibrate(runs, fraction(victim.table["utilization"], "victim.utilization", high=0.9), agent, work,
                           say=lambda line: console.print(line, highlight=False))

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
+from .. import safepath
 from ..errors import UsageError
 from .runs import METRICS, STATISTICS, Victim
 
@@ -109,6 +110,7 @@ def request(experiment: Optional[Path], victim_text: Optional[str], budget: str,
     for k in kinds or []:
         if k not in catalog.kind_names():
             raise UsageError(f"--kind: {k!r} is not an enemy kind of the catalog; choose from {', '.join(catalog.kind_names())}")
+    out = safepath.results_dir(out, "--out")
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise UsageError(f"--out: {out} exists and is not an empty directory; give a new directory")
     v = victim(experiment, victim_text)

@@ -16,6 +16,7 @@ import json
 import math
 from pathlib import Path
 
+from .. import safepath
 from .runs import Victim, experiment_text
 
 
@@ -24,12 +25,12 @@ def write_experiment(path: Path, victim: Victim, scenarios: dict[str, list[dict]
     """The reproducing experiment: the victim as given (its own jobs) and `scenarios`."""
     from .runs import CONFIRM_RUN_S
 
-    path.write_text(experiment_text("worst", victim, scenarios, repetitions, seed, CONFIRM_RUN_S, description))
+    safepath.write_text(path, experiment_text("worst", victim, scenarios, repetitions, seed, CONFIRM_RUN_S, description))
     return path
 
 
 def write_json(path: Path, doc: dict) -> Path:
-    path.write_text(json.dumps(doc, indent=2, default=str) + "\n")
+    safepath.write_text(path, json.dumps(doc, indent=2, default=str) + "\n")
     return path
 
 
@@ -71,7 +72,7 @@ def figure(path: Path, trace: dict, confirmed: dict[str, dict], statistic: str, 
     if finalists:
         ax.legend(fontsize=6, loc="upper left")
     fig.tight_layout()
-    fig.savefig(path)
+    safepath.save_figure(fig, path)
     plt.close(fig)
     return path
 

@@ -16,6 +16,7 @@ from typing import Callable
 
 import numpy as np
 
+from .. import safepath
 from ..analysis.slowdown import SOLO
 from ..characterize import _toml_value
 from ..runner import RUN_OVERHEAD_S, prepare
@@ -112,11 +113,11 @@ def run_round(text: str, work: Path, name: str, metric: str,
 
     start = time.monotonic()
     path = work / f"{name}.toml"
-    path.write_text(text)
+    safepath.write_text(path, text)
     _, runs, agent = prepare(path)  # every distinct plan checked by the agent first
     target = LocalTarget(agent)
     out = work / name
-    (out / "runs").mkdir(parents=True, exist_ok=False)
+    safepath.makedirs(out / "runs", exist_ok=False)
     failed = []
     own = 0.0
     for i, r in enumerate(runs):

@@ -16,7 +16,8 @@ from ..plan import (AocsBody, ChaseBody, CommandBody, Counter, DeadlineSched, En
                     PiBody, Placement, RrSched, SpawnBody, SumBody, SyscallBody, Task, TasksetBody, Trace, Victim)
 from ..targets.agent import TargetFacts
 from .. import limits, units
-from .experiment import AOCS_MADE, EnemySpec, Experiment, SchedSpec, ScenarioSpec, VictimSpec
+from ..trace.activations import EVENTS as TRACE_JOB_EVENTS
+from .experiment import AOCS_MADE, EnemySpec, Experiment, SchedSpec, ScenarioSpec, TraceSpec, VictimSpec
 
 
 #: Makes the AOCS files where the runs happen: (directory, seed, field, copy tag or None) ->
@@ -196,6 +197,14 @@ def scenario_enemies(sc: ScenarioSpec, si: int, victim: Victim, facts: TargetFac
 
 
 def trace_of(exp: Experiment) -> Trace | None:
-    if exp.trace is None:
+    """The run's kernel trace: `[trace]`, and the events that jobs from the trace need
+    (`jobs_from = { trace = ... }` turns tracing on by itself)."""
+    wanted = [p for p in [exp.victim, *exp.application] if p is not None and getattr(p, "jobs_from", None) is not None
+              and p.jobs_from.trace is not None]
+    if exp.trace is None and not wanted:
         return None
-    return Trace(buffer_kb=exp.trace.buffer_kb, **({"events": exp.trace.events} if exp.trace.events else {}))
+    spec = exp.trace or TraceSpec()
+    events = list(spec.events or Trace.model_fields["events"].default)
+    if wanted:
+        events += [e for e in TRACE_JOB_EVENTS if e not in events]
+    return Trace(buffer_kb=spec.buffer_kb, events=events)

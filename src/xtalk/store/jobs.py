@@ -130,12 +130,54 @@ def with_application(df: pd.DataFrame, name: str = DEFAULT_APPLICATION) -> pd.Da
     return df
 
 
-def _one(name: str, where: Path, events: list[str], run_dir: Path, app: str | None) -> pd.DataFrame:
+def _from_trace(run_dir: Path, app: str | None, trace: pd.DataFrame | None) -> pd.DataFrame | None:
+    """The jobs of a process declared `jobs_from = { trace = ... }` (trace/activations.py), else
+    None. JobLogError when it has no trace or no such thread."""
+    from ..outcome import read_outcome
+    from ..trace.activations import NoThread
+    from ..trace.run import trace_jobs
+
+    meta = read_outcome(run_dir)
+    if meta is None or meta.plan is None:
+        return None
+    entry = meta.plan.victim if app is None else next((a for a in meta.plan.applications if a.name == app), None)
+    source = getattr(getattr(entry, "body", None), "jobs_from", None)
+    which = getattr(source, "trace", None)
+    if which is None:
+        return None
+    if app is None:
+        pid = meta.pids.victim if meta.pids is not None else None
+    else:
+        pid = next((a.pid for a in meta.applications or [] if a.name == app), None)
+    if trace is None:
+        why = meta.trace.error if meta.trace is not None and meta.trace.error else "trace.txt is missing"
+        raise JobLogError(f"{run_dir}: jobs_from.trace needs the run's kernel trace, and {why}")
+    if not pid:
+        raise JobLogError(f"{run_dir}: jobs_from.trace: run.json names no process for {app or 'the victim'}")
+    known = _known_threads(meta, app)
+    try:
+        return trace_jobs(trace, pid, which, entry.period_ns, entry.deadline_ns or entry.period_ns, known)
+    except NoThread as e:
+        raise JobLogError(f"{run_dir}: {e}") from None
+
+
+def _known_threads(meta, app: str | None) -> dict[int, str]:
+    """The threads an attached process had before the trace began (run.json), else none."""
+    attached = getattr(meta, "attached", None)
+    return {int(t): n for t, n in (attached.threads if attached is not None and app is None else {}).items()}
+
+
+def _one(name: str, where: Path, events: list[str], run_dir: Path, app: str | None,
+         trace: pd.DataFrame | None = None) -> pd.DataFrame:
     """The job table of one measured process (`app`: None for the victim), counters merged,
-    its probes converted beside its log."""
-    df = read_job_log(where / "jobs.bin")
+    its probes converted beside its log; a process whose jobs come from the kernel trace
+    (`trace`, the run's parsed trace) takes them from there."""
+    df = _from_trace(run_dir, app, trace)
+    traced = df is not None
+    df = read_job_log(where / "jobs.bin") if df is None else df
     df.insert(1, "application", name)
-    if events and (where / "counters.bin").exists():
+    # A command's counters span its whole life (one record): no trace-derived job's.
+    if events and not traced and (where / "counters.bin").exists():
         df = df.merge(read_counter_log(where / "counters.bin", events), on="job", how="left")
     if (where / "probes.bin").exists():
         from .probes import convert_probes
@@ -159,11 +201,12 @@ def convert_run(run_dir: Path) -> pd.DataFrame | None:
     if not src.exists():
         return None
     name, _, events = measured[0]
-    df = _one(name, run_dir, events, run_dir, None)
-    from ..trace.run import analyze
+    from ..trace.run import analyze, events_of
 
+    trace = events_of(run_dir)
+    df = _one(name, run_dir, events, run_dir, None, trace)
     # The trace is analysed for the victim's jobs (its culprits); applications' rows have none.
-    traced = analyze(run_dir, df.drop(columns="application"))
+    traced = analyze(run_dir, df.drop(columns="application"), trace)
     if traced is not None:
         metrics, culprits = traced
         df = df.merge(metrics, on="job", how="left")
@@ -171,7 +214,7 @@ def convert_run(run_dir: Path) -> pd.DataFrame | None:
     parts = [df]
     for app, where, app_events in measured[1:]:
         if (where / "jobs.bin").exists():
-            parts.append(_one(app, where, app_events, run_dir, app))
+            parts.append(_one(app, where, app_events, run_dir, app, trace))
     df = pd.concat(parts, ignore_index=True) if len(parts) > 1 else df
     df["application"] = pd.Categorical(df["application"], categories=[m[0] for m in measured])
     df["cpu_end"] = df["cpu_end"].astype("Int64").mask(df["cpu_end"] < 0)  # -1: not read

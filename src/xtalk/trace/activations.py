@@ -1,0 +1,174 @@
+"""Jobs from the scheduler trace: the activations of a program that has no probes.
+
+Each wake-up → run → block cycle of a chosen thread is one job, as LISA's and rt-app's
+analyses derive them:
+
+- release: the expiry the thread asked for when its sleeping timer fired (the `softexpires`
+  of its `hrtimer_start` for `hrtimer_wakeup`: for an absolute periodic sleep, the release
+  itself); for any other wake-up, the `sched_wakeup`;
+- start (and wake-up): its first switch-in after that wake-up;
+- end: the switch-out in which it blocks (any state but runnable `R`/`R+`);
+- `cpu_time_ns`: the time on a CPU between start and end (preemptions, `R` switch-outs, are
+  counted in `nivcsw` and left out).
+
+A cycle is a job only when the trace saw it from its wake-up to its block: the thread's
+start-up before its first sleep and a cycle cut by the window's end are not jobs. A program
+that overruns its period and does not sleep between two steps makes one long job of them:
+what the trace cannot tell apart.
+
+Which thread: `main` is the process itself (its first thread); a name selects the threads
+of the process that carry that name besides the main thread (a program whose threads keep
+its own name, as cyclictest's do, is named by its program name), else the main thread if it
+carries the name. The process's threads are the traced process and everything it cloned
+during the trace (`sched_process_fork`), plus `known_threads` (an attached process's threads
+from before the trace). With several threads, `task` numbers them in thread-id order.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+#: The events the derivation reads; `jobs_from = { trace = ... }` enables them.
+EVENTS = ["sched:sched_switch", "sched:sched_wakeup", "sched:sched_process_fork", "timer:hrtimer_start",
+          "timer:hrtimer_expire_entry"]
+
+#: The job table's columns (store/jobs.py `read_job_log`), in its order.
+COLUMNS = ["job", "task", "warmup", "release_ns", "wakeup_ns", "start_ns", "end_ns", "cpu_time_ns", "cpu_start", "cpu_end",
+           "migrated", "nvcsw", "nivcsw", "missed", "failed", "period_ns", "deadline_ns", "exec_ns", "response_ns",
+           "wakeup_latency_ns"]
+
+
+class NoThread(ValueError):
+    """The trace holds no thread of the process with that name."""
+
+
+def _col(events: pd.DataFrame, name: str) -> pd.Series:
+    return events[name] if name in events else pd.Series(pd.NA, index=events.index, dtype="object")
+
+
+def threads(events: pd.DataFrame, pid: int, known: dict[int, str] | None = None) -> dict[int, str]:
+    """tid -> its name (the last the trace shows) for the process `pid`: itself, `known`, and
+    every task cloned from them during the trace."""
+    out = {int(pid): ""} | {int(t): n for t, n in (known or {}).items()}
+    forks = events[events.event == "sched_process_fork"]
+    for parent, child, comm in zip(_col(forks, "parent_pid"), _col(forks, "child_pid"), _col(forks, "child_comm")):
+        if not pd.isna(parent) and int(parent) in out and not pd.isna(child):
+            out.setdefault(int(child), str(comm))
+    sw = events[events.event == "sched_switch"]
+    for tid_col, comm_col in (("prev_pid", "prev_comm"), ("next_pid", "next_comm")):
+        for tid, comm in zip(_col(sw, tid_col), _col(sw, comm_col)):
+            if not pd.isna(tid) and int(tid) in out:
+                out[int(tid)] = str(comm)
+    return out
+
+
+def select(events: pd.DataFrame, pid: int, which: str, known: dict[int, str] | None = None) -> list[int]:
+    """The thread ids `which` ("main" or a thread name) names in process `pid`; NoThread if none."""
+    if which == "main":
+        return [int(pid)]
+    named = threads(events, pid, known)
+    chosen = sorted(t for t, n in named.items() if n == which and t != int(pid))
+    if chosen:
+        return chosen
+    if named.get(int(pid)) == which:
+        return [int(pid)]
+    seen = ", ".join(sorted({n for n in named.values() if n})) or "none"
+    raise NoThread(f"jobs_from.trace: no thread named {which!r} in process {pid} (its threads in the trace: {seen}); "
+                   "give one of those names, or \"main\"")
+
+
+def _cycles(ev: pd.DataFrame, tid: int) -> list[tuple]:
+    """(release, wakeup, start, end, cpu_ns, preemptions, cpu_start, cpu_end, migrated) per
+    complete cycle of thread `tid`, from its events in time order."""
+    out = []
+    state = "unknown"  # unknown | asleep | woken | running | preempted
+    timers: dict[str, int] = {}  # the thread's armed sleep timers: hrtimer -> asked expiry
+    timer_release = None  # the asked expiry of the timer that fired since the thread blocked
+    job: dict = {}
+    for r in ev.itertuples(index=False):
+        e = r.event
+        if e == "hrtimer_start":
+            if r.pid == tid:
+                timers[r.hrtimer] = int(r.softexpires if not pd.isna(r.softexpires) else r.expires)
+            continue
+        if e == "hrtimer_expire_entry":
+            if r.hrtimer in timers:
+                timer_release = timers.pop(r.hrtimer)
+            continue
+        if e == "sched_wakeup":
+            if state in ("unknown", "asleep"):
+                release = timer_release if timer_release is not None and timer_release <= r.ts_ns else r.ts_ns
+                job = {"release": release, "wakeup": r.ts_ns, "cpu_ns": 0, "preempt": 0, "cpus": set()}
+                state, timer_release = "woken", None
+            continue
+        # sched_switch
+        if r.next_pid == tid:
+            if state == "woken":
+                job["start"], job["cpu_start"] = r.ts_ns, r.cpu
+            if state in ("woken", "preempted"):
+                job["since"] = r.ts_ns
+                job["cpus"].add(r.cpu)
+                state = "running"
+        if r.prev_pid == tid:
+            blocks = not str(r.prev_state).startswith("R")
+            if state == "woken":
+                # Its switch-in was not recorded (some kernels record none when a CPU leaves
+                # idle): it ran from its wake-up, on the CPU it leaves.
+                job["start"], job["cpu_start"], job["since"] = job["wakeup"], r.cpu, job["wakeup"]
+                job["cpus"].add(r.cpu)
+                state = "running"
+            if state == "running":
+                job["cpu_ns"] += r.ts_ns - job["since"]
+                if blocks:
+                    out.append((job["release"], job["start"], job["start"], r.ts_ns, job["cpu_ns"], job["preempt"],
+                                job["cpu_start"], r.cpu, len(job["cpus"]) > 1))
+                    state = "asleep"
+                else:
+                    job["preempt"] += 1
+                    state = "preempted"
+            elif blocks:
+                state = "asleep"
+    return out
+
+
+def activations(events: pd.DataFrame, pid: int, which: str, period_ns: int = 0, deadline_ns: int = 0,
+                known: dict[int, str] | None = None) -> pd.DataFrame:
+    """The job table (store/jobs.py's columns) of the activations of thread(s) `which` of
+    process `pid` in the event table `events` (trace/parse.py). A job misses when it ends
+    after release + `deadline_ns` (0: never)."""
+    tids = select(events, pid, which, known)
+    frames = []
+    for task, tid in enumerate(tids):
+        sw = events.event == "sched_switch"
+        mine = ((sw & ((_col(events, "prev_pid") == tid) | (_col(events, "next_pid") == tid)).fillna(False))
+                | ((events.event == "sched_wakeup") & (_col(events, "target_pid") == tid).fillna(False))
+                | ((events.event == "hrtimer_start") & (events.pid == tid))
+                | (events.event == "hrtimer_expire_entry"))
+        ev = events[mine]
+        for c in ("prev_pid", "next_pid", "prev_state", "hrtimer", "softexpires", "expires"):
+            if c not in ev:
+                ev = ev.assign(**{c: pd.NA})
+        rows = _cycles(ev, tid)
+        f = pd.DataFrame(rows, columns=["release_ns", "wakeup_ns", "start_ns", "end_ns", "cpu_time_ns", "nivcsw", "cpu_start",
+                                        "cpu_end", "migrated"])
+        f.insert(0, "task", task)
+        frames.append(f)
+    df = pd.concat(frames, ignore_index=True).sort_values(["release_ns", "task"], kind="stable").reset_index(drop=True)
+    n = len(df)
+    for c in ("release_ns", "wakeup_ns", "start_ns", "end_ns", "cpu_time_ns", "nivcsw"):
+        df[c] = df[c].astype(np.int64)
+    df["job"] = np.arange(n, dtype=np.int64)
+    df["warmup"] = np.zeros(n, dtype=bool)
+    df["cpu_start"] = df["cpu_start"].astype(np.int32)
+    df["cpu_end"] = df["cpu_end"].astype(np.int32)
+    df["migrated"] = df["migrated"].astype(bool)
+    df["nvcsw"] = np.ones(n, dtype=np.int64)  # the block that ends it
+    df["missed"] = (df.end_ns > df.release_ns + deadline_ns) if deadline_ns > 0 else np.zeros(n, dtype=bool)
+    df["failed"] = np.zeros(n, dtype=bool)
+    df["period_ns"] = np.int64(period_ns)
+    df["deadline_ns"] = np.int64(deadline_ns)
+    df["exec_ns"] = df.end_ns - df.start_ns
+    df["response_ns"] = df.end_ns - df.release_ns
+    df["wakeup_latency_ns"] = df.wakeup_ns - df.release_ns
+    return df[COLUMNS]

@@ -1,0 +1,141 @@
+"""Jobs from the scheduler trace (trace/activations.py): the derivation on traces written out
+event by event (a planted preemption, a timer release, a missed switch-in, a start-up and a
+cycle cut by the window), and the implied trace events of `jobs_from = { trace = ... }`."""
+
+import pytest
+
+from xtalk.trace.activations import EVENTS, NoThread, activations, select, threads
+from xtalk.trace.parse import parse_lines
+
+P, T = 100, 101  # the process and its worker thread
+
+
+def line(comm, pid, cpu, t_us, event, args):
+    return f"{comm:>16}-{pid:<6} [{cpu:03d}] d..2. {t_us // 1_000_000}.{t_us % 1_000_000:06d}: {event}: {args}"
+
+
+def switch(cpu, t, prev, prev_pid, state, nxt, next_pid):
+    return line(prev, prev_pid, cpu, t, "sched_switch",
+                f"prev_comm={prev} prev_pid={prev_pid} prev_prio=120 prev_state={state} ==> next_comm={nxt} "
+                f"next_pid={next_pid} next_prio=120")
+
+
+def wakeup(cpu, t, comm, pid):
+    return line("swapper/0", 0, cpu, t, "sched_wakeup", f"comm={comm} pid={pid} prio=120 target_cpu={cpu:03d}")
+
+
+def timer_start(cpu, t, pid, addr, soft_ns):
+    return line("app", pid, cpu, t, "hrtimer_start", f"hrtimer={addr} function=hrtimer_wakeup expires={soft_ns + 50_000} "
+                f"softexpires={soft_ns} mode=ABS")
+
+
+def timer_fire(cpu, t, addr):
+    return line("swapper/0", 0, cpu, t, "hrtimer_expire_entry", f"hrtimer={addr} function=hrtimer_wakeup now={t * 1000}")
+
+
+def cycle(t0_us, tid=T, comm="worker", cpu=0, work_us=300, preempt_at=None, addr="00000000deadbeef"):
+    """One activation of `tid` released at t0 (its timer armed beforehand), woken 10 µs later,
+    switched in 5 µs after that, blocked `work_us` of CPU later (plus 100 µs off-CPU if preempted)."""
+    out = [timer_fire(cpu, t0_us + 8, addr), wakeup(cpu, t0_us + 10, comm, tid),
+           switch(cpu, t0_us + 15, "swapper/0", 0, "R", comm, tid)]
+    end = t0_us + 15 + work_us
+    if preempt_at is not None:
+        out += [switch(cpu, t0_us + 15 + preempt_at, comm, tid, "R+", "hog", 7),
+                switch(cpu, t0_us + 115 + preempt_at, "hog", 7, "S", comm, tid)]
+        end += 100
+    out += [timer_start(cpu, end - 1, tid, addr, (t0_us + 1000) * 1000),
+            switch(cpu, end, comm, tid, "S", "swapper/0", 0)]
+    return out
+
+
+def fork(t, parent, child, comm="worker"):
+    return line("app", parent, 0, t, "sched_process_fork", f"comm=app pid={parent} child_comm={comm} child_pid={child}")
+
+
+def trace(*cycles_):
+    lines = [fork(1, P, T), switch(0, 2, "app", P, "S", "swapper/0", 0),
+             # start-up: the worker runs before its first sleep (not a job)
+             switch(0, 3, "swapper/0", 0, "R", "worker", T), timer_start(0, 50, T, "00000000deadbeef", 1_000_000_000)]
+    lines.append(switch(0, 51, "worker", T, "S", "swapper/0", 0))
+    for c in cycles_:
+        lines += c
+    return parse_lines(lines)
+
+
+def test_each_cycle_is_one_job_with_its_timer_release():
+    ev = trace(*(cycle(1_000_000 + k * 1000) for k in range(5)))
+    j = activations(ev, P, "worker", period_ns=1_000_000, deadline_ns=1_000_000)
+    assert len(j) == 5 and list(j.job) == list(range(5))
+    # release: the time the sleep asked for; start: the switch-in; end: the block
+    assert list(j.release_ns) == [(1_000_000 + k * 1000) * 1000 for k in range(5)]
+    assert (j.wakeup_latency_ns == 15_000).all() and (j.start_ns == j.wakeup_ns).all()
+    assert (j.exec_ns == 300_000).all() and (j.cpu_time_ns == 300_000).all()
+    assert (j.response_ns == 315_000).all() and not j.missed.any()
+    assert (j.nvcsw == 1).all() and (j.nivcsw == 0).all() and (j.task == 0).all()
+
+
+def test_a_preemption_stays_in_the_job_off_its_cpu_time():
+    ev = trace(cycle(1_000_000), cycle(1_001_000, preempt_at=100), cycle(1_002_000))
+    j = activations(ev, P, "worker", deadline_ns=350_000)
+    assert len(j) == 3
+    assert list(j.nivcsw) == [0, 1, 0]
+    assert list(j.cpu_time_ns) == [300_000, 300_000, 300_000]
+    assert list(j.exec_ns) == [300_000, 400_000, 300_000]
+    assert list(j.missed) == [False, True, False]  # 415 µs response past a 350 µs deadline
+
+
+def test_a_missed_switch_in_starts_the_job_at_its_wakeup():
+    # Some kernels record no sched_switch when a CPU leaves idle.
+    c = [x for x in cycle(1_000_000) if "next_pid=101" not in x]
+    j = activations(trace(c, cycle(1_001_000)), P, "worker")
+    assert len(j) == 2
+    assert j.start_ns[0] == 1_000_010_000 and j.end_ns[0] == 1_000_315_000
+
+
+def test_a_wakeup_without_a_timer_is_its_own_release():
+    c = [x for x in cycle(1_000_000) if "hrtimer_expire_entry" not in x]
+    j = activations(trace(c), P, "worker")
+    assert len(j) == 1 and j.release_ns[0] == j.wakeup_ns[0] - 5_000 == 1_000_010_000
+
+
+def test_a_cycle_cut_by_the_window_is_no_job():
+    ev = trace(cycle(1_000_000), cycle(1_001_000)[:3])  # woken and running when the trace ends
+    assert len(activations(ev, P, "worker")) == 1
+
+
+def test_thread_selection():
+    ev = trace(cycle(1_000_000), cycle(1_001_000))
+    assert threads(ev, P) == {P: "app", T: "worker"}
+    assert select(ev, P, "worker") == [T]
+    assert select(ev, P, "main") == [P]
+    assert len(activations(ev, P, "main")) == 0  # the main thread never woke in this window
+    with pytest.raises(NoThread, match=r"no thread named 'nope' in process 100 .*app, worker"):
+        select(ev, P, "nope")
+    # A thread of another process with the name is not this process's.
+    with pytest.raises(NoThread):
+        select(parse_lines([switch(0, 1, "worker", 555, "S", "swapper/0", 0)]), P, "worker")
+
+
+def test_a_name_shared_with_the_main_thread_selects_the_others():
+    """cyclictest's threads all carry its name: the name selects the measuring threads."""
+    lines = [fork(1, P, T, "app"), fork(2, P, T + 1, "app"), switch(0, 3, "app", P, "S", "app", T),
+             switch(0, 4, "app", T, "S", "app", T + 1), switch(0, 5, "app", T + 1, "S", "swapper/0", 0)]
+    ev = parse_lines(lines + cycle(1_000_000, tid=T, comm="app") + cycle(1_000_500, tid=T + 1, comm="app", cpu=1))
+    assert select(ev, P, "app") == [T, T + 1]
+    j = activations(ev, P, "app")
+    assert list(j.task) == [0, 1] and len(j) == 2
+    # a single-threaded program is named by its own name
+    assert select(parse_lines([switch(0, 3, "app", P, "S", "swapper/0", 0)]), P, "app") == [P]
+
+
+def test_jobs_from_trace_implies_the_events_it_reads():
+    from xtalk.config.experiment import Experiment
+    from xtalk.config.processes import trace_of
+
+    base = {"name": "x", "victim": {"body": "command", "argv": ["true"], "jobs_from": {"trace": "main"}}}
+    t = trace_of(Experiment.model_validate(base))
+    assert t is not None and set(EVENTS) <= set(t.events)
+    # with [trace] events of its own, the needed ones are added, none removed
+    t = trace_of(Experiment.model_validate(base | {"trace": {"events": ["irq:irq_handler_entry"], "buffer_kb": 128}}))
+    assert t.events[0] == "irq:irq_handler_entry" and set(EVENTS) <= set(t.events) and t.buffer_kb == 128
+    assert trace_of(Experiment.model_validate({"name": "x", "victim": {"body": "command", "argv": ["true"]}})) is None

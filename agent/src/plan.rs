@@ -373,6 +373,9 @@ pub enum Body {
         #[serde(default)]
         policy: TaskPolicy,
     },
+    /// A process already running, measured for one window of `period_ns` (victims/attach.rs):
+    /// never forked, signalled, moved or re-prioritised; its jobs come from the trace.
+    Attach { pid: i32 },
 }
 
 /// One periodic task of a task set: a calibrated busy loop of `wcet_ns` CPU time per job.

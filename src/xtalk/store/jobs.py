@@ -130,21 +130,55 @@ def with_application(df: pd.DataFrame, name: str = DEFAULT_APPLICATION) -> pd.Da
     return df
 
 
+def declared_jobs(run_dir: Path, app: str | None):
+    """(the plan's JobsFrom, the command body, the declared deadline or None) of a measured
+    process whose jobs are declared (`jobs_from`); None for any other."""
+    proc = _process(run_dir, app)
+    jf = getattr(proc.body, "jobs_from", None) if proc is not None else None
+    return (jf, proc.body, proc.deadline_ns) if jf is not None else None
+
+
 def _one(name: str, where: Path, events: list[str], run_dir: Path, app: str | None) -> pd.DataFrame:
     """The job table of one measured process (`app`: None for the victim), counters merged,
-    its probes converted beside its log."""
+    its probes converted beside its log. A command whose jobs come from its probes gets one
+    row per probe span (store/probe_jobs.py); its own record goes to process.parquet."""
     df = read_job_log(where / "jobs.bin")
     df.insert(1, "application", name)
     if events and (where / "counters.bin").exists():
         df = df.merge(read_counter_log(where / "counters.bin", events), on="job", how="left")
+    declared = declared_jobs(run_dir, app)
+    proc = _process(run_dir, app)
+    names = getattr(proc.body, "probe_names", {}) if proc is not None else {}
     if (where / "probes.bin").exists():
         from .probes import convert_probes
 
         try:
-            convert_probes(run_dir, app)
+            convert_probes(run_dir, app, names)
         except JobLogError:
-            pass  # the agent died before the time reference: probes.bin stays for inspection
+            if declared is not None:
+                raise  # the jobs are the probes: no time reference, no jobs (named, not guessed)
+            # the agent died before the time reference: probes.bin stays for inspection
+    if declared is not None and declared[0].probe is not None:
+        from .probe_jobs import probe_jobs, write_process
+
+        if not (where / "probes.bin").exists():
+            raise JobLogError(f"{where}: jobs come from probe {declared[0].probe!r} but the run left no probes.bin")
+        write_process(where, df)
+        jobs = probe_jobs(run_dir, app, declared[0], names, declared[2])
+        jobs.insert(1, "application", name)
+        df = jobs
     return df
+
+
+def _process(run_dir: Path, app: str | None):
+    """The plan's victim (`app` None) or application `app`, or None (no plan in run.json)."""
+    from ..outcome import read_outcome
+
+    meta = read_outcome(Path(run_dir))
+    if meta is None or meta.plan is None:
+        return None
+    proc = meta.plan.victim if app is None else next((a for a in meta.plan.applications if a.name == app), None)
+    return proc
 
 
 def convert_run(run_dir: Path) -> pd.DataFrame | None:

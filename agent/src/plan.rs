@@ -352,6 +352,13 @@ pub enum Body {
         preload: Option<String>,
         #[serde(default = "default_probe_capacity")]
         probe_capacity: u64,
+        /// Probe names from the experiment file (id -> name); the host reads them.
+        #[serde(default)]
+        probe_names: std::collections::BTreeMap<String, String>,
+        /// Where the host takes the program's jobs from (its probes or the scheduler trace);
+        /// the agent runs the program as one job either way.
+        #[serde(default)]
+        jobs_from: Option<JobsFrom>,
     },
     /// Attitude and orbit control loop (victims/aocs/): one step per job, inputs from the
     /// input pipe, outputs compared with `expected` bit for bit by a child process. Files
@@ -535,4 +542,22 @@ pub fn parse(text: &str) -> Result<Plan, PlanError> {
             machine: false,
         }
     })
+}
+
+/// A command's job source, for the host (src/xtalk/plan.py `JobsFrom`); carried into run.json.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct JobsFrom {
+    #[serde(default)]
+    pub probe: Option<String>,
+    #[serde(default)]
+    pub end: Option<String>,
+    #[serde(default)]
+    pub release: Option<String>,
+    #[serde(default)]
+    pub trace: Option<String>,
+    #[serde(default)]
+    pub period_ns: Option<u64>,
+    #[serde(default)]
+    pub warmup_jobs: u64,
 }

@@ -11,13 +11,14 @@ import re
 from pathlib import Path
 from typing import Annotated, Literal, Optional, Union
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
 
 from ..errors import UsageError
 from .. import catalog
 from ..plan import TRACE_EVENT_PATTERN
 from .. import limits
 from .configuration import ConfigurationSpec
+from .jobs_from import JobsFromSpec, check_jobs_from, check_probe_names
 from .tomlfile import read_toml
 
 
@@ -105,6 +106,10 @@ class VictimSpec(SchedSpec):
     env: dict[str, str] = {}
     preload: Optional[str] = Field(default=None, description="command: a library to LD_PRELOAD (syscall probes)")
     probe_capacity: int = Field(default=1 << 18, ge=1, le=1 << 26)
+    probes: dict[str, str] = Field(default={}, description="command: names of the program's probe ids, e.g. { 1 = \"step\" }")
+    jobs_from: Optional[JobsFromSpec] = Field(
+        default=None, description="command: the program's jobs are a probe's spans ({ probe = \"step\" }, optional end, "
+                                  "release) or the scheduler trace of a thread ({ trace = \"main\" }); config/jobs_from.py")
     data: str = Field(default="aocs-data", description="aocs: directory of aocs-input.bin / aocs-expected.bin (generated when absent)")
     data_seed: int = Field(default=0, ge=0, description="aocs: sensor-noise seed used when generating the data")
     first_step: int = Field(default=0, ge=0, description="aocs: scenario step of the first job (e.g. 3000)")
@@ -118,6 +123,18 @@ class VictimSpec(SchedSpec):
     warmup_jobs: int = Field(default=10, ge=0, le=limits.MAX_JOBS)
     counters: list[Union[EventName, CounterSpec]] = Field(default=[], max_length=64, description="events read around every job")
     counters_exclude_kernel: bool = False
+    #: Whether the file gave `period` (a command's default is filled in below).
+    _period_declared: bool = PrivateAttr(default=True)
+    #: A command's `warmup_jobs` as the file gave it (None: not given), for its declared jobs.
+    _warmup_declared: Optional[int] = PrivateAttr(default=None)
+
+    def warmup_declared(self) -> Optional[int]:
+        """A command's warm-up jobs as the file gave them (None: the default)."""
+        return self._warmup_declared
+
+    def period_declared(self) -> bool:
+        """Whether the file declared the period (for a command: releases follow from it)."""
+        return self._period_declared
 
     @model_validator(mode="after")
     def _body_fields(self):
@@ -145,12 +162,22 @@ class VictimSpec(SchedSpec):
             return self
         if self.tasks is not None or self.hyperperiods is not None:
             raise ValueError("'tasks' and 'hyperperiods' are for body 'taskset'")
+        if self.probes:
+            if self.body != "command":
+                raise ValueError("'probes' names a command's probes; remove it or use body 'command'")
+            self.probes = check_probe_names(self.probes)
+        if self.jobs_from is not None:
+            check_jobs_from(self.jobs_from, self.body, self.probes)
         if self.body == "command":
             if not self.argv:
                 raise ValueError("body 'command' needs 'argv', e.g. [\"./build/probe_demo\", \"200\"]")
             if self.jobs not in (None, 1):
                 raise ValueError("a command victim runs once per run; leave 'jobs' out")
+            self._warmup_declared = self.warmup_jobs if "warmup_jobs" in self.model_fields_set else None
+            if self._warmup_declared is not None and self.jobs_from is None:
+                raise ValueError("'warmup_jobs' of a command counts its declared jobs; add jobs_from or remove it")
             self.jobs, self.warmup_jobs = 1, 0
+            self._period_declared = self.period is not None
             self.period = self.period or "60s"
         else:
             if self.argv is not None or self.preload is not None:

@@ -16,7 +16,9 @@ from ..plan import (AocsBody, ChaseBody, CommandBody, Counter, DeadlineSched, En
                     PiBody, Placement, RrSched, SpawnBody, SumBody, SyscallBody, Task, TasksetBody, Trace, Victim)
 from ..targets.agent import TargetFacts
 from .. import limits, units
+from ..errors import UsageError
 from ..trace.activations import EVENTS as TRACE_JOB_EVENTS
+from .jobs_from import TRACE_JOBS_IMPLEMENTED, plan_jobs_from
 from .experiment import AOCS_MADE, EnemySpec, Experiment, SchedSpec, ScenarioSpec, TraceSpec, VictimSpec
 
 
@@ -90,7 +92,13 @@ def measured(v: VictimSpec, field: str, facts: TargetFacts, aocs_data: AocsData,
     elif v.body == "pi":
         body = PiBody(iterations=v.iterations or 1)
     else:
-        body = CommandBody(argv=v.argv, env=v.env, preload=v.preload, probe_capacity=v.probe_capacity)
+        if v.jobs_from is not None and v.jobs_from.trace is not None and not TRACE_JOBS_IMPLEMENTED:
+            raise UsageError(f"{field}.jobs_from.trace: jobs from the scheduler trace are not implemented yet; "
+                             "use jobs_from.probe with an instrumented program")
+        body = CommandBody(argv=v.argv, env=v.env, preload=v.preload, probe_capacity=v.probe_capacity,
+                           probe_names=v.probes,
+                           jobs_from=plan_jobs_from(v.jobs_from, period if v.period_declared() else None,
+                                                   v.warmup_declared()))
     return Victim(
         body=body,
         period_ns=period,

@@ -130,63 +130,86 @@ def with_application(df: pd.DataFrame, name: str = DEFAULT_APPLICATION) -> pd.Da
     return df
 
 
-def _from_trace(run_dir: Path, app: str | None, trace: pd.DataFrame | None) -> pd.DataFrame | None:
-    """The jobs of a process declared `jobs_from = { trace = ... }` (trace/activations.py), else
-    None. JobLogError when it has no trace or no such thread."""
+def declared_jobs(run_dir: Path, app: str | None):
+    """(the plan's JobsFrom, the command body, the declared deadline or None) of a measured
+    process whose jobs are declared (`jobs_from`); None for any other."""
+    proc = _process(run_dir, app)
+    jf = getattr(proc.body, "jobs_from", None) if proc is not None else None
+    return (jf, proc.body, proc.deadline_ns) if jf is not None else None
+
+
+def _from_trace(run_dir: Path, app: str | None, source, proc, trace: pd.DataFrame | None) -> pd.DataFrame:
+    """The jobs of a process declared `jobs_from = { trace = ... }` (trace/activations.py).
+    JobLogError when the run has no trace, names no process, or the process no such thread."""
     from ..outcome import read_outcome
     from ..trace.activations import NoThread
-    from ..trace.run import trace_jobs
+    from ..trace.run import target_pid, trace_jobs
 
     meta = read_outcome(run_dir)
-    if meta is None or meta.plan is None:
-        return None
-    entry = meta.plan.victim if app is None else next((a for a in meta.plan.applications if a.name == app), None)
-    source = getattr(getattr(entry, "body", None), "jobs_from", None)
-    which = getattr(source, "trace", None)
-    if which is None:
-        return None
-    if app is None:
-        pid = meta.pids.victim if meta.pids is not None else None
-    else:
-        pid = next((a.pid for a in meta.applications or [] if a.name == app), None)
     if trace is None:
-        why = meta.trace.error if meta.trace is not None and meta.trace.error else "trace.txt is missing"
+        why = meta.trace.error if meta is not None and meta.trace is not None and getattr(meta.trace, "error", None) else "trace.txt is missing"
         raise JobLogError(f"{run_dir}: jobs_from.trace needs the run's kernel trace, and {why}")
+    pid = target_pid(meta, app) if meta is not None else None
     if not pid:
         raise JobLogError(f"{run_dir}: jobs_from.trace: run.json names no process for {app or 'the victim'}")
-    known = _known_threads(meta, app)
+    known = {int(t): n for t, n in meta.attached.threads.items()} if app is None and meta.attached is not None else {}
     try:
-        return trace_jobs(trace, pid, which, entry.period_ns, entry.deadline_ns or entry.period_ns, known)
+        return trace_jobs(trace, pid, source.trace, proc.period_ns, proc.deadline_ns or proc.period_ns, known)
     except NoThread as e:
         raise JobLogError(f"{run_dir}: {e}") from None
-
-
-def _known_threads(meta, app: str | None) -> dict[int, str]:
-    """The threads an attached process had before the trace began (run.json), else none."""
-    attached = getattr(meta, "attached", None)
-    return {int(t): n for t, n in (attached.threads if attached is not None and app is None else {}).items()}
 
 
 def _one(name: str, where: Path, events: list[str], run_dir: Path, app: str | None,
          trace: pd.DataFrame | None = None) -> pd.DataFrame:
     """The job table of one measured process (`app`: None for the victim), counters merged,
-    its probes converted beside its log; a process whose jobs come from the kernel trace
-    (`trace`, the run's parsed trace) takes them from there."""
-    df = _from_trace(run_dir, app, trace)
-    traced = df is not None
-    df = read_job_log(where / "jobs.bin") if df is None else df
+    its probes converted beside its log. A command whose jobs come from its probes gets one
+    row per probe span (store/probe_jobs.py), one whose jobs come from the kernel trace
+    (`trace`, the run's parsed trace) one row per activation (trace/activations.py); its own
+    record goes to process.parquet."""
+    df = read_job_log(where / "jobs.bin")
     df.insert(1, "application", name)
-    # A command's counters span its whole life (one record): no trace-derived job's.
-    if events and not traced and (where / "counters.bin").exists():
+    if events and (where / "counters.bin").exists():
         df = df.merge(read_counter_log(where / "counters.bin", events), on="job", how="left")
+    declared = declared_jobs(run_dir, app)
+    proc = _process(run_dir, app)
+    names = getattr(proc.body, "probe_names", {}) if proc is not None else {}
     if (where / "probes.bin").exists():
         from .probes import convert_probes
 
         try:
-            convert_probes(run_dir, app)
+            convert_probes(run_dir, app, names)
         except JobLogError:
-            pass  # the agent died before the time reference: probes.bin stays for inspection
+            if declared is not None and declared[0].probe is not None:
+                raise  # the jobs are the probes: no time reference, no jobs (named, not guessed)
+            # the agent died before the time reference: probes.bin stays for inspection
+    if declared is not None and declared[0].probe is not None:
+        from .probe_jobs import probe_jobs, write_process
+
+        if not (where / "probes.bin").exists():
+            raise JobLogError(f"{where}: jobs come from probe {declared[0].probe!r} but the run left no probes.bin")
+        write_process(where, df)
+        jobs = probe_jobs(run_dir, app, declared[0], names, declared[2])
+        jobs.insert(1, "application", name)
+        df = jobs
+    elif declared is not None and declared[0].trace is not None:
+        from .probe_jobs import write_process
+
+        write_process(where, df)
+        jobs = _from_trace(run_dir, app, declared[0], proc, trace)
+        jobs.insert(1, "application", name)
+        df = jobs
     return df
+
+
+def _process(run_dir: Path, app: str | None):
+    """The plan's victim (`app` None) or application `app`, or None (no plan in run.json)."""
+    from ..outcome import read_outcome
+
+    meta = read_outcome(Path(run_dir))
+    if meta is None or meta.plan is None:
+        return None
+    proc = meta.plan.victim if app is None else next((a for a in meta.plan.applications if a.name == app), None)
+    return proc
 
 
 def convert_run(run_dir: Path) -> pd.DataFrame | None:

@@ -24,6 +24,17 @@ def labels(meta: RunOutcome) -> dict[int, str]:
     return out
 
 
+def target_pid(meta: RunOutcome, app: str | None = None) -> int | None:
+    """The process measured as the victim (`app` None) or application `app`: the attached
+    process of an `attach` victim, else the process the agent started."""
+    if app is not None:
+        return next((a.pid for a in meta.applications or [] if a.name == app), None)
+    body = meta.plan.victim.body if meta.plan is not None else None
+    if getattr(body, "kind", None) == "attach":
+        return body.pid
+    return meta.pids.victim if meta.pids is not None else None
+
+
 def traced_thread(meta: RunOutcome) -> str | None:
     """The thread whose activations are the victim's jobs (`jobs_from = { trace = ... }`), or None."""
     body = meta.plan.victim.body if meta.plan is not None else None
@@ -51,11 +62,12 @@ def analyze(run_dir: Path, jobs: pd.DataFrame, events: pd.DataFrame | None = Non
     if jobs.empty or not (Path(run_dir) / "trace.txt").exists():
         return None
     meta = load_outcome(Path(run_dir))
-    victim = meta.pids.victim if meta.pids else None
+    victim = target_pid(meta)
     if not victim:
         return None
     events = events if events is not None else events_of(run_dir)
     which = traced_thread(meta)
     if which is not None:
-        victim = select(events, victim, which)[0]
+        known = {int(t): n for t, n in meta.attached.threads.items()} if meta.attached is not None else None
+        victim = select(events, victim, which, known)[0]
     return per_job(events, jobs, victim, labels(meta))

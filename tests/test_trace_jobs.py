@@ -93,9 +93,30 @@ def test_a_missed_switch_in_starts_the_job_at_its_wakeup():
 
 
 def test_a_wakeup_without_a_timer_is_its_own_release():
+    ev = trace(cycle(1_000_000))
+    j = activations(ev[~ev.event.str.startswith("hrtimer")], P, "worker")
+    assert len(j) == 1 and j.release_ns[0] == j.wakeup_ns[0] - 5_000 == 1_000_010_000
+
+
+def test_a_timer_expiry_missing_from_the_trace_still_releases_the_job():
     c = [x for x in cycle(1_000_000) if "hrtimer_expire_entry" not in x]
     j = activations(trace(c), P, "worker")
-    assert len(j) == 1 and j.release_ns[0] == j.wakeup_ns[0] - 5_000 == 1_000_010_000
+    assert len(j) == 1 and j.release_ns[0] == 1_000_000_000
+
+
+def test_an_overrun_that_never_blocks_is_two_jobs():
+    """A step that ends after the next release: its sleep timer fires while it runs."""
+    addr = "00000000deadbeef"
+    lines = cycle(1_000_000)[:3] + [
+        timer_start(0, 1_001_200, T, addr, 1_001_000_000),  # step 0 ends 1.2 ms in, asks for 1.001 s: past
+        timer_fire(0, 1_001_201, addr), wakeup(0, 1_001_202, "worker", T),
+        timer_start(0, 1_001_500, T, addr, 1_002_000_000),  # step 1 ends, asks for 1.002 s
+        switch(0, 1_001_501, "worker", T, "S", "swapper/0", 0)] + cycle(1_002_000)
+    j = activations(trace(lines), P, "worker")
+    assert len(j) == 3
+    assert list(j.release_ns) == [1_000_000_000, 1_001_000_000, 1_002_000_000]
+    assert j.end_ns[0] == 1_001_200_000 and j.start_ns[1] == 1_001_201_000 and j.end_ns[1] == 1_001_501_000
+    assert j.wakeup_latency_ns[1] == 201_000 and j.cpu_time_ns[0] == 1_185_000
 
 
 def test_a_cycle_cut_by_the_window_is_no_job():

@@ -154,7 +154,9 @@ def _from_trace(run_dir: Path, app: str | None, source, proc, trace: pd.DataFram
         raise JobLogError(f"{run_dir}: jobs_from.trace: run.json names no process for {app or 'the victim'}")
     known = {int(t): n for t, n in meta.attached.threads.items()} if app is None and meta.attached is not None else {}
     try:
-        return trace_jobs(trace, pid, source.trace, proc.period_ns, proc.deadline_ns or proc.period_ns, known)
+        # Misses need a deadline: the declared one, else the declared period (none without).
+        return trace_jobs(trace, pid, source.trace, source.period_ns, proc.deadline_ns or source.period_ns or 0, known,
+                          source.warmup_jobs)
     except NoThread as e:
         raise JobLogError(f"{run_dir}: {e}") from None
 

@@ -12,9 +12,12 @@ analyses derive them:
   counted in `nivcsw` and left out).
 
 A cycle is a job only when the trace saw it from its wake-up to its block: the thread's
-start-up before its first sleep and a cycle cut by the window's end are not jobs. A program
-that overruns its period and does not sleep between two steps makes one long job of them:
-what the trace cannot tell apart.
+start-up before its first sleep (from its exec, `sched_process_exec`, on) and a cycle cut by
+the window's end are not jobs. A thread
+that overruns its period arms its sleep timer for a time already past and does not block:
+the timer's expiry while it runs ends the job where it armed the timer and starts the next
+(released at the time it asked for). A program that overruns without calling its sleep at
+all makes one long job of two steps: what the trace cannot tell apart.
 
 Which thread: `main` is the process itself (its first thread); a name selects the threads
 of the process that carry that name besides the main thread (a program whose threads keep
@@ -30,8 +33,8 @@ import numpy as np
 import pandas as pd
 
 #: The events the derivation reads; `jobs_from = { trace = ... }` enables them.
-EVENTS = ["sched:sched_switch", "sched:sched_wakeup", "sched:sched_process_fork", "timer:hrtimer_start",
-          "timer:hrtimer_expire_entry"]
+EVENTS = ["sched:sched_switch", "sched:sched_wakeup", "sched:sched_process_fork", "sched:sched_process_exec",
+          "timer:hrtimer_start", "timer:hrtimer_expire_entry"]
 
 #: The job table's columns (store/jobs.py `read_job_log`), in its order.
 COLUMNS = ["job", "task", "warmup", "release_ns", "wakeup_ns", "start_ns", "end_ns", "cpu_time_ns", "cpu_start", "cpu_end",
@@ -85,27 +88,63 @@ def _cycles(ev: pd.DataFrame, tid: int) -> list[tuple]:
     state = "unknown"  # unknown | asleep | woken | running | preempted
     timers: dict[str, int] = {}  # the thread's armed sleep timers: hrtimer -> asked expiry
     timer_release = None  # the asked expiry of the timer that fired since the thread blocked
+    armed_at = None  # when the running thread armed its sleep (its step's end if it never blocks)
     job: dict = {}
+
+    def emit(end, cpu):
+        out.append((job["release"], job["start"], job["start"], end, job["cpu_ns"], job["preempt"], job["cpu_start"], cpu,
+                    len(job["cpus"]) > 1))
+
+    def overrun(t, release, cpu):
+        # Its sleep ended before it blocked (it asked for a time already past, or came just
+        # at it): the job ended where it armed the sleep, the next begins now, on the CPU.
+        nonlocal job, armed_at
+        job["cpu_ns"] += armed_at - job["since"]
+        emit(armed_at, cpu)
+        job = {"release": min(release, t), "wakeup": t, "start": t, "cpu_start": cpu, "since": t, "cpu_ns": 0, "preempt": 0,
+               "cpus": {cpu}}
+        armed_at = None
+
     for r in ev.itertuples(index=False):
         e = r.event
+        if e == "sched_process_exec":
+            # A new program: what ran before was not its, and its start-up is no job.
+            state, job, armed_at, timer_release = "unknown", {}, None, None
+            timers.clear()
+            continue
         if e == "hrtimer_start":
             if r.pid == tid:
                 timers[r.hrtimer] = int(r.softexpires if not pd.isna(r.softexpires) else r.expires)
+                if state == "running":
+                    armed_at = r.ts_ns
             continue
         if e == "hrtimer_expire_entry":
             if r.hrtimer in timers:
                 timer_release = timers.pop(r.hrtimer)
+                if state == "running" and armed_at is not None:
+                    overrun(r.ts_ns, timer_release, r.cpu)
+                    timer_release = None
             continue
         if e == "sched_wakeup":
+            if timer_release is None and timers:
+                # The expiry itself may be missing from the trace: the sleep timer that was
+                # due by now is what woke it.
+                due = [t for t in timers.values() if t <= r.ts_ns]
+                timer_release = max(due) if due else None
+                if due:
+                    timers.clear()
             if state in ("unknown", "asleep"):
                 release = timer_release if timer_release is not None and timer_release <= r.ts_ns else r.ts_ns
                 job = {"release": release, "wakeup": r.ts_ns, "cpu_ns": 0, "preempt": 0, "cpus": set()}
                 state, timer_release = "woken", None
+            elif state == "running" and armed_at is not None and timer_release is not None:
+                overrun(r.ts_ns, timer_release, r.cpu)
+                timer_release = None
             continue
         # sched_switch
         if r.next_pid == tid:
             if state == "woken":
-                job["start"], job["cpu_start"] = r.ts_ns, r.cpu
+                job["start"], job["cpu_start"], armed_at = r.ts_ns, r.cpu, None
             if state in ("woken", "preempted"):
                 job["since"] = r.ts_ns
                 job["cpus"].add(r.cpu)
@@ -117,12 +156,12 @@ def _cycles(ev: pd.DataFrame, tid: int) -> list[tuple]:
                 # idle): it ran from its wake-up, on the CPU it leaves.
                 job["start"], job["cpu_start"], job["since"] = job["wakeup"], r.cpu, job["wakeup"]
                 job["cpus"].add(r.cpu)
+                armed_at = None
                 state = "running"
             if state == "running":
                 job["cpu_ns"] += r.ts_ns - job["since"]
                 if blocks:
-                    out.append((job["release"], job["start"], job["start"], r.ts_ns, job["cpu_ns"], job["preempt"],
-                                job["cpu_start"], r.cpu, len(job["cpus"]) > 1))
+                    emit(r.ts_ns, r.cpu)
                     state = "asleep"
                 else:
                     job["preempt"] += 1
@@ -132,11 +171,12 @@ def _cycles(ev: pd.DataFrame, tid: int) -> list[tuple]:
     return out
 
 
-def activations(events: pd.DataFrame, pid: int, which: str, period_ns: int = 0, deadline_ns: int = 0,
-                known: dict[int, str] | None = None) -> pd.DataFrame:
+def activations(events: pd.DataFrame, pid: int, which: str, period_ns: int | None = None, deadline_ns: int = 0,
+                known: dict[int, str] | None = None, warmup_jobs: int = 0) -> pd.DataFrame:
     """The job table (store/jobs.py's columns) of the activations of thread(s) `which` of
-    process `pid` in the event table `events` (trace/parse.py). A job misses when it ends
-    after release + `deadline_ns` (0: never)."""
+    process `pid` in the event table `events` (trace/parse.py). `period_ns`: the declared
+    period (None: the median interval between releases); a job misses when it ends after
+    release + `deadline_ns` (0: never); the first `warmup_jobs` are warm-up."""
     tids = select(events, pid, which, known)
     frames = []
     for task, tid in enumerate(tids):
@@ -144,6 +184,7 @@ def activations(events: pd.DataFrame, pid: int, which: str, period_ns: int = 0, 
         mine = ((sw & ((_col(events, "prev_pid") == tid) | (_col(events, "next_pid") == tid)).fillna(False))
                 | ((events.event == "sched_wakeup") & (_col(events, "target_pid") == tid).fillna(False))
                 | ((events.event == "hrtimer_start") & (events.pid == tid))
+                | ((events.event == "sched_process_exec") & (events.pid == tid))
                 | (events.event == "hrtimer_expire_entry"))
         ev = events[mine]
         for c in ("prev_pid", "next_pid", "prev_state", "hrtimer", "softexpires", "expires"):
@@ -159,13 +200,16 @@ def activations(events: pd.DataFrame, pid: int, which: str, period_ns: int = 0, 
     for c in ("release_ns", "wakeup_ns", "start_ns", "end_ns", "cpu_time_ns", "nivcsw"):
         df[c] = df[c].astype(np.int64)
     df["job"] = np.arange(n, dtype=np.int64)
-    df["warmup"] = np.zeros(n, dtype=bool)
+    df["warmup"] = np.arange(n) < warmup_jobs
     df["cpu_start"] = df["cpu_start"].astype(np.int32)
     df["cpu_end"] = df["cpu_end"].astype(np.int32)
     df["migrated"] = df["migrated"].astype(bool)
     df["nvcsw"] = np.ones(n, dtype=np.int64)  # the block that ends it
     df["missed"] = (df.end_ns > df.release_ns + deadline_ns) if deadline_ns > 0 else np.zeros(n, dtype=bool)
     df["failed"] = np.zeros(n, dtype=bool)
+    if period_ns is None:
+        gaps = np.diff(df.release_ns[df.task == 0].to_numpy())
+        period_ns = int(np.median(gaps)) if len(gaps) else 0
     df["period_ns"] = np.int64(period_ns)
     df["deadline_ns"] = np.int64(deadline_ns)
     df["exec_ns"] = df.end_ns - df.start_ns

@@ -48,10 +48,10 @@ def events_of(run_dir: Path) -> pd.DataFrame | None:
     return parse_file(path) if path.exists() else None
 
 
-def trace_jobs(events: pd.DataFrame, pid: int, which: str, period_ns: int, deadline_ns: int,
-               known: dict[int, str] | None = None) -> pd.DataFrame:
+def trace_jobs(events: pd.DataFrame, pid: int, which: str, period_ns: int | None, deadline_ns: int,
+               known: dict[int, str] | None = None, warmup_jobs: int = 0) -> pd.DataFrame:
     """The job table of thread(s) `which` of process `pid` from a run's trace (trace/activations.py)."""
-    return activations(events, pid, which, period_ns, deadline_ns, known)
+    return activations(events, pid, which, period_ns, deadline_ns, known, warmup_jobs)
 
 
 def analyze(run_dir: Path, jobs: pd.DataFrame, events: pd.DataFrame | None = None

@@ -205,7 +205,7 @@ fn check_victim(at: &str, v: &Victim, online: &[usize], allowed: &[usize]) -> Re
             crate::victims::aocs::io::check_window(&format!("{at}.body"), input, expected, *first_step, v.total_jobs(), &format!("{at}.jobs"), "first_step + warmup_jobs + jobs")?
         }
         Body::Taskset { tasks, policy } => check_taskset(at, v, tasks, *policy, online)?,
-        Body::Attach { pid } => {
+        Body::Attach { pid, .. } => {
             crate::victims::attach::check_target(*pid).or_else(|e| crate::plan::refused(format!("{at}.body.pid"), e))?;
             if v.jobs != 1 || v.warmup_jobs != 0 {
                 return err(format!("{at}.jobs"), "an attached process is watched for one window (period_ns): jobs = 1, warmup_jobs = 0");

@@ -382,7 +382,12 @@ pub enum Body {
     },
     /// A process already running, measured for one window of `period_ns` (victims/attach.rs):
     /// never forked, signalled, moved or re-prioritised; its jobs come from the trace.
-    Attach { pid: i32 },
+    Attach {
+        pid: i32,
+        /// Where the host takes its jobs from (the trace); the agent watches one window.
+        #[serde(default)]
+        jobs_from: Option<JobsFrom>,
+    },
 }
 
 /// One periodic task of a task set: a calibrated busy loop of `wcet_ns` CPU time per job.

@@ -136,7 +136,17 @@ class TasksetBody(_Strict):
     policy: Literal["rm", "deadline"] = "rm"
 
 
-Body = Annotated[Union[ChaseBody, SumBody, SpawnBody, PiBody, CommandBody, SyscallBody, AocsBody, LatencyBody, TasksetBody], Field(discriminator="kind")]
+class AttachBody(_Strict):
+    """A process already running, watched for one window (the victim's `period_ns`); never
+    forked, signalled, moved or re-prioritised; its jobs come from the kernel trace."""
+
+    kind: Literal["attach"] = "attach"
+    pid: int = Field(ge=2, le=2**31 - 1)
+    jobs_from: Optional[JobsFrom] = None
+
+
+Body = Annotated[Union[ChaseBody, SumBody, SpawnBody, PiBody, CommandBody, SyscallBody, AocsBody, LatencyBody, TasksetBody,
+                       AttachBody], Field(discriminator="kind")]
 
 
 def _load_model(k: catalog.Kind) -> type[BaseModel]:

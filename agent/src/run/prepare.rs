@@ -93,7 +93,7 @@ pub fn prepare(plan: &Plan, out: &Path, journal: &mut Journal) -> Result<Prepare
     let shared = Shared::new(parties).map_err(|e| format!("shared control block: {e}"))?;
     let groups = cgroups::Groups::create(&plan.groups, plan.pids_max, journal).map_err(|e| format!("groups: {e}"))?;
     let attached_before = match plan.victim.body {
-        crate::plan::Body::Attach { pid } => crate::victims::attach::threads(pid),
+        crate::plan::Body::Attach { pid, .. } => crate::victims::attach::threads(pid),
         _ => Default::default(),
     };
     Ok(Prepared { staging, measured, tracer, ref_start, shared, groups, attached_before })

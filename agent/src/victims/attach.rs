@@ -59,7 +59,7 @@ fn pidfd(pid: i32) -> i32 {
 /// In the victim process, after the barrier: wait out the window, record it, exit. Never returns.
 pub fn watch(cx: &super::Ctx) -> ! {
     let (v, shared, log) = (cx.victim, cx.shared, cx.log);
-    let Body::Attach { pid } = &v.body else { unreachable!() };
+    let Body::Attach { pid, .. } = &v.body else { unreachable!() };
     let pid = *pid;
     let fd = pidfd(pid);
     let clock = cpu_clock(pid);
@@ -101,7 +101,7 @@ pub fn watch(cx: &super::Ctx) -> ! {
 
 /// The target's threads for run.json: those at `before` and those now, together.
 pub fn attached_threads(v: &Victim, before: &BTreeMap<String, String>) -> Option<(i32, BTreeMap<String, String>)> {
-    let Body::Attach { pid } = &v.body else { return None };
+    let Body::Attach { pid, .. } = &v.body else { return None };
     let mut all = before.clone();
     all.extend(threads(*pid));
     Some((*pid, all))

@@ -92,7 +92,7 @@ class TaskSpec(_Strict):
 
 
 class VictimSpec(SchedSpec):
-    body: Literal["chase", "sum", "spawn", "pi", "command", "syscall", "aocs", "latency", "taskset"]
+    body: Literal["chase", "sum", "spawn", "pi", "command", "syscall", "aocs", "latency", "taskset", "attach"]
     bytes: Optional[Size] = None
     order: Literal["random", "linear"] = "random"
     accesses: Optional[int] = Field(default=None, ge=1)
@@ -110,6 +110,8 @@ class VictimSpec(SchedSpec):
     jobs_from: Optional[JobsFromSpec] = Field(
         default=None, description="command: the program's jobs are a probe's spans ({ probe = \"step\" }, optional end, "
                                   "release) or the scheduler trace of a thread ({ trace = \"main\" }); config/jobs_from.py")
+    pid: Optional[int] = Field(default=None, ge=2, le=2**31 - 1, description="attach: the running process to measure")
+    duration: Optional[Duration] = Field(default=None, description="attach: how long each run watches it (e.g. \"2s\")")
     data: str = Field(default="aocs-data", description="aocs: directory of aocs-input.bin / aocs-expected.bin (generated when absent)")
     data_seed: int = Field(default=0, ge=0, description="aocs: sensor-noise seed used when generating the data")
     first_step: int = Field(default=0, ge=0, description="aocs: scenario step of the first job (e.g. 3000)")
@@ -135,6 +137,23 @@ class VictimSpec(SchedSpec):
     def period_declared(self) -> bool:
         """Whether the file declared the period (for a command: releases follow from it)."""
         return self._period_declared
+
+    def _attach_fields(self) -> None:
+        """body 'attach': a PID and a duration; jobs from the trace (its main thread unless named)."""
+        if self.pid is None:
+            raise ValueError("body 'attach' needs 'pid', the running process to measure (e.g. pid = 1234)")
+        if self.duration is None:
+            raise ValueError("body 'attach' needs 'duration', how long each run watches it (e.g. \"2s\")")
+        if self.argv is not None or self.preload is not None or self.env or self.probes:
+            raise ValueError("an attached process is already running: 'argv', 'env', 'preload' and 'probes' are for "
+                             "body 'command'; remove them")
+        moves = [k for k in ("cpus", "policy", "priority", "nice", "reservation", "lock_memory", "huge_pages", "counters")
+                 if k in self.model_fields_set]
+        if moves:
+            raise ValueError(f"'{moves[0]}': xtalk never moves, re-prioritises or reads counters of a process it attaches to; "
+                             "remove it (place the enemies instead)")
+        if self.jobs_from is None:
+            self.jobs_from = JobsFromSpec(trace="main")
 
     @model_validator(mode="after")
     def _body_fields(self):
@@ -166,13 +185,17 @@ class VictimSpec(SchedSpec):
             if self.body != "command":
                 raise ValueError("'probes' names a command's probes; remove it or use body 'command'")
             self.probes = check_probe_names(self.probes)
+        if self.body == "attach":
+            self._attach_fields()
+        elif self.pid is not None or self.duration is not None:
+            raise ValueError("'pid' and 'duration' are for body 'attach' (a process already running)")
         if self.jobs_from is not None:
             check_jobs_from(self.jobs_from, self.body, self.probes)
-        if self.body == "command":
-            if not self.argv:
+        if self.body in ("command", "attach"):
+            if self.body == "command" and not self.argv:
                 raise ValueError("body 'command' needs 'argv', e.g. [\"./build/probe_demo\", \"200\"]")
             if self.jobs not in (None, 1):
-                raise ValueError("a command victim runs once per run; leave 'jobs' out")
+                raise ValueError(f"a {self.body} victim's jobs are its own (one window per run); leave 'jobs' out")
             self._warmup_declared = self.warmup_jobs if "warmup_jobs" in self.model_fields_set else None
             if self._warmup_declared is not None and self.jobs_from is None:
                 raise ValueError("'warmup_jobs' of a command counts its declared jobs; add jobs_from or remove it")

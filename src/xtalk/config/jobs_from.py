@@ -34,7 +34,7 @@ from ..plan import JobsFrom
 #: does, a `trace` declaration is refused when the plan is made, before anything runs.
 TRACE_JOBS_IMPLEMENTED = True
 #: The bodies whose jobs may be declared (the built-in bodies make their own jobs).
-JOBS_FROM_BODIES = ("command",)
+JOBS_FROM_BODIES = ("command", "attach")
 
 
 class JobsFromSpec(BaseModel):
@@ -83,6 +83,9 @@ def check_jobs_from(spec: JobsFromSpec, body: str, names: dict[str, str]) -> Non
     ValueError `jobs_from.FIELD: problem; fix`."""
     if body not in JOBS_FROM_BODIES:
         raise ValueError(f"jobs_from: body '{body}' makes its own jobs; jobs_from is for body 'command' (your program)")
+    if body == "attach" and spec.trace is None:
+        raise ValueError("jobs_from: an attached process's jobs come from the trace (xtalk did not start it, so its probes "
+                         "have nowhere to write); write jobs_from = { trace = \"main\" } or a thread name")
     for field in ("probe", "end", "release"):
         value = getattr(spec, field)
         if value is None or value.isdigit() or not names or value in names.values():

@@ -12,7 +12,7 @@ from pydantic import TypeAdapter, ValidationError
 
 from ..aocs import data_paths
 from .. import catalog
-from ..plan import (AocsBody, ChaseBody, CommandBody, Counter, DeadlineSched, Enemy, FifoSched, LatencyBody, Load, OtherSched,
+from ..plan import (AocsBody, AttachBody, ChaseBody, CommandBody, Counter, DeadlineSched, Enemy, FifoSched, LatencyBody, Load, OtherSched,
                     PiBody, Placement, RrSched, SpawnBody, SumBody, SyscallBody, Task, TasksetBody, Trace, Victim)
 from ..targets.agent import TargetFacts
 from .. import limits, units
@@ -91,6 +91,11 @@ def measured(v: VictimSpec, field: str, facts: TargetFacts, aocs_data: AocsData,
         body = SyscallBody(calls=v.calls or 1)  # with utilization: calibrated before the runs
     elif v.body == "pi":
         body = PiBody(iterations=v.iterations or 1)
+    elif v.body == "attach":
+        # The window is the run's one "job" of the plan; the program's own period goes to its jobs.
+        body = AttachBody(pid=v.pid, jobs_from=plan_jobs_from(v.jobs_from, period if v.period_declared() else None,
+                                                               v.warmup_declared()))
+        period = units.duration_ns(v.duration, f"{field}.duration")
     else:
         if v.jobs_from is not None and v.jobs_from.trace is not None and not TRACE_JOBS_IMPLEMENTED:
             raise UsageError(f"{field}.jobs_from.trace: jobs from the scheduler trace are not implemented yet; "

@@ -198,6 +198,14 @@ def _one(name: str, where: Path, events: list[str], run_dir: Path, app: str | No
 
         write_process(where, df)
         jobs = _from_trace(run_dir, app, declared[0], proc, trace)
+        if getattr(proc.body, "kind", None) == "attach" and len(df):
+            # The trace runs from the barrier to the teardown; the window: the watcher's release
+            # for `duration` (the plan's period), cut short if the process ended.
+            w0 = int(df.release_ns.iloc[0])
+            w1 = min(w0 + proc.period_ns, int(df.end_ns.iloc[0]))
+            jobs = jobs[(jobs.release_ns >= w0) & (jobs.end_ns <= w1)].reset_index(drop=True)
+            jobs["job"] = np.arange(len(jobs), dtype=np.int64)
+            jobs["warmup"] = jobs.job < declared[0].warmup_jobs
         jobs.insert(1, "application", name)
         df = jobs
     return df

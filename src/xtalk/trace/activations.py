@@ -115,6 +115,12 @@ def _cycles(ev: pd.DataFrame, tid: int) -> list[tuple]:
         if e == "hrtimer_start":
             if r.pid == tid:
                 timers[r.hrtimer] = int(r.softexpires if not pd.isna(r.softexpires) else r.expires)
+                if state == "woken":
+                    # It arms its timer, so it runs: woken while still on its CPU (or its
+                    # switch-in went unrecorded).
+                    job.update(start=job["wakeup"], cpu_start=r.cpu, since=job["wakeup"])
+                    job["cpus"].add(r.cpu)
+                    state = "running"
                 if state == "running":
                     armed_at = r.ts_ns
             continue

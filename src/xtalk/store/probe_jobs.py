@@ -7,8 +7,9 @@ victim's jobs. Per job:
 
 - start / end: the probe's begin and end (or the next end of probe `end`), on one thread;
 - wake-up: the last mark (or end) of probe `release` before the start, else the start;
-- release: with a declared period, `anchor + k·period`, k the job's period index counted from
-  the first job and the anchor the earliest phase seen (so the least late job has lateness 0);
+- release: with a declared period, the grid of that period whose phase is the earliest of the
+  wake-ups' phases (so the least late job has lateness 0), each job at the last grid point at or
+  before its wake-up;
   without one, the wake-up (a release probe) or the start (execution only: `timing(plan)`);
 - missed: its response time beyond the deadline (the declared deadline, else the period) where
   releases are known; never in execution-only timing, which has no deadline to miss.
@@ -91,13 +92,17 @@ def _wakeups(ev: pd.DataFrame, release_id: int, spans: pd.DataFrame) -> np.ndarr
 
 
 def _releases(x: np.ndarray, period_ns: int) -> np.ndarray:
-    """Releases on a grid of `period_ns` through the jobs' wake-ups (or starts) `x`: each job's
-    period index from the first, the grid's phase the earliest of all."""
+    """Releases on a grid of `period_ns` under the jobs' wake-ups (or starts) `x`. A wake-up
+    comes at or after its release, so the grid's phase is the earliest phase on the circle of
+    one period: the phase just after the widest gap between the wake-ups' phases. Each job's
+    release is the last grid point at or before its wake-up (a late job keeps its own period)."""
     if not len(x):
         return x
-    k = np.round((x - x[0]) / period_ns).astype(np.int64)
-    anchor = int((x - k * period_ns).min())
-    return anchor + k * period_ns
+    phase = np.sort((x - x[0]) % period_ns)
+    gaps = np.diff(np.concatenate([phase, phase[:1] + period_ns]))
+    first = phase[(int(np.argmax(gaps)) + 1) % len(phase)]  # the phase after the widest gap
+    anchor = int(x[0]) + int(first) - (period_ns if first > 0 else 0)
+    return anchor + (x - anchor) // period_ns * period_ns
 
 
 def probe_jobs(run_dir: Path, app: str | None, jf: JobsFrom, file_names: dict[str, str],

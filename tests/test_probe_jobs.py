@@ -90,7 +90,8 @@ def test_jobs_are_the_steps_on_the_programs_own_clock(results):
         # Wake-ups are the program's (the mark right after its own read), releases its grid up to one constant.
         assert np.median(np.abs(g.wakeup_ns.to_numpy() - own["wake"].to_numpy())) < 20_000
         offset = g.release_ns.to_numpy() - own["release"].to_numpy()
-        assert offset.max() - offset.min() < 1000, "the release grid is the program's, shifted by one constant"
+        assert offset.max() - offset.min() < 1000, ("the release grid is the program's, shifted by one constant",
+                                                    run_id, list(offset), list(g.wakeup_ns - g.release_ns))
         assert (g.period_ns == PERIOD_US * 1000).all() and (g.wakeup_latency_ns >= 0).all()
 
 

@@ -22,7 +22,7 @@ STEPS, PERIOD_US, WARMUP = 30, 5000, 2
 
 EXPERIMENT = """
 name = "probe-jobs"
-repetitions = 3
+repetitions = 5
 settle = "50ms"
 [victim]
 body = "command"
@@ -98,7 +98,7 @@ def test_jobs_are_the_steps_on_the_programs_own_clock(results):
 def test_planted_slowdown_is_found_and_aa_claims_nothing(results):
     res, _, printed = results
     table = {r["scenario"]: r for r in json.loads((res / "summary.json").read_text())}
-    assert table["solo"]["jobs"] == 3 * (STEPS - WARMUP), "the jobs column counts the steps"
+    assert table["solo"]["jobs"] == 5 * (STEPS - WARMUP), "the jobs column counts the steps"
     hog, aa = table["rt-hog"], table["again"]
     ci = {k: (r["slowdown_median"], r["slowdown_median_lo"], r["slowdown_median_hi"]) for k, r in table.items()}
     assert hog["slowdown_median_lo"] > 1.2, ci
@@ -107,16 +107,16 @@ def test_planted_slowdown_is_found_and_aa_claims_nothing(results):
     assert "whole process (exec to exit; not a job)" in printed
     assert table["solo"]["process_ms"] > STEPS * PERIOD_US / 1e3 * 0.9, "the whole process is its own statistic"
     steps = {p["name"]: p for p in hog["probes"]}["step"]
-    assert steps["slowdown_median_lo"] > 1.2 and steps["n"] == 3 * STEPS
+    assert steps["slowdown_median_lo"] > 1.2 and steps["n"] == 5 * STEPS
 
 
 def test_probes_view_and_method(results):
     res, _, _ = results
     out = xtalk_cli("query", res, "SELECT name, count(*) AS n FROM probes GROUP BY 1", "--csv")
     assert out.returncode == 0, out.stderr
-    assert out.stdout.split() == ["name,n", f"step,{9 * STEPS}"]
+    assert out.stdout.split() == ["name,n", f"step,{15 * STEPS}"]
     p = xtalk.open(res).probes()
-    assert set(p.name) == {"step"} and len(p) == 9 * STEPS
+    assert set(p.name) == {"step"} and len(p) == 15 * STEPS
     assert {"run_id", "scenario", "application", "duration_ns"} <= set(p.columns)
 
 
@@ -160,10 +160,23 @@ def test_release_grid_is_under_every_wakeup():
     lateness[[0, 77]] = [3_000_000, 10_000]  # a late first job must not shift the grid
     grid = 1_000_000_000 + np.arange(200) * period
     grid[100:] += period  # one period skipped (the job before ended early): later jobs keep their own releases
+    lateness[100] = 30_000  # a skipping loop wakes on time, just after a later grid point
     x = grid + lateness
     prev_end = np.concatenate([[0], x[:-1] + 100_000])
     r = _releases(x, period, prev_end)
     assert (r - grid == 10_000).all(), "the grid through the least late job"
+
+
+def test_a_late_wakeup_after_a_sleep_keeps_its_slot():
+    period = 5_000_000
+    grid = 1_000_000_000 + np.arange(5) * period
+    wake = grid + 20_000
+    wake[2] = grid[2] + period + 1_000_000  # preempted for more than a period: late, not a skip
+    end = wake + 500_000
+    wake[3] = end[2] + 2_000  # its release has passed: it starts at once
+    end[3] = wake[3] + 500_000
+    prev_end = np.concatenate([[0], end[:-1]])
+    assert list(_releases(wake, period, prev_end) - grid) == [20_000] * 5
 
 
 def test_an_overrun_makes_the_next_jobs_late_not_released_later():

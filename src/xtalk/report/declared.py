@@ -18,13 +18,19 @@ def _ms(ns: int | None) -> str:
     return f"{ns / 1e6:g} ms" if ns else "?"
 
 
-def jobs_from_of(runs: pd.DataFrame):
-    """The victim's `jobs_from` (plan.JobsFrom) from the first run's plan, or None."""
+def jobs_from_of(runs: pd.DataFrame) -> dict[str, object]:
+    """Each measured process's `jobs_from` (plan.JobsFrom) by name, from the runs' plans
+    (the victim's and every application's), for those that declare one."""
+    out: dict[str, object] = {}
     for d in runs.get("dir", []):
         meta = read_outcome(Path(d))
-        if meta is not None and meta.plan is not None:
-            return getattr(meta.plan.victim.body, "jobs_from", None)
-    return None
+        if meta is None or meta.plan is None:
+            continue
+        for proc in [meta.plan.victim, *meta.plan.applications]:
+            jf = getattr(proc.body, "jobs_from", None)
+            if jf is not None:
+                out.setdefault(proc.name, jf)
+    return out
 
 
 def jobs_sentence(jf) -> str | None:

@@ -77,13 +77,16 @@ def probes(data: ReportData, application: str | None = None) -> pd.DataFrame:
     return out
 
 
-def probe_statistics(data: ReportData, application: str | None = None, n_boot: int = 2000) -> pd.DataFrame:
+def probe_statistics(data: ReportData, application: str | None = None, n_boot: int = 2000,
+                     reference: str | None = None) -> pd.DataFrame:
     """Per scenario, configuration and probe: samples, migrated samples, the markers first
     (the earliest sample of the first run), best, median, mean, p99, worst, in µs, and the
-    slowdown of the median duration against solo in the same configuration with its 95 % CI
-    (analysis/slowdown.py over the runs; empty for solo and where solo has no samples)."""
+    slowdown of the median duration against `reference` (solo; an application's
+    `alone:<name>`) in the same configuration with its 95 % CI (analysis/slowdown.py over the
+    runs; empty for the reference and where it has no samples)."""
     from ..analysis.slowdown import SOLO, slowdown
 
+    reference = reference or (f"alone:{application}" if application is not None else SOLO)
     p = probes(data, application)
     p = p.assign(_r=p["run_id"].map(_run_order(data))).sort_values(["_r", "begin_ns"], kind="stable")
     per_run = {key: [g["duration_ns"].to_numpy(dtype=float) for _, g in grp.groupby("run_id", sort=False)]
@@ -91,8 +94,8 @@ def probe_statistics(data: ReportData, application: str | None = None, n_boot: i
     rows = []
     for (sc, cf, pid), g in p.groupby(["scenario", "configuration", "probe"], sort=False):
         v = np.sort(g["duration_ns"].to_numpy(dtype=float))
-        ref = per_run.get((SOLO, cf, pid))
-        ci = slowdown(per_run[(sc, cf, pid)], ref, "median", n_boot=n_boot) if ref and sc != SOLO else None
+        ref = per_run.get((reference, cf, pid))
+        ci = slowdown(per_run[(sc, cf, pid)], ref, "median", n_boot=n_boot) if ref and sc != reference else None
         rows.append({"scenario": sc, "configuration": cf, "probe": int(pid), "name": g["label"].iloc[0],
                      "kind": g["kind"].iloc[0], "n": v.size, "migrated": int(g["migrated"].sum()),
                      "first_us": float(g["duration_ns"].iloc[0]) / 1e3, "best_us": v[0] / 1e3,
@@ -181,7 +184,8 @@ def section(b) -> Section | None:
     s.text("User probes (include/xtalk/probe.h) and the system calls the preload library wraps "
            "(build/libxtalk_preload.so), as the METRICS portfolio shows them (seed 004 §VIII). Durations in µs; "
            "first = the earliest sample of the first run (it often behaves differently).")
-    st = b.keep("probe_statistics", probe_statistics(data, app, n_boot=getattr(b, "n_boot", 2000)))
+    ref = f"alone:{app}" if app is not None else None
+    st = b.keep("probe_statistics", probe_statistics(data, app, n_boot=getattr(b, "n_boot", 2000), reference=ref))
     s.table(st, "Per probe and scenario: first, best, median, mean, p99, worst (µs); the median's slowdown against "
                "solo with its 95 % CI (runs, then samples, resampled)")
     if st["migrated"].sum():

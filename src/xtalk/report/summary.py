@@ -313,7 +313,8 @@ def write_summary(results: Results, console: Console | None = None) -> pd.DataFr
         for line in declared_lines:
             console.print(line, highlight=False)
         if probe_table is not None:
-            console.print(_rich(probe_table, f"{title}: probes (median duration, its slowdown against solo)"))
+            console.print(_rich(probe_table, f"{title}: probes (median duration, its slowdown against "
+                                             f"{'the application alone' if 'applications' in runs.columns else 'solo'})"))
         for w in warning_lines(table):
             console.print(f"[yellow]warning: {w}[/]", highlight=False)
         if (times := application_times(table)) is not None:
@@ -356,7 +357,8 @@ def _declared(data: ReportData, runs: pd.DataFrame, table: pd.DataFrame) -> tupl
     `process_cpu_ms` to `table` (summary.json) where they exist."""
     from . import declared, portfolio
 
-    lines = [x for x in [declared.jobs_sentence(declared.jobs_from_of(runs))] if x]
+    several = "applications" in runs.columns
+    lines = [(f"{name}: " if several else "") + declared.jobs_sentence(jf) for name, jf in declared.jobs_from_of(runs).items()]
     proc = declared.process_times(runs)
     if not proc.empty and not table.empty:
         at = {(r.configuration, r.scenario): r for r in proc.itertuples()}
@@ -366,10 +368,20 @@ def _declared(data: ReportData, runs: pd.DataFrame, table: pd.DataFrame) -> tupl
         lines.append("whole process (exec to exit; not a job): median " + ", ".join(
             f"{r.scenario} {r.process_ms:.1f} ms" + (f" ({r.configuration})" if r.configuration != "default" else "")
             for r in proc.itertuples()))
-    if portfolio.probes(data).empty:
+    if several:  # each application's probes, against it alone
+        names = list(dict.fromkeys(n for a in runs["applications"] for n in str(a).split(",") if n))
+        parts = [portfolio.probe_statistics(data, n).assign(application=n) for n in names
+                 if not portfolio.probes(data, n).empty]
+        if not parts:
+            return lines, None
+        st = pd.concat(parts, ignore_index=True)
+        st["name"] = st["application"] + " · " + st["name"]
+    elif portfolio.probes(data).empty:
         return lines, None
-    st = portfolio.probe_statistics(data)
-    order = {sc: i for i, sc in enumerate(dict.fromkeys([SOLO_NAME, *table.get("scenario", [])]))}
+    else:
+        st = portfolio.probe_statistics(data)
+    order = {sc: i for i, sc in enumerate(dict.fromkeys([SOLO_NAME, *sorted(st.scenario, key=lambda x: not x.startswith("alone:")),
+                                                         *table.get("scenario", [])]))}
     st = st.sort_values(["configuration", "scenario", "probe"], key=lambda c: c.map(order).fillna(len(order))
                         if c.name == "scenario" else c, kind="stable").reset_index(drop=True)
     if not table.empty:

@@ -117,12 +117,13 @@ def _releases(x: np.ndarray, period_ns: int, prev_end: np.ndarray | None = None)
     first = int(phase[(int(np.argmax(gaps)) + 1) % len(phase)])  # the phase after the widest gap
     anchor = int(ref[0]) + int(first) - (period_ns if first > 0 else 0)
     floor = (x - anchor) // period_ns
+    soon = (x - anchor - floor * period_ns) < period_ns // 10  # woke just after a grid point
     k = np.empty(len(x), dtype=np.int64)
     k[0] = floor[0]
     for j in range(1, len(x)):
-        k[j] = k[j - 1] + 1
-        if slept[j] and floor[j] > k[j]:
-            k[j] = floor[j]  # slept, yet woke a period or more after its slot: periods skipped
+        k[j] = min(k[j - 1] + 1, floor[j])  # never released after its wake-up
+        if slept[j] and soon[j] and floor[j] > k[j]:
+            k[j] = floor[j]  # slept, and woke just after a later grid point: periods skipped
     return anchor + k * period_ns
 
 

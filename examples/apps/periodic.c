@@ -6,7 +6,8 @@
  * Instrumented with named xtalk probes: "wake" marks each wake-up (the release), "step" spans
  * each step. Built with -DXTALK_NO_PROBES the probes vanish: the same program uninstrumented.
  * With -o FILE it writes its own clock of every step (CLOCK_MONOTONIC ns, one line each:
- * `step release wake begin end`) when it ends, so xtalk's jobs can be checked against it.
+ * `step release wake begin end`) when it ends, so xtalk's jobs can be checked against it; a
+ * FILE ending in '/' is a directory, the file in it periodic-<pid>.txt (one per run).
  *
  *     periodic [-n steps] [-p period_us] [-b bytes] [-a accesses] [-o timing-file]
  *
@@ -108,11 +109,17 @@ int main(int argc, char **argv) {
     }
 
     if (timing) {
+        char path[4096];
+        size_t len = strlen(timing);
+        if (len && timing[len - 1] == '/')
+            snprintf(path, sizeof path, "%speriodic-%ld.txt", timing, (long)getpid());
+        else
+            snprintf(path, sizeof path, "%s", timing);
         /* never through a link another user could have planted */
-        int fd = open(timing, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
+        int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
         FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
         if (!f) {
-            fprintf(stderr, "periodic: %s: %s\n", timing, strerror(errno));
+            fprintf(stderr, "periodic: %s: %s\n", path, strerror(errno));
             return 1;
         }
         fprintf(f, "step release wake begin end\n");

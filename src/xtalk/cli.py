@@ -350,10 +350,11 @@ def perfetto(run: Path = typer.Argument(..., help="a run directory recorded with
 
 @command
 def query(results: Path = typer.Argument(..., help="a campaign or experiment directory"),
-          sql: str = typer.Argument(..., help="SQL over the views `jobs`, `runs` and `cells`"),
+          sql: str = typer.Argument(..., help="SQL over the views `jobs`, `runs`, `probes` and `cells`"),
           csv: bool = typer.Option(False, "--csv", help="CSV instead of a table")):
-    """Run SQL (DuckDB) over a campaign's or an experiment's jobs, runs and cells (one row per
-    configuration × scenario, or per campaign cell: the numbers `xtalk summary` and the report show)."""
+    """Run SQL (DuckDB) over a campaign's or an experiment's jobs, runs, probes (every probe
+    sample, named) and cells (one row per configuration × scenario, or per campaign cell: the
+    numbers `xtalk summary` and the report show)."""
     import re
 
     import duckdb

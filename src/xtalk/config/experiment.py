@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 import re
 from pathlib import Path
-from typing import Annotated, Literal, Optional, Union
+from typing import Annotated, ClassVar, Literal, Optional, Union
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
 
@@ -125,6 +125,9 @@ class VictimSpec(SchedSpec):
     warmup_jobs: int = Field(default=10, ge=0, le=limits.MAX_JOBS)
     counters: list[Union[EventName, CounterSpec]] = Field(default=[], max_length=64, description="events read around every job")
     counters_exclude_kernel: bool = False
+    #: A command's period where the file declares none: a placeholder until the pilot run
+    #: measures the program (pilot.py; the victim only: applications keep a long one).
+    COMMAND_PERIOD: ClassVar[str] = "1s"
     #: Whether the file gave `period` (a command's default is filled in below).
     _period_declared: bool = PrivateAttr(default=True)
     #: A command's `warmup_jobs` as the file gave it (None: not given), for its declared jobs.
@@ -201,7 +204,9 @@ class VictimSpec(SchedSpec):
                 raise ValueError("'warmup_jobs' of a command counts its declared jobs; add jobs_from or remove it")
             self.jobs, self.warmup_jobs = 1, 0
             self._period_declared = self.period is not None
-            self.period = self.period or "60s"
+            # Until the pilot run measures the program (pilot.py): a placeholder, so that a
+            # short `timeout` is not refused for a guess.
+            self.period = self.period or self.COMMAND_PERIOD
         else:
             if self.argv is not None or self.preload is not None:
                 raise ValueError("'argv' and 'preload' are for body 'command'")
@@ -388,6 +393,9 @@ class FaultSpec(EnemySpec):
 class ApplicationSpec(VictimSpec):
     """One measured application: any victim body and its placement and policy, with a
     criticality level (ECSS A, highest, to D), an optional ε and the faults it may have."""
+
+    #: No pilot run for applications: a command application's one job may last a minute.
+    COMMAND_PERIOD: ClassVar[str] = "60s"
 
     name: str = Field(pattern=APP_NAME, description="unique among the applications; names its jobs and files")
     description: str = ""

@@ -4,6 +4,7 @@
     RESULTS/runs/<run_id>/plan.json, run.json, jobs.bin, jobs.parquet, agent.log
     RESULTS/summary.{md,json}
 
+`open(path).probes()` gives every probe sample likewise (the `probes` view of `connect()`).
 `open(path).jobs()` gives every job with its run's labels as a pandas DataFrame, through
 DuckDB over the per-run Parquet files; ``application`` names the measured process of each job
 (the victim, "victim" unless named, or one of the run's applications); the runs of an
@@ -24,6 +25,10 @@ from ..outcome import RunOutcome, read_outcome
 from .jobs import convert_run, read_job_log  # noqa: F401
 
 RUN_COLUMNS = ["run_id", "scenario", "configuration", "repetition", "status"]
+#: The `probes` view's and `Results.probes()`'s columns: the run's labels, the measured
+#: process, then one probe sample (store/probes.py).
+PROBE_COLUMNS = ["run_id", "scenario", "configuration", "repetition", "application", "probe", "name", "tid", "cpu_begin",
+                 "cpu_end", "begin_ns", "end_ns", "duration_ns", "migrated"]
 #: Run labels of an experiment of applications (config/applications.py): the applications
 #: present (comma-separated), and in a fault scenario the faulty one and the fault's kind.
 APPLICATION_LABELS = ["applications", "faulty", "fault"]
@@ -93,9 +98,12 @@ class Results:
         return files
 
     def connect(self) -> duckdb.DuckDBPyConnection:
-        """A DuckDB connection with views `jobs` and `runs` over this experiment."""
+        """A DuckDB connection with views `jobs`, `runs` and `probes` (every probe sample, with
+        its run's labels; empty without probes) over this experiment."""
         files = self.ensure_parquet()
         con = duckdb.connect()
+        con.register("probes_df", self.probes())
+        con.execute("CREATE VIEW probes AS SELECT * FROM probes_df")
         runs = self.runs().drop(columns=["enemies"])
         con.register("runs_df", runs)
         con.execute("CREATE VIEW runs AS SELECT * FROM runs_df")
@@ -109,6 +117,29 @@ class Results:
                 FROM {src} j
                 JOIN runs r ON r.dir || '/jobs.parquet' = j.filename""")
         return con
+
+    def probes(self) -> pd.DataFrame:
+        """Every probe sample of every run (store/probes.py: probe, name, tid, begin_ns, end_ns,
+        duration_ns, CPUs), with the run's labels and the ``application`` that recorded it.
+        Named probes carry their name (the experiment file's, the program's own, or the
+        system call of the preload library); ``name`` is "" for an unnamed one."""
+        from .jobs import measured_logs
+
+        self.ensure_parquet()  # converts probes.bin beside each job log
+        parts = []
+        runs = self.runs()
+        for r in runs.itertuples():
+            for app, where, _ in measured_logs(Path(r.dir)):
+                f = where / "probes.parquet"
+                if f.exists():
+                    df = pd.read_parquet(f)
+                    df.insert(0, "application", app)
+                    for i, c in enumerate(["run_id", "scenario", "configuration", "repetition"]):
+                        df.insert(i, c, getattr(r, c))
+                    parts.append(df)
+        if not parts:
+            return pd.DataFrame(columns=PROBE_COLUMNS)
+        return pd.concat(parts, ignore_index=True)
 
     def jobs(self, measured_only: bool = True) -> pd.DataFrame:
         """Every job of every run, with run_id, scenario, configuration and repetition."""

@@ -7,8 +7,10 @@ victim's jobs. Per job:
 
 - start / end: the probe's begin and end (or the next end of probe `end`), on one thread;
 - wake-up: the last mark (or end) of probe `release` before the start, else the start;
-- release: with a declared period, `anchor + k·period`, k the job's period index counted from
-  the first job and the anchor the earliest phase seen (so the least late job has lateness 0);
+- release: with a declared period, the grid of that period through the earliest wake-up phase
+  (the least late job has lateness 0), each job one period after the one
+  before (an absolute periodic loop: an overrun makes the next jobs late, not released later),
+  unless it slept and still woke periods later (the program skipped them; `_releases`);
   without one, the wake-up (a release probe) or the start (execution only: `timing(plan)`);
 - missed: its response time beyond the deadline (the declared deadline, else the period) where
   releases are known; never in execution-only timing, which has no deadline to miss.
@@ -63,9 +65,9 @@ def _spans(ev: pd.DataFrame, begin_id: int, end_id: int) -> pd.DataFrame:
             if r.id == begin_id and r.kind == "begin":
                 stack.append(r)
             elif r.id == end_id and r.kind == "end" and stack:
-                b = stack.pop() if begin_id == end_id else stack.pop(0)
+                b = stack.pop()
                 if begin_id != end_id:
-                    stack.clear()  # a begin-at-one, end-at-another job: one open job at a time
+                    stack.clear()  # begin at one, end at another: the latest begin; earlier ones never ended
                 rows.append((int(tid), b.ts_ns, r.ts_ns, b.cpu, r.cpu))
     return pd.DataFrame(rows, columns=["tid", "start_ns", "end_ns", "cpu_start", "cpu_end"]).sort_values(
         "start_ns", kind="stable").reset_index(drop=True)
@@ -90,13 +92,38 @@ def _wakeups(ev: pd.DataFrame, release_id: int, spans: pd.DataFrame) -> np.ndarr
     return out
 
 
-def _releases(x: np.ndarray, period_ns: int) -> np.ndarray:
-    """Releases on a grid of `period_ns` through the jobs' wake-ups (or starts) `x`: each job's
-    period index from the first, the grid's phase the earliest of all."""
+#: A wake-up this close after the previous job's end did not sleep: the program was late and
+#: its clock_nanosleep returned at once (its release had passed).
+NO_SLEEP_NS = 50_000
+
+
+def _releases(x: np.ndarray, period_ns: int, prev_end: np.ndarray | None = None) -> np.ndarray:
+    """Releases on a grid of `period_ns` under the jobs' wake-ups (or starts) `x`, in order.
+
+    A wake-up comes at or after its release, and most come soon after it, so the grid's phase
+    is the earliest wake-up phase on the circle of one period: the phase just after the widest
+    gap between the wake-ups' phases (wake-up latencies spread over less than half the period
+    keep it unambiguous), taken over the jobs that slept (a wake-up at least NO_SLEEP_NS after the previous job's
+    end, `prev_end`). Each job is released one period after the one before, as an absolute
+    periodic loop releases them, even when the one before overran (its wake-up is then late);
+    where a job slept and still woke a whole period after that slot, the program skipped
+    periods, and its release is the last grid point before its wake-up."""
     if not len(x):
         return x
-    k = np.round((x - x[0]) / period_ns).astype(np.int64)
-    anchor = int((x - k * period_ns).min())
+    slept = np.ones(len(x), dtype=bool) if prev_end is None else ~(x - prev_end < NO_SLEEP_NS)
+    ref = x[slept] if slept.any() else x
+    phase = np.sort((ref - ref[0]) % period_ns)
+    gaps = np.diff(np.concatenate([phase, phase[:1] + period_ns]))
+    first = int(phase[(int(np.argmax(gaps)) + 1) % len(phase)])  # the phase after the widest gap
+    anchor = int(ref[0]) + int(first) - (period_ns if first > 0 else 0)
+    floor = (x - anchor) // period_ns
+    soon = (x - anchor - floor * period_ns) < period_ns // 10  # woke just after a grid point
+    k = np.empty(len(x), dtype=np.int64)
+    k[0] = floor[0]
+    for j in range(1, len(x)):
+        k[j] = min(k[j - 1] + 1, floor[j])  # never released after its wake-up
+        if slept[j] and soon[j] and floor[j] > k[j]:
+            k[j] = floor[j]  # slept, and woke just after a later grid point: periods skipped
     return anchor + k * period_ns
 
 
@@ -112,7 +139,8 @@ def probe_jobs(run_dir: Path, app: str | None, jf: JobsFrom, file_names: dict[st
     start = spans.start_ns.to_numpy()
     wake = _wakeups(ev, _resolve(jf.release, names, "release"), spans) if jf.release else start.copy()
     if jf.period_ns is not None:
-        release = _releases(wake, jf.period_ns)
+        prev_end = np.concatenate([[np.iinfo(np.int64).min // 2], spans.end_ns.to_numpy()[:-1]])
+        release = _releases(wake, jf.period_ns, prev_end)
         period = jf.period_ns
     else:
         release = wake.copy()

@@ -93,15 +93,22 @@ def _short(example: str, tmp_path: Path, **subs) -> Path:
     return p
 
 
+def _run_jobs(results: Path) -> dict[str, pd.DataFrame]:
+    """Each run's job table (run directory name -> jobs) of the one experiment under `results`."""
+    return {run.name: convert_run(run) for run in sorted(results.glob("*/runs/*"))}
+
+
 def test_example_own_app_trace(agent, needs_tracefs, periodic_plain, tmp_path):
     toml = _short("own-app-trace.toml", tmp_path, **{'repetitions = 3': 'repetitions = 1',
                                                       '"./build/periodic-plain", "-n", "200"': f'"{periodic_plain}", "-n", "100"'})
     p = xtalk("run", toml, "--results", tmp_path / "r", "--skip-feasibility", cwd=REPO, timeout=300)
     assert p.returncode == 0, p.stdout + p.stderr
-    # one row per scenario, each counting the program's 100 steps less 5 warm-up, not one job per run
-    for scenario in ("solo", "read", "hog"):
-        row = next(line for line in p.stdout.splitlines() if line.strip("│┃ ").startswith(scenario))
-        assert "│      95 │" in row or "│     95 │" in row or " 95 " in row, row
+    runs = _run_jobs(tmp_path / "r")
+    assert sorted(n.split("-")[1] for n in runs) == ["hog", "read", "solo"]
+    for name, jobs in runs.items():
+        # the program's 100 steps, each one job (5 of them warm-up), not one job per run
+        assert abs(len(jobs) - 100) <= 1, (name, len(jobs))
+        assert jobs.warmup.sum() == 5 and (jobs.period_ns == 5_000_000).all()
 
 
 @pytest.mark.skipif(CYCLICTEST is None, reason="needs cyclictest (rt-tests; tests/peers.sh installs it)")
@@ -109,9 +116,10 @@ def test_example_own_app_cyclictest(agent, needs_tracefs, tmp_path):
     toml = _short("own-app-cyclictest.toml", tmp_path, **{'repetitions = 3': 'repetitions = 1', '"-l", "500"': '"-l", "200"'})
     p = xtalk("run", toml, "--results", tmp_path / "r", "--skip-feasibility", cwd=REPO, timeout=300)
     assert p.returncode == 0, p.stdout + p.stderr
-    for scenario in ("solo", "read", "hog"):
-        row = next(line for line in p.stdout.splitlines() if line.strip("│┃ ").startswith(scenario))
-        assert " 200 " in row, row
+    runs = _run_jobs(tmp_path / "r")
+    assert len(runs) == 3
+    for name, jobs in runs.items():
+        assert abs(len(jobs) - 200) <= 2, (name, len(jobs))  # its 200 loops, within 1 %
 
 
 def _state(pid: int) -> tuple:

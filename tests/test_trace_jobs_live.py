@@ -104,7 +104,7 @@ def test_example_own_app_trace(agent, needs_tracefs, periodic_plain, tmp_path):
     p = xtalk("run", toml, "--results", tmp_path / "r", "--skip-feasibility", cwd=REPO, timeout=300)
     assert p.returncode == 0, p.stdout + p.stderr
     runs = _run_jobs(tmp_path / "r")
-    assert sorted(n.split("-")[1] for n in runs) == ["hog", "read", "solo"]
+    assert sorted(n.split("-", 1)[1].rsplit("-", 1)[0] for n in runs) == ["read", "rt-hog", "solo"]
     for name, jobs in runs.items():
         # the program's 100 steps, each one job (5 of them warm-up), not one job per run
         assert abs(len(jobs) - 100) <= 1, (name, len(jobs))

@@ -119,6 +119,17 @@ def test_an_overrun_that_never_blocks_is_two_jobs():
     assert j.wakeup_latency_ns[1] == 201_000 and j.cpu_time_ns[0] == 1_185_000
 
 
+def test_the_tick_armed_in_its_context_is_no_sleep():
+    """The kernel re-arms its tick (and other timers) in whatever task runs: not a step's end."""
+    c = cycle(1_000_000)
+    tick = [line("worker", T, 0, 1_000_100, "hrtimer_start", "hrtimer=00000000aaaa0000 function=tick_nohz_handler "
+                 "expires=1000104000000 softexpires=1000104000000 mode=ABS"),
+            line("worker", T, 0, 1_000_104, "hrtimer_expire_entry", "hrtimer=00000000aaaa0000 function=tick_nohz_handler "
+                 "now=1000104000000")]
+    j = activations(trace(c[:3] + tick + c[3:]), P, "worker")
+    assert len(j) == 1 and j.exec_ns[0] == 300_000
+
+
 def test_a_cycle_cut_by_the_window_is_no_job():
     ev = trace(cycle(1_000_000), cycle(1_001_000)[:3])  # woken and running when the trace ends
     assert len(activations(ev, P, "worker")) == 1

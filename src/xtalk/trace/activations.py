@@ -12,8 +12,9 @@ analyses derive them:
   counted in `nivcsw` and left out).
 
 A cycle is a job only when the trace saw it from its wake-up to its block: the thread's
-start-up before its first sleep (from its exec, `sched_process_exec`, on) and a cycle cut by
-the window's end are not jobs. A thread
+start-up before its first sleep (from its exec, `sched_process_exec`, on), the cycle in which
+it exits (its last step with its tear-down: how long the step took cannot be told apart) and a
+cycle cut by the window's end are not jobs. A thread
 that overruns its period arms its sleep timer for a time already past and does not block:
 the timer's expiry while it runs ends the job where it armed the timer and starts the next
 (released at the time it asked for). A program that overruns without calling its sleep at
@@ -166,7 +167,9 @@ def _cycles(ev: pd.DataFrame, tid: int) -> list[tuple]:
                 state = "running"
             if state == "running":
                 job["cpu_ns"] += r.ts_ns - job["since"]
-                if blocks:
+                if str(r.prev_state)[:1] in ("X", "Z"):
+                    state = "asleep"  # it exits: its last step with its tear-down, no job
+                elif blocks:
                     emit(r.ts_ns, r.cpu)
                     state = "asleep"
                 else:
@@ -187,11 +190,13 @@ def activations(events: pd.DataFrame, pid: int, which: str, period_ns: int | Non
     frames = []
     for task, tid in enumerate(tids):
         sw = events.event == "sched_switch"
+        # Sleep timers only: the tick and other kernel timers are armed in its context too.
+        sleeper = _col(events, "name") == "hrtimer_wakeup"
         mine = ((sw & ((_col(events, "prev_pid") == tid) | (_col(events, "next_pid") == tid)).fillna(False))
                 | ((events.event == "sched_wakeup") & (_col(events, "target_pid") == tid).fillna(False))
-                | ((events.event == "hrtimer_start") & (events.pid == tid))
+                | ((events.event == "hrtimer_start") & (events.pid == tid) & sleeper.fillna(False))
                 | ((events.event == "sched_process_exec") & (events.pid == tid))
-                | (events.event == "hrtimer_expire_entry"))
+                | ((events.event == "hrtimer_expire_entry") & sleeper.fillna(False)))
         ev = events[mine]
         for c in ("prev_pid", "next_pid", "prev_state", "hrtimer", "softexpires", "expires"):
             if c not in ev:

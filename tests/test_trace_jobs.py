@@ -171,3 +171,26 @@ def test_jobs_from_trace_implies_the_events_it_reads():
     t = trace_of(Experiment.model_validate(base | {"trace": {"events": ["irq:irq_handler_entry"], "buffer_kb": 128}}))
     assert t.events[0] == "irq:irq_handler_entry" and set(EVENTS) <= set(t.events) and t.buffer_kb == 128
     assert trace_of(Experiment.model_validate({"name": "x", "victim": {"body": "command", "argv": ["true"]}})) is None
+
+
+def test_the_page_shows_the_example_files_and_commands_the_live_tests_run():
+    """docs/your-application.md's trace and attach sections: each `[victim]` block is the
+    example file's own (line by line), and each root command runs an example that
+    tests/test_trace_jobs_live.py runs (shortened), so the page cannot drift from them."""
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    page = (root / "docs/your-application.md").read_text()
+    examples = {n: (root / "examples" / n).read_text() for n in
+                ("own-app-trace.toml", "own-app-cyclictest.toml", "own-app-attach.toml")}
+    blocks = [b.split("```")[0] for b in page.split("```toml\n")[1:]]
+    shown = [b for b in blocks if "trace =" in b or 'body = "attach"' in b]
+    assert len(shown) == 3
+    for block in shown:
+        owner = [n for n, text in examples.items()
+                 if all(line.split("#")[0].strip() in text for line in block.splitlines() if line.split("#")[0].strip())]
+        assert owner, block
+    runs = [line.split()[2] for line in page.splitlines() if line.startswith("# xtalk run ")]
+    assert runs == ["examples/own-app-trace.toml", "examples/own-app-cyclictest.toml", "my-attach.toml"]
+    live = (root / "tests/test_trace_jobs_live.py").read_text()
+    assert all(f'"{n}"' in live for n in examples)

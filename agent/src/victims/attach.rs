@@ -22,6 +22,11 @@ pub fn check_target(pid: i32) -> Result<(), String> {
     if state == "Z" || state == "X" {
         return Err(format!("process {pid} has exited (it is a zombie); give the PID of a running program"));
     }
+    // A kernel thread has no command line (nor user memory): nothing of a program to measure.
+    if std::fs::read(format!("/proc/{pid}/cmdline")).map(|c| c.is_empty()).unwrap_or(false) {
+        let name = stat.split_once('(').and_then(|(_, r)| r.rsplit_once(')')).map(|(n, _)| n).unwrap_or("?");
+        return Err(format!("process {pid} is a kernel thread ({name}); give the PID of a running program (ps -e)"));
+    }
     if pid == std::process::id() as i32 {
         return Err(format!("{pid} is this agent"));
     }

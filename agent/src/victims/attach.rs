@@ -111,3 +111,27 @@ pub fn attached_threads(v: &Victim, before: &BTreeMap<String, String>) -> Option
     all.extend(threads(*pid));
     Some((*pid, all))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_a_running_program_is_a_target() {
+        assert!(check_target(1).unwrap_err().contains("not a process xtalk may attach to"));
+        assert!(check_target(0).is_err() && check_target(-5).is_err());
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let pid = child.id() as i32;
+        child.wait().unwrap();
+        assert!(check_target(pid).unwrap_err().contains(&format!("no process {pid} is running")));
+        if std::path::Path::new("/proc/2/cmdline").exists() && std::fs::read("/proc/2/cmdline").unwrap().is_empty() {
+            assert!(check_target(2).unwrap_err().contains("kernel thread"));
+        }
+        assert!(check_target(std::process::id() as i32).unwrap_err().contains("this agent"));
+        let mut sleeper = std::process::Command::new("sleep").arg("5").spawn().unwrap();
+        assert_eq!(check_target(sleeper.id() as i32), Ok(()));
+        assert!(threads(sleeper.id() as i32).values().any(|n| n == "sleep"));
+        sleeper.kill().unwrap();
+        sleeper.wait().unwrap();
+    }
+}

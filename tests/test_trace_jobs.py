@@ -190,7 +190,8 @@ def test_the_page_shows_the_example_files_and_commands_the_live_tests_run():
         owner = [n for n, text in examples.items()
                  if all(line.split("#")[0].strip() in text for line in block.splitlines() if line.split("#")[0].strip())]
         assert owner, block
-    runs = [line.split()[2] for line in page.splitlines() if line.startswith("# xtalk run ")]
-    assert runs == ["examples/own-app-trace.toml", "examples/own-app-cyclictest.toml", "my-attach.toml"]
+    runs = [line.split()[3] for line in page.splitlines() if line.startswith("# xtalk run ")]
+    assert runs == ["examples/own-app-trace.toml", "examples/own-app-cyclictest.toml", "my-attach.toml",
+                    "examples/own-app-attach.toml"]
     live = (root / "tests/test_trace_jobs_live.py").read_text()
     assert all(f'"{n}"' in live for n in examples)

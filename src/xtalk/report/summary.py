@@ -365,7 +365,12 @@ def _declared(data: ReportData, runs: pd.DataFrame, table: pd.DataFrame) -> tupl
         table["process_ms"] = [getattr(at.get((c, s)), "process_ms", None) for c, s in zip(table.configuration, table.scenario)]
         table["process_cpu_ms"] = [getattr(at.get((c, s)), "process_cpu_ms", None)
                                    for c, s in zip(table.configuration, table.scenario)]
-        lines.append("whole process (exec to exit; not a job): median " + ", ".join(
+        from .victim_kinds import victim_plan
+
+        victim = victim_plan(runs)
+        attached = victim is not None and getattr(victim.body, "kind", None) == "attach"
+        what = "watched window (the attached process; not a job)" if attached else "whole process (exec to exit; not a job)"
+        lines.append(f"{what}: median " + ", ".join(
             f"{r.scenario} {r.process_ms:.1f} ms" + (f" ({r.configuration})" if r.configuration != "default" else "")
             for r in proc.itertuples()))
     if several:  # each application's probes, against it alone

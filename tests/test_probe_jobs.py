@@ -189,3 +189,12 @@ def test_an_overrun_makes_the_next_jobs_late_not_released_later():
     end[3], end[4] = wake[3] + 1_000_000, wake[4] + 1_000_000
     prev_end = np.concatenate([[0], end[:-1]])
     assert list(_releases(wake, period, prev_end) - grid) == [20_000] * 6
+
+
+def test_probes_view_is_there_without_probes(tmp_path):
+    (tmp_path / "runs").mkdir()
+    from xtalk.store import PROBE_COLUMNS, open as open_results
+
+    r = open_results(tmp_path)
+    assert r.connect().execute("SELECT count(*) FROM probes").fetchone() == (0,)
+    assert r.probes().empty and list(r.probes().columns) == PROBE_COLUMNS

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
-from typing import Annotated, Any, Literal, Optional, Union
+from typing import Annotated, Any, ClassVar, Literal, Optional, Union
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
@@ -48,6 +48,13 @@ class Epsilon(_Strict):
         return self
 
 
+class CampaignVictim(VictimSpec):
+    """A campaign application's victim: a command keeps a long placeholder period (no pilot
+    run measures it in a campaign; pilot.py)."""
+
+    COMMAND_PERIOD: ClassVar[str] = "60s"
+
+
 class Application(_Strict):
     """A victim with its criticality level and its ε specification."""
 
@@ -55,7 +62,7 @@ class Application(_Strict):
     description: str = ""
     criticality: Literal["A", "B", "C", "D"]
     epsilon: Epsilon
-    victim: VictimSpec
+    victim: CampaignVictim
 
 
 class Configuration(_Strict):

@@ -54,6 +54,12 @@ class CampaignVictim(VictimSpec):
 
     COMMAND_PERIOD: ClassVar[str] = "60s"
 
+    @model_validator(mode="after")
+    def _no_victim_epsilon(self):
+        if self.epsilon is not None:
+            raise ValueError("epsilon: a campaign gives ε on the application (its 'epsilon'), not its victim; move it")
+        return self
+
 
 class Application(_Strict):
     """A victim with its criticality level and its ε specification."""

@@ -2,6 +2,8 @@
 
     RESULTS/experiment.json        the resolved experiment and the run order
     RESULTS/runs/<run_id>/plan.json, run.json, jobs.bin, jobs.parquet, agent.log
+                          (a command's probes.bin, probes.parquet; process.parquet where its
+                          jobs are its probes': store/probe_jobs.py)
     RESULTS/summary.{md,json}
 
 `open(path).probes()` gives every probe sample likewise (the `probes` view of `connect()`).

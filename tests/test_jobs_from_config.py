@@ -54,6 +54,8 @@ def test_ids_are_canonical_and_digits_need_no_name(tmp_path):
     ('{ 1 = "step", 2 = "wake" }', '{ 1 = "12" }', "probes.1: '12' is not a probe name"),
     ('body = "command"\nargv = ["./build/periodic", "-n", "10"]', 'body = "pi"\niterations = 5\njobs = 3',
      "'probes' names a command's probes"),
+    ('period = "5ms"', 'period = "5ms"\nepsilon = { metric = "exec", bound = "1.5y" }', "victim.epsilon"),
+    ('period = "5ms"', 'period = "5ms"\nepsilon = { metric = "cpu", bound = "1.5x" }', "victim.epsilon.metric"),
 ])
 def test_bad_declaration(tmp_path, old, new, needle):
     assert old in GOOD

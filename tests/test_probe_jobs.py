@@ -189,3 +189,24 @@ def test_an_overrun_makes_the_next_jobs_late_not_released_later():
     end[3], end[4] = wake[3] + 1_000_000, wake[4] + 1_000_000
     prev_end = np.concatenate([[0], end[:-1]])
     assert list(_releases(wake, period, prev_end) - grid) == [20_000] * 6
+
+
+def test_probes_view_is_there_without_probes(tmp_path):
+    (tmp_path / "runs").mkdir()
+    from xtalk.store import PROBE_COLUMNS, open as open_results
+
+    r = open_results(tmp_path)
+    assert r.connect().execute("SELECT count(*) FROM probes").fetchone() == (0,)
+    assert r.probes().empty and list(r.probes().columns) == PROBE_COLUMNS
+
+
+def test_wakeups_late_by_more_than_a_period_do_not_move_the_grid():
+    period = 5_000_000
+    rng = np.random.default_rng(5)
+    grid = 1_000_000_000 + np.arange(60) * period
+    lateness = rng.integers(800_000, 4_000_000, 60)  # spread over most of the period
+    lateness[[10, 30]] = [period + 300_000, 2 * period + 100_000]  # preempted past later grid points
+    lateness[45] = 50_000  # the least late
+    x = grid + lateness
+    prev_end = x - period  # every job slept
+    assert (_releases(x, period, prev_end) - grid == 50_000).all()

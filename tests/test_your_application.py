@@ -73,6 +73,8 @@ def test_run_counts_the_steps_and_gives_a_ci_per_scenario(tutorial):
             assert r["slowdown_median_lo"] <= r["slowdown_median"] <= r["slowdown_median_hi"], r
             assert re.search(rf"│ {re.escape(sc)} .*\d\.\d\d \[\d\.\d\d, \d+\.\d\d\]", printed), sc
     assert "jobs: the spans of probe 'step', released on a 5 ms grid through probe 'wake'" in printed
+    for sc in ("hog", "read", "rt-hog"):  # the file's ε, judged about the steps
+        assert re.search(rf"ε (holds|VIOLATED|inconclusive)[^\n]*· {re.escape(sc)} \(default\)", printed, re.I), (sc, printed)
     assert "pilot: the program ran" in printed
 
 

@@ -1,8 +1,9 @@
 """The pilot run of a command victim: how long the program runs, measured, not guessed.
 
 A command runs once per run, for as long as the program takes; expansion cannot know that.
-Before the runs, `pilot` runs the first solo plan once (no enemies) with a generous timeout and
-reads the program's life from its record. Every run then gets a timeout of twice that plus
+Before the runs, `pilot` runs the first solo plan once (no enemies) with a generous timeout (or
+the file's `timeout`) and reads the program's life from its record; a file that declares both
+`period` and `timeout` needs none. Every run then gets a timeout of twice that plus
 30 s (unless the experiment gives `timeout`), and a command whose period the file does not
 declare gets the measured life as its period (its one job's period: the estimate and the
 deadline of the whole process follow). `xtalk plan` runs nothing, so before a pilot a command
@@ -29,9 +30,11 @@ PILOT_TIMEOUT_S = 600.0
 TIMEOUT_FACTOR, SLACK_S = 2.0, 30.0
 
 
-def needs_pilot(runs: list[RunSpec]) -> bool:
-    """Whether the victim is a command (its length is the program's)."""
-    return bool(runs) and isinstance(runs[0].plan.victim.body, CommandBody)
+def needs_pilot(runs: list[RunSpec], period_declared: bool, timeout_declared: bool) -> bool:
+    """Whether the victim is a command (its length is the program's) and the file leaves
+    something to measure: its runs' timeout or its period. With both declared nothing runs
+    before the runs (a program with side effects runs exactly as often as asked)."""
+    return bool(runs) and isinstance(runs[0].plan.victim.body, CommandBody) and not (period_declared and timeout_declared)
 
 
 def pilot(runs: list[RunSpec], agent, out: Path, period_declared: bool, timeout_declared: bool,
@@ -49,6 +52,10 @@ def pilot(runs: list[RunSpec], agent, out: Path, period_declared: bool, timeout_
     meta = run_on(agent, plan, d)
     log = read_job_log(d / "jobs.bin") if (d / "jobs.bin").exists() else None
     if meta.status != "completed" or log is None or log.empty:
+        if timeout_declared:  # the runs keep the file's timeout: they will say how they end
+            say(f"[yellow]pilot: the program did not complete ({meta.status}: {meta.reason}); the runs keep "
+                f"timeout = {plan.timeout_s:g} s[/]")
+            return runs, {"life_ns": None, "status": meta.status, "reason": meta.reason}
         raise UsageError(f"victim.argv: the pilot run of the program did not complete ({meta.status}: {meta.reason}); "
                          f"run it by hand to see why, or give a longer 'timeout' (the pilot waits {plan.timeout_s:.0f} s)")
     life_ns = int(log.end_ns.iloc[0] - log.start_ns.iloc[0])

@@ -186,7 +186,7 @@ def run_experiment(path: Path, results: Path | None = None, console: Console | N
     from . import pilot
 
     piloted = None
-    if exp.victim is not None and pilot.needs_pilot(runs):  # a command: its length is the program's
+    if exp.victim is not None and pilot.needs_pilot(runs, exp.victim.period_declared(), exp.timeout is not None):
         runs, piloted = pilot.pilot(runs, agent, out, exp.victim.period_declared(), exp.timeout is not None,
                                     say=console.print)
         document["pilot"] = piloted
@@ -214,7 +214,8 @@ def run_experiment(path: Path, results: Path | None = None, console: Console | N
         document["enemies_alone"] = enemy_alone.measure(runs, agent, out, say=console.print)
     (out / "experiment.json").write_text(json.dumps(document, indent=2))
     def run_s(plan) -> float:  # a command runs as long as its pilot did, not one period
-        extra = max(0.0, piloted["life_ns"] / 1e9 - plan.victim.period_ns / 1e9) if piloted is not None else 0.0
+        life = (piloted or {}).get("life_ns")
+        extra = max(0.0, life / 1e9 - plan.victim.period_ns / 1e9) if life else 0.0
         return _estimate.run_seconds(plan) + extra
 
     total = sum(run_s(r.plan) for r in runs)

@@ -91,6 +91,31 @@ class TaskSpec(_Strict):
     runtime: Optional[Duration] = Field(default=None, description="task_policy 'deadline': reservation budget (default: wcet + 5 % + 50 us)")
 
 
+class VictimEpsilon(_Strict):
+    """`[victim] epsilon`: the interference the victim's jobs may show, as `xtalk report
+    --epsilon` takes it (report/epsilon.py): `xtalk run` and the report print its verdict."""
+
+    metric: Literal["exec", "response"] = "exec"
+    statistic: str = "max"
+    bound: Union[float, str] = Field(description="\"1.2x\" (× solo) or a duration (\"12ms\")")
+
+    @model_validator(mode="after")
+    def _readable(self):
+        from ..analysis.verdict import EpsilonSpec
+
+        b = self.bound
+        if isinstance(b, str) and b.strip().lower().endswith("x"):
+            try:
+                kw = {"relative": float(b.strip()[:-1])}
+            except ValueError:
+                raise ValueError(f"bound: cannot read the factor {b!r}; write e.g. \"1.2x\"") from None
+        else:
+            from ..units import duration_ns
+            kw = {"bound_ns": float(duration_ns(b, "bound"))}
+        EpsilonSpec(metric=self.metric, statistic=self.statistic, **kw)  # its own one-line errors
+        return self
+
+
 class VictimSpec(SchedSpec):
     body: Literal["chase", "sum", "spawn", "pi", "command", "syscall", "aocs", "latency", "taskset", "attach"]
     bytes: Optional[Size] = None
@@ -125,6 +150,7 @@ class VictimSpec(SchedSpec):
     warmup_jobs: int = Field(default=10, ge=0, le=limits.MAX_JOBS)
     counters: list[Union[EventName, CounterSpec]] = Field(default=[], max_length=64, description="events read around every job")
     counters_exclude_kernel: bool = False
+    epsilon: Optional[VictimEpsilon] = Field(default=None, description="the victim's ε: { metric, statistic, bound }")
     #: A command's period where the file declares none: a placeholder until the pilot run
     #: measures the program (pilot.py; the victim only: applications keep a long one).
     COMMAND_PERIOD: ClassVar[str] = "1s"

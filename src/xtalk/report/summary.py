@@ -288,6 +288,7 @@ def write_summary(results: Results, console: Console | None = None) -> pd.DataFr
     skipped = skipped_configurations(results)
     title = results.path.name
     declared_lines, probe_table = _declared(data, runs, table)
+    epsilon_lines = victim_epsilon_lines(data, runs)
     kind = vk.kind_of(runs)
     own = vk.kind_summary(kind, runs, results.jobs() if kind == "latency" else pd.DataFrame())
     if console is not None:  # printed first: a full disk must not cost the table
@@ -312,6 +313,8 @@ def write_summary(results: Results, console: Console | None = None) -> pd.DataFr
                 console.print(f"  enemies in {_name(row)}: {row.enemy_rate} per copy, over the victim's window")
         for line in declared_lines:
             console.print(line, highlight=False)
+        for status, line in epsilon_lines:
+            console.print(f"[bold]{status}[/]: {line}", highlight=False)
         if probe_table is not None:
             console.print(_rich(probe_table, f"{title}: probes (median duration, its slowdown against "
                                              f"{'the application alone' if 'applications' in runs.columns else 'solo'})"))
@@ -325,6 +328,8 @@ def write_summary(results: Results, console: Console | None = None) -> pd.DataFr
             console.print(line, highlight=False)
         console.print(f"results: {results.path}")
     md = to_markdown(table, title, skipped)
+    if epsilon_lines:
+        md += "\n## ε\n\n" + "".join(f"- {status}: {line}\n" for status, line in epsilon_lines)
     if declared_lines or probe_table is not None:
         from .markdown import md_table
 
@@ -349,6 +354,16 @@ def write_summary(results: Results, console: Console | None = None) -> pd.DataFr
     (results.path / "summary.md").write_text(md)
     (results.path / "summary.json").write_text(json.dumps(json.loads(table.to_json(orient="records")), indent=2))
     return table
+
+
+def victim_epsilon_lines(data: ReportData, runs: pd.DataFrame) -> list[tuple[str, str]]:
+    """(status, verdict) per scenario for a victim whose file declares `epsilon`, as `xtalk
+    report` prints them (report/tables.verdicts); none otherwise."""
+    from . import epsilon as eps
+
+    if "applications" in runs.columns or not eps.from_experiment(data.experiment):
+        return []
+    return [(r.status, r.verdict) for r in tb.verdicts(data).itertuples()]
 
 
 def _declared(data: ReportData, runs: pd.DataFrame, table: pd.DataFrame) -> tuple[list[str], pd.DataFrame | None]:

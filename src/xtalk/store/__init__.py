@@ -2,6 +2,8 @@
 
     RESULTS/experiment.json        the resolved experiment and the run order
     RESULTS/runs/<run_id>/plan.json, run.json, jobs.bin, jobs.parquet, agent.log
+                          (a command's probes.bin, probes.parquet; process.parquet where its
+                          jobs are its probes': store/probe_jobs.py)
     RESULTS/summary.{md,json}
 
 `open(path).probes()` gives every probe sample likewise (the `probes` view of `connect()`).
@@ -102,8 +104,7 @@ class Results:
         its run's labels; empty without probes) over this experiment."""
         files = self.ensure_parquet()
         con = duckdb.connect()
-        con.register("probes_df", self.probes())
-        con.execute("CREATE VIEW probes AS SELECT * FROM probes_df")
+        self._probes_view(con)
         runs = self.runs().drop(columns=["enemies"])
         con.register("runs_df", runs)
         con.execute("CREATE VIEW runs AS SELECT * FROM runs_df")
@@ -118,28 +119,44 @@ class Results:
                 JOIN runs r ON r.dir || '/jobs.parquet' = j.filename""")
         return con
 
+    def _probe_files(self) -> pd.DataFrame:
+        """Each probes.parquet of the results (victim's and applications') with its run's
+        labels and the measured process that wrote it."""
+        from .jobs import measured_logs
+
+        self.ensure_parquet()  # converts probes.bin beside each job log
+        rows = []
+        for r in self.runs().itertuples():
+            for app, where, _ in measured_logs(Path(r.dir)):
+                f = where / "probes.parquet"
+                if f.exists():
+                    rows.append({"filename": str(f), "run_id": r.run_id, "scenario": r.scenario,
+                                 "configuration": r.configuration, "repetition": r.repetition, "application": app})
+        return pd.DataFrame(rows, columns=["filename", *PROBE_COLUMNS[:5]])
+
+    def _probes_view(self, con: duckdb.DuckDBPyConnection) -> None:
+        """The `probes` view: every sample, read from the Parquet files only when queried."""
+        files = self._probe_files()
+        con.register("probe_files_df", files)
+        if files.empty:
+            cols = ", ".join(f"NULL::{'VARCHAR' if c in ('run_id', 'scenario', 'configuration', 'application', 'name') else 'BIGINT'}"
+                             f" AS {c}" for c in PROBE_COLUMNS)
+            con.execute(f"CREATE VIEW probes AS SELECT {cols} WHERE false")
+            return
+        lst = ", ".join("'" + f.replace("'", "''") + "'" for f in files["filename"])
+        con.execute(f"""CREATE VIEW probes AS
+            SELECT f.run_id, f.scenario, f.configuration, f.repetition, f.application, p.* EXCLUDE (filename)
+            FROM read_parquet([{lst}], filename = true, union_by_name = true) p
+            JOIN probe_files_df f ON f.filename = p.filename""")
+
     def probes(self) -> pd.DataFrame:
         """Every probe sample of every run (store/probes.py: probe, name, tid, begin_ns, end_ns,
         duration_ns, CPUs), with the run's labels and the ``application`` that recorded it.
         Named probes carry their name (the experiment file's, the program's own, or the
         system call of the preload library); ``name`` is "" for an unnamed one."""
-        from .jobs import measured_logs
-
-        self.ensure_parquet()  # converts probes.bin beside each job log
-        parts = []
-        runs = self.runs()
-        for r in runs.itertuples():
-            for app, where, _ in measured_logs(Path(r.dir)):
-                f = where / "probes.parquet"
-                if f.exists():
-                    df = pd.read_parquet(f)
-                    df.insert(0, "application", app)
-                    for i, c in enumerate(["run_id", "scenario", "configuration", "repetition"]):
-                        df.insert(i, c, getattr(r, c))
-                    parts.append(df)
-        if not parts:
-            return pd.DataFrame(columns=PROBE_COLUMNS)
-        return pd.concat(parts, ignore_index=True)
+        con = duckdb.connect()
+        self._probes_view(con)
+        return con.execute("SELECT * FROM probes ORDER BY run_id, application, begin_ns").df()
 
     def jobs(self, measured_only: bool = True) -> pd.DataFrame:
         """Every job of every run, with run_id, scenario, configuration and repetition."""

@@ -7,10 +7,9 @@ victim's jobs. Per job:
 
 - start / end: the probe's begin and end (or the next end of probe `end`), on one thread;
 - wake-up: the last mark (or end) of probe `release` before the start, else the start;
-- release: with a declared period, the grid of that period through the earliest wake-up phase
-  (the least late job has lateness 0), each job one period after the one
-  before (an absolute periodic loop: an overrun makes the next jobs late, not released later),
-  unless it slept and still woke periods later (the program skipped them; `_releases`);
+- release: with a declared period, job j at `anchor + j·period` as an absolute periodic loop
+  releases it (an overrun makes the next jobs late, not released later; the least late job
+  has lateness 0), shifted by the periods a program that skips them skipped (`_releases`);
   without one, the wake-up (a release probe) or the start (execution only: `timing(plan)`);
 - missed: its response time beyond the deadline (the declared deadline, else the period) where
   releases are known; never in execution-only timing, which has no deadline to miss.
@@ -100,31 +99,28 @@ NO_SLEEP_NS = 50_000
 def _releases(x: np.ndarray, period_ns: int, prev_end: np.ndarray | None = None) -> np.ndarray:
     """Releases on a grid of `period_ns` under the jobs' wake-ups (or starts) `x`, in order.
 
-    A wake-up comes at or after its release, and most come soon after it, so the grid's phase
-    is the earliest wake-up phase on the circle of one period: the phase just after the widest
-    gap between the wake-ups' phases (wake-up latencies spread over less than half the period
-    keep it unambiguous), taken over the jobs that slept (a wake-up at least NO_SLEEP_NS after the previous job's
-    end, `prev_end`). Each job is released one period after the one before, as an absolute
-    periodic loop releases them, even when the one before overran (its wake-up is then late);
-    where a job slept and still woke a whole period after that slot, the program skipped
-    periods, and its release is the last grid point before its wake-up."""
-    if not len(x):
+    An absolute periodic loop (`next += period`) releases job j at t0 + j·period, however late
+    the one before ran: so job j's release is `anchor + (j + s_j)·period`, the anchor the
+    least late of the jobs that slept (a wake-up at least NO_SLEEP_NS after the previous job's
+    end, `prev_end`; that job gets lateness 0), and s_j the periods the program skipped before
+    job j. A program that skips (`while (next < now) next += period`) moves every later job a
+    period on for good, while a wake-up merely delayed by preemption moves only its own job:
+    s_j is the least shift of the on-time jobs from j on (slept, and woke within a tenth of a
+    period after a grid point). No release is after its own wake-up."""
+    n = len(x)
+    if not n:
         return x
-    slept = np.ones(len(x), dtype=bool) if prev_end is None else ~(x - prev_end < NO_SLEEP_NS)
-    ref = x[slept] if slept.any() else x
-    phase = np.sort((ref - ref[0]) % period_ns)
-    gaps = np.diff(np.concatenate([phase, phase[:1] + period_ns]))
-    first = int(phase[(int(np.argmax(gaps)) + 1) % len(phase)])  # the phase after the widest gap
-    anchor = int(ref[0]) + int(first) - (period_ns if first > 0 else 0)
+    j = np.arange(n, dtype=np.int64)
+    slept = np.ones(n, dtype=bool) if prev_end is None else ~(x - prev_end < NO_SLEEP_NS)
+    slept[0] = True
+    anchor = int((x - j * period_ns)[slept].min())
     floor = (x - anchor) // period_ns
-    soon = (x - anchor - floor * period_ns) < period_ns // 10  # woke just after a grid point
-    k = np.empty(len(x), dtype=np.int64)
-    k[0] = floor[0]
-    for j in range(1, len(x)):
-        k[j] = min(k[j - 1] + 1, floor[j])  # never released after its wake-up
-        if slept[j] and soon[j] and floor[j] > k[j]:
-            k[j] = floor[j]  # slept, and woke just after a later grid point: periods skipped
-    return anchor + k * period_ns
+    on_time = slept & ((x - anchor - floor * period_ns) < period_ns // 10)
+    shift = np.where(on_time, floor - j, np.iinfo(np.int64).max)
+    level = np.minimum.accumulate(shift[::-1])[::-1]  # least shift of the on-time jobs from j on
+    level = np.where(level == np.iinfo(np.int64).max, 0, level)
+    level = np.maximum.accumulate(level)  # a skip is for good
+    return anchor + np.minimum(j + level, floor) * period_ns
 
 
 def probe_jobs(run_dir: Path, app: str | None, jf: JobsFrom, file_names: dict[str, str],

@@ -2,6 +2,8 @@
 event by event (a planted preemption, a timer release, a missed switch-in, a start-up and a
 cycle cut by the window), and the implied trace events of `jobs_from = { trace = ... }`."""
 
+import re
+
 import pytest
 
 from xtalk.trace.activations import EVENTS, NoThread, activations, select, threads
@@ -195,3 +197,36 @@ def test_the_page_shows_the_example_files_and_commands_the_live_tests_run():
                     "examples/own-app-attach.toml"]
     live = (root / "tests/test_trace_jobs_live.py").read_text()
     assert all(f'"{n}"' in live for n in examples)
+
+
+@pytest.mark.parametrize("victim, message", [
+    ({"duration": "1s"}, "body 'attach' needs 'pid'"),
+    ({"pid": 4242}, "body 'attach' needs 'duration'"),
+    ({"pid": 4242, "duration": "1s", "cpus": "last"}, "'cpus': xtalk never moves"),
+    ({"pid": 4242, "duration": "1s", "policy": "fifo", "priority": 10}, "never moves, re-prioritises"),
+    ({"pid": 4242, "duration": "1s", "argv": ["x"]}, "already running"),
+    ({"pid": 4242, "duration": "1s", "jobs_from": {"probe": "step"}}, "come from the trace"),
+    ({"pid": 1, "duration": "1s"}, "greater than or equal to 2"),
+])
+def test_attach_declarations_refused(victim, message):
+    from pydantic import ValidationError
+
+    from xtalk.config.experiment import Experiment
+
+    with pytest.raises(ValidationError, match=re.escape(message)):
+        Experiment.model_validate({"name": "x", "victim": {"body": "attach", **victim}})
+
+
+def test_attach_plan_watches_the_window_and_keeps_the_period_for_its_jobs():
+    from xtalk.config.experiment import Experiment
+    from xtalk.config.processes import measured, trace_of
+    from xtalk.targets.agent import TargetFacts
+
+    exp = Experiment.model_validate({"name": "x", "victim": {"body": "attach", "pid": 4242, "duration": "2s",
+                                                             "period": "5ms"}})
+    facts = TargetFacts(online_cpus=[0, 1], caches={"l1d": 32768, "l2": 1 << 20, "llc": 8 << 20}, environment={})
+    v = measured(exp.victim, "victim", facts, aocs_data=None)
+    assert v.body.kind == "attach" and v.body.pid == 4242 and v.period_ns == 2_000_000_000 and v.jobs == 1
+    assert v.body.jobs_from.trace == "main" and v.body.jobs_from.period_ns == 5_000_000
+    assert v.placement.cpus is None and v.sched.policy == "other"
+    assert set(EVENTS) <= set(trace_of(exp).events)

@@ -353,11 +353,11 @@ pub enum Body {
         #[serde(default = "default_probe_capacity")]
         probe_capacity: u64,
         /// Probe names from the experiment file (id -> name); the host reads them.
-        #[serde(default)]
+        #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
         probe_names: std::collections::BTreeMap<String, String>,
         /// Where the host takes the program's jobs from (its probes or the scheduler trace);
         /// the agent runs the program as one job either way.
-        #[serde(default)]
+        #[serde(default, skip_serializing_if = "Option::is_none")]
         jobs_from: Option<JobsFrom>,
     },
     /// Attitude and orbit control loop (victims/aocs/): one step per job, inputs from the
@@ -385,7 +385,7 @@ pub enum Body {
     Attach {
         pid: i32,
         /// Where the host takes its jobs from (the trace); the agent watches one window.
-        #[serde(default)]
+        #[serde(default, skip_serializing_if = "Option::is_none")]
         jobs_from: Option<JobsFrom>,
     },
 }

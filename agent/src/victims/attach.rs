@@ -17,13 +17,17 @@ pub fn check_target(pid: i32) -> Result<(), String> {
         return Err(format!("{pid} is not a process xtalk may attach to; give the PID of a running program (ps -e)"));
     }
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).map_err(|_| format!("no process {pid} is running; give the PID of a running program (ps -e)"))?;
-    // The state follows the parenthesised name (which may itself hold ") ").
-    let state = stat.rfind(')').and_then(|i| stat[i + 1..].split_whitespace().next()).unwrap_or("?");
+    // The fields follow the parenthesised name (which may itself hold ") "): state, ppid,
+    // pgrp, session, tty_nr, tpgid, flags, ...
+    let rest: Vec<&str> = stat.rfind(')').map(|i| stat[i + 1..].split_whitespace().collect()).unwrap_or_default();
+    let state = rest.first().copied().unwrap_or("?");
+    let flags: u64 = rest.get(6).and_then(|f| f.parse().ok()).unwrap_or(0);
     if state == "Z" || state == "X" {
         return Err(format!("process {pid} has exited (it is a zombie); give the PID of a running program"));
     }
-    // A kernel thread has no command line (nor user memory): nothing of a program to measure.
-    if std::fs::read(format!("/proc/{pid}/cmdline")).map(|c| c.is_empty()).unwrap_or(false) {
+    // A kernel thread (PF_KTHREAD) has no program to measure.
+    const PF_KTHREAD: u64 = 0x0020_0000;
+    if flags & PF_KTHREAD != 0 {
         let name = stat.split_once('(').and_then(|(_, r)| r.rsplit_once(')')).map(|(n, _)| n).unwrap_or("?");
         return Err(format!("process {pid} is a kernel thread ({name}); give the PID of a running program (ps -e)"));
     }
@@ -124,13 +128,17 @@ mod tests {
         let pid = child.id() as i32;
         child.wait().unwrap();
         assert!(check_target(pid).unwrap_err().contains(&format!("no process {pid} is running")));
-        if std::path::Path::new("/proc/2/cmdline").exists() && std::fs::read("/proc/2/cmdline").unwrap().is_empty() {
-            assert!(check_target(2).unwrap_err().contains("kernel thread"));
+        if std::fs::read_to_string("/proc/2/comm").is_ok_and(|c| c.trim() == "kthreadd") {
+            assert!(check_target(2).unwrap_err().contains("kernel thread (kthreadd)"));
         }
         assert!(check_target(std::process::id() as i32).unwrap_err().contains("this agent"));
         let mut sleeper = std::process::Command::new("sleep").arg("5").spawn().unwrap();
         assert_eq!(check_target(sleeper.id() as i32), Ok(()));
-        assert!(threads(sleeper.id() as i32).values().any(|n| n == "sleep"));
+        let named = (0..200).any(|_| {
+            std::thread::sleep(std::time::Duration::from_millis(5));
+            threads(sleeper.id() as i32).values().any(|n| n == "sleep")
+        });
+        assert!(named, "{:?}", threads(sleeper.id() as i32));
         sleeper.kill().unwrap();
         sleeper.wait().unwrap();
     }

@@ -45,11 +45,20 @@ build/probe_logger: examples/probes/probe_logger.c include/xtalk/probe.h
 	@mkdir -p build
 	cc -O2 -Wall -Wextra -Iinclude $< -o $@
 
+# The periodic program of docs/your-application.md, instrumented and (XTALK_NO_PROBES) not.
+build/periodic: examples/apps/periodic.c include/xtalk/probe.h
+	@mkdir -p build
+	cc -O2 -Wall -Wextra -Iinclude $< -o $@
+
+build/periodic-plain: examples/apps/periodic.c
+	@mkdir -p build
+	cc -O2 -Wall -Wextra -DXTALK_NO_PROBES $< -o $@
+
 build/libxtalk_preload.so: preload/xtalk_preload.c include/xtalk/probe.h
 	@mkdir -p build
 	cc -O2 -Wall -shared -fPIC -Iinclude $< -o $@ -ldl
 
-NATIVE := build/probe_demo build/probe_logger build/libxtalk_preload.so
+NATIVE := build/probe_demo build/probe_logger build/libxtalk_preload.so build/periodic build/periodic-plain
 
 setup: $(AGENT) $(EXPLORE) $(CATALOG) $(BIN)/.installed $(NATIVE)
 

@@ -220,6 +220,7 @@ AGENT_TESTS = {
     "test_report_sections.py::test_probe_portfolio_of_a_command_victim_on_the_agent",
     "test_peaks.py::test_peaks_measured_here_are_positive_and_saved",
     "test_installed.py::test_pip_install_gives_the_probe_files_and_an_example_builds_and_runs_with_them",
+    "test_jobs_from_config.py::test_bad_declaration_exits_2_and_starts_nothing",
 }
 TRIPWIRE = Path(__file__).with_name("agent_tripwire.sh")
 #: The agent-driven modules run again in hostile environments (tests/hostile/*.sh): those that

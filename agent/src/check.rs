@@ -92,7 +92,7 @@ fn check_names(plan: &Plan) -> Result<(), PlanError> {
 fn victim_footprint(b: &Body) -> u64 {
     match b {
         Body::Chase { bytes, .. } | Body::Sum { bytes } | Body::Spawn { bytes } => *bytes,
-        Body::Pi { .. } | Body::Command { .. } | Body::Syscall { .. } | Body::Aocs { .. } | Body::Latency {} | Body::Taskset { .. } => 0,
+        Body::Pi { .. } | Body::Command { .. } | Body::Syscall { .. } | Body::Aocs { .. } | Body::Latency {} | Body::Taskset { .. } | Body::Attach { .. } => 0,
     }
 }
 
@@ -212,6 +212,12 @@ fn check_victim(at: &str, v: &Victim, online: &[usize], allowed: &[usize]) -> Re
             crate::victims::aocs::io::check_window(&format!("{at}.body"), input, expected, *first_step, steps, &format!("{at}.jobs"), "first_step + (warmup_jobs + jobs) × steps_per_job")?
         }
         Body::Taskset { tasks, policy } => check_taskset(at, v, tasks, *policy, online)?,
+        Body::Attach { pid, .. } => {
+            crate::victims::attach::check_target(*pid).or_else(|e| crate::plan::refused(format!("{at}.body.pid"), e))?;
+            if v.jobs != 1 || v.warmup_jobs != 0 {
+                return err(format!("{at}.jobs"), "an attached process is watched for one window (period_ns): jobs = 1, warmup_jobs = 0");
+            }
+        }
         _ => {}
     }
     if v.period_ns < 10_000 {

@@ -78,8 +78,20 @@ pub struct RunOutcome {
     /// Present when the plan asks for a trace.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub trace: Option<TraceReport>,
+    /// Present when the victim is a process already running (body `attach`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attached: Option<Attached>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ended_unix_ns: Option<i64>,
+}
+
+/// The process an `attach` victim measured: its PID and its threads (id -> name) seen before
+/// and after the window (the trace adds those it cloned meanwhile).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct Attached {
+    pub pid: i32,
+    pub threads: std::collections::BTreeMap<String, String>,
 }
 
 fn one() -> u32 {
@@ -328,6 +340,7 @@ impl RunOutcome {
             counters: None,
             probes: None,
             trace: None,
+            attached: None,
             ended_unix_ns: None,
         }
     }

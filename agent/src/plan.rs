@@ -352,6 +352,13 @@ pub enum Body {
         preload: Option<String>,
         #[serde(default = "default_probe_capacity")]
         probe_capacity: u64,
+        /// Probe names from the experiment file (id -> name); the host reads them.
+        #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+        probe_names: std::collections::BTreeMap<String, String>,
+        /// Where the host takes the program's jobs from (its probes or the scheduler trace);
+        /// the agent runs the program as one job either way.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        jobs_from: Option<JobsFrom>,
     },
     /// Attitude and orbit control loop (victims/aocs/): one step per job, inputs from the
     /// input pipe, outputs compared with `expected` bit for bit by a child process. Files
@@ -380,6 +387,14 @@ pub enum Body {
         tasks: Vec<Task>,
         #[serde(default)]
         policy: TaskPolicy,
+    },
+    /// A process already running, measured for one window of `period_ns` (victims/attach.rs):
+    /// never forked, signalled, moved or re-prioritised; its jobs come from the trace.
+    Attach {
+        pid: i32,
+        /// Where the host takes its jobs from (the trace); the agent watches one window.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        jobs_from: Option<JobsFrom>,
     },
 }
 
@@ -550,3 +565,20 @@ fn one_step() -> u64 {
 pub const MAX_STEPS_PER_JOB: u64 = 100_000;
 /// The most times a step may be computed (1 µs × this: seconds a job).
 pub const MAX_REPEAT_STEP: u64 = 1_000_000;
+/// A command's job source, for the host (src/xtalk/plan.py `JobsFrom`); carried into run.json.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct JobsFrom {
+    #[serde(default)]
+    pub probe: Option<String>,
+    #[serde(default)]
+    pub end: Option<String>,
+    #[serde(default)]
+    pub release: Option<String>,
+    #[serde(default)]
+    pub trace: Option<String>,
+    #[serde(default)]
+    pub period_ns: Option<u64>,
+    #[serde(default)]
+    pub warmup_jobs: u64,
+}

@@ -4,6 +4,9 @@
  *     #include <xtalk/probe.h>
  *     xtalk_probe_begin(7);  work();  xtalk_probe_end(7);
  *
+ *     xtalk_probe_name(7, "step");     (once: the name xtalk shows and an experiment may use)
+ *     xtalk_probe_mark(8);              (a point in time, e.g. a periodic loop's wake-up)
+ *
  * Each probe writes {timestamp, probe id, begin/end, CPU, thread id} into a buffer the xtalk
  * agent maps (a file in the run directory, handed over as the descriptor XTALK_PROBE_FD).
  * The probe path makes no system call and takes no lock: each thread claims slots in chunks
@@ -51,6 +54,9 @@ extern "C" {
 #define XTALK_PROBE_MAGIC 0x3145424f52505458ull /* "XTPROBE1" as little-endian bytes */
 #define XTALK_PROBE_BEGIN 0u
 #define XTALK_PROBE_END 1u
+#define XTALK_PROBE_MARK 2u /* a point in time: e.g. the wake-up of a periodic loop */
+#define XTALK_PROBE_NAME_KIND 3u /* a name record: 8 bytes of the name in `ticks`, at byte offset `cpu` */
+#define XTALK_PROBE_NAME_MAX 32 /* bytes of a probe name kept */
 
 typedef struct {
     uint64_t magic;
@@ -66,7 +72,7 @@ typedef struct {
     XTALK_ATOMIC(uint64_t) seq; /* slot index + 1 once the record is complete */
     uint64_t ticks;
     uint32_t id;
-    uint32_t kind; /* XTALK_PROBE_BEGIN or XTALK_PROBE_END */
+    uint32_t kind; /* XTALK_PROBE_BEGIN, _END, _MARK or _NAME_KIND */
     uint32_t cpu;
     uint32_t tid;
 } xtalk_probe_record;
@@ -171,12 +177,9 @@ static inline int xtalk_probe_attach(void) {
  * a virtual machine) happens neither in a measured section nor in the program's first period. */
 __attribute__((constructor)) static void xtalk_probe_load_(void) { xtalk_probe_attach(); }
 
-static inline void xtalk_probe_(uint32_t id, uint32_t kind) {
-    if (__builtin_expect(xtalk_probe_state_ != 1, 0) && !xtalk_probe_attach()) return;
+/* Claim a slot of this thread's chunk and publish one record (the buffer is attached). */
+static inline void xtalk_probe_put_(uint32_t id, uint32_t kind, uint64_t ticks, uint32_t cpu) {
     xtalk_probe_header *h = xtalk_probe_buffer_;
-    if (__builtin_expect(xtalk_probe_tid_ == 0, 0)) xtalk_probe_tid_ = (uint32_t)syscall(SYS_gettid);
-    uint32_t cpu;
-    uint64_t ticks = xtalk_probe_ticks_(&cpu);
     if (__builtin_expect(xtalk_probe_cursor_ == xtalk_probe_limit_, 0)) {
         uint64_t chunk = h->capacity;
         if (XTALK_LOAD_ACQ(&h->next) < h->capacity) chunk = XTALK_FETCH_ADD(&h->next, XTALK_PROBE_CHUNK);
@@ -197,9 +200,36 @@ static inline void xtalk_probe_(uint32_t id, uint32_t kind) {
     XTALK_STORE_REL(&r->seq, slot + 1);
 }
 
+static inline void xtalk_probe_(uint32_t id, uint32_t kind) {
+    if (__builtin_expect(xtalk_probe_state_ != 1, 0) && !xtalk_probe_attach()) return;
+    if (__builtin_expect(xtalk_probe_tid_ == 0, 0)) xtalk_probe_tid_ = (uint32_t)syscall(SYS_gettid);
+    uint32_t cpu;
+    uint64_t ticks = xtalk_probe_ticks_(&cpu);
+    xtalk_probe_put_(id, kind, ticks, cpu);
+}
+
 /* Mark the beginning and the end of a measured section `id` (any number you choose). */
 static inline void xtalk_probe_begin(uint32_t id) { xtalk_probe_(id, XTALK_PROBE_BEGIN); }
 static inline void xtalk_probe_end(uint32_t id) { xtalk_probe_(id, XTALK_PROBE_END); }
+
+/* Mark a point in time of probe `id` (e.g. the wake-up of a periodic loop: its release). */
+static inline void xtalk_probe_mark(uint32_t id) { xtalk_probe_(id, XTALK_PROBE_MARK); }
+
+/* Name probe `id` (its first XTALK_PROBE_NAME_MAX bytes are kept): xtalk shows the name and
+ * an experiment file may use it (jobs_from = { probe = "step" }). Writes name records into the
+ * buffer, so call it once, at start-up, not on the measured path. */
+static inline void xtalk_probe_name(uint32_t id, const char *name) {
+    if (xtalk_probe_state_ != 1 && !xtalk_probe_attach()) return;
+    if (xtalk_probe_tid_ == 0) xtalk_probe_tid_ = (uint32_t)syscall(SYS_gettid);
+    size_t n = 0;
+    while (name[n] && n < XTALK_PROBE_NAME_MAX) n++;
+    for (size_t off = 0; off < n; off += 8) {
+        uint64_t chunk = 0;
+        for (size_t k = 0; k < 8 && off + k < n; k++) chunk |= (uint64_t)(unsigned char)name[off + k] << (8 * k);
+        xtalk_probe_put_(id, XTALK_PROBE_NAME_KIND, chunk, (uint32_t)off);
+    }
+}
+#define XTALK_PROBE_NAME(id, name) xtalk_probe_name((id), (name))
 
 /* Probes written and dropped so far in this run (for tests and self-checks). */
 static inline uint64_t xtalk_probe_dropped(void) {

@@ -98,6 +98,11 @@ def plan(experiment: Optional[Path] = typer.Argument(None, help="experiment file
     if exp.victim is not None and exp.victim.utilization is not None:
         where = "on the target at run time (a fixture calibrates nothing; the estimate counts the passes)" if fixture else "on this machine"
         console.print(f"victim work: calibrated {where} before the runs, for {exp.victim.utilization} of the period")
+    from .pilot import needs_pilot
+
+    if exp.victim is not None and needs_pilot(runs, exp.victim.period_declared(), exp.timeout is not None):
+        console.print("victim: a command runs as long as its program: `xtalk run` measures that in a pilot run first; "
+                      "this estimate counts each run at its period")
     # The order in full up to a few hundred runs; beyond, its start (rich would spend
     # seconds laying out a line of a hundred thousand names).
     shown = ", ".join(r.run_id for r in runs[:200]) + (f", ... ({len(runs) - 200} more)" if len(runs) > 200 else "")
@@ -392,10 +397,11 @@ def perfetto(run: Path = typer.Argument(..., help="a run directory recorded with
 
 @command
 def query(results: Path = typer.Argument(..., help="a campaign or experiment directory"),
-          sql: str = typer.Argument(..., help="SQL over the views `jobs`, `runs` and `cells`"),
+          sql: str = typer.Argument(..., help="SQL over the views `jobs`, `runs`, `probes` and `cells`"),
           csv: bool = typer.Option(False, "--csv", help="CSV instead of a table")):
-    """Run SQL (DuckDB) over a campaign's or an experiment's jobs, runs and cells (one row per
-    configuration × scenario, or per campaign cell: the numbers `xtalk summary` and the report show)."""
+    """Run SQL (DuckDB) over a campaign's or an experiment's jobs, runs, probes (every probe
+    sample, named) and cells (one row per configuration × scenario, or per campaign cell: the
+    numbers `xtalk summary` and the report show)."""
     import re
 
     import duckdb

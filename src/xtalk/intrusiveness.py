@@ -54,7 +54,7 @@ def run(experiment: Path, repetitions: int, jobs: int, results: Path, console: C
     target = LocalTarget(find_agent())
     facts = local_facts(target.agent)
     for proc in [exp.victim] if exp.victim is not None else exp.application:
-        if proc.body != "command":  # a command runs once per run
+        if proc.body not in ("command", "attach"):  # a command runs once per run, an attached process one window
             proc.jobs = jobs
     runs = expand(exp, facts, aocs_data=target.aocs_data)
     if exp.victim is not None:

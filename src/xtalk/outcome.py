@@ -312,6 +312,14 @@ class TraceFailed(_Strict):
     error: str
 
 
+class Attached(_Strict):
+    """The process an `attach` victim measured: its PID and its threads (id -> name) seen
+    before and after the window."""
+
+    pid: int
+    threads: dict[str, str] = {}
+
+
 class RunOutcome(_Strict):
     """One run's run.json."""
 
@@ -340,6 +348,7 @@ class RunOutcome(_Strict):
     counters: Optional[Counters] = None
     probes: Optional[Probes] = None
     trace: Optional[Union[TraceSaved, TraceFailed]] = None
+    attached: Optional[Attached] = None
     #: Written by the host after an agent died before its teardown: what recovery undid.
     restored: Optional[list[str]] = None
 

@@ -65,6 +65,20 @@ class PiBody(_Strict):
     iterations: int = Field(ge=1)
 
 
+class JobsFrom(_Strict):
+    """Where a command's jobs come from (config/jobs_from.py): the spans of probe `probe`
+    (to the next end of `end`), woken at probe `release`, released every `period_ns` where
+    declared, the first `warmup_jobs` of them warm-up; or the scheduler trace of thread `trace` ("main" or a thread name). The agent
+    runs the program as one job; the host derives these jobs from the run's records."""
+
+    probe: Optional[str] = None
+    end: Optional[str] = None
+    release: Optional[str] = None
+    trace: Optional[str] = None
+    period_ns: Optional[int] = Field(default=None, ge=1)
+    warmup_jobs: int = Field(default=0, ge=0, le=MAX_JOBS)
+
+
 class CommandBody(_Strict):
     """Any program (argv, no shell), once per run; its probes land in probes.bin."""
 
@@ -73,6 +87,8 @@ class CommandBody(_Strict):
     env: dict[str, str] = {}
     preload: Optional[str] = None
     probe_capacity: int = Field(default=1 << 18, ge=1, le=1 << 26)
+    probe_names: dict[str, str] = Field(default={}, description="probe id (digits) -> name, from the experiment file")
+    jobs_from: Optional[JobsFrom] = None
 
 
 
@@ -124,7 +140,17 @@ class TasksetBody(_Strict):
     policy: Literal["rm", "deadline"] = "rm"
 
 
-Body = Annotated[Union[ChaseBody, SumBody, SpawnBody, PiBody, CommandBody, SyscallBody, AocsBody, LatencyBody, TasksetBody], Field(discriminator="kind")]
+class AttachBody(_Strict):
+    """A process already running, watched for one window (the victim's `period_ns`); never
+    forked, signalled, moved or re-prioritised; its jobs come from the kernel trace."""
+
+    kind: Literal["attach"] = "attach"
+    pid: int = Field(ge=2, le=2**31 - 1)
+    jobs_from: Optional[JobsFrom] = None
+
+
+Body = Annotated[Union[ChaseBody, SumBody, SpawnBody, PiBody, CommandBody, SyscallBody, AocsBody, LatencyBody, TasksetBody,
+                       AttachBody], Field(discriminator="kind")]
 
 
 def _load_model(k: catalog.Kind) -> type[BaseModel]:

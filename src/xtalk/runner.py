@@ -184,6 +184,13 @@ def run_experiment(path: Path, results: Path | None = None, console: Console | N
     }
     _create_results(out, Path(path), document)
     calibration = None
+    from . import pilot
+
+    piloted = None
+    if exp.victim is not None and pilot.needs_pilot(runs, exp.victim.period_declared(), exp.timeout is not None):
+        runs, piloted = pilot.pilot(runs, agent, out, exp.victim.period_declared(), exp.timeout is not None,
+                                    say=console.print)
+        document["pilot"] = piloted
     if exp.victim is not None and exp.victim.utilization is not None:  # [[application]]s: no calibration
         from .calibrate_work import calibrate
 
@@ -207,7 +214,12 @@ def run_experiment(path: Path, results: Path | None = None, console: Console | N
 
         document["enemies_alone"] = enemy_alone.measure(runs, agent, out, say=console.print)
     safepath.write_text(out / "experiment.json", json.dumps(document, indent=2))
-    total = sum(_estimate.run_seconds(r.plan) for r in runs)
+    def run_s(plan) -> float:  # a command runs as long as its pilot did, not one period
+        life = (piloted or {}).get("life_ns")
+        extra = max(0.0, life / 1e9 - plan.victim.period_ns / 1e9) if life else 0.0
+        return _estimate.run_seconds(plan) + extra
+
+    total = sum(run_s(r.plan) for r in runs)
     if calibration is not None:
         console.print(f"victim work: {calibration['knob']} = {calibration['work']} "
                       f"({calibration['achieved_utilization']:.0%} of the period solo, asked {calibration['utilization']:.0%})")
@@ -238,7 +250,7 @@ def run_experiment(path: Path, results: Path | None = None, console: Console | N
                                   f"(post-mortem in runs/{r.run_id}/postmortem)[/]")
             for note in meta.notes:  # e.g. an external enemy that exited early
                 bar.console.print(f"[yellow]run {r.run_id}: {note}[/]", markup=True, highlight=False)
-            bar.update(task, advance=_estimate.run_seconds(r.plan), runs=f"{i + 1}/{len(runs)}")
+            bar.update(task, advance=run_s(r.plan), runs=f"{i + 1}/{len(runs)}")
     from .report.summary import write_summary  # pandas and scipy: not for `plan`
     from .store import open as open_results
 

@@ -3,7 +3,8 @@
 //! Header (64 bytes): magic "XTPROBE1", version u32, record_size u32 (32), capacity u64,
 //! next u64 (slots handed out, in per-thread chunks), dropped u64, reserved. Records: seq u64
 //! (slot + 1 when complete; 0 in a chunk's unused tail), ticks u64, id u32, kind u32 (0 begin,
-//! 1 end), cpu u32, tid u32.
+//! 1 end, 2 mark, 3 name: eight bytes of the probe's name in `ticks` at byte offset `cpu`),
+//! cpu u32, tid u32. The agent reads only `seq`; the host reads the rest (store/probes.py).
 
 use super::mapped::MappedFile;
 use std::io;

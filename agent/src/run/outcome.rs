@@ -68,6 +68,7 @@ pub fn write(plan: &Plan, out: &Path, mut prep: Prepared, spawned: Spawned, meas
     doc.regulator = plan.regulator.as_ref().map(|r| regulate::report(r, shared));
     doc.counters = Some(counters_report(rec, v, &shared.ctl().victim));
     doc.probes = probes_report(rec, "probes.bin", prep.ref_start);
+    doc.attached = crate::victims::attach::attached_threads(v, &prep.attached_before).map(|(pid, threads)| crate::outcome::Attached { pid, threads });
     if let Some(t) = tracer {
         doc.trace = Some(match t.save(&out.join("trace.txt")) {
             Ok(lost) => TraceReport { events: t.events.clone(), file: Some("trace.txt".into()), lost_events: Some(lost), clock: Some("mono".into()), error: None },

@@ -40,6 +40,8 @@ pub struct Prepared {
     pub ref_start: ClockPair,
     pub shared: Shared,
     pub groups: cgroups::Groups,
+    /// An attached victim's threads before the run (thread id -> name), for run.json.
+    pub attached_before: std::collections::BTreeMap<String, String>,
 }
 
 impl Prepared {
@@ -90,5 +92,9 @@ pub fn prepare(plan: &Plan, out: &Path, journal: &mut Journal) -> Result<Prepare
     let parties = 1 + plan.applications.len() as u32 + plan.enemies.len() as u32;
     let shared = Shared::new(parties).map_err(|e| format!("shared control block: {e}"))?;
     let groups = cgroups::Groups::create(&plan.groups, plan.pids_max, journal).map_err(|e| format!("groups: {e}"))?;
-    Ok(Prepared { staging, measured, tracer, ref_start, shared, groups })
+    let attached_before = match plan.victim.body {
+        crate::plan::Body::Attach { pid, .. } => crate::victims::attach::threads(pid),
+        _ => Default::default(),
+    };
+    Ok(Prepared { staging, measured, tracer, ref_start, shared, groups, attached_before })
 }

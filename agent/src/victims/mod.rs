@@ -3,6 +3,7 @@
 //! in `build`.
 
 pub mod aocs;
+pub mod attach;
 mod chase;
 pub mod command;
 mod latency;
@@ -80,6 +81,7 @@ pub fn build(v: &Victim, log: &JobLog) -> Result<Box<dyn JobBody>, String> {
         Body::Command { .. } => unreachable!("a command victim execs its program (victims/command.rs)"),
         Body::Syscall { calls } => Box::new(syscall::Syscall::new(*calls)),
         Body::Taskset { .. } => unreachable!("a task set runs its own threads (victims/taskset.rs)"),
+        Body::Attach { .. } => unreachable!("an attached process is watched (victims/attach.rs)"),
     })
 }
 
@@ -141,6 +143,16 @@ pub fn victim_main(cx: &Ctx) -> ! {
     let (slot, who) = (cx.slot, cx.who.as_str());
     let enemies = if cx.primary { cx.enemies } else { 0 };
     setup::set_name(if cx.primary { "xt-victim".to_string() } else { format!("xt-app-{}", v.name()) }.as_str());
+    if let Body::Attach { .. } = v.body {
+        // The watcher takes no placement or policy: the measured process is not this one.
+        if let Err(msg) = setup::die_with_parent(parent) {
+            cx.give_up(&format!("{who}: {msg}"), 3);
+        }
+        log.prefault();
+        shared.barrier_wait();
+        cx.passed_barrier();
+        attach::watch(cx);
+    }
     let ready = setup::die_with_parent(parent)
         .and_then(|_| setup::apply_placement(&v.placement))
         .and_then(|_| setup::apply_sched(&v.sched))

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
-from typing import Annotated, Any, Literal, Optional, Union
+from typing import Annotated, Any, ClassVar, Literal, Optional, Union
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
@@ -52,6 +52,19 @@ class Epsilon(_Strict):
         return self
 
 
+class CampaignVictim(VictimSpec):
+    """A campaign application's victim: a command keeps a long placeholder period (no pilot
+    run measures it in a campaign; pilot.py)."""
+
+    COMMAND_PERIOD: ClassVar[str] = "60s"
+
+    @model_validator(mode="after")
+    def _no_victim_epsilon(self):
+        if self.epsilon is not None:
+            raise ValueError("epsilon: a campaign gives ε on the application (its 'epsilon'), not its victim; move it")
+        return self
+
+
 class Application(_Strict):
     """A victim with its criticality level and its ε specification."""
 
@@ -59,7 +72,7 @@ class Application(_Strict):
     description: str = ""
     criticality: Literal["A", "B", "C", "D"]
     epsilon: Epsilon
-    victim: VictimSpec
+    victim: CampaignVictim
 
 
 class Configuration(_Strict):

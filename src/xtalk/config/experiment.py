@@ -9,15 +9,16 @@ from __future__ import annotations
 import math
 import re
 from pathlib import Path
-from typing import Annotated, Literal, Optional, Union
+from typing import Annotated, ClassVar, Literal, Optional, Union
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
 
 from ..errors import UsageError
 from .. import catalog
 from ..plan import TRACE_EVENT_PATTERN
 from .. import limits
 from .configuration import ConfigurationSpec
+from .jobs_from import JobsFromSpec, check_jobs_from, check_probe_names
 from .tomlfile import read_toml
 
 
@@ -90,8 +91,33 @@ class TaskSpec(_Strict):
     runtime: Optional[Duration] = Field(default=None, description="task_policy 'deadline': reservation budget (default: wcet + 5 % + 50 us)")
 
 
+class VictimEpsilon(_Strict):
+    """`[victim] epsilon`: the interference the victim's jobs may show, as `xtalk report
+    --epsilon` takes it (report/epsilon.py): `xtalk run` and the report print its verdict."""
+
+    metric: Literal["exec", "response"] = "exec"
+    statistic: str = "max"
+    bound: Union[float, str] = Field(description="\"1.2x\" (× solo) or a duration (\"12ms\")")
+
+    @model_validator(mode="after")
+    def _readable(self):
+        from ..analysis.verdict import EpsilonSpec
+
+        b = self.bound
+        if isinstance(b, str) and b.strip().lower().endswith("x"):
+            try:
+                kw = {"relative": float(b.strip()[:-1])}
+            except ValueError:
+                raise ValueError(f"bound: cannot read the factor {b!r}; write e.g. \"1.2x\"") from None
+        else:
+            from ..units import duration_ns
+            kw = {"bound_ns": float(duration_ns(b, "bound"))}
+        EpsilonSpec(metric=self.metric, statistic=self.statistic, **kw)  # its own one-line errors
+        return self
+
+
 class VictimSpec(SchedSpec):
-    body: Literal["chase", "sum", "spawn", "pi", "command", "syscall", "aocs", "latency", "taskset"]
+    body: Literal["chase", "sum", "spawn", "pi", "command", "syscall", "aocs", "latency", "taskset", "attach"]
     bytes: Optional[Size] = None
     order: Literal["random", "linear"] = "random"
     accesses: Optional[int] = Field(default=None, ge=1)
@@ -105,6 +131,12 @@ class VictimSpec(SchedSpec):
     env: dict[str, str] = {}
     preload: Optional[str] = Field(default=None, description="command: a library to LD_PRELOAD (syscall probes)")
     probe_capacity: int = Field(default=1 << 18, ge=1, le=1 << 26)
+    probes: dict[str, str] = Field(default={}, description="command: names of the program's probe ids, e.g. { 1 = \"step\" }")
+    jobs_from: Optional[JobsFromSpec] = Field(
+        default=None, description="command: the program's jobs are a probe's spans ({ probe = \"step\" }, optional end, "
+                                  "release) or the scheduler trace of a thread ({ trace = \"main\" }); config/jobs_from.py")
+    pid: Optional[int] = Field(default=None, ge=2, le=2**31 - 1, description="attach: the running process to measure")
+    duration: Optional[Duration] = Field(default=None, description="attach: how long each run watches it (e.g. \"2s\")")
     data: str = Field(default="aocs-data", description="aocs: directory of aocs-input.bin / aocs-expected.bin (generated when absent)")
     data_seed: int = Field(default=0, ge=0, description="aocs: sensor-noise seed used when generating the data")
     first_step: int = Field(default=0, ge=0, description="aocs: scenario step of the first job (e.g. 3000)")
@@ -125,6 +157,39 @@ class VictimSpec(SchedSpec):
     warmup_jobs: int = Field(default=10, ge=0, le=limits.MAX_JOBS)
     counters: list[Union[EventName, CounterSpec]] = Field(default=[], max_length=64, description="events read around every job")
     counters_exclude_kernel: bool = False
+    epsilon: Optional[VictimEpsilon] = Field(default=None, description="the victim's ε: { metric, statistic, bound }")
+    #: A command's period where the file declares none: a placeholder until the pilot run
+    #: measures the program (pilot.py; the victim only: applications keep a long one).
+    COMMAND_PERIOD: ClassVar[str] = "1s"
+    #: Whether the file gave `period` (a command's default is filled in below).
+    _period_declared: bool = PrivateAttr(default=True)
+    #: A command's `warmup_jobs` as the file gave it (None: not given), for its declared jobs.
+    _warmup_declared: Optional[int] = PrivateAttr(default=None)
+
+    def warmup_declared(self) -> Optional[int]:
+        """A command's warm-up jobs as the file gave them (None: the default)."""
+        return self._warmup_declared
+
+    def period_declared(self) -> bool:
+        """Whether the file declared the period (for a command: releases follow from it)."""
+        return self._period_declared
+
+    def _attach_fields(self) -> None:
+        """body 'attach': a PID and a duration; jobs from the trace (its main thread unless named)."""
+        if self.pid is None:
+            raise ValueError("body 'attach' needs 'pid', the running process to measure (e.g. pid = 1234)")
+        if self.duration is None:
+            raise ValueError("body 'attach' needs 'duration', how long each run watches it (e.g. \"2s\")")
+        if self.argv is not None or self.preload is not None or self.env or self.probes:
+            raise ValueError("an attached process is already running: 'argv', 'env', 'preload' and 'probes' are for "
+                             "body 'command'; remove them")
+        moves = [k for k in ("cpus", "policy", "priority", "nice", "reservation", "lock_memory", "huge_pages", "counters")
+                 if k in self.model_fields_set]
+        if moves:
+            raise ValueError(f"'{moves[0]}': xtalk never moves, re-prioritises or reads counters of a process it attaches to; "
+                             "remove it (place the enemies instead)")
+        if self.jobs_from is None:
+            self.jobs_from = JobsFromSpec(trace="main")
 
     @model_validator(mode="after")
     def _body_fields(self):
@@ -153,13 +218,29 @@ class VictimSpec(SchedSpec):
             return self
         if self.tasks is not None or self.hyperperiods is not None:
             raise ValueError("'tasks' and 'hyperperiods' are for body 'taskset'")
-        if self.body == "command":
-            if not self.argv:
+        if self.probes:
+            if self.body != "command":
+                raise ValueError("'probes' names a command's probes; remove it or use body 'command'")
+            self.probes = check_probe_names(self.probes)
+        if self.body == "attach":
+            self._attach_fields()
+        elif self.pid is not None or self.duration is not None:
+            raise ValueError("'pid' and 'duration' are for body 'attach' (a process already running)")
+        if self.jobs_from is not None:
+            check_jobs_from(self.jobs_from, self.body, self.probes)
+        if self.body in ("command", "attach"):
+            if self.body == "command" and not self.argv:
                 raise ValueError("body 'command' needs 'argv', e.g. [\"./build/probe_demo\", \"200\"]")
             if self.jobs not in (None, 1):
-                raise ValueError("a command victim runs once per run; leave 'jobs' out")
+                raise ValueError(f"a {self.body} victim's jobs are its own (one window per run); leave 'jobs' out")
+            self._warmup_declared = self.warmup_jobs if "warmup_jobs" in self.model_fields_set else None
+            if self._warmup_declared is not None and self.jobs_from is None:
+                raise ValueError("'warmup_jobs' of a command counts its declared jobs; add jobs_from or remove it")
             self.jobs, self.warmup_jobs = 1, 0
-            self.period = self.period or "60s"
+            self._period_declared = self.period is not None
+            # Until the pilot run measures the program (pilot.py): a placeholder, so that a
+            # short `timeout` is not refused for a guess.
+            self.period = self.period or self.COMMAND_PERIOD
         else:
             if self.argv is not None or self.preload is not None:
                 raise ValueError("'argv' and 'preload' are for body 'command'")
@@ -346,6 +427,9 @@ class FaultSpec(EnemySpec):
 class ApplicationSpec(VictimSpec):
     """One measured application: any victim body and its placement and policy, with a
     criticality level (ECSS A, highest, to D), an optional ε and the faults it may have."""
+
+    #: No pilot run for applications: a command application's one job may last a minute.
+    COMMAND_PERIOD: ClassVar[str] = "60s"
 
     name: str = Field(pattern=APP_NAME, description="unique among the applications; names its jobs and files")
     description: str = ""

@@ -12,11 +12,14 @@ from pydantic import TypeAdapter, ValidationError
 
 from ..aocs import data_paths
 from .. import catalog
-from ..plan import (AocsBody, ChaseBody, CommandBody, Counter, DeadlineSched, Enemy, FifoSched, LatencyBody, Load, OtherSched,
+from ..plan import (AocsBody, AttachBody, ChaseBody, CommandBody, Counter, DeadlineSched, Enemy, FifoSched, LatencyBody, Load, OtherSched,
                     PiBody, Placement, RrSched, SpawnBody, SumBody, SyscallBody, Task, TasksetBody, Trace, Victim)
 from ..targets.agent import TargetFacts
 from .. import limits, units
-from .experiment import AOCS_MADE, EnemySpec, Experiment, SchedSpec, ScenarioSpec, VictimSpec
+from ..errors import UsageError
+from ..trace.activations import EVENTS as TRACE_JOB_EVENTS
+from .jobs_from import TRACE_JOBS_IMPLEMENTED, plan_jobs_from
+from .experiment import AOCS_MADE, EnemySpec, Experiment, SchedSpec, ScenarioSpec, TraceSpec, VictimSpec
 
 
 #: Makes the AOCS files where the runs happen: (directory, seed, field, copy tag or None) ->
@@ -89,8 +92,19 @@ def measured(v: VictimSpec, field: str, facts: TargetFacts, aocs_data: AocsData,
         body = SyscallBody(calls=v.calls or 1)  # with utilization: calibrated before the runs
     elif v.body == "pi":
         body = PiBody(iterations=v.iterations or 1)
+    elif v.body == "attach":
+        # The window is the run's one "job" of the plan; the program's own period goes to its jobs.
+        body = AttachBody(pid=v.pid, jobs_from=plan_jobs_from(v.jobs_from, period if v.period_declared() else None,
+                                                               v.warmup_declared()))
+        period = units.duration_ns(v.duration, f"{field}.duration")
     else:
-        body = CommandBody(argv=v.argv, env=v.env, preload=v.preload, probe_capacity=v.probe_capacity)
+        if v.jobs_from is not None and v.jobs_from.trace is not None and not TRACE_JOBS_IMPLEMENTED:
+            raise UsageError(f"{field}.jobs_from.trace: jobs from the scheduler trace are not implemented yet; "
+                             "use jobs_from.probe with an instrumented program")
+        body = CommandBody(argv=v.argv, env=v.env, preload=v.preload, probe_capacity=v.probe_capacity,
+                           probe_names=v.probes,
+                           jobs_from=plan_jobs_from(v.jobs_from, period if v.period_declared() else None,
+                                                   v.warmup_declared()))
     return Victim(
         body=body,
         period_ns=period,
@@ -197,6 +211,14 @@ def scenario_enemies(sc: ScenarioSpec, si: int, victim: Victim, facts: TargetFac
 
 
 def trace_of(exp: Experiment) -> Trace | None:
-    if exp.trace is None:
+    """The run's kernel trace: `[trace]`, and the events that jobs from the trace need
+    (`jobs_from = { trace = ... }` turns tracing on by itself)."""
+    wanted = [p for p in [exp.victim, *exp.application] if p is not None and getattr(p, "jobs_from", None) is not None
+              and p.jobs_from.trace is not None]
+    if exp.trace is None and not wanted:
         return None
-    return Trace(buffer_kb=exp.trace.buffer_kb, **({"events": exp.trace.events} if exp.trace.events else {}))
+    spec = exp.trace or TraceSpec()
+    events = list(spec.events or Trace.model_fields["events"].default)
+    if wanted:
+        events += [e for e in TRACE_JOB_EVENTS if e not in events]
+    return Trace(buffer_kb=spec.buffer_kb, events=events)

@@ -30,7 +30,7 @@ MAX_HISTOGRAMS = 12
 #: Calls and probe samples drawn in the timeline (the first ones of the run).
 TIMELINE_SAMPLES = 400
 STAT_COLUMNS = ["scenario", "configuration", "probe", "name", "kind", "n", "migrated", "first_us", "best_us", "median_us",
-                "mean_us", "p99_us", "worst_us"]
+                "mean_us", "p99_us", "worst_us", "slowdown_median", "slowdown_median_lo", "slowdown_median_hi"]
 
 
 def _directory(run_dir: Path, application: str | None) -> Path:
@@ -71,25 +71,38 @@ def probes(data: ReportData, application: str | None = None) -> pd.DataFrame:
         out = pd.concat(parts, ignore_index=True)
         sysc = out["probe"].isin(list(PRELOAD_IDS))
         out["kind"] = np.where(sysc, "syscall", "probe")
-        out["label"] = [PRELOAD_IDS.get(int(p), f"probe {int(p)}") for p in out["probe"]]
+        named = out["name"].fillna("").astype(str) if "name" in out else pd.Series("", index=out.index)
+        out["label"] = [n or PRELOAD_IDS.get(int(p), f"probe {int(p)}") for n, p in zip(named, out["probe"])]
     data.memo[key] = out
     return out
 
 
-def probe_statistics(data: ReportData, application: str | None = None) -> pd.DataFrame:
-    """Per scenario, configuration and probe: samples, migrated samples, and the markers
-    first (the earliest sample of the first run), best, median, mean, p99, worst, in µs."""
+def probe_statistics(data: ReportData, application: str | None = None, n_boot: int = 2000,
+                     reference: str | None = None) -> pd.DataFrame:
+    """Per scenario, configuration and probe: samples, migrated samples, the markers first
+    (the earliest sample of the first run), best, median, mean, p99, worst, in µs, and the
+    slowdown of the median duration against `reference` (solo; an application's
+    `alone:<name>`) in the same configuration with its 95 % CI (analysis/slowdown.py over the
+    runs; empty for the reference and where it has no samples)."""
+    from ..analysis.slowdown import SOLO, slowdown
+
+    reference = reference or (f"alone:{application}" if application is not None else SOLO)
     p = probes(data, application)
     p = p.assign(_r=p["run_id"].map(_run_order(data))).sort_values(["_r", "begin_ns"], kind="stable")
+    per_run = {key: [g["duration_ns"].to_numpy(dtype=float) for _, g in grp.groupby("run_id", sort=False)]
+               for key, grp in p.groupby(["scenario", "configuration", "probe"], sort=False)}
     rows = []
     for (sc, cf, pid), g in p.groupby(["scenario", "configuration", "probe"], sort=False):
         v = np.sort(g["duration_ns"].to_numpy(dtype=float))
-        first = g
+        ref = per_run.get((reference, cf, pid))
+        ci = slowdown(per_run[(sc, cf, pid)], ref, "median", n_boot=n_boot) if ref and sc != reference else None
         rows.append({"scenario": sc, "configuration": cf, "probe": int(pid), "name": g["label"].iloc[0],
                      "kind": g["kind"].iloc[0], "n": v.size, "migrated": int(g["migrated"].sum()),
-                     "first_us": float(first["duration_ns"].iloc[0]) / 1e3, "best_us": v[0] / 1e3,
+                     "first_us": float(g["duration_ns"].iloc[0]) / 1e3, "best_us": v[0] / 1e3,
                      "median_us": float(np.median(v)) / 1e3, "mean_us": float(v.mean()) / 1e3,
-                     "p99_us": float(np.quantile(v, 0.99)) / 1e3, "worst_us": v[-1] / 1e3})
+                     "p99_us": float(np.quantile(v, 0.99)) / 1e3, "worst_us": v[-1] / 1e3,
+                     "slowdown_median": ci.estimate if ci else np.nan, "slowdown_median_lo": ci.low if ci else np.nan,
+                     "slowdown_median_hi": ci.high if ci else np.nan})
     return pd.DataFrame(rows, columns=STAT_COLUMNS)
 
 
@@ -185,8 +198,10 @@ def section(b) -> Section | None:
     s.text("User probes (include/xtalk/probe.h) and the system calls the preload library wraps "
            "(build/libxtalk_preload.so), as the METRICS portfolio shows them (seed 004 §VIII). Durations in µs; "
            "first = the earliest sample of the first run (it often behaves differently).")
-    st = b.keep("probe_statistics", probe_statistics(data, app))
-    s.table(st, "Per probe and scenario: first, best, median, mean, p99, worst (µs)")
+    ref = f"alone:{app}" if app is not None else None
+    st = b.keep("probe_statistics", probe_statistics(data, app, n_boot=getattr(b, "n_boot", 2000), reference=ref))
+    s.table(st, "Per probe and scenario: first, best, median, mean, p99, worst (µs); the median's slowdown against "
+               "solo with its 95 % CI (runs, then samples, resampled)")
     if st["migrated"].sum():
         s.text(f"{int(st['migrated'].sum())} samples began and ended on different CPUs (column migrated).")
     counts = p.groupby("probe").size().sort_values(ascending=False, kind="stable")

@@ -7,6 +7,7 @@ import json
 import math
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 from rich.console import Console
 from rich.table import Table
@@ -322,6 +323,8 @@ def write_summary(results: Results, console: Console | None = None) -> pd.DataFr
     table = summary_table(results, data)
     skipped = skipped_configurations(results)
     title = results.path.name
+    declared_lines, probe_table = _declared(data, runs, table)
+    epsilon_lines = victim_epsilon_lines(data, runs)
     kind = vk.kind_of(runs)
     own = vk.kind_summary(kind, runs, results.jobs() if kind == "latency" else pd.DataFrame())
     if console is not None:  # printed first: a full disk must not cost the table
@@ -344,6 +347,13 @@ def write_summary(results: Results, console: Console | None = None) -> pd.DataFr
         for row in table.itertuples():
             if row.enemy_rate:
                 console.print(f"  enemies in {_name(row)}: {row.enemy_rate} per copy, over the victim's window")
+        for line in declared_lines:
+            console.print(line, highlight=False)
+        for status, line in epsilon_lines:
+            console.print(f"[bold]{status}[/]: {line}", highlight=False)
+        if probe_table is not None:
+            console.print(_rich(probe_table, f"{title}: probes (median duration, its slowdown against "
+                                             f"{'the application alone' if 'applications' in runs.columns else 'solo'})"))
         for w in warning_lines(table):
             console.print(f"[yellow]warning: {w}[/]", highlight=False)
         if (times := application_times(table)) is not None:
@@ -354,6 +364,13 @@ def write_summary(results: Results, console: Console | None = None) -> pd.DataFr
             console.print(line, highlight=False)
         console.print(f"results: {results.path}")
     md = to_markdown(table, title, skipped)
+    if epsilon_lines:
+        md += "\n## ε\n\n" + "".join(f"- {status}: {line}\n" for status, line in epsilon_lines)
+    if declared_lines or probe_table is not None:
+        from .markdown import md_table
+
+        md += "".join(f"\n{line}\n" for line in declared_lines)
+        md += "\n## Probes\n\n" + md_table(probe_table) + "\n" if probe_table is not None else ""
     if (times := application_times(table)) is not None:
         from .markdown import md_table
 
@@ -373,6 +390,64 @@ def write_summary(results: Results, console: Console | None = None) -> pd.DataFr
     safepath.write_text(results.path / "summary.md", md)
     safepath.write_text(results.path / "summary.json", json.dumps(json.loads(table.to_json(orient="records")), indent=2))
     return table
+
+
+def victim_epsilon_lines(data: ReportData, runs: pd.DataFrame) -> list[tuple[str, str]]:
+    """(status, verdict) per scenario for a victim whose file declares `epsilon`, as `xtalk
+    report` prints them (report/tables.verdicts); none otherwise."""
+    from . import epsilon as eps
+
+    if "applications" in runs.columns or not eps.from_experiment(data.experiment):
+        return []
+    return [(r.status, r.verdict) for r in tb.verdicts(data).itertuples()]
+
+
+def _declared(data: ReportData, runs: pd.DataFrame, table: pd.DataFrame) -> tuple[list[str], pd.DataFrame | None]:
+    """What a command's jobs are and its whole-process time (lines), and its probes per cell
+    (a table for the console and summary.md); adds `probes`, `process_ms` and
+    `process_cpu_ms` to `table` (summary.json) where they exist."""
+    from . import declared, portfolio
+
+    several = "applications" in runs.columns
+    lines = [(f"{name}: " if several else "") + declared.jobs_sentence(jf) for name, jf in declared.jobs_from_of(runs).items()]
+    proc = declared.process_times(runs)
+    if not proc.empty and not table.empty:
+        at = {(r.configuration, r.scenario): r for r in proc.itertuples()}
+        table["process_ms"] = [getattr(at.get((c, s)), "process_ms", None) for c, s in zip(table.configuration, table.scenario)]
+        table["process_cpu_ms"] = [getattr(at.get((c, s)), "process_cpu_ms", None)
+                                   for c, s in zip(table.configuration, table.scenario)]
+        from .victim_kinds import victim_plan
+
+        victim = victim_plan(runs)
+        attached = victim is not None and getattr(victim.body, "kind", None) == "attach"
+        what = "watched window (the attached process; not a job)" if attached else "whole process (exec to exit; not a job)"
+        lines.append(f"{what}: median " + ", ".join(
+            f"{r.scenario} {r.process_ms:.1f} ms" + (f" ({r.configuration})" if r.configuration != "default" else "")
+            for r in proc.itertuples()))
+    if several:  # each application's probes, against it alone
+        names = list(dict.fromkeys(n for a in runs["applications"] for n in str(a).split(",") if n))
+        parts = [portfolio.probe_statistics(data, n).assign(application=n) for n in names
+                 if not portfolio.probes(data, n).empty]
+        if not parts:
+            return lines, None
+        st = pd.concat(parts, ignore_index=True)
+        st["name"] = st["application"] + " · " + st["name"]
+    elif portfolio.probes(data).empty:
+        return lines, None
+    else:
+        st = portfolio.probe_statistics(data)
+    order = {sc: i for i, sc in enumerate(dict.fromkeys([SOLO_NAME, *sorted(st.scenario, key=lambda x: not x.startswith("alone:")),
+                                                         *table.get("scenario", [])]))}
+    st = st.sort_values(["configuration", "scenario", "probe"], key=lambda c: c.map(order).fillna(len(order))
+                        if c.name == "scenario" else c, kind="stable").reset_index(drop=True)
+    if not table.empty:
+        recs = declared.probe_records(st)
+        table["probes"] = [recs.get((c, s), []) for c, s in zip(table.configuration, table.scenario)]
+    shown = pd.DataFrame({"scenario": st.scenario + np.where(st.configuration == "default", "", " (" + st.configuration + ")"),
+                          "probe": st.name, "n": st.n, "median µs": st.median_us.round(1),
+                          "slowdown median [95% CI]": [ci_text(p, lo, hi) if p == p else "–" for p, lo, hi in
+                                                       zip(st.slowdown_median, st.slowdown_median_lo, st.slowdown_median_hi)]})
+    return lines, shown
 
 
 def applications(data: ReportData):

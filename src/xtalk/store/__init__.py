@@ -2,8 +2,11 @@
 
     RESULTS/experiment.json        the resolved experiment and the run order
     RESULTS/runs/<run_id>/plan.json, run.json, jobs.bin, jobs.parquet, agent.log
+                          (a command's probes.bin, probes.parquet; process.parquet where its
+                          jobs are its probes': store/probe_jobs.py)
     RESULTS/summary.{md,json}
 
+`open(path).probes()` gives every probe sample likewise (the `probes` view of `connect()`).
 `open(path).jobs()` gives every job with its run's labels as a pandas DataFrame, through
 DuckDB over the per-run Parquet files; ``application`` names the measured process of each job
 (the victim, "victim" unless named, or one of the run's applications); the runs of an
@@ -24,6 +27,10 @@ from ..outcome import RunOutcome, read_outcome
 from .jobs import convert_run, read_job_log  # noqa: F401
 
 RUN_COLUMNS = ["run_id", "scenario", "configuration", "repetition", "status"]
+#: The `probes` view's and `Results.probes()`'s columns: the run's labels, the measured
+#: process, then one probe sample (store/probes.py).
+PROBE_COLUMNS = ["run_id", "scenario", "configuration", "repetition", "application", "probe", "name", "tid", "cpu_begin",
+                 "cpu_end", "begin_ns", "end_ns", "duration_ns", "migrated"]
 #: Run labels of an experiment of applications (config/applications.py): the applications
 #: present (comma-separated), and in a fault scenario the faulty one and the fault's kind.
 APPLICATION_LABELS = ["applications", "faulty", "fault"]
@@ -93,9 +100,11 @@ class Results:
         return files
 
     def connect(self) -> duckdb.DuckDBPyConnection:
-        """A DuckDB connection with views `jobs` and `runs` over this experiment."""
+        """A DuckDB connection with views `jobs`, `runs` and `probes` (every probe sample, with
+        its run's labels; empty without probes) over this experiment."""
         files = self.ensure_parquet()
         con = duckdb.connect()
+        self._probes_view(con)
         runs = self.runs().drop(columns=["enemies"])
         con.register("runs_df", runs)
         con.execute("CREATE VIEW runs AS SELECT * FROM runs_df")
@@ -109,6 +118,45 @@ class Results:
                 FROM {src} j
                 JOIN runs r ON r.dir || '/jobs.parquet' = j.filename""")
         return con
+
+    def _probe_files(self) -> pd.DataFrame:
+        """Each probes.parquet of the results (victim's and applications') with its run's
+        labels and the measured process that wrote it."""
+        from .jobs import measured_logs
+
+        self.ensure_parquet()  # converts probes.bin beside each job log
+        rows = []
+        for r in self.runs().itertuples():
+            for app, where, _ in measured_logs(Path(r.dir)):
+                f = where / "probes.parquet"
+                if f.exists():
+                    rows.append({"filename": str(f), "run_id": r.run_id, "scenario": r.scenario,
+                                 "configuration": r.configuration, "repetition": r.repetition, "application": app})
+        return pd.DataFrame(rows, columns=["filename", *PROBE_COLUMNS[:5]])
+
+    def _probes_view(self, con: duckdb.DuckDBPyConnection) -> None:
+        """The `probes` view: every sample, read from the Parquet files only when queried."""
+        files = self._probe_files()
+        con.register("probe_files_df", files)
+        if files.empty:
+            cols = ", ".join(f"NULL::{'VARCHAR' if c in ('run_id', 'scenario', 'configuration', 'application', 'name') else 'BIGINT'}"
+                             f" AS {c}" for c in PROBE_COLUMNS)
+            con.execute(f"CREATE VIEW probes AS SELECT {cols} WHERE false")
+            return
+        lst = ", ".join("'" + f.replace("'", "''") + "'" for f in files["filename"])
+        con.execute(f"""CREATE VIEW probes AS
+            SELECT f.run_id, f.scenario, f.configuration, f.repetition, f.application, p.* EXCLUDE (filename)
+            FROM read_parquet([{lst}], filename = true, union_by_name = true) p
+            JOIN probe_files_df f ON f.filename = p.filename""")
+
+    def probes(self) -> pd.DataFrame:
+        """Every probe sample of every run (store/probes.py: probe, name, tid, begin_ns, end_ns,
+        duration_ns, CPUs), with the run's labels and the ``application`` that recorded it.
+        Named probes carry their name (the experiment file's, the program's own, or the
+        system call of the preload library); ``name`` is "" for an unnamed one."""
+        con = duckdb.connect()
+        self._probes_view(con)
+        return con.execute("SELECT * FROM probes ORDER BY run_id, application, begin_ns").df()
 
     def jobs(self, measured_only: bool = True) -> pd.DataFrame:
         """Every job of every run, with run_id, scenario, configuration and repetition."""

@@ -130,21 +130,96 @@ def with_application(df: pd.DataFrame, name: str = DEFAULT_APPLICATION) -> pd.Da
     return df
 
 
-def _one(name: str, where: Path, events: list[str], run_dir: Path, app: str | None) -> pd.DataFrame:
+def declared_jobs(run_dir: Path, app: str | None):
+    """(the plan's JobsFrom, the command body, the declared deadline or None) of a measured
+    process whose jobs are declared (`jobs_from`); None for any other."""
+    proc = _process(run_dir, app)
+    jf = getattr(proc.body, "jobs_from", None) if proc is not None else None
+    return (jf, proc.body, proc.deadline_ns) if jf is not None else None
+
+
+def _from_trace(run_dir: Path, app: str | None, source, proc, trace: pd.DataFrame | None) -> pd.DataFrame:
+    """The jobs of a process declared `jobs_from = { trace = ... }` (trace/activations.py).
+    JobLogError when the run has no trace, names no process, or the process no such thread."""
+    from ..outcome import read_outcome
+    from ..trace.activations import NoThread
+    from ..trace.run import target_pid, trace_jobs
+
+    meta = read_outcome(run_dir)
+    if trace is None:
+        why = meta.trace.error if meta is not None and meta.trace is not None and getattr(meta.trace, "error", None) else "trace.txt is missing"
+        raise JobLogError(f"{run_dir}: jobs_from.trace needs the run's kernel trace, and {why}")
+    pid = target_pid(meta, app) if meta is not None else None
+    if not pid:
+        raise JobLogError(f"{run_dir}: jobs_from.trace: run.json names no process for {app or 'the victim'}")
+    known = {int(t): n for t, n in meta.attached.threads.items()} if app is None and meta.attached is not None else {}
+    try:
+        # Misses need a deadline: the declared one, else the declared period (none without).
+        return trace_jobs(trace, pid, source.trace, source.period_ns, proc.deadline_ns or source.period_ns or 0, known,
+                          source.warmup_jobs)
+    except NoThread as e:
+        raise JobLogError(f"{run_dir}: {e}") from None
+
+
+def _one(name: str, where: Path, events: list[str], run_dir: Path, app: str | None,
+         trace: pd.DataFrame | None = None) -> pd.DataFrame:
     """The job table of one measured process (`app`: None for the victim), counters merged,
-    its probes converted beside its log."""
+    its probes converted beside its log. A command whose jobs come from its probes gets one
+    row per probe span (store/probe_jobs.py), one whose jobs come from the kernel trace
+    (`trace`, the run's parsed trace) one row per activation (trace/activations.py); its own
+    record goes to process.parquet."""
     df = read_job_log(where / "jobs.bin")
     df.insert(1, "application", name)
     if events and (where / "counters.bin").exists():
         df = df.merge(read_counter_log(where / "counters.bin", events), on="job", how="left")
+    declared = declared_jobs(run_dir, app)
+    proc = _process(run_dir, app)
+    names = getattr(proc.body, "probe_names", {}) if proc is not None else {}
     if (where / "probes.bin").exists():
         from .probes import convert_probes
 
         try:
-            convert_probes(run_dir, app)
+            convert_probes(run_dir, app, names)
         except JobLogError:
-            pass  # the agent died before the time reference: probes.bin stays for inspection
+            if declared is not None and declared[0].probe is not None:
+                raise  # the jobs are the probes: no time reference, no jobs (named, not guessed)
+            # the agent died before the time reference: probes.bin stays for inspection
+    if declared is not None and declared[0].probe is not None:
+        from .probe_jobs import probe_jobs, write_process
+
+        if not (where / "probes.bin").exists():
+            raise JobLogError(f"{where}: jobs come from probe {declared[0].probe!r} but the run left no probes.bin")
+        write_process(where, df)
+        jobs = probe_jobs(run_dir, app, declared[0], names, declared[2])
+        jobs.insert(1, "application", name)
+        df = jobs
+    elif declared is not None and declared[0].trace is not None:
+        from .probe_jobs import write_process
+
+        write_process(where, df)
+        jobs = _from_trace(run_dir, app, declared[0], proc, trace)
+        if getattr(proc.body, "kind", None) == "attach" and len(df):
+            # The trace runs from the barrier to the teardown; the window: the watcher's release
+            # for `duration` (the plan's period), cut short if the process ended.
+            w0 = int(df.release_ns.iloc[0])
+            w1 = min(w0 + proc.period_ns, int(df.end_ns.iloc[0]))
+            jobs = jobs[(jobs.release_ns >= w0) & (jobs.end_ns <= w1)].reset_index(drop=True)
+            jobs["job"] = np.arange(len(jobs), dtype=np.int64)
+            jobs["warmup"] = jobs.job < declared[0].warmup_jobs
+        jobs.insert(1, "application", name)
+        df = jobs
     return df
+
+
+def _process(run_dir: Path, app: str | None):
+    """The plan's victim (`app` None) or application `app`, or None (no plan in run.json)."""
+    from ..outcome import read_outcome
+
+    meta = read_outcome(Path(run_dir))
+    if meta is None or meta.plan is None:
+        return None
+    proc = meta.plan.victim if app is None else next((a for a in meta.plan.applications if a.name == app), None)
+    return proc
 
 
 def convert_run(run_dir: Path) -> pd.DataFrame | None:
@@ -159,11 +234,12 @@ def convert_run(run_dir: Path) -> pd.DataFrame | None:
     if not src.exists():
         return None
     name, _, events = measured[0]
-    df = _one(name, run_dir, events, run_dir, None)
-    from ..trace.run import analyze
+    from ..trace.run import analyze, events_of
 
+    trace = events_of(run_dir)
+    df = _one(name, run_dir, events, run_dir, None, trace)
     # The trace is analysed for the victim's jobs (its culprits); applications' rows have none.
-    traced = analyze(run_dir, df.drop(columns="application"))
+    traced = analyze(run_dir, df.drop(columns="application"), trace)
     if traced is not None:
         metrics, culprits = traced
         df = df.merge(metrics, on="job", how="left")
@@ -171,7 +247,7 @@ def convert_run(run_dir: Path) -> pd.DataFrame | None:
     parts = [df]
     for app, where, app_events in measured[1:]:
         if (where / "jobs.bin").exists():
-            parts.append(_one(app, where, app_events, run_dir, app))
+            parts.append(_one(app, where, app_events, run_dir, app, trace))
     df = pd.concat(parts, ignore_index=True) if len(parts) > 1 else df
     df["application"] = pd.Categorical(df["application"], categories=[m[0] for m in measured])
     df["cpu_end"] = df["cpu_end"].astype("Int64").mask(df["cpu_end"] < 0)  # -1: not read

@@ -20,6 +20,8 @@ _ARGS = {
     "sched_wakeup": re.compile(r"comm=(?P<target_comm>.*) pid=(?P<target_pid>\d+) prio=(?P<prio>-?\d+) target_cpu=(?P<target_cpu>\d+)"),
     "sched_migrate_task": re.compile(r"comm=(?P<target_comm>.*) pid=(?P<target_pid>\d+) prio=(?P<prio>-?\d+) "
                                      r"orig_cpu=(?P<orig_cpu>\d+) dest_cpu=(?P<dest_cpu>\d+)"),
+    "sched_process_fork": re.compile(r"comm=(?P<parent_comm>.*) pid=(?P<parent_pid>\d+) child_comm=(?P<child_comm>.*) "
+                                     r"child_pid=(?P<child_pid>\d+)"),
     "irq_handler_entry": re.compile(r"irq=(?P<irq>\d+) name=(?P<name>.*)"),
     "irq_handler_exit": re.compile(r"irq=(?P<irq>\d+) ret=(?P<ret>\w+)"),
     "softirq_entry": re.compile(r"vec=(?P<vec>\d+) \[action=(?P<name>\w+)\]"),
@@ -57,7 +59,7 @@ def parse_lines(lines) -> pd.DataFrame:
     df = pd.DataFrame(rows)
     if df.empty:
         return pd.DataFrame(columns=["ts_ns", "cpu", "comm", "pid", "event"])
-    for col in ("prev_pid", "next_pid", "target_pid", "orig_cpu", "dest_cpu", "irq", "vec", "target_cpu", "now", "expires",
+    for col in ("prev_pid", "next_pid", "target_pid", "parent_pid", "child_pid", "orig_cpu", "dest_cpu", "irq", "vec", "target_cpu", "now", "expires",
                 "softexpires"):
         if col in df:
             df[col] = pd.to_numeric(df[col], errors="coerce").astype("Int64")

@@ -7,6 +7,7 @@ from pathlib import Path
 import pandas as pd
 
 from ..outcome import RunOutcome, load_outcome
+from .activations import activations, select
 from .culprits import per_job
 from .parse import parse_file
 
@@ -23,13 +24,50 @@ def labels(meta: RunOutcome) -> dict[int, str]:
     return out
 
 
-def analyze(run_dir: Path, jobs: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame] | None:
-    """(per-job trace metrics, culprits) for a run that has a trace, else None."""
+def target_pid(meta: RunOutcome, app: str | None = None) -> int | None:
+    """The process measured as the victim (`app` None) or application `app`: the attached
+    process of an `attach` victim, else the process the agent started."""
+    if app is not None:
+        return next((a.pid for a in meta.applications or [] if a.name == app), None)
+    body = meta.plan.victim.body if meta.plan is not None else None
+    if getattr(body, "kind", None) == "attach":
+        return body.pid
+    return meta.pids.victim if meta.pids is not None else None
+
+
+def traced_thread(meta: RunOutcome) -> str | None:
+    """The thread whose activations are the victim's jobs (`jobs_from = { trace = ... }`), or None."""
+    body = meta.plan.victim.body if meta.plan is not None else None
+    source = getattr(body, "jobs_from", None)
+    return getattr(source, "trace", None)
+
+
+def events_of(run_dir: Path) -> pd.DataFrame | None:
+    """The run's trace as an event table, None when it has none."""
     path = Path(run_dir) / "trace.txt"
-    if not path.exists() or jobs.empty:
+    return parse_file(path) if path.exists() else None
+
+
+def trace_jobs(events: pd.DataFrame, pid: int, which: str, period_ns: int | None, deadline_ns: int,
+               known: dict[int, str] | None = None, warmup_jobs: int = 0) -> pd.DataFrame:
+    """The job table of thread(s) `which` of process `pid` from a run's trace (trace/activations.py)."""
+    return activations(events, pid, which, period_ns, deadline_ns, known, warmup_jobs)
+
+
+def analyze(run_dir: Path, jobs: pd.DataFrame, events: pd.DataFrame | None = None
+            ) -> tuple[pd.DataFrame, pd.DataFrame] | None:
+    """(per-job trace metrics, culprits) for a run that has a trace, else None. The victim is
+    the traced thread where its jobs come from the trace, else its process. `events`: the
+    trace already parsed."""
+    if jobs.empty or not (Path(run_dir) / "trace.txt").exists():
         return None
     meta = load_outcome(Path(run_dir))
-    victim = meta.pids.victim if meta.pids else None
+    victim = target_pid(meta)
     if not victim:
         return None
-    return per_job(parse_file(path), jobs, victim, labels(meta))
+    events = events if events is not None else events_of(run_dir)
+    which = traced_thread(meta)
+    if which is not None:
+        known = {int(t): n for t, n in meta.attached.threads.items()} if meta.attached is not None else None
+        victim = select(events, victim, which, known)[0]
+    return per_job(events, jobs, victim, labels(meta))

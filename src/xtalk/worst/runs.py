@@ -46,7 +46,7 @@ class Victim:
 
     @property
     def periodic(self) -> bool:
-        return self.table.get("body") not in ("command",)
+        return self.table.get("body") not in ("command", "attach")
 
     def with_jobs(self, measured_s: float) -> dict:
         """Its table with `jobs` cut so a run measures at most `measured_s` (a command runs

@@ -334,6 +334,8 @@ def write_summary(results: Results, console: Console | None = None) -> pd.DataFr
             md = f"# {title}\n" + part + ("\n## Warnings\n\n" + "".join(f"- {w}\n" for w in warned) if warned else "")
         else:
             md += part
+    if results.left_out:  # damaged runs the store left out (store/check.py): said here as in the terminal
+        md += "\n## Runs left out\n\n" + "".join(f"- `{run}`: {why}\n" for run, why in results.left_out.items())
     (results.path / "summary.md").write_text(md)
     (results.path / "summary.json").write_text(json.dumps(json.loads(table.to_json(orient="records")), indent=2))
     return table

@@ -20,7 +20,9 @@ from pathlib import Path
 import duckdb
 import pandas as pd
 
-from ..outcome import RunOutcome, read_outcome
+from ..errors import UsageError
+from ..outcome import RunOutcome, read_outcome  # noqa: F401 (public here too)
+from .check import check_table, left_out, outcome_or_damage
 from .jobs import convert_run, read_job_log  # noqa: F401
 
 RUN_COLUMNS = ["run_id", "scenario", "configuration", "repetition", "status"]
@@ -41,16 +43,36 @@ class Results:
         self.path = Path(path)
         if not (self.path / "runs").is_dir():
             raise FileNotFoundError(f"{self.path}: not an xtalk results directory (no runs/)")
+        #: Runs left out because their files are damaged: run directory name -> what is wrong
+        #: (one line naming the file; store/check.py). Filled by `runs()`.
+        self.left_out: dict[str, str] = {}
+        self._checked: dict[str, RunOutcome | None] = {}
 
     def run_dirs(self) -> list[Path]:
         return sorted(p for p in (self.path / "runs").iterdir() if p.is_dir())
 
+    def _usable(self, d: Path) -> RunOutcome | None:
+        """The run's outcome when its run.json and job table are sound; None (the run left
+        out, said once, and why kept in `left_out`) otherwise."""
+        if d.name not in self._checked:
+            meta, why = outcome_or_damage(d)
+            if meta is not None:
+                why = check_table(d, meta)
+            if why is not None:
+                meta = None
+                self.left_out[d.name] = why
+                left_out(d.name, why)
+            self._checked[d.name] = meta
+        return self._checked[d.name]
+
     def runs(self) -> pd.DataFrame:
         """One row per run: labels, status, ``n_enemies``, ``enemy_kinds``, reason, jobs
-        recorded, ``enemies`` (each enemy's achieved work, as run.json lists it)."""
+        recorded, ``enemies`` (each enemy's achieved work, as run.json lists it). A run whose
+        run.json or job table is damaged is left out: named in `left_out` and said once as a
+        `LeftOut` warning. Every run damaged: UsageError naming the first damage."""
         rows = []
         for d in self.run_dirs():
-            meta = read_outcome(d)
+            meta = self._usable(d)
             if meta is None:
                 continue
             labels = meta.labels()
@@ -71,6 +93,10 @@ class Results:
                 "dir": str(d),
             })
             rows.append(row)
+        if not rows and self.left_out:
+            run, why = next(iter(self.left_out.items()))
+            more = f" (and {len(self.left_out) - 1} more runs)" if len(self.left_out) > 1 else ""
+            raise UsageError(f"{self.path}: no usable run: runs/{run}: {why}{more}")
         extra = [c for c in (rows[0] if rows else {}) if c not in _RESERVED]
         return pd.DataFrame(rows, columns=RUN_COLUMNS + ENEMY_COLUMNS + extra + _META_COLUMNS)
 
@@ -85,6 +111,8 @@ class Results:
         """Convert any job log not yet converted (e.g. after a crash) and list the files."""
         files = []
         for d in self.run_dirs():
+            if self._usable(d) is None:
+                continue  # damaged: left out (and said) by the check
             pq, log = d / "jobs.parquet", d / "jobs.bin"
             # An up-to-date table is listed without being read: campaigns hold 10^8 rows.
             fresh = pq.exists() and (not log.exists() or pq.stat().st_mtime >= log.stat().st_mtime)
@@ -95,6 +123,7 @@ class Results:
     def connect(self) -> duckdb.DuckDBPyConnection:
         """A DuckDB connection with views `jobs` and `runs` over this experiment."""
         files = self.ensure_parquet()
+        self.parquet_files = files  # what the views read (store/sandbox.py lets a locked connection read them)
         con = duckdb.connect()
         runs = self.runs().drop(columns=["enemies"])
         con.register("runs_df", runs)

@@ -53,6 +53,8 @@ class ReportData:
     parameters: pd.DataFrame = field(default_factory=pd.DataFrame)
     #: Tables already computed (several sections use the same one).
     memo: dict = field(default_factory=dict, repr=False)
+    #: Runs the store left out, damaged: run directory name -> what is wrong (store/check.py).
+    left_out: dict = field(default_factory=dict)
 
     @property
     def jobs(self) -> pd.DataFrame:
@@ -116,6 +118,7 @@ def load_runs(path) -> pd.DataFrame:
     runs = results.runs()
     if runs.empty:
         raise UsageError(f"{path}: no run with a run.json under runs/; run the experiment first")
+    runs.attrs["left_out"] = dict(results.left_out)  # damaged runs, for the report to list
     return runs
 
 
@@ -202,7 +205,8 @@ def load(path, runs: pd.DataFrame | None = None) -> ReportData:
     # The warm-up slices first: the measured ones share their buffers, which the measured
     # conversion can then free column by column.
     warm = _frame(warmup, cats)
-    data = ReportData(path, runs, _frame(measured, cats), warm, experiment, _numeric_where_possible(pd.DataFrame(params)))
+    data = ReportData(path, runs, _frame(measured, cats), warm, experiment, _numeric_where_possible(pd.DataFrame(params)),
+                      left_out=dict(runs.attrs.get("left_out", {})))
     _return_freed_memory()
     return data
 

@@ -29,6 +29,9 @@ class Kind:
     name: str
     apply: Callable[[Path], str]  # damages the results directory; returns the file or run named
     lossy: bool = True  # loses runs or jobs: a command that exits 0 must say so
+    #: Commands that do not read what the damage hits (`blame` reads one run: not the
+    #: experiment's files, nor the other runs).
+    unread: tuple = ()
 
 
 def _run_dirs(root: Path) -> list[Path]:
@@ -161,11 +164,12 @@ KINDS = [
     Kind("run.json jobs_recorded above the log's", json_edit("run.json", lambda d: {**d, "jobs_recorded": d["jobs_recorded"] * 3}),
          ),
     Kind("plan.json deleted", delete("plan.json"), lossy=False),
-    Kind("experiment.json deleted", delete("experiment.json")),
-    Kind("experiment.json truncated", truncate("experiment.json", 0.5)),
-    Kind("experiment.json a list", json_edit("experiment.json", lambda d: [d])),
-    Kind("experiment.json runs a string", json_edit("experiment.json", _set("runs", "x"))),
-    Kind("experiment.json victim a number", json_edit("experiment.json", lambda d: {**d, "experiment": 3} if "experiment" in d else {**d, "victim": 3})),
+    Kind("experiment.json deleted", delete("experiment.json"), unread=("blame",)),
+    Kind("experiment.json truncated", truncate("experiment.json", 0.5), unread=("blame",)),
+    Kind("experiment.json a list", json_edit("experiment.json", lambda d: [d]), unread=("blame",)),
+    Kind("experiment.json order a string", json_edit("experiment.json", _set("order", "x")), unread=("blame",)),
+    Kind("experiment.json order without run ids", json_edit("experiment.json", _set("order", [{"x": 1}])), unread=("blame",)),
+    Kind("experiment.json experiment a number", json_edit("experiment.json", _set("experiment", 3)), unread=("blame",)),
     Kind("summary.json truncated", truncate("summary.json", 0.5), lossy=False),
     Kind("summary.json wrong types", json_edit("summary.json", lambda d: 7), lossy=False),
     Kind("culprits.parquet truncated", truncate("culprits.parquet", 0.5)),
@@ -173,9 +177,9 @@ KINDS = [
     Kind("trace truncated", truncate("trace", 0.5, NOPQ + ("culprits.parquet",)), lossy=False),
     Kind("trace emptied", truncate("trace", 0.0, NOPQ + ("culprits.parquet",)), lossy=False),
     Kind("trace deleted", delete("trace", "jobs.parquet", "culprits.parquet"), lossy=False),
-    Kind("a run directory deleted", delete_run),
+    Kind("a run directory deleted", delete_run, unread=("blame",)),
     Kind("every run directory deleted", delete_all_runs),
-    Kind("an empty run directory", stray_run),
+    Kind("an empty run directory", stray_run, unread=("blame",)),
 ]
 
 
@@ -236,14 +240,14 @@ def run_command(args: list[str], timeout: int = 60) -> tuple[int | None, str, st
     return r.exit_code, out, None
 
 
-def judge(kind: Kind, named: str, code, out: str, tb) -> str:
+def judge(kind: Kind, command: str, named: str, code, out: str, tb) -> str:
     if tb == "hang":
         return "hang"
     if tb:
         return "traceback"
     if code not in EXIT_CODES:
         return f"exit {code}"
-    if code == 0 and kind.lossy and named not in out:
+    if code == 0 and kind.lossy and command not in kind.unread and named not in out:
         return "silent"
     if code == 2 and out.strip().count("\n") > 0 and "xtalk:" in out:
         lines = [x for x in out.splitlines() if x.startswith("xtalk:")]
@@ -269,7 +273,7 @@ def fuzz(base: Path, work: Path, tasks: Path, scenario: str, kinds=None, names=N
             named = kind.apply(root)
             args = commands(root, peer, tasks, scenario)[name]
             code, out, tb = run_command(args, timeout)
-            verdict = judge(kind, named, code, out, tb)
+            verdict = judge(kind, name, named, code, out, tb)
             outcomes.append(Outcome(kind.name, name, verdict, code, out if tb is None or tb == "hang" else tb))
             if progress:
                 progress(outcomes[-1])

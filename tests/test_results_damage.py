@@ -96,7 +96,8 @@ def test_damaged_results_are_named_never_crashed_on(base, tmp_path):
         kinds = [k for k in kinds if "counters" not in k.name]
     outcomes = damage.fuzz(root, tmp_path, tasks, "write", kinds=kinds, names=["query", "summary", "blame"])
     bad = [o for o in outcomes if o.verdict != "ok"]
-    assert not bad, "\n".join(f"{o.kind} × {o.command}: {o.verdict} (exit {o.code})\n{o.output[-1500:]}" for o in bad)
+    assert not bad, "; ".join(f"{o.kind} × {o.command}: {o.verdict} (exit {o.code})" for o in bad) + "\n" + \
+        "\n".join(o.output[-1500:] for o in bad)
     # Both ways of coping happen: a run left out and said, the damage named with exit 2.
     assert {o.code for o in outcomes} == {0, 2}
     said = [o for o in outcomes if o.kind == "jobs.bin truncated to half" and o.command == "summary"]

@@ -285,6 +285,9 @@ def calibrate(pairs: int = typer.Option(180_000, help="back-to-back pairs per in
 def _run_dir(run: Path) -> Path:
     if not (run / "run.json").exists():
         raise UsageError(f"{run}: not a run directory (no run.json); give RESULTS/runs/<run>")
+    from .outcome import load_outcome
+
+    load_outcome(run)  # a run.json cut short or of the wrong shape: named in one line (exit 2)
     return run
 
 

@@ -42,18 +42,18 @@ def command_wrapper(fn):
 
 
 def say_left_out_runs() -> None:
-    """Show each run a reader left out (store/check.py: `LeftOut`) as one line on stderr,
-    once per run; other warnings as Python shows them. Set for the whole process by
+    """Show each damage a reader worked around (store/check.py: `Damaged`, a run left out
+    among them) as one line on stderr, once each; other warnings as Python shows them. Set for the whole process by
     `xtalk.cli` (sub-apps without `command_wrapper` included), again in each wrapped command."""
-    from .store.check import LeftOut
+    from .store.check import Damaged
 
-    warnings.simplefilter("default", LeftOut)
+    warnings.simplefilter("default", Damaged)
     shown = warnings.showwarning
     if getattr(shown, "says_left_out", False):
         return
 
     def show(message, category, filename, lineno, file=None, line=None):
-        if issubclass(category, LeftOut):
+        if issubclass(category, Damaged):
             print(f"xtalk: warning: {message}", file=sys.stderr)
         else:
             shown(message, category, filename, lineno, file, line)

@@ -148,10 +148,9 @@ def _cells(row) -> list[str]:
 def skipped_configurations(results: Results) -> list[dict]:
     """The configurations `xtalk run --skip-unavailable` left out, each with its reason (from
     experiment.json): they have no run, yet the summary must say they were asked for."""
-    try:
-        doc = json.loads((results.path / "experiment.json").read_text())
-    except (OSError, ValueError):
-        return []
+    from ..store.check import experiment_doc
+
+    doc = experiment_doc(results.path)
     return [s for s in doc.get("skipped_configurations") or [] if isinstance(s, dict) and s.get("configuration")]
 
 

@@ -22,7 +22,7 @@ import pandas as pd
 
 from ..errors import UsageError
 from ..outcome import RunOutcome, read_outcome  # noqa: F401 (public here too)
-from .check import check_table, left_out, outcome_or_damage
+from .check import check_table, experiment_doc, left_out, outcome_or_damage
 from .jobs import convert_run, read_job_log  # noqa: F401
 
 RUN_COLUMNS = ["run_id", "scenario", "configuration", "repetition", "status"]
@@ -71,7 +71,13 @@ class Results:
         run.json or job table is damaged is left out: named in `left_out` and said once as a
         `LeftOut` warning. Every run damaged: UsageError naming the first damage."""
         rows = []
-        for d in self.run_dirs():
+        dirs = self.run_dirs()
+        have = {d.name for d in dirs}
+        for run in self._planned():
+            if run not in have and run not in self.left_out:
+                self.left_out[run] = f"no directory runs/{run}, though experiment.json lists it (never run, or deleted)"
+                left_out(run, self.left_out[run])
+        for d in dirs:
             meta = self._usable(d)
             if meta is None:
                 continue
@@ -99,6 +105,10 @@ class Results:
             raise UsageError(f"{self.path}: no usable run: runs/{run}: {why}{more}")
         extra = [c for c in (rows[0] if rows else {}) if c not in _RESERVED]
         return pd.DataFrame(rows, columns=RUN_COLUMNS + ENEMY_COLUMNS + extra + _META_COLUMNS)
+
+    def _planned(self) -> list[str]:
+        """The run ids the experiment planned (experiment.json's run order)."""
+        return [r["run_id"] for r in experiment_doc(self.path).get("order", [])]
 
     def _label_columns(self, labels: dict) -> dict:
         """Extra per-run columns taken from the plan's labels: those of applications (an

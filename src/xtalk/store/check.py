@@ -4,15 +4,15 @@ crashed on and never read silently as fewer jobs.
 `check_run` returns None for a usable run, else one line naming the file and what is wrong:
 run.json missing, cut short or not an outcome (through the typed outcome); jobs.bin whose
 header disagrees with its size or whose record count disagrees with run.json's
-`jobs_recorded`; jobs.parquet whose footer does not read or that holds fewer rows than
-run.json records; culprits.parquet or probes.parquet whose footer does not read; no job
-log at all for a run that recorded jobs. `Results.runs()` leaves
+`jobs_recorded`; jobs.parquet, culprits.parquet or probes.parquet whose footer does not
+read; no job log at all for a run that recorded jobs. `Results.runs()` leaves
 such runs out and says which and why (`LeftOut`, shown by the command line as one
 `xtalk: warning:` line per run; the summary and the report list them too).
 """
 
 from __future__ import annotations
 
+import json
 import warnings
 from pathlib import Path
 
@@ -20,7 +20,11 @@ from ..outcome import OutcomeError, RunOutcome, load_outcome
 from .files import JobLogError, parquet_damage
 
 
-class LeftOut(UserWarning):
+class Damaged(UserWarning):
+    """Damage a reader worked around (the message names the file and what it did without)."""
+
+
+class LeftOut(Damaged):
     """A run a reader left out because its files are damaged (the message names the file)."""
 
 
@@ -29,6 +33,43 @@ def left_out(run: str, why: str) -> str:
     line = f"left out run {run}: {why}"
     warnings.warn(line, LeftOut, stacklevel=3)
     return line
+
+
+#: The parts of experiment.json readers use, and their JSON types.
+EXPERIMENT_FIELDS = {"experiment": dict, "order": list, "skipped_configurations": list, "enemies_alone": list,
+                     "calibration": dict, "feasibility": dict}
+
+
+def experiment_doc(results_dir: Path) -> dict:
+    """experiment.json of a results directory, each part readers use of its JSON type. A file
+    missing, cut short or not an object reads as {} and a part of the wrong type as absent,
+    each said once (`Damaged`) with what the reader does without."""
+    path = Path(results_dir) / "experiment.json"
+    try:
+        doc = json.loads(path.read_text())
+    except FileNotFoundError:
+        return _without("missing")
+    except OSError as e:
+        return _without(f"unreadable ({e.strerror})")
+    except ValueError as e:
+        return _without(f"not JSON ({str(e).splitlines()[0]}): cut short or corrupted")
+    if not isinstance(doc, dict):
+        return _without(f"not an object (a JSON {type(doc).__name__})")
+    for key, kind in EXPERIMENT_FIELDS.items():
+        if key in doc and not isinstance(doc[key], kind):
+            warnings.warn(f"experiment.json: `{key}` is a JSON {type(doc.pop(key)).__name__}, not "
+                          f"{'an object' if kind is dict else 'a list'}; read without it", Damaged, stacklevel=2)
+    if "order" in doc and not all(isinstance(r, dict) and isinstance(r.get("run_id"), str) for r in doc["order"]):
+        warnings.warn("experiment.json: `order` holds an entry without a run_id; read without the run order",
+                      Damaged, stacklevel=2)
+        doc.pop("order")
+    return doc
+
+
+def _without(why: str) -> dict:
+    warnings.warn(f"experiment.json: {why}; read without it (the run order, skipped configurations and the "
+                  "enemies' rates alone are unknown)", Damaged, stacklevel=3)
+    return {}
 
 
 def outcome_or_damage(run_dir: Path) -> tuple[RunOutcome | None, str | None]:
@@ -52,18 +93,15 @@ def check_table(run_dir: Path, meta: RunOutcome) -> str | None:
     except JobLogError as e:
         return _relative(str(e), run_dir)
     if not pq_path.exists():
-        if recorded:
+        if recorded and meta.status == "completed":
             return f"no job log (jobs.bin) nor table (jobs.parquet), but run.json records {recorded} jobs"
         return None
-    import pyarrow.parquet as pq
-
+    # A table's row count is not held against run.json: tables are trimmed on purpose (test
+    # fixtures, windows of a long run); a table cut short fails its footer instead.
     for name in ("jobs.parquet", "culprits.parquet", "probes.parquet"):
         if (run_dir / name).exists() and (why := parquet_damage(run_dir / name)):
             return why + ("; delete it and jobs.parquet to derive both again from the trace" if name == "culprits.parquet"
                           else "")
-    rows = pq.read_metadata(pq_path).num_rows
-    if recorded is not None and rows < recorded:
-        return f"jobs.parquet: {rows} rows, but run.json records {recorded} jobs (cut short)"
     return None
 
 

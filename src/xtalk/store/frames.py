@@ -9,7 +9,6 @@ run's labels are added as categoricals: at 10^7 jobs that is a few hundred MB wh
 from __future__ import annotations
 
 import ctypes
-import json
 import os
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -24,6 +23,7 @@ import pyarrow.parquet as pq
 from ..errors import UsageError
 from ..outcome import read_outcome
 from . import Results
+from .check import experiment_doc
 from .jobs import DEFAULT_APPLICATION, JobLogError, convert_run
 
 SOLO = "solo"
@@ -194,10 +194,7 @@ def load(path, runs: pd.DataFrame | None = None) -> ReportData:
         names = _application_names(t)
         apps += [a for a in names if a not in apps]
         read.append((r, t))
-    try:
-        experiment = json.loads((path / "experiment.json").read_text())
-    except (OSError, ValueError):
-        experiment = {}
+    experiment = experiment_doc(path) if not (path / "campaign.json").is_file() else {}
     cut = [_cut(_labelled(t, r, cats, apps)) for r, t in read]
     measured, warmup = [m for m, _ in cut], [w for _, w in cut]
     del tables, read, cut  # only the cut tables hold the buffers now: the conversion frees them

@@ -249,8 +249,8 @@ def judge(kind: Kind, command: str, named: str, code, out: str, tb) -> str:
         return f"exit {code}"
     if code == 0 and kind.lossy and command not in kind.unread and named not in out:
         return "silent"
-    if code == 2 and out.strip().count("\n") > 0 and "xtalk:" in out:
-        lines = [x for x in out.splitlines() if x.startswith("xtalk:")]
+    if code == 2:  # one line, beside the warnings said before it
+        lines = [x for x in out.splitlines() if x.strip() and not x.startswith("xtalk: warning:")]
         if len(lines) != 1:
             return "multi-line error"
     return "ok"

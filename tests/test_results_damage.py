@@ -76,29 +76,39 @@ def test_a_job_log_cut_short_is_never_read_as_fewer_jobs(base, tmp_path):
     assert run.name not in set(runs["run_id"]) and len(runs) == 1
     assert set(r.left_out) == {run.name}
     assert len(r.jobs(measured_only=False)) == 42  # the other run's, whole
+    # The summary says it too: on the terminal and in summary.md.
+    code, out, tb = damage.run_command(["summary", str(tmp_path / "r")])
+    assert tb is None and code == 0, out
+    assert f"xtalk: warning: left out run {run.name}: jobs.bin: header counts 42 records" in out
+    md = (tmp_path / "r" / "summary.md").read_text()
+    assert "## Runs left out" in md and f"`{run.name}`: jobs.bin: header counts 42" in md, md
 
 
-#: Every results file, and both outcomes: left out and said (exit 0), or named (exit 2).
-SUBSET = ["jobs.bin truncated to half", "jobs.bin count below run.json's", "jobs.bin emptied",
-          "jobs.parquet truncated to half", "jobs.parquet footer bit-flipped", "counters.bin truncated to half",
-          "run.json truncated", "run.json status a number", "run.json a list", "experiment.json deleted",
-          "culprits.parquet truncated", "a run directory deleted", "every run directory deleted",
-          "jobs.bin and jobs.parquet deleted", "an empty run directory"]
+#: Every results file, each damage against one reading command, and both outcomes: the run
+#: left out and said (exit 0), or the damage named in one line (exit 2).
+SUBSET = [("jobs.bin truncated to half", "summary"), ("jobs.bin count below run.json's", "query"),
+          ("jobs.bin emptied", "blame"), ("jobs.parquet truncated to half", "query"),
+          ("jobs.parquet footer bit-flipped", "blame"), ("counters.bin truncated to half", "query"),
+          ("run.json truncated", "summary"), ("run.json status a number", "blame"), ("run.json a list", "query"),
+          ("experiment.json deleted", "summary"), ("culprits.parquet truncated", "blame"),
+          ("a run directory deleted", "query"), ("every run directory deleted", "summary"),
+          ("jobs.bin and jobs.parquet deleted", "query"), ("an empty run directory", "query")]
 
 
 def test_damaged_results_are_named_never_crashed_on(base, tmp_path):
     root, tasks = base
-    kinds = [k for k in damage.KINDS if k.name in SUBSET]
-    assert len(kinds) == len(SUBSET)
-    if capabilities.tracefs():
-        kinds = [k for k in kinds if "culprits" not in k.name]
-    if not (damage._victim_run(root) / "counters.bin").exists():
-        kinds = [k for k in kinds if "counters" not in k.name]
-    outcomes = damage.fuzz(root, tmp_path, tasks, "write", kinds=kinds, names=["query", "summary", "blame"])
+    kinds = {k.name: k for k in damage.KINDS}
+    assert all(k in kinds for k, _ in SUBSET)
+    outcomes = []
+    for kind, command in SUBSET:
+        if ("culprits" in kind and capabilities.tracefs()) or \
+                ("counters" in kind and not (damage._victim_run(root) / "counters.bin").exists()):
+            continue  # the machine recorded no trace, or no counters
+        outcomes += damage.fuzz(root, tmp_path, tasks, "write", kinds=[kinds[kind]], names=[command])
     bad = [o for o in outcomes if o.verdict != "ok"]
     assert not bad, "; ".join(f"{o.kind} × {o.command}: {o.verdict} (exit {o.code})" for o in bad) + "\n" + \
         "\n".join(o.output[-1500:] for o in bad)
     # Both ways of coping happen: a run left out and said, the damage named with exit 2.
     assert {o.code for o in outcomes} == {0, 2}
-    said = [o for o in outcomes if o.kind == "jobs.bin truncated to half" and o.command == "summary"]
-    assert said and "left out run" in said[0].output and "cut short" in said[0].output
+    said = next(o for o in outcomes if o.kind == "jobs.bin truncated to half")
+    assert "left out run" in said.output and "cut short" in said.output, said.output

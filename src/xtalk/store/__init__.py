@@ -61,9 +61,13 @@ class Results:
             if why is not None:
                 meta = None
                 self.left_out[d.name] = why
-                left_out(d.name, why)
             self._checked[d.name] = meta
         return self._checked[d.name]
+
+    def _say_left_out(self) -> None:
+        """Say each run left out (once: `left_out` warns once per message)."""
+        for run, why in self.left_out.items():
+            left_out(run, why)
 
     def runs(self) -> pd.DataFrame:
         """One row per run: labels, status, ``n_enemies``, ``enemy_kinds``, reason, jobs
@@ -76,7 +80,6 @@ class Results:
         for run in self._planned():
             if run not in have and run not in self.left_out:
                 self.left_out[run] = f"no directory runs/{run}, though experiment.json lists it (never run, or deleted)"
-                left_out(run, self.left_out[run])
         for d in dirs:
             meta = self._usable(d)
             if meta is None:
@@ -99,10 +102,11 @@ class Results:
                 "dir": str(d),
             })
             rows.append(row)
-        if not rows and self.left_out:
+        if not rows and self.left_out:  # nothing usable: one line, no warning before it
             run, why = next(iter(self.left_out.items()))
             more = f" (and {len(self.left_out) - 1} more runs)" if len(self.left_out) > 1 else ""
             raise UsageError(f"{self.path}: no usable run: runs/{run}: {why}{more}")
+        self._say_left_out()
         extra = [c for c in (rows[0] if rows else {}) if c not in _RESERVED]
         return pd.DataFrame(rows, columns=RUN_COLUMNS + ENEMY_COLUMNS + extra + _META_COLUMNS)
 
@@ -122,7 +126,7 @@ class Results:
         files = []
         for d in self.run_dirs():
             if self._usable(d) is None:
-                continue  # damaged: left out (and said) by the check
+                continue  # damaged: left out (said by runs(), which every reader calls)
             pq, log = d / "jobs.parquet", d / "jobs.bin"
             # An up-to-date table is listed without being read: campaigns hold 10^8 rows.
             fresh = pq.exists() and (not log.exists() or pq.stat().st_mtime >= log.stat().st_mtime)

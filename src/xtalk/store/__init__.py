@@ -77,9 +77,13 @@ class Results:
         rows = []
         dirs = self.run_dirs()
         have = {d.name for d in dirs}
-        for run in self._planned():
+        planned = self._planned()
+        # Runs go in this order, so a missing one before a run that is there was deleted (a
+        # missing tail is an experiment stopped early: the summary counts those as not run).
+        last = max((i for i, run in enumerate(planned) if run in have), default=-1)
+        for run in planned[:last]:
             if run not in have and run not in self.left_out:
-                self.left_out[run] = f"no directory runs/{run}, though experiment.json lists it (never run, or deleted)"
+                self.left_out[run] = f"no directory runs/{run}, though experiment.json lists it before runs that are there"
         for d in dirs:
             meta = self._usable(d)
             if meta is None:

@@ -286,8 +286,11 @@ def _run_dir(run: Path) -> Path:
     if not (run / "run.json").exists():
         raise UsageError(f"{run}: not a run directory (no run.json); give RESULTS/runs/<run>")
     from .outcome import load_outcome
+    from .store.check import check_table
 
-    load_outcome(run)  # a run.json cut short or of the wrong shape: named in one line (exit 2)
+    # A run.json cut short or of the wrong shape, a job log or table damaged: one line, exit 2.
+    if why := check_table(run, load_outcome(run)):
+        raise UsageError(f"{run}: {why}")
     return run
 
 

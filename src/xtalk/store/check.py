@@ -13,6 +13,7 @@ such runs out and says which and why (`LeftOut`, shown by the command line as on
 from __future__ import annotations
 
 import json
+import os
 import warnings
 from pathlib import Path
 
@@ -36,8 +37,7 @@ def left_out(run: str, why: str) -> str:
 
 
 #: The parts of experiment.json readers use, and their JSON types.
-EXPERIMENT_FIELDS = {"experiment": dict, "order": list, "skipped_configurations": list, "enemies_alone": list,
-                     "calibration": dict, "feasibility": dict}
+EXPERIMENT_FIELDS = {"experiment": dict, "order": list, "skipped_configurations": list, "enemies_alone": list}
 
 
 def experiment_doc(results_dir: Path) -> dict:
@@ -92,6 +92,9 @@ def check_table(run_dir: Path, meta: RunOutcome) -> str | None:
             convert_run(run_dir)
     except JobLogError as e:
         return _relative(str(e), run_dir)
+    log = run_dir / "jobs.bin"
+    if recorded and meta.status != "running" and log.exists() and (n := _header_count(log)) is not None and n < recorded:
+        return f"jobs.bin: {n} records, but run.json records {recorded} jobs"  # even with a table converted before
     if not pq_path.exists():
         if recorded and meta.status == "completed":
             return f"no job log (jobs.bin) nor table (jobs.parquet), but run.json records {recorded} jobs"
@@ -103,6 +106,16 @@ def check_table(run_dir: Path, meta: RunOutcome) -> str | None:
             return why + ("; delete it and jobs.parquet to derive both again from the trace" if name == "culprits.parquet"
                           else "")
     return None
+
+
+def _header_count(log: Path) -> int | None:
+    """The record count a job log's header holds (None: no header to read)."""
+    fd = os.open(log, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        head = os.pread(fd, 32, 0)
+    finally:
+        os.close(fd)
+    return int.from_bytes(head[24:32], "little") if len(head) == 32 else None
 
 
 def _relative(message: str, run_dir: Path) -> str:

@@ -164,7 +164,7 @@ KINDS = [
     Kind("run.json jobs_recorded above the log's", json_edit("run.json", lambda d: {**d, "jobs_recorded": d["jobs_recorded"] * 3}),
          ),
     Kind("plan.json deleted", delete("plan.json"), lossy=False),
-    Kind("experiment.json deleted", delete("experiment.json"), unread=("blame",)),
+    Kind("experiment.json deleted", delete("experiment.json"), lossy=False),  # read as hand-made results are
     Kind("experiment.json truncated", truncate("experiment.json", 0.5), unread=("blame",)),
     Kind("experiment.json a list", json_edit("experiment.json", lambda d: [d]), unread=("blame",)),
     Kind("experiment.json order a string", json_edit("experiment.json", _set("order", "x")), unread=("blame",)),

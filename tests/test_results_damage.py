@@ -90,7 +90,7 @@ SUBSET = [("jobs.bin truncated to half", "summary"), ("jobs.bin count below run.
           ("jobs.bin emptied", "blame"), ("jobs.parquet truncated to half", "query"),
           ("jobs.parquet footer bit-flipped", "blame"), ("counters.bin truncated to half", "query"),
           ("run.json truncated", "summary"), ("run.json status a number", "blame"), ("run.json a list", "query"),
-          ("experiment.json deleted", "summary"), ("culprits.parquet truncated", "blame"),
+          ("experiment.json truncated", "summary"), ("culprits.parquet truncated", "blame"),
           ("a run directory deleted", "query"), ("every run directory deleted", "summary"),
           ("jobs.bin and jobs.parquet deleted", "query"), ("an empty run directory", "query")]
 

@@ -42,13 +42,14 @@ EXPERIMENT_FIELDS = {"experiment": dict, "order": list, "skipped_configurations"
 
 def experiment_doc(results_dir: Path) -> dict:
     """experiment.json of a results directory, each part readers use of its JSON type. A file
-    missing, cut short or not an object reads as {} and a part of the wrong type as absent,
-    each said once (`Damaged`) with what the reader does without."""
+    cut short or not an object reads as {} and a part of the wrong type as absent, each said
+    once (`Damaged`) with what the reader does without; a missing file reads as {} unsaid
+    (hand-made results and fixtures have none)."""
     path = Path(results_dir) / "experiment.json"
     try:
         doc = json.loads(path.read_text())
     except FileNotFoundError:
-        return _without("missing")
+        return {}  # hand-made results and fixtures have none: nothing of a run depends on it
     except OSError as e:
         return _without(f"unreadable ({e.strerror})")
     except ValueError as e:

@@ -1,5 +1,6 @@
-"""The distributed engine on a LocalCluster of 2 workers on 127.0.0.1: every run lands once
-in the shared store, and a worker (a target) never holds two runs at once."""
+"""The distributed engine on a LocalCluster of 2 workers on 127.0.0.1 (`--cluster local:2`, TLS
+with certificates xtalk makes): every run lands once in the shared store, and a worker (a
+target) never holds two runs at once. No plain tcp:// scheduler without --insecure-cluster."""
 
 from __future__ import annotations
 
@@ -15,20 +16,22 @@ from xtalk.campaign import journal
 distributed = pytest.importorskip("distributed")
 
 
-@pytest.fixture
-def cluster():
-    from distributed import LocalCluster
-
-    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1", dashboard_address=None,
-                      resources={"xtalk_target": 1}, silence_logs=50) as c:
-        yield c
-
-
-def test_campaign_on_a_local_dask_cluster(cluster, tmp_path):
+def test_campaign_on_a_local_dask_cluster_speaks_tls_by_default(tmp_path):
+    pytest.importorskip("cryptography")
     f = tiny(tmp_path, jobs=30)
-    out = run_xtalk("campaign", "run", f, "--results", tmp_path / "res", "--cluster", cluster.scheduler_address, timeout=150)
+    out = run_xtalk("campaign", "run", f, "--results", tmp_path / "res", "--cluster", "local:2", timeout=150)
     assert out.returncode == 0, out.stderr
     assert "6 done, 0 failed, 0 remaining of 6" in out.stdout, out.stdout
+    # The scheduler xtalk started spoke TLS, with certificates it made in a private directory
+    # and removed at the end.
+    line = next(x for x in out.stdout.splitlines() if x.startswith("local cluster:"))
+    assert "2 worker(s) behind tls://127.0.0.1:" in line, line
+    certs = line.rpartition(" in ")[2].rstrip(")")
+    from pathlib import Path
+
+    from xtalk.targets.private_dir import private_dir
+
+    assert Path(certs).parent == private_dir() and not Path(certs).exists(), line
     (store,) = campaign_dirs(tmp_path / "res")
     events = journal.read(store / "journal.jsonl")
     done = [e for e in events if e.get("state") == "done"]
@@ -61,11 +64,27 @@ def test_a_plain_tcp_scheduler_off_loopback_is_refused_before_anything_starts(tm
     assert not campaign_dirs(tmp_path / "res")
 
 
+def test_a_plain_tcp_scheduler_on_loopback_is_refused_too(tmp_path):
+    f = tiny(tmp_path, jobs=10)
+    out = run_xtalk("campaign", "run", f, "--results", tmp_path / "res", "--cluster", "tcp://127.0.0.1:8786")
+    assert out.returncode == 2 and out.stderr.count("\n") == 1, out.stderr
+    assert "every local user run code as root" in out.stderr and "--insecure-cluster" in out.stderr
+    assert "--cluster local" in out.stderr
+    assert not campaign_dirs(tmp_path / "res")
+    for bad in ("local:0", "local:x"):
+        out = run_xtalk("campaign", "run", f, "--results", tmp_path / "res", "--cluster", bad)
+        assert out.returncode == 2 and out.stderr.count("\n") == 1, out.stderr
+    out = run_xtalk("campaign", "run", f, "--results", tmp_path / "res", "--cluster", "local", "--insecure-cluster")
+    assert out.returncode == 2 and "makes its own certificates" in out.stderr, out.stderr
+    assert not campaign_dirs(tmp_path / "res")
+
+
 @pytest.mark.parametrize("address,insecure,allowed", [
-    ("tcp://127.0.0.1:8786", False, True),
-    ("tcp://127.3.4.5:8786", False, True),
-    ("tcp://[::1]:8786", False, True),
-    ("localhost:8786", False, True),
+    ("tcp://127.0.0.1:8786", False, False),   # every local user reaches loopback
+    ("tcp://127.3.4.5:8786", False, False),
+    ("tcp://[::1]:8786", False, False),
+    ("localhost:8786", False, False),
+    ("tcp://127.0.0.1:8786", True, True),
     ("inproc://x/1/2", False, True),
     ("tcp://10.0.0.1:8786", False, False),
     ("tcp://board-farm:8786", False, False),  # a name may resolve anywhere

@@ -11,11 +11,12 @@ from typing import Optional
 import typer
 from rich.console import Console
 
-from .command import command_wrapper
+from .command import command_wrapper, say_left_out_runs
 from .errors import UsageError
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="xtalk: measure timing interference between applications on a multicore processor.")
+say_left_out_runs()  # a damaged run a reader leaves out: one line on stderr (store/check.py)
 # Tables stay readable when the output goes to a file or a CI log.
 console = Console() if sys.stdout.isatty() else Console(width=160)
 
@@ -322,6 +323,12 @@ def calibrate(pairs: int = typer.Option(180_000, help="back-to-back pairs per in
 def _run_dir(run: Path) -> Path:
     if not (run / "run.json").exists():
         raise UsageError(f"{run}: not a run directory (no run.json); give RESULTS/runs/<run>")
+    from .outcome import load_outcome
+    from .store.check import check_table
+
+    # A run.json cut short or of the wrong shape, a job log or table damaged: one line, exit 2.
+    if why := check_table(run, load_outcome(run)):
+        raise UsageError(f"{run}: {why}")
     return run
 
 
@@ -334,14 +341,17 @@ def blame(run: Path = typer.Argument(..., help="a run directory (RESULTS/runs/<r
     import pandas as pd
     from rich.table import Table
 
+    from .store.files import read_parquet
     from .store.jobs import victim_jobs
     from .trace.culprits import rank
 
     run = _run_dir(run)
     jobs = victim_jobs(run)
+    if jobs is None:
+        raise UsageError(f"{run}: no job log (jobs.bin) nor job table (jobs.parquet); give a run the agent finished")
     if not (run / "culprits.parquet").exists():
         raise UsageError(f"{run}: no kernel trace; add a [trace] table to the experiment and run it as root")
-    culprits = pd.read_parquet(run / "culprits.parquet")
+    culprits = read_parquet(run / "culprits.parquet")
     measured = jobs[~jobs.warmup]
     if (run / "trace.txt").exists() and len(measured) >= 3:
         from .analysis.spikes import culprit_periods
@@ -398,23 +408,33 @@ def perfetto(run: Path = typer.Argument(..., help="a run directory recorded with
 @command
 def query(results: Path = typer.Argument(..., help="a campaign or experiment directory"),
           sql: str = typer.Argument(..., help="SQL over the views `jobs`, `runs`, `probes` and `cells`"),
-          csv: bool = typer.Option(False, "--csv", help="CSV instead of a table")):
+          csv: bool = typer.Option(False, "--csv", help="CSV instead of a table"),
+          allow_writes: bool = typer.Option(False, "--allow-writes",
+                                            help="run any SQL (COPY TO, ATTACH, other files...), not only reading "
+                                                 "statements over these results; for results you own")):
     """Run SQL (DuckDB) over a campaign's or an experiment's jobs, runs, probes (every probe
     sample, named) and cells (one row per configuration × scenario, or per campaign cell: the
-    numbers `xtalk summary` and the report show)."""
+    numbers `xtalk summary` and the report show). Read-only: only reading statements run, and
+    DuckDB reads only these results' own files (docs/results.md, "Querying safely")."""
     import re
 
     import duckdb
 
     from . import open as open_results
+    from .store import sandbox
 
     results = _checked(results)  # reading converts job logs there
     try:
-        con = open_results(results).connect()
+        store = open_results(results)
+        con = store.connect()
     except FileNotFoundError as e:
         raise UsageError(str(e)) from None
+    if not allow_writes:
+        sandbox.check_reading(con, sql)
     if re.search(r"\bcells\b", sql, re.IGNORECASE):  # computed only when asked: it bootstraps every slowdown CI
         con.register("cells", _cells(results))
+    if not allow_writes:
+        sandbox.lock(con, store.parquet_files)
     try:
         df = con.execute(sql).df()
     except duckdb.Error as e:

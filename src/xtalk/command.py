@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import functools
 import sys
+import warnings
 
 import typer
 from pydantic import ValidationError
@@ -19,7 +20,9 @@ def command_wrapper(fn):
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
         try:
-            return fn(*args, **kwargs)
+            with warnings.catch_warnings():  # each command says each left-out run once
+                say_left_out_runs()
+                return fn(*args, **kwargs)
         except UsageError as e:
             print(f"xtalk: {e}", file=sys.stderr)
             raise typer.Exit(UsageError.exit_code) from None
@@ -36,3 +39,24 @@ def command_wrapper(fn):
             raise typer.Exit(130) from None
 
     return wrapper
+
+
+def say_left_out_runs() -> None:
+    """Show each damage a reader worked around (store/check.py: `Damaged`, a run left out
+    among them) as one line on stderr, once each; other warnings as Python shows them. Set for the whole process by
+    `xtalk.cli` (sub-apps without `command_wrapper` included), again in each wrapped command."""
+    from .store.check import Damaged
+
+    warnings.simplefilter("default", Damaged)
+    shown = warnings.showwarning
+    if getattr(shown, "says_left_out", False):
+        return
+
+    def show(message, category, filename, lineno, file=None, line=None):
+        if issubclass(category, Damaged):
+            print(f"xtalk: warning: {message}", file=sys.stderr)
+        else:
+            shown(message, category, filename, lineno, file, line)
+
+    show.says_left_out = True
+    warnings.showwarning = show

@@ -11,7 +11,6 @@ over one page every 10 ms, at SCHED_OTHER, on the victim's CPUs.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from .config.expand import RunSpec
@@ -149,7 +148,6 @@ def share_alone(enemy, rate: float, unit: str, saved, env: dict):
 
 def recorded(results_dir: Path) -> list[dict]:
     """The records experiment.json holds ([] when the passes were skipped or predate them)."""
-    try:
-        return json.loads((Path(results_dir) / "experiment.json").read_text()).get("enemies_alone") or []
-    except (OSError, ValueError):
-        return []
+    from .store.check import experiment_doc
+
+    return [r for r in experiment_doc(Path(results_dir)).get("enemies_alone") or [] if isinstance(r, dict)]

@@ -40,8 +40,8 @@ def _cluster_options():
         "tls_cert": typer.Option(None, "--tls-cert", help="this client's certificate (PEM), signed by that CA"),
         "tls_key": typer.Option(None, "--tls-key", help="this client's private key (PEM)"),
         "insecure_cluster": typer.Option(False, "--insecure-cluster",
-                                         help="accept a plain tcp:// scheduler off loopback: anyone reaching it runs code "
-                                              "as root on every board"),
+                                         help="accept a plain tcp:// scheduler (loopback included): anyone reaching it "
+                                              "runs code as root on every board"),
     }
 
 
@@ -54,8 +54,12 @@ def _security(cluster, tls_ca, tls_cert, tls_key, insecure_cluster):
         if tls_ca or tls_cert or tls_key or insecure_cluster:
             raise UsageError("--tls-ca/--tls-cert/--tls-key/--insecure-cluster go with --cluster; add --cluster tls://HOST:PORT")
         return None
-    from .dask import cluster_security
+    from .dask import cluster_security, local_workers
 
+    if local_workers(cluster) is not None:  # xtalk makes the scheduler and its certificates
+        if tls_ca or tls_cert or tls_key or insecure_cluster:
+            raise UsageError(f"--cluster {cluster} makes its own certificates; drop --tls-ca/--tls-cert/--tls-key/--insecure-cluster")
+        return None
     return cluster_security(cluster, tls_ca, tls_cert, tls_key, insecure_cluster)
 
 
@@ -122,7 +126,8 @@ def plan(file: Path = typer.Argument(..., help="campaign file (TOML)"),
 def run(file: Path = typer.Argument(..., help="campaign file (TOML)"),
         results: Optional[Path] = typer.Option(None, help="base directory (default: the file's `results`)"),
         target: list[str] = typer.Option([], "--target", help="local (default) or ssh://user@host:port; repeat for a pool"),
-        cluster: Optional[str] = typer.Option(None, "--cluster", help="Dask scheduler, e.g. tls://10.0.0.1:8786"),
+        cluster: Optional[str] = typer.Option(None, "--cluster", help="Dask scheduler, e.g. tls://10.0.0.1:8786, "
+                                             "or local[:N]: N workers here behind a TLS scheduler xtalk starts"),
         target_wait: float = typer.Option(600.0, help="seconds to wait for a target that does not answer before stopping"),
         tls_ca: Optional[Path] = _CLUSTER["tls_ca"], tls_cert: Optional[Path] = _CLUSTER["tls_cert"],
         tls_key: Optional[Path] = _CLUSTER["tls_key"], insecure_cluster: bool = _CLUSTER["insecure_cluster"],
@@ -164,7 +169,8 @@ def run(file: Path = typer.Argument(..., help="campaign file (TOML)"),
 @_command
 def resume(store: Path = typer.Argument(..., help="campaign directory"),
            target: list[str] = typer.Option([], "--target", help="local (default) or ssh://...; repeat for a pool"),
-           cluster: Optional[str] = typer.Option(None, "--cluster", help="Dask scheduler address, e.g. tls://10.0.0.1:8786"),
+           cluster: Optional[str] = typer.Option(None, "--cluster", help="Dask scheduler address, e.g. tls://10.0.0.1:8786, "
+                                                "or local[:N]"),
            target_wait: float = typer.Option(600.0, help="seconds to wait for a target that does not answer"),
            tls_ca: Optional[Path] = _CLUSTER["tls_ca"], tls_cert: Optional[Path] = _CLUSTER["tls_cert"],
            tls_key: Optional[Path] = _CLUSTER["tls_key"], insecure_cluster: bool = _CLUSTER["insecure_cluster"],
@@ -199,9 +205,14 @@ def _drive(store: Path, targets, cluster, target_wait, security=None) -> None:
     from .status import status as read_status
 
     if cluster:
-        from .dask import DaskExecutor
+        from .dask import DaskExecutor, local_cluster, local_workers
 
-        DaskExecutor(store, cluster, console=console, security=security).run()
+        n = local_workers(cluster)
+        if n is None:
+            DaskExecutor(store, cluster, console=console, security=security).run()
+        else:
+            with local_cluster(n, say=console.print) as (address, local_security):
+                DaskExecutor(store, address, console=console, security=local_security).run()
     else:
         from .executor import Executor
 

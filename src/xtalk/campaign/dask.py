@@ -11,13 +11,19 @@ so the crash-safety rules of a local campaign hold unchanged (see docs/campaigns
 Whoever can talk to the scheduler can run any code on every worker, and workers run as root
 on the boards. So the cluster speaks TLS with certificates by default (mutual: Dask requires
 a certificate signed by the cluster's CA on both ends); a plain `tcp://` address is accepted
-only on the loopback interface, or when the user says `--insecure-cluster` explicitly.
+only when the user says `--insecure-cluster` explicitly, on loopback too (every local user
+reaches a loopback port, and a root worker there is root for all of them).
+`--cluster local[:N]` starts N workers on this machine behind a TLS scheduler on 127.0.0.1,
+with a CA and certificate xtalk makes for that campaign in a root-only directory (`local_cluster`).
 """
 
 from __future__ import annotations
 
+import contextlib
+import datetime
 import ipaddress
 import os
+import re
 import socket
 import tempfile
 import time
@@ -77,12 +83,91 @@ def cluster_security(address: str, tls_ca: Path | None = None, tls_cert: Path | 
     if given:
         raise UsageError(f"--cluster {address}: {given[0]} is for a tls:// scheduler; write tls://{location}")
     if scheme in ("tcp", "ws", "inproc"):
-        if scheme == "inproc" or is_loopback(_host_of(location)) or insecure:
+        if scheme == "inproc" or insecure:  # inproc: this process alone
             return None
+        if is_loopback(_host_of(location)):
+            raise UsageError(f"--cluster {address}: plain {scheme}:// on loopback lets every local user run code as root "
+                             "through the scheduler; use --cluster local (TLS, certificates made for you), or add "
+                             "--insecure-cluster on a machine that is yours alone")
         raise UsageError(f"--cluster {address}: plain {scheme}:// lets anyone who reaches the scheduler run code as root on "
                          f"every board; use tls://{location} with --tls-ca/--tls-cert/--tls-key (docs/campaigns.md), "
                          "or add --insecure-cluster on a network that is yours alone")
-    raise UsageError(f"--cluster {address}: unknown scheme {scheme!r}; write tls://HOST:PORT (or tcp://127.0.0.1:PORT)")
+    raise UsageError(f"--cluster {address}: unknown scheme {scheme!r}; write tls://HOST:PORT, or local[:N] for workers on this machine")
+
+
+_LOCAL = re.compile(r"local(?::(\d+))?")
+
+
+def local_workers(address: str) -> int | None:
+    """The number of workers of `--cluster local[:N]` (None: `address` names a scheduler)."""
+    m = _LOCAL.fullmatch(address)
+    if not m:
+        if address.startswith("local:"):
+            raise UsageError(f"--cluster {address}: write local:N, N the number of workers (1 to 64)")
+        return None
+    n = int(m.group(1) or 1)
+    if not 1 <= n <= 64:
+        raise UsageError(f"--cluster {address}: between 1 and 64 local workers; write local:N")
+    return n
+
+
+def make_certificates(directory: Path) -> tuple[Path, Path, Path]:
+    """A CA and one certificate it signs (used by the scheduler, the workers and this client),
+    written into `directory` (the caller's private one): ca.pem, node.pem, node.key (0600).
+    The CA's key is never written: nothing can sign another certificate for this cluster."""
+    try:
+        from cryptography import x509
+        from cryptography.hazmat.primitives import hashes, serialization
+        from cryptography.hazmat.primitives.asymmetric import ec
+        from cryptography.x509.oid import NameOID
+    except ImportError:
+        raise UsageError("--cluster local needs the cryptography package for its certificates: "
+                         "pip install 'xtalk[cluster]'") from None
+    now = datetime.datetime.now(datetime.timezone.utc)
+    ca_key, key = ec.generate_private_key(ec.SECP256R1()), ec.generate_private_key(ec.SECP256R1())
+    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "xtalk local cluster CA")])
+    node_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "xtalk local cluster")])
+
+    def cert(subject, public, ca: bool):
+        b = (x509.CertificateBuilder().subject_name(subject).issuer_name(ca_name).public_key(public)
+             .serial_number(x509.random_serial_number()).not_valid_before(now - datetime.timedelta(minutes=5))
+             .not_valid_after(now + datetime.timedelta(days=30))
+             .add_extension(x509.BasicConstraints(ca=ca, path_length=None), critical=True))
+        return b.sign(ca_key, hashes.SHA256()).public_bytes(serialization.Encoding.PEM)
+
+    files = {"ca.pem": cert(ca_name, ca_key.public_key(), True), "node.pem": cert(node_name, key.public_key(), False),
+             "node.key": key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                           serialization.NoEncryption())}
+    for name, data in files.items():
+        fd = os.open(directory / name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+    return directory / "ca.pem", directory / "node.pem", directory / "node.key"
+
+
+@contextlib.contextmanager
+def local_cluster(n_workers: int, say=print):
+    """A Dask cluster of `n_workers` on this machine, its scheduler on 127.0.0.1 over mutual TLS:
+    yields (address, the client's Security). The certificates are made for this cluster in a
+    fresh directory inside xtalk's private one (root: /run/xtalk, 0700) and removed with it."""
+    try:
+        from distributed import LocalCluster
+        from distributed.security import Security
+    except ImportError:
+        raise UsageError("--cluster needs Dask: pip install 'xtalk[cluster]'") from None
+    from ..targets.private_dir import private_dir
+
+    with tempfile.TemporaryDirectory(prefix="cluster-", dir=private_dir()) as d:
+        ca, cert, key = make_certificates(Path(d))
+        files = {"tls_ca_file": str(ca)}
+        for role in ("scheduler", "worker", "client"):
+            files |= {f"tls_{role}_cert": str(cert), f"tls_{role}_key": str(key)}
+        security = Security(**files, require_encryption=True)
+        with LocalCluster(n_workers=n_workers, threads_per_worker=1, processes=True, host="127.0.0.1",
+                          protocol="tls://", security=security, dashboard_address=None,
+                          resources={RESOURCE: 1}, silence_logs=50) as c:
+            say(f"local cluster: {n_workers} worker(s) behind {c.scheduler_address} (TLS, certificates made for it in {d})")
+            yield c.scheduler_address, security
 
 
 def worker_target():

@@ -127,6 +127,9 @@ class _Builder:
         if len(warned):
             s.heading("Warnings")
             s.raw(verdict_list([(vd.GUARD, line) for line in warned["line"]]))
+        if self.data.left_out:  # damaged runs the store left out (store/check.py), as the terminal says
+            s.heading("Runs left out")
+            s.raw(verdict_list([(vd.GUARD, f"{run}: {why}") for run, why in self.data.left_out.items()]))
         specs = tb._specs(self.data, self.epsilons)
         s.text("ε bounds: " + ", ".join(eps.describe(e) for e in specs) if specs else
                "No ε bound given: pass one, e.g. `xtalk report RESULTS --epsilon exec:max:1.2x`, to get holds / violated / "

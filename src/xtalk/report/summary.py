@@ -150,10 +150,9 @@ def _cells(row) -> list[str]:
 def skipped_configurations(results: Results) -> list[dict]:
     """The configurations `xtalk run --skip-unavailable` left out, each with its reason (from
     experiment.json): they have no run, yet the summary must say they were asked for."""
-    try:
-        doc = json.loads((results.path / "experiment.json").read_text())
-    except (OSError, ValueError):
-        return []
+    from ..store.check import experiment_doc
+
+    doc = experiment_doc(results.path)
     return [s for s in doc.get("skipped_configurations") or [] if isinstance(s, dict) and s.get("configuration")]
 
 
@@ -387,6 +386,8 @@ def write_summary(results: Results, console: Console | None = None) -> pd.DataFr
             md = f"# {title}\n" + part + ("\n## Warnings\n\n" + "".join(f"- {w}\n" for w in warned) if warned else "")
         else:
             md += part
+    if results.left_out:  # damaged runs the store left out (store/check.py): said here as in the terminal
+        md += "\n## Runs left out\n\n" + "".join(f"- `{run}`: {why}\n" for run, why in results.left_out.items())
     safepath.write_text(results.path / "summary.md", md)
     safepath.write_text(results.path / "summary.json", json.dumps(json.loads(table.to_json(orient="records")), indent=2))
     return table

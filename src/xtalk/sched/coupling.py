@@ -127,6 +127,7 @@ def load_jobs(results: str | Path) -> pd.DataFrame:
     """Every job (warm-ups included) of a results directory, through :mod:`xtalk.store`: with
     ``run_id``, ``scenario`` and ``configuration`` from each run's plan labels, and a
     ``task_name`` column when the victim was a task set."""
+    from xtalk.errors import UsageError
     from xtalk.store import open as open_results
 
     root = Path(results)
@@ -135,11 +136,14 @@ def load_jobs(results: str | Path) -> pd.DataFrame:
     except FileNotFoundError:
         raise InputError("--wcet-from", f"{root}: not a results directory (no runs/)",
                          "give the directory `xtalk run` wrote, e.g. results/<experiment>-<time>") from None
-    jobs = res.jobs(measured_only=False)
+    try:
+        jobs = res.jobs(measured_only=False)
+    except UsageError as e:  # damaged results, named by the store
+        raise InputError("--wcet-from", str(e), "re-run the damaged runs or give other results") from None
     if jobs.empty:
         raise InputError("--wcet-from", f"{root}: no recorded job in any run", "run the experiment first")
     names: dict[int, str] = {}
-    for d in res.run_dirs():
+    for d in map(Path, res.runs()["dir"]):  # the runs the store did not leave out
         names = _task_names(d)
         if names:
             break

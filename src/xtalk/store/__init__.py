@@ -23,7 +23,9 @@ from pathlib import Path
 import duckdb
 import pandas as pd
 
-from ..outcome import RunOutcome, read_outcome
+from ..errors import UsageError
+from ..outcome import RunOutcome, read_outcome  # noqa: F401 (public here too)
+from .check import check_table, experiment_doc, left_out, outcome_or_damage
 from .jobs import convert_run, read_job_log  # noqa: F401
 
 RUN_COLUMNS = ["run_id", "scenario", "configuration", "repetition", "status"]
@@ -48,16 +50,49 @@ class Results:
         self.path = Path(path)
         if not (self.path / "runs").is_dir():
             raise FileNotFoundError(f"{self.path}: not an xtalk results directory (no runs/)")
+        #: Runs left out because their files are damaged: run directory name -> what is wrong
+        #: (one line naming the file; store/check.py). Filled by `runs()`.
+        self.left_out: dict[str, str] = {}
+        self._checked: dict[str, RunOutcome | None] = {}
 
     def run_dirs(self) -> list[Path]:
         return sorted(p for p in (self.path / "runs").iterdir() if p.is_dir())
 
+    def _usable(self, d: Path) -> RunOutcome | None:
+        """The run's outcome when its run.json and job table are sound; None (the run left
+        out, said once, and why kept in `left_out`) otherwise."""
+        if d.name not in self._checked:
+            meta, why = outcome_or_damage(d)
+            if meta is not None:
+                why = check_table(d, meta)
+            if why is not None:
+                meta = None
+                self.left_out[d.name] = why
+            self._checked[d.name] = meta
+        return self._checked[d.name]
+
+    def _say_left_out(self) -> None:
+        """Say each run left out (once: `left_out` warns once per message)."""
+        for run, why in self.left_out.items():
+            left_out(run, why)
+
     def runs(self) -> pd.DataFrame:
         """One row per run: labels, status, ``n_enemies``, ``enemy_kinds``, reason, jobs
-        recorded, ``enemies`` (each enemy's achieved work, as run.json lists it)."""
+        recorded, ``enemies`` (each enemy's achieved work, as run.json lists it). A run whose
+        run.json or job table is damaged is left out: named in `left_out` and said once as a
+        `LeftOut` warning. Every run damaged: UsageError naming the first damage."""
         rows = []
-        for d in self.run_dirs():
-            meta = read_outcome(d)
+        dirs = self.run_dirs()
+        have = {d.name for d in dirs}
+        planned = self._planned()
+        # Runs go in this order, so a missing one before a run that is there was deleted (a
+        # missing tail is an experiment stopped early: the summary counts those as not run).
+        last = max((i for i, run in enumerate(planned) if run in have), default=-1)
+        for run in planned[:last]:
+            if run not in have and run not in self.left_out:
+                self.left_out[run] = f"no directory runs/{run}, though experiment.json lists it before runs that are there"
+        for d in dirs:
+            meta = self._usable(d)
             if meta is None:
                 continue
             labels = meta.labels()
@@ -78,8 +113,17 @@ class Results:
                 "dir": str(d),
             })
             rows.append(row)
+        if not rows and self.left_out:  # nothing usable: one line, no warning before it
+            run, why = next(iter(self.left_out.items()))
+            more = f" (and {len(self.left_out) - 1} more runs)" if len(self.left_out) > 1 else ""
+            raise UsageError(f"{self.path}: no usable run: runs/{run}: {why}{more}")
+        self._say_left_out()
         extra = [c for c in (rows[0] if rows else {}) if c not in _RESERVED]
         return pd.DataFrame(rows, columns=RUN_COLUMNS + ENEMY_COLUMNS + extra + _META_COLUMNS)
+
+    def _planned(self) -> list[str]:
+        """The run ids the experiment planned (experiment.json's run order)."""
+        return [r["run_id"] for r in experiment_doc(self.path).get("order", [])]
 
     def _label_columns(self, labels: dict) -> dict:
         """Extra per-run columns taken from the plan's labels: those of applications (an
@@ -92,6 +136,8 @@ class Results:
         """Convert any job log not yet converted (e.g. after a crash) and list the files."""
         files = []
         for d in self.run_dirs():
+            if self._usable(d) is None:
+                continue  # damaged: left out (said by runs(), which every reader calls)
             pq, log = d / "jobs.parquet", d / "jobs.bin"
             # An up-to-date table is listed without being read: campaigns hold 10^8 rows.
             fresh = pq.exists() and (not log.exists() or pq.stat().st_mtime >= log.stat().st_mtime)
@@ -103,6 +149,7 @@ class Results:
         """A DuckDB connection with views `jobs`, `runs` and `probes` (every probe sample, with
         its run's labels; empty without probes) over this experiment."""
         files = self.ensure_parquet()
+        self.parquet_files = files  # what the views read (store/sandbox.py lets a locked connection read them)
         con = duckdb.connect()
         self._probes_view(con)
         runs = self.runs().drop(columns=["enemies"])

@@ -35,6 +35,9 @@ class CampaignResults(Results):
                     axes.append(k)
         self.columns = LABELS + axes
 
+    def _planned(self) -> list[str]:
+        return []  # a campaign's runs land as they finish; its journal says which are to come
+
     def _label_columns(self, labels: dict) -> dict:
         return {k.replace(".", "_"): labels.get(k, "") for k in self.columns}
 

@@ -7,14 +7,35 @@ from pathlib import Path
 
 import pandas as pd
 import pyarrow as pa
+import pyarrow.parquet as pq
 
 from .. import safepath
+from ..errors import UsageError
 
 
-class JobLogError(Exception):
-    """A job, counter or probe log the store cannot read (wrong magic, record size)."""
+class JobLogError(UsageError):
+    """A job, counter or probe log the store cannot read (wrong magic, record size, cut
+    short): damaged input, one line naming the file, exit code 2 where no reader handles it."""
 
 
 def write_parquet_atomic(df: pd.DataFrame, path: Path) -> None:
     """Write Parquet so that readers see the whole file or none of it."""
     safepath.write_parquet(pa.Table.from_pandas(df, preserve_index=False), path, fsync=True)
+
+
+def parquet_damage(path: Path) -> str | None:
+    """What is wrong with the Parquet file at `path` (its footer does not read: cut short,
+    emptied, corrupted), or None."""
+    try:
+        pq.read_metadata(path)
+    except (pa.ArrowException, OSError) as e:
+        return f"{Path(path).name}: not a readable Parquet file ({str(e).splitlines()[0]})"
+    return None
+
+
+def read_parquet(path: Path, columns: list[str] | None = None) -> pd.DataFrame:
+    """A Parquet file of the store as a DataFrame; JobLogError naming the file when it is damaged."""
+    try:
+        return pq.read_table(path, columns=columns).to_pandas()
+    except (pa.ArrowException, OSError) as e:
+        raise JobLogError(f"{path}: not a readable Parquet file ({str(e).splitlines()[0]})") from None

@@ -9,7 +9,6 @@ run's labels are added as categoricals: at 10^7 jobs that is a few hundred MB wh
 from __future__ import annotations
 
 import ctypes
-import json
 import os
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -24,6 +23,7 @@ import pyarrow.parquet as pq
 from ..errors import UsageError
 from ..outcome import read_outcome
 from . import Results
+from .check import experiment_doc
 from .jobs import DEFAULT_APPLICATION, JobLogError, convert_run
 
 SOLO = "solo"
@@ -53,6 +53,8 @@ class ReportData:
     parameters: pd.DataFrame = field(default_factory=pd.DataFrame)
     #: Tables already computed (several sections use the same one).
     memo: dict = field(default_factory=dict, repr=False)
+    #: Runs the store left out, damaged: run directory name -> what is wrong (store/check.py).
+    left_out: dict = field(default_factory=dict)
 
     @property
     def jobs(self) -> pd.DataFrame:
@@ -116,6 +118,7 @@ def load_runs(path) -> pd.DataFrame:
     runs = results.runs()
     if runs.empty:
         raise UsageError(f"{path}: no run with a run.json under runs/; run the experiment first")
+    runs.attrs["left_out"] = dict(results.left_out)  # damaged runs, for the report to list
     return runs
 
 
@@ -191,10 +194,7 @@ def load(path, runs: pd.DataFrame | None = None) -> ReportData:
         names = _application_names(t)
         apps += [a for a in names if a not in apps]
         read.append((r, t))
-    try:
-        experiment = json.loads((path / "experiment.json").read_text())
-    except (OSError, ValueError):
-        experiment = {}
+    experiment = experiment_doc(path) if not (path / "campaign.json").is_file() else {}
     cut = [_cut(_labelled(t, r, cats, apps)) for r, t in read]
     measured, warmup = [m for m, _ in cut], [w for _, w in cut]
     del tables, read, cut  # only the cut tables hold the buffers now: the conversion frees them
@@ -202,7 +202,8 @@ def load(path, runs: pd.DataFrame | None = None) -> ReportData:
     # The warm-up slices first: the measured ones share their buffers, which the measured
     # conversion can then free column by column.
     warm = _frame(warmup, cats)
-    data = ReportData(path, runs, _frame(measured, cats), warm, experiment, _numeric_where_possible(pd.DataFrame(params)))
+    data = ReportData(path, runs, _frame(measured, cats), warm, experiment, _numeric_where_possible(pd.DataFrame(params)),
+                      left_out=dict(runs.attrs.get("left_out", {})))
     _return_freed_memory()
     return data
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .files import JobLogError, write_parquet_atomic  # noqa: F401 (public here too)
+from .files import JobLogError, read_parquet, write_parquet_atomic  # noqa: F401 (public here too)
 
 MAGIC = b"XTJOBS01"
 HEADER = np.dtype([("magic", "S8"), ("version", "<u4"), ("record_size", "<u4"), ("capacity", "<u8"), ("count", "<u8"),
@@ -25,16 +25,28 @@ FLAG_WARMUP, FLAG_MISSED, FLAG_MIGRATED, FLAG_FAILED = 1, 2, 4, 8
 assert HEADER.itemsize == 64 and RECORD.itemsize == 80
 
 
-def read_job_log(path: Path) -> pd.DataFrame:
-    """The job table of one run: raw fields plus derived exec/response/wake-up latency."""
+def read_job_log(path: Path, expected: int | None = None) -> pd.DataFrame:
+    """The job table of one run: raw fields plus derived exec/response/wake-up latency.
+    JobLogError, naming the file and the fault, when the header disagrees with the file's
+    size (a log cut short is never read as fewer jobs) or its count falls below `expected`
+    (the run.json's `jobs_recorded`, when the run finished)."""
     raw = Path(path).read_bytes()
-    if len(raw) < HEADER.itemsize or raw[:8] != MAGIC:
-        raise JobLogError(f"{path}: not an xtalk job log")
+    if len(raw) < HEADER.itemsize:
+        raise JobLogError(f"{path}: {len(raw)} bytes, shorter than the {HEADER.itemsize}-byte header (emptied or cut short)")
+    if raw[:8] != MAGIC:
+        raise JobLogError(f"{path}: not an xtalk job log (magic {bytes(raw[:8])!r}, expected {MAGIC!r})")
     h = np.frombuffer(raw, HEADER, count=1)[0]
     if h["record_size"] != RECORD.itemsize:
-        raise JobLogError(f"{path}: record size {h['record_size']} not supported")
+        raise JobLogError(f"{path}: record size {h['record_size']} not supported (expected {RECORD.itemsize})")
     fits = (len(raw) - HEADER.itemsize) // RECORD.itemsize
-    count = int(min(h["count"], h["capacity"], fits))
+    count = int(h["count"])
+    if count > h["capacity"]:
+        raise JobLogError(f"{path}: header counts {count} records in a capacity of {h['capacity']} (corrupted header)")
+    if count > fits:
+        raise JobLogError(f"{path}: header counts {count} records, the file holds {fits} (cut short)")
+    # Fewer is damage; more can be honest (a job published after the agent counted them).
+    if expected is not None and count < expected:
+        raise JobLogError(f"{path}: {count} records, but run.json records {expected} jobs")
     rec = np.frombuffer(raw, RECORD, count=count, offset=HEADER.itemsize)
     flags = rec["flags"]
     df = pd.DataFrame({
@@ -75,12 +87,14 @@ def read_counter_log(path: Path, events: list[str]) -> pd.DataFrame:
     column per event. A value whose group never ran (running 0) is missing, not zero."""
     raw = Path(path).read_bytes()
     if len(raw) < 64 or raw[:8] != COUNTER_MAGIC:
-        raise JobLogError(f"{path}: not an xtalk counter log")
+        raise JobLogError(f"{path}: not an xtalk counter log ({len(raw)} bytes; emptied, cut short or corrupted)")
     record_size, capacity, count, n = (int(np.frombuffer(raw, "<u4", 1, 12)[0]), int(np.frombuffer(raw, "<u8", 1, 16)[0]),
                                        int(np.frombuffer(raw, "<u8", 1, 24)[0]), int(np.frombuffer(raw, "<u4", 1, 32)[0]))
     if n != len(events) or record_size != 24 + 8 * n:
         raise JobLogError(f"{path}: {n} counters recorded but run.json names {len(events)}")
-    count = min(count, capacity, (len(raw) - 64) // record_size)
+    fits = (len(raw) - 64) // record_size
+    if count > min(capacity, fits):
+        raise JobLogError(f"{path}: header counts {count} records, the file holds {fits} of capacity {capacity} (cut short or corrupted)")
     rec = np.frombuffer(raw, "<u8", count * (3 + n), 64).reshape(count, 3 + n)
     running = rec[:, 2]
     df = pd.DataFrame({"job": rec[:, 0].astype(np.int64), "ctr_enabled_ns": rec[:, 1].astype(np.int64),
@@ -162,13 +176,13 @@ def _from_trace(run_dir: Path, app: str | None, source, proc, trace: pd.DataFram
 
 
 def _one(name: str, where: Path, events: list[str], run_dir: Path, app: str | None,
-         trace: pd.DataFrame | None = None) -> pd.DataFrame:
+         trace: pd.DataFrame | None = None, expected: int | None = None) -> pd.DataFrame:
     """The job table of one measured process (`app`: None for the victim), counters merged,
     its probes converted beside its log. A command whose jobs come from its probes gets one
     row per probe span (store/probe_jobs.py), one whose jobs come from the kernel trace
     (`trace`, the run's parsed trace) one row per activation (trace/activations.py); its own
-    record goes to process.parquet."""
-    df = read_job_log(where / "jobs.bin")
+    record goes to process.parquet. `expected`: the records run.json counts."""
+    df = read_job_log(where / "jobs.bin", expected)
     df.insert(1, "application", name)
     if events and (where / "counters.bin").exists():
         df = df.merge(read_counter_log(where / "counters.bin", events), on="job", how="left")
@@ -222,6 +236,17 @@ def _process(run_dir: Path, app: str | None):
     return proc
 
 
+def _recorded(run_dir: Path) -> int | None:
+    """The victim's job count run.json records (None: a run the agent did not finish, whose
+    log holds what was published before it stopped)."""
+    from ..outcome import read_outcome
+
+    meta = read_outcome(run_dir)
+    if meta is None or meta.status == "running":
+        return None
+    return meta.jobs_recorded
+
+
 def convert_run(run_dir: Path) -> pd.DataFrame | None:
     """jobs.bin (the victim's and every application's) -> jobs.parquet for one run directory
     (idempotent), one table with an `application` column naming each row's process. None
@@ -230,14 +255,14 @@ def convert_run(run_dir: Path) -> pd.DataFrame | None:
     measured = measured_logs(run_dir)
     src, dst = run_dir / "jobs.bin", run_dir / "jobs.parquet"
     if _fresh(run_dir, [w / "jobs.bin" for _, w, _ in measured]):
-        return with_application(pd.read_parquet(dst))
+        return with_application(read_parquet(dst))
     if not src.exists():
         return None
     name, _, events = measured[0]
     from ..trace.run import analyze, events_of
 
     trace = events_of(run_dir)
-    df = _one(name, run_dir, events, run_dir, None, trace)
+    df = _one(name, run_dir, events, run_dir, None, trace, _recorded(run_dir))
     # The trace is analysed for the victim's jobs (its culprits); applications' rows have none.
     traced = analyze(run_dir, df.drop(columns="application"), trace)
     if traced is not None:

@@ -15,7 +15,7 @@ import pandas as pd
 
 from ..outcome import read_outcome
 from ..trace.overheads import COLUMNS, for_run
-from .files import write_parquet_atomic
+from .files import parquet_damage, write_parquet_atomic
 from .jobs import victim_jobs
 
 CACHE = "overheads.parquet"
@@ -36,7 +36,7 @@ def run_overheads(run_dir: Path) -> pd.DataFrame | None:
     run_dir = Path(run_dir)
     if not (run_dir / "trace.txt").exists():
         return None
-    if _fresh(run_dir):
+    if _fresh(run_dir) and parquet_damage(run_dir / CACHE) is None:  # a damaged cache: decompose again
         cached = pd.read_parquet(run_dir / CACHE)
         if list(cached.columns) == COLUMNS:  # else written by another version: decompose again
             return cached

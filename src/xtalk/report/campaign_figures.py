@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..analysis import verdict as vd
 from .figures import plt
 
 #: Face of an inconclusive cell.
@@ -90,11 +91,11 @@ def heatmap(ax, grid) -> None:
                         color="white" if v[i, j] > mid else "black")
             else:
                 ax.add_patch(plt.Rectangle((j - 0.5, i - 0.5), 1, 1, facecolor=UNKNOWN, hatch="xx", edgecolor="#aaa",
-                                           lw=0, gid="inconclusive"))
+                                           lw=0, gid=vd.INCONCLUSIVE))
                 ax.text(j, i, f"{v[i, j]:.2f}?", ha="center", va="center", fontsize=7, color="#666", style="italic")
             if violated[i, j]:
                 ax.add_patch(plt.Rectangle((j - 0.48, i - 0.48), 0.96, 0.96, fill=False, edgecolor=VIOLATED, lw=2,
-                                           gid="violated"))
+                                           gid=vd.VIOLATED))
     fig.colorbar(im, ax=ax, label=grid.stat.label)
     ax.set_title("heat map (grey, hatched, \"?\": CI holds 1; red frame: ε violated)", fontsize=9)
 

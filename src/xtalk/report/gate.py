@@ -28,7 +28,7 @@ from .. import safepath
 from ..analysis import verdict as vd
 from ..errors import UsageError
 
-PASS, FAIL, INCONCLUSIVE = "pass", "fail", "inconclusive"
+PASS, FAIL, INCONCLUSIVE = "pass", "fail", vd.INCONCLUSIVE  # a check the data cannot decide: the ε word
 #: An ε verdict as a check outcome.
 _FROM_EPSILON = {vd.HOLDS: PASS, vd.VIOLATED: FAIL, vd.INCONCLUSIVE: INCONCLUSIVE}
 

@@ -28,7 +28,8 @@ PEERS_SH = ROOT / "tests" / "peers.sh"
 BASE = {"sh", "bash", "env", "true", "false", "sleep", "cat", "cp", "mv", "rm", "ln", "ls", "mkdir", "kill",
         "timeout", "nice", "id", "uname", "nproc", "getconf", "ldconfig", "chrt", "taskset", "setpriv", "unshare", "prlimit", "runuser", "nsenter",
         "mount", "umount", "useradd", "userdel", "groupadd", "groupdel", "apt-get", "dpkg",
-        "cc", "gcc", "ld", "objdump", "cargo", "make", "git"}  # (platform and ctypes.util run uname, ldconfig, ld)
+        "cc", "gcc", "ld", "objdump", "cargo", "make", "git",
+        "file"}  # (platform and ctypes.util run uname, ldconfig, ld; platform.architecture runs file where it exists)
 
 _started: dict[str, str] = {}   # program -> the first test that started it
 _looked_up: set[str] = set()

@@ -149,3 +149,23 @@ def test_wilson_bounds_are_exact_at_the_ends():
     assert _wilson(600, 600)[1] == 1.0 and 0.99 < _wilson(600, 600)[0] < 1
     lo, hi = _wilson(30, 600)
     assert lo < 0.05 < hi
+
+
+def test_a_relative_epsilon_is_judged_on_the_runs_like_the_slowdown_beside_it():
+    """One run of three twice as slow: the jobs of a run are not independent, so the ε on the
+    median ratio is inconclusive (the runs' interval straddles the bound), where a job-level
+    interval would have called it held; without run ids the pooled interval is kept."""
+    g = np.random.default_rng(3)
+
+    def frame(factors):
+        return pd.DataFrame({"run_id": np.repeat([f"r{i}" for i in range(len(factors))], 300),
+                             "exec_ns": np.concatenate([g.normal(1e6 * f, 2e4, 300) for f in factors])})
+
+    solo, scen = frame([1.0, 1.0, 1.0]), frame([1.0, 1.0, 2.0])
+    spec = {"metric": "exec", "statistic": "median", "relative": 1.5}
+    by_runs = V.epsilon_verdict(solo, scen, spec, n_boot=1000, seed=0).iloc[0]
+    assert by_runs["verdict"] == V.INCONCLUSIVE, by_runs
+    assert by_runs["ratio_ci_low"] < 1.5 < by_runs["ratio_ci_high"]
+    pooled = V.epsilon_verdict(solo.drop(columns="run_id"), scen.drop(columns="run_id"), spec, n_boot=1000,
+                                seed=0).iloc[0]
+    assert pooled["verdict"] == V.HOLDS and pooled["ratio_ci_high"] < 1.5

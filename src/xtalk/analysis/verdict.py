@@ -413,6 +413,17 @@ def metric_values(jobs: pd.DataFrame, metric: str, *, include_warmup: bool = Fal
     raise ValueError(f"jobs: no {col!r} column and no end_ns/{origin} to derive it")
 
 
+def run_values(jobs: pd.DataFrame, metric: str, *, include_warmup: bool = False) -> list[np.ndarray] | None:
+    """:func:`metric_values` split by run (``run_id``), runs in order of appearance; None
+    when the frame does not say which run a job belongs to."""
+    if "run_id" not in jobs.columns:
+        return None
+    values = metric_values(jobs, metric, include_warmup=include_warmup)
+    runs = _steady(jobs, include_warmup)["run_id"].astype(str).to_numpy()
+    _, first, inverse = np.unique(runs, return_index=True, return_inverse=True)
+    return [values[inverse == i] for i in np.argsort(first)]
+
+
 def bound_verdict(low: float, high: float, bound: float) -> str:
     """A CI [low, high] against an upper bound: holds when all of it is at or below the
     bound, violated when all of it is above, inconclusive when it straddles the bound."""
@@ -467,7 +478,15 @@ def epsilon_verdict(
         ref = metric_values(solo, spec.metric, include_warmup=include_warmup)
         rng = st._rng(seed)
         ci = st.bootstrap_ci(scen, spec.statistic, level=spec.level, n_boot=n_boot, seed=rng)
-        rci = st.ratio_ci(scen, ref, spec.statistic, level=spec.level, n_boot=n_boot, seed=rng)
+        # Runs, then jobs within them, resampled where the frames say which run each job is
+        # of: the interval the slowdown beside the verdict has (jobs of one run are not
+        # independent, so a job-level interval is narrower than the data allow).
+        by_run = (run_values(scenario, spec.metric, include_warmup=include_warmup),
+                  run_values(solo, spec.metric, include_warmup=include_warmup))
+        if None not in by_run:
+            rci = st.ratio_ci(by_run[0], by_run[1], spec.statistic, level=spec.level, n_boot=n_boot, seed=rng)
+        else:
+            rci = st.ratio_ci(scen, ref, spec.statistic, level=spec.level, n_boot=n_boot, seed=rng)
         solo_val = st.statistic_value(ref, spec.statistic)
         verdict = _decide(rci.low, rci.high, spec.relative)
         row.update(observed_ns=ci.estimate, ci_low_ns=ci.low, ci_high_ns=ci.high,

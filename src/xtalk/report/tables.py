@@ -296,7 +296,7 @@ def epsilon_table(x, epsilons: Sequence = (), *, n_boot: int = 2000, seed: int =
 
 def _epsilon_table(data: ReportData, epsilons: Sequence, n_boot: int, seed: int) -> pd.DataFrame:
     rows = []
-    cols = ["exec_ns", "response_ns", "start_ns", "end_ns", "release_ns"]
+    cols = ["run_id", "exec_ns", "response_ns", "start_ns", "end_ns", "release_ns"]
     for scen, conf in groups(data):
         specs = _specs(data, epsilons, conf)
         if not specs:

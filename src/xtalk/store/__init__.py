@@ -149,9 +149,11 @@ class Results:
         """A DuckDB connection with views `jobs`, `runs` and `probes` (every probe sample, with
         its run's labels; empty without probes) over this experiment."""
         files = self.ensure_parquet()
-        self.parquet_files = files  # what the views read (store/sandbox.py lets a locked connection read them)
+        probe_files = self._probe_files()
+        # What the views read: store/sandbox.py lets a locked connection read these and no other.
+        self.parquet_files = files + [Path(f) for f in probe_files["filename"]]
         con = duckdb.connect()
-        self._probes_view(con)
+        self._probes_view(con, probe_files)
         runs = self.runs().drop(columns=["enemies"])
         con.register("runs_df", runs)
         con.execute("CREATE VIEW runs AS SELECT * FROM runs_df")
@@ -181,9 +183,10 @@ class Results:
                                  "configuration": r.configuration, "repetition": r.repetition, "application": app})
         return pd.DataFrame(rows, columns=["filename", *PROBE_COLUMNS[:5]])
 
-    def _probes_view(self, con: duckdb.DuckDBPyConnection) -> None:
-        """The `probes` view: every sample, read from the Parquet files only when queried."""
-        files = self._probe_files()
+    def _probes_view(self, con: duckdb.DuckDBPyConnection, files: pd.DataFrame | None = None) -> None:
+        """The `probes` view: every sample, read from the Parquet files only when queried
+        (``files``: :meth:`_probe_files`, when the caller has them)."""
+        files = self._probe_files() if files is None else files
         con.register("probe_files_df", files)
         if files.empty:
             cols = ", ".join(f"NULL::{'VARCHAR' if c in ('run_id', 'scenario', 'configuration', 'application', 'name') else 'BIGINT'}"

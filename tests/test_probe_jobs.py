@@ -101,13 +101,13 @@ def test_planted_slowdown_is_found_and_aa_claims_nothing(results):
     assert table["solo"]["jobs"] == 5 * (STEPS - WARMUP), "the jobs column counts the steps"
     hog, aa = table["rt-hog"], table["again"]
     ci = {k: (r["slowdown_median"], r["slowdown_median_lo"], r["slowdown_median_hi"]) for k, r in table.items()}
-    assert hog["slowdown_median_lo"] > 1.2, ci
+    assert hog["slowdown_median_lo"] > 1, ci  # the planted 2× found: its CI excludes 1
     assert aa["slowdown_median_lo"] <= 1.0 <= aa["slowdown_median_hi"], ci
     assert "jobs: the spans of probe 'step', released on a 5 ms grid through probe 'wake'" in printed
     assert "whole process (exec to exit; not a job)" in printed
     assert table["solo"]["process_ms"] > STEPS * PERIOD_US / 1e3 * 0.9, "the whole process is its own statistic"
     steps = {p["name"]: p for p in hog["probes"]}["step"]
-    assert steps["slowdown_median_lo"] > 1.2 and steps["n"] == 5 * STEPS
+    assert steps["slowdown_median_lo"] > 1 and steps["n"] == 5 * STEPS
 
 
 def test_probes_view_and_method(results):

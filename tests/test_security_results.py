@@ -212,8 +212,9 @@ def test_sudo_users_output_directory_with_planted_names(made, tmp_path, decoy, u
     for f in ("compare.md", "compare.csv", "compare.html", "p99.png", "index.html"):
         their_link(out / f, decoy / "secret", uid, gid)
     mine = copy(made, tmp_path / "mine")
+    again = copy(made, tmp_path / "again")  # the same directory twice is refused (compare)
     env = clean_env(SUDO_UID=uid)
-    r = xtalk("compare", mine, mine, "--label", "a", "--label", "b", "--out", out, env=env)
+    r = xtalk("compare", mine, again, "--label", "a", "--label", "b", "--out", out, env=env)
     assert r.returncode == 0, r.stdout + r.stderr
     assert not (out / "compare.md").is_symlink() and "a" in (out / "compare.md").read_text()
     r = xtalk("report", mine, "--no-csv", "--out", out, env=env)

@@ -139,7 +139,7 @@ def make_certificates(directory: Path) -> tuple[Path, Path, Path]:
              "node.key": key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
                                            serialization.NoEncryption())}
     for name, data in files.items():
-        fd = os.open(directory / name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+        fd = safepath.open_fd(directory / name, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         with os.fdopen(fd, "wb") as f:
             f.write(data)
     return directory / "ca.pem", directory / "node.pem", directory / "node.key"

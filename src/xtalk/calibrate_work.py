@@ -21,7 +21,6 @@ from .config.expand import RunSpec
 from .errors import UsageError
 from .outcome import RunOutcome
 from .plan import AocsBody, ChaseBody, PiBody, Plan, SyscallBody
-from .store.jobs import read_job_log
 from .targets.base import LocalTarget
 
 #: The work knob of each body that can be calibrated.
@@ -84,6 +83,8 @@ def solo_pass(plan: Plan, run_dir: Path, agent, what: str, alternative: str, job
     if run_dir.exists():  # a repeated pass starts afresh
         shutil.rmtree(run_dir)
     meta = run_on(agent, plan, run_dir)
+    from .store.jobs import read_job_log  # pandas, once a pass has run
+
     log = read_job_log(run_dir / "jobs.bin")
     measured = log[~log.warmup & ~log.failed] if len(log) else log
     if meta.status != "completed" or len(measured) < jobs // 2:

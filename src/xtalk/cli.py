@@ -14,11 +14,40 @@ from rich.console import Console
 from .command import command_wrapper, say_left_out_runs
 from .errors import UsageError
 
-app = typer.Typer(add_completion=False, no_args_is_help=True,
+# Help as plain text: Rich markup ate "[trace]" from help texts, and flags read `--csv <bool>`.
+app = typer.Typer(no_args_is_help=True, rich_markup_mode=None,
                   help="xtalk: measure timing interference between applications on a multicore processor.")
 say_left_out_runs()  # a damaged run a reader leaves out: one line on stderr (store/check.py)
 # Tables stay readable when the output goes to a file or a CI log.
 console = Console() if sys.stdout.isatty() else Console(width=160)
+
+
+def _version(value: bool) -> None:
+    """`--version`: this xtalk, the commit it runs from (in a checkout), the agent it would use."""
+    if not value:
+        return
+    import subprocess
+
+    from .errors import AgentError
+    from .provenance import git_commit
+    from .targets.agent import find_agent
+    from .version import __version__
+
+    commit = git_commit()
+    print(f"xtalk {__version__}" + (f" (commit {commit})" if commit != "unknown" else ""))
+    try:
+        agent = find_agent()
+        said = subprocess.run([str(agent), "--version"], capture_output=True, text=True, timeout=10).stdout.strip()
+        print(f"{said or 'xtalk-agent: no version'} ({agent})")
+    except (AgentError, OSError, subprocess.SubprocessError) as e:
+        print(f"xtalk-agent: {e}")
+    raise typer.Exit(0)
+
+
+@app.callback()
+def _options(version: bool = typer.Option(False, "--version", is_eager=True, callback=_version,
+                                          help="print the versions of xtalk and of its agent, and exit")):
+    """xtalk: measure timing interference between applications on a multicore processor."""
 
 
 def command(fn):
@@ -546,22 +575,42 @@ def examples():
     print(installed.examples_dir())
 
 
-def _mount_optional(argv: list[str] | None = None):
+#: The sub-command groups that live in their own packages: name, module, the group's help
+#: (its app's own; tests/test_cli_startup.py keeps the two equal).
+GROUPS = (("model", "xtalk.model.cli", "Interference model (seed 000, chapter 4): exhaustive explorer and UPPAAL export."),
+          ("sched", "xtalk.sched.cli", "Schedulability (seed 001): RTA, EDF, PRM, VM budgets, SCHED_DEADLINE, simulation."),
+          ("campaign", "xtalk.campaign.cli", "Campaigns: many experiments, unattended, journaled, resumable."))
+
+
+def _mount_optional(argv: list[str] | None = None, placeholders: bool = False):
     """Sub-command groups that live in their own packages: the one the command line names,
     or all of them when it names none (help, completion). Importing them all cost every
-    command a second and more (`sched` brings pandas and scipy along)."""
+    command a second and more (`sched` brings pandas and scipy along). With `placeholders`,
+    a command line that names none (`xtalk --help`) gets each group as its help line only,
+    nothing imported."""
     argv = sys.argv[1:] if argv is None else argv
     words = [a for a in argv if not a.startswith("-")]
-    groups = (("model", "xtalk.model.cli"), ("sched", "xtalk.sched.cli"), ("campaign", "xtalk.campaign.cli"))
-    named = words[0] if words and (words[0] in app_commands() or words[0] in dict(groups)) else None
-    for name, module in groups:
+    groups = {name: module for name, module, _ in GROUPS}
+    named = words[0] if words and (words[0] in app_commands() or words[0] in groups) else None
+    for name, module, help_text in GROUPS:
         if named is not None and named != name:
+            continue
+        if named is None and placeholders:
+            app.add_typer(typer.Typer(help=help_text), name=name)
             continue
         try:
             mod = __import__(module, fromlist=["app"])
         except ImportError:
             continue
         app.add_typer(mod.app, name=name)
+
+
+def _completing() -> bool:
+    """Whether the shell asks for completions (typer's _XTALK_COMPLETE): every group is
+    mounted then, whatever the words typed so far."""
+    import os
+
+    return any(k.startswith("_") and k.endswith("_COMPLETE") for k in os.environ)
 
 
 def app_commands() -> set[str]:
@@ -579,7 +628,7 @@ def main() -> None:
     line naming the command and the option, exit 2, not click's framed block)."""
     signal.signal(signal.SIGTERM, _interrupt)
     signal.signal(signal.SIGHUP, _interrupt)
-    _mount_optional()
+    _mount_optional(placeholders=not _completing())
     try:
         code = app(standalone_mode=False)
     except typer.Abort:

@@ -9,9 +9,8 @@ import sys
 import warnings
 
 import typer
-from pydantic import ValidationError
 
-from .errors import AgentError, UsageError
+from .errors import AgentError, Damaged, UsageError
 
 
 def command_wrapper(fn):
@@ -29,8 +28,10 @@ def command_wrapper(fn):
         except AgentError as e:
             print(f"xtalk: {e}", file=sys.stderr)
             raise typer.Exit(AgentError.exit_code) from None
-        except ValidationError as e:  # a model check no caller turned into its own line
-            from .config.experiment import error_line
+        except Exception as e:
+            if not _validation_error(e):
+                raise
+            from .config.experiment import error_line  # a model check no caller turned into its own line
 
             print(f"xtalk: {error_line(e)}", file=sys.stderr)
             raise typer.Exit(UsageError.exit_code) from None
@@ -41,12 +42,17 @@ def command_wrapper(fn):
     return wrapper
 
 
+def _validation_error(e: Exception) -> bool:
+    """Whether `e` is pydantic's ValidationError, without importing pydantic for commands
+    that never load it (`xtalk --help`): if it is not loaded, `e` cannot be one."""
+    pydantic = sys.modules.get("pydantic")
+    return pydantic is not None and isinstance(e, pydantic.ValidationError)
+
+
 def say_left_out_runs() -> None:
     """Show each damage a reader worked around (store/check.py: `Damaged`, a run left out
     among them) as one line on stderr, once each; other warnings as Python shows them. Set for the whole process by
     `xtalk.cli` (sub-apps without `command_wrapper` included), again in each wrapped command."""
-    from .store.check import Damaged
-
     warnings.simplefilter("default", Damaged)
     shown = warnings.showwarning
     if getattr(shown, "says_left_out", False):

@@ -13,6 +13,12 @@ class AgentError(Exception):
     exit_code = 3
 
 
+class Damaged(UserWarning):
+    """Damage a reader worked around (the message names the file and what it did without);
+    the command line says each as one `xtalk: warning:` line. Here, not in store/check.py
+    where it is raised, so that the command line sets up its display without the store."""
+
+
 #: Exit codes of `xtalk run` besides 2 and 3 above: every run completed (0); some runs
 #: failed, timed out or were not started (4); no run completed (5); interrupted (130).
 #: docs/experiments.md documents them.

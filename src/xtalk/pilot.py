@@ -22,7 +22,6 @@ from .config.expand import RunSpec
 from .errors import UsageError
 from .limits import MAX_PERIOD_NS
 from .plan import CommandBody
-from .store.jobs import read_job_log
 
 #: The longest a pilot may run before it is called a program that does not end.
 PILOT_TIMEOUT_S = 600.0
@@ -50,6 +49,8 @@ def pilot(runs: list[RunSpec], agent, out: Path, period_declared: bool, timeout_
     if d.exists():
         shutil.rmtree(d)
     meta = run_on(agent, plan, d)
+    from .store.jobs import read_job_log  # pandas, once the pilot has run
+
     log = read_job_log(d / "jobs.bin") if (d / "jobs.bin").exists() else None
     if meta.status != "completed" or log is None or log.empty:
         if timeout_declared:  # the runs keep the file's timeout: they will say how they end

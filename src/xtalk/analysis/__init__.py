@@ -17,23 +17,28 @@ by the summary, the report's tables and `xtalk query`).
 # the slowdown module depending on import order) are reached through their modules, so
 # ``from xtalk.analysis import pwcet, periodicity, slowdown`` always gives the modules
 # (tests/test_analysis_package.py checks it).
-from .periodicity import Periodicity
-from .pwcet import PWCETRefused, PWCETResult, fit_gev, fit_gpd, iid_checks
-from .spikes import Attribution, attribute_spikes, detect_spikes, spike_periods
-from .stats import (
-    BootstrapCI,
-    NoiseFloor,
-    ShiftTest,
-    aa_noise_floor,
-    bootstrap_ci,
-    cluster_ratio_ci,
-    markers,
-    per_step_reference,
-    ratio_ci,
-    shift_test,
-)
-from .verdict import EpsilonSpec, classify_misses, deadline_misses, epsilon_verdict, epsilon_verdicts
-from .wakeup import Drift, Quantisation, drift, period_quantisation, run_drift, wakeup_series
+# The re-exports load with their module when first named (PEP 562): `xtalk run` reads the
+# guards' thresholds and `xtalk plan` the feasibility estimate without pandas and scipy.
+_FROM = {
+    "periodicity": ["Periodicity"],
+    "pwcet": ["PWCETRefused", "PWCETResult", "fit_gev", "fit_gpd", "iid_checks"],
+    "spikes": ["Attribution", "attribute_spikes", "detect_spikes", "spike_periods"],
+    "stats": ["BootstrapCI", "NoiseFloor", "ShiftTest", "aa_noise_floor", "bootstrap_ci", "cluster_ratio_ci", "markers",
+              "per_step_reference", "ratio_ci", "shift_test"],
+    "verdict": ["EpsilonSpec", "classify_misses", "deadline_misses", "epsilon_verdict", "epsilon_verdicts"],
+    "wakeup": ["Drift", "Quantisation", "drift", "period_quantisation", "run_drift", "wakeup_series"],
+}
+_MODULE_OF = {name: module for module, names in _FROM.items() for name in names}
+
+
+def __getattr__(name: str):
+    """A re-exported name, from its submodule (imported now if it was not)."""
+    import importlib
+
+    if name in _MODULE_OF:
+        return getattr(importlib.import_module(f"{__name__}.{_MODULE_OF[name]}"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = [
     "Attribution",

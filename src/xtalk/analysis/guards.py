@@ -11,8 +11,10 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass
 from enum import Enum
+from typing import TYPE_CHECKING
 
-import pandas as pd
+if TYPE_CHECKING:  # tables are only passed through: `xtalk run` needs the thresholds before pandas
+    import pandas as pd
 
 #: Solo is overloaded when its median job takes more than this share of the deadline:
 #: slowdowns then compare backlogs.

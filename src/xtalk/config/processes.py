@@ -17,7 +17,6 @@ from ..plan import (AocsBody, AttachBody, ChaseBody, CommandBody, Counter, Deadl
 from ..targets.agent import TargetFacts
 from .. import limits, units
 from ..errors import UsageError
-from ..trace.activations import EVENTS as TRACE_JOB_EVENTS
 from .jobs_from import TRACE_JOBS_IMPLEMENTED, plan_jobs_from
 from .experiment import AOCS_MADE, EnemySpec, Experiment, SchedSpec, ScenarioSpec, TraceSpec, VictimSpec
 
@@ -220,5 +219,7 @@ def trace_of(exp: Experiment) -> Trace | None:
     spec = exp.trace or TraceSpec()
     events = list(spec.events or Trace.model_fields["events"].default)
     if wanted:
+        from ..trace.activations import EVENTS as TRACE_JOB_EVENTS  # with pandas: not for every plan
+
         events += [e for e in TRACE_JOB_EVENTS if e not in events]
     return Trace(buffer_kb=spec.buffer_kb, events=events)

@@ -22,7 +22,7 @@ from xtalk.sched.inputs import InputError
 
 from .. import safepath
 
-app = typer.Typer(help="Interference model (seed 000 ch. 4): exhaustive explorer and UPPAAL export.")
+app = typer.Typer(help="Interference model (seed 000, chapter 4): exhaustive explorer and UPPAAL export.")
 _out = Console()
 
 

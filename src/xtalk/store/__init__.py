@@ -19,14 +19,15 @@ experiment can be grouped on in SQL and pandas alike.
 from __future__ import annotations
 
 from pathlib import Path
-
-import duckdb
-import pandas as pd
+from typing import TYPE_CHECKING
 
 from ..errors import UsageError
 from ..outcome import RunOutcome, read_outcome  # noqa: F401 (public here too)
 from .check import check_table, experiment_doc, left_out, outcome_or_damage
-from .jobs import convert_run, read_job_log  # noqa: F401
+
+if TYPE_CHECKING:  # DuckDB and pandas load when results are read, not when the command line starts
+    import duckdb
+    import pandas as pd
 
 RUN_COLUMNS = ["run_id", "scenario", "configuration", "repetition", "status"]
 #: The `probes` view's and `Results.probes()`'s columns: the run's labels, the measured
@@ -81,6 +82,8 @@ class Results:
         recorded, ``enemies`` (each enemy's achieved work, as run.json lists it). A run whose
         run.json or job table is damaged is left out: named in `left_out` and said once as a
         `LeftOut` warning. Every run damaged: UsageError naming the first damage."""
+        import pandas as pd
+
         rows = []
         dirs = self.run_dirs()
         have = {d.name for d in dirs}
@@ -134,6 +137,8 @@ class Results:
 
     def ensure_parquet(self) -> list[Path]:
         """Convert any job log not yet converted (e.g. after a crash) and list the files."""
+        from .jobs import convert_run
+
         files = []
         for d in self.run_dirs():
             if self._usable(d) is None:
@@ -148,6 +153,8 @@ class Results:
     def connect(self) -> duckdb.DuckDBPyConnection:
         """A DuckDB connection with views `jobs`, `runs` and `probes` (every probe sample, with
         its run's labels; empty without probes) over this experiment."""
+        import duckdb
+
         files = self.ensure_parquet()
         probe_files = self._probe_files()
         # What the views read: store/sandbox.py lets a locked connection read these and no other.
@@ -171,6 +178,8 @@ class Results:
     def _probe_files(self) -> pd.DataFrame:
         """Each probes.parquet of the results (victim's and applications') with its run's
         labels and the measured process that wrote it."""
+        import pandas as pd
+
         from .jobs import measured_logs
 
         self.ensure_parquet()  # converts probes.bin beside each job log
@@ -204,12 +213,16 @@ class Results:
         duration_ns, CPUs), with the run's labels and the ``application`` that recorded it.
         Named probes carry their name (the experiment file's, the program's own, or the
         system call of the preload library); ``name`` is "" for an unnamed one."""
+        import duckdb
+
         con = duckdb.connect()
         self._probes_view(con)
         return con.execute("SELECT * FROM probes ORDER BY run_id, application, begin_ns").df()
 
     def jobs(self, measured_only: bool = True) -> pd.DataFrame:
         """Every job of every run, with run_id, scenario, configuration and repetition."""
+        import pandas as pd
+
         con = self.connect()
         if not self.ensure_parquet():
             return pd.DataFrame()
@@ -244,3 +257,13 @@ def enemy_summary(meta: RunOutcome) -> dict:
 def open(path) -> Results:  # noqa: A001 - the public API reads as xtalk.store.open(path)
     """Open a results directory."""
     return Results(Path(path))
+
+
+def __getattr__(name: str):
+    """`convert_run` and `read_job_log` (store/jobs.py), public here too, loaded with pandas
+    when first named."""
+    if name in ("convert_run", "read_job_log"):
+        from . import jobs
+
+        return getattr(jobs, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -17,12 +17,9 @@ import os
 import warnings
 from pathlib import Path
 
+from ..errors import Damaged  # noqa: F401 (public here too: the warning the store gives)
 from ..outcome import OutcomeError, RunOutcome, load_outcome
 from .files import JobLogError, parquet_damage
-
-
-class Damaged(UserWarning):
-    """Damage a reader worked around (the message names the file and what it did without)."""
 
 
 class LeftOut(Damaged):

@@ -4,13 +4,13 @@ Parquet write (readers see the whole file or none of it)."""
 from __future__ import annotations
 
 from pathlib import Path
-
-import pandas as pd
-import pyarrow as pa
-import pyarrow.parquet as pq
+from typing import TYPE_CHECKING
 
 from .. import safepath
 from ..errors import UsageError
+
+if TYPE_CHECKING:  # pandas and pyarrow load when a file is read, not when the command line starts
+    import pandas as pd
 
 
 class JobLogError(UsageError):
@@ -20,12 +20,17 @@ class JobLogError(UsageError):
 
 def write_parquet_atomic(df: pd.DataFrame, path: Path) -> None:
     """Write Parquet so that readers see the whole file or none of it."""
+    import pyarrow as pa
+
     safepath.write_parquet(pa.Table.from_pandas(df, preserve_index=False), path, fsync=True)
 
 
 def parquet_damage(path: Path) -> str | None:
     """What is wrong with the Parquet file at `path` (its footer does not read: cut short,
     emptied, corrupted), or None."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
     try:
         pq.read_metadata(path)
     except (pa.ArrowException, OSError) as e:
@@ -35,6 +40,9 @@ def parquet_damage(path: Path) -> str | None:
 
 def read_parquet(path: Path, columns: list[str] | None = None) -> pd.DataFrame:
     """A Parquet file of the store as a DataFrame; JobLogError naming the file when it is damaged."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
     try:
         return pq.read_table(path, columns=columns).to_pandas()
     except (pa.ArrowException, OSError) as e:

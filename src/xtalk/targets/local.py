@@ -23,7 +23,6 @@ from typing import Callable
 from .. import safepath
 from ..outcome import RunOutcome, parse_outcome, read_outcome, write_outcome
 from ..plan import Plan
-from ..store.jobs import convert_run
 from .agent import recover
 from .lock import target_lock
 
@@ -51,6 +50,14 @@ def restore_after_dead_agent(agent: Path, run_id: str, say: Callable[[str], None
     for line in lines:
         say(f"run {run_id}: {line}")
     return lines
+
+
+def convert_run(run_dir: Path):
+    """store/jobs.py's `convert_run`, imported when a run has ended: it brings pandas, which
+    a command that only plans, or has not yet started its first run, does not need."""
+    from ..store.jobs import convert_run as convert
+
+    return convert(run_dir)
 
 
 def run_plan(plan: Plan, run_dir: Path, agent: Path, say: Callable[[str], None] = _say, convert: bool = True) -> RunOutcome:

@@ -35,17 +35,14 @@ import urllib.parse
 from functools import cached_property
 from pathlib import Path
 
-import numpy as np
-
 from .. import safepath
 from .. import aocs
 from ..errors import AgentError, UsageError
 from ..plan import Plan
 from ..outcome import RunOutcome, read_outcome
-from ..store.jobs import convert_run
 from .agent import TargetFacts, _caches, _cpu_list, find_agent
 from .base import Target, TargetUnreachable
-from .local import _write_failed
+from .local import _write_failed, convert_run  # convert_run: pandas only once a run has ended
 from .lock import lock_timeout
 
 CONNECT_TIMEOUT_S = 10
@@ -230,7 +227,9 @@ class SshTarget(Target):
         if out.returncode != 0:
             raise AgentError(f"{self.name}: {field}: aocs-generate: {out.stderr.decode(errors='replace').strip()}")
         where, _, head = out.stdout.partition(b"\n")
-        found = int(np.frombuffer(head.ljust(aocs.HEADER.itemsize, b"\0"), aocs.HEADER, count=1)[0]["seed"])
+        import numpy as np  # here only: a plan for a board does not load it
+
+        found = int(np.frombuffer(head.ljust(aocs.HEADER_BYTES, b"\0"), aocs.header_dtype(), count=1)[0]["seed"])
         if head[:6] != b"XTAOCS" or found != seed:
             raise UsageError(f"{field}: {where.decode()} on {self.name} holds AOCS files of seed {found}, not data_seed = {seed}; "
                              "use another directory or remove its files")

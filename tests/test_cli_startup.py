@@ -1,0 +1,113 @@
+"""The command line starts at once: `xtalk --help`, `--version`, `plan` and `run` up to its first
+run load none of the analysis stack (pandas, DuckDB, SciPy, Matplotlib), checked with
+`python -X importtime` in a fresh interpreter; help texts read as written; completion and
+`--version` work. The CPU cost itself is measured by bench/cli_startup.py, not here."""
+
+import os
+import subprocess
+import sys
+
+import pytest
+from typer.testing import CliRunner
+
+from conftest import ROOT
+
+HEAVY = ("pandas", "duckdb", "scipy", "matplotlib")
+QUICKSTART = str(ROOT / "examples" / "quickstart.toml")
+
+
+def _xtalk(args: list[str], prelude: str = "", env: dict | None = None) -> subprocess.CompletedProcess:
+    """`xtalk ARGS` in a fresh interpreter under -X importtime (`prelude` runs first)."""
+    code = f"import sys\n{prelude}\nsys.argv = ['xtalk', *{args!r}]\nfrom xtalk.cli import main\nmain()\n"
+    return subprocess.run([sys.executable, "-X", "importtime", "-c", code], capture_output=True, text=True, cwd=ROOT,
+                          timeout=120, env={**os.environ, **(env or {})})
+
+
+def _imported(stderr: str) -> set[str]:
+    """The top-level packages an -X importtime report names."""
+    return {line.split("|")[-1].strip().split(".")[0] for line in stderr.splitlines() if line.startswith("import time:")}
+
+
+@pytest.mark.parametrize("args", [["--help"], ["--version"], ["plan", QUICKSTART]], ids=["help", "version", "plan"])
+def test_light_commands_load_no_analysis_stack(args, request):
+    if args[0] == "plan":
+        request.getfixturevalue("needs_fifo")  # the quickstart's victim is FIFO: the agent's check says so
+    r = _xtalk(args)
+    assert r.returncode == 0, r.stderr[-2000:]
+    loaded = _imported(r.stderr)
+    assert "typer" in loaded  # the report is there: an empty one would pass anything
+    assert not loaded & set(HEAVY), f"xtalk {' '.join(args)} imported {sorted(loaded & set(HEAVY))}"
+
+
+# `xtalk run` is stopped where its first run would take the machine lock (targets/lock.py),
+# before any agent run: what it loaded up to there is what every run pays before it starts.
+STOP_AT_FIRST_RUN = f"""
+import os
+def _hook(event, args):
+    if event == "fcntl.flock":
+        print("first run; loaded:", sorted(m for m in {HEAVY!r} if m in sys.modules), file=sys.stderr, flush=True)
+        os._exit(0)
+sys.addaudithook(_hook)
+"""
+
+
+def test_run_loads_no_analysis_stack_before_its_first_run(tmp_path, needs_fifo):
+    r = _xtalk(["run", QUICKSTART, "--results", str(tmp_path)], prelude=STOP_AT_FIRST_RUN)
+    assert "first run; loaded: []" in r.stderr, r.stderr[-2000:]
+    assert r.returncode == 0
+    assert not _imported(r.stderr) & set(HEAVY)
+
+
+def test_help_lists_every_group_as_its_own_app_says():
+    from xtalk import cli
+
+    for name, module, help_text in cli.GROUPS:
+        assert __import__(module, fromlist=["app"]).app.info.help == help_text, name
+    out = _xtalk(["--help"]).stdout
+    for name, _, help_text in cli.GROUPS:
+        assert f"  {name} " in out and help_text.split(":")[0] in out, name
+
+
+def _helps():
+    """(command, help output) of every top-level command, in this process."""
+    from xtalk import cli
+
+    cli._mount_optional([])
+    runner = CliRunner()
+    names = sorted(cli.app_commands())
+    return [(n, runner.invoke(cli.app, [n, "--help"], terminal_width=100).output) for n in names]
+
+
+def test_help_texts_read_as_written():
+    # Rich markup once ate "[trace]" (the table the user must add) and showed flags as `<bool>`.
+    from xtalk import cli
+
+    helps = dict(_helps())
+    assert len(helps) == len(cli.app_commands()) >= 15
+    for name in ("blame", "perfetto", "overheads"):
+        assert "[trace]" in helps[name], helps[name]
+    for name, text in helps.items():
+        assert "<bool>" not in text, name
+    assert "--csv / --no-csv" in helps["report"]
+
+
+def test_version_names_xtalk_its_commit_and_the_agent(agent):
+    from xtalk.version import __version__
+
+    r = _xtalk(["--version"], env={"XTALK_AGENT": str(agent)})
+    assert r.returncode == 0, r.stderr[-2000:]
+    first, second = r.stdout.splitlines()
+    assert first.startswith(f"xtalk {__version__}")
+    assert second.startswith("xtalk-agent ") and str(agent) in second
+    r = _xtalk(["--version"], env={"XTALK_AGENT": str(ROOT / "no-such-agent")})
+    assert r.returncode == 0 and "xtalk-agent: XTALK_AGENT=" in r.stdout and "not an executable" in r.stdout
+
+
+def test_shell_completion_reaches_the_groups():
+    def complete(words: str, cword: int) -> list[str]:
+        r = _xtalk([], env={"_XTALK_COMPLETE": "complete_bash", "COMP_WORDS": words, "COMP_CWORD": str(cword)})
+        return r.stdout.split()
+
+    assert complete("xtalk sch", 1) == ["sched"]
+    assert {"analyze", "simulate"} <= set(complete("xtalk sched ", 2))
+    assert complete("xtalk report --no-c", 2) == ["--no-csv"]

@@ -249,7 +249,7 @@ def parse(text: str, source: str) -> Campaign:
     except ValidationError as e:
         err = e.errors()[0]
         line = line_of(text, tuple(p for p in err["loc"] if not _is_tag(p)))
-        raise UsageError(f"{f'{source}:{line}' if line else source}: {error_line(e)}") from None
+        raise UsageError(f"{f'{source}:{line}' if line else source}: {error_line(e, Campaign)}") from None
 
 
 def load(path: Union[str, Path]) -> tuple[Campaign, str]:

@@ -19,6 +19,7 @@ from ..plan import TRACE_EVENT_PATTERN
 from .. import limits
 from .configuration import ConfigurationSpec
 from .jobs_from import JobsFromSpec, check_jobs_from, check_probe_names
+from .suggest import did_you_mean, keys_at, quoted_choices
 from .tomlfile import read_toml
 
 
@@ -359,7 +360,9 @@ class EnemySpec(SchedSpec):
         for key in given:
             if key not in keys:
                 if not any(key in file_keys(other) for other in catalog.current().kinds.values()):
-                    raise ValueError(f"@{key}: unknown key; remove it or check its spelling")
+                    near = did_you_mean(key, [*keys, *(n for n in type(self).model_fields if n != "kind")])
+                    raise ValueError(f"@{key}: unknown key; {near} (or remove it)" if near else
+                                     f"@{key}: unknown key; remove it or check its spelling")
                 allowed = ", ".join(sorted(keys)) or "none"
                 raise ValueError(f"@{key}: '{key}' is not a parameter of enemy '{self.kind}' (its parameters: {allowed}); remove it")
         for key, v in given.items():
@@ -652,10 +655,12 @@ def _shown(value) -> str:
 
 
 def _fix(err: dict, model_fields: list[str]) -> str:
-    """What is wrong and what to do, from one pydantic error, on one line."""
+    """What is wrong and what to do, from one pydantic error, on one line (`model_fields`: the
+    keys the table accepts, for the nearest spelling of an unknown one)."""
     kind = err["type"]
     if kind == "extra_forbidden":
-        return "unknown key; remove it or check its spelling"
+        near = did_you_mean(err["loc"][-1], model_fields)
+        return f"unknown key; {near} (or remove it)" if near else "unknown key; remove it or check its spelling"
     if kind == "missing":
         return "required; add it"
     msg = err["msg"]
@@ -669,14 +674,17 @@ def _fix(err: dict, model_fields: list[str]) -> str:
             msg = "should be letters, digits and . _ + - only"
         if "input" in err and not isinstance(err["input"], (dict, list)):
             msg += f" (got {_shown(err['input'])})"
-        msg += "; change it"
+        near = did_you_mean(err.get("input"), quoted_choices(err.get("ctx", {}).get("expected", ""))) \
+            if kind == "literal_error" else ""
+        msg += f"; {near}" if near else "; change it"
     return " ".join(msg.split())
 
 
-def error_line(e: ValidationError) -> str:
+def error_line(e: ValidationError, model: type[BaseModel] | None = None) -> str:
     """`field: what is wrong; fix` for the first problem of `e`. An invalid value of a field
     that accepts several types (a duration, a CPU set) is one line naming what it accepts,
-    not one line per type."""
+    not one line per type. `model`: the model validated, whose keys an unknown key is
+    compared with ("did you mean")."""
     errors = e.errors()
     err = errors[0]
     path = _path(err["loc"])
@@ -684,7 +692,7 @@ def error_line(e: ValidationError) -> str:
     if len(tags) > 1 and err["type"] not in ("extra_forbidden", "missing"):
         kinds = " or ".join(dict.fromkeys(_TAG_WORDS.get(t, t) for t in tags))
         return f"{path}: {_shown(err.get('input'))} is not valid here; give {kinds}"
-    fix = _fix(err, [])
+    fix = _fix(err, keys_at(model, err["loc"][:-1], _is_tag) if err["type"] == "extra_forbidden" else [])
     # A check of an enemy's catalog parameter names its key: `@key: problem` (EnemySpec).
     m = re.match(r"^@([A-Za-z_]\w*): (.*)$", fix)
     if m:
@@ -695,9 +703,9 @@ def error_line(e: ValidationError) -> str:
     return f"{path}: {fix}"
 
 
-def format_validation_error(source: str, e: ValidationError) -> str:
+def format_validation_error(source: str, e: ValidationError, model: type[BaseModel] | None = None) -> str:
     """One line for the first problem: `SOURCE: field: what is wrong; fix`."""
-    return f"{source}: {error_line(e)}"
+    return f"{source}: {error_line(e, model)}"
 
 
 def load(path: Union[str, Path]) -> Experiment:
@@ -707,4 +715,4 @@ def load(path: Union[str, Path]) -> Experiment:
     try:
         return Experiment.model_validate(data)
     except ValidationError as e:
-        raise UsageError(format_validation_error(str(p), e)) from None
+        raise UsageError(format_validation_error(str(p), e, Experiment)) from None

@@ -179,7 +179,7 @@ def test_out_of_range_settings_are_refused_by_name(margin, confidence, word):
         stopping.Rule(margin, confidence)
 
 
-def test_the_search_stops_trying_candidates_when_the_rule_fires():
+def test_the_search_stops_trying_candidates_when_the_rule_fires(tmp_path):
     """successive_halving with Explore: batches until the rule fires, then halving among the
     candidates tried; the trace says which stopped it."""
     rng = np.random.default_rng(3)
@@ -197,8 +197,8 @@ def test_the_search_stops_trying_candidates_when_the_rule_fires():
     ranked, trace = search.successive_halving(list(means), evaluate, plan, 1e9, 1.0,
                                               explore=search.Explore(BATCH, check))
     assert trace.stopped_by == "rule"
-    tried = trace.exploration[-1]["tried"]
-    assert tried == 48 and trace.exploration[-1]["fired"]  # 45 needed at ε = 1/2, in rounds of 12
+    tried = trace.exploration[-1]["candidates"]
+    assert tried == 48 and trace.exploration[-1]["tried"] == 48 and trace.exploration[-1]["fired"]  # 45 needed at ε = 1/2, in rounds of 12
     assert len(trace.rounds[0]["candidates"]) == tried
     assert len(trace.rounds[1]["candidates"]) == tried // 2  # the halving planned again for 48
     assert sum(1 for a in ranked if a.scores) == tried
@@ -206,5 +206,13 @@ def test_the_search_stops_trying_candidates_when_the_rule_fires():
     small = search.schedule(24, 1.0, 0.0, 3, batch=BATCH)
     _, trace = search.successive_halving(list(means), evaluate, small, sum(s.seconds for s in small), 1.0,
                                          explore=search.Explore(BATCH, check))
-    assert trace.stopped_by == "budget" and trace.exploration[-1]["tried"] == 24
+    assert trace.stopped_by == "budget" and trace.exploration[-1]["candidates"] == 24
     assert not trace.exploration[-1]["fired"]
+    # What result.json, the printout and stopping.png make of it.
+    from xtalk.worst.driver import stopping_doc, stopping_text
+    from xtalk.worst.output import stopping_figure
+
+    doc = stopping_doc(rule, trace)
+    assert doc["stopped_by"] == "budget" and doc["estimate"]["needed"] == 45 and "batch" not in doc["estimate"]
+    assert stopping_text(rule, doc).startswith("stopping rule NOT met: the budget ran out after 24 random candidates")
+    assert stopping_figure(tmp_path / "stopping.png", doc, "p99", "execution").stat().st_size > 1000

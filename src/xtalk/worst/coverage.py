@@ -5,8 +5,9 @@ kind's `channel`, from the agent); a kind that declares none is its own channel,
 `(kind)`, so it is never silently merged or dropped. Every candidate the search tried is
 classified by the channels of its enemies. For each channel of the catalog the result says:
 
-- `exercised`: candidates loading it were measured; the best first-round score of one, and
-  of one loading that channel alone (a candidate loading several is credited to each: the
+- `exercised`: candidates loading it were measured; the best score of one (pooled over the
+  rounds it survived: one short round's score for most, so noisy), and of one loading that
+  channel alone (a candidate loading several is credited to each: the
   scores do not separate channels), and whether any slowed the victim by more than the
   stopping rule's margin (`effect`: "slows" or "none measured");
 - `refused`: every candidate with it was tried and failed to run (the agent refused it, or
@@ -44,8 +45,8 @@ def loads(cat: catalog_mod.Catalog, c: Candidate) -> set[str]:
 def coverage(cat: catalog_mod.Catalog, sp: Space, requested: Optional[list[str]], tried: list[tuple[Candidate, Optional[float]]],
              margin: float, rates: Optional[dict[str, list[str]]] = None) -> dict:
     """Per channel of the catalog: its kinds, its status and why, and for an exercised one the
-    candidates, best scores and effect. `tried`: each candidate tried and its first score
-    (None when its runs failed). `rates`: channel -> the finalists' measured rates (text)."""
+    candidates, best scores and effect. `tried`: each candidate tried and its score (None
+    when its runs failed). `rates`: channel -> the finalists' measured rates (text)."""
     kinds_of: dict[str, list[str]] = {}
     for name in sorted(cat.kinds):
         kinds_of.setdefault(channel_of(cat, name), []).append(name)

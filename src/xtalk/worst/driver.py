@@ -167,7 +167,7 @@ def run(req: Request, console: Console) -> Path:
             bar.console.print(f"  stopping rule: {a.text(rule.confidence)}", highlight=False)
             new = [{"score": round(x.scores[0][2], 4), "seeded": x.key in seeded} for x in tried[shown["n"]:]]
             shown["n"] = len(tried)
-            return a.fired, {**a.as_json(), "seeded": len(tried) - a.tried, "batch": new}
+            return a.fired, {**a.as_json(), "batch": new}
 
         ranked, trace = search.successive_halving(candidates, evaluate, plan, left - reserve, run_s, ROUND_OVERHEAD_S,
                                                   key=lambda c: c.key, on_round=said, label=lambda c: c.label(),
@@ -310,8 +310,8 @@ def stopping_text(rule, stop: dict) -> str:
     said = (f"{rule.confidence:.0%} sure an untried candidate scores above {e['threshold']:.2f}× "
             f"(best {e['best']:.2f}× + {rule.margin:.0%}) with probability ≤ {e['beyond']:.1%}")
     if stop["stopped_by"] == "rule":
-        return f"stopping rule met after {e['tried']} random candidates (+{e['seeded']} seeded): {said}"
-    return (f"stopping rule NOT met: the budget ran out after {e['tried']} random candidates (+{e['seeded']} seeded): {said}; "
+        return f"stopping rule met after {e['tried']} random candidates (+{e['candidates'] - e['tried']} seeded): {said}"
+    return (f"stopping rule NOT met: the budget ran out after {e['tried']} random candidates (+{e['candidates'] - e['tried']} seeded): {said}; "
             f"≤ {e['target']:.0%} needs {e['needed']} random candidates (a larger --budget)")
 
 
@@ -320,7 +320,8 @@ def channel_coverage(req: Request, sp, trace, by_key: dict, names: dict, conf) -
     loads (coverage.py), with the finalists' measured rates from the confirmation runs."""
     cat = catalog.current()
     first = trace.rounds[0]["candidates"] if trace.rounds else []
-    tried = [(by_key[c["key"]], c["score"]) for c in first if c["key"] in by_key]
+    pooled = {c["key"]: c["pooled"] for r in trace.rounds for c in r["candidates"]}  # over the rounds it survived
+    tried = [(by_key[c["key"]], pooled.get(c["key"]) if c["score"] is not None else None) for c in first if c["key"] in by_key]
     rates: dict[str, list[str]] = {}
     note = None
     try:

@@ -103,17 +103,17 @@ def stopping_figure(path: Path, stop: dict, statistic: str, metric: str) -> Path
             run = max(run, c["score"])
             best.append(run)
         ax.step(xs, best, where="post", color="tab:red", lw=1.6, label="best so far")
-        ends = [b["tried"] for b in stop["history"]]
-        ax.step(ends, [b["threshold"] for b in stop["history"]], where="post", color="tab:red", ls="--", lw=0.8,
-                label=f"best × {1 + stop['margin']:g} (the claim's threshold)")
+        ends = [b["candidates"] for b in stop["history"]]
+        ax.hlines([b["threshold"] for b in stop["history"]], [0.5] + [e + 0.5 for e in ends[:-1]], [e + 0.5 for e in ends],
+                  color="tab:red", ls="--", lw=0.8, label=f"best × {1 + stop['margin']:g} after each round (the claim's threshold)")
         e = stop["estimate"]
         word = (f"rule met: p ≤ {e['beyond']:.1%}" if stop["stopped_by"] == "rule"
                 else f"budget ran out: p ≤ {e['beyond']:.1%} (needs ≤ {e['target']:.0%})")
         ax.axvline(ends[-1], color="black", lw=0.8, ls=":")
         ax.annotate(word, (ends[-1], e["threshold"]), fontsize=7, ha="right", va="bottom")
-        ax.legend(fontsize=6, loc="lower right")
+        ax.legend(fontsize=6, loc="best")
     ax.axhline(1.0, color="black", lw=0.5)
-    ax.set_xlabel("candidates tried")
+    ax.set_xlabel("candidates tried (first round, in the order tried)")
     ax.set_ylabel(f"{statistic} {metric} / solo (first score)")
     ax.set_title(f"xtalk worst: when to stop ({stop.get('confidence', 0):.0%} confidence, margin {stop.get('margin', 0):.0%})")
     fig.tight_layout()

@@ -183,7 +183,7 @@ def successive_halving(items: Sequence[T], evaluate: Callable[[list[T], int], tu
                 scores.update(got)
                 tried += group
                 fired, record = explore.check([a for a in tried if a.scores])
-                trace.exploration.append({"tried": len(tried), "seconds": round(spent, 2), **record})
+                trace.exploration.append({**record, "candidates": len(tried), "seconds": round(spent, 2)})
                 if fired:
                     trace.stopped_by = "rule"
                     break

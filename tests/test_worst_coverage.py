@@ -24,13 +24,15 @@ def test_a_planted_channel_is_the_one_that_slows_and_the_rest_say_why():
     sp = space.build(cat, CACHES, [0], memory_cap=1 << 30, kinds=kinds)
     # llc slows the victim 3×, read and pi do nothing, net's runs failed; buslock never drawn.
     tried = _tried(sp, ["read", "llc", "pi", "net"], lambda k: {"llc": 3.0, "net": None}.get(k, 1.02))
-    cov = coverage.coverage(cat, sp, kinds, tried, margin=0.10)
+    net = next(c for c, _ in tried if c.slots[0][0].kind == "net")
+    cov = coverage.coverage(cat, sp, kinds, tried, margin=0.10, refused={net.label(): "net.port: in use"})
     ch = cov["channels"]
     assert ch["llc"]["status"] == "exercised" and ch["llc"]["effect"] == "slows" and ch["llc"]["best_alone"] == 3.0
     assert ch["read"]["effect"] == "none measured" and ch["cpu"]["effect"] == "none measured"
     assert "loads" in ch["read"]["kinds"]  # every kind of the channel is listed, searched or not
     assert ch["read"]["searched_kinds"] == ["read"]
-    assert ch["network"]["status"] == "refused"
+    assert ch["network"]["status"] == "refused" and "net.port: in use" in ch["network"]["why"]
+    assert ch["network"]["refused_by_agent"] == [f"{net.label()}: net.port: in use"]
     bus = coverage.channel_of(cat, "buslock")
     assert ch[bus]["status"] == "not reached" and "no candidate" in ch[bus]["why"]
     assert ch["memory-capacity"]["status"] == "not searched" and "failure propagation" in ch["memory-capacity"]["why"]

@@ -43,10 +43,11 @@ def loads(cat: catalog_mod.Catalog, c: Candidate) -> set[str]:
 
 
 def coverage(cat: catalog_mod.Catalog, sp: Space, requested: Optional[list[str]], tried: list[tuple[Candidate, Optional[float]]],
-             margin: float, rates: Optional[dict[str, list[str]]] = None) -> dict:
+             margin: float, rates: Optional[dict[str, list[str]]] = None, refused: Optional[dict[str, str]] = None) -> dict:
     """Per channel of the catalog: its kinds, its status and why, and for an exercised one the
     candidates, best scores and effect. `tried`: each candidate tried and its score (None
-    when its runs failed). `rates`: channel -> the finalists' measured rates (text)."""
+    when its runs failed). `rates`: channel -> the finalists' measured rates (text).
+    `refused`: candidate label -> the agent's refusal (a few are quoted per channel)."""
     kinds_of: dict[str, list[str]] = {}
     for name in sorted(cat.kinds):
         kinds_of.setdefault(channel_of(cat, name), []).append(name)
@@ -77,6 +78,11 @@ def coverage(cat: catalog_mod.Catalog, sp: Space, requested: Optional[list[str]]
             })
             if len(measured) < len(with_it):
                 entry["failed"] = len(with_it) - len(measured)
+        said = [f"{c.label()}: {(refused or {})[c.label()]}" for c, _ in with_it if c.label() in (refused or {})]
+        if said:
+            entry["refused_by_agent"] = said[:3] + ([f"... and {len(said) - 3} more"] if len(said) > 3 else [])
+            if entry["status"] == "refused":
+                entry["why"] = "the agent refused every candidate with it: " + said[0]
         if rates and rates.get(ch):
             entry["finalist_rates"] = rates[ch]
         out[ch] = entry

@@ -30,6 +30,7 @@ from . import confirm as confirm_mod
 from . import coverage as coverage_mod
 from . import output, search, space as space_mod
 from .inputs import Request, resolve_cpus
+from . import runs as runs_mod
 from .runs import CONFIRM_RUN_S, SEARCH_RUN_S, Victim, experiment_text, planned_run_seconds, run_round, scores
 
 #: Candidates confirmed after the search (the worst and two runner-ups).
@@ -69,7 +70,7 @@ def _window_s(v: Victim, measured_s: float) -> float:
 
 def run(req: Request, console: Console) -> Path:
     """Search, confirm, write the output directory; return it."""
-    from ..targets.agent import find_agent, local_facts, recover, refuse_fixture
+    from ..targets.agent import PlanRefused, find_agent, local_facts, recover, refuse_fixture
 
     refuse_fixture("worst")
     start = time.monotonic()
@@ -135,6 +136,7 @@ def run(req: Request, console: Console) -> Path:
                   console=console, transient=False) as bar:
         task = bar.add_task("search", total=req.budget_s, note="")
         counter = {"round": 0}
+        refusals: dict[str, str] = {}  # candidate key -> the agent's refusal
         own.append(pilot.own_seconds)
 
         def tick(i: int, n: int, scen: str, what: str) -> None:
@@ -143,12 +145,28 @@ def run(req: Request, console: Console) -> Path:
         def evaluate(cands: list, reps: int):
             counter["round"] += 1
             r = counter["round"]
-            names = {f"c{j:02d}": c for j, c in enumerate(cands)}
+            names = {f"c{j:02d}": c for j, c in enumerate(cands) if c.key not in refusals}
             text = experiment_text(f"worst-round{r}", victim, {n: c.tables() for n, c in names.items()}, reps,
                                    req.seed + r, SEARCH_RUN_S, "xtalk worst: one round of the search")
-            res = run_round(text, work, f"round{r}", req.metric,
-                            lambda i, n, s: tick(i, n, s, f"round {r}: {len(cands)} candidates × {reps}"),
-                            deadline - reserve)
+            try:
+                res = run_round(text, work, f"round{r}", req.metric,
+                                lambda i, n, s: tick(i, n, s, f"round {r}: {len(cands)} candidates × {reps}"),
+                                deadline - reserve)
+            except PlanRefused:
+                # A candidate the agent refuses on this machine: found alone, left out (its
+                # score stays NaN: coverage says `refused`), and the round runs without it.
+                why = runs_mod.refused(victim, {n: c.tables() for n, c in names.items()}, work, req.seed)
+                if not why:
+                    raise
+                for n, line in why.items():
+                    refusals[names[n].key] = line
+                    bar.console.print(f"[yellow]left out, refused by the agent: {names[n].label()}: {line}[/]", highlight=False)
+                names = {n: c for n, c in names.items() if n not in why}
+                text = experiment_text(f"worst-round{r}", victim, {n: c.tables() for n, c in names.items()}, reps,
+                                       req.seed + r, SEARCH_RUN_S, "xtalk worst: one round of the search")
+                res = run_round(text, work, f"round{r}", req.metric,
+                                lambda i, n, s: tick(i, n, s, f"round {r}: {len(names)} candidates × {reps}"),
+                                deadline - reserve)
             own.append(res.own_seconds)
             sc = scores(res, req.statistic)
             return {c.key: sc.get(n, float("nan")) for n, c in names.items()}, res.seconds
@@ -163,7 +181,7 @@ def run(req: Request, console: Console) -> Path:
             """The stopping rule on each candidate's first score (the seeded ones raise the
             best, only the random ones count)."""
             first = [a.scores[0][2] for a in tried]
-            a = rule.assess([a.scores[0][2] for a in tried if a.key not in seeded], max(first))
+            a = rule.assess([a.scores[0][2] for a in tried if a.key not in seeded], max(first, default=1.0))
             bar.console.print(f"  stopping rule: {a.text(rule.confidence)}", highlight=False)
             new = [{"score": round(x.scores[0][2], 4), "seeded": x.key in seeded} for x in tried[shown["n"]:]]
             shown["n"] = len(tried)
@@ -184,7 +202,7 @@ def run(req: Request, console: Console) -> Path:
             deadline)
         bar.update(task, completed=min(req.budget_s, time.monotonic() - start))
     own.append(conf.result.own_seconds)
-    return _write(req, victim, enemy_cpus, sp, names, conf, trace, by_key, start, console, sum(own))
+    return _write(req, victim, enemy_cpus, sp, names, conf, trace, by_key, start, console, sum(own), refusals)
 
 
 def _calibrated(victim: Victim, work: Path, seed: int, agent: Path, console: Console) -> Victim:
@@ -217,7 +235,7 @@ def _check_budget(budget_s: float, run_s: float, confirm_run_s: float, n_confirm
 
 
 def _write(req: Request, victim: Victim, enemy_cpus: list[int], sp, names: dict, conf, trace, by_key, start, console,
-           own_s: float) -> Path:
+           own_s: float, refusals: dict[str, str]) -> Path:
     out = req.out
     confirmed = {}
     for n in list(names) + sorted(s for s in conf.vs_solo if s.startswith(confirm_mod.SNG)):
@@ -265,7 +283,7 @@ def _write(req: Request, victim: Victim, enemy_cpus: list[int], sp, names: dict,
     }
     stop = stopping_doc(req.rule, trace)
     doc["stopping"] = stop
-    doc["coverage"] = cov = channel_coverage(req, sp, trace, by_key, names, conf)
+    doc["coverage"] = cov = channel_coverage(req, sp, trace, by_key, names, conf, refusals)
     output.write_json(out / "result.json", doc)
     output.write_json(out / "trace.json", trace.as_json())
     output.stopping_figure(out / "stopping.png", stop, req.statistic, req.metric)
@@ -315,9 +333,10 @@ def stopping_text(rule, stop: dict) -> str:
             f"≤ {e['target']:.0%} needs {e['needed']} random candidates (a larger --budget)")
 
 
-def channel_coverage(req: Request, sp, trace, by_key: dict, names: dict, conf) -> dict:
+def channel_coverage(req: Request, sp, trace, by_key: dict, names: dict, conf, refusals: dict[str, str]) -> dict:
     """result.json's `coverage`: every candidate of the first round by the channels it
-    loads (coverage.py), with the finalists' measured rates from the confirmation runs."""
+    loads (coverage.py), with the finalists' measured rates from the confirmation runs and
+    the agent's refusals (candidate key -> its line)."""
     cat = catalog.current()
     first = trace.rounds[0]["candidates"] if trace.rounds else []
     pooled = {c["key"]: c["pooled"] for r in trace.rounds for c in r["candidates"]}  # over the rounds it survived
@@ -335,7 +354,8 @@ def channel_coverage(req: Request, sp, trace, by_key: dict, names: dict, conf) -
                     rates.setdefault(ch, []).append(f"{n} {measured[n]}")
     except (OSError, ValueError, KeyError) as e:  # the rates are extra: a damaged run is named, not fatal
         note = f"finalists' rates not read from {conf.result.directory}: {e}"
-    cov = coverage_mod.coverage(cat, sp, req.kinds, tried, req.rule.margin, rates)
+    cov = coverage_mod.coverage(cat, sp, req.kinds, tried, req.rule.margin, rates,
+                                {by_key[k].label(): line for k, line in refusals.items() if k in by_key})
     if note:
         cov["rates_error"] = note
     return cov

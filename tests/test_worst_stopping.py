@@ -216,3 +216,21 @@ def test_the_search_stops_trying_candidates_when_the_rule_fires(tmp_path):
     assert doc["stopped_by"] == "budget" and doc["estimate"]["needed"] == 45 and "batch" not in doc["estimate"]
     assert stopping_text(rule, doc).startswith("stopping rule NOT met: the budget ran out after 24 random candidates")
     assert stopping_figure(tmp_path / "stopping.png", doc, "p99", "execution").stat().st_size > 1000
+
+
+def test_the_budget_holds_when_batches_run_slower_than_estimated():
+    rng = np.random.default_rng(4)
+    means = {i: 1.0 + i / 100 for i in range(96)}
+    plan = search.schedule(48, 1.0, 0.0, 3, batch=BATCH)
+    budget = sum(s.seconds for s in plan)
+    spent = []
+
+    def evaluate(arms, reps):  # every run takes twice the estimate
+        spent.append((len(arms) + 1) * reps * 2.0)
+        return {a: means[a] * math.exp(rng.normal(0, 0.05)) for a in arms}, spent[-1]
+
+    never = search.Explore(BATCH, lambda arms: (False, {"tried": len(arms)}))
+    ranked, trace = search.successive_halving(list(means), evaluate, plan, budget, 1.0, explore=never)
+    assert sum(spent) <= budget
+    assert trace.stopped_by == "budget" and BATCH <= trace.exploration[-1]["candidates"] < 48
+    assert ranked[0].scores and len(trace.rounds) >= 2  # the later rounds still ran, on fewer candidates

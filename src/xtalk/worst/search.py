@@ -169,13 +169,17 @@ def successive_halving(items: Sequence[T], evaluate: Callable[[list[T], int], tu
         cost = lambda r: stage_seconds(n, r, run_s * state["pace"], round_overhead_s)  # noqa: E731
         if i == 0 and explore is not None:
             reps = reps if spent + cost(reps) <= budget_s else 1
-            later = sum(s.seconds for s in plan[1:])
             tried: list[Arm[T]] = []
             scores: dict = {}
             seconds = 0.0
             for b in range(0, n, explore.batch):
                 group = alive[b: b + explore.batch]
-                if spent + stage_seconds(len(group), reps, run_s * state["pace"], round_overhead_s) + later > budget_s:
+                # The next batch, and the later rounds for every candidate tried then, at the
+                # pace so far; the first batch needs only to fit itself.
+                run = run_s * state["pace"]
+                later = sum(s.seconds for s in schedule(len(tried) + len(group), run, round_overhead_s, finalists, ETA,
+                                                        reps)[1:]) if tried else 0.0
+                if spent + stage_seconds(len(group), reps, run, round_overhead_s) + later > budget_s:
                     trace.stopped_by = "budget"
                     break
                 got, secs = measure(i, group, reps)

@@ -130,11 +130,11 @@ def main() -> None:
     w = doc["worst"]["vs_solo"]
     stop = doc["stopping"]
     e = stop.get("estimate") or {}
-    where = ("above it" if w["estimate"] > b["high"] else "within it" if w["estimate"] >= b["low"] else "BELOW it")
+    where = ("above" if w["estimate"] > b["high"] else "within" if w["estimate"] >= b["low"] else "BELOW")
     print(f"sweep ({n} scenarios, {t_sweep:.0f} s): best {label} {ci_text(b)}")
     print(f"search ({t_search:.0f} s, stopped by its {stop['stopped_by']}, {e.get('tried', 0)} random candidates, "
           f"p ≤ {e.get('beyond', 1):.1%}): worst {doc['worst']['label']} {ci_text(w)}")
-    print(f"search-best / sweep-best: {w['estimate'] / b['estimate']:.2f} (search's estimate {where} the sweep-best's CI); "
+    print(f"search-best / sweep-best: {w['estimate'] / b['estimate']:.2f} (the search's estimate is {where} the sweep-best's CI); "
           f"search time / sweep time: {t_search / t_sweep:.2f}")
     print("    sweep, all: " + ", ".join(f"{sw[k][0]} {sw[k][1]['estimate']:.2f}" for k in
                                          sorted((k for k in sw if sw[k][1]), key=lambda k: -sw[k][1]["estimate"])))

@@ -182,6 +182,10 @@ def test_the_written_experiment_plans(tmp_path):
     (["--victim", 'body = "chase", jobs = 5'], "bytes"),
     ([], "either as an experiment file or with --victim"),
     (["--victim", 'body = "chase", bytes = "l2", jobs = 5', "--budget", "1s"], "--budget"),
+    (["--victim", 'body = "chase", bytes = "l2", jobs = 5', "--margin", "0%"], "--margin"),
+    (["--victim", 'body = "chase", bytes = "l2", jobs = 5', "--margin", "lots"], "--margin"),
+    (["--victim", 'body = "chase", bytes = "l2", jobs = 5', "--confidence", "40%"], "--confidence"),
+    (["--victim", 'body = "chase", bytes = "l2", jobs = 5', "--confidence", "1"], "--confidence"),
 ])
 def test_bad_input_is_one_line_exit_2_and_nothing_started(tmp_path, args, word):
     out = tmp_path / "out"
@@ -216,6 +220,16 @@ def test_a_short_search_writes_its_experiment_trace_and_runner_ups(tmp_path):
     trace = json.loads((out / "trace.json").read_text())
     assert trace["rounds"] and all(c["label"] for rd in trace["rounds"] for c in rd["candidates"])
     assert (out / "trace.png").stat().st_size > 1000
+    # 30 s holds a few candidates, never the 45 random ones the rule needs at 90/90: the
+    # result says the budget ran out, with the estimate and what the rule would need.
+    stop = doc["stopping"]
+    assert stop["stopped_by"] == "budget" and stop["estimate"]["needed"] == 45 and not stop["estimate"]["fired"]
+    assert stop["estimate"]["beyond"] > 0.1 and stop["assumptions"] and stop["history"]
+    assert "stopping rule NOT met" in r.stdout and (out / "stopping.png").stat().st_size > 1000
+    cov = doc["coverage"]
+    assert cov["exercised"] and set(cov["exercised"]) <= {"read", "l2", "cpu", "latency"}
+    assert cov["channels"]["memory-capacity"]["status"] == "not searched"
+    assert "channels exercised" in r.stdout
     plan = xtalk("plan", out / "worst.toml", cwd=tmp_path)
     assert plan.returncode == 0, plan.stderr
     assert "worst" in (out / "worst.toml").read_text()

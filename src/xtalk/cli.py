@@ -222,12 +222,17 @@ def worst(experiment: Optional[Path] = typer.Argument(None, help="experiment fil
           out: Path = typer.Option(Path("worst"), "--out", help="output directory (new or empty)"),
           kind: Optional[list[str]] = typer.Option(None, "--kind", help="search only these enemy kinds (repeatable; default: the catalog's)"),
           stress_ng: bool = typer.Option(True, "--stress-ng/--no-stress-ng", help="confirm against stress-ng's stressors when installed"),
-          seed: int = typer.Option(0, "--seed", min=0, help="seed of the candidates and the run order")):
+          seed: int = typer.Option(0, "--seed", min=0, help="seed of the candidates and the run order"),
+          margin: str = typer.Option("10%", "--margin", help="stopping rule: how much worse than the best an untried candidate "
+                                                              "must be to matter (10% or 0.1)"),
+          confidence: str = typer.Option("90%", "--confidence", help="stopping rule: its confidence, and 1 - it the share "
+                                                                      "of untried candidates it may leave above the margin")):
     """Search the catalog's enemies for the combination that slows the victim most, within a budget;
     confirm it against solo and stress-ng; write it as an experiment file, with the search trace."""
     from .worst.inputs import request
 
-    req = request(experiment, victim, budget, statistic, metric, out, kind, stress_ng, seed)  # exit 2 before anything starts
+    req = request(experiment, victim, budget, statistic, metric, out, kind, stress_ng, seed, margin,
+                  confidence)  # exit 2 before anything starts
     if experiment is not None:
         from .trust import require_trusted
 

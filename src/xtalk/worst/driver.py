@@ -27,8 +27,10 @@ from .. import catalog
 from ..errors import UsageError
 from ..runner import COMMAND_OVERHEAD_S
 from . import confirm as confirm_mod
+from . import coverage as coverage_mod
 from . import output, search, space as space_mod
 from .inputs import Request, resolve_cpus
+from . import runs as runs_mod
 from .runs import CONFIRM_RUN_S, SEARCH_RUN_S, Victim, experiment_text, planned_run_seconds, run_round, scores
 
 #: Candidates confirmed after the search (the worst and two runner-ups).
@@ -40,6 +42,9 @@ MAX_CONFIRM_REPS = 10
 ROUND_OVERHEAD_S = COMMAND_OVERHEAD_S
 #: Enemy buffers of all candidates together stay under this share of available memory.
 MEMORY_SHARE = 0.25
+#: The first round is tried this many candidates at a time; the stopping rule is asked
+#: after each batch (each has its own solo runs and fixed cost, so not fewer).
+EXPLORE_BATCH = 12
 
 
 def _available_memory() -> int:
@@ -65,7 +70,7 @@ def _window_s(v: Victim, measured_s: float) -> float:
 
 def run(req: Request, console: Console) -> Path:
     """Search, confirm, write the output directory; return it."""
-    from ..targets.agent import find_agent, local_facts, recover, refuse_fixture
+    from ..targets.agent import PlanRefused, find_agent, local_facts, recover, refuse_fixture
 
     refuse_fixture("worst")
     start = time.monotonic()
@@ -109,16 +114,20 @@ def run(req: Request, console: Console) -> Path:
     reserve = search.stage_seconds(n_confirm, MIN_CONFIRM_REPS, confirm_run_s, ROUND_OVERHEAD_S)
     left = req.budget_s - (time.monotonic() - start)
     try:
-        plan = search.fit(left - reserve, run_s, ROUND_OVERHEAD_S, FINALISTS)
+        plan = search.fit(left - reserve, run_s, ROUND_OVERHEAD_S, FINALISTS, batch=EXPLORE_BATCH)
     except search.BudgetTooSmall as e:
         raise UsageError(f"--budget: {req.budget_s:.0f} s is too small: {e}, and the confirmation about {reserve:.0f} s; "
                          f"give at least {math.ceil((_least(run_s) + reserve + pilot.seconds) / 60)}m") from None
     seeds = sp.singles()
     random.Random(req.seed).shuffle(seeds)
     candidates = sp.draw(plan[0].candidates, req.seed, seeds)
-    plan = search.fit(left - reserve, run_s, ROUND_OVERHEAD_S, FINALISTS, largest=len(candidates))
+    plan = search.fit(left - reserve, run_s, ROUND_OVERHEAD_S, FINALISTS, largest=len(candidates), batch=EXPLORE_BATCH)
+    seeded = {c.key for c in seeds}
+    rule = req.rule
     console.print(f"search: {len(candidates)} candidates, rounds " + " → ".join(f"{s.candidates}×{s.repetitions}" for s in plan)
-                  + f" (about {sum(s.seconds for s in plan):.0f} s); confirmation: {n_confirm} scenarios, "
+                  + f" (about {sum(s.seconds for s in plan):.0f} s; the first round {EXPLORE_BATCH} at a time until the "
+                    f"stopping rule fires: {rule.confidence:.0%} sure that ≤ {1 - rule.confidence:.0%} of untried candidates "
+                    f"score {rule.margin:.0%} above the best); confirmation: {n_confirm} scenarios, "
                     f"≥ {MIN_CONFIRM_REPS} runs each (about {reserve:.0f} s)", highlight=False)
     by_key = {c.key: c for c in candidates}
     own: list[float] = []  # the runs' own time, round by round
@@ -127,6 +136,7 @@ def run(req: Request, console: Console) -> Path:
                   console=console, transient=False) as bar:
         task = bar.add_task("search", total=req.budget_s, note="")
         counter = {"round": 0}
+        refusals: dict[str, str] = {}  # candidate key -> the agent's refusal
         own.append(pilot.own_seconds)
 
         def tick(i: int, n: int, scen: str, what: str) -> None:
@@ -135,12 +145,28 @@ def run(req: Request, console: Console) -> Path:
         def evaluate(cands: list, reps: int):
             counter["round"] += 1
             r = counter["round"]
-            names = {f"c{j:02d}": c for j, c in enumerate(cands)}
+            names = {f"c{j:02d}": c for j, c in enumerate(cands) if c.key not in refusals}
             text = experiment_text(f"worst-round{r}", victim, {n: c.tables() for n, c in names.items()}, reps,
                                    req.seed + r, SEARCH_RUN_S, "xtalk worst: one round of the search")
-            res = run_round(text, work, f"round{r}", req.metric,
-                            lambda i, n, s: tick(i, n, s, f"round {r}/{len(plan)}: {len(cands)} candidates × {reps}"),
-                            deadline - reserve)
+            try:
+                res = run_round(text, work, f"round{r}", req.metric,
+                                lambda i, n, s: tick(i, n, s, f"round {r}: {len(cands)} candidates × {reps}"),
+                                deadline - reserve)
+            except PlanRefused:
+                # A candidate the agent refuses on this machine: found alone, left out (its
+                # score stays NaN: coverage says `refused`), and the round runs without it.
+                why = runs_mod.refused(victim, {n: c.tables() for n, c in names.items()}, work, req.seed)
+                if not why:
+                    raise
+                for n, line in why.items():
+                    refusals[names[n].key] = line
+                    bar.console.print(f"[yellow]left out, refused by the agent: {names[n].label()}: {line}[/]", highlight=False)
+                names = {n: c for n, c in names.items() if n not in why}
+                text = experiment_text(f"worst-round{r}", victim, {n: c.tables() for n, c in names.items()}, reps,
+                                       req.seed + r, SEARCH_RUN_S, "xtalk worst: one round of the search")
+                res = run_round(text, work, f"round{r}", req.metric,
+                                lambda i, n, s: tick(i, n, s, f"round {r}: {len(names)} candidates × {reps}"),
+                                deadline - reserve)
             own.append(res.own_seconds)
             sc = scores(res, req.statistic)
             return {c.key: sc.get(n, float("nan")) for n, c in names.items()}, res.seconds
@@ -149,8 +175,21 @@ def run(req: Request, console: Console) -> Path:
             best = ranked[0]
             bar.console.print(f"round {i + 1}: best so far {best.score:.2f}× {best.item.label()}", highlight=False)
 
+        shown = {"n": 0}
+
+        def check(tried: list):
+            """The stopping rule on each candidate's first score (the seeded ones raise the
+            best, only the random ones count)."""
+            first = [a.scores[0][2] for a in tried]
+            a = rule.assess([a.scores[0][2] for a in tried if a.key not in seeded], max(first, default=1.0))
+            bar.console.print(f"  stopping rule: {a.text(rule.confidence)}", highlight=False)
+            new = [{"score": round(x.scores[0][2], 4), "seeded": x.key in seeded} for x in tried[shown["n"]:]]
+            shown["n"] = len(tried)
+            return a.fired, {**a.as_json(), "batch": new}
+
         ranked, trace = search.successive_halving(candidates, evaluate, plan, left - reserve, run_s, ROUND_OVERHEAD_S,
-                                                  key=lambda c: c.key, on_round=said, label=lambda c: c.label())
+                                                  key=lambda c: c.key, on_round=said, label=lambda c: c.label(),
+                                                  explore=search.Explore(EXPLORE_BATCH, check))
         finalists = [a for a in ranked if a.scores][:FINALISTS]
         time_left = deadline - time.monotonic()
         reps = int((time_left - ROUND_OVERHEAD_S) // ((n_confirm + 1) * confirm_run_s))
@@ -163,7 +202,7 @@ def run(req: Request, console: Console) -> Path:
             deadline)
         bar.update(task, completed=min(req.budget_s, time.monotonic() - start))
     own.append(conf.result.own_seconds)
-    return _write(req, victim, enemy_cpus, sp, names, conf, trace, by_key, start, console, sum(own))
+    return _write(req, victim, enemy_cpus, sp, names, conf, trace, by_key, start, console, sum(own), refusals)
 
 
 def _calibrated(victim: Victim, work: Path, seed: int, agent: Path, console: Console) -> Victim:
@@ -196,7 +235,7 @@ def _check_budget(budget_s: float, run_s: float, confirm_run_s: float, n_confirm
 
 
 def _write(req: Request, victim: Victim, enemy_cpus: list[int], sp, names: dict, conf, trace, by_key, start, console,
-           own_s: float) -> Path:
+           own_s: float, refusals: dict[str, str]) -> Path:
     out = req.out
     confirmed = {}
     for n in list(names) + sorted(s for s in conf.vs_solo if s.startswith(confirm_mod.SNG)):
@@ -242,8 +281,12 @@ def _write(req: Request, victim: Victim, enemy_cpus: list[int], sp, names: dict,
         "confirmation": {"repetitions": conf.repetitions, "runs": str(conf.result.directory), "failed": conf.result.failed},
         "experiment": "worst.toml",
     }
+    stop = stopping_doc(req.rule, trace)
+    doc["stopping"] = stop
+    doc["coverage"] = cov = channel_coverage(req, sp, trace, by_key, names, conf, refusals)
     output.write_json(out / "result.json", doc)
     output.write_json(out / "trace.json", trace.as_json())
+    output.stopping_figure(out / "stopping.png", stop, req.statistic, req.metric)
     roles = {n: ("worst" if n == worst else f"runner-up-{order.index(n)}") for n in order}
     output.figure(out / "trace.png", trace.as_json(), {roles.get(n, n): confirmed[n] for n in confirmed}, req.statistic, req.metric)
     console.print(f"\n[bold]worst[/]: {w['label']}", highlight=False)
@@ -255,11 +298,64 @@ def _write(req: Request, victim: Victim, enemy_cpus: list[int], sp, names: dict,
         console.print(f"  stress-ng: {conf.stress_ng}", highlight=False)
     for j, n in enumerate(order[1:], 1):
         console.print(f"  runner-up {j}: {confirmed[n]['label']}: {output.ci_text(confirmed[n]['vs_solo'])}", highlight=False)
+    console.print(f"  {stopping_text(req.rule, stop)}", highlight=False)
+    for line in coverage_mod.text(cov):
+        console.print(f"  {line}", highlight=False)
     elapsed = time.monotonic() - start
     if elapsed > req.budget_s * 1.05:
         console.print(f"[yellow]the search took {elapsed:.0f} s of a {req.budget_s:.0f} s budget: {elapsed - own_s:.0f} s went outside "
                       f"its runs (plan checks, waits for others holding the machine), and the confirmation runs at least "
                       f"2 repetitions[/]", highlight=False)
-    console.print(f"wrote {out}/worst.toml (reproduce: xtalk run {out}/worst.toml), result.json, trace.json, trace.png",
+    console.print(f"wrote {out}/worst.toml (reproduce: xtalk run {out}/worst.toml), result.json, trace.json, trace.png, "
+                  "stopping.png",
                   highlight=False)
     return out
+
+
+def stopping_doc(rule, trace) -> dict:
+    """result.json's `stopping`: the rule, its claim and assumptions, what stopped the first
+    round, the last estimate and every batch's."""
+    history = trace.exploration
+    return {**rule.as_json(), "stopped_by": trace.stopped_by or "budget",
+            "estimate": {k: v for k, v in history[-1].items() if k != "batch"} if history else None, "history": history}
+
+
+def stopping_text(rule, stop: dict) -> str:
+    """One line: the rule met or not, with its estimate."""
+    e = stop.get("estimate")
+    if not e:
+        return "stopping rule: not assessed (no candidate was measured)"
+    said = (f"{rule.confidence:.0%} sure an untried candidate scores above {e['threshold']:.2f}× "
+            f"(best {e['best']:.2f}× + {rule.margin:.0%}) with probability ≤ {e['beyond']:.1%}")
+    if stop["stopped_by"] == "rule":
+        return f"stopping rule met after {e['tried']} random candidates (+{e['candidates'] - e['tried']} seeded): {said}"
+    return (f"stopping rule NOT met: the budget ran out after {e['tried']} random candidates (+{e['candidates'] - e['tried']} seeded): {said}; "
+            f"≤ {e['target']:.0%} needs {e['needed']} random candidates (a larger --budget)")
+
+
+def channel_coverage(req: Request, sp, trace, by_key: dict, names: dict, conf, refusals: dict[str, str]) -> dict:
+    """result.json's `coverage`: every candidate of the first round by the channels it
+    loads (coverage.py), with the finalists' measured rates from the confirmation runs and
+    the agent's refusals (candidate key -> its line)."""
+    cat = catalog.current()
+    first = trace.rounds[0]["candidates"] if trace.rounds else []
+    pooled = {c["key"]: c["pooled"] for r in trace.rounds for c in r["candidates"]}  # over the rounds it survived
+    tried = [(by_key[c["key"]], pooled.get(c["key"]) if c["score"] is not None else None) for c in first if c["key"] in by_key]
+    rates: dict[str, list[str]] = {}
+    note = None
+    try:
+        from ..report.summary import enemy_rates
+        from ..store import open as open_results
+
+        measured = {scen: t for (_, scen), t in enemy_rates(open_results(conf.result.directory).runs()).items()}
+        for n, arm in names.items():
+            if measured.get(n):
+                for ch in sorted(coverage_mod.loads(cat, arm.item)):
+                    rates.setdefault(ch, []).append(f"{n} {measured[n]}")
+    except (OSError, ValueError, KeyError) as e:  # the rates are extra: a damaged run is named, not fatal
+        note = f"finalists' rates not read from {conf.result.directory}: {e}"
+    cov = coverage_mod.coverage(cat, sp, req.kinds, tried, req.rule.margin, rates,
+                                {by_key[k].label(): line for k, line in refusals.items() if k in by_key})
+    if note:
+        cov["rates_error"] = note
+    return cov

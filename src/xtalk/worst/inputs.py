@@ -13,6 +13,7 @@ from typing import Optional
 from .. import safepath
 from ..errors import UsageError
 from .runs import METRICS, STATISTICS, Victim
+from .stopping import Rule
 
 
 @dataclass(frozen=True)
@@ -27,6 +28,7 @@ class Request:
     kinds: Optional[list[str]]
     stress_ng: bool
     seed: int
+    rule: Rule = Rule()
 
 
 def budget_seconds(text: str) -> float:
@@ -97,12 +99,24 @@ def resolve_cpus(v: Victim, online: list[int]) -> tuple[Victim, list[int]]:
     return Victim(v.table, list(cpus), v.settle, v.source), others
 
 
+def stopping_rule(margin: str = "10%", confidence: str = "90%") -> Rule:
+    """`--margin` and `--confidence` (shares: "10%" or 0.1) as the stopping rule."""
+    from ..units import fraction
+    from .stopping import MARGIN_MAX
+
+    try:
+        return Rule(fraction(margin, "--margin", high=MARGIN_MAX), fraction(confidence, "--confidence"))
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+
+
 def request(experiment: Optional[Path], victim_text: Optional[str], budget: str, statistic: str, metric: str, out: Path,
-            kinds: Optional[list[str]], stress_ng: bool, seed: int) -> Request:
+            kinds: Optional[list[str]], stress_ng: bool, seed: int, margin: str = "10%", confidence: str = "90%") -> Request:
     """Every option checked; nothing started."""
     from .. import catalog
 
     secs = budget_seconds(budget)
+    rule = stopping_rule(margin, confidence)
     if statistic not in STATISTICS:
         raise UsageError(f"--statistic: {statistic!r} is not one of {', '.join(STATISTICS)}; choose one")
     if metric not in METRICS:
@@ -116,4 +130,4 @@ def request(experiment: Optional[Path], victim_text: Optional[str], budget: str,
     v = victim(experiment, victim_text)
     if v.table.get("body") == "taskset":
         raise UsageError("victim.body: a task set has per-task times, not one statistic to maximise; search one task's body")
-    return Request(v, secs, statistic, metric, out, kinds, stress_ng, seed)
+    return Request(v, secs, statistic, metric, out, kinds, stress_ng, seed, rule)

@@ -7,6 +7,8 @@
     trace.json    every round of the search: candidates, scores, who was kept
     trace.png     the search as a figure: each candidate's score per round, the finalists'
                   confirmed slowdowns with their CIs
+    stopping.png  best-so-far against candidates tried in the first round, the stopping
+                  rule's threshold and where it fired (or that the budget ran out)
     rounds/       every round's experiment file and runs (the evidence behind each number)
 """
 
@@ -71,6 +73,49 @@ def figure(path: Path, trace: dict, confirmed: dict[str, dict], statistic: str, 
     ax.set_title("xtalk worst: search trace")
     if finalists:
         ax.legend(fontsize=6, loc="upper left")
+    fig.tight_layout()
+    safepath.save_figure(fig, path)
+    plt.close(fig)
+    return path
+
+
+def stopping_figure(path: Path, stop: dict, statistic: str, metric: str) -> Path:
+    """Best-so-far against candidates tried (the first round, in the order tried): every
+    candidate's first score (seeded ones grey), the best so far, the rule's threshold
+    after each batch, and the candidate where it fired."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(8, 4.5), dpi=120)
+    pts = [c for b in stop.get("history", []) for c in b.get("batch", [])]
+    xs = list(range(1, len(pts) + 1))
+    if pts:
+        seeded = [(x, c["score"]) for x, c in zip(xs, pts) if c["seeded"]]
+        drawn = [(x, c["score"]) for x, c in zip(xs, pts) if not c["seeded"]]
+        if seeded:
+            ax.plot(*zip(*seeded), "s", ms=3, color="grey", alpha=0.6, label="each kind alone (seeded)")
+        if drawn:
+            ax.plot(*zip(*drawn), "o", ms=3, color="tab:blue", alpha=0.6, label="random candidates")
+        best, run = [], float("-inf")
+        for c in pts:
+            run = max(run, c["score"])
+            best.append(run)
+        ax.step(xs, best, where="post", color="tab:red", lw=1.6, label="best so far")
+        ends = [b["candidates"] for b in stop["history"]]
+        ax.hlines([b["threshold"] for b in stop["history"]], [0.5] + [e + 0.5 for e in ends[:-1]], [e + 0.5 for e in ends],
+                  color="tab:red", ls="--", lw=0.8, label=f"best × {1 + stop['margin']:g} after each round (the claim's threshold)")
+        e = stop["estimate"]
+        word = (f"rule met: p ≤ {e['beyond']:.1%}" if stop["stopped_by"] == "rule"
+                else f"budget ran out: p ≤ {e['beyond']:.1%} (needs ≤ {e['target']:.0%})")
+        ax.axvline(ends[-1], color="black", lw=0.8, ls=":")
+        ax.annotate(word, (ends[-1], e["threshold"]), fontsize=7, ha="right", va="bottom")
+        ax.legend(fontsize=6, loc="best")
+    ax.axhline(1.0, color="black", lw=0.5)
+    ax.set_xlabel("candidates tried (first round, in the order tried)")
+    ax.set_ylabel(f"{statistic} {metric} / solo (first score)")
+    ax.set_title(f"xtalk worst: when to stop ({stop.get('confidence', 0):.0%} confidence, margin {stop.get('margin', 0):.0%})")
     fig.tight_layout()
     safepath.save_figure(fig, path)
     plt.close(fig)

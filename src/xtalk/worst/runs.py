@@ -145,6 +145,24 @@ def run_round(text: str, work: Path, name: str, metric: str,
     return RoundResult(samples, time.monotonic() - start, out, failed, own)
 
 
+def refused(victim: Victim, scenarios: dict[str, list[dict]], work: Path, seed: int) -> dict[str, str]:
+    """The scenarios the agent refuses on this machine (name -> its one line), each checked
+    alone: what the space's bounds cannot know (an `llcsets` footprint below two lines per
+    set of this LLC's way) would otherwise refuse a whole round."""
+    from ..targets.agent import PlanRefused
+
+    out = {}
+    path = work / "check.toml"
+    for name, enemies in scenarios.items():
+        safepath.write_text(path, experiment_text("worst-check", victim, {name: enemies}, 1, seed, SEARCH_RUN_S))
+        try:
+            prepare(path)
+        except PlanRefused as e:
+            out[name] = str(e)
+    path.unlink(missing_ok=True)
+    return out
+
+
 def statistic(values: list[np.ndarray], stat: str) -> float:
     """`stat` over the pooled jobs of several runs (NaN when there are none)."""
     if not values:

@@ -51,29 +51,32 @@ def stage_seconds(candidates: int, repetitions: int, run_s: float, round_overhea
 
 
 def schedule(first: int, run_s: float, round_overhead_s: float, finalists: int = 3, eta: int = ETA,
-             first_repetitions: int = 1) -> list[Stage]:
+             first_repetitions: int = 1, batch: int | None = None) -> list[Stage]:
     """The rounds of a search starting from `first` candidates: each keeps the best 1/eta
     (at least `finalists`) and gives them eta times the runs; the last round is the one that
-    keeps `finalists` (a search of `finalists` or fewer is one round that keeps them all)."""
+    keeps `finalists` (a search of `finalists` or fewer is one round that keeps them all).
+    With `batch`, the first round is tried in batches of that many (Explore)."""
     out = []
     n, reps = first, first_repetitions
     while True:
         keep = min(n, max(finalists, math.ceil(n / eta)))
-        out.append(Stage(n, reps, stage_seconds(n, reps, run_s, round_overhead_s), keep))
+        secs = (explore_seconds(n, batch, reps, run_s, round_overhead_s) if batch and not out
+                else stage_seconds(n, reps, run_s, round_overhead_s))
+        out.append(Stage(n, reps, secs, keep))
         if keep <= finalists:
             return out
         n, reps = keep, reps * eta
 
 
 def fit(budget_s: float, run_s: float, round_overhead_s: float, finalists: int = 3, eta: int = ETA,
-        largest: int | None = None) -> list[Stage]:
+        largest: int | None = None, batch: int | None = None) -> list[Stage]:
     """The biggest schedule whose estimate fits `budget_s` (at most `largest` first-round
     candidates). BudgetTooSmall when none does."""
     for first in FIRST_ROUND_SIZES:
         if largest is not None and first > largest:
             continue
         for reps in (2, 1):
-            plan = schedule(first, run_s, round_overhead_s, finalists, eta, reps)
+            plan = schedule(first, run_s, round_overhead_s, finalists, eta, reps, batch)
             if sum(s.seconds for s in plan) <= budget_s:
                 return plan
     least = sum(s.seconds for s in schedule(min(2, largest or 2), run_s, round_overhead_s, finalists, eta, 1))
@@ -103,40 +106,109 @@ class Trace:
 
     rounds: list[dict] = field(default_factory=list)
     stopped: str = ""
+    #: The first round's batches: after each, what the stopping rule said (Explore.check).
+    exploration: list[dict] = field(default_factory=list)
+    #: Why the first round stopped trying new candidates: "rule", "budget" or "" (no rule).
+    stopped_by: str = ""
 
     def as_json(self) -> dict:
-        return {"rounds": self.rounds, "stopped": self.stopped}
+        return {"rounds": self.rounds, "stopped": self.stopped, "exploration": self.exploration,
+                "stopped_by": self.stopped_by}
+
+
+@dataclass(frozen=True)
+class Explore(Generic[T]):
+    """The first round tried in batches of `batch` candidates; after each, `check(arms
+    tried so far)` returns (fired, a record for the trace). When it fires, or when the next
+    batch would not leave the later rounds their time, the search stops trying new
+    candidates and halves among those tried."""
+
+    batch: int
+    check: Callable[[list["Arm[T]"]], tuple[bool, dict]]
+
+
+def explore_seconds(candidates: int, batch: int, repetitions: int, run_s: float, round_overhead_s: float) -> float:
+    """The first round's time when tried in batches: each batch has its own solo runs and
+    fixed cost."""
+    full, rest = divmod(candidates, batch)
+    return (full * stage_seconds(batch, repetitions, run_s, round_overhead_s)
+            + (stage_seconds(rest, repetitions, run_s, round_overhead_s) if rest else 0.0))
 
 
 def successive_halving(items: Sequence[T], evaluate: Callable[[list[T], int], tuple[dict, float]],
                        plan: list[Stage], budget_s: float, run_s: float, round_overhead_s: float = 0.0,
                        key: Callable[[T], Hashable] = lambda x: x, on_round: Callable[[int, list[Arm[T]], float], None] | None = None,
-                       label: Callable[[T], str] = str) -> tuple[list[Arm[T]], Trace]:
+                       label: Callable[[T], str] = str, explore: Explore[T] | None = None) -> tuple[list[Arm[T]], Trace]:
     """Run the planned rounds (`schedule`/`fit`: each keeps `stage.keep`) over the first
-    `plan[0].candidates` of `items`, a run costing about `run_s`; return every arm ranked (the survivors of the last round first, by pooled score) and the
-    trace. The budget holds: before each round the planned repetitions are cut to what the
-    time left allows at the pace observed so far, and the search stops when not even one run
-    each fits."""
+    `plan[0].candidates` of `items`, a run costing about `run_s`; return every arm ranked (the
+    survivors of the last round first, by pooled score) and the trace. The budget holds:
+    before each round the planned repetitions are cut to what the time left allows at the
+    pace observed so far, and the search stops when not even one run each fits. With
+    `explore`, the first round goes in batches until its rule fires or its time is spent,
+    and the later rounds are planned again for the candidates tried."""
     arms = [Arm(x, key(x)) for x in items[: plan[0].candidates]]
     alive = list(arms)
     spent, trace = 0.0, Trace()
-    pace = 1.0  # observed / estimated seconds, from the rounds so far
-    for i, stage in enumerate(plan):
-        n = len(alive)
-        reps = stage.repetitions
-        cost = lambda r: stage_seconds(n, r, run_s * pace, round_overhead_s)  # noqa: E731
-        while reps > 1 and spent + cost(reps) > budget_s:
-            reps -= 1
-        if spent + cost(reps) > budget_s:
-            trace.stopped = f"round {i + 1}: about {cost(reps):.0f} s needed, {budget_s - spent:.0f} s left"
-            break
-        scores, seconds = evaluate([a.item for a in alive], reps)
-        planned = stage_seconds(n, reps, run_s, round_overhead_s)
-        spent += seconds
-        pace = max(0.25, seconds / planned) if planned > 0 else pace
-        for a in alive:
+    finalists = plan[-1].keep
+    state = {"pace": 1.0}  # observed / estimated seconds, from the rounds so far
+
+    def measure(i: int, group: list[Arm[T]], reps: int) -> tuple[dict, float]:
+        scores, seconds = evaluate([a.item for a in group], reps)
+        planned = stage_seconds(len(group), reps, run_s, round_overhead_s)
+        state["pace"] = max(0.25, seconds / planned) if planned > 0 else state["pace"]
+        for a in group:
             if a.key in scores and math.isfinite(scores[a.key]):
                 a.scores.append((i, reps, float(scores[a.key])))
+        return scores, seconds
+
+    i = 0
+    while i < len(plan):
+        stage = plan[i]
+        n = len(alive)
+        reps = stage.repetitions
+        cost = lambda r: stage_seconds(n, r, run_s * state["pace"], round_overhead_s)  # noqa: E731
+        if i == 0 and explore is not None:
+            reps = reps if spent + cost(reps) <= budget_s else 1
+            tried: list[Arm[T]] = []
+            scores: dict = {}
+            seconds = 0.0
+            for b in range(0, n, explore.batch):
+                group = alive[b: b + explore.batch]
+                # The next batch, and the later rounds for every candidate tried then, at the
+                # pace so far; the first batch needs only to fit itself.
+                run = run_s * state["pace"]
+                later = sum(s.seconds for s in schedule(len(tried) + len(group), run, round_overhead_s, finalists, ETA,
+                                                        reps)[1:]) if tried else 0.0
+                if spent + stage_seconds(len(group), reps, run, round_overhead_s) + later > budget_s:
+                    trace.stopped_by = "budget"
+                    break
+                got, secs = measure(i, group, reps)
+                spent, seconds = spent + secs, seconds + secs
+                scores.update(got)
+                tried += group
+                fired, record = explore.check([a for a in tried if a.scores])
+                trace.exploration.append({**record, "candidates": len(tried), "seconds": round(spent, 2)})
+                if fired:
+                    trace.stopped_by = "rule"
+                    break
+            else:
+                trace.stopped_by = "budget"  # every planned candidate tried before the rule fired
+            if not tried:
+                trace.stopped = f"round 1: about {cost(1):.0f} s needed, {budget_s - spent:.0f} s left"
+                break
+            alive = tried
+            if len(tried) < n:  # the later rounds planned again for the candidates tried
+                rest = schedule(len(tried), run_s, round_overhead_s, finalists, ETA, reps)
+                stage = Stage(len(tried), reps, seconds, rest[0].keep)
+                plan = [stage] + rest[1:]
+        else:
+            while reps > 1 and spent + cost(reps) > budget_s:
+                reps -= 1
+            if spent + cost(reps) > budget_s:
+                trace.stopped = f"round {i + 1}: about {cost(reps):.0f} s needed, {budget_s - spent:.0f} s left"
+                break
+            scores, seconds = measure(i, alive, reps)
+            spent += seconds
         ranked = sorted(alive, key=lambda a: -_finite(a.score))
         last = i == len(plan) - 1
         keep = ranked[: stage.keep]
@@ -148,6 +220,7 @@ def successive_halving(items: Sequence[T], evaluate: Callable[[list[T], int], tu
         if on_round:
             on_round(i, ranked, spent)
         alive = keep
+        i += 1
         if len(alive) <= 1 and not last:
             break
     ranked_alive = sorted(alive, key=lambda a: -_finite(a.score))

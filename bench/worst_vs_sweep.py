@@ -1,0 +1,145 @@
+"""Ground truth for `xtalk worst`: the exhaustive sweep and the search, on one victim, in one run.
+
+The sweep: every searchable kind of the catalog (space.py's space on this machine) alone,
+the same enemy on every enemy CPU, at every footprint of its `bytes` axis (the other axes at
+their first value; a kind without a footprint once), all interleaved with solo in one
+experiment, SWEEP_REPS runs each of the confirmation's length; each slowdown against solo
+with its 95 % CI (confirm.ratio). The search: `xtalk worst` with its stopping rule (default
+margin and confidence), SEARCH_BUDGET, without stress-ng (the sweep has none either).
+
+Printed: sweep-best and search-best (the confirmed worst) with their CIs, whether the
+search's worst is within the sweep-best's CI or above it, search-best / sweep-best (point
+estimates: two experiments, so no joint CI), what stopped the search (its rule or its
+budget) and search time / sweep time. Both halves run on the same machine in the same run,
+the sweep first (XTALK_BENCH_SEARCH_FIRST=1 reverses them).
+
+Run: PYTHONPATH=src .venv/bin/python bench/worst_vs_sweep.py
+Environment: XTALK_BENCH_VICTIM ("chase ½LLC", "chase 2×L2", "sum 4×LLC", "C pointer chase";
+default chase ½LLC), XTALK_BENCH_SEARCH_BUDGET (10m), XTALK_BENCH_SWEEP_REPS (5),
+XTALK_BENCH_KINDS (comma-separated: narrows both sides alike, to try the bench quickly).
+About (kinds × footprints + 1) × SWEEP_REPS runs of ~2 s plus the budget: 30-40 minutes on
+the 2-vCPU VM with the full catalog.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+from rich.console import Console
+
+sys.path.insert(0, str(Path(__file__).parent))
+from potency import VICTIMS, pointer_chase  # noqa: E402  (bench/potency.py, beside this script)
+
+from xtalk import catalog  # noqa: E402
+from xtalk.characterize import _toml_value  # noqa: E402
+from xtalk.targets.agent import local_facts  # noqa: E402
+from xtalk.worst import space as space_mod  # noqa: E402
+from xtalk.worst.confirm import ci_dict, ratio  # noqa: E402
+from xtalk.worst.driver import MEMORY_SHARE, _available_memory  # noqa: E402
+from xtalk.worst.output import ci_text  # noqa: E402
+from xtalk.worst.runs import CONFIRM_RUN_S, Victim, experiment_text, refused, run_round  # noqa: E402
+
+VICTIM = os.environ.get("XTALK_BENCH_VICTIM", "chase ½LLC")
+SEARCH_BUDGET = os.environ.get("XTALK_BENCH_SEARCH_BUDGET", "10m")
+SWEEP_REPS = int(os.environ.get("XTALK_BENCH_SWEEP_REPS", "5"))
+KINDS = [k for k in os.environ.get("XTALK_BENCH_KINDS", "").split(",") if k] or None
+SEED = 7
+
+
+def victim_table(work: Path) -> dict:
+    """The victim's experiment-file keys (the pointer chase compiled into `work`)."""
+    if VICTIM == "C pointer chase":
+        return pointer_chase(work, local_facts().caches["llc"])
+    if VICTIM not in VICTIMS:
+        sys.exit(f"XTALK_BENCH_VICTIM: {VICTIM!r} is not one of {', '.join([*VICTIMS, 'C pointer chase'])}")
+    v, period, jobs = VICTIMS[VICTIM]
+    return {**v, "period": period, "jobs": jobs}
+
+
+def sweep_candidates(sp: space_mod.Space) -> dict[str, space_mod.Candidate]:
+    """Every searchable kind at every footprint, alone and the same on every enemy CPU."""
+    out = {}
+    for ks in sp.kinds.values():
+        axes = {a.key: a.values for a in ks.axes}
+        for b in axes.get("bytes", (None,)):
+            params = [(a.key, b if a.key == "bytes" else a.values[0]) for a in ks.axes]
+            e = space_mod.Enemy(ks.kind, sp.within(ks, params))
+            c = space_mod.Candidate(sp.cpus, tuple((e,) for _ in sp.cpus))
+            if c.footprint(sp) <= sp.memory_cap:
+                out[f"{ks.kind}-{b or 'fixed'}".replace("*", "x").replace("/", "_")] = c
+    return out
+
+
+def sweep(work: Path, victim: Victim, sp: space_mod.Space) -> tuple[dict, float, int]:
+    """The sweep's slowdowns (scenario -> (label, CI dict)), its seconds, its scenarios."""
+    start = time.monotonic()
+    cands = sweep_candidates(sp)
+    # What the agent refuses on this machine (an llcsets footprint below two lines per set
+    # of its LLC way, ...) would refuse the whole sweep: each checked alone, left out, said.
+    for n, why in refused(victim, {n: c.tables() for n, c in cands.items()}, work, SEED).items():
+        print(f"    sweep: {n} left out, refused by the agent: {why}", flush=True)
+        del cands[n]
+    text = experiment_text("worst-vs-sweep", victim, {n: c.tables() for n, c in cands.items()}, SWEEP_REPS, SEED,
+                           CONFIRM_RUN_S, "bench/worst_vs_sweep.py: every searchable kind at every footprint")
+    res = run_round(text, work, "sweep", "execution")
+    solo = res.samples.get("solo", [])
+    out = {n: (cands[n].label(), ci_dict(ratio(v, solo, "median"))) for n, v in res.samples.items() if n != "solo" and solo}
+    return out, time.monotonic() - start, len(cands)
+
+
+def search(work: Path, victim_text: str) -> tuple[dict, float]:
+    """`xtalk worst`'s result.json and its seconds."""
+    from xtalk.worst.driver import run as run_worst
+    from xtalk.worst.inputs import request
+
+    start = time.monotonic()
+    req = request(None, victim_text, SEARCH_BUDGET, "median", "execution", work / "search", KINDS, False, SEED)
+    out = run_worst(req, Console(quiet=True))
+    return json.loads((out / "result.json").read_text()), time.monotonic() - start
+
+
+def main() -> None:
+    facts = local_facts()
+    cpus = facts.online_cpus
+    if len(cpus) < 2:
+        sys.exit("bench: needs two CPUs")
+    victim_cpu, others = cpus[-1], cpus[:-1]
+    with tempfile.TemporaryDirectory(prefix="xtalk-worst-vs-sweep-") as tmp:
+        work = Path(tmp)
+        table = victim_table(work)
+        victim = Victim(table, [victim_cpu])
+        text = ", ".join(f"{k} = {_toml_value(v)}" for k, v in {**table, "cpus": [victim_cpu]}.items())
+        sp = space_mod.build(catalog.current(), facts.caches, others, int(_available_memory() * MEMORY_SHARE), KINDS,
+                             facts.environment.get("kernel", {}).get("machine"))
+        print(f"worst vs sweep: {VICTIM} on CPU {victim_cpu}, enemies on {others}; {len(sp.kinds)} kinds; "
+              f"sweep {SWEEP_REPS} interleaved runs each; search budget {SEARCH_BUDGET}", flush=True)
+        if os.environ.get("XTALK_BENCH_SEARCH_FIRST") == "1":
+            doc, t_search = search(work, text)
+            sw, t_sweep, n = sweep(work, victim, sp)
+        else:
+            sw, t_sweep, n = sweep(work, victim, sp)
+            doc, t_search = search(work, text)
+    best = max((k for k in sw if sw[k][1]), key=lambda k: sw[k][1]["estimate"])
+    label, b = sw[best]
+    w = doc["worst"]["vs_solo"]
+    stop = doc["stopping"]
+    e = stop.get("estimate") or {}
+    where = ("above" if w["estimate"] > b["high"] else "within" if w["estimate"] >= b["low"] else "BELOW")
+    print(f"sweep ({n} scenarios, {t_sweep:.0f} s): best {label} {ci_text(b)}")
+    print(f"search ({t_search:.0f} s, stopped by its {stop['stopped_by']}, {e.get('tried', 0)} random candidates, "
+          f"p ≤ {e.get('beyond', 1):.1%}): worst {doc['worst']['label']} {ci_text(w)}")
+    print(f"search-best / sweep-best: {w['estimate'] / b['estimate']:.2f} (the search's estimate is {where} the sweep-best's CI); "
+          f"search time / sweep time: {t_search / t_sweep:.2f}")
+    print("    sweep, all: " + ", ".join(f"{sw[k][0]} {sw[k][1]['estimate']:.2f}" for k in
+                                         sorted((k for k in sw if sw[k][1]), key=lambda k: -sw[k][1]["estimate"])))
+
+
+if __name__ == "__main__":
+    np.seterr(all="ignore")
+    main()

@@ -443,13 +443,8 @@ def _sorted_floats(col: pd.Series) -> np.ndarray:
     return np.sort(col.to_numpy(dtype=float))
 
 
-def quantiles(sorted_v: np.ndarray, qs) -> np.ndarray:
-    """np.quantile (linear interpolation) of data already sorted, without sorting again."""
-    n = sorted_v.size
-    h = (n - 1) * np.asarray(qs, dtype=float)
-    lo = np.floor(h).astype(np.int64)
-    hi = np.minimum(lo + 1, n - 1)
-    return sorted_v[lo] + (h - lo) * (sorted_v[hi] - sorted_v[lo])
+#: np.quantile of data already sorted (analysis/stats.sorted_quantiles).
+quantiles = st.sorted_quantiles
 
 
 def group_markers(data: ReportData, scenario: str, configuration: str | None, column: str) -> dict[str, float]:

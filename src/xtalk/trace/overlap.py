@@ -11,23 +11,32 @@ def overlaps(win_cpu: np.ndarray, win_s: np.ndarray, win_e: np.ndarray,
     """(window, interval, overlap ns) of every window [win_s, win_e) and interval
     [start, end) on the same CPU with a positive overlap, all windows at once.
 
-    Per CPU the intervals are bucketed by duration (powers of two) and sorted by start, so
-    that within a bucket a window's candidates are a contiguous range: those starting in
-    [win_s − the bucket's longest, win_e). Intervals may overlap each other; a few very long
-    ones do not make every window scan everything. Indices are positions in the arrays given.
+    Per CPU the intervals are sorted by start. Where their ends come in the same order (a
+    CPU's tasks, back to back) a window's candidates are the contiguous range from the first
+    that ends after it starts; otherwise (intervals that overlap each other) they are bucketed
+    by duration (powers of two), and within a bucket the candidates are those starting in
+    [win_s − the bucket's longest, win_e), so a few very long ones do not make every window
+    scan everything. Indices are positions in the arrays given.
     """
     win_cpu, win_s, win_e = (np.asarray(a, dtype=np.int64) for a in (win_cpu, win_s, win_e))
     cpu, start, end = (np.asarray(a, dtype=np.int64) for a in (cpu, start, end))
     out_w, out_i, out_o = [], [], []
-    bucket = np.floor(np.log2(np.maximum(end - start, 1))).astype(np.int64)
     for c in np.unique(win_cpu):
         wi = np.flatnonzero(win_cpu == c)
-        on = cpu == c
-        for b in np.unique(bucket[on]):
-            ii = np.flatnonzero(on & (bucket == b))
-            ii = ii[np.argsort(start[ii], kind="stable")]
+        on = np.flatnonzero(cpu == c)
+        on = on[np.argsort(start[on], kind="stable")]
+        if on.size and np.all(end[on][1:] >= end[on][:-1]):
+            # Ends in the order of starts (a CPU's tasks, back to back): one range per window,
+            # from the first interval that ends after the window starts.
+            groups = [(on, np.searchsorted(end[on], win_s[wi], side="right"))]
+        else:
+            bucket = np.floor(np.log2(np.maximum(end[on] - start[on], 1))).astype(np.int64)
+            groups = []
+            for b in np.unique(bucket):
+                ii = on[bucket == b]
+                groups.append((ii, np.searchsorted(start[ii], win_s[wi] - int(np.max(end[ii] - start[ii])), side="left")))
+        for ii, lo in groups:
             s, e = start[ii], end[ii]
-            lo = np.searchsorted(s, win_s[wi] - int(np.max(e - s)), side="left")
             cnt = np.maximum(np.searchsorted(s, win_e[wi], side="left") - lo, 0)
             total = int(cnt.sum())
             if total == 0:

@@ -2,8 +2,10 @@
 and the HTML report; a sound experiment fires none on solo."""
 
 import json
+import math
 
 import pandas as pd
+import pytest
 
 from conftest import xtalk
 from xtalk.analysis import guards
@@ -170,3 +172,40 @@ def test_a_command_victim_is_not_told_to_set_utilization():
                 median_exec_ms=9.5, max_exec_ms=9.9)
     (g,) = guards.check(pd.DataFrame([solo]), {"default": {"period_ns": 10_000_000, "body": {"kind": "command"}}})
     assert g.kind == guards.Kind.OVERLOADED_SOLO and "utilization" not in g.message and "command" in g.message
+
+
+@pytest.mark.parametrize("lo, hi, floor, effect, word", [
+    (2.04, 2.73, math.nan, 0.05, "slowed down"),   # the review's CI: a slowdown however wide
+    (2.04, 2.73, 0.2, 0.05, "slowed down"),
+    (1.01, 1.10, 0.05, 0.05, "inconclusive"),      # excludes 1, not the noise floor
+    (1.01, 1.10, math.nan, 0.05, "slowed down"),   # no floor measured: excludes 1
+    (0.90, 1.50, math.nan, 0.05, "inconclusive"),  # holds 1, wider than ±5 %
+    (0.97, 1.04, math.nan, 0.05, "within noise"),  # within ±min_effect: no effect of that size
+    (0.97, 1.04, math.nan, 0.02, "inconclusive"),
+    (0.97, 1.04, 0.06, 0.02, "within noise"),      # within the floor
+    (0.50, 0.90, 0.05, 0.05, "sped up"),
+    (1.20, 1.40, 0.60, 0.05, "noise too high to judge"),
+])
+def test_one_rule_gives_the_same_word_on_every_surface(lo, hi, floor, effect, word):
+    """verdict.interference (the report's and a campaign cell's word), the guards'
+    `concluded` and `ci_too_wide`, and the campaign maps' known cells judge one CI alike."""
+    from xtalk.analysis import verdict as vd
+    from xtalk.report import campaign_maps as cm
+
+    assert vd.interference(lo, hi, floor, effect) == word
+    done = word in vd.CONCLUDED
+    assert guards.concluded(lo, hi, effect, floor) == done
+    fired = _fired([_row(lo, hi, runs=20)], min_effect=effect, floor=floor)
+    assert bool(fired) == (not done and hi >= 1 - guards.FASTER), fired
+    if effect == cm.MIN_EFFECT:  # the maps judge at the default min_effect (a campaign has none of its own)
+        cells = pd.DataFrame([dict(scenario="x", exec_slowdown_median_lo=lo, exec_slowdown_median_hi=hi,
+                                   exec_noise_floor=floor)])
+        stat = cm.STATS["exec-median"]
+        assert list(stat.words(cells)) == [word] and bool(stat.known(cells).iloc[0]) == done
+
+
+def test_a_ci_inside_the_noise_floor_says_so_in_its_guard():
+    (g,) = _fired([_row(1.01, 1.10, runs=20)], floor=0.05)
+    assert "reaches inside the noise floor ±5.0%" in g.message and "holds 1" not in g.message
+    (g,) = _fired([_row(1.2, 1.4, runs=20)], floor=0.6)
+    assert "noise floor of ±60%" in g.message

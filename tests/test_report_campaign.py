@@ -334,8 +334,10 @@ def test_the_mapped_statistic_is_selectable_and_a_bad_name_refused(tail_only, tm
 
 
 def test_an_inconclusive_cell_is_marked_and_leaves_the_colour_scale_alone(tail_only):
-    """The exec median map of a campaign without an exec effect: every cell inconclusive,
-    hatched grey; a hand-made grid whose inconclusive cell is an extreme does not set vmax."""
+    """The exec median map of a campaign without an exec effect: every cell's CI lies within
+    ±5 % (min_effect), concluded "within noise" by the one rule (verdict.interference, the
+    cells' own word), so none is hatched; a hand-made grid whose inconclusive cell is an
+    extreme is hatched and does not set vmax."""
     import pandas as pd
 
     from xtalk.report import campaign_maps as cm
@@ -346,8 +348,10 @@ def test_an_inconclusive_cell_is_marked_and_leaves_the_colour_scale_alone(tail_o
     fig = cf.two_way_view(g, g.title)
     heat = fig.axes[0]
     marked = [p for p in heat.patches if p.get_gid() == "inconclusive"]
-    assert len(marked) == int(np.isfinite(g.values.to_numpy()).sum()) == 9
-    assert all(t.get_text().endswith("?") for t in heat.texts if t.get_text() != "excluded")
+    words = cm.STATS["exec-median"].words(cells[cells["scenario"] != "solo"])
+    assert set(words) == {"within noise"} and set(cells["exec_interference"].dropna()) == {"within noise"}
+    assert marked == [] and int(np.isfinite(g.values.to_numpy()).sum()) == 9
+    assert not any(t.get_text().endswith("?") for t in heat.texts)
     plt.close(fig)
     v = pd.DataFrame([[1.2, 5.0], [1.5, np.nan]], index=[1, 2], columns=[2.0, 5.0])
     known = pd.DataFrame([[True, False], [True, False]], index=v.index, columns=v.columns)

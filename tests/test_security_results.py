@@ -247,3 +247,32 @@ def test_a_run_directory_swapped_for_a_link_mid_run_is_not_written_through(tmp_p
             p.wait()
     assert "Traceback" not in err, err
     untouched(decoy)
+
+
+def test_single_file_outputs_of_another_user_are_refused_before_anything_runs(made, tmp_path, decoy, user):
+    """`--junit FILE`, `--out FILE`, `--csv FILE`...: a file to write in a directory the user
+    owns, or at the user's link to a root-only file, is refused in one line (exit 2) before
+    the command runs, and nothing is written anywhere."""
+    name, uid, gid = user
+    theirs = their_dir(tmp_path / "theirs", uid, gid)
+    mine = copy(made, tmp_path / "mine")
+    [run] = sorted(mine.glob("runs/*"))[:1]
+    tasks = tmp_path / "tasks.toml"
+    tasks.write_text('[[task]]\nname = "a"\nwcet = 1\nperiod = 10\n')
+    before = listing(mine)
+
+    def commands(out: Path):
+        return (["gate", mine, "--junit", out], ["sysinfo", "--record", out], ["perfetto", run, "-o", out],
+                ["sched", "generate", "--seed", "1", "-o", out], ["sched", "simulate", tasks, "--csv", out],
+                ["sched", "simulate", tasks, "--gantt", out], ["model", "uppaal", tmp_path / "none.toml", "-o", out],
+                ["sched", "reserve", "--budget", "1", "--period", "10", "--record", out, "--", "true"])
+
+    for args in commands(theirs / "out"):
+        refused(xtalk(*args, env=clean_env(), cwd=tmp_path), f"owned by uid {uid} ({name})", "as root")
+        assert os.listdir(theirs) == [], args
+    link = their_link(tmp_path / "out", decoy / "secret", uid, gid)
+    for args in commands(link):
+        refused(xtalk(*args, env=clean_env(), cwd=tmp_path), f"{link}: a symbolic link owned by uid {uid}")
+        assert link.is_symlink(), args
+    assert listing(mine) == before
+    untouched(decoy)

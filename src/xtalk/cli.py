@@ -298,6 +298,7 @@ def gate(results: Path = typer.Argument(..., help="results directory of an exper
 
     results = _checked(results)  # reading converts job logs there
     baseline = _checked(baseline, "--baseline") if baseline is not None else None
+    junit = _output(junit, "--junit")
     code = run_gate(results, baseline=baseline, max_regression=max_regression, epsilons=epsilon, strict=strict,
                     junit_path=junit, as_json=as_json, console=console)
     raise typer.Exit(code)
@@ -316,6 +317,7 @@ def sysinfo(as_json: bool = typer.Option(False, "--json", help="the agent's whol
     if record is not None:
         from .report.sysinfo import record as record_fixture
 
+        record = _output(record, "--record")
         path = record_fixture(record)
         console.print(f"wrote {path}: plan with `xtalk plan --machine {path} FILE` (or XTALK_MACHINE={path})")
         return
@@ -432,6 +434,7 @@ def perfetto(run: Path = typer.Argument(..., help="a run directory recorded with
     from .trace.run import labels
 
     run = _run_dir(run)
+    out = _output(out, "--out")
     if not (run / "trace.txt").exists():
         raise UsageError(f"{run}: no kernel trace (trace.txt); add a [trace] table to the experiment")
     jobs = victim_jobs(run)
@@ -499,6 +502,15 @@ def _checked(path: Path, what: str = "RESULTS") -> Path:
     from .safepath import results_dir
 
     return results_dir(path, what)
+
+
+def _output(path: Path | None, what: str) -> Path | None:
+    """`path`, a single file this command writes (`--junit`, `--out FILE`...), resolved and
+    checked before anything runs (safepath.output_file: another user's link or directory is
+    refused, exit 2); None stays None."""
+    from .safepath import output_file
+
+    return output_file(path, what) if path is not None else None
 
 
 def _results(path: Path):

@@ -72,12 +72,23 @@ def _openat2(path: str, flags: int) -> int | None:
     return fd
 
 
-def _walk(path: str) -> int:
-    """`path` opened as a directory, one component at a time, never following a link."""
+def _walk(path: str, create: bool = False) -> int:
+    """`path` opened as a directory, one component at a time, never following a link; with
+    `create`, a missing component is made (mkdirat relative to its parent, mode 0777 less the
+    umask) and then opened like any other."""
     fd = os.open("/", _DIR_FLAGS)
     try:
         for part in [p for p in path.split("/") if p]:
-            nxt = os.open(part, _DIR_FLAGS | os.O_NOFOLLOW, dir_fd=fd)
+            try:
+                nxt = os.open(part, _DIR_FLAGS | os.O_NOFOLLOW, dir_fd=fd)
+            except FileNotFoundError:
+                if not create:
+                    raise
+                try:
+                    os.mkdir(part, 0o777, dir_fd=fd)
+                except FileExistsError:
+                    pass  # made meanwhile: opened below like any other
+                nxt = os.open(part, _DIR_FLAGS | os.O_NOFOLLOW, dir_fd=fd)
             os.close(fd)
             fd = nxt
     except BaseException:
@@ -115,26 +126,8 @@ def open_dir(path: os.PathLike | str, create: bool = False) -> int:
     link; with `create`, missing components are made (mode 0777 less the umask, as mkdir -p)."""
     p = _abs(path)
     try:
-        if not create:
-            fd = _openat2(p, _DIR_FLAGS)
-            return fd if fd is not None else _walk(p)
-        fd = os.open("/", _DIR_FLAGS)
-        try:
-            for part in [c for c in p.split("/") if c]:
-                try:
-                    nxt = os.open(part, _DIR_FLAGS | os.O_NOFOLLOW, dir_fd=fd)
-                except FileNotFoundError:
-                    try:
-                        os.mkdir(part, 0o777, dir_fd=fd)
-                    except FileExistsError:
-                        pass  # made meanwhile: opened below like any other
-                    nxt = os.open(part, _DIR_FLAGS | os.O_NOFOLLOW, dir_fd=fd)
-                os.close(fd)
-                fd = nxt
-        except BaseException:
-            os.close(fd)
-            raise
-        return fd
+        fd = None if create else _openat2(p, _DIR_FLAGS)
+        return fd if fd is not None else _walk(p, create)
     except (PermissionError, FileNotFoundError):
         raise
     except OSError as e:
@@ -323,6 +316,26 @@ def results_dir(path: os.PathLike | str, what: str) -> Path:
     real = _resolve(Path(path))
     if os.geteuid() == 0:
         why = dir_problem(real, shown=f"{what} {path}")
+        if why:
+            raise UnsafeResultsPath(why)
+    return real
+
+
+def output_file(path: os.PathLike | str, what: str) -> Path:
+    """The single file `path` a command writes (`--junit FILE`, `--out FILE`, `--csv FILE`...;
+    `what` names the option in the refusal), resolved, checked at the command's door before
+    anything runs: a link on the way or at the name that someone else made is refused, and as
+    root so is a directory to write it in that anyone but root or $SUDO_UID owns or can write
+    (:func:`results_dir`'s rule); UnsafeResultsPath, exit 2, in one line. The file itself is
+    then written with :func:`replace` (a fresh name renamed over it)."""
+    p = Path(path)
+    if p.name in ("", ".", ".."):
+        raise UnsafeResultsPath(f"{what} {path}: not a file name; give the path of a file to write")
+    real = _resolve(p)
+    if real.is_dir():
+        raise UnsafeResultsPath(f"{what} {path}: is a directory; give the path of a file to write")
+    if os.geteuid() == 0:
+        why = dir_problem(real.parent, shown=f"{what} {path}")
         if why:
             raise UnsafeResultsPath(why)
     return real

@@ -123,21 +123,18 @@ def link_problem(link: str, st: os.stat_result) -> str | None:
             f"give the real path of a directory of yours")
 
 
+def _problems(paths) -> list[str]:
+    """What the trust rule says of each of `paths` (nothing unless root)."""
+    return [why for why in map(problem, paths) if why] if os.geteuid() == 0 else []
+
+
 def require_trusted(*paths: Path) -> None:
     """Refuse (UntrustedFile, exit 2) a file to be run as root that someone else could write."""
-    if os.geteuid() != 0:
-        return
-    for p in paths:
-        why = problem(p)
-        if why:
-            raise UntrustedFile(why)
+    for why in _problems(paths)[:1]:
+        raise UntrustedFile(why)
 
 
 def warn_untrusted(*paths: Path) -> None:
     """Say (on stderr) what `require_trusted` would refuse, for commands that run nothing."""
-    if os.geteuid() != 0:
-        return
-    for p in paths:
-        why = problem(p)
-        if why:
-            print(f"xtalk: warning: {why}; `run` will refuse it", file=sys.stderr)
+    for why in _problems(paths):
+        print(f"xtalk: warning: {why}; `run` will refuse it", file=sys.stderr)

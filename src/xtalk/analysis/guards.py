@@ -16,6 +16,8 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:  # tables are only passed through: `xtalk run` needs the thresholds before pandas
     import pandas as pd
 
+from . import verdict as vd
+
 #: Solo is overloaded when its median job takes more than this share of the deadline:
 #: slowdowns then compare backlogs.
 OVERLOAD_SHARE = 0.9
@@ -23,7 +25,7 @@ OVERLOAD_SHARE = 0.9
 #: that is not the victim's work (the machine delayed it, or the hypervisor stole its CPU).
 TAIL_FACTOR = 5.0
 #: The smallest effect worth resolving when the experiment does not say (its `min_effect`).
-MIN_EFFECT = 0.05
+MIN_EFFECT = vd.MIN_EFFECT
 #: Fewer runs per side than this: a max-slowdown is the ratio of two extremes of few runs.
 #: With n runs a next run exceeds every maximum seen with probability 1/(n + 1); the
 #: statistic carries a 95 % statement (the level of the CIs) from 19 runs on.
@@ -69,14 +71,13 @@ def _ms(ns: float) -> str:
     return f"{ns / 1e6:.3g} ms"
 
 
-def concluded(lo: float, hi: float, effect: float = MIN_EFFECT) -> bool:
-    """The one rule for "concluded" (every guard, the end-of-run line, the summary and the
-    report use it): a ratio CI [lo, hi] has concluded when it excludes 1 (an effect, either
-    way) or lies within 1 ± ``effect`` (no effect of that size); one that holds 1 and reaches
-    beyond 1 ± ``effect`` has not. A missing CI concludes nothing (and is not this rule's)."""
-    if not (lo == lo and hi == hi):
-        return False
-    return lo > 1 or hi < 1 or (lo >= 1 - effect and hi <= 1 + effect)
+def concluded(lo: float, hi: float, effect: float = MIN_EFFECT, floor: float = math.nan) -> bool:
+    """Whether a ratio CI [lo, hi] has concluded, by the one rule
+    (:func:`xtalk.analysis.verdict.interference`, which every guard, the end-of-run line, the
+    summary, the report's words and the campaign maps use): it excludes 1 and the noise
+    ``floor`` (an effect, either way), or lies within 1 ± max(``effect``, ``floor``) (no
+    effect of that size). A missing CI concludes nothing (and is not this rule's)."""
+    return vd.interference(lo, hi, floor, effect) in vd.CONCLUDED
 
 
 def repetitions_to_conclude(runs: int, lo: float, hi: float, effect: float = MIN_EFFECT) -> int:
@@ -200,7 +201,8 @@ def task_guards(tasks: pd.DataFrame, reference: str = "solo") -> list[Guard]:
     return out
 
 
-def _scenario_guards(row, effect: float = MIN_EFFECT, spread: float | None = None) -> list[Guard]:
+def _scenario_guards(row, effect: float = MIN_EFFECT, spread: float | None = None,
+                     floor: float = math.nan) -> list[Guard]:
     out = []
     med, lo, hi = row.slowdown_median, row.slowdown_median_lo, row.slowdown_median_hi
     if not all(isinstance(v, (int, float)) and v == v for v in (med, lo, hi)):
@@ -210,11 +212,18 @@ def _scenario_guards(row, effect: float = MIN_EFFECT, spread: float | None = Non
                          f"the victim ran faster beside the enemies ({med:.2f}× [{lo:.2f}, {hi:.2f}]): a co-runner effect "
                          f"(CPU frequency, SMT, the hypervisor's scheduling), not isolation; fix the CPU frequency or "
                          f"compare on bare metal before reading the other slowdowns"))
-    elif not concluded(lo, hi, effect):
+    elif not concluded(lo, hi, effect, floor):
         runs = max(int(row.runs_ok), 1)
+        band = max(effect, 0.0 if floor != floor else floor)
+        if vd.interference(lo, hi, floor, effect) == vd.TOO_NOISY:
+            what = f"is judged against a noise floor of ±{floor:.0%} (references differ by more than half)"
+        elif lo <= 1 <= hi:
+            what = f"holds 1 and is wider than ±{band:.0%}"
+        else:
+            what = f"reaches inside the noise floor ±{floor:.1%} and beyond ±{band:.0%}"
         out.append(Guard(Kind.CI_TOO_WIDE, row.configuration, row.scenario,
-                         f"the median slowdown's CI [{lo:.2f}, {hi:.2f}] holds 1 and is wider than ±{effect:.0%}: "
-                         f"nothing is concluded at min_effect; {more_runs(runs, lo, hi, effect, spread)}, raise "
+                         f"the median slowdown's CI [{lo:.2f}, {hi:.2f}] {what}: "
+                         f"nothing is concluded at min_effect; {more_runs(runs, lo, hi, band, spread)}, raise "
                          f"min_effect, or quiet the machine"))
     if int(row.runs_ok) < MIN_RUNS_FOR_MAX:
         out.append(Guard(Kind.TOO_FEW_RUNS_FOR_MAX, row.configuration, row.scenario,
@@ -244,13 +253,15 @@ def _enemy_guard(configuration: str, scenario: str, enemies: list[dict]) -> list
 
 def check(table: pd.DataFrame, victims: dict[str, dict], reference: str = "solo",
           enemies: dict[tuple[str, str], list[dict]] | None = None, min_effect: float = MIN_EFFECT,
-          tasks: pd.DataFrame | None = None, spreads: dict[str, float] | None = None) -> list[Guard]:
+          tasks: pd.DataFrame | None = None, spreads: dict[str, float] | None = None,
+          floor: float = math.nan) -> list[Guard]:
     """Every guard that fires on `table` (analysis.cells.summarize's rows); `victims` maps a
     configuration to its plan's victim (period_ns, deadline_ns, sched, body); `enemies` maps
     (configuration, scenario) to its enemies' rates, each {enemy, unit, achieved (mean over
     the runs), alone (enemy_alone.py), or None when not measured}; `min_effect` the
     experiment's (:func:`concluded`), `spreads` each configuration's run-to-run spread of the
-    solo median (:func:`more_runs`); `tasks` a task set's per-task table, whose misses
+    solo median (:func:`more_runs`), `floor` the A/A noise floor of the median execution time
+    where it was measured (the report's; NaN: none, :func:`concluded`); `tasks` a task set's per-task table, whose misses
     alone are judged per task. A reference (`reference`, or an `alone:` scenario) that is
     disturbed (:func:`reference_trouble`) also marks every other row of its configuration."""
     out: list[Guard] = []
@@ -273,7 +284,7 @@ def check(table: pd.DataFrame, victims: dict[str, dict], reference: str = "solo"
     for row in table.itertuples():
         if row.scenario == reference or str(row.scenario).startswith("alone:"):
             continue
-        out += _scenario_guards(row, min_effect, (spreads or {}).get(row.configuration))
+        out += _scenario_guards(row, min_effect, (spreads or {}).get(row.configuration), floor)
         out += _enemy_guard(row.configuration, row.scenario, (enemies or {}).get((row.configuration, row.scenario), []))
         if row.configuration in disturbed:
             out.append(Guard(Kind.DISTURBED_REFERENCE, row.configuration, row.scenario,

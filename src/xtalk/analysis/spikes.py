@@ -17,6 +17,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
+from ..trace.overlap import overlaps
 from .periodicity import Periodicity, periodicity
 from .runorder import run_job_order, stretch_starts
 
@@ -280,44 +281,6 @@ class Attribution:
     jobs: pd.DataFrame | None = None
 
 
-def _overlaps(win_cpu, win_s, win_e, cul_cpu, cul_s, cul_e) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """All (window, culprit) pairs on the same CPU with a positive overlap, vectorised.
-
-    Culprit intervals are bucketed by duration (powers of two) so that, within a bucket,
-    the candidates of a window are a contiguous range of the start-sorted intervals:
-    start in [win_s − max_duration, win_e). This keeps a few very long intervals from
-    making every window scan everything.
-    """
-    out_w, out_c, out_o = [], [], []
-    dur = cul_e - cul_s
-    bucket = np.floor(np.log2(np.maximum(dur, 1))).astype(np.int64)
-    for cpu in np.unique(win_cpu):
-        wi = np.flatnonzero(win_cpu == cpu)
-        for b in np.unique(bucket[cul_cpu == cpu]):
-            ci = np.flatnonzero((cul_cpu == cpu) & (bucket == b))
-            ci = ci[np.argsort(cul_s[ci], kind="stable")]
-            s, e = cul_s[ci], cul_e[ci]
-            maxdur = int(np.max(e - s))
-            lo = np.searchsorted(s, win_s[wi] - maxdur, side="left")
-            hi = np.searchsorted(s, win_e[wi], side="left")
-            cnt = hi - lo
-            total = int(cnt.sum())
-            if total == 0:
-                continue
-            rep_w = np.repeat(wi, cnt)
-            offs = np.arange(total) - np.repeat(np.cumsum(cnt) - cnt, cnt)
-            rep_c = np.repeat(lo, cnt) + offs
-            ov = np.minimum(e[rep_c], win_e[rep_w]) - np.maximum(s[rep_c], win_s[rep_w])
-            keep = ov > 0
-            out_w.append(rep_w[keep])
-            out_c.append(ci[rep_c[keep]])
-            out_o.append(ov[keep])
-    if not out_w:
-        z = np.zeros(0, dtype=np.int64)
-        return z, z, z
-    return np.concatenate(out_w), np.concatenate(out_c), np.concatenate(out_o)
-
-
 def attribute_spikes(
     jobs: pd.DataFrame,
     culprits: pd.DataFrame,
@@ -399,7 +362,7 @@ def attribute_spikes(
         ncpu = int(max(w_cpu.max(initial=0), cul_cpu.max(initial=0))) + 1
         w_cpu = w_cpu + ncpu * runs.get_indexer(sp["run_id"].to_numpy()[w_job])
         cul_cpu = cul_cpu + ncpu * runs.get_indexer(cul["run_id"].to_numpy())
-    pw, pc, po = _overlaps(w_cpu, w_s, w_e, cul_cpu, cs, ce)
+    pw, pc, po = overlaps(w_cpu, w_s, w_e, cul_cpu, cs, ce)
 
     pairs = pd.DataFrame({"row": w_job[pw], "overlap_ns": po})
     for col in ("kind", "name", "pid", "cpu"):

@@ -837,6 +837,16 @@ def _per_step_dense(jobs: pd.DataFrame, column: str, run: str) -> pd.DataFrame |
                          "max_ns": m.max(axis=0), "n_runs": np.full(ju.size, ru.size, dtype=np.int64)})
 
 
+def sorted_quantiles(sorted_v: np.ndarray, qs) -> np.ndarray:
+    """np.quantile (linear interpolation) of data already sorted, without sorting again (the
+    report's tables and figures read their quantiles this way)."""
+    n = sorted_v.size
+    h = (n - 1) * np.asarray(qs, dtype=float)
+    lo = np.floor(h).astype(np.int64)
+    hi = np.minimum(lo + 1, n - 1)
+    return sorted_v[lo] + (h - lo) * (sorted_v[hi] - sorted_v[lo])
+
+
 def quantile_name(q: float) -> str:
     """The column name of quantile level ``q`` in group tables: 0.5 -> "p50", 0.999 -> "p99.9"."""
     return f"p{round(q * 100, 6):g}"

@@ -46,6 +46,11 @@ EPSILON_STATES = (REFERENCE, NO_EPSILON, NO_SOLO, NO_JOBS)
 NO_CI, TOO_NOISY, SLOWED_DOWN, SPED_UP, WITHIN_NOISE = (
     "no CI", "noise too high to judge", "slowed down", "sped up", "within noise")
 INTERFERENCE = (NO_CI, TOO_NOISY, SLOWED_DOWN, SPED_UP, WITHIN_NOISE, INCONCLUSIVE)
+#: The words of :func:`interference` that have concluded (an effect either way, or none of
+#: the size worth resolving).
+CONCLUDED = (SLOWED_DOWN, SPED_UP, WITHIN_NOISE)
+#: The smallest effect worth resolving when an experiment does not say (its `min_effect`).
+MIN_EFFECT = 0.05
 
 #: A scenario's status (:func:`status`), worst first; then the kinds' own (task sets,
 #: latency victims) and a campaign cell without jobs.
@@ -79,26 +84,51 @@ NOT_EXERCISED = "not exercised"
 
 
 def _nan(v) -> bool:
-    return v is None or (isinstance(v, float) and np.isnan(v))
+    return v is None or (isinstance(v, (float, np.floating)) and np.isnan(v))
 
 
-def interference(lo: float, hi: float, floor: float) -> str:
-    """Word for a slowdown CI [lo, hi] against the noise floor (± floor around 1; NaN: none).
+def min_effect(experiment: Mapping | None) -> float:
+    """An experiment document's `min_effect` (experiment.json's ``experiment`` table) as a
+    fraction, MIN_EFFECT where it gives none or one that does not parse (the file was
+    checked when the experiment ran)."""
+    from ..units import fraction
 
-    A floor above 0.5 (runs of the reference differ by more than half) judges nothing; a CI
-    entirely above 1 + floor is a slowdown, entirely below 1 − floor a speed-up, entirely
-    inside the band noise; anything else straddles a bound.
+    value = ((experiment or {}).get("experiment") or {}).get("min_effect")
+    try:
+        return fraction(value, "min_effect", high=10.0) if value is not None else MIN_EFFECT
+    except (ValueError, TypeError):
+        return MIN_EFFECT
+
+
+def interference(lo: float, hi: float, floor: float = float("nan"), effect: float = MIN_EFFECT) -> str:
+    """The one rule for what a slowdown (ratio) CI [lo, hi] concludes, every surface's: the
+    guards (:func:`xtalk.analysis.guards.concluded`, the `ci_too_wide` warning, the end-of-run
+    line), the report's and a campaign cell's interference word, the maps' known cells
+    (report/campaign_maps.py). ``floor``: the A/A noise floor (± around 1, how far a ratio
+    strays when nothing changed; NaN when not measured, read as 0); ``effect``: the
+    experiment's `min_effect`.
+
+    - no CI (either end NaN): NO_CI;
+    - a floor above 0.5 (references differ by more than half): TOO_NOISY, nothing judged;
+    - lo > 1 + floor: SLOWED_DOWN (the CI excludes 1 and the noise, however wide: [2.04, 2.73]
+      is a slowdown); hi < 1 − floor: SPED_UP;
+    - inside 1 ± max(floor, effect): WITHIN_NOISE (no effect as large as the smallest one
+      worth resolving, nor one the noise could not hide): concluded too;
+    - anything else (it holds 1, or the floor, and reaches beyond the band): INCONCLUSIVE.
+
+    The first three words after NO_CI/TOO_NOISY are CONCLUDED.
     """
     if _nan(lo) or _nan(hi):
         return NO_CI
-    f = 0.0 if _nan(floor) else floor
+    f = 0.0 if _nan(floor) else float(floor)
     if f > 0.5:
         return TOO_NOISY
     if lo > 1 + f:
         return SLOWED_DOWN
     if hi < 1 - f:
         return SPED_UP
-    if lo >= 1 - f and hi <= 1 + f:
+    band = max(f, 0.0 if _nan(effect) else float(effect))
+    if lo >= 1 - band and hi <= 1 + band:
         return WITHIN_NOISE
     return INCONCLUSIVE
 

@@ -21,6 +21,7 @@ from xtalk.model.uppaal import to_uppaal_xml
 from xtalk.sched.inputs import InputError
 
 from .. import safepath
+from ..errors import UsageError
 
 app = typer.Typer(help="Interference model (seed 000, chapter 4): exhaustive explorer and UPPAAL export.")
 _out = Console()
@@ -147,6 +148,10 @@ def uppaal_cmd(
     bound: list[str] = typer.Option([], "--bound", help="extra query TASK:COMPONENT:SEGMENT:MAX; repeat"),
 ) -> None:
     """Export the model as UPPAAL XML with the seed's queries (and the explorer's maxima)."""
+    try:
+        output = safepath.output_file(output, "--output")
+    except UsageError as exc:
+        _fail(exc)
     try:
         platform = load_platform(file)
         extra = [_parse_bound(b) for b in bound]

@@ -17,6 +17,7 @@ import os
 import pickle
 import signal
 import threading
+import math
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -113,6 +114,13 @@ class _Builder:
         self.tables[name] = df
         return df
 
+    def exec_floor(self) -> float:
+        """The A/A noise floor of the median execution time the verdicts are judged against
+        (NaN: not measured), so the guards judge the same CI by the same rule."""
+        fl = tb.noise_floor(self.data, n_boot=self.n_boot)
+        row = fl[(fl["metric"] == "exec") & (fl["statistic"] == "median")]
+        return float(row["floor"].iloc[0]) if len(row) else math.nan
+
     # ------------------------------------------------------------------ sections
 
     def verdicts(self) -> Section:
@@ -122,7 +130,7 @@ class _Builder:
         s = Section("verdicts", "Verdicts")
         s.raw(verdict_list([(r.status, r.verdict) for r in v.itertuples()]))
         if self.warned is None:
-            self.warned = result_guards(self.data.path, self.data)
+            self.warned = result_guards(self.data.path, self.data, self.exec_floor())
         warned = self.keep("warnings", self.warned)
         if len(warned):
             s.heading("Warnings")
@@ -135,8 +143,9 @@ class _Builder:
                "No ε bound given: pass one, e.g. `xtalk report RESULTS --epsilon exec:max:1.2x`, to get holds / violated / "
                "inconclusive per scenario.")
         s.text("Slowdown: ratio of the statistic under interference to the same statistic solo, 95 % CI (runs, then "
-               "jobs within runs, resampled). 'within noise': the CI lies inside 1 ± the noise floor; 'slowed down': its "
-               "lower end is above 1 + floor. Serious miss: the job did not finish by the end of the next period "
+               "jobs within runs, resampled). 'within noise': the CI lies inside 1 ± the larger of the noise floor and "
+               "min_effect; 'slowed down': its lower end is above 1 + floor (analysis/verdict.interference, the one rule "
+               "the warnings use too). Serious miss: the job did not finish by the end of the next period "
                "(seed 000 §6.5.2), or never ran.")
         if not self.tables["epsilon"].empty:
             s.table(in_ms(self.tables["epsilon"]), "ε verdicts")
@@ -481,17 +490,19 @@ def fg_escape(s) -> str:
     return html.escape(str(s))
 
 
-def result_guards(path: Path, data: ReportData | None = None) -> pd.DataFrame:
+def result_guards(path: Path, data: ReportData | None = None, floor: float = math.nan) -> pd.DataFrame:
     """The guards that fire on the results (analysis/guards.py), one row each with its line:
     computed now from the cells the report renders (``data``, loaded when not given) and the
     inputs the summary reads (each run's run.json, experiment.json's enemies alone), by
     summary.summary_table, so they are the list summary.json holds by construction. A
-    summary.json on disk is not read: it may be older than the data or the code."""
+    summary.json on disk is not read: it may be older than the data or the code. ``floor``:
+    the report's A/A noise floor of the median execution time, judged by the same rule as
+    the report's interference words (analysis/verdict.interference)."""
     from ..analysis.guards import Guard, Kind
     from ..report.summary import summary_table
     from ..store import open as open_results
 
-    rows = [w for ws in summary_table(open_results(path), data)["warnings"] for w in ws]
+    rows = [w for ws in summary_table(open_results(path), data, floor)["warnings"] for w in ws]
     lines = [Guard(Kind(w["kind"]), w["configuration"], w["scenario"], w["message"]).line() for w in rows]
     return pd.DataFrame({"kind": [w["kind"] for w in rows], "configuration": [w["configuration"] for w in rows],
                          "scenario": [w["scenario"] for w in rows], "line": lines})

@@ -167,14 +167,6 @@ def _sorted(v) -> np.ndarray:
     return v if v.size < 2 or bool(np.all(v[1:] >= v[:-1])) else np.sort(v)
 
 
-def _quantiles(sorted_v: np.ndarray, qs) -> np.ndarray:
-    n = sorted_v.size
-    h = (n - 1) * np.asarray(qs, dtype=float)
-    lo = np.floor(h).astype(np.int64)
-    hi = np.minimum(lo + 1, n - 1)
-    return sorted_v[lo] + (h - lo) * (sorted_v[hi] - sorted_v[lo])
-
-
 def boxplots(stats_by_group: list[tuple[str, np.ndarray]], title: str, ylabel: str):
     """Boxplots per scenario drawn from quantiles: box p25–p75, median, whiskers p1–p99, the
     maximum as a red point (every job counted, none drawn)."""
@@ -183,7 +175,7 @@ def boxplots(stats_by_group: list[tuple[str, np.ndarray]], title: str, ylabel: s
         v = _ms(_sorted(v))
         if v.size == 0:
             continue
-        p1, q1, med, q3, p99 = _quantiles(v, [0.01, 0.25, 0.5, 0.75, 0.99])
+        p1, q1, med, q3, p99 = st.sorted_quantiles(v, [0.01, 0.25, 0.5, 0.75, 0.99])
         items.append({"label": label, "whislo": p1, "q1": q1, "med": med, "q3": q3, "whishi": p99, "fliers": [v.max()]})
     if not items:
         return None
@@ -208,7 +200,7 @@ def ecdfs(groups: list[tuple[str, np.ndarray]], title: str, xlabel: str):
             continue
         n = v.size
         p = np.linspace(0, 1, min(ECDF_POINTS, n))
-        q = _quantiles(v, p)
+        q = st.sorted_quantiles(v, p)
         a1.plot(q, p, color=_color(i), label=label, lw=1.4)
         sv = v[-min(n, ECDF_POINTS):]
         tail = 1.0 - (np.arange(n - sv.size, n) + 0.5) / n

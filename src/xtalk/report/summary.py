@@ -15,6 +15,7 @@ from rich.table import Table
 from .. import safepath
 from ..units import rate_text
 from ..analysis import guards
+from ..analysis import verdict as vd
 from ..analysis.cells import summary_view
 from ..errors import UsageError
 from ..outcome import read_outcome
@@ -167,13 +168,15 @@ def skipped_cells(skipped: dict) -> list[str]:
 BOOT_JOBS = tb.BOOT_JOBS
 
 
-def summary_table(results: Results, data: ReportData | None = None) -> pd.DataFrame:
+def summary_table(results: Results, data: ReportData | None = None, floor: float = math.nan) -> pd.DataFrame:
     """The summary as a DataFrame (the Python API behind the table): the experiment's cells
     (report/tables.cells, the table the report's slowdown, misses and verdicts read) in the
     summary's columns, with enemy rates and guards; with several measured applications, one
     block per application (:func:`application_table`). ``data``: the results already loaded
     (the report passes its own, so the cells are computed once). Its ``warnings`` are the
-    guards every output shows: the report computes them here too (build.result_guards)."""
+    guards every output shows: the report computes them here too (build.result_guards),
+    with ``floor``, the A/A noise floor of the median execution time it shows beside its
+    words (the terminal and summary.json have none measured: the rule then reads it as 0)."""
     runs = results.runs() if data is None else data.runs
     # The report's narrow loader (labels as categoricals): Results.jobs() (every column,
     # string labels) took 8 GB at 10^7 jobs when the report computed the guards.
@@ -187,7 +190,7 @@ def summary_table(results: Results, data: ReportData | None = None) -> pd.DataFr
 
     tasks = vk.task_table(runs) if vk.kind_of(runs) == "taskset" else None
     fired = guards.check(table, victims(runs), enemies=enemy_shares(runs, results.path), min_effect=min_effect(data),
-                         tasks=tasks, spreads=solo_spreads(data))
+                         tasks=tasks, spreads=solo_spreads(data), floor=floor)
     table["warnings"] = [[g.to_dict() for g in fired if (g.configuration, g.scenario) == (c, s)]
                          for c, s in zip(table.configuration, table.scenario)]
     cols = ["configuration"] + [c for c in table.columns if c != "configuration"]
@@ -214,14 +217,8 @@ def solo_spreads(data: ReportData) -> dict[str, float]:
 
 
 def min_effect(data: ReportData) -> float:
-    """The experiment's `min_effect` (guards.concluded), its default where it gives none."""
-    from ..units import fraction
-
-    value = ((data.experiment or {}).get("experiment") or {}).get("min_effect")
-    try:
-        return fraction(value, "min_effect", high=10.0) if value is not None else guards.MIN_EFFECT
-    except (UsageError, ValueError):
-        return guards.MIN_EFFECT
+    """The experiment's `min_effect` (analysis/verdict.min_effect), its default where it gives none."""
+    return vd.min_effect(data.experiment)
 
 
 def application_table(data: ReportData) -> pd.DataFrame:

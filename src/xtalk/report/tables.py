@@ -343,6 +343,7 @@ def verdicts(x, epsilons: Sequence = (), *, n_boot: int = 2000, seed: int = 0) -
     epst = epsilon_table(data, epsilons, n_boot=n_boot, seed=seed)
     app = _application(data)
     trouble = _reference_trouble(slow, miss)
+    effect = vd.min_effect(data.experiment)
     rows = []
     for scen, conf in groups(data):
         row = {"application": app, "scenario": scen, "configuration": conf}
@@ -356,7 +357,7 @@ def verdicts(x, epsilons: Sequence = (), *, n_boot: int = 2000, seed: int = 0) -
                         f"{metric}_slowdown_max_lo": s["slowdown_max_lo"], f"{metric}_slowdown_max_hi": s["slowdown_max_hi"],
                         f"{metric}_noise_floor": fl})
             if scen != SOLO:
-                word = vd.interference(s["slowdown_median_lo"], s["slowdown_median_hi"], fl)
+                word = vd.interference(s["slowdown_median_lo"], s["slowdown_median_hi"], fl, effect)
                 row[f"{metric}_interference"] = word
                 mx = max_ci_text(s["slowdown_max"], s["slowdown_max_lo"], s["slowdown_max_hi"], s["runs_ok"])
                 # The word is the median's: beside it, so that it is not read as the ε verdict's
@@ -442,13 +443,8 @@ def _sorted_floats(col: pd.Series) -> np.ndarray:
     return np.sort(col.to_numpy(dtype=float))
 
 
-def quantiles(sorted_v: np.ndarray, qs) -> np.ndarray:
-    """np.quantile (linear interpolation) of data already sorted, without sorting again."""
-    n = sorted_v.size
-    h = (n - 1) * np.asarray(qs, dtype=float)
-    lo = np.floor(h).astype(np.int64)
-    hi = np.minimum(lo + 1, n - 1)
-    return sorted_v[lo] + (h - lo) * (sorted_v[hi] - sorted_v[lo])
+#: np.quantile of data already sorted (analysis/stats.sorted_quantiles).
+quantiles = st.sorted_quantiles
 
 
 def group_markers(data: ReportData, scenario: str, configuration: str | None, column: str) -> dict[str, float]:

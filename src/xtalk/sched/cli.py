@@ -51,6 +51,17 @@ def _fail(exc: Exception) -> None:
     raise typer.Exit(code=2)
 
 
+def _output(path: Optional[Path], what: str) -> Optional[Path]:
+    """A single file this command writes, checked before anything runs
+    (safepath.output_file: another user's link or directory is refused); None stays None."""
+    if path is None:
+        return None
+    try:
+        return safepath.output_file(path, what)
+    except UsageError as e:
+        raise InputError(what, str(e).removeprefix(f"{what} ")) from None
+
+
 def _results(path: Path, what: str) -> Path:
     """`path` checked as a results directory (reading it converts job logs there)."""
     try:
@@ -345,6 +356,7 @@ def simulate_cmd(
     """Two-level discrete-event simulation, per CPU as the analysis places servers and tasks:
     deadline-miss ratio and response times."""
     try:
+        plot, csv = _output(plot, "--gantt"), _output(csv, "--csv")
         system, _ = _load(file, overheads_from=overheads_from, overheads_stat=overheads_stat)
         loc = local or ("edf" if system.scheduler == "edf" else "rm")
         if loc not in ("rm", "edf"):
@@ -397,6 +409,7 @@ def generate_cmd(
 ) -> None:
     """Random task set (seed 001 §3.4.4) as TOML."""
     try:
+        output = _output(output, "--output")
         if dist not in DISTRIBUTIONS:
             raise InputError("--dist", f"unknown distribution {dist!r}", f"use one of {', '.join(DISTRIBUTIONS)}")
         if periods not in ("uniform", "log-uniform"):
@@ -524,6 +537,7 @@ def reserve_cmd(
 
     command = list(ctx.args)
     try:
+        record = _output(record, "--record")
         if taskset is not None:
             if budget is not None or period is not None:
                 raise InputError("--taskset", "given with --budget/--period", "give one or the other")

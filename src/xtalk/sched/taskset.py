@@ -112,12 +112,18 @@ def _check_keys(d: Any, allowed: set[str], where: str) -> dict:
     return d
 
 
-def _task(d: dict, i: int) -> Task:
-    where = f"task[{i}]"
-    _check_keys(d, _TASK_FIELDS, where)
+def _named(d: dict, allowed: set, where: str, example: str) -> str:
+    """A [[task]] or [[partition]] table's keys checked and its name, which it must have."""
+    _check_keys(d, allowed, where)
     name = d.get("name")
     if not isinstance(name, str) or not name:
-        raise InputError(f"{where}.name", "missing or not a string", 'add name = "T1"')
+        raise InputError(f"{where}.name", "missing or not a string", f'add name = "{example}"')
+    return name
+
+
+def _task(d: dict, i: int) -> Task:
+    where = f"task[{i}]"
+    name = _named(d, _TASK_FIELDS, where, "T1")
     wcet = _duration(d, "wcet", where, required="measured" not in d) or 0.0
     period = _duration(d, "period", where, required=True, positive=True)
     deadline = _duration(d, "deadline", where, positive=True)
@@ -145,10 +151,7 @@ def _task(d: dict, i: int) -> Task:
 
 def _partition(d: dict, i: int) -> Partition:
     where = f"partition[{i}]"
-    _check_keys(d, _PART_FIELDS, where)
-    name = d.get("name")
-    if not isinstance(name, str) or not name:
-        raise InputError(f"{where}.name", "missing or not a string", 'add name = "VM1"')
+    name = _named(d, _PART_FIELDS, where, "VM1")
     budget = _duration(d, "budget", where, required=True, positive=True)
     period = _duration(d, "period", where, required=True, positive=True)
     if budget > period:

@@ -97,6 +97,47 @@ def check_url_parts(url: str, host: str, user: str | None, q: dict) -> None:
         raise UsageError(f"--target {url!r}: name={q['name']!r}: letters, digits and ._@:+- only, at most 80")
 
 
+class UnsafeArchive(AgentError):
+    """The board sent back a member that would land outside the run directory (a link, an
+    absolute or `..` path, a device): nothing of the archive is kept."""
+
+
+def _member_problem(m: tarfile.TarInfo) -> str | None:
+    """Why a member of the fetched archive is refused, or None: an agent's output holds only
+    directories and regular files with relative names that stay below the landing directory."""
+    name = m.name
+    if name.startswith("/") or os.path.isabs(name):
+        return "an absolute path"
+    if ".." in name.split("/"):
+        return "a '..' path"
+    if m.issym() or m.islnk():
+        return f"a {'symbolic' if m.issym() else 'hard'} link to {m.linkname!r}"
+    if not (m.isfile() or m.isdir()):
+        return "not a regular file or directory"
+    return None
+
+
+def unpack(stream, dest: Path) -> None:
+    """Extract the tar stream `stream` (what `_fetch` reads from the board) into `dest`, which
+    must be xtalk's own fresh directory: a member that is a link, a device, an absolute or `..`
+    path is refused (UnsafeArchive, naming it) before it is written, so a hostile board cannot
+    write outside `dest`; where Python has tarfile's "data" filter (3.10.12+, 3.11.4+) it runs
+    too, and without it ownership and special mode bits are dropped by hand as it would."""
+    data = getattr(tarfile, "data_filter", None)
+    with tarfile.open(fileobj=stream, mode="r|") as tar:
+        for m in tar:
+            why = _member_problem(m)
+            if why:
+                raise UnsafeArchive(f"fetched results: member {m.name!r} is {why}; refused (a board's agent writes none): "
+                                    f"nothing of this run's archive was kept")
+            if data is not None:
+                tar.extract(m, dest, filter="data")
+            else:
+                m.uid, m.gid, m.uname, m.gname = os.getuid(), os.getgid(), "", ""
+                m.mode &= 0o755
+                tar.extract(m, dest)
+
+
 class SshTarget(Target):
     """One remote board; the executor never gives it two runs at once."""
 
@@ -284,6 +325,9 @@ class SshTarget(Target):
         remote, self._run_start = lines[0], float(lines[1])
         try:
             self._fetch(remote, run_dir)
+        except UnsafeArchive as e:
+            # The run is recorded as failed, with why: nothing the board sent is kept.
+            return _write_failed(run_dir, plan, f"{self.name}: {e}", None, [])
         except TargetUnreachable:
             if interrupted:
                 return RunOutcome(run_id=plan.run_id, status="interrupted",
@@ -319,10 +363,14 @@ class SshTarget(Target):
         landing = run_dir / ".fetch"
         with subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE) as p:
             try:
-                with tarfile.open(fileobj=p.stdout, mode="r|") as tar:
-                    tar.extractall(landing, filter="data")
+                unpack(p.stdout, landing)
             except tarfile.ReadError:
                 pass  # nothing came: the connection dropped (checked below)
+            except UnsafeArchive:
+                p.kill()
+                p.wait()
+                shutil.rmtree(landing, ignore_errors=True)
+                raise
             err = p.stderr.read().decode(errors="replace")
             p.wait()
         if p.returncode == 255:

@@ -10,43 +10,14 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from .overlap import overlaps
 from .timeline import interrupts, occupancy, runnable_waits
 
 
 def _pairs(cpu: np.ndarray, s: np.ndarray, e: np.ndarray, iv: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(window, interval, overlap ns) of every window [s, e) on CPU ``cpu`` and interval of
-    ``iv`` on that CPU that overlap, all windows at once: per CPU the intervals sorted by start,
-    a window's candidates are a contiguous range of them (from the first that ends after the
-    window starts when the intervals do not overlap each other, as a CPU's tasks do; else from
-    the first that starts less than the longest interval before it)."""
-    ws, ii, ov = [], [], []
-    ic, ist, ien = (iv[c].to_numpy(dtype=np.int64) for c in ("cpu", "start_ns", "end_ns"))
-    for c in np.unique(cpu):
-        w = np.flatnonzero(cpu == c)
-        k = np.flatnonzero(ic == c)
-        if k.size == 0:
-            continue
-        k = k[np.argsort(ist[k], kind="stable")]
-        st, en = ist[k], ien[k]
-        if np.all(en[1:] >= en[:-1]):
-            lo = np.searchsorted(en, s[w], side="right")
-        else:
-            lo = np.searchsorted(st, s[w] - int((en - st).max()), side="left")
-        cnt = np.maximum(np.searchsorted(st, e[w], side="left") - lo, 0)
-        total = int(cnt.sum())
-        if total == 0:
-            continue
-        rep_w = np.repeat(w, cnt)
-        idx = np.repeat(lo, cnt) + np.arange(total) - np.repeat(np.cumsum(cnt) - cnt, cnt)
-        o = np.minimum(en[idx], e[rep_w]) - np.maximum(st[idx], s[rep_w])
-        keep = o > 0
-        ws.append(rep_w[keep])
-        ii.append(k[idx[keep]])
-        ov.append(o[keep])
-    if not ws:
-        z = np.zeros(0, dtype=np.int64)
-        return z, z, z
-    return np.concatenate(ws), np.concatenate(ii), np.concatenate(ov)
+    """(window, interval, overlap ns) of every window [s, e) on CPU ``cpu`` and row of ``iv``
+    (cpu, start_ns, end_ns) on that CPU that overlap (:func:`overlap.overlaps`)."""
+    return overlaps(cpu, s, e, *(iv[c].to_numpy(dtype=np.int64) for c in ("cpu", "start_ns", "end_ns")))
 
 
 def _per_window(n: int, w: np.ndarray, x: np.ndarray) -> np.ndarray:

@@ -1,4 +1,5 @@
-"""Verdict words are made in one place, analysis/verdict.py: each rule fires where it should
+"""Verdict words are made in one place, analysis/verdict.py (its vocabulary kept in
+analysis/words.py, which it re-exports): each rule fires where it should
 on planted inputs, the words the reports print belong to its vocabulary, and no renderer
 (report/, intrusiveness.py) spells a verdict word itself. Pure: no agent, no machine."""
 
@@ -21,9 +22,10 @@ NAN = math.nan
 
 
 def _vocabulary() -> set[str]:
-    """Every string constant verdict.py defines at module level (its vocabulary)."""
+    """Every string constant verdict.py and words.py define at module level (the vocabulary)."""
     words = set()
-    for node in ast.parse((SRC / "analysis" / "verdict.py").read_text()).body:
+    body = [n for f in ("verdict.py", "words.py") for n in ast.parse((SRC / "analysis" / f).read_text()).body]
+    for node in body:
         if isinstance(node, ast.Assign):
             values = node.value.elts if isinstance(node.value, ast.Tuple) else [node.value]
             words |= {v.value for v in values if isinstance(v, ast.Constant) and isinstance(v.value, str)}

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:  # tables are only passed through: `xtalk run` needs the thresholds before pandas
     import pandas as pd
 
-from . import verdict as vd
+from . import words as vd
 
 #: Solo is overloaded when its median job takes more than this share of the deadline:
 #: slowdowns then compare backlogs.

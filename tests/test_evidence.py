@@ -1,0 +1,171 @@
+"""`xtalk evidence`: a bundle indexed by objectives from planted results (report/synthetic.py),
+its manifest and OpenSSH signature, and `xtalk evidence verify` against tampering.
+
+Planted: an experiment whose `read` scenario slows the victim 1.5× (an interference channel),
+an experiment of applications with a memhog fault in `logger` (a failure effect), both with a
+recorded environment; a regulator report in one run. Planted nothing: solo runs alone, where the
+channel and failure objectives must say "not covered"."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from conftest import xtalk
+from test_report_sections import ENV, _patch_runs
+from xtalk.outcome import load_outcome, parse_outcome, write_outcome
+from xtalk.report.synthetic import Application, Scenario, write_application_results, write_results
+
+OBJECTIVES = ["MCP_Planning_1", "MCP_Planning_2", "MCP_Resource_Usage_1", "MCP_Resource_Usage_3",
+              "MCP_Resource_Usage_4", "MCP_Software_1", "MCP_Error_Handling_1", "MCP_Accomplishment_Summary_1"]
+REGULATOR = {"mode": "budget", "accounting": "cache-misses", "period_us": 1000, "budget_bytes": 1 << 20, "wakeups": 10,
+             "periods": 1000, "throttles": 37, "overshoot_bytes_mean": 512.0, "overshoot_bytes_max": 4096, "cpu_ns": 123}
+
+needs_ssh_keygen = pytest.mark.skipif(shutil.which("ssh-keygen") is None, reason="ssh-keygen is not installed (openssh-client)")
+
+
+def _key(d: Path, name: str) -> Path:
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", name, "-f", str(d / name)], check=True)
+    return d / name
+
+
+@pytest.fixture(scope="module")
+def planted(tmp_path_factory):
+    d = tmp_path_factory.mktemp("evidence")
+    exp = write_results(d / "interference", [Scenario("solo"), Scenario("bw", enemies=[{"kind": "read"}], slowdown=1.5)],
+                        repetitions=3, jobs=200)
+    _patch_runs(exp, environment=ENV)
+    one = sorted((exp / "runs").iterdir())[1]
+    meta = load_outcome(one).to_dict()
+    meta["regulator"] = REGULATOR
+    write_outcome(one, parse_outcome(meta))
+    apps, _ = write_application_results(d / "faults", [Application("logger", "D"), Application("aocs", "A", exec_ns=300_000)],
+                                        repetitions=3, jobs=150, faults=[("logger", "memhog")],
+                                        fault_effect={("default", "logger", "aocs"): 1.0})
+    _patch_runs(apps, environment=ENV)
+    solo = write_results(d / "solo-only", [Scenario("solo")], repetitions=3, jobs=200)
+    key = _key(d, "signer") if shutil.which("ssh-keygen") else None
+    bundle = d / "bundle"
+    r = xtalk("evidence", exp, apps, "--out", bundle, "--n-boot", 200, *(["--key", key] if key else []))
+    assert r.returncode == 0, r.stderr + r.stdout
+    return {"dir": d, "bundle": bundle, "key": key, "solo": solo, "out": r.stdout}
+
+
+def _sections(bundle: Path) -> dict[str, str]:
+    page = (bundle / "index.html").read_text()
+    return {m.group(1): m.group(2) for m in re.finditer(r'<section id="(MCP_\w+)">(.*?)</section>', page, re.S)}
+
+
+def test_each_objective_has_its_artifacts_or_says_why_not(planted):
+    s = _sections(planted["bundle"])
+    assert list(s) == OBJECTIVES
+    for oid, body in s.items():
+        assert "<table>" in body or "Not covered:" in body, oid
+    # What was planted is found where it belongs.
+    assert "Not covered" not in s["MCP_Resource_Usage_3"] and "bw" in s["MCP_Resource_Usage_3"]
+    assert "Not covered" not in s["MCP_Error_Handling_1"] and "fault:logger:memhog" in s["MCP_Error_Handling_1"]
+    assert "Test CPU" in s["MCP_Planning_1"] and "quiet" in s["MCP_Planning_1"]  # model, kernel command line
+    assert "37" in s["MCP_Resource_Usage_4"]  # the regulator's throttles
+    assert "Not covered: xtalk does not yet snapshot" in s["MCP_Resource_Usage_1"]
+    trace = (planted["bundle"] / "traceability.csv").read_text()
+    channel_runs = next(line for line in trace.splitlines() if line.startswith("MCP_Resource_Usage_3,")).split(",")[3].split()
+    assert {"interference/1-bw-r0", "interference/3-bw-r1", "interference/5-bw-r2"} <= set(channel_runs)
+    assert not any("solo" in r for r in channel_runs) and len(channel_runs) == len(set(channel_runs))
+    assert "MCP_Resource_Usage_1,–,0,\"not covered:" in trace
+    assert (planted["bundle"] / "data" / "faults" / "run-json").is_dir()
+    assert (planted["bundle"] / "data" / "interference" / "verdicts.csv").is_file()
+
+
+def test_the_planted_slowdown_is_the_channels_ci(planted):
+    import pandas as pd
+
+    ch = pd.read_csv(planted["bundle"] / "objectives" / "MCP_Resource_Usage_3" / "channels.csv")
+    row = ch[ch["scenario"] == "bw"].iloc[0]
+    p, lo, hi = map(float, re.findall(r"[\d.]+", row["slowdown of median"]))
+    assert lo <= 1.5 <= hi and lo > 1.2 and row["channel"] == "read"
+    mine = ch[ch["input"] == "interference"]
+    assert set(mine["scenario"]) == {"bw"}  # solo is the reference, not a channel
+    apps = ch[ch["input"] == "faults"]  # applications planted without effect on each other
+    assert len(apps) and not apps["status"].str.contains("slowed").any(), apps.to_string()
+
+
+def test_planted_nothing_claims_nothing(planted, tmp_path):
+    r = xtalk("evidence", planted["solo"], "--out", tmp_path / "b", "--n-boot", 200, "--no-pdf")
+    assert r.returncode == 0, r.stderr
+    assert not (tmp_path / "b" / "index.pdf").exists()
+    s = _sections(tmp_path / "b")
+    for oid in ("MCP_Planning_1", "MCP_Resource_Usage_3", "MCP_Resource_Usage_4", "MCP_Error_Handling_1"):
+        assert "Not covered:" in s[oid] and "<table>" not in s[oid], oid
+    assert "not signed" in r.stdout
+    ok = xtalk("evidence", "verify", tmp_path / "b")
+    assert ok.returncode == 0, ok.stdout  # unsigned but intact
+    bad = xtalk("evidence", "verify", tmp_path / "b", "--signer-key", planted["dir"] / "signer.pub") if planted["key"] else None
+    if bad is not None:
+        assert bad.returncode == 1 and "not signed" in bad.stdout
+
+
+@needs_ssh_keygen
+def test_verify_names_every_changed_missing_and_extra_file(planted, tmp_path):
+    ok = xtalk("evidence", "verify", planted["bundle"], "--signer-key", str(planted["key"]) + ".pub")
+    assert ok.returncode == 0 and "intact" in ok.stdout, ok.stdout + ok.stderr
+    b = tmp_path / "b"
+    shutil.copytree(planted["bundle"], b)
+    flipped = b / "objectives" / "MCP_Software_1" / "verdicts.csv"
+    data = bytearray(flipped.read_bytes())
+    data[len(data) // 2] ^= 0x01
+    flipped.write_bytes(bytes(data))
+    (b / "data" / "interference" / "runs.csv").unlink()
+    (b / "objectives" / "notes.txt").write_text("added later\n")
+    r = xtalk("evidence", "verify", b)
+    assert r.returncode == 1
+    lines = r.stdout.splitlines()
+    assert "changed: objectives/MCP_Software_1/verdicts.csv" in lines
+    assert "missing: data/interference/runs.csv" in lines
+    assert "extra: objectives/notes.txt" in lines
+    assert len(lines) == 3, r.stdout  # the signature still holds: the manifest was not touched
+
+
+@needs_ssh_keygen
+def test_a_rewritten_manifest_or_another_key_is_reported(planted, tmp_path):
+    other = _key(tmp_path, "other")
+    r = xtalk("evidence", "verify", planted["bundle"], "--signer-key", str(other) + ".pub")
+    assert r.returncode == 1 and "signature: manifest.json.sig was not made by the key SHA256:" in r.stdout, r.stdout
+    b = tmp_path / "b"
+    shutil.copytree(planted["bundle"], b)
+    m = b / "manifest.json"
+    m.write_text(m.read_text().replace('"operator": "', '"operator": "someone else, '))
+    r = xtalk("evidence", "verify", b)
+    assert r.returncode == 1 and r.stdout.startswith("signature:"), r.stdout
+
+
+def test_bad_input_is_one_line_and_writes_nothing(planted, tmp_path):
+    r = xtalk("evidence", tmp_path / "nowhere", "--out", tmp_path / "b")
+    assert r.returncode == 2 and "not an xtalk results directory" in r.stderr and not (tmp_path / "b").exists()
+    r = xtalk("evidence", planted["solo"], "--out", tmp_path / "b", "--key", tmp_path / "no-key")
+    assert r.returncode == 2 and "--key" in r.stderr and not (tmp_path / "b").exists()
+    r = xtalk("evidence", planted["solo"], "--out", planted["bundle"])
+    assert r.returncode == 2 and "not empty" in r.stderr
+    r = xtalk("evidence", planted["solo"])
+    assert r.returncode == 2 and "--out" in r.stderr
+    r = xtalk("evidence", "verify", planted["solo"])
+    assert r.returncode == 2 and "manifest.json" in r.stderr
+
+
+def test_the_pdf_renders_a_page_that_is_not_blank(planted, tmp_path):
+    pdf = planted["bundle"] / "index.pdf"
+    if not pdf.exists():
+        assert "no PDF" in planted["out"]  # said in one line, the HTML written anyway
+        pytest.skip("no headless Chromium here: " + planted["out"].splitlines()[0])
+    if shutil.which("pdftoppm") is None:
+        pytest.skip("pdftoppm is not installed (apt-get install poppler-utils)")
+    subprocess.run(["pdftoppm", "-png", "-r", "40", "-f", "1", "-l", "1", str(pdf), str(tmp_path / "p")], check=True)
+    from PIL import Image
+
+    img = np.asarray(Image.open(next(tmp_path.glob("p*.png"))).convert("L"))
+    dark = (img < 128).mean()
+    assert 0.002 < dark < 0.5, dark  # text on a white page

@@ -14,12 +14,16 @@ import subprocess
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from conftest import xtalk
 from test_report_sections import ENV, _patch_runs
 from xtalk.outcome import load_outcome, parse_outcome, write_outcome
+from xtalk.evidence.bundle import build
+from xtalk.evidence.manifest import verify
 from xtalk.report.synthetic import Application, Scenario, write_application_results, write_results
+from xtalk.report.synthetic_campaign import write_campaign
 
 OBJECTIVES = ["MCP_Planning_1", "MCP_Planning_2", "MCP_Resource_Usage_1", "MCP_Resource_Usage_3",
               "MCP_Resource_Usage_4", "MCP_Software_1", "MCP_Error_Handling_1", "MCP_Accomplishment_Summary_1"]
@@ -82,8 +86,6 @@ def test_each_objective_has_its_artifacts_or_says_why_not(planted):
 
 
 def test_the_planted_slowdown_is_the_channels_ci(planted):
-    import pandas as pd
-
     ch = pd.read_csv(planted["bundle"] / "objectives" / "MCP_Resource_Usage_3" / "channels.csv")
     row = ch[ch["scenario"] == "bw"].iloc[0]
     p, lo, hi = map(float, re.findall(r"[\d.]+", row["slowdown of median"]))
@@ -95,18 +97,25 @@ def test_the_planted_slowdown_is_the_channels_ci(planted):
 
 
 def test_planted_nothing_claims_nothing(planted, tmp_path):
-    r = xtalk("evidence", planted["solo"], "--out", tmp_path / "b", "--n-boot", 200, "--no-pdf")
-    assert r.returncode == 0, r.stderr
+    lines = []
+    build([planted["solo"]], tmp_path / "b", n_boot=200, pdf=False, say=lines.append)
     assert not (tmp_path / "b" / "index.pdf").exists()
     s = _sections(tmp_path / "b")
     for oid in ("MCP_Planning_1", "MCP_Resource_Usage_3", "MCP_Resource_Usage_4", "MCP_Error_Handling_1"):
         assert "Not covered:" in s[oid] and "<table>" not in s[oid], oid
-    assert "not signed" in r.stdout
-    ok = xtalk("evidence", "verify", tmp_path / "b")
-    assert ok.returncode == 0, ok.stdout  # unsigned but intact
-    bad = xtalk("evidence", "verify", tmp_path / "b", "--signer-key", planted["dir"] / "signer.pub") if planted["key"] else None
-    if bad is not None:
-        assert bad.returncode == 1 and "not signed" in bad.stdout
+    assert "not signed" in lines[0] and sum("not covered" in x for x in lines) == 5
+    assert verify(tmp_path / "b") == []  # unsigned but intact
+    if planted["key"]:
+        assert verify(tmp_path / "b", Path(str(planted["key"]) + ".pub"))[0].startswith("signature: the bundle is not signed")
+
+
+def test_a_campaign_is_read_as_results(tmp_path):
+    camp = write_campaign(tmp_path / "c", families=[], scenarios={"read": 1.4}, repetitions=3)
+    build([camp], tmp_path / "b", n_boot=200, pdf=False, say=lambda s: None)
+    ch = pd.read_csv(tmp_path / "b" / "objectives" / "MCP_Resource_Usage_3" / "channels.csv")
+    assert set(ch["scenario"]) == {"read"}
+    assert all(1.3 < float(re.findall(r"[\d.]+", x)[0]) < 1.5 for x in ch["slowdown of median"])
+    assert (tmp_path / "b" / "data" / "c" / "campaign.json").is_file()
 
 
 @needs_ssh_keygen
@@ -139,8 +148,8 @@ def test_a_rewritten_manifest_or_another_key_is_reported(planted, tmp_path):
     shutil.copytree(planted["bundle"], b)
     m = b / "manifest.json"
     m.write_text(m.read_text().replace('"operator": "', '"operator": "someone else, '))
-    r = xtalk("evidence", "verify", b)
-    assert r.returncode == 1 and r.stdout.startswith("signature:"), r.stdout
+    problems = verify(b)  # against the bundle's own signer.pub
+    assert len(problems) == 1 and problems[0].startswith("signature: manifest.json.sig was not made by"), problems
 
 
 def test_bad_input_is_one_line_and_writes_nothing(planted, tmp_path):

@@ -14,6 +14,8 @@ import pandas as pd
 
 from .. import catalog
 from ..report import containment
+from ..report import tables as tb
+from ..report.build import slowdown_display
 from ..store import open as open_results
 from ..version import __version__
 from .inputs import Input
@@ -70,14 +72,17 @@ def planning_1(inputs: list[Input], f: Finding) -> None:
             ("xtalk-agent version", env.agent_version), ("xtalk version (bundle)", __version__),
             ("xtalk version (runs)", str(inp.experiment.get("xtalk_version") or "not recorded")),
         ]:
-            rows.append({"input": inp.name, "item": item, "value": value})
+            rows.append((item, inp.name, value))
         if len(kinds) > 2:
             f.notes.append(f"{inp.name}: the runs do not share one kernel and CPU ({', '.join(sorted(map(str, kinds)))}).")
         runs += _ids(inp, [m.run_id or "" for m in metas])
     if not rows:
         f.not_covered = "no run.json of the inputs records its environment (runs written without the agent's machine facts)"
         return
-    f.add("platform", pd.DataFrame(rows), runs)
+    # One column per input: the platforms side by side, item by item.
+    table = pd.DataFrame(rows, columns=["item", "input", "value"]).pivot(index="item", columns="input", values="value")
+    order = list(dict.fromkeys(r[0] for r in rows))
+    f.add("platform", table.reindex(order).reset_index().rename_axis(columns=None), runs)
     f.notes.append("C-states, turbo/boost and firmware versions are not read by the agent yet; they are not shown.")
 
 
@@ -141,26 +146,29 @@ def resource_usage_3(inputs: list[Input], f: Finding) -> None:
             for r in m.itertuples():
                 chans.append({"input": inp.name, "application": r.victim, "scenario": r.scenario,
                               "configuration": r.configuration, "channel": "another application",
-                              "enemies": r.perturber, "slowdown of median" if r.statistic == "median" else
-                              f"slowdown of {r.statistic}": f"{r.slowdown:.3f} [{r.low:.3f}, {r.high:.3f}]",
+                              "enemies": r.perturber, "runs": r.runs, "metric": r.metric,
+                              f"slowdown of {r.statistic}": f"×{r.slowdown:.2f} [{r.low:.2f}, {r.high:.2f}]",
                               "status": r.interference})
                 ids_c += _ids(inp, inp.run_ids(lambda x, s=r.scenario, c=r.configuration:
                                                (x["scenario"] == s) & (x["configuration"] == c)))
             continue
-        specs = inp.data.scenario_specs()
-        v = inp.verdicts()
-        for r in v[v["scenario"] != "solo"].itertuples():
-            declared = sorted({e.get("kind", "?") for e in specs.get(r.scenario, []) if isinstance(e, dict)})
-            chans.append({"input": inp.name, "application": r.application, "scenario": r.scenario,
-                          "configuration": r.configuration,
-                          "channel": ", ".join(sorted({kinds[k].channel or "unknown" if k in kinds else "unknown"
+        specs, runs = inp.data.scenario_specs(), inp.runs()
+        status = inp.verdicts().set_index(["scenario", "configuration"])["status"]
+        app = tb.application_name(inp.data)
+        sl = tb.slowdown(inp.data, n_boot=inp.n_boot)
+        shown = slowdown_display(sl)  # the report's cells: a max from too few runs is not shown
+        for _, r in (shown[(shown["metric"] == "exec") & (shown["scenario"] != "solo")] if len(shown) else shown).iterrows():
+            # What the runs' plans ran (store: enemy_kinds), else what the experiment file declared.
+            ran = runs.loc[(runs["scenario"] == r.scenario) & (runs["configuration"] == r.configuration), "enemy_kinds"]
+            declared = sorted({k for x in ran.dropna() for k in str(x).split("+") if k}
+                              or {e.get("kind", "?") for e in specs.get(r.scenario, []) if isinstance(e, dict)})
+            chans.append({"input": inp.name, "application": app, "scenario": r.scenario, "configuration": r.configuration,
+                          "channel": ", ".join(sorted({(kinds[k].channel or "unknown") if k in kinds else "unknown"
                                                        for k in declared})) or "unknown",
-                          "enemies": "+".join(declared) or "–",
-                          "slowdown of median": f"{r.exec_slowdown_median:.3f} [{r.exec_slowdown_median_lo:.3f}, "
-                                                f"{r.exec_slowdown_median_hi:.3f}]",
-                          "slowdown of max": f"{r.exec_slowdown_max:.3f} [{r.exec_slowdown_max_lo:.3f}, "
-                                             f"{r.exec_slowdown_max_hi:.3f}]",
-                          "status": r.status})
+                          "enemies": "+".join(declared) or "–", "runs": r.runs,
+                          "slowdown of median": r["slowdown median [95 % CI]"],
+                          "slowdown of max": r["slowdown max [95 % CI]"],
+                          "status": status.get((r.scenario, r.configuration), "")})
             ids_c += _ids(inp, inp.run_ids(lambda x, s=r.scenario, c=r.configuration:
                                            (x["scenario"] == s) & (x["configuration"] == c)))
         for m in inp.metas():

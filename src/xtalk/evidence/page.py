@@ -26,7 +26,7 @@ body{font:13px/1.45 system-ui,sans-serif;margin:0 auto;max-width:1100px;padding:
 h1{font-size:22px;margin:18px 0 4px}h2{font-size:17px;margin:22px 0 6px;border-bottom:1px solid #999}
 h3{font-size:14px;margin:12px 0 4px}
 table{border-collapse:collapse;font-size:11px;margin:4px 0 10px;width:100%;table-layout:auto}
-th,td{border:1px solid #bbb;padding:2px 5px;text-align:left;vertical-align:top;overflow-wrap:anywhere;word-break:break-word}
+th,td{border:1px solid #bbb;padding:2px 5px;text-align:left;vertical-align:top;overflow-wrap:break-word}
 th{background:#eee}
 dl.meta{display:grid;grid-template-columns:max-content 1fr;gap:2px 14px;font-size:12px}dl.meta dt{font-weight:600}
 dl.meta dd{margin:0;overflow-wrap:anywhere}

@@ -27,6 +27,13 @@ from xtalk.report.synthetic_campaign import write_campaign
 
 OBJECTIVES = ["MCP_Planning_1", "MCP_Planning_2", "MCP_Resource_Usage_1", "MCP_Resource_Usage_3",
               "MCP_Resource_Usage_4", "MCP_Software_1", "MCP_Error_Handling_1", "MCP_Accomplishment_Summary_1"]
+#: An enemy as the plan asks it and as the agent reports it (a real run's run.json).
+ENEMIES = {kind: ({"name": kind, "load": {"kind": kind, "bytes": 1 << 24}, "placement": {"cpus": [0]},
+                   "sched": {"policy": "other", "nice": 0}, "lock_memory": False, "huge_pages": False, "group": None,
+                   "intensity": 100.0, "rate": None},
+                  {"name": kind, "kind": kind, "unit": "bytes", "ops": 10**9, "seconds": 0.5, "rate": rate,
+                   "intensity": 100.0, "target_intensity": 100.0})
+           for kind, rate in (("read", 2.0e9), ("memhog", 6.5e8))}
 REGULATOR = {"mode": "budget", "accounting": "cache-misses", "period_us": 1000, "budget_bytes": 1 << 20, "wakeups": 10,
              "periods": 1000, "throttles": 37, "overshoot_bytes_mean": 512.0, "overshoot_bytes_max": 4096, "cpu_ns": 123}
 
@@ -41,13 +48,17 @@ def _key(d: Path, name: str) -> Path:
 @pytest.fixture(scope="module")
 def planted(tmp_path_factory):
     d = tmp_path_factory.mktemp("evidence")
-    exp = write_results(d / "interference", [Scenario("solo"), Scenario("bw", enemies=[{"kind": "read"}], slowdown=1.5)],
-                        repetitions=3, jobs=200)
+    exp = write_results(d / "interference", [Scenario("solo"), Scenario("bw", enemies=[{"kind": "read"}], slowdown=1.5),
+                                              Scenario("hog", enemies=[{"kind": "memhog"}])], repetitions=3, jobs=200)
     _patch_runs(exp, environment=ENV)
-    one = sorted((exp / "runs").iterdir())[1]
-    meta = load_outcome(one).to_dict()
-    meta["regulator"] = REGULATOR
-    write_outcome(one, parse_outcome(meta))
+    for run in (exp / "runs").iterdir():
+        meta = load_outcome(run).to_dict()
+        kind = {"bw": "read", "hog": "memhog"}.get(meta["plan"]["labels"]["scenario"])
+        if kind:
+            meta["plan"]["enemies"], meta["enemies"] = [ENEMIES[kind][0]], [ENEMIES[kind][1]]
+        if run.name == "1-bw-r0":
+            meta["regulator"] = REGULATOR
+        write_outcome(run, parse_outcome(meta))
     apps, _ = write_application_results(d / "faults", [Application("logger", "D"), Application("aocs", "A", exec_ns=300_000)],
                                         repetitions=3, jobs=150, faults=[("logger", "memhog")],
                                         fault_effect={("default", "logger", "aocs"): 1.0})
@@ -75,10 +86,14 @@ def test_each_objective_has_its_artifacts_or_says_why_not(planted):
     assert "Not covered" not in s["MCP_Error_Handling_1"] and "fault:logger:memhog" in s["MCP_Error_Handling_1"]
     assert "Test CPU" in s["MCP_Planning_1"] and "quiet" in s["MCP_Planning_1"]  # model, kernel command line
     assert "37" in s["MCP_Resource_Usage_4"]  # the regulator's throttles
+    held = pd.read_csv(planted["bundle"] / "objectives" / "MCP_Error_Handling_1" / "containment.csv")
+    assert set(zip(held["input"], held["scenario"], held["verdict"])) == {
+        ("interference", "hog", "contained"), ("faults", "fault:logger:memhog", "contained")}  # bw is no fault
     assert "Not covered: xtalk does not yet snapshot" in s["MCP_Resource_Usage_1"]
     trace = (planted["bundle"] / "traceability.csv").read_text()
     channel_runs = next(line for line in trace.splitlines() if line.startswith("MCP_Resource_Usage_3,")).split(",")[3].split()
-    assert {"interference/1-bw-r0", "interference/3-bw-r1", "interference/5-bw-r2"} <= set(channel_runs)
+    bw = {f"interference/{r.name}" for r in (planted["dir"] / "interference" / "runs").glob("*-bw-*")}
+    assert len(bw) == 3 and bw <= set(channel_runs)
     assert not any("solo" in r for r in channel_runs) and len(channel_runs) == len(set(channel_runs))
     assert "MCP_Resource_Usage_1,–,0,\"not covered:" in trace
     assert (planted["bundle"] / "data" / "faults" / "run-json").is_dir()
@@ -91,7 +106,10 @@ def test_the_planted_slowdown_is_the_channels_ci(planted):
     p, lo, hi = map(float, re.findall(r"[\d.]+", row["slowdown of median"]))
     assert lo <= 1.5 <= hi and lo > 1.2 and row["channel"] == "read"
     mine = ch[ch["input"] == "interference"]
-    assert set(mine["scenario"]) == {"bw"}  # solo is the reference, not a channel
+    assert set(mine["scenario"]) == {"bw", "hog"}  # solo is the reference, not a channel
+    assert mine.set_index("scenario").loc["hog", "channel"] == "memory-capacity"
+    load = pd.read_csv(planted["bundle"] / "objectives" / "MCP_Resource_Usage_3" / "enemy_load.csv")
+    assert sorted(set(zip(load["kind"], load["achieved rate"]))) == [("memhog", 6.5e8), ("read", 2.0e9)]
     apps = ch[ch["input"] == "faults"]  # applications planted without effect on each other
     assert len(apps) and not apps["status"].str.contains("slowed").any(), apps.to_string()
 
@@ -130,13 +148,18 @@ def test_verify_names_every_changed_missing_and_extra_file(planted, tmp_path):
     flipped.write_bytes(bytes(data))
     (b / "data" / "interference" / "runs.csv").unlink()
     (b / "objectives" / "notes.txt").write_text("added later\n")
+    linked = b / "data" / "interference" / "misses.csv"  # the same bytes, through a link
+    shutil.copy(linked, tmp_path / "misses.csv")
+    linked.unlink()
+    linked.symlink_to(tmp_path / "misses.csv")
     r = xtalk("evidence", "verify", b)
     assert r.returncode == 1
     lines = r.stdout.splitlines()
     assert "changed: objectives/MCP_Software_1/verdicts.csv" in lines
     assert "missing: data/interference/runs.csv" in lines
     assert "extra: objectives/notes.txt" in lines
-    assert len(lines) == 3, r.stdout  # the signature still holds: the manifest was not touched
+    assert "changed: data/interference/misses.csv (now a link or not a file)" in lines
+    assert len(lines) == 4, r.stdout  # the signature still holds: the manifest was not touched
 
 
 @needs_ssh_keygen

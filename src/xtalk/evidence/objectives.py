@@ -261,6 +261,7 @@ def error_handling_1(inputs: list[Input], f: Finding) -> None:
         elif "solo" in set(r["scenario"]):  # fault enemies against the victim alone (report/containment.py)
             res = open_results(inp.path)
             table = containment.verdicts(res.runs(), res.jobs())
+            table = table[table["scenario"].isin(set(r.loc[faulty | kinds, "scenario"]))]  # not the other scenarios
         else:
             f.notes.append(f"{inp.name}: fault runs but no solo run to judge them against; left out.")
             continue

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from .. import safepath
 from ..errors import UsageError
 from ..outcome import RunOutcome
 from ..report import cohabitation, platform
@@ -75,7 +76,9 @@ def load_inputs(paths: list[Path], n_boot: int = 2000) -> list[Input]:
     """Each results directory opened; one line (UsageError, exit 2) naming one that is not."""
     out, names = [], set()
     for p in paths:
-        p = Path(p)
+        # As root, a directory another user can change is refused like `xtalk report`'s (loading
+        # converts stale job logs in it); the user's own links resolved.
+        p = safepath.results_dir(Path(p), "RESULTS")
         if not (p / "runs").is_dir():
             raise UsageError(f"{p}: not an xtalk results directory (no runs/); give the directory `xtalk run` or "
                              "`xtalk campaign run` wrote")

@@ -19,6 +19,7 @@ import pytest
 
 from conftest import xtalk
 from test_report_sections import ENV, _patch_runs
+from xtalk.store.check import LeftOut
 from xtalk.outcome import load_outcome, parse_outcome, write_outcome
 from xtalk.evidence.bundle import build
 from xtalk.evidence.manifest import verify
@@ -125,6 +126,18 @@ def test_planted_nothing_claims_nothing(planted, tmp_path):
     assert verify(tmp_path / "b") == []  # unsigned but intact
     if planted["key"]:
         assert verify(tmp_path / "b", Path(str(planted["key"]) + ".pub"))[0].startswith("signature: the bundle is not signed")
+
+
+def test_a_damaged_run_is_a_deviation_not_a_crash(planted, tmp_path):
+    src = tmp_path / "r"
+    shutil.copytree(planted["solo"], src)
+    damaged = sorted((src / "runs").iterdir())[0]
+    (damaged / "run.json").write_text('{"run_id": "x", "status": ')
+    with pytest.warns(LeftOut, match=damaged.name):  # said once, as every reader says it
+        build([src], tmp_path / "b", n_boot=200, pdf=False, say=lambda s: None)
+    dev = pd.read_csv(tmp_path / "b" / "objectives" / "MCP_Accomplishment_Summary_1" / "deviations.csv")
+    assert list(dev["run"]) == [damaged.name] and dev["deviation"][0].startswith("left out as damaged: ")
+    assert f"r/{damaged.name}" in (tmp_path / "b" / "traceability.csv").read_text()
 
 
 def test_a_campaign_is_read_as_results(tmp_path):

@@ -63,7 +63,7 @@ def table(df: pd.DataFrame, max_rows: int = 300) -> str:
 def render(meta: dict, findings, artifacts: dict[str, dict[str, str]], matrix: pd.DataFrame) -> str:
     """The whole page. ``meta``: header items; ``artifacts``: objective -> table name -> file."""
     e = html.escape
-    head = "".join(f"<dt>{e(k)}</dt><dd>{e(str(v))}</dd>" for k, v in meta.items())
+    head = "".join(f"<dt>{e(k)}</dt><dd>{e(str(v))}</dd>" for k, v in meta.items() if k != "title")
     toc = "".join(f'<li><a href="#{e(f.id)}">{e(f.id)}</a>: {e(f.title)} — '
                   + (f'<span class="gap">not covered</span>' if f.not_covered else '<span class="covered">covered</span>')
                   + "</li>" for f in findings)

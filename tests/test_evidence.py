@@ -214,3 +214,13 @@ def test_the_pdf_renders_a_page_that_is_not_blank(planted, tmp_path):
     img = np.asarray(Image.open(next(tmp_path.glob("p*.png"))).convert("L"))
     dark = (img < 128).mean()
     assert 0.002 < dark < 0.5, dark  # text on a white page
+
+
+def test_the_page_cuts_long_run_lists_the_csv_keeps_them():
+    from xtalk.evidence.page import SHOWN_IDS, _shown
+
+    ids = " ".join(f"c/r{k}" for k in range(SHOWN_IDS + 6))
+    why = "not covered: " + " ".join(["word"] * (SHOWN_IDS * 2))
+    m = pd.DataFrame({"objective": ["A", "B"], "artifact": ["a.csv", "–"], "runs": [SHOWN_IDS + 6, 0], "run_ids": [ids, why]})
+    shown = _shown(m)["run_ids"].tolist()
+    assert shown[0].endswith("c/r23 … (6 more in traceability.csv)") and shown[1] == why

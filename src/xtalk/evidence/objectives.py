@@ -1,7 +1,7 @@
 """The objectives an applicant answers, and what of the inputs answers each one.
 
-Each objective is a function of the loaded inputs returning a `Finding`: its tables (written as
-CSV and shown), the run ids they come from, or "not covered" with the reason. The reasons say
+Each objective is a function of the loaded inputs that fills its `Finding`: its tables (written
+as CSV and shown), the run ids each comes from, or "not covered" with the reason. The reasons say
 what input or what xtalk feature would cover it, so a gap is a task, not a mystery.
 """
 

@@ -60,6 +60,18 @@ def table(df: pd.DataFrame, max_rows: int = 300) -> str:
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>{more}"
 
 
+#: Run ids shown per row of the matrix on the page; all of them are in traceability.csv.
+SHOWN_IDS = 24
+
+
+def _shown(matrix: pd.DataFrame) -> pd.DataFrame:
+    """The matrix with long run-id lists cut (a campaign has thousands of runs)."""
+    def cut(ids: str) -> str:
+        parts = ids.split(" ")
+        return ids if len(parts) <= SHOWN_IDS else " ".join(parts[:SHOWN_IDS]) + f" … ({len(parts) - SHOWN_IDS} more in traceability.csv)"
+    return matrix.assign(run_ids=[cut(str(x)) if n > SHOWN_IDS else str(x) for x, n in zip(matrix["run_ids"], matrix["runs"])])
+
+
 def render(meta: dict, findings, artifacts: dict[str, dict[str, str]], matrix: pd.DataFrame) -> str:
     """The whole page. ``meta``: header items; ``artifacts``: objective -> table name -> file."""
     e = html.escape
@@ -77,7 +89,7 @@ def render(meta: dict, findings, artifacts: dict[str, dict[str, str]], matrix: p
             s.append(table(t))
         if f.id == TRACED_BY:
             s.append('<h3 id="traceability">traceability: objective → artifact → runs <span class="note">'
-                     '(traceability.csv)</span></h3>' + table(matrix))
+                     '(traceability.csv)</span></h3>' + table(_shown(matrix)))
         s += [f'<p class="note">{e(n)}</p>' for n in f.notes]
         parts.append("".join(s) + "</section>")
     return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>{e(meta["title"])}</title>'

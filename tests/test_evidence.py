@@ -2,7 +2,7 @@
 its manifest and OpenSSH signature, and `xtalk evidence verify` against tampering.
 
 Planted: an experiment whose `read` scenario slows the victim 1.5× (an interference channel),
-an experiment of applications with a memhog fault in `logger` (a failure effect), both with a
+an experiment of applications whose memhog fault in `logger` makes `aocs` miss (propagated), both with a
 recorded environment; a regulator report in one run. Planted nothing: solo runs alone, where the
 channel and failure objectives must say "not covered"."""
 
@@ -62,7 +62,7 @@ def planted(tmp_path_factory):
         write_outcome(run, parse_outcome(meta))
     apps, _ = write_application_results(d / "faults", [Application("logger", "D"), Application("aocs", "A", exec_ns=300_000)],
                                         repetitions=3, jobs=150, faults=[("logger", "memhog")],
-                                        fault_effect={("default", "logger", "aocs"): 1.0})
+                                        fault_effect={("default", "logger", "aocs"): 5.0})  # aocs misses its deadlines
     _patch_runs(apps, environment=ENV)
     solo = write_results(d / "solo-only", [Scenario("solo")], repetitions=3, jobs=200)
     key = _key(d, "signer") if shutil.which("ssh-keygen") else None
@@ -87,9 +87,11 @@ def test_each_objective_has_its_artifacts_or_says_why_not(planted):
     assert "Not covered" not in s["MCP_Error_Handling_1"] and "fault:logger:memhog" in s["MCP_Error_Handling_1"]
     assert "Test CPU" in s["MCP_Planning_1"] and "quiet" in s["MCP_Planning_1"]  # model, kernel command line
     assert "37" in s["MCP_Resource_Usage_4"]  # the regulator's throttles
-    held = pd.read_csv(planted["bundle"] / "objectives" / "MCP_Error_Handling_1" / "containment.csv")
-    assert set(zip(held["input"], held["scenario"], held["verdict"])) == {
-        ("interference", "hog", "contained"), ("faults", "fault:logger:memhog", "contained")}  # bw is no fault
+    eh = planted["bundle"] / "objectives" / "MCP_Error_Handling_1"
+    held, spread = pd.read_csv(eh / "containment.csv"), pd.read_csv(eh / "propagation.csv")
+    assert set(zip(held["input"], held["scenario"], held["verdict"])) == {("interference", "hog", "contained")}  # bw is no fault
+    assert set(zip(spread["input"], spread["scenario"], spread["application"], spread["verdict"])) == {
+        ("faults", "fault:logger:memhog", "aocs", "propagated")}
     assert "Not covered: xtalk does not yet snapshot" in s["MCP_Resource_Usage_1"]
     trace = (planted["bundle"] / "traceability.csv").read_text()
     channel_runs = next(line for line in trace.splitlines() if line.startswith("MCP_Resource_Usage_3,")).split(",")[3].split()

@@ -34,6 +34,8 @@ class Finding:
     not_covered: str | None = None  #: why the inputs do not cover it (None: covered)
 
     def add(self, name: str, table: pd.DataFrame, runs: list[str]) -> None:
+        if "input" in table.columns:  # every table reads from its input on
+            table = table[["input", *[c for c in table.columns if c != "input"]]]
         self.tables[name] = table
         self.sources[name] = list(dict.fromkeys(runs))  # each run once, in the order met
 
@@ -247,7 +249,7 @@ def software_1(inputs: list[Input], f: Finding) -> None:
 
 def error_handling_1(inputs: list[Input], f: Finding) -> None:
     """Failure effects injected and whether they stayed contained (report/containment.py)."""
-    parts, ids = [], []
+    found: dict[str, tuple[list, list]] = {"propagation": ([], []), "containment": ([], [])}
     for inp in inputs:
         r = inp.runs()
         faulty = r["fault"].fillna("").astype(str).ne("") if "fault" in r else pd.Series(False, index=r.index)
@@ -255,23 +257,25 @@ def error_handling_1(inputs: list[Input], f: Finding) -> None:
         if not (faulty | kinds).any():
             continue
         if inp.multi:  # a fault of one application against the others (analysis/propagation.py)
-            p = inp.cohabitation().propagation
-            table = p[["configuration", "scenario", "faulty", "faulty_criticality", "fault", "application", "criticality", "verdict",
-                       "slowdown", "low", "high", "misses", "reference_misses", "runs_ok", "why"]]
+            name, table = "propagation", inp.cohabitation().propagation[
+                ["configuration", "scenario", "faulty", "faulty_criticality", "fault", "application", "criticality",
+                 "verdict", "slowdown", "low", "high", "misses", "reference_misses", "runs_ok", "why"]]
         elif "solo" in set(r["scenario"]):  # fault enemies against the victim alone (report/containment.py)
             res = open_results(inp.path)
             table = containment.verdicts(res.runs(), res.jobs())
-            table = table[table["scenario"].isin(set(r.loc[faulty | kinds, "scenario"]))]  # not the other scenarios
+            name, table = "containment", table[table["scenario"].isin(set(r.loc[faulty | kinds, "scenario"]))]
         else:
             f.notes.append(f"{inp.name}: fault runs but no solo run to judge them against; left out.")
             continue
-        parts.append(table.assign(input=inp.name))
-        ids += _ids(inp, [str(x) for x in r.loc[faulty | kinds, "run_id"]])
-    if not parts:
+        found[name][0].append(table.assign(input=inp.name))
+        found[name][1].extend(_ids(inp, [str(x) for x in r.loc[faulty | kinds, "run_id"]]))
+    if not any(parts for parts, _ in found.values()):
         f.not_covered = ("no input injects a failure (no fault scenario of an experiment of applications, no fault "
                          "enemy such as memhog, forkbomb or crashloop)")
         return
-    f.add("containment", pd.concat(parts, ignore_index=True), ids)
+    for name, (parts, ids) in found.items():
+        if parts:
+            f.add(name, pd.concat(parts, ignore_index=True), ids)
     f.notes.append("Detection latency of each fault is not measured yet.")
 
 

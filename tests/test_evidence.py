@@ -87,6 +87,10 @@ def test_each_objective_has_its_artifacts_or_says_why_not(planted):
     assert "Not covered" not in s["MCP_Error_Handling_1"] and "fault:logger:memhog" in s["MCP_Error_Handling_1"]
     assert "Test CPU" in s["MCP_Planning_1"] and "quiet" in s["MCP_Planning_1"]  # model, kernel command line
     assert "37" in s["MCP_Resource_Usage_4"]  # the regulator's throttles
+    ffi = pd.read_csv(planted["bundle"] / "objectives" / "ISO_26262_FFI" / "ffi_pairs.csv")
+    pair = ffi[(ffi["victim"] == "aocs") & (ffi["interferer"] == "logger")].iloc[0]
+    assert (pair["victim criticality"], pair["interferer criticality"], pair["fault of the interferer"]) == ("A", "D", "propagated")
+    assert set(ffi["fault of the interferer"]) == {"propagated", "not injected"}  # aocs had no fault
     eh = planted["bundle"] / "objectives" / "MCP_Error_Handling_1"
     held, spread = pd.read_csv(eh / "containment.csv"), pd.read_csv(eh / "propagation.csv")
     assert set(zip(held["input"], held["scenario"], held["verdict"])) == {("interference", "hog", "contained")}  # bw is no fault
@@ -124,7 +128,8 @@ def test_planted_nothing_claims_nothing(planted, tmp_path):
     s = _sections(tmp_path / "b")
     for oid in ("MCP_Planning_1", "MCP_Resource_Usage_3", "MCP_Resource_Usage_4", "MCP_Error_Handling_1"):
         assert "Not covered:" in s[oid] and "<table>" not in s[oid], oid
-    assert "not signed" in lines[0] and sum("not covered" in x for x in lines) == 5
+    assert "not signed" in lines[0] and "(3 of 8 objectives covered" in lines[0]
+    assert sum("not covered" in x for x in lines) == 6  # 5 objectives and the ISO 26262 view
     assert verify(tmp_path / "b") == []  # unsigned but intact
     if planted["key"]:
         assert verify(tmp_path / "b", Path(str(planted["key"]) + ".pub"))[0].startswith("signature: the bundle is not signed")

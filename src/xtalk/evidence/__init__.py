@@ -12,5 +12,6 @@ objectives of multicore timing certification (MCP_Planning_1 ... MCP_Accomplishm
     BUNDLE/manifest.json.sig      OpenSSH signature of manifest.json (`ssh-keygen -Y sign`), with --key
     BUNDLE/signer.pub             the public key that made it
 
+The ISO 26262 view (freedom from interference per criticality pair) is evidence/views.py.
 `xtalk evidence verify BUNDLE` re-hashes every file and checks the signature (evidence/manifest.py).
 """

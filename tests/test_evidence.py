@@ -202,6 +202,8 @@ def test_bad_input_is_one_line_and_writes_nothing(planted, tmp_path):
     assert r.returncode == 2 and "--key" in r.stderr and not (tmp_path / "b").exists()
     r = xtalk("evidence", planted["solo"], "--out", planted["bundle"])
     assert r.returncode == 2 and "not empty" in r.stderr
+    r = xtalk("evidence", planted["solo"], "--out", planted["bundle"] / "index.html")
+    assert r.returncode == 2 and "not a directory" in r.stderr
     r = xtalk("evidence", planted["solo"])
     assert r.returncode == 2 and "--out" in r.stderr
     r = xtalk("evidence", "verify", planted["solo"])

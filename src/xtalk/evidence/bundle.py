@@ -78,6 +78,24 @@ def _agent(inp: Input) -> dict | None:
     return {"path": path, "sha256_now": mf.sha256(Path(path))}
 
 
+def _header(inputs: list[Input], signer: str | None, command: str | None) -> dict:
+    """The page's and the manifest's metadata: tool, commit, command, operator, date, inputs, key."""
+    now = dt.datetime.now(dt.timezone.utc).replace(microsecond=0)
+    header = {
+        "title": "xtalk evidence: " + ", ".join(i.name for i in inputs),
+        "tool": f"xtalk {__version__}", "commit": git_commit(),
+        "command": command or " ".join(["xtalk", *sys.argv[1:]]),
+        "operator": _operator(), "date": now.isoformat(),
+        "host": socket.gethostname(), "inputs": ", ".join(str(i.path) for i in inputs),
+        "runs": str(sum(len(i.data.runs) for i in inputs)),
+        "signed by": f"{signer.split()[0]} {mf.fingerprint(signer)}" if signer else "not signed (no --key)",
+    }
+    for i in inputs:  # what made each input, where it says
+        if i.experiment.get("xtalk_version") or i.experiment.get("git_commit"):
+            header[f"{i.name} made with"] = f"xtalk {i.experiment.get('xtalk_version', '?')} {i.experiment.get('git_commit', '')}"
+    return header
+
+
 def build(results: list[Path], out: Path, key: Path | None = None, *, n_boot: int = 2000,
           pdf: bool = True, command: str | None = None, say=print) -> Path:
     """Write the bundle of ``results`` to ``out`` (new or empty); returns index.html.
@@ -87,6 +105,8 @@ def build(results: list[Path], out: Path, key: Path | None = None, *, n_boot: in
         raise UsageError("xtalk evidence: give at least one results directory")
     signer = mf.check_key(Path(key).expanduser()) if key is not None else None  # a bad key fails before any work
     out = safepath.results_dir(out, "--out")
+    if out.exists() and not out.is_dir():
+        raise UsageError(f"--out {out}: a file, not a directory; give a new directory for the bundle")
     if out.exists() and any(out.iterdir()):
         raise UsageError(f"--out {out}: not empty; a bundle is written whole into a new directory (give another)")
     inputs = load_inputs(results, n_boot)
@@ -104,19 +124,7 @@ def build(results: list[Path], out: Path, key: Path | None = None, *, n_boot: in
     trace = matrix(found, artifacts)
     safepath.write_csv(trace, out / "traceability.csv", index=False)
     raw = {inp.name: _raw(out, inp) for inp in inputs}
-    now = dt.datetime.now(dt.timezone.utc).replace(microsecond=0)
-    header = {
-        "title": "xtalk evidence: " + ", ".join(i.name for i in inputs),
-        "tool": f"xtalk {__version__}", "commit": git_commit(),
-        "command": command or " ".join(["xtalk", *sys.argv[1:]]),
-        "operator": _operator(), "date": now.isoformat(),
-        "host": socket.gethostname(), "inputs": ", ".join(str(i.path) for i in inputs),
-        "runs": str(sum(len(i.data.runs) for i in inputs)),
-        "signed by": f"{signer.split()[0]} {mf.fingerprint(signer)}" if signer else "not signed (no --key)",
-    }
-    for i in inputs:
-        if i.experiment.get("xtalk_version") or i.experiment.get("git_commit"):
-            header[f"{i.name} made with"] = f"xtalk {i.experiment.get('xtalk_version', '?')} {i.experiment.get('git_commit', '')}"
+    header = _header(inputs, signer, command)
     html_path = out / "index.html"
     safepath.write_text(html_path, render(header, found, artifacts, trace))
     printed, why = print_pdf(html_path) if pdf else (None, "")

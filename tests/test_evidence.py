@@ -159,7 +159,7 @@ def test_a_campaign_is_read_as_results(tmp_path):
 @needs_ssh_keygen
 def test_verify_names_every_changed_missing_and_extra_file(planted, tmp_path):
     ok = xtalk("evidence", "verify", planted["bundle"], "--signer-key", str(planted["key"]) + ".pub")
-    assert ok.returncode == 0 and "intact" in ok.stdout, ok.stdout + ok.stderr
+    assert ok.returncode == 0 and "intact, signed by the key given (SHA256:" in ok.stdout, ok.stdout + ok.stderr
     b = tmp_path / "b"
     shutil.copytree(planted["bundle"], b)
     flipped = b / "objectives" / "MCP_Software_1" / "verdicts.csv"

@@ -534,7 +534,7 @@ def evidence(args: list[str] = typer.Argument(..., metavar="RESULTS... | verify 
              no_pdf: bool = typer.Option(False, "--no-pdf", help="write index.html only (no headless Chromium)")):
     """An objective-indexed, signed evidence bundle from results; `xtalk evidence verify BUNDLE` checks one."""
     if args[0] == "verify":
-        from .evidence.manifest import verify
+        from .evidence.manifest import signed_by, verify
 
         if len(args) != 2 or out is not None or key is not None:
             raise UsageError("xtalk evidence verify: give one bundle directory (and --signer-key PUB to check who signed)")
@@ -543,7 +543,7 @@ def evidence(args: list[str] = typer.Argument(..., metavar="RESULTS... | verify 
             console.print(f"[red]{line}[/]", highlight=False, soft_wrap=True)
         if problems:
             raise typer.Exit(1)
-        console.print(f"{args[1]}: intact" + (", signed by the key given" if signer_key else ""), highlight=False)
+        console.print(f"{args[1]}: intact, " + signed_by(Path(args[1]), signer_key), highlight=False, soft_wrap=True)
         return
     if out is None:
         raise UsageError("xtalk evidence: --out BUNDLE is required (the directory to write the bundle to)")

@@ -121,6 +121,17 @@ def _signature_problem(root: Path, signer: str) -> str | None:
     return f"signature: {SIGNATURE} was not made by the key {fingerprint(signer)} ({why})"
 
 
+def signed_by(root: Path, signer_key: Path | None) -> str:
+    """Who signed an intact bundle, as a reader must take it: the key given, or the bundle's own
+    (which anyone who rewrote the bundle could have put there)."""
+    if not (root / SIGNATURE).is_file():
+        return "not signed"
+    if signer_key is not None:
+        return f"signed by the key given ({fingerprint(Path(signer_key).read_text().strip())})"
+    return (f"signed by {fingerprint((root / SIGNER).read_text().strip())}, the bundle's own {SIGNER}: pass "
+            "--signer-key with the signer's public key to check who signed")
+
+
 def verify(root: Path, signer_key: Path | None = None) -> list[str]:
     """Every problem of the bundle, one line each (empty: intact): files changed, missing or
     extra against manifest.json; the signature against ``signer_key`` (a public key file), else

@@ -4,7 +4,8 @@
 #   stress-ng         the external-enemy example (examples/enemies-external.toml)
 #   openssh-server/-client  the SSH target against a real sshd on loopback
 #   rt-tests          cyclictest, the reference the latency victim is compared with
-#   chromium          the HTML report loaded in a real headless browser
+#   chromium          the HTML report loaded in a real headless browser; the evidence bundle's PDF
+#   poppler-utils     pdftoppm: page 1 of the evidence PDF as an image (tests/test_evidence.py)
 #   pkg-config        the installed xtalk-probe.pc read as a build would (tests/test_installed.py)
 # Every program the tests start is one of these, the base system, or looked up by its test
 # (tests/programs.py checks it at the end of every session).
@@ -18,8 +19,9 @@ have sshd || need+=(openssh-server)
 have cyclictest || need+=(rt-tests)
 have chromium || have chromium-browser || have google-chrome || need+=(chromium)
 have pkg-config || need+=(pkg-config)
+have pdftoppm || need+=(poppler-utils)
 if [ ${#need[@]} -eq 0 ]; then
-  echo "test peers: stress-ng, sshd/ssh, cyclictest, chromium and pkg-config are present"
+  echo "test peers: stress-ng, sshd/ssh, cyclictest, chromium, pkg-config and pdftoppm are present"
   exit 0
 fi
 if [ "$(id -u)" != 0 ] || ! command -v apt-get >/dev/null; then

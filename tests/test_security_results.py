@@ -128,11 +128,12 @@ def test_results_directories_of_another_user_are_refused(made, tmp_path, decoy, 
     mine = copy(made, tmp_path / "mine")
     for args in (["summary", theirs], ["report", theirs], ["query", theirs, "SELECT count(*) FROM jobs"],
                  ["compare", mine, theirs, "--out", tmp_path / "cmp"], ["latency", theirs], ["overheads", theirs],
-                 ["tasks", theirs], ["sched", "analyze", tasks, "--wcet-from", f"{theirs}:solo"]):
+                 ["tasks", theirs], ["sched", "analyze", tasks, "--wcet-from", f"{theirs}:solo"],
+                 ["evidence", theirs, "--out", tmp_path / "ev"]):
         r = xtalk(*args, env=clean_env(), cwd=tmp_path)
         refused(r, f"owned by uid {uid} ({name})", "as root", "chown root")
         assert listing(theirs) == before, args
-    assert not (tmp_path / "cmp").exists()
+    assert not (tmp_path / "cmp").exists() and not (tmp_path / "ev").exists()
     untouched(decoy)
 
 
@@ -146,6 +147,7 @@ def test_output_directories_of_another_user_are_refused_before_anything_runs(mad
     for args in (["run", exp, "--results", theirs], ["run", exp, "--results", theirs / "new" / "deeper"],
                  ["campaign", "run", camp, "--results", theirs],
                  ["report", mine, "--out", theirs / "rep"], ["compare", mine, mine, "--out", theirs],
+                 ["evidence", mine, "--out", theirs / "ev"],
                  ["worst", "--victim", VICTIM, "--budget", "5m", "--out", theirs / "w"],
                  ["characterize", "--quick", "--results", theirs]):
         r = xtalk(*args, env=clean_env(), cwd=tmp_path)

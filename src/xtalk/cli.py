@@ -570,6 +570,37 @@ def containment(results: Path = typer.Argument(..., help="results directory of a
 
 
 @command
+def evidence(args: list[str] = typer.Argument(..., metavar="RESULTS... | verify BUNDLE",
+                                             help="results directories (experiments, campaigns); or `verify BUNDLE`"),
+             out: Optional[Path] = typer.Option(None, "--out", help="the bundle directory to write (new or empty)"),
+             key: Optional[Path] = typer.Option(None, "--key", help="SSH private key that signs manifest.json (e.g. ~/.ssh/id_ed25519)"),
+             signer_key: Optional[Path] = typer.Option(None, "--signer-key",
+                                                       help="verify: the public key the signature must be made by"),
+             n_boot: int = typer.Option(2000, "--n-boot", min=100, help="bootstrap resamples of the CIs"),
+             no_pdf: bool = typer.Option(False, "--no-pdf", help="write index.html only (no headless Chromium)")):
+    """An objective-indexed, signed evidence bundle from results; `xtalk evidence verify BUNDLE` checks one."""
+    if args[0] == "verify":
+        from .evidence.manifest import signed_by, verify
+
+        if len(args) != 2 or out is not None or key is not None:
+            raise UsageError("xtalk evidence verify: give one bundle directory (and --signer-key PUB to check who signed)")
+        problems = verify(Path(args[1]), signer_key)
+        for line in problems:
+            console.print(f"[red]{line}[/]", highlight=False, soft_wrap=True)
+        if problems:
+            raise typer.Exit(1)
+        console.print(f"{args[1]}: intact, " + signed_by(Path(args[1]), signer_key), highlight=False, soft_wrap=True)
+        return
+    if out is None:
+        raise UsageError("xtalk evidence: --out BUNDLE is required (the directory to write the bundle to)")
+    if signer_key is not None:
+        raise UsageError("--signer-key checks a bundle: use it with `xtalk evidence verify BUNDLE`; to sign, give --key")
+    from .evidence.bundle import build
+
+    build([Path(a) for a in args], out, key, n_boot=n_boot, pdf=not no_pdf, say=lambda s: console.print(s, highlight=False, soft_wrap=True))
+
+
+@command
 def probe(cflags: bool = typer.Option(False, "--cflags", help="compiler flags for #include <xtalk/probe.h>"),
           libs: bool = typer.Option(False, "--libs", help="linker flags"),
           preload: bool = typer.Option(False, "--preload", help="the syscall-probe library (a command victim's `preload`)"),

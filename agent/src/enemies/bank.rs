@@ -164,6 +164,7 @@ pub const KIND: Kind = Kind::new("bank", "DRAM bank conflicts (Moscibroda & Mutl
     Param::u64("fallback_stride", "where no bank mates are found: bytes between the lines hammered instead").min(64).multiple_of(64).default(Dflt::U64(8192)).unit("bytes"),
 ], |a, cx| Ok(Box::new(Bank::new(a.u64("bytes"), a.u64("lines"), a.u64("candidates"), a.u64("fallback_stride"), cx.huge_pages))))
 .footprint(1, &["bytes"])
+.channel("dram-bank")
 .check(|a, at| {
     if !cfg!(any(target_arch = "x86_64", target_arch = "aarch64")) {
         return err(format!("{at}.kind"), "bank needs a user-space cache flush (x86_64 clflush, aarch64 dc civac), which this architecture lacks; use chase or mshr");

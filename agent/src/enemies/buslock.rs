@@ -107,6 +107,7 @@ pub const KIND: Kind = Kind::new("buslock", "bus locks (Zhang et al. 2016, the b
     Param::bool("split", "true: each operand straddles two lines (a bus lock); false: aligned in its line (a cache lock: the control)").default(Dflt::Bool(true)),
 ], |a, cx| Ok(Box::new(BusLock::new(a.u64("bytes"), a.bool("split"), cx.huge_pages))))
 .footprint(1, &["bytes"])
+.channel("bus-lock")
 .check(|a, at| {
     if !cfg!(target_arch = "x86_64") {
         return err(format!("{at}.kind"), "buslock needs atomic operations that straddle cache lines (x86_64); this architecture faults on them; use mshr or wbpressure");

@@ -112,6 +112,7 @@ pub const KIND: Kind = Kind::new("llcsets", "LLC set conflicts on chosen sets (a
     Param::u64("sets", "consecutive set indices targeted (64: one 4 KiB page colour)").min(1).default(Dflt::U64(64)),
 ], |a, cx| Ok(Box::new(LlcSets::new(a.u64("bytes"), a.u64("way_bytes"), a.u64("first_set"), a.u64("sets"), cx.huge_pages))))
 .footprint(1, &["bytes"])
+.channel("llc")
 .check(|a, at| {
     let (way, first, sets) = (a.u64("way_bytes"), a.u64("first_set"), a.u64("sets"));
     if first.saturating_add(sets) > way / LINE {

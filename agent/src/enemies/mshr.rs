@@ -88,7 +88,8 @@ pub const KIND: Kind = Kind::new("mshr", "miss-handling registers (Bechtel & Yun
     Param::u64("chains", "0: computed addresses (the core's own limit of misses in flight); k: k interleaved pointer chases (exactly k in flight)").max(MAX_CHAINS).default(Dflt::U64(0)),
     Param::u64("seed", "seed of the chases' random order").default(Dflt::U64(0)),
 ], |a, cx| Ok(Box::new(Mshr::new(a.u64("bytes"), a.u64("chains"), a.u64("seed"), cx.huge_pages))))
-.footprint(1, &["bytes"]);
+.footprint(1, &["bytes"])
+.channel("read");
 // bytes >= 64 KiB (1024 lines) and chains <= 256: every chain has at least 4 lines.
 
 #[cfg(test)]

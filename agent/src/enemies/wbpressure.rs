@@ -56,7 +56,8 @@ pub const KIND: Kind = Kind::new("wbpressure", "write-back buffers (Bechtel & Yu
     Param::u64("bytes", "buffer size: well beyond the LLC, so every store misses").min(64 << 10).unit("bytes").file_default("4*llc"),
     Param::choice("order", &["linear", "scattered"], "linear (prefetchers run ahead: most misses in flight) or scattered (a golden-ratio stride no prefetcher follows)").default(Dflt::Str("linear")),
 ], |a, cx| Ok(Box::new(WbPressure::new(a.u64("bytes"), a.str("order") == "scattered", cx.huge_pages))))
-.footprint(1, &["bytes"]);
+.footprint(1, &["bytes"])
+.channel("write");
 
 #[cfg(test)]
 mod tests {

@@ -38,8 +38,17 @@ def run(experiment: Path = typer.Argument(..., help="experiment file (TOML)"),
                                                    "skips the solo spread and the enemies-alone passes too"),
         require_effect: bool = typer.Option(False, "--require-effect",
                                             help="refuse when the repetitions cannot resolve the experiment's min_effect "
-                                                 "against the solo spread (default: a warning)")):
-    """Run an experiment: the victim against each enemy scenario, interleaved, then the summary table."""
+                                                 "against the solo spread (default: a warning)"),
+        gate: bool = typer.Option(False, "--gate", help="then gate the results as `xtalk gate` does (the stored ε, "
+                                  "--baseline): exit 1 when a check failed"),
+        baseline: Optional[Path] = typer.Option(None, "--baseline", help="with --gate: results to compare against"),
+        max_regression: Optional[str] = typer.Option(None, "--max-regression", help='with --gate: allowed growth, e.g. "5%"'),
+        strict: bool = typer.Option(False, "--strict", help="with --gate: inconclusive checks fail too"),
+        junit: Optional[Path] = typer.Option(None, "--junit", help="with --gate: write JUnit XML to FILE")):
+    """Run an experiment: the victim against each enemy scenario, interleaved, then the summary table
+    and RESULTS/verdicts.json. Exit status: 0 every run completed (and, with --gate, no check
+    failed), 1 a gate check failed, 2 bad input, 3 agent problem, 4 some runs failed, 5 all did,
+    130 interrupted."""
     from .campaign.schema import is_campaign_file
     from .runner import exit_code, run_experiment
     from .trust import require_trusted
@@ -50,7 +59,13 @@ def run(experiment: Path = typer.Argument(..., help="experiment file (TOML)"),
     from .targets.agent import refuse_fixture
 
     refuse_fixture("run")  # before anything is recovered, created or started
-    code = exit_code(run_experiment(experiment, results, console, skip_unavailable, skip_feasibility, require_effect))
+    from .report.gate import after as gate_after, options as gate_options
+
+    gating = gate_options(gate, baseline, max_regression, strict, junit)  # bad gate input: exit 2 before any run
+    out = run_experiment(experiment, results, console, skip_unavailable, skip_feasibility, require_effect)
+    code = exit_code(out)
+    if gating is not None:  # failed runs (4, 5) outrank the gate: their cells are incomplete
+        code = code or gate_after(out, gating, console)
     if code:
         raise typer.Exit(code)
 
@@ -127,23 +142,39 @@ def _machine_line(fixture: Path) -> str:
 
 
 @command
-def summary(results: Path = typer.Argument(..., help="results directory of an experiment or a campaign")):
-    """Print (and rewrite) the summary table of a results directory (per cell for a campaign)."""
+def summary(results: Optional[Path] = typer.Argument(None, help="results directory of an experiment or a campaign"),
+            as_json: bool = typer.Option(False, "--json", help="print the verdict document (verdicts.json) on standard "
+                                                               "output instead of the table"),
+            schema: bool = typer.Option(False, "--schema", help="print the verdict document's JSON Schema")):
+    """Print (and rewrite) the summary table of a results directory (per cell for a campaign), and
+    rewrite its summary.md, summary.json and verdicts.json (the verdict document, docs/report.md)."""
+    if schema:
+        from .report.verdicts import schema as verdicts_schema
+
+        print(json.dumps(verdicts_schema(), indent=2, ensure_ascii=False))
+        return
+    if results is None:
+        raise UsageError("summary: give a results directory, or --schema")
     from .report.campaign_cells import is_campaign
     from .report.summary import write_summary
     from .store import open as open_results
 
     results = _checked(results)
+    shown = None if as_json else console
     if is_campaign(results):
         from .report.campaign_summary import write_campaign_summary
 
-        write_campaign_summary(results, console=console)
-        return
-    try:
-        r = open_results(results)
-    except FileNotFoundError as e:
-        raise UsageError(str(e)) from None
-    write_summary(r, console=console)
+        doc = write_campaign_summary(results, console=shown).attrs.get("verdicts")
+    else:
+        try:
+            r = open_results(results)
+        except FileNotFoundError as e:
+            raise UsageError(str(e)) from None
+        doc = write_summary(r, console=shown).attrs["verdicts"]
+    if as_json:
+        if doc is None:
+            raise UsageError(f"{results}: no finished run with jobs yet: no verdict document")
+        print(json.dumps(doc, indent=2, ensure_ascii=False))
 
 
 @command

@@ -146,7 +146,7 @@ class Notices(list):
 
         text = line if markup else escape(line)  # markup=False: the line's brackets are text (a path, a list)
         (printer or self.console.print)(f"[{style}]{prefix}{text}[/]", highlight=False)
-        self.append(warning(kind, line, configuration, scenario, line=prefix + line))
+        self.append(warning(kind, line, configuration, scenario))  # the line as printed, without its style
 
 
 def _noise_after_runs(out: Path, document: dict, results, table, effect: float, repetitions: int, console,
@@ -306,7 +306,7 @@ def run_experiment(path: Path, results: Path | None = None, console: Console | N
         try:
             safepath.write_text(out / "experiment.json", json.dumps(document, indent=2))
             doc = table.attrs["verdicts"]
-            doc["warnings"] += notices[told:]
+            doc["warnings"] = list(notices) + doc["warnings"][told:]  # the run's notices first, as `xtalk summary` orders them
             vdoc.write(out, doc)
         except OSError as e:
             if e.errno not in _DISK_ERRNOS:

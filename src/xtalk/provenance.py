@@ -40,9 +40,10 @@ def source_commit(root: Path) -> str | None:
 
 def build_commit() -> str:
     """xtalk's commit: the wheel's recorded one, else its own checkout's, else "unknown"."""
-    try:
-        from ._build_info import COMMIT  # type: ignore[import-not-found]  # written into wheels only
-        return COMMIT or UNKNOWN
+    import importlib
+
+    try:  # written into wheels only (setup.py), so found by name, not imported statically
+        return str(getattr(importlib.import_module(f"{__package__}._build_info"), "COMMIT", "") or UNKNOWN)
     except ImportError:
         pass
     here = Path(__file__).resolve().parent

@@ -214,6 +214,8 @@ def _record(path: Path, gate: dict) -> None:
         doc = json.loads((path / verdicts.FILE).read_text())
     except (OSError, ValueError):
         return
+    if not isinstance(doc, dict) or doc.get("schema_version") != verdicts.SCHEMA_VERSION:
+        return  # damaged or another version: `xtalk summary` writes it again
     doc["gate"] = gate
     verdicts.write(path, doc)
 

@@ -347,6 +347,9 @@ def write_summary(results: Results, console: Console | None = None, *, recap: bo
             for sk in skipped:  # the reason is a paragraph: below the table, not in a column
                 t.add_row(*skipped_cells(sk)[:-1], "skipped (below)", style="yellow")
             console.print(t)
+            for w in guard_warnings:  # the reasons, right below the table's rows that name them
+                if w["kind"] == "configuration_skipped":
+                    console.print(f"[yellow]{w['line']}[/]", highlight=False)
         if own is not None:
             console.print(_rich(own[1], f"{title}: {own[0]}"))
             for line in own[2]:
@@ -362,8 +365,8 @@ def write_summary(results: Results, console: Console | None = None, *, recap: bo
             console.print(_rich(probe_table, f"{title}: probes (median duration, its slowdown against "
                                              f"{'the application alone' if 'applications' in runs.columns else 'solo'})"))
         for w in (notices if recap else []) + guard_warnings:
-            if w["kind"] == "runs_left_out":  # said on stderr as the store read them (command.say_left_out_runs)
-                continue
+            if w["kind"] in ("runs_left_out", "configuration_skipped"):  # said on stderr as the store read them
+                continue  # (command.say_left_out_runs); below the table
             console.print(f"[yellow]warning: {w['line']}[/]", highlight=False)
         if (times := application_times(table)) is not None:
             console.print(_rich(times, f"{title}: each application's median execution time per configuration"))

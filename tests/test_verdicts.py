@@ -129,3 +129,25 @@ def test_several_applications_and_a_campaign_validate(tmp_path):
     doc = json.loads(r.stdout)
     jsonschema.validate(doc, schema())
     assert doc["kind"] == "campaign" and doc["cells"] and (camp / "verdicts.json").is_file()
+
+
+def test_latency_json_gives_the_table_with_units_as_fields(tmp_path):
+    """`xtalk latency R --json`: the rows the terminal shows, p99 in µs as {value, unit}; a
+    planted 3× longer wake-up under the enemy reads as p99 about 3× solo's."""
+    import pandas as pd
+
+    root = write_results(tmp_path / "lat", [Scenario("solo"), Scenario("read")], repetitions=2, jobs=300,
+                         victim={"body": {"kind": "latency"}}, seed=1)
+    for p in (root / "runs").glob("*read*/jobs.parquet"):
+        j = pd.read_parquet(p)
+        j["wakeup_latency_ns"] *= 3
+        j.to_parquet(p, index=False)
+    r = _xtalk("latency", root, "--json", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert doc["schema_version"] == 1 and doc["kind"] == "latency" and doc["provenance"]["xtalk_version"]
+    rows = {row["scenario"]: row for row in doc["rows"]}
+    assert rows["solo"]["p99"]["unit"] == "us" and not any(k.endswith("_us") for k in rows["solo"])
+    assert 2.5 < rows["read"]["p99"]["value"] / rows["solo"]["p99"]["value"] < 3.5
+    bad = _xtalk("latency", tmp_path / "nothing", "--json", cwd=tmp_path)
+    assert bad.returncode == 2 and not bad.stdout

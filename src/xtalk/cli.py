@@ -508,50 +508,60 @@ def _results(path: Path):
 
 
 @command
-def latency(results: Path = typer.Argument(..., help="results directory of a `latency` victim experiment")):
+def latency(results: Path = typer.Argument(..., help="results directory of a `latency` victim experiment"),
+            as_json: bool = typer.Option(False, "--json", help="print the table as JSON on standard output (the verdict document's shapes: numbers with their unit as fields)")):
     """Timer latency per scenario (cyclictest's view): min / avg / percentiles / max and the 1 µs histogram."""
     from .report.latency import show
 
+    _table_command("latency", results, show, as_json)
+
+
+def _table_command(kind: str, results: Path, show, as_json: bool, *args) -> None:
+    """A result command's table: printed, or with ``as_json`` its JSON on standard output
+    (report/verdicts.table_document); its files written either way. Overheads' coverage
+    comes as a second table."""
+    import io
+
     try:
-        show(_results(results), console)
+        r = _results(results)
+        got = show(r, Console(file=io.StringIO()) if as_json else console, *args)
     except ValueError as e:
         raise UsageError(str(e)) from None
+    if as_json:
+        from .report.verdicts import rows_with_units, table_document
+
+        table, extra = (got[0], {"coverage": rows_with_units(got[1])}) if isinstance(got, tuple) else (got, None)
+        print(json.dumps(table_document(kind, r.path, table, extra), indent=2, ensure_ascii=False, default=str))
 
 
 @command
 def overheads(results: Path = typer.Argument(..., help="results directory of an experiment run with [trace] "
-                                                   "(examples/latency_overheads.toml)")):
+                                                   "(examples/latency_overheads.toml)"),
+              as_json: bool = typer.Option(False, "--json", help="print the table as JSON on standard output (the verdict document's shapes: numbers with their unit as fields)")):
     """Scheduler overheads of each timer release from the kernel trace (seed 001 §4.5): Δevent, Δrel, Δsched,
     Δcxs and Δ^relEv per scenario, µs; writes overheads.csv and overheads.md."""
     from .report.overheads import show
 
-    try:
-        show(_results(results), console)
-    except ValueError as e:
-        raise UsageError(str(e)) from None
+    _table_command("overheads", results, show, as_json)
 
 
 @command
-def tasks(results: Path = typer.Argument(..., help="results directory of a `taskset` victim experiment")):
+def tasks(results: Path = typer.Argument(..., help="results directory of a `taskset` victim experiment"),
+          as_json: bool = typer.Option(False, "--json", help="print the table as JSON on standard output (the verdict document's shapes: numbers with their unit as fields)")):
     """Per-task deadline-miss ratio, response time and release delay of a task-set victim."""
     from .report.tasks import show
 
-    try:
-        show(_results(results), console)
-    except ValueError as e:
-        raise UsageError(str(e)) from None
+    _table_command("tasks", results, show, as_json)
 
 
 @command
 def containment(results: Path = typer.Argument(..., help="results directory of an experiment with fault scenarios"),
-                tolerance: float = typer.Option(1.5, min=1.0, help="p99 response allowed, as a multiple of solo's")):
+                tolerance: float = typer.Option(1.5, min=1.0, help="p99 response allowed, as a multiple of solo's"),
+                as_json: bool = typer.Option(False, "--json", help="print the table as JSON on standard output (the verdict document's shapes: numbers with their unit as fields)")):
     """Per fault scenario: did the fault propagate to the victim (failed runs, more misses, slower p99) or stay contained?"""
     from .report.containment import show
 
-    try:
-        show(_results(results), console, tolerance)
-    except ValueError as e:
-        raise UsageError(str(e)) from None
+    _table_command("containment", results, show, as_json, tolerance)
 
 
 @command

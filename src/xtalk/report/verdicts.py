@@ -219,3 +219,30 @@ def environment_of(runs) -> dict | None:
         if meta is not None and meta.environment is not None:
             return meta.environment.model_dump()
     return None
+
+
+_UNIT = re.compile(r"^(?P<name>.+)_(?P<unit>ms|us|ns|s)$")
+
+
+def rows_with_units(table) -> list[dict]:
+    """A result table's rows as the document writes numbers: a column ``<name>_<unit>``
+    (``resp_p50_ms``, ``p99_us``) becomes ``<name>: {value, unit}``; NaN becomes null."""
+    out = []
+    for row in json.loads(table.to_json(orient="records")):
+        rec = {}
+        for k, v in row.items():
+            m = _UNIT.match(k)
+            if m and (v is None or isinstance(v, (int, float))):
+                rec[m["name"]] = {"value": _num(v), "unit": m["unit"]}
+            else:
+                rec[k] = v
+        out.append(rec)
+    return out
+
+
+def table_document(kind: str, path: Path, table, extra: dict | None = None) -> dict:
+    """The `--json` of a result command (`latency`, `tasks`, `overheads`, `containment`): the
+    verdict document's header (schema_version, kind, results, provenance) and the command's
+    table as ``rows``, numbers with their unit as fields."""
+    return {"schema_version": SCHEMA_VERSION, "kind": kind, "results": str(path), "provenance": provenance(),
+            "rows": rows_with_units(table), **(extra or {})}

@@ -74,6 +74,10 @@ def test_run_gate_fails_on_the_violated_bound_and_records_the_checks(tmp_path):
                timeout=120)
     assert ok.returncode == 0, ok.stdout + ok.stderr
     assert "gate: passed: 1 passed, 0 failed" in _flat(ok.stdout)
+    # One machine, two experiments: one fingerprint, one sysinfo digest (what varies by run is left out).
+    (other,) = (tmp_path / "res2").iterdir()
+    machines = [json.loads((d / "verdicts.json").read_text())["provenance"]["machine"] for d in (results, other)]
+    assert machines[0] == machines[1] and machines[0]["fingerprint"] and len(machines[0]["sysinfo_digest"]) == 16
 
 
 def _file(tmp_path, bound):

@@ -36,6 +36,10 @@ NOTICE_KINDS = ("run_failed", "run_note", "runs_incomplete", "configuration_skip
                 "recovered", "results_unwritable", "runs_left_out")
 
 
+#: Fields of the environment document left out of its digest: they vary between runs of one machine.
+VOLATILE = ("memory_available_bytes",)
+
+
 def schema() -> dict:
     """The shipped JSON Schema of the verdict document."""
     return json.loads((Path(__file__).resolve().parents[1] / "schema" / "verdicts.schema.json").read_text())
@@ -73,11 +77,11 @@ def provenance(command: list[str] | None = None, environment: dict | None = None
     if environment:
         from ..peaks import machine_key
 
-        canonical = json.dumps(environment, sort_keys=True, default=str).encode()
-        kernel = environment.get("kernel") or {}
+        # What changes from run to run on one machine is not its configuration.
+        steady = {k: v for k, v in environment.items() if k not in VOLATILE}
+        canonical = json.dumps(steady, sort_keys=True, default=str).encode()
         machine = {"fingerprint": machine_key(environment), "sysinfo_digest": hashlib.sha256(canonical).hexdigest()[:16],
-                   "hostname": kernel.get("hostname") or environment.get("hostname"),
-                   "kernel": kernel.get("release")}
+                   "kernel": (environment.get("kernel") or {}).get("release")}
     return {"xtalk_version": __version__, "build_commit": build_commit(),
             "command": list(command if command is not None else ["xtalk", *sys.argv[1:]]),
             "written_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"), "machine": machine}

@@ -365,10 +365,14 @@ def _run_dir(run: Path) -> Path:
 
 @command
 def blame(run: Path = typer.Argument(..., help="a run directory (RESULTS/runs/<run>) recorded with [trace]"),
-          top: int = typer.Option(10, help="culprits to list")):
+          top: int = typer.Option(10, help="culprits to list"),
+          as_json: bool = typer.Option(False, "--json", help="print the rankings as JSON on standard output (times "
+                                                             "as {value, unit} fields)")):
     """Name what slowed the victim's spike jobs (kernel trace): culprits ranked by the time they took
     from them, those over-represented in spikes first, with each one's period; then what ran on the
     victim's CPU during its jobs, overall and in the slowest jobs."""
+    import io
+
     import pandas as pd
     from rich.table import Table
 
@@ -383,6 +387,7 @@ def blame(run: Path = typer.Argument(..., help="a run directory (RESULTS/runs/<r
     if not (run / "culprits.parquet").exists():
         raise UsageError(f"{run}: no kernel trace; add a [trace] table to the experiment and run it as root")
     culprits = read_parquet(run / "culprits.parquet")
+    shown, found = (Console(file=io.StringIO()) if as_json else console), {}  # with --json: the tables' rows, not the tables
     measured = jobs[~jobs.warmup]
     if (run / "trace.txt").exists() and len(measured) >= 3:
         from .analysis.spikes import culprit_periods
@@ -400,22 +405,30 @@ def blame(run: Path = typer.Argument(..., help="a run directory (RESULTS/runs/<r
             lift = "–" if pd.isna(r.lift) else ("only in spikes" if r.lift == float("inf") else f"{r.lift:.1f}")
             t.add_row(str(r.rank), r.kind, str(r.name), f"{r.spikes_with}/{a.n_spikes}", f"{r.normal_with}/{a.n_normal}",
                       f"{r.excess_ns / 1e6:.3f}", lift, f"{r.fisher_p:.2g}", "yes" if r.associated else "")
-        console.print(t)
+        shown.print(t)
+        found["spikes"] = a.ranking.head(top)
         for line in period_lines(culprit_periods(a, iv)):
-            console.print(f"period: {line}", markup=False, highlight=False)
+            shown.print(f"period: {line}", markup=False, highlight=False)
     slow = measured[measured.exec_ns >= measured.exec_ns.quantile(0.99)].job
-    for title, c in (("all jobs", culprits), (f"slowest 1 % of jobs ({len(slow)})", culprits[culprits.job.isin(slow)])):
+    for key, title, c in (("all_jobs", "all jobs", culprits),
+                          ("slowest_jobs", f"slowest 1 % of jobs ({len(slow)})", culprits[culprits.job.isin(slow)])):
         t = Table(title=f"what ran on the victim's CPU during its jobs: {title}")
         for h in ("kind", "name", "jobs hit", "total ms", "max µs"):
             t.add_column(h, justify="left" if h in ("kind", "name") else "right")
         for r in rank(c).head(top).itertuples():
             t.add_row(r.kind, str(r.name), str(r.jobs_hit), f"{r.total_ns / 1e6:.3f}", f"{r.max_ns / 1e3:.1f}")
-        console.print(t)
+        shown.print(t)
+        found[key] = rank(c).head(top)
     if "trace_preemptions" in measured:
-        console.print(f"{len(measured)} jobs: {int(measured.trace_preemptions.sum())} preemptions, "
+        shown.print(f"{len(measured)} jobs: {int(measured.trace_preemptions.sum())} preemptions, "
                       f"{measured.trace_runnable_ns.sum() / 1e6:.3f} ms runnable but not running, "
                       f"{int(measured.trace_migrations.sum())} migrations, "
                       f"{measured.trace_irq_ns.sum() / 1e6:.3f} ms in hard IRQs, {measured.trace_softirq_ns.sum() / 1e6:.3f} ms in softirqs")
+    if as_json:
+        from .report.verdicts import rows_with_units, table_document
+
+        extra = {k: rows_with_units(v) for k, v in found.items() if k != "all_jobs"}
+        print(json.dumps(table_document("blame", run, found["all_jobs"], extra), indent=2, ensure_ascii=False, default=str))
 
 
 @command

@@ -90,3 +90,8 @@ def test_gate_options_without_gate_are_refused_before_anything_runs(tmp_path):
     out = xtalk("run", _file(tmp_path, "1s"), "--results", tmp_path / "res", "--strict", timeout=60)
     assert out.returncode == 2 and out.stderr.strip().startswith("xtalk: --strict: "), out.stderr
     assert not (tmp_path / "res").exists()
+    plain = tmp_path / "plain.toml"  # nothing to gate: no ε, no baseline
+    plain.write_text("\n".join(line for line in _file(tmp_path, "1s").read_text().splitlines() if "epsilon" not in line))
+    out = xtalk("run", plain, "--results", tmp_path / "res", "--gate", timeout=60)
+    assert out.returncode == 2 and out.stderr.strip().startswith("xtalk: --gate: the experiment declares no ε"), out.stderr
+    assert len(out.stderr.strip().splitlines()) == 1 and not (tmp_path / "res").exists()

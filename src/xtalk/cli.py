@@ -62,6 +62,13 @@ def run(experiment: Path = typer.Argument(..., help="experiment file (TOML)"),
     from .report.gate import after as gate_after, options as gate_options
 
     gating = gate_options(gate, baseline, max_regression, strict, junit)  # bad gate input: exit 2 before any run
+    if gating is not None and baseline is None:
+        from .config.experiment import load
+
+        exp = load(experiment)
+        if not ((exp.victim is not None and exp.victim.epsilon) or any(a.epsilon for a in exp.application)):
+            raise UsageError("--gate: the experiment declares no ε (victim.epsilon, or an application's epsilon) and "
+                             "no --baseline was given: nothing to gate; declare one or give --baseline OLD")
     out = run_experiment(experiment, results, console, skip_unavailable, skip_feasibility, require_effect)
     code = exit_code(out)
     if gating is not None:  # failed runs (4, 5) outrank the gate: their cells are incomplete

@@ -435,8 +435,11 @@ def document_warnings(results: Results, table: pd.DataFrame, skipped: list[dict]
     from ..store.check import experiment_doc
     from . import verdicts as vdoc
 
-    kept = experiment_doc(results.path).get("warnings") or []
-    notices = [w for w in kept if isinstance(w, dict) and w.get("kind") and w.get("line")]
+    kept = experiment_doc(results.path).get("warnings")
+    text = lambda v: None if v is None else str(v)  # noqa: E731
+    notices = [vdoc.warning(str(w["kind"]), str(w.get("message") or w["line"]), text(w.get("configuration")),
+                            text(w.get("scenario")), line=str(w["line"])) for w in (kept if isinstance(kept, list) else [])
+               if isinstance(w, dict) and w.get("kind") in vdoc.NOTICE_KINDS and w.get("line")]  # damaged entries left out
     later = [vdoc.warning("configuration_skipped", sk.get("reason") or "unavailable", sk["configuration"],
                              line=f"configuration {sk['configuration']} skipped: {sk.get('reason') or 'unavailable'}")
                 for sk in skipped]

@@ -95,3 +95,19 @@ def test_gate_options_without_gate_are_refused_before_anything_runs(tmp_path):
     out = xtalk("run", plain, "--results", tmp_path / "res", "--gate", timeout=60)
     assert out.returncode == 2 and out.stderr.strip().startswith("xtalk: --gate: the experiment declares no ε"), out.stderr
     assert len(out.stderr.strip().splitlines()) == 1 and not (tmp_path / "res").exists()
+
+
+def test_campaign_run_gate_writes_the_document_and_fails_the_violated_bound(tmp_path):
+    """`campaign run --gate`: the verdict document of the campaign validates, and an ε of 1 µs
+    that no job of 64 KiB can meet fails the gate (exit 1) with its checks recorded."""
+    from campaign_util import campaign_dirs, tiny
+
+    f = tiny(tmp_path, jobs=20, **{"relative = 1.5": 'bound = "1us"', "repetitions = 3": "repetitions = 2"})
+    out = xtalk("campaign", "run", f, "--results", tmp_path / "res", "--gate", "--junit", tmp_path / "gate.xml", timeout=200)
+    assert out.returncode == 1, out.stdout[-3000:] + out.stderr
+    (store,) = campaign_dirs(tmp_path / "res")
+    doc = json.loads((store / "verdicts.json").read_text())
+    jsonschema.validate(doc, schema())
+    assert doc["kind"] == "campaign" and doc["gate"]["exit_status"] == 1
+    assert any(c["outcome"] == "fail" for c in doc["gate"]["checks"])
+    assert "verdicts: " in out.stdout and "gate: FAILED" in _flat(out.stdout)

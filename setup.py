@@ -40,6 +40,18 @@ def _version() -> str:
     return next(line.split('"')[1] for line in text.splitlines() if line.startswith("version"))
 
 
+def _write_build_info(package: Path) -> None:
+    """xtalk/_build_info.py in a wheel: the commit it was built from (provenance.build_commit),
+    asked of xtalk's own checkout only; "unknown" from an sdist or a tree without git."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("_xtalk_provenance", ROOT / "src" / "xtalk" / "provenance.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    commit = mod.source_commit(ROOT) or "unknown"
+    (package / "_build_info.py").write_text(f'"""Written by setup.py when the wheel was built."""\n\nCOMMIT = {commit!r}\n')
+
+
 class BuildPy(build_py):
     """Adds the header, the examples and the pkg-config file under xtalk/_data."""
 
@@ -56,6 +68,7 @@ class BuildPy(build_py):
                     os.symlink(target, link)
         else:
             data = Path(self.build_lib) / "xtalk" / "_data"
+            _write_build_info(Path(self.build_lib) / "xtalk")
             shutil.copytree(ROOT / "include", data / "include", dirs_exist_ok=True)
             shutil.copytree(ROOT / "examples", data / "examples", dirs_exist_ok=True)
         (data / "pkgconfig").mkdir(parents=True, exist_ok=True)

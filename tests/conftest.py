@@ -65,8 +65,28 @@ def write_plan(tmp: Path, plan: dict, name: str = "plan.json") -> Path:
 
 
 def xtalk(*args, cwd=None, timeout=300, **kw) -> subprocess.CompletedProcess:
-    """Run the xtalk command line in a subprocess."""
-    return subprocess.run([*XTALK, *map(str, args)], capture_output=True, text=True, cwd=cwd, timeout=timeout, **kw)
+    """Run the xtalk command line in a subprocess. After `xtalk run`, the verdict document of
+    the results it names (its last `results: DIR` line) is checked against the shipped schema:
+    every experiment a test runs, the examples among them, validates (report/verdicts.py)."""
+    out = subprocess.run([*XTALK, *map(str, args)], capture_output=True, text=True, cwd=cwd, timeout=timeout, **kw)
+    if args and str(args[0]) == "run" and out.returncode in (0, 1, 4):
+        _check_verdicts(out.stdout, cwd)
+    return out
+
+
+def _check_verdicts(stdout: str, cwd) -> None:
+    import json
+
+    import jsonschema
+
+    from xtalk.report.verdicts import FILE, schema
+
+    named = [ln[len("results: "):].strip() for ln in stdout.splitlines() if ln.startswith("results: ")]
+    if not named:
+        return
+    path = Path(cwd or ".") / named[-1]
+    if (path / "summary.json").is_file():  # a summary was written: its verdict document beside it
+        jsonschema.validate(json.loads((path / FILE).read_text()), schema())
 
 
 def processes_named(prefixes=("xt-victim", "xt-enemy", "xtalk-agent")) -> list[tuple[int, str]]:
@@ -208,6 +228,7 @@ AGENT_MODULES = {
     "test_sched_bridge_live.py", "test_store_enemies.py", "test_campaign_preflight.py", "test_catalog_toy.py",
     "test_outcome_agent.py", "test_applications_agent.py", "test_applications_live.py", "test_enemies_dos.py",
     "test_worst.py", "test_security_results.py", "test_results_damage.py", "test_cli_startup.py",
+    "test_verdicts_run.py",
 }
 #: Single tests that drive the agent without any of the fixtures above.
 AGENT_TESTS = {

@@ -43,7 +43,7 @@ def _victim_run(root: Path) -> Path:
 
 
 def _file(name: str, root: Path) -> Path:
-    if name in ("experiment.json", "summary.json", "summary.md"):
+    if name in ("experiment.json", "summary.json", "summary.md", "verdicts.json"):
         return root / name
     run = _victim_run(root)
     if name == "trace":
@@ -172,6 +172,8 @@ KINDS = [
     Kind("experiment.json experiment a number", json_edit("experiment.json", _set("experiment", 3)), unread=("blame",)),
     Kind("summary.json truncated", truncate("summary.json", 0.5), lossy=False),
     Kind("summary.json wrong types", json_edit("summary.json", lambda d: 7), lossy=False),
+    Kind("verdicts.json truncated", truncate("verdicts.json", 0.5), lossy=False),
+    Kind("verdicts.json wrong types", json_edit("verdicts.json", lambda d: [d]), lossy=False),
     Kind("culprits.parquet truncated", truncate("culprits.parquet", 0.5)),
     Kind("culprits.parquet deleted", delete("culprits.parquet"), lossy=False),
     Kind("trace truncated", truncate("trace", 0.5, NOPQ + ("culprits.parquet",)), lossy=False),

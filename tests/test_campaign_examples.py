@@ -3,12 +3,15 @@ scaled down (one repetition, few jobs) through the same code, and its results qu
 
 from __future__ import annotations
 
+import json
 import re
 
+import jsonschema
 import pytest
 
 import capabilities
 import xtalk
+from xtalk.report import verdicts
 from campaign_util import campaign_dirs
 from conftest import ROOT, processes_named, xtalk as run_xtalk
 
@@ -47,6 +50,10 @@ def test_example_campaign_plans_as_is_and_runs_scaled_down(name, tmp_path):
     assert len(runs) == scaled_runs
     assert set(runs.status) <= {"completed", "failed", "timeout"}
     assert (runs.status == "completed").mean() >= 0.8, runs[["run_id", "status", "reason"]]
+    # Its verdict document (report/verdicts.py), written by `campaign run`, validates.
+    doc = json.loads((store / "verdicts.json").read_text())
+    jsonschema.validate(doc, verdicts.schema())
+    assert doc["kind"] == "campaign" and doc["cells"] and "verdicts: " in out.stdout
     q = run_xtalk("query", store, "SELECT scenario, count(DISTINCT run_id) AS runs FROM jobs GROUP BY ALL", "--csv")
     assert q.returncode == 0 and q.stdout.startswith("scenario,runs"), q.stderr
     assert not processes_named()

@@ -40,6 +40,15 @@ def test_pip_install_gives_the_probe_files_and_an_example_builds_and_runs_with_t
     (site / "zz_test_dependencies.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
     xtalk = venv / "bin/xtalk"
     assert _sh(venv / "bin/python", "-c", "import xtalk; print(xtalk.__file__)").startswith(str(site))
+    # The build commit is xtalk's (recorded in the wheel), not that of the user's repository the venv sits in.
+    git = need_program("git", "apt-get install git")
+    ident = ["-c", "user.name=u", "-c", "user.email=u@example.invalid", "-c", "commit.gpgsign=false"]
+    _sh(git, "-C", tmp_path, "init", "-q")
+    _sh(git, "-C", tmp_path, *ident, "commit", "-q", "--allow-empty", "-m", "the user's work")
+    users = _sh(git, "-C", tmp_path, "rev-parse", "--short", "HEAD")
+    ours = _sh(git, "-C", ROOT, "rev-parse", "--short", "HEAD")
+    recorded = _sh(venv / "bin/python", "-c", "from xtalk.provenance import build_commit; print(build_commit())", cwd=tmp_path)
+    assert recorded == ours != users
 
     cflags, libs = _sh(xtalk, "probe", "--cflags"), _sh(xtalk, "probe", "--libs")
     preload, examples = Path(_sh(xtalk, "probe", "--preload")), Path(_sh(xtalk, "examples"))

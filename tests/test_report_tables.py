@@ -230,6 +230,14 @@ def test_blame_ranks_the_spike_culprit(data):
     assert "culprits of the" in r.stdout
     table = r.stdout[r.stdout.index("culprits of the"):r.stdout.index("what ran on the victim's CPU")]
     assert table.index("timesyncd") < table.index("kworker")
+    # --json: the same ranking as rows, times as {value, unit} (report/verdicts.table_document).
+    j = xtalk("blame", data.run_dir("2-pi-r0"), "--json")
+    assert j.returncode == 0, j.stderr
+    doc = __import__("json").loads(j.stdout)
+    names = [str(row["name"]) for row in doc["spikes"]]
+    first = {who: next(i for i, n in enumerate(names) if who in n) for who in ("timesyncd", "kworker")}
+    assert doc["kind"] == "blame" and first["timesyncd"] < first["kworker"], names
+    assert doc["spikes"][0]["excess"]["unit"] == "ns" and doc["rows"] and "slowest_jobs" in doc
 
 
 def test_group_markers_agree_with_the_library(data):

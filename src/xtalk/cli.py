@@ -67,8 +67,17 @@ def run(experiment: Path = typer.Argument(..., help="experiment file (TOML)"),
                                                    "skips the solo spread and the enemies-alone passes too"),
         require_effect: bool = typer.Option(False, "--require-effect",
                                             help="refuse when the repetitions cannot resolve the experiment's min_effect "
-                                                 "against the solo spread (default: a warning)")):
-    """Run an experiment: the victim against each enemy scenario, interleaved, then the summary table."""
+                                                 "against the solo spread (default: a warning)"),
+        gate: bool = typer.Option(False, "--gate", help="then gate the results as `xtalk gate` does (the stored ε, "
+                                  "--baseline): exit 1 when a check failed"),
+        baseline: Optional[Path] = typer.Option(None, "--baseline", help="with --gate: results to compare against"),
+        max_regression: Optional[str] = typer.Option(None, "--max-regression", help='with --gate: allowed growth, e.g. "5%"'),
+        strict: bool = typer.Option(False, "--strict", help="with --gate: inconclusive checks fail too"),
+        junit: Optional[Path] = typer.Option(None, "--junit", help="with --gate: write JUnit XML to FILE")):
+    """Run an experiment: the victim against each enemy scenario, interleaved, then the summary table
+    and RESULTS/verdicts.json. Exit status: 0 every run completed (and, with --gate, no check
+    failed), 1 a gate check failed, 2 bad input, 3 agent problem, 4 some runs failed, 5 all did,
+    130 interrupted."""
     from .campaign.schema import is_campaign_file
     from .runner import exit_code, run_experiment
     from .trust import require_trusted
@@ -79,7 +88,20 @@ def run(experiment: Path = typer.Argument(..., help="experiment file (TOML)"),
     from .targets.agent import refuse_fixture
 
     refuse_fixture("run")  # before anything is recovered, created or started
-    code = exit_code(run_experiment(experiment, results, console, skip_unavailable, skip_feasibility, require_effect))
+    from .report.gate import after as gate_after, options as gate_options
+
+    gating = gate_options(gate, baseline, max_regression, strict, junit)  # bad gate input: exit 2 before any run
+    if gating is not None and baseline is None:
+        from .config.experiment import load
+
+        exp = load(experiment)
+        if not ((exp.victim is not None and exp.victim.epsilon) or any(a.epsilon for a in exp.application)):
+            raise UsageError("--gate: the experiment declares no ε (victim.epsilon, or an application's epsilon) and "
+                             "no --baseline was given: nothing to gate; declare one or give --baseline OLD")
+    out = run_experiment(experiment, results, console, skip_unavailable, skip_feasibility, require_effect)
+    code = exit_code(out)
+    if gating is not None:  # failed runs (4, 5) outrank the gate: their cells are incomplete
+        code = code or gate_after(out, gating, console)
     if code:
         raise typer.Exit(code)
 
@@ -156,23 +178,39 @@ def _machine_line(fixture: Path) -> str:
 
 
 @command
-def summary(results: Path = typer.Argument(..., help="results directory of an experiment or a campaign")):
-    """Print (and rewrite) the summary table of a results directory (per cell for a campaign)."""
+def summary(results: Optional[Path] = typer.Argument(None, help="results directory of an experiment or a campaign"),
+            as_json: bool = typer.Option(False, "--json", help="print the verdict document (verdicts.json) on standard "
+                                                               "output instead of the table"),
+            schema: bool = typer.Option(False, "--schema", help="print the verdict document's JSON Schema")):
+    """Print (and rewrite) the summary table of a results directory (per cell for a campaign), and
+    rewrite its summary.md, summary.json and verdicts.json (the verdict document, docs/report.md)."""
+    if schema:
+        from .report.verdicts import schema as verdicts_schema
+
+        print(json.dumps(verdicts_schema(), indent=2, ensure_ascii=False))
+        return
+    if results is None:
+        raise UsageError("summary: give a results directory, or --schema")
     from .report.campaign_cells import is_campaign
     from .report.summary import write_summary
     from .store import open as open_results
 
     results = _checked(results)
+    shown = None if as_json else console
     if is_campaign(results):
         from .report.campaign_summary import write_campaign_summary
 
-        write_campaign_summary(results, console=console)
-        return
-    try:
-        r = open_results(results)
-    except FileNotFoundError as e:
-        raise UsageError(str(e)) from None
-    write_summary(r, console=console)
+        doc = write_campaign_summary(results, console=shown).attrs.get("verdicts")
+    else:
+        try:
+            r = open_results(results)
+        except FileNotFoundError as e:
+            raise UsageError(str(e)) from None
+        doc = write_summary(r, console=shown).attrs["verdicts"]
+    if as_json:
+        if doc is None:
+            raise UsageError(f"{results}: no finished run with jobs yet: no verdict document")
+        print(json.dumps(doc, indent=2, ensure_ascii=False))
 
 
 @command
@@ -370,10 +408,14 @@ def _run_dir(run: Path) -> Path:
 
 @command
 def blame(run: Path = typer.Argument(..., help="a run directory (RESULTS/runs/<run>) recorded with [trace]"),
-          top: int = typer.Option(10, help="culprits to list")):
+          top: int = typer.Option(10, help="culprits to list"),
+          as_json: bool = typer.Option(False, "--json", help="print the rankings as JSON on standard output (times "
+                                                             "as {value, unit} fields)")):
     """Name what slowed the victim's spike jobs (kernel trace): culprits ranked by the time they took
     from them, those over-represented in spikes first, with each one's period; then what ran on the
     victim's CPU during its jobs, overall and in the slowest jobs."""
+    import io
+
     import pandas as pd
     from rich.table import Table
 
@@ -388,6 +430,7 @@ def blame(run: Path = typer.Argument(..., help="a run directory (RESULTS/runs/<r
     if not (run / "culprits.parquet").exists():
         raise UsageError(f"{run}: no kernel trace; add a [trace] table to the experiment and run it as root")
     culprits = read_parquet(run / "culprits.parquet")
+    shown, found = (Console(file=io.StringIO()) if as_json else console), {}  # with --json: the tables' rows, not the tables
     measured = jobs[~jobs.warmup]
     if (run / "trace.txt").exists() and len(measured) >= 3:
         from .analysis.spikes import culprit_periods
@@ -405,22 +448,30 @@ def blame(run: Path = typer.Argument(..., help="a run directory (RESULTS/runs/<r
             lift = "–" if pd.isna(r.lift) else ("only in spikes" if r.lift == float("inf") else f"{r.lift:.1f}")
             t.add_row(str(r.rank), r.kind, str(r.name), f"{r.spikes_with}/{a.n_spikes}", f"{r.normal_with}/{a.n_normal}",
                       f"{r.excess_ns / 1e6:.3f}", lift, f"{r.fisher_p:.2g}", "yes" if r.associated else "")
-        console.print(t)
+        shown.print(t)
+        found["spikes"] = a.ranking.head(top)
         for line in period_lines(culprit_periods(a, iv)):
-            console.print(f"period: {line}", markup=False, highlight=False)
+            shown.print(f"period: {line}", markup=False, highlight=False)
     slow = measured[measured.exec_ns >= measured.exec_ns.quantile(0.99)].job
-    for title, c in (("all jobs", culprits), (f"slowest 1 % of jobs ({len(slow)})", culprits[culprits.job.isin(slow)])):
+    for key, title, c in (("all_jobs", "all jobs", culprits),
+                          ("slowest_jobs", f"slowest 1 % of jobs ({len(slow)})", culprits[culprits.job.isin(slow)])):
         t = Table(title=f"what ran on the victim's CPU during its jobs: {title}")
         for h in ("kind", "name", "jobs hit", "total ms", "max µs"):
             t.add_column(h, justify="left" if h in ("kind", "name") else "right")
         for r in rank(c).head(top).itertuples():
             t.add_row(r.kind, str(r.name), str(r.jobs_hit), f"{r.total_ns / 1e6:.3f}", f"{r.max_ns / 1e3:.1f}")
-        console.print(t)
+        shown.print(t)
+        found[key] = rank(c).head(top)
     if "trace_preemptions" in measured:
-        console.print(f"{len(measured)} jobs: {int(measured.trace_preemptions.sum())} preemptions, "
+        shown.print(f"{len(measured)} jobs: {int(measured.trace_preemptions.sum())} preemptions, "
                       f"{measured.trace_runnable_ns.sum() / 1e6:.3f} ms runnable but not running, "
                       f"{int(measured.trace_migrations.sum())} migrations, "
                       f"{measured.trace_irq_ns.sum() / 1e6:.3f} ms in hard IRQs, {measured.trace_softirq_ns.sum() / 1e6:.3f} ms in softirqs")
+    if as_json:
+        from .report.verdicts import rows_with_units, table_document
+
+        extra = {k: rows_with_units(v) for k, v in found.items() if k != "all_jobs"}
+        print(json.dumps(table_document("blame", run, found["all_jobs"], extra), indent=2, ensure_ascii=False, default=str))
 
 
 @command
@@ -523,50 +574,60 @@ def _results(path: Path):
 
 
 @command
-def latency(results: Path = typer.Argument(..., help="results directory of a `latency` victim experiment")):
+def latency(results: Path = typer.Argument(..., help="results directory of a `latency` victim experiment"),
+            as_json: bool = typer.Option(False, "--json", help="print the table as JSON on standard output (the verdict document's shapes: numbers with their unit as fields)")):
     """Timer latency per scenario (cyclictest's view): min / avg / percentiles / max and the 1 µs histogram."""
     from .report.latency import show
 
+    _table_command("latency", results, show, as_json)
+
+
+def _table_command(kind: str, results: Path, show, as_json: bool, *args) -> None:
+    """A result command's table: printed, or with ``as_json`` its JSON on standard output
+    (report/verdicts.table_document); its files written either way. Overheads' coverage
+    comes as a second table."""
+    import io
+
     try:
-        show(_results(results), console)
+        r = _results(results)
+        got = show(r, Console(file=io.StringIO()) if as_json else console, *args)
     except ValueError as e:
         raise UsageError(str(e)) from None
+    if as_json:
+        from .report.verdicts import rows_with_units, table_document
+
+        table, extra = (got[0], {"coverage": rows_with_units(got[1])}) if isinstance(got, tuple) else (got, None)
+        print(json.dumps(table_document(kind, r.path, table, extra), indent=2, ensure_ascii=False, default=str))
 
 
 @command
 def overheads(results: Path = typer.Argument(..., help="results directory of an experiment run with [trace] "
-                                                   "(examples/latency_overheads.toml)")):
+                                                   "(examples/latency_overheads.toml)"),
+              as_json: bool = typer.Option(False, "--json", help="print the table as JSON on standard output (the verdict document's shapes: numbers with their unit as fields)")):
     """Scheduler overheads of each timer release from the kernel trace (seed 001 §4.5): Δevent, Δrel, Δsched,
     Δcxs and Δ^relEv per scenario, µs; writes overheads.csv and overheads.md."""
     from .report.overheads import show
 
-    try:
-        show(_results(results), console)
-    except ValueError as e:
-        raise UsageError(str(e)) from None
+    _table_command("overheads", results, show, as_json)
 
 
 @command
-def tasks(results: Path = typer.Argument(..., help="results directory of a `taskset` victim experiment")):
+def tasks(results: Path = typer.Argument(..., help="results directory of a `taskset` victim experiment"),
+          as_json: bool = typer.Option(False, "--json", help="print the table as JSON on standard output (the verdict document's shapes: numbers with their unit as fields)")):
     """Per-task deadline-miss ratio, response time and release delay of a task-set victim."""
     from .report.tasks import show
 
-    try:
-        show(_results(results), console)
-    except ValueError as e:
-        raise UsageError(str(e)) from None
+    _table_command("tasks", results, show, as_json)
 
 
 @command
 def containment(results: Path = typer.Argument(..., help="results directory of an experiment with fault scenarios"),
-                tolerance: float = typer.Option(1.5, min=1.0, help="p99 response allowed, as a multiple of solo's")):
+                tolerance: float = typer.Option(1.5, min=1.0, help="p99 response allowed, as a multiple of solo's"),
+                as_json: bool = typer.Option(False, "--json", help="print the table as JSON on standard output (the verdict document's shapes: numbers with their unit as fields)")):
     """Per fault scenario: did the fault propagate to the victim (failed runs, more misses, slower p99) or stay contained?"""
     from .report.containment import show
 
-    try:
-        show(_results(results), console, tolerance)
-    except ValueError as e:
-        raise UsageError(str(e)) from None
+    _table_command("containment", results, show, as_json, tolerance)
 
 
 @command

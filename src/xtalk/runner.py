@@ -128,7 +128,29 @@ def estimate_seconds(exp: config.experiment.Experiment, runs: list[RunSpec], fea
     return total
 
 
-def _noise_after_runs(out: Path, document: dict, results, table, effect: float, repetitions: int, console) -> None:
+class Notices(list):
+    """The run-time warnings of `xtalk run` (a failed run, a feasibility or noise warning, an
+    enemy's note), printed as they come and kept in experiment.json's ``warnings``, from which
+    the summary puts them into verdicts.json (report/verdicts.py): what the terminal said is
+    what the document says."""
+
+    def __init__(self, console):
+        super().__init__()
+        self.console = console
+
+    def say(self, kind: str, line: str, configuration: str | None = None, scenario: str | None = None, *,
+            printer=None, style: str = "yellow", prefix: str = "", markup: bool = True) -> None:
+        from rich.markup import escape
+
+        from .report.verdicts import warning
+
+        text = line if markup else escape(line)  # markup=False: the line's brackets are text (a path, a list)
+        (printer or self.console.print)(f"[{style}]{prefix}{text}[/]", highlight=False)
+        self.append(warning(kind, line, configuration, scenario))  # the line as printed, without its style
+
+
+def _noise_after_runs(out: Path, document: dict, results, table, effect: float, repetitions: int, console,
+                      notices: Notices | None = None) -> None:
     """The solo spread (noise_floor record) from the experiment's own solo runs (first configuration), recorded in
     experiment.json, and a warning only where a scenario's CI concluded nothing at `effect`."""
     from .feasibility import after_runs, noise_text
@@ -145,7 +167,10 @@ def _noise_after_runs(out: Path, document: dict, results, table, effect: float, 
     document["feasibility"][0]["noise_floor_runs"] = noise
     safepath.write_text(out / "experiment.json", json.dumps(document, indent=2))
     if warning:
-        console.print(f"[yellow]warning: {warning}[/]", highlight=False)
+        if notices is not None:
+            notices.say("noise", warning, prefix="warning: ")
+        else:
+            console.print(f"[yellow]warning: {warning}[/]", highlight=False)
     elif (table.scenario != "solo").any():
         console.print(f"{noise_text(noise)}; every slowdown CI concludes at min_effect", highlight=False)
     else:
@@ -154,11 +179,13 @@ def _noise_after_runs(out: Path, document: dict, results, table, effect: float, 
 
 def run_experiment(path: Path, results: Path | None = None, console: Console | None = None,
                    skip_unavailable: bool = False, skip_feasibility: bool = False, require_effect: bool = False) -> Path:
-    """Run every run of the experiment; return the results directory."""
+    """Run every run of the experiment; return the results directory (its summary.json,
+    summary.md and verdicts.json written)."""
     refuse_fixture("run")
     console = console or Console()
+    notices = Notices(console)
     for line in recover():
-        console.print(f"[yellow]restored after an earlier run that died: {line}[/]")
+        notices.say("recovered", f"restored after an earlier run that died: {line}", markup=False)
     skipped: list = []
     exp, runs, agent = prepare(Path(path), skip_unavailable, skipped)
     target = LocalTarget(agent)  # the one door to the agent: every run holds the machine (targets/lock.py)
@@ -181,6 +208,7 @@ def run_experiment(path: Path, results: Path | None = None, console: Console | N
         "order": [{"run_id": r.run_id, "configuration": r.configuration, "scenario": r.scenario, "repetition": r.repetition}
                   for r in runs],
         "skipped_configurations": skipped,
+        "warnings": notices,
     }
     _create_results(out, Path(path), document)
     calibration = None
@@ -203,7 +231,7 @@ def run_experiment(path: Path, results: Path | None = None, console: Console | N
         try:
             document["feasibility"] = feasibility.check(
                 runs, agent, out, say=console.print, min_effect=fraction(exp.min_effect, "min_effect", high=10.0),
-                require_effect=require_effect, warn=lambda line: console.print(f"[yellow]{line}[/]"),
+                require_effect=require_effect, warn=lambda line: notices.say("feasibility", line, markup=False),
                 applications=[a.name for a in exp.application])
         except UsageError:
             shutil.rmtree(out)  # refused before the first run: nothing to keep
@@ -246,27 +274,41 @@ def run_experiment(path: Path, results: Path | None = None, console: Console | N
                 from .campaign import postmortem
 
                 postmortem.collect(out / "runs" / r.run_id, meta, target.kernel_log_since(start))
-                bar.console.print(f"[yellow]run {r.run_id}: {meta.status}: {meta.reason} "
-                                  f"(post-mortem in runs/{r.run_id}/postmortem)[/]")
+                notices.say("run_failed", f"run {r.run_id}: {meta.status}: {meta.reason} "
+                            f"(post-mortem in runs/{r.run_id}/postmortem)", r.configuration, r.scenario,
+                            printer=bar.console.print, markup=False)
             for note in meta.notes:  # e.g. an external enemy that exited early
-                bar.console.print(f"[yellow]run {r.run_id}: {note}[/]", markup=True, highlight=False)
+                notices.say("run_note", f"run {r.run_id}: {note}", r.configuration, r.scenario, printer=bar.console.print)
             bar.update(task, advance=run_s(r.plan), runs=f"{i + 1}/{len(runs)}")
     from .report.summary import write_summary  # pandas and scipy: not for `plan`
+    from .report import verdicts as vdoc
     from .store import open as open_results
 
+    table, told = None, 0
     try:
+        safepath.write_text(out / "experiment.json", json.dumps(document, indent=2))  # the notices so far
         results = open_results(out)
-        table = write_summary(results, console=console)
+        table = write_summary(results, console=console, recap=False)
+        told = len(notices)
         if not skip_feasibility and document.get("feasibility"):
             _noise_after_runs(out, document, results, table, fraction(exp.min_effect, "min_effect", high=10.0),
-                              exp.repetitions, console)
+                              exp.repetitions, console, notices)
     except OSError as e:
         if e.errno not in _DISK_ERRNOS:
             raise
         disk_error = disk_error or e
     if failed:
-        console.print(f"[yellow]{failed} run(s) did not complete; their partial jobs are kept and counted above.[/]")
+        notices.say("runs_incomplete", f"{failed} run(s) did not complete; their partial jobs are kept and counted above.")
     if disk_error is not None:
-        console.print(f"[red]results: {out} cannot be written ({disk_error.strerror}); the runs after it were not started. "
-                      f"Free space and run again.[/]")
+        notices.say("results_unwritable", f"results: {out} cannot be written ({disk_error.strerror}); the runs after it "
+                    f"were not started. Free space and run again.", style="red", markup=False)
+    if table is not None and len(notices) > told:  # what came after the summary: into both documents
+        try:
+            safepath.write_text(out / "experiment.json", json.dumps(document, indent=2))
+            doc = table.attrs["verdicts"]
+            doc["warnings"] = list(notices) + doc["warnings"][told:]  # the run's notices first, as `xtalk summary` orders them
+            vdoc.write(out, doc)
+        except OSError as e:
+            if e.errno not in _DISK_ERRNOS:
+                raise
     return out

@@ -131,10 +131,19 @@ def run(file: Path = typer.Argument(..., help="campaign file (TOML)"),
         target_wait: float = typer.Option(600.0, help="seconds to wait for a target that does not answer before stopping"),
         tls_ca: Optional[Path] = _CLUSTER["tls_ca"], tls_cert: Optional[Path] = _CLUSTER["tls_cert"],
         tls_key: Optional[Path] = _CLUSTER["tls_key"], insecure_cluster: bool = _CLUSTER["insecure_cluster"],
-        skip_feasibility: bool = _SKIP):
+        skip_feasibility: bool = _SKIP,
+        gate: bool = typer.Option(False, "--gate", help="then gate the campaign as `xtalk gate` does (each application's "
+                                  "ε, --baseline): exit 1 when a check failed"),
+        baseline: Optional[Path] = typer.Option(None, "--baseline", help="with --gate: a campaign to compare against"),
+        max_regression: Optional[str] = typer.Option(None, "--max-regression", help='with --gate: allowed growth, e.g. "5%"'),
+        strict: bool = typer.Option(False, "--strict", help="with --gate: inconclusive checks fail too"),
+        junit: Optional[Path] = typer.Option(None, "--junit", help="with --gate: write JUnit XML to FILE")):
     """Run a campaign: validate and check everything, calibrate and check each cell's victim
-    alone, then run with a progress bar and ETA."""
+    alone, then run with a progress bar and ETA; write DIR/verdicts.json. Exit status: 0 every run
+    completed (and, with --gate, no check failed), 1 a gate check failed, 2 bad input, 3 agent
+    problem, 4 some runs failed, 5 all did, 130 interrupted."""
     from ..trust import require_trusted
+    from ..report.gate import options as gate_options
     from . import layout
     from .estimate import campaign_seconds
 
@@ -142,6 +151,7 @@ def run(file: Path = typer.Argument(..., help="campaign file (TOML)"),
     from ..targets.agent import refuse_fixture
 
     refuse_fixture("campaign run")
+    gating = gate_options(gate, baseline, max_regression, strict, junit)  # bad gate input: exit 2 before any run
     security = _security(cluster, tls_ca, tls_cert, tls_key, insecure_cluster)
     targets = _targets(target)
     from .prepare import prepare
@@ -163,7 +173,7 @@ def run(file: Path = typer.Argument(..., help="campaign file (TOML)"),
 
         shutil.rmtree(store)  # refused before the first run: nothing to keep
         raise
-    _drive(store, targets, cluster, target_wait, security)
+    _drive(store, targets, cluster, target_wait, security, gating)
 
 
 @_command
@@ -201,7 +211,7 @@ def _preflight(store: Path, targets, cluster, skip_feasibility: bool, target_wai
     ensure(store, targets, say=console.print, skip_feasibility=skip_feasibility, target_wait=target_wait)
 
 
-def _drive(store: Path, targets, cluster, target_wait, security=None) -> None:
+def _drive(store: Path, targets, cluster, target_wait, security=None, gating: dict | None = None) -> None:
     from .status import status as read_status
 
     if cluster:
@@ -220,14 +230,29 @@ def _drive(store: Path, targets, cluster, target_wait, security=None) -> None:
     st = read_status(store)
     for line in st.lines():
         console.print(line)
-    # The per-cell analysis is a command of its own: it costs seconds of imports and bootstrap
-    # that the campaign's estimate (and a user waiting on a one-minute campaign) should not pay.
+    # The per-cell table is `xtalk summary`'s; the verdict document is written here (seconds of
+    # imports and bootstrap, after the runs) so that a pipeline has it without a second command.
+    from ..report.campaign_summary import write_campaign_summary
+
+    cells = write_campaign_summary(store, console=None)
+    if "verdicts" in cells.attrs:
+        doc = cells.attrs["verdicts"]
+        console.print(f"verdicts: {store / 'verdicts.json'} ({doc['epsilon']['holds']} ε hold, {doc['epsilon']['violated']} "
+                      f"violated, {doc['epsilon']['inconclusive']} inconclusive; {len(doc['warnings'])} warning(s))",
+                      highlight=False, soft_wrap=True)
     console.print(f"per cell (slowdown, ε verdict, warnings): xtalk summary {store}; report: xtalk report {store}",
                   highlight=False, soft_wrap=True)
+    code = 0
     if st.failed:  # a failed run is a result, but a script must not read the campaign as clean
         from ..errors import runs_exit_code
 
-        raise typer.Exit(runs_exit_code(st.done, st.total))
+        code = runs_exit_code(st.done, st.total)
+    if gating is not None and not code:  # failed runs (4, 5) outrank the gate: their cells are incomplete
+        from ..report.gate import after as gate_after
+
+        code = gate_after(store, gating, console)
+    if code:
+        raise typer.Exit(code)
 
 
 @_command

@@ -26,6 +26,10 @@ RUN_OVERHEAD_S = {"local": 0.06, "ssh": 0.6, "dask": 0.25}
 #: Fixed cost of a campaign (loading Python, asking the agent about the target, checks) when
 #: it cannot be measured; `startup_seconds` measures it on the spot.
 STARTUP_S = 1.2
+#: The verdict document `campaign run` writes after the runs (report/verdicts.py): the
+#: analysis stack's imports and the cells' bootstrap of a small campaign (2.5 s of CPU on a
+#: 2-vCPU guest for 2 cells of 500 jobs; a large campaign's runs dwarf it).
+VERDICTS_S = 2.5
 
 
 def startup_seconds() -> float:
@@ -135,8 +139,9 @@ def run_seconds(plan: Plan, kind: str = "local") -> float:
 
 
 def campaign_seconds(plans: list[Plan], kind: str = "local", targets: int = 1, startup: float | None = None) -> float:
-    """Expected wall time of a whole campaign on `targets` targets working in parallel."""
-    return (STARTUP_S if startup is None else startup) + sum(run_seconds(p, kind) for p in plans) / max(1, targets)
+    """Expected wall time of a whole campaign on `targets` targets working in parallel, its
+    verdict document included."""
+    return (STARTUP_S if startup is None else startup) + VERDICTS_S + sum(run_seconds(p, kind) for p in plans) / max(1, targets)
 
 
 def observed_ratio(finished: list[dict]) -> float:

@@ -604,6 +604,11 @@ def build(path, out: Path | None = None, epsilons: Sequence = (), *, csv: bool =
         head, rest = md.split("\n", 1)
         md = head + "\n\n" + "\n".join(cohabitation.markdown(cohabitation.of_report(data, n_boot))) + rest
     safepath.write_text(out / "summary.md", md)
+    from . import verdicts as vdoc
+    from .summary import verdicts_document
+    from ..store import open as open_results
+
+    vdoc.write(data.path, verdicts_document(open_results(data.path), data))  # RESULTS/verdicts.json, one source with the summary
     if console is not None:
         if multi:  # each application's own lines are in its section and summary.md
             for line in cohabitation.console_lines(cohabitation.of_report(data, n_boot)):

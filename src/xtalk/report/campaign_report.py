@@ -248,6 +248,10 @@ def build_campaign(path, out: Path | None = None, epsilons: Sequence = (), *, cs
         files.append(f"csv/jobs.csv ({n_jobs} rows, one per job)")
     export_tables(b.tables, out / "tables")
     safepath.write_text(out / "summary.md", cs.to_markdown(b.cells, cd.name))
+    from . import verdicts as vdoc
+
+    vdoc.write(root, vdoc.document("campaign", cd.name, root, vdoc.campaign_cells(b.cells), cs.document_warnings(b.cells),
+                                   environment=cs._environment(cd)))  # DIR/verdicts.json, as `xtalk summary` writes it
     exports = Section("files", "Files")
     exports.raw("<ul>" + "".join(f"<li>{html.escape(f)}</li>" for f in files) + "</ul>")
     exports.text("Python API: xtalk.report.campaign_cells.cell_table(load_campaign(DIR)) returns the cell table.")

@@ -106,9 +106,30 @@ def to_json(cells: pd.DataFrame) -> str:
     return json.dumps(json.loads(cells.to_json(orient="records")), indent=2)
 
 
+def document_warnings(cells: pd.DataFrame) -> list[dict]:
+    """The warnings as the terminal prints them (:func:`guard_lines`: one line per guard, or
+    per kind firing on many cells), for the verdict document; each cell keeps its own too."""
+    from . import verdicts as vdoc
+
+    by_kind: OrderedDict[str, list[dict]] = OrderedDict()
+    for ws in cells.get("warnings", []):
+        for w in ws:
+            by_kind.setdefault(w["kind"], []).append(w)
+    out = []
+    for kind, line in zip([k for k, ws in by_kind.items() for _ in (ws[:1] if len(ws) > MANY else ws)], guard_lines(cells)):
+        ws = by_kind[kind]
+        one = ws[0] if len(ws) > MANY else next(w for w in ws if line == f"{w['configuration']} / {w['scenario']}: {w['message']}")
+        many = len(ws) > MANY
+        out.append(vdoc.warning(kind, one["message"], None if many else one["configuration"], None if many else one["scenario"],
+                                line=line))
+    return out
+
+
 def write_campaign_summary(path, console: Console | None = None, *, n_boot: int = 1000) -> pd.DataFrame:
-    """Compute the cell table, print it, write summary.md and summary.json in the campaign
-    directory; returns the table (empty when no run has jobs yet)."""
+    """Compute the cell table, print it, write summary.md, summary.json and verdicts.json in
+    the campaign directory; returns the table (empty when no run has jobs yet), the verdict
+    document in its ``attrs["verdicts"]``."""
+    from . import verdicts as vdoc
     path = Path(path)
     cd = cc.load_campaign(path)
     cells = cc.cell_table(cd, n_boot=n_boot)
@@ -116,6 +137,9 @@ def write_campaign_summary(path, console: Console | None = None, *, n_boot: int 
         if console is not None:
             console.print(f"{path}: no finished run with jobs yet: no summary")
         return cells
+    doc = vdoc.document("campaign", cd.name, path, vdoc.campaign_cells(cells), document_warnings(cells),
+                        environment=_environment(cd))
+    cells.attrs["verdicts"] = doc
     if console is not None:  # printed first: a full disk must not cost the table
         t = Table(title=f"{cd.name}: {len(cells)} cells")
         for _, h in COLUMNS:
@@ -124,8 +148,17 @@ def write_campaign_summary(path, console: Console | None = None, *, n_boot: int 
             t.add_row(*row)
         console.print(t)
         console.print(epsilon_line(cells), highlight=False)
-        for w in guard_lines(cells):
-            console.print(f"[yellow]warning: {w}[/]", highlight=False)
+        for w in doc["warnings"]:
+            console.print(f"[yellow]warning: {w['line']}[/]", highlight=False)
     safepath.write_text(path / "summary.md", to_markdown(cells, cd.name))
     safepath.write_text(path / "summary.json", to_json(cells))
+    vdoc.write(path, doc)
     return cells
+
+
+def _environment(cd) -> dict | None:
+    """The environment of the campaign's first run with one (the machine it was measured on)."""
+    from . import verdicts as vdoc
+
+    runs = cd.data.runs
+    return vdoc.environment_of(runs) if runs is not None and "dir" in getattr(runs, "columns", []) else None

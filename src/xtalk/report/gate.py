@@ -156,8 +156,10 @@ def junit(checks: Sequence[Check], strict: bool, name: str = "xtalk gate") -> by
 
 
 def run(path: Path, *, baseline: Path | None, max_regression: str | None, epsilons: Sequence[str], strict: bool,
-        junit_path: Path | None, as_json: bool, console) -> int:
-    """The command: gather the checks, print them (or JSON), write JUnit, return the exit status."""
+        junit_path: Path | None, as_json: bool, console, record: bool = False) -> int:
+    """The command: gather the checks, print them (or JSON), write JUnit, return the exit
+    status. ``record`` (`run --gate`, `campaign run --gate`): the checks also go into the
+    results' verdicts.json, as its ``gate``."""
     import json
     import sys
 
@@ -182,6 +184,9 @@ def run(path: Path, *, baseline: Path | None, max_regression: str | None, epsilo
     bad = failed(checks, strict)
     if junit_path is not None:
         safepath.write_bytes(Path(junit_path), junit(checks, strict))
+    if record:
+        _record(path, {"strict": strict, "baseline": str(baseline) if baseline else None, "passed": not bad,
+                       "exit_status": 1 if bad else 0, "checks": [asdict(c) for c in checks]})
     if as_json:
         json.dump({"schema_version": 1, "results": str(path), "baseline": str(baseline) if baseline else None,
                    "strict": strict, "passed": not bad, "checks": [asdict(c) for c in checks]},
@@ -197,3 +202,46 @@ def run(path: Path, *, baseline: Path | None, max_regression: str | None, epsilo
         console.print(f"gate: {'FAILED' if bad else 'passed'}: {n[PASS]} passed, {n[FAIL]} failed, "
                       f"{n[INCONCLUSIVE]} inconclusive{why}", markup=False)
     return 1 if bad else 0
+
+
+def _record(path: Path, gate: dict) -> None:
+    """The gate's checks into RESULTS/verdicts.json (left alone when there is none)."""
+    import json
+
+    from . import verdicts
+
+    try:
+        doc = json.loads((path / verdicts.FILE).read_text())
+    except (OSError, ValueError):
+        return
+    if not isinstance(doc, dict) or doc.get("schema_version") != verdicts.SCHEMA_VERSION:
+        return  # damaged or another version: `xtalk summary` writes it again
+    doc["gate"] = gate
+    verdicts.write(path, doc)
+
+
+def options(gate: bool, baseline, max_regression, strict: bool, junit) -> dict | None:
+    """The `--gate` options of `run` and `campaign run`, checked before anything runs; None
+    without --gate (and a refusal when a gate option comes without it)."""
+    if not gate:
+        given = [n for n, v in (("--baseline", baseline), ("--max-regression", max_regression), ("--strict", strict),
+                                ("--junit", junit)) if v]
+        if given:
+            raise UsageError(f"{given[0]}: gates the results; add --gate (or run `xtalk gate RESULTS` afterwards)")
+        return None
+    if baseline is not None and not (Path(baseline) / "runs").is_dir():
+        raise UsageError(f"--baseline: {baseline} is not an xtalk results directory (no runs/)")
+    if parse_regression(max_regression) is not None and baseline is None:
+        raise UsageError("--max-regression: needs --baseline OLD (the results to compare against)")
+    return {"baseline": baseline, "max_regression": max_regression, "strict": strict, "junit_path": junit}
+
+
+def after(results: Path, gating: dict, console) -> int:
+    """`--gate` of `run` and `campaign run`: :func:`run` on the fresh results, its checks
+    recorded in their verdicts.json; its exit status (0 passed, 1 failed)."""
+    try:
+        return run(results, epsilons=[], as_json=False, console=console, record=True, **gating)
+    except UsageError as e:
+        if str(e).startswith("nothing to gate"):  # no ε declared and no baseline given
+            raise UsageError(f"--gate: {e}") from None
+        raise

@@ -295,7 +295,8 @@ def warning_lines(table: pd.DataFrame) -> list[str]:
             for ws in table.get("warnings", []) for w in ws]
 
 
-def to_markdown(table: pd.DataFrame, title: str, skipped: list[dict] = ()) -> str:
+def to_markdown(table: pd.DataFrame, title: str, skipped: list[dict] = (), warned: list[str] | None = None) -> str:
+    """summary.md's table and warnings (``warned``: the lines to list, the table's guards by default)."""
     lines = [f"# {title}", "", "Slowdown: ratio of execution-time statistics against `solo`, 95 % bootstrap CI over runs and jobs.", "",
              "| " + " | ".join(h for _, h in COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
     for row in table.itertuples():
@@ -304,15 +305,21 @@ def to_markdown(table: pd.DataFrame, title: str, skipped: list[dict] = ()) -> st
         lines.append("| " + " | ".join(c.replace("|", "\\|") for c in skipped_cells(sk)) + " |")
     lines += [""] + [f"- enemies in `{_name(row)}`: {row.enemy_rate} (achieved over the victim's window, per copy)"
                      for row in table.itertuples() if row.enemy_rate]
-    warned = warning_lines(table)
+    warned = warning_lines(table) if warned is None else warned
     if warned:
         lines += ["", "## Warnings", ""] + [f"- {w}" for w in warned]
     return "\n".join(lines) + "\n"
 
 
-def write_summary(results: Results, console: Console | None = None) -> pd.DataFrame:
-    """Compute the summary, print it, and write summary.md and summary.json."""
+def write_summary(results: Results, console: Console | None = None, *, recap: bool = True,
+                  command: list[str] | None = None) -> pd.DataFrame:
+    """Compute the summary, print it, and write summary.md, summary.json and verdicts.json
+    (report/verdicts.py): the terminal's warnings, summary.md's and the document's are one
+    list (:func:`document_warnings`). ``recap``: print the run-time notices experiment.json
+    keeps (`xtalk run` printed them as they came, so it passes False). The verdict document
+    is returned in the table's ``attrs["verdicts"]``."""
     from . import victim_kinds as vk
+    from . import verdicts as vdoc
 
     runs = results.runs()
     data = load(results.path, runs)  # one load: the table, the guards and the applications' verdicts read it
@@ -320,7 +327,11 @@ def write_summary(results: Results, console: Console | None = None) -> pd.DataFr
     skipped = skipped_configurations(results)
     title = results.path.name
     declared_lines, probe_table = _declared(data, runs, table)
-    epsilon_lines = victim_epsilon_lines(data, runs)
+    verdict_rows = victim_verdicts(data, runs)
+    epsilon_lines = [(r.status, r.verdict) for r in verdict_rows.itertuples()] if verdict_rows is not None else []
+    cohab = applications(data)
+    doc, notices, guard_warnings = _document(results, data, table, skipped, verdict_rows, cohab, command)
+    table.attrs["verdicts"] = doc
     kind = vk.kind_of(runs)
     own = vk.kind_summary(kind, runs, results.jobs() if kind == "latency" else pd.DataFrame())
     if console is not None:  # printed first: a full disk must not cost the table
@@ -333,9 +344,9 @@ def write_summary(results: Results, console: Console | None = None) -> pd.DataFr
             for sk in skipped:  # the reason is a paragraph: below the table, not in a column
                 t.add_row(*skipped_cells(sk)[:-1], "skipped (below)", style="yellow")
             console.print(t)
-            for sk in skipped:
-                console.print(f"[yellow]configuration {sk['configuration']} skipped: {sk.get('reason') or 'unavailable'}[/]",
-                              highlight=False)
+            for w in guard_warnings:  # the reasons, right below the table's rows that name them
+                if w["kind"] == "configuration_skipped":
+                    console.print(f"[yellow]{w['line']}[/]", highlight=False)
         if own is not None:
             console.print(_rich(own[1], f"{title}: {own[0]}"))
             for line in own[2]:
@@ -350,16 +361,18 @@ def write_summary(results: Results, console: Console | None = None) -> pd.DataFr
         if probe_table is not None:
             console.print(_rich(probe_table, f"{title}: probes (median duration, its slowdown against "
                                              f"{'the application alone' if 'applications' in runs.columns else 'solo'})"))
-        for w in warning_lines(table):
-            console.print(f"[yellow]warning: {w}[/]", highlight=False)
+        for w in (notices if recap else []) + guard_warnings:
+            if w["kind"] in ("runs_left_out", "configuration_skipped"):  # said on stderr as the store read them
+                continue  # (command.say_left_out_runs); below the table
+            console.print(f"[yellow]warning: {w['line']}[/]", highlight=False)
         if (times := application_times(table)) is not None:
             console.print(_rich(times, f"{title}: each application's median execution time per configuration"))
-    cohab = applications(data)
     if console is not None:
         for line in cohabitation.console_lines(cohab) if cohab is not None else ():
             console.print(line, highlight=False)
         console.print(f"results: {results.path}")
-    md = to_markdown(table, title, skipped)
+    warned = [w["line"] for w in doc["warnings"]]
+    md = to_markdown(table, title, skipped, warned)
     if epsilon_lines:
         md += "\n## ε\n\n" + "".join(f"- {status}: {line}\n" for status, line in epsilon_lines)
     if declared_lines or probe_table is not None:
@@ -379,7 +392,6 @@ def write_summary(results: Results, console: Console | None = None) -> pd.DataFr
 
         part = f"\n## {own[0]}\n\n" + md_table(own[1]) + "".join(f"\n{line}\n" for line in own[2])
         if vk.replaces_generic(kind):  # the generic slowdown table would mislead: keep its warnings only
-            warned = warning_lines(table)
             md = f"# {title}\n" + part + ("\n## Warnings\n\n" + "".join(f"- {w}\n" for w in warned) if warned else "")
         else:
             md += part
@@ -387,17 +399,100 @@ def write_summary(results: Results, console: Console | None = None) -> pd.DataFr
         md += "\n## Runs left out\n\n" + "".join(f"- `{run}`: {why}\n" for run, why in results.left_out.items())
     safepath.write_text(results.path / "summary.md", md)
     safepath.write_text(results.path / "summary.json", json.dumps(json.loads(table.to_json(orient="records")), indent=2))
+    vdoc.write(results.path, doc)
     return table
+
+
+def _document(results: Results, data: ReportData, table: pd.DataFrame, skipped: list[dict], verdict_rows, cohab,
+              command: list[str] | None = None) -> tuple[dict, list[dict], list[dict]]:
+    """The verdict document of an experiment, with its two lists of warnings (:func:`document_warnings`)."""
+    from . import verdicts as vdoc
+
+    notices, guard_warnings = document_warnings(results, table, skipped)
+    doc = vdoc.document("experiment", results.path.name, results.path, _doc_cells(table, data, verdict_rows, cohab),
+                        notices + guard_warnings, environment=vdoc.environment_of(data.runs), command=command)
+    return doc, notices, guard_warnings
+
+
+def verdicts_document(results: Results, data: ReportData | None = None) -> dict:
+    """The experiment's verdict document (report/verdicts.py) as `xtalk summary` writes it,
+    nothing printed: what `xtalk report` rewrites from the data it loaded."""
+    data = load(results.path, results.runs()) if data is None else data
+    table = summary_table(results, data)
+    return _document(results, data, table, skipped_configurations(results), victim_verdicts(data, data.runs),
+                     applications(data))[0]
+
+
+def document_warnings(results: Results, table: pd.DataFrame, skipped: list[dict] = ()) -> tuple[list[dict], list[dict]]:
+    """Every warning of the summary, as the verdict document holds them and the terminal
+    prints them (one line each): the run-time notices `xtalk run` kept in experiment.json
+    (failed runs, feasibility and noise warnings, an enemy's note), the skipped
+    configurations, the runs left out as damaged, then the guards of the table's rows:
+    (the notices kept, the others)."""
+    from ..store.check import experiment_doc
+    from . import verdicts as vdoc
+
+    kept = experiment_doc(results.path).get("warnings")
+    text = lambda v: None if v is None else str(v)  # noqa: E731
+    notices = [vdoc.warning(str(w["kind"]), str(w.get("message") or w["line"]), text(w.get("configuration")),
+                            text(w.get("scenario")), line=str(w["line"])) for w in (kept if isinstance(kept, list) else [])
+               if isinstance(w, dict) and w.get("kind") in vdoc.NOTICE_KINDS and w.get("line")]  # damaged entries left out
+    later = [vdoc.warning("configuration_skipped", sk.get("reason") or "unavailable", sk["configuration"],
+                             line=f"configuration {sk['configuration']} skipped: {sk.get('reason') or 'unavailable'}")
+                for sk in skipped]
+    later += [vdoc.warning("runs_left_out", str(why), line=f"run {run} left out: {why}")
+                for run, why in (results.left_out or {}).items()]
+    guard_warnings = [vdoc.warning(w["kind"], w["message"], w["configuration"], w["scenario"],
+                                   application=w.get("application"),
+                                   line=guards.Guard(guards.Kind(w["kind"]), w["configuration"], w["scenario"], w["message"]).line())
+                      for ws in table.get("warnings", []) for w in ws]
+    return notices, later + guard_warnings
+
+
+def _doc_cells(table: pd.DataFrame, data: ReportData, verdict_rows: pd.DataFrame | None, cohab) -> list[dict]:
+    """The verdict document's cells: the table's rows, each victim ε verdict (the ones the
+    terminal's ε lines say) and status beside its cell, several applications' ε verdicts
+    beside the scenario they were judged on."""
+    from . import verdicts as vdoc
+
+    eps = tb.epsilon_table(data) if verdict_rows is not None else None
+    cells = vdoc.experiment_cells(table, eps)
+    status = {(str(r.configuration), str(r.scenario)): r.status for r in verdict_rows.itertuples()} \
+        if verdict_rows is not None else {}
+    for c in cells:
+        c["status"] = status.get((c["configuration"], c["scenario"]))
+    for r in (cohab.epsilon.to_dict("records") if cohab is not None else []):
+        ratio = vdoc._num(r.get("ratio"))
+        record = {"bound": str(r.get("bound")), "metric": r.get("metric"), "statistic": r.get("statistic"),
+                  "bound_kind": "relative" if ratio is not None else "absolute", "relative": None, "bound_ms": None,
+                  "verdict": r.get("verdict"),
+                  "observed": {"value": vdoc._ms(r.get("observed_ns")), "ci_low": vdoc._ms(r.get("ci_low_ns")),
+                               "ci_high": vdoc._ms(r.get("ci_high_ns")), "unit": "ms"},
+                  "ratio": {"value": ratio, "ci_low": vdoc._num(r.get("ratio_low")), "ci_high": vdoc._num(r.get("ratio_high"))}
+                  if ratio is not None else None, "level": vdoc.LEVEL}
+        if record["verdict"] not in ("holds", "violated", "inconclusive"):
+            continue
+        mine = [c for c in cells if c["application"] == r.get("application") and c["configuration"] == str(r.get("configuration"))]
+        at = [c for c in mine if c["scenario"].split(" · ", 1)[-1] == str(r.get("scenario"))] or mine[:1]
+        for c in at:
+            c["epsilon"].append(record)
+    return cells
 
 
 def victim_epsilon_lines(data: ReportData, runs: pd.DataFrame) -> list[tuple[str, str]]:
     """(status, verdict) per scenario for a victim whose file declares `epsilon`, as `xtalk
     report` prints them (report/tables.verdicts); none otherwise."""
+    rows = victim_verdicts(data, runs)
+    return [] if rows is None else [(r.status, r.verdict) for r in rows.itertuples()]
+
+
+def victim_verdicts(data: ReportData, runs: pd.DataFrame) -> pd.DataFrame | None:
+    """report/tables.verdicts for a victim whose file declares `epsilon`, else None."""
     from . import epsilon as eps
 
     if "applications" in runs.columns or not eps.from_experiment(data.experiment):
-        return []
-    return [(r.status, r.verdict) for r in tb.verdicts(data).itertuples()]
+        return None
+    return tb.verdicts(data)
 
 
 def _declared(data: ReportData, runs: pd.DataFrame, table: pd.DataFrame) -> tuple[list[str], pd.DataFrame | None]:

@@ -470,7 +470,7 @@ def _doc_cells(table: pd.DataFrame, data: ReportData, verdict_rows: pd.DataFrame
                                "ci_high": vdoc._ms(r.get("ci_high_ns")), "unit": "ms"},
                   "ratio": {"value": ratio, "ci_low": vdoc._num(r.get("ratio_low")), "ci_high": vdoc._num(r.get("ratio_high"))}
                   if ratio is not None else None, "level": vdoc.LEVEL}
-        if record["verdict"] not in ("holds", "violated", "inconclusive"):
+        if record["verdict"] not in vd.VERDICTS:
             continue
         mine = [c for c in cells if c["application"] == r.get("application") and c["configuration"] == str(r.get("configuration"))]
         at = [c for c in mine if c["scenario"].split(" · ", 1)[-1] == str(r.get("scenario"))] or mine[:1]

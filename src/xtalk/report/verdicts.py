@@ -25,6 +25,7 @@ import sys
 from pathlib import Path
 
 from .. import safepath
+from ..analysis import words as vd
 
 SCHEMA_VERSION = 1
 FILE = "verdicts.json"
@@ -173,8 +174,6 @@ def experiment_cells(table, epsilon=None) -> list[dict]:
 
 def campaign_cells(cells) -> list[dict]:
     """The cells of a campaign (report/campaign_cells.cell_table)."""
-    from ..analysis import verdict as vd
-
     out = []
     for row in json.loads(cells.to_json(orient="records")):
         eps = []
@@ -203,7 +202,7 @@ def document(kind: str, name: str, path: Path, cells: list[dict], warnings: list
     verdicts = [e["verdict"] for c in cells for e in c["epsilon"]]
     return {"schema_version": SCHEMA_VERSION, "kind": kind, "name": name, "results": str(path),
             "provenance": provenance(command, environment), "cells": cells,
-            "epsilon": {v: verdicts.count(v) for v in ("holds", "violated", "inconclusive")},
+            "epsilon": {v: verdicts.count(v) for v in vd.VERDICTS},
             "warnings": warnings}
 
 

@@ -14,7 +14,7 @@ import jsonschema
 import pytest
 
 from xtalk.report.synthetic import Scenario, write_results
-from xtalk.report.verdicts import schema
+from xtalk.report.verdicts import printed_lines, schema, warning
 
 PERIOD, EXEC = 10_000_000, 2_000_000
 
@@ -50,13 +50,14 @@ def test_summary_writes_a_valid_document_with_the_verdicts_and_every_printed_war
     assert 1.2 < median["ci_low"] <= median["ratio"] <= median["ci_high"] < 1.4 and median["level"] == 0.95
     assert {(s["metric"], s["statistic"], s["unit"]) for s in read["statistics"]} >= {("response", "p99", "ms"),
                                                                                        ("exec", "median", "ms")}
-    # Every warning the terminal printed is in the document, in order, and nothing else.
+    # Every warning the terminal printed is in the document, in order, and nothing else (one
+    # line for a warning scenarios share word for word: printed_lines).
     printed = [line.removeprefix("warning: ") for line in _joined(r.stdout) if line.startswith("warning: ")]
-    assert printed and printed == [w["line"] for w in doc["warnings"]]
+    assert printed and printed == printed_lines(doc["warnings"])
     assert any(w["kind"] == "too_few_runs_for_max" for w in doc["warnings"])
     # summary.md lists the same warnings; summary.json keeps its list of rows (other readers depend on it).
     md = (results / "summary.md").read_text()
-    assert all(f"- {w['line']}" in md for w in doc["warnings"])
+    assert all(f"- {line}" in md for line in printed_lines(doc["warnings"]))
     rows = json.loads((results / "summary.json").read_text())
     assert isinstance(rows, list) and {row["scenario"] for row in rows} == {"solo", "read"}
 
@@ -151,3 +152,16 @@ def test_latency_json_gives_the_table_with_units_as_fields(tmp_path):
     assert 2.5 < rows["read"]["p99"]["value"] / rows["solo"]["p99"]["value"] < 3.5
     bad = _xtalk("latency", tmp_path / "nothing", "--json", cwd=tmp_path)
     assert bad.returncode == 2 and not bad.stdout
+
+
+def test_a_warning_scenarios_share_word_for_word_is_printed_once_naming_them_all():
+    few = "the max slowdown comes from 5 run(s) per side"
+    ws = [warning("too_few_runs_for_max", few, "default", "read", line=f"read: {few}"),
+          warning("ci_too_wide", "the CI [0.9, 1.2] holds 1", "default", "read", line="read: the CI [0.9, 1.2] holds 1"),
+          warning("too_few_runs_for_max", few, "default", "chase", line=f"chase: {few}"),
+          warning("ci_too_wide", "the CI [0.8, 1.3] holds 1", "default", "chase", line="chase: the CI [0.8, 1.3] holds 1"),
+          warning("too_few_runs_for_max", few, "pinned", "read", line=f"read: {few}"),
+          warning("noise", "solo spread: 6 %", line="solo spread: 6 %")]
+    assert printed_lines(ws) == [f"read, chase: {few}", "read: the CI [0.9, 1.2] holds 1",
+                                 "chase: the CI [0.8, 1.3] holds 1", f"read: {few}", "solo spread: 6 %"]
+    assert printed_lines(ws[1:2]) == ["read: the CI [0.9, 1.2] holds 1"] and printed_lines([]) == []

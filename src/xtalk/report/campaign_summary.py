@@ -148,8 +148,8 @@ def write_campaign_summary(path, console: Console | None = None, *, n_boot: int 
             t.add_row(*row)
         console.print(t)
         console.print(epsilon_line(cells), highlight=False)
-        for w in doc["warnings"]:
-            console.print(f"[yellow]warning: {w['line']}[/]", highlight=False)
+        for line in vdoc.printed_lines(doc["warnings"]):
+            console.print(f"[yellow]warning: {line}[/]", highlight=False)
     safepath.write_text(path / "summary.md", to_markdown(cells, cd.name))
     safepath.write_text(path / "summary.json", to_json(cells))
     vdoc.write(path, doc)

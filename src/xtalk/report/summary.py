@@ -361,17 +361,17 @@ def write_summary(results: Results, console: Console | None = None, *, recap: bo
         if probe_table is not None:
             console.print(_rich(probe_table, f"{title}: probes (median duration, its slowdown against "
                                              f"{'the application alone' if 'applications' in runs.columns else 'solo'})"))
-        for w in (notices if recap else []) + guard_warnings:
-            if w["kind"] in ("runs_left_out", "configuration_skipped"):  # said on stderr as the store read them
-                continue  # (command.say_left_out_runs); below the table
-            console.print(f"[yellow]warning: {w['line']}[/]", highlight=False)
+        shown = [w for w in (notices if recap else []) + guard_warnings  # left out: said on stderr as the store
+                 if w["kind"] not in ("runs_left_out", "configuration_skipped")]  # read them; below the table
+        for line in vdoc.printed_lines(shown):
+            console.print(f"[yellow]warning: {line}[/]", highlight=False)
         if (times := application_times(table)) is not None:
             console.print(_rich(times, f"{title}: each application's median execution time per configuration"))
     if console is not None:
         for line in cohabitation.console_lines(cohab) if cohab is not None else ():
             console.print(line, highlight=False)
         console.print(f"results: {results.path}")
-    warned = [w["line"] for w in doc["warnings"]]
+    warned = vdoc.printed_lines(doc["warnings"])
     md = to_markdown(table, title, skipped, warned)
     if epsilon_lines:
         md += "\n## ε\n\n" + "".join(f"- {status}: {line}\n" for status, line in epsilon_lines)

@@ -67,6 +67,19 @@ def warning(kind: str, message: str, configuration: str | None = None, scenario:
             "message": message, "line": line if line is not None else message}
 
 
+def printed_lines(warnings: list[dict]) -> list[str]:
+    """The warnings as the terminal and summary.md print them: a warning that several scenarios
+    share word for word (same kind, application, configuration and message) is one line naming
+    them all ("read, chase: ..."), in the place of the first; the document keeps one per cell."""
+    groups: dict[object, list[dict]] = {}
+    for i, w in enumerate(warnings):
+        shared = w.get("scenario") and w.get("line") == f"{w['scenario']}: {w.get('message')}"
+        key = (w.get("kind"), w.get("application"), w.get("configuration"), w.get("message")) if shared else i
+        groups.setdefault(key, []).append(w)
+    return [ws[0]["line"] if len(ws) == 1 else f"{', '.join(w['scenario'] for w in ws)}: {ws[0]['message']}"
+            for ws in groups.values()]
+
+
 def provenance(command: list[str] | None = None, environment: dict | None = None) -> dict:
     """Who wrote the document: xtalk's version and build commit (provenance.py, never the
     caller's checkout), the command line, when, and the machine (fingerprint: peaks.py's

@@ -165,3 +165,22 @@ def test_a_warning_scenarios_share_word_for_word_is_printed_once_naming_them_all
     assert printed_lines(ws) == [f"read, chase: {few}", "read: the CI [0.9, 1.2] holds 1",
                                  "chase: the CI [0.8, 1.3] holds 1", f"read: {few}", "solo spread: 6 %"]
     assert printed_lines(ws[1:2]) == ["read: the CI [0.9, 1.2] holds 1"] and printed_lines([]) == []
+
+
+@pytest.mark.parametrize("jobs,measured", [(2, 0), (3, 1)])
+def test_one_job_or_none_a_cell_is_summarised_and_judged_inconclusive_never_a_crash(tmp_path, jobs, measured):
+    """Synthetic runs keep their first job as warm-up: 2 jobs leave none measured, 3 leave one
+    per cell, too few for any interval (the summary crashed on both)."""
+    root = write_results(tmp_path / "r", [Scenario("solo"), Scenario("read", slowdown=1.3)], repetitions=1, jobs=jobs,
+                         period_ns=PERIOD, exec_ns=EXEC, seed=1)
+    doc = json.loads((root / "experiment.json").read_text())
+    doc["experiment"]["victim"]["epsilon"] = [{"metric": "exec", "statistic": "median", "bound": "1.2x"}]
+    (root / "experiment.json").write_text(json.dumps(doc))
+    r = _xtalk("summary", root, cwd=tmp_path)
+    assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr[-2000:]
+    vdoc = json.loads((root / "verdicts.json").read_text())
+    jsonschema.validate(vdoc, schema())
+    assert {c["scenario"]: c["jobs"] for c in vdoc["cells"]} == {"solo": measured, "read": measured}
+    if measured:
+        assert vdoc["epsilon"] == {"holds": 0, "violated": 0, "inconclusive": 1}
+        assert "ε INCONCLUSIVE" in r.stdout

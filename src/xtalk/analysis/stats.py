@@ -474,7 +474,7 @@ def _runs_ratio_cis(scenario: list, reference: list, stat_names: Sequence[str], 
     reference = [np.asarray(g, dtype=float) for g in reference if len(g)]
     sizes = (sum(g.size for g in scenario), sum(g.size for g in reference))
     runs = (len(scenario), len(reference))
-    if not scenario or not reference:
+    if min(sizes) < 2:  # no jobs, or one job a side: no statistic to resample (the table says how many)
         return {stat: BootstrapCI(stat, np.nan, np.nan, np.nan, level, "runs", n_boot, sizes, runs) for stat in stat_names}
     rng = np.random.default_rng(seed)
     num = _resample_runs_many(scenario, stat_names, n_boot, rng)

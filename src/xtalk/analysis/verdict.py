@@ -404,6 +404,18 @@ def epsilon_verdict(
         spec = EpsilonSpec.from_mapping(spec)
     scen = metric_values(scenario, spec.metric, include_warmup=include_warmup)
     row = dict(metric=spec.metric, statistic=spec.statistic, n_scenario=int(np.isfinite(scen).sum()))
+    ref = None if solo is None or spec.bound_ns is not None else metric_values(solo, spec.metric,
+                                                                             include_warmup=include_warmup)
+    if row["n_scenario"] < 2 or (ref is not None and int(np.isfinite(ref).sum()) < 2):
+        # One job (or none) a side: no interval to judge with; inconclusive, never a crash.
+        nan = np.nan
+        row.update(observed_ns=nan, ci_low_ns=nan, ci_high_ns=nan,
+                   bound_ns=float(spec.bound_ns) if spec.bound_ns is not None else nan,
+                   bound_kind="absolute" if spec.bound_ns is not None else "relative",
+                   relative=nan if spec.relative is None else spec.relative, solo_ns=nan,
+                   n_solo=0 if ref is None else int(np.isfinite(ref).sum()), ratio=nan, ratio_ci_low=nan, ratio_ci_high=nan,
+                   level=spec.level, verdict=INCONCLUSIVE)
+        return pd.DataFrame([row])
     if spec.bound_ns is not None:
         ci = st.bootstrap_ci(scen, spec.statistic, level=spec.level, n_boot=n_boot, seed=seed)
         bound = float(spec.bound_ns)

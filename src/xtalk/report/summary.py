@@ -492,6 +492,8 @@ def victim_verdicts(data: ReportData, runs: pd.DataFrame) -> pd.DataFrame | None
 
     if "applications" in runs.columns or not eps.from_experiment(data.experiment):
         return None
+    if not tb.groups(data):  # every job a warm-up one (or none): nothing to judge, the table says 0 jobs
+        return None
     return tb.verdicts(data)
 
 

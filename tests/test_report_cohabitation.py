@@ -173,6 +173,7 @@ def test_each_section_holds_its_own_applications_numbers(own_report):
     assert (out / "tables" / "aocs_pwcet.csv").exists() and (out / "tables" / "logger_pwcet.csv").exists()
 
 
+@pytest.mark.slow  # a second report of 2 applications × 4 configurations: make test-slow
 def test_report_size_stays_bounded(own_report, tmp_path):
     out, page = own_report
     assert len(page.encode()) < INLINE_BOUND
@@ -215,6 +216,7 @@ def test_a_traced_application_gets_its_culprits_and_timeline(tmp_path):
 # --------------------------------------------------------------------------- one pass per application
 
 
+@pytest.mark.slow  # a report with its tables and a summary of 2 × 2 configurations: make test-slow
 def test_the_summary_and_the_report_give_each_application_the_same_numbers(tmp_path):
     """summary.json, summary.md and the report's per-application slowdown and misses tables
     read one computation (the report's per-application data, its cells): the same runs, jobs,

@@ -15,6 +15,9 @@ import pytest
 
 from conftest import ROOT, needs_two_cpus, processes_named, xtalk
 
+#: An agent built from sources: make test-slow.
+pytestmark = pytest.mark.slow
+
 TOY = r'''//! `toy`: a fixture enemy that sleeps `pause_ns` and counts `step` per chunk.
 use super::kind::{Dflt, Kind, Param};
 use super::EnemyLoad;

@@ -29,6 +29,7 @@ def report(tmp_path_factory):
     return root / "report", html_path.read_text(), (root / "report" / "summary.md").read_text()
 
 
+@pytest.mark.slow  # the report of 3 applications × 2 configurations: make test-slow
 def test_the_applications_section_comes_first_in_html(report):
     _, page, _ = report
     ids = re.findall(r'<section id="([^"]+)"', page)
@@ -45,6 +46,7 @@ def test_the_applications_section_comes_first_in_html(report):
     assert 'id="fig-interference_matrix_0"' in lead and 'id="fig-interference_matrix_1"' in lead
 
 
+@pytest.mark.slow  # the report of 3 applications × 2 configurations: make test-slow
 def test_heat_map_files_and_tables_written(report):
     out, _, _ = report
     for i in (0, 1):
@@ -55,6 +57,7 @@ def test_heat_map_files_and_tables_written(report):
     assert (out / "figures" / "aocs_box_exec.png").exists()  # an application's own figures, named after it
 
 
+@pytest.mark.slow  # the report of 3 applications × 2 configurations: make test-slow
 def test_summary_md_leads_with_the_applications(report):
     _, _, md = report
     heads = [line for line in md.splitlines() if line.startswith("## ")]
@@ -81,6 +84,7 @@ def test_one_application_has_no_applications_section(tmp_path):
     assert not (tmp_path / "r" / "figures" / "interference_matrix_0.png").exists()
 
 
+@pytest.mark.slow  # the report of 3 applications × 2 configurations: make test-slow
 def test_run_summary_prints_the_verdicts_briefly(report):
     from rich.console import Console
 

@@ -4,6 +4,7 @@ and the HTML report; a sound experiment fires none on solo."""
 import json
 
 import pandas as pd
+import pytest
 
 from conftest import xtalk
 from xtalk.analysis import guards
@@ -19,6 +20,7 @@ def _kinds(res):
     return {r["scenario"]: {w["kind"] for w in r["warnings"]} for r in rows}
 
 
+@pytest.mark.slow  # a summary and a whole report in subprocesses: make test-slow
 def test_planted_faults_fire_their_guards_everywhere(tmp_path):
     # Solo needs 95 % of the period (overloaded) and more than its 0.5 ms DEADLINE runtime;
     # the enemy scenario runs twice as fast; 3 runs per side are too few for a maximum.
@@ -96,6 +98,7 @@ def _report_html(res):
     return " ".join((res / "report" / "index.html").read_text().split())
 
 
+@pytest.mark.slow  # a summary and a whole report in subprocesses: make test-slow
 def test_the_end_of_run_conclusion_is_in_summary_json_and_the_report(tmp_path):
     # An effect of nothing measured at a min_effect of 0.1 %: the CI holds 1 and is wider.
     res = write_results(tmp_path / "r", [Scenario("solo"), Scenario("same")], repetitions=3, jobs=200, period_ns=PERIOD,
@@ -111,6 +114,7 @@ def test_the_end_of_run_conclusion_is_in_summary_json_and_the_report(tmp_path):
     assert "nothing is concluded at min_effect" in _report_html(res)
 
 
+@pytest.mark.slow  # a summary and a whole report in subprocesses: make test-slow
 def test_a_disturbed_solo_fires_its_guard_and_flags_what_is_measured_against_it(tmp_path):
     # `make demo`: solo missed 58 deadlines, one 3 ms job took 99 ms, and warnings were [].
     # Here solo (planted last) misses 3 deadlines of 1200 jobs (0.25 %, under the old 5 %) and

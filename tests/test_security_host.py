@@ -282,6 +282,7 @@ def test_an_unprivileged_users_lock_is_private_too(user, monkeypatch):
 # -- item 7: experiment and campaign files are root code ----------------------------------------
 
 
+@pytest.mark.slow  # a refusal per command and file, each a command line: make test-slow
 @needs_root
 def test_files_someone_else_could_write_are_refused_before_anything_runs(user, tmp_path):
     name, uid, gid = user

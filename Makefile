@@ -1,11 +1,12 @@
-# xtalk: `make demo` sets everything up and runs the quickstart; `make test` runs every test.
+# xtalk: `make demo` sets everything up and runs the quickstart; `make test` runs every test but
+# the few marked `slow`, which `make test-slow` runs (.ci/run runs both).
 PY      ?= python3
 VENV    := .venv
 BIN     := $(VENV)/bin
 AGENT   := agent/target/release/xtalk-agent
 AGENT_SRC := agent/Cargo.toml $(shell find agent/src -name '*.rs' 2>/dev/null)
 
-.PHONY: all setup catalog docs demo test test-agent test-py test-pure test-hostile bench clean agent-aarch64 test-agent-aarch64 arm-tools test-arm board board-test board-up board-down guest guest-test guest-up guest-down
+.PHONY: all setup catalog docs demo test test-agent test-py test-slow test-pure test-hostile bench clean agent-aarch64 test-agent-aarch64 arm-tools test-arm board board-test board-up board-down guest guest-test guest-up guest-down
 
 all: demo
 
@@ -69,11 +70,18 @@ test-agent: $(AGENT)
 	cargo test --release --manifest-path agent/Cargo.toml
 	cargo test --release --manifest-path bindings/rust/xtalk-probe/Cargo.toml
 
+# Every pytest test but those marked `slow` (the longest, over about 10 s each on 2 CPUs):
+# `make test` stays near 15 minutes there.
 test-py: setup
 	@bash tests/peers.sh
-	$(BIN)/python -m pytest -q -rs --durations=25
+	$(BIN)/python -m pytest -q -rs --durations=25 -m "not slow"
 
 test: test-agent test-py
+
+# The tests marked `slow`, left out of `make test`; .ci/run runs them as a step of their own.
+test-slow: setup
+	@bash tests/peers.sh
+	$(BIN)/python -m pytest -q -rs --durations=25 -m slow
 
 # The tests that start no agent: seconds, no root needed.
 test-pure: setup

@@ -25,7 +25,7 @@ name = "solo-b"
 """
 
 
-@pytest.mark.slow
+@pytest.mark.slow  # 20 experiments: make test-slow
 def test_aa_confidence_intervals_cover_one(tmp_path):
     covered = 0
     rows = []

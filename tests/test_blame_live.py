@@ -8,6 +8,7 @@ import subprocess
 import sys
 
 import pandas as pd
+import pytest
 
 from conftest import small_plan, write_plan, xtalk
 from xtalk.store.jobs import convert_run
@@ -76,6 +77,7 @@ def _traced_run(agent, tmp_path, exp, name, cpu):
     return run
 
 
+@pytest.mark.slow  # two 13 s traced runs: make test-slow
 def test_a_planted_periodic_disturber_is_first_with_its_own_period(agent, tmp_path, last_cpu, needs_tracefs, needs_fifo):
     """Issue 32: a process of period 1.3 s (unrelated to the victim's 7 ms), 2 ms per wake-up on
     the victim's CPU, is ranked first in `xtalk blame` and in the report, and its period is in

@@ -10,6 +10,8 @@ import subprocess
 import time
 from collections import Counter
 
+import pytest
+
 import xtalk
 from campaign_util import campaign_dirs, tiny
 from conftest import XTALK, processes_named, wait_for
@@ -44,6 +46,7 @@ def _verify(store):
         assert d.name.rsplit(".", 1)[0] in planned
 
 
+@pytest.mark.slow  # ten kills and resumes of live campaigns: make test-slow
 def test_kill_at_random_instants_then_resume_completes_exactly_the_planned_runs(tmp_path):
     f = tiny(tmp_path, jobs=40)
     rng = random.Random(20261121)

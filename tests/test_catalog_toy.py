@@ -15,6 +15,9 @@ import pytest
 
 from conftest import ROOT, needs_two_cpus, processes_named, xtalk
 
+#: An agent built from sources: make test-slow.
+pytestmark = pytest.mark.slow
+
 TOY = r'''//! `toy`: a fixture enemy that sleeps `pause_ns` and counts `step` per chunk.
 use super::kind::{Dflt, Kind, Param};
 use super::EnemyLoad;
@@ -68,15 +71,15 @@ def toy_agent(tmp_path_factory):
     text = mod.read_text()
     assert text.count(REGISTRY_LINE) == 1
     mod.write_text(text.replace(REGISTRY_LINE, REGISTRY_LINE + "    toy => KIND;\n"))
-    # The dependencies' release builds, copied: only the agent crate compiles (at opt-level 1:
-    # a fixture, not a measurement).
+    # The dependencies' release builds, copied: only the agent crate compiles (at opt-level 0:
+    # a fixture, not a measurement; it builds in about half the time opt-level 1 takes).
     target = tmp / "target"
     if (ROOT / "agent" / "target" / "release").is_dir():
         shutil.copytree(ROOT / "agent" / "target" / "release", target / "release", symlinks=True,
                         ignore=shutil.ignore_patterns("xtalk-agent", "xtalk_agent-*", "incremental"))
     t0 = time.monotonic()
     out = subprocess.run(["cargo", "build", "--release", "--offline", "--manifest-path", src / "Cargo.toml",
-                          "--config", 'profile.release.package.xtalk-agent.opt-level=1'],
+                          "--config", 'profile.release.package.xtalk-agent.opt-level=0'],
                          capture_output=True, text=True, env={**os.environ, "CARGO_TARGET_DIR": str(target)})
     assert out.returncode == 0, out.stderr[-3000:]
     print(f"toy agent built in {time.monotonic() - t0:.0f} s")
@@ -101,7 +104,7 @@ def test_the_toy_is_in_the_new_agents_catalog(toy_agent):
 def test_the_toy_enemy_runs_from_an_experiment_file(toy_agent, tmp_path):
     f = tmp_path / "toy.toml"
     f.write_text(EXPERIMENT)
-    out = xtalk("run", f, "--results", tmp_path / "res", env=_env(toy_agent))
+    out = xtalk("run", f, "--results", tmp_path / "res", "--skip-feasibility", env=_env(toy_agent))
     assert out.returncode == 0, out.stderr + out.stdout
     (res,) = (tmp_path / "res").iterdir()
     runs = {json.loads((d / "run.json").read_text())["plan"]["labels"]["scenario"]: json.loads((d / "run.json").read_text())

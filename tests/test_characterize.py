@@ -2,11 +2,13 @@
 
 import numpy as np
 import pandas as pd
+import pytest
 
 from conftest import needs_two_cpus, processes_named, xtalk
 from xtalk.characterize import PROBES, channels_text
 
 
+@pytest.mark.slow  # a characterisation of 3 enemies × every probe: make test-slow
 @needs_two_cpus
 def test_a_small_characterisation_writes_matrix_heatmap_and_text(tmp_path, facts):
     out = xtalk("characterize", "--quick", "--results", tmp_path, "--enemy", "llc", "--enemy", "syscall",

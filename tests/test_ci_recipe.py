@@ -27,6 +27,7 @@ def _job(tmp_path: Path, out: str, baseline: Path) -> subprocess.CompletedProces
                           cwd=tmp_path, env=env, capture_output=True, text=True, timeout=280)
 
 
+@pytest.mark.slow  # two experiments, their summaries, gates and reports: make test-slow
 @needs_root
 def test_the_recipe_gates_then_promotes_then_gates_against_the_baseline(tmp_path, needs_fifo):
     baseline = tmp_path / "baseline" / "smoke"

@@ -4,6 +4,8 @@ import json
 import re
 import shutil
 
+import pytest
+
 import capabilities
 from conftest import ROOT, xtalk
 
@@ -56,6 +58,7 @@ def test_intrusiveness_verdicts():
     assert _verdict(0.95, 1.10, 1.01) == "inconclusive"
 
 
+@pytest.mark.slow  # a plan per example file, each a Python start-up: make test-slow
 def test_every_example_experiment_plans(tmp_path):
     """Each example experiment file is valid and plans on this machine (nothing runs)."""
     from concurrent.futures import ThreadPoolExecutor

@@ -156,6 +156,7 @@ groups = [{{ name = "faults", pids_max = 16 }}]
 """
 
 
+@pytest.mark.slow  # a fork bomb in 2 configurations × 2 repetitions: make test-slow
 @needs_root
 @needs_two_cpus
 def test_fork_bomb_propagates_unless_held_by_pids_max(tmp_path, needs_pids):

@@ -5,6 +5,8 @@ A seeded sample here (about a minute); bench/fuzz_inputs.py runs hundreds per fi
 import math
 import tomllib
 
+import pytest
+
 from conftest import ROOT
 
 from xtalk import fuzz
@@ -13,6 +15,7 @@ PER_FILE = 16
 SEED = 13
 
 
+@pytest.mark.slow  # 16 mutants of every example file: make test-slow
 def test_mutated_examples_plan_or_refuse_in_one_line(tmp_path):
     sources = fuzz.example_files(ROOT)
     campaigns = [s for s in sources if "[[application]]" in s.read_text()]

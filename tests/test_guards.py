@@ -21,6 +21,7 @@ def _kinds(res):
     return {r["scenario"]: {w["kind"] for w in r["warnings"]} for r in rows}
 
 
+@pytest.mark.slow  # a summary and a whole report in subprocesses: make test-slow
 def test_planted_faults_fire_their_guards_everywhere(tmp_path):
     # Solo needs 95 % of the period (overloaded) and more than its 0.5 ms DEADLINE runtime;
     # the enemy scenario runs twice as fast; 3 runs per side are too few for a maximum.
@@ -36,7 +37,7 @@ def test_planted_faults_fire_their_guards_everywhere(tmp_path):
         assert needle in out, (needle, p.stdout)
     assert "– (3 runs)" in out, "a maximum of 3 runs is not shown as a number"
     assert "## Warnings" in (res / "summary.md").read_text()
-    r = xtalk("report", res, "--no-csv") if "--no-csv" in xtalk("report", "--help").stdout else xtalk("report", res)
+    r = xtalk("report", res, "--no-csv")
     assert r.returncode == 0, r.stderr
     html = (res / "report" / "index.html").read_text()
     for needle in ("overloaded alone", "below the victim&#x27;s solo need", "ran faster beside the enemies"):
@@ -98,6 +99,7 @@ def _report_html(res):
     return " ".join((res / "report" / "index.html").read_text().split())
 
 
+@pytest.mark.slow  # a summary and a whole report in subprocesses: make test-slow
 def test_the_end_of_run_conclusion_is_in_summary_json_and_the_report(tmp_path):
     # An effect of nothing measured at a min_effect of 0.1 %: the CI holds 1 and is wider.
     res = write_results(tmp_path / "r", [Scenario("solo"), Scenario("same")], repetitions=3, jobs=200, period_ns=PERIOD,
@@ -113,6 +115,7 @@ def test_the_end_of_run_conclusion_is_in_summary_json_and_the_report(tmp_path):
     assert "nothing is concluded at min_effect" in _report_html(res)
 
 
+@pytest.mark.slow  # a summary and a whole report in subprocesses: make test-slow
 def test_a_disturbed_solo_fires_its_guard_and_flags_what_is_measured_against_it(tmp_path):
     # `make demo`: solo missed 58 deadlines, one 3 ms job took 99 ms, and warnings were [].
     # Here solo (planted last) misses 3 deadlines of 1200 jobs (0.25 %, under the old 5 %) and

@@ -29,6 +29,7 @@ def report(tmp_path_factory):
     return root / "report", html_path.read_text(), (root / "report" / "summary.md").read_text()
 
 
+@pytest.mark.slow  # the report of 3 applications × 2 configurations: make test-slow
 def test_the_applications_section_comes_first_in_html(report):
     _, page, _ = report
     ids = re.findall(r'<section id="([^"]+)"', page)
@@ -45,6 +46,7 @@ def test_the_applications_section_comes_first_in_html(report):
     assert 'id="fig-interference_matrix_0"' in lead and 'id="fig-interference_matrix_1"' in lead
 
 
+@pytest.mark.slow  # the report of 3 applications × 2 configurations: make test-slow
 def test_heat_map_files_and_tables_written(report):
     out, _, _ = report
     for i in (0, 1):
@@ -55,6 +57,7 @@ def test_heat_map_files_and_tables_written(report):
     assert (out / "figures" / "aocs_box_exec.png").exists()  # an application's own figures, named after it
 
 
+@pytest.mark.slow  # the report of 3 applications × 2 configurations: make test-slow
 def test_summary_md_leads_with_the_applications(report):
     _, _, md = report
     heads = [line for line in md.splitlines() if line.startswith("## ")]
@@ -81,6 +84,7 @@ def test_one_application_has_no_applications_section(tmp_path):
     assert not (tmp_path / "r" / "figures" / "interference_matrix_0.png").exists()
 
 
+@pytest.mark.slow  # the report of 3 applications × 2 configurations: make test-slow
 def test_run_summary_prints_the_verdicts_briefly(report):
     from rich.console import Console
 
@@ -173,6 +177,7 @@ def test_each_section_holds_its_own_applications_numbers(own_report):
     assert (out / "tables" / "aocs_pwcet.csv").exists() and (out / "tables" / "logger_pwcet.csv").exists()
 
 
+@pytest.mark.slow  # a second report of 2 applications × 4 configurations: make test-slow
 def test_report_size_stays_bounded(own_report, tmp_path):
     out, page = own_report
     assert len(page.encode()) < INLINE_BOUND
@@ -215,6 +220,7 @@ def test_a_traced_application_gets_its_culprits_and_timeline(tmp_path):
 # --------------------------------------------------------------------------- one pass per application
 
 
+@pytest.mark.slow  # a report with its tables and a summary of 2 × 2 configurations: make test-slow
 def test_the_summary_and_the_report_give_each_application_the_same_numbers(tmp_path):
     """summary.json, summary.md and the report's per-application slowdown and misses tables
     read one computation (the report's per-application data, its cells): the same runs, jobs,

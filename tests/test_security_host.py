@@ -282,6 +282,7 @@ def test_an_unprivileged_users_lock_is_private_too(user, monkeypatch):
 # -- item 7: experiment and campaign files are root code ----------------------------------------
 
 
+@pytest.mark.slow  # a refusal per command and file, each a command line: make test-slow
 @needs_root
 def test_files_someone_else_could_write_are_refused_before_anything_runs(user, tmp_path):
     name, uid, gid = user
@@ -386,7 +387,7 @@ def test_an_agent_killed_mid_run_is_recovered_by_the_host_at_once(tmp_path, fact
     irqs = {p: p.read_text().strip() for p in Path("/proc/irq").glob("*/smp_affinity_list")}
     exp = tmp_path / "killed.toml"
     exp.write_text(STEERED.format(jobs=600, hk=facts.online_cpus[0]))
-    p = subprocess.Popen([*XTALK, "run", exp, "--results", tmp_path / "res"], stdout=subprocess.PIPE,
+    p = subprocess.Popen([*XTALK, "run", exp, "--results", tmp_path / "res", "--skip-feasibility"], stdout=subprocess.PIPE,
                          stderr=subprocess.PIPE, text=True)
     try:
         # Well inside the first run: groups made, interrupts steered, jobs being recorded.
@@ -426,7 +427,7 @@ def test_two_experiments_at_once_take_turns_run_by_run(tmp_path):
                      .replace("repetitions = 1", "repetitions = 3"))
         exps.append(f)
     env = clean_env(XTALK_LOCK_TIMEOUT=120)
-    procs = [subprocess.Popen([*XTALK, "run", f, "--results", tmp_path / f"res{i}"], stdout=subprocess.PIPE,
+    procs = [subprocess.Popen([*XTALK, "run", f, "--results", tmp_path / f"res{i}", "--skip-feasibility"], stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, text=True, env=env) for i, f in enumerate(exps)]
     outs = [p.communicate(timeout=240) for p in procs]
     for p, (_, err) in zip(procs, outs):

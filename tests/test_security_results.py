@@ -116,6 +116,7 @@ def refused(r, *needles: str) -> None:
         assert n in err, err
 
 
+@pytest.mark.slow  # a command line per command attacked: make test-slow
 def test_results_directories_of_another_user_are_refused(made, tmp_path, decoy, user):
     """Reading commands convert job logs and write tables in the directory: one the user owns
     is refused, and nothing is written in it."""
@@ -187,6 +188,7 @@ def planted(made, tmp_path, decoy, user):
     return theirs, clean_env(SUDO_UID=uid)
 
 
+@pytest.mark.slow  # a command line per command attacked: make test-slow
 def test_sudo_users_links_in_their_results_are_replaced_or_refused_never_followed(planted, tmp_path, decoy):
     theirs, env = planted
     tasks = tmp_path / "tasks.toml"
@@ -207,6 +209,7 @@ def test_sudo_users_links_in_their_results_are_replaced_or_refused_never_followe
     assert (theirs / "runs").is_dir() and not any(p.is_symlink() for p in theirs.glob("runs/*/jobs.parquet"))
 
 
+@pytest.mark.slow  # a command line per command attacked: make test-slow
 def test_sudo_users_output_directory_with_planted_names(made, tmp_path, decoy, user):
     """compare --out and report --out into the user's own directory, the file names planted."""
     name, uid, gid = user

@@ -135,6 +135,7 @@ def test_campaign_on_ssh_target_and_failover_when_a_target_does_not_answer(sshd,
     assert not processes_named()
 
 
+@pytest.mark.slow  # a campaign stopped, then resumed over SSH: make test-slow
 def test_a_campaign_whose_only_target_is_down_stops_then_resumes_on_another(sshd, tmp_path):
     url, _ = sshd
     f = tiny(tmp_path, jobs=20, **{"repetitions = 3": "repetitions = 1"})

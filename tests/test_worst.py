@@ -204,6 +204,7 @@ def test_an_output_directory_in_use_is_refused(tmp_path):
     assert r.returncode == 2 and "--out" in r.stderr and (out / "keep").exists()
 
 
+@pytest.mark.slow  # a 30 s search budget: make test-slow
 @needs_root
 @needs_two_cpus
 def test_a_short_search_writes_its_experiment_trace_and_runner_ups(tmp_path):

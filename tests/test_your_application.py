@@ -73,6 +73,7 @@ def test_the_page_has_its_commands():
     assert [c.split()[1] for c in cmds] == ["run", "report", "query", "query"], cmds
 
 
+@pytest.mark.slow  # the page's whole experiment, report and queries: make test-slow
 def test_run_counts_the_steps_and_gives_a_ci_per_scenario(tutorial):
     res, outputs = tutorial
     printed = outputs[0][1]
@@ -88,6 +89,7 @@ def test_run_counts_the_steps_and_gives_a_ci_per_scenario(tutorial):
     assert "pilot: the program ran" in printed
 
 
+@pytest.mark.slow  # the page's whole experiment, report and queries: make test-slow
 def test_report_gives_epsilon_lines_and_per_job_sections(tutorial):
     res, outputs = tutorial
     printed = outputs[1][1]
@@ -100,6 +102,7 @@ def test_report_gives_epsilon_lines_and_per_job_sections(tutorial):
     assert any(f.startswith("hist_exec_") for f in figures) and "probe_hist_1.png" in figures
 
 
+@pytest.mark.slow  # the page's whole experiment, report and queries: make test-slow
 def test_probes_in_sql_and_python(tutorial):
     res, outputs = tutorial
     lines = outputs[2][1].split("\n")

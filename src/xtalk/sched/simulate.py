@@ -312,7 +312,7 @@ def gantt(result: SimResult, path: str, title: str = "") -> None:
 
     rows = sorted({(p, t) for p, t, _, _ in result.intervals if t is not None})
     index = {r: i for i, r in enumerate(rows)}
-    fig, ax = plt.subplots(figsize=(10, 0.5 * len(rows) + 1.5))
+    fig, ax = plt.subplots(figsize=(10, 0.5 * len(rows) + 1.5), layout="tight")  # its own engine: the report's style may set another
     colors = plt.get_cmap("tab10")
     parts = sorted({p for p, _ in rows})
     for p, t, a, b in result.intervals:
@@ -328,7 +328,6 @@ def gantt(result: SimResult, path: str, title: str = "") -> None:
     ax.set_yticklabels([f"{p}/{t}" for p, t in rows])
     ax.set_xlabel("time (ms)")
     ax.set_title(title or "schedule")
-    fig.tight_layout()
     safepath.save_figure(fig, path)
     plt.close(fig)
 

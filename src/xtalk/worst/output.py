@@ -45,7 +45,7 @@ def figure(path: Path, trace: dict, confirmed: dict[str, dict], statistic: str, 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(8, 4.5), dpi=120)
+    fig, ax = plt.subplots(figsize=(8, 4.5), dpi=120, layout="tight")  # its own engine: the report's style may set another
     rounds = trace.get("rounds", [])
     paths: dict[str, list[tuple[int, float]]] = {}
     for r in rounds:
@@ -73,7 +73,6 @@ def figure(path: Path, trace: dict, confirmed: dict[str, dict], statistic: str, 
     ax.set_title("xtalk worst: search trace")
     if finalists:
         ax.legend(fontsize=6, loc="upper left")
-    fig.tight_layout()
     safepath.save_figure(fig, path)
     plt.close(fig)
     return path
@@ -88,7 +87,7 @@ def stopping_figure(path: Path, stop: dict, statistic: str, metric: str) -> Path
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(8, 4.5), dpi=120)
+    fig, ax = plt.subplots(figsize=(8, 4.5), dpi=120, layout="tight")  # its own engine: the report's style may set another
     pts = [c for b in stop.get("history", []) for c in b.get("batch", [])]
     xs = list(range(1, len(pts) + 1))
     if pts:
@@ -116,7 +115,6 @@ def stopping_figure(path: Path, stop: dict, statistic: str, metric: str) -> Path
     ax.set_xlabel("candidates tried (first round, in the order tried)")
     ax.set_ylabel(f"{statistic} {metric} / solo (first score)")
     ax.set_title(f"xtalk worst: when to stop ({stop.get('confidence', 0):.0%} confidence, margin {stop.get('margin', 0):.0%})")
-    fig.tight_layout()
     safepath.save_figure(fig, path)
     plt.close(fig)
     return path

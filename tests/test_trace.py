@@ -1,5 +1,5 @@
 """Kernel trace: parsing (a recorded fixture), culprit attribution (a synthetic trace with a
-planted disturber), a live capture through tracefs, and the Perfetto export's structure."""
+planted disturber), a live capture through tracefs, and the Chrome JSON export's structure."""
 
 import json
 import os
@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from conftest import small_plan, write_plan
-from xtalk.trace import perfetto
+from xtalk.trace import chrome_json
 from xtalk.trace.culprits import per_job, rank
 from xtalk.trace.parse import parse_file, parse_lines
 from xtalk.trace.timeline import interrupts, occupancy, runnable_waits
@@ -79,7 +79,7 @@ def test_planted_disturber_is_ranked_first_and_counted_per_job():
 
 def test_perfetto_export_is_structurally_valid(tmp_path):
     ev, jobs = synthetic()
-    path = perfetto.write(ev, jobs, {100: "victim", 555: "systemd-timesyncd"}, tmp_path / "t.json")
+    path = chrome_json.write(ev, jobs, {100: "victim", 555: "systemd-timesyncd"}, tmp_path / "t.json")
     doc = json.loads(path.read_text())
     events = doc["traceEvents"]
     assert doc["displayTimeUnit"] == "ns"

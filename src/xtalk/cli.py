@@ -476,20 +476,37 @@ def blame(run: Path = typer.Argument(..., help="a run directory (RESULTS/runs/<r
 
 @command
 def perfetto(run: Path = typer.Argument(..., help="a run directory recorded with [trace]"),
-             out: Optional[Path] = typer.Option(None, "-o", "--out", help="output file (default RUN/trace.perfetto.json)")):
-    """Export a run as a trace that ui.perfetto.dev opens: CPUs, processes, the victim's jobs."""
+             out: Optional[Path] = typer.Option(None, "-o", "--out",
+                                                help="output file (default RUN/trace.pftrace, or RUN/trace.perfetto.json with --format json)"),
+             fmt: str = typer.Option("proto", "--format",
+                                     help="proto: Perfetto's trace format (kernel sched events, thread states, job tracks); "
+                                          "json: the Chrome JSON trace-event format")):
+    """Export a run as a trace that ui.perfetto.dev opens: the kernel's scheduling events, every
+    task named, the victim's jobs with releases, deadlines, execution time and lateness."""
     from .outcome import load_outcome
     from .store.jobs import victim_jobs
-    from .trace import perfetto as pf
     from .trace.parse import parse_file
-    from .trace.run import labels
+    from .trace.run import labels, target_pid
 
+    if fmt not in ("proto", "json"):
+        raise UsageError(f"--format: '{fmt}' is not a trace format; write proto (Perfetto's, the default) or json (Chrome JSON)")
     run = _run_dir(run)
     out = _output(out, "--out")
     if not (run / "trace.txt").exists():
         raise UsageError(f"{run}: no kernel trace (trace.txt); add a [trace] table to the experiment")
     jobs = victim_jobs(run)
-    path = pf.write(parse_file(run / "trace.txt"), jobs, labels(load_outcome(run)), out or run / "trace.perfetto.json")
+    meta = load_outcome(run)
+    events = parse_file(run / "trace.txt")
+    if fmt == "json":
+        from .trace import chrome_json
+
+        path = chrome_json.write(events, jobs, labels(meta), out or run / "trace.perfetto.json")
+    else:
+        from .trace import perfetto as pf
+
+        victim = target_pid(meta)
+        threads = {int(t): meta.attached.pid for t in meta.attached.threads} if meta.attached is not None else {}
+        path = pf.write(events, jobs, labels(meta), out or run / "trace.pftrace", victim=victim, threads_of=threads)
     console.print(f"wrote {path}: open it at https://ui.perfetto.dev")
 
 

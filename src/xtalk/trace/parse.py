@@ -18,6 +18,8 @@ _ARGS = {
                                r"prev_state=(?P<prev_state>\S+) ==> next_comm=(?P<next_comm>.*) next_pid=(?P<next_pid>\d+) "
                                r"next_prio=(?P<next_prio>-?\d+)"),
     "sched_wakeup": re.compile(r"comm=(?P<target_comm>.*) pid=(?P<target_pid>\d+) prio=(?P<prio>-?\d+) target_cpu=(?P<target_cpu>\d+)"),
+    # sched_waking: the same fields, logged by the waker when it starts the wake-up.
+    "sched_waking": re.compile(r"comm=(?P<target_comm>.*) pid=(?P<target_pid>\d+) prio=(?P<prio>-?\d+) target_cpu=(?P<target_cpu>\d+)"),
     "sched_migrate_task": re.compile(r"comm=(?P<target_comm>.*) pid=(?P<target_pid>\d+) prio=(?P<prio>-?\d+) "
                                      r"orig_cpu=(?P<orig_cpu>\d+) dest_cpu=(?P<dest_cpu>\d+)"),
     "sched_process_fork": re.compile(r"comm=(?P<parent_comm>.*) pid=(?P<parent_pid>\d+) child_comm=(?P<child_comm>.*) "
@@ -60,6 +62,7 @@ def parse_lines(lines) -> pd.DataFrame:
     if df.empty:
         return pd.DataFrame(columns=["ts_ns", "cpu", "comm", "pid", "event"])
     for col in ("prev_pid", "next_pid", "target_pid", "parent_pid", "child_pid", "orig_cpu", "dest_cpu", "irq", "vec", "target_cpu", "now", "expires",
+                "prev_prio", "next_prio", "prio",
                 "softexpires"):
         if col in df:
             df[col] = pd.to_numeric(df[col], errors="coerce").astype("Int64")

@@ -14,7 +14,7 @@ from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
 from conftest import small_plan, write_plan, xtalk
 from xtalk.store.jobs import victim_jobs
 from xtalk.trace import perfetto
-from xtalk.trace.parse import parse_file
+from xtalk.trace.parse import parse_file, parse_lines
 
 FIXTURE = Path(__file__).parent / "fixtures" / "trace_sample.txt"
 VICTIM = 19304
@@ -159,3 +159,18 @@ def test_live_run_exports_both_formats(agent, tmp_path, facts, needs_tracefs):
     p = xtalk("perfetto", run, "--format", "json", "-o", tmp_path / "t.json")
     assert p.returncode == 0, p.stderr
     assert any(e.get("cat") == "job" for e in json.loads((tmp_path / "t.json").read_text())["traceEvents"])
+
+
+def test_a_damaged_line_is_left_out_not_exported_as_pid_0(decoded):
+    """A sched_switch line cut short parses without its fields: it is not exported (Perfetto
+    would read it as a switch to and from the idle task), and the rest is."""
+    events, jobs, _ = decoded
+    lines = FIXTURE.read_text().splitlines()
+    cut = next(i for i, ln in enumerate(lines) if "sched_switch:" in ln)
+    lines[cut] = lines[cut][:lines[cut].index("prev_pid")]
+    damaged = parse_lines(lines)
+    trace = pb.Trace.FromString(perfetto.build(damaged, jobs, {VICTIM: "victim"}, victim=VICTIM))
+    switches = [e.sched_switch for p in trace.packet if p.HasField("ftrace_events") for e in p.ftrace_events.event
+                if e.HasField("sched_switch")]
+    assert len(switches) == int((events.event == "sched_switch").sum()) - 1
+    assert all(s.prev_comm and s.next_comm for s in switches)

@@ -52,9 +52,19 @@ def _s(v) -> str:
     return "" if v is None or (not isinstance(v, str) and pd.isna(v)) else str(v)
 
 
+# The fields without which an event says nothing true (a line cut short parses without them).
+_NEEDS = {"sched_switch": ("prev_pid", "next_pid"), "sched_wakeup": ("target_pid",), "sched_waking": ("target_pid",),
+          "sched_migrate_task": ("target_pid", "orig_cpu", "dest_cpu"), "sched_process_fork": ("parent_pid", "child_pid"),
+          "irq_handler_entry": ("irq",), "irq_handler_exit": ("irq",), "softirq_entry": ("vec",), "softirq_exit": ("vec",)}
+
+
 def _fill(ev: pb.FtraceEvent, r) -> bool:
-    """Set the ftrace event's payload from row `r`; False for an event Perfetto is not given."""
+    """Set the ftrace event's payload from row `r`; False for an event Perfetto is not given
+    (another kind, or one whose line was damaged: its fields did not parse)."""
     e = r.event
+    needs = _NEEDS.get(e)
+    if needs is None or any(pd.isna(getattr(r, f)) for f in needs):
+        return False
     if e == "sched_switch":
         ev.sched_switch.prev_comm = _s(r.prev_comm)
         ev.sched_switch.prev_pid = _i(r.prev_pid)

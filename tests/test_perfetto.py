@@ -156,6 +156,8 @@ def test_live_run_exports_both_formats(agent, tmp_path, facts, needs_tracefs):
     jobs = victim_jobs(run)  # the measured jobs and the warm-up ones
     assert len(jobs) >= 10
     assert [ts for t, ts, e in evs if t == "jobs" and e.type == TE.TYPE_SLICE_BEGIN] == sorted(jobs.start_ns)
+    # a miss is flagged where the job table says so, nowhere else
+    assert sum("MISSED" in e.name for t, _, e in evs if t == "jobs") == int(jobs.missed.sum())
     p = xtalk("perfetto", run, "--format", "json", "-o", tmp_path / "t.json")
     assert p.returncode == 0, p.stderr
     assert any(e.get("cat") == "job" for e in json.loads((tmp_path / "t.json").read_text())["traceEvents"])
@@ -174,3 +176,16 @@ def test_a_damaged_line_is_left_out_not_exported_as_pid_0(decoded):
                 if e.HasField("sched_switch")]
     assert len(switches) == int((events.event == "sched_switch").sum()) - 1
     assert all(s.prev_comm and s.next_comm for s in switches)
+
+
+def test_known_threads_join_their_process(decoded):
+    """`threads_of` (an attached process's threads, the measured thread of a traced victim)
+    puts a thread in its process; tasks whose group the trace does not tell get none."""
+    events, jobs, _ = decoded
+    trace = pb.Trace.FromString(perfetto.build(events, jobs.assign(warmup=jobs.job == 0), {VICTIM: "victim"},
+                                               victim=VICTIM, threads_of={12510: VICTIM}))
+    tree = next(p.process_tree for p in trace.packet if p.HasField("process_tree"))
+    groups = {t.tid: t.tgid for t in tree.threads if t.HasField("tgid")}
+    assert groups == {VICTIM: VICTIM, 12510: VICTIM}
+    _, evs = track_events(trace)
+    assert [e.name for t, _, e in evs if t == "jobs" and "warm-up" in e.name] == ["job 0 (warm-up)"]

@@ -486,7 +486,7 @@ def perfetto(run: Path = typer.Argument(..., help="a run directory recorded with
     from .outcome import load_outcome
     from .store.jobs import victim_jobs
     from .trace.parse import parse_file
-    from .trace.run import labels, target_pid
+    from .trace.run import labels, target_pid, thread_groups
 
     if fmt not in ("proto", "json"):
         raise UsageError(f"--format: '{fmt}' is not a trace format; write proto (Perfetto's, the default) or json (Chrome JSON)")
@@ -504,9 +504,8 @@ def perfetto(run: Path = typer.Argument(..., help="a run directory recorded with
     else:
         from .trace import perfetto as pf
 
-        victim = target_pid(meta)
-        threads = {int(t): meta.attached.pid for t in meta.attached.threads} if meta.attached is not None else {}
-        path = pf.write(events, jobs, labels(meta), out or run / "trace.pftrace", victim=victim, threads_of=threads)
+        path = pf.write(events, jobs, labels(meta), out or run / "trace.pftrace", victim=target_pid(meta),
+                        threads_of=thread_groups(meta, events))
     console.print(f"wrote {path}: open it at https://ui.perfetto.dev")
 
 

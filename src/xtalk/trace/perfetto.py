@@ -8,7 +8,7 @@ read natively), built with the `perfetto` package's trace protos.
 - A ProcessTree names every task the trace saw (its last comm), and the victim's and enemies'
   processes by their xtalk names.
 - The victim's jobs are slices on a "jobs" track under the victim's process, a missed job
-  named so and flagged; releases and deadlines are instants on tracks of their own; execution
+  named so and flagged (a warm-up job too); releases and deadlines are instants on tracks of their own; execution
   time and lateness are counter tracks (one sample per job, at its end).
 
 Timestamps are the run's CLOCK_MONOTONIC ns (trace_clock mono, the job records' clock),
@@ -208,10 +208,11 @@ def _jobs(tracks: _Tracks, jobs: pd.DataFrame, victim: int | None, victim_name: 
     deadline = _deadlines(jobs)
     late_t = tracks.track("lateness", parent=root, counter_unit=pb.CounterDescriptor.UNIT_TIME_NS) if deadline is not None else None
     for i, j in enumerate(jobs.itertuples()):
-        missed = bool(getattr(j, "missed", False))
+        missed, warmup = bool(getattr(j, "missed", False)), bool(getattr(j, "warmup", False))
         tracks.event(rel_t, j.release_ns, TE.TYPE_INSTANT, f"release {j.job}")
-        tracks.event(job_t, j.start_ns, TE.TYPE_SLICE_BEGIN, f"job {j.job}" + (" MISSED" if missed else ""),
-                     job=j.job, exec_ns=j.exec_ns, response_ns=j.response_ns, missed=missed, cpu=_i(getattr(j, "cpu_start", None), -1))
+        tracks.event(job_t, j.start_ns, TE.TYPE_SLICE_BEGIN, f"job {j.job}" + (" MISSED" if missed else "") + (" (warm-up)" if warmup else ""),
+                     job=j.job, exec_ns=j.exec_ns, response_ns=j.response_ns, missed=missed, warmup=warmup,
+                     cpu=_i(getattr(j, "cpu_start", None), -1))
         tracks.event(job_t, j.end_ns, TE.TYPE_SLICE_END)
         tracks.counter(exec_t, j.end_ns, j.exec_ns)
         if deadline is not None:

@@ -7,7 +7,7 @@ from pathlib import Path
 import pandas as pd
 
 from ..outcome import RunOutcome, load_outcome
-from .activations import activations, select
+from .activations import NoThread, activations, select
 from .culprits import per_job
 from .parse import parse_file
 
@@ -40,6 +40,23 @@ def traced_thread(meta: RunOutcome) -> str | None:
     body = meta.plan.victim.body if meta.plan is not None else None
     source = getattr(body, "jobs_from", None)
     return getattr(source, "trace", None)
+
+
+def thread_groups(meta: RunOutcome, events: pd.DataFrame) -> dict[int, int]:
+    """tid -> tgid for the threads known to be the victim's: an attached process's threads, and
+    the measured thread(s) where the jobs come from the trace. Other tasks' groups are unknown
+    (a text trace does not say which clone is a thread)."""
+    out = {}
+    if meta.attached is not None:
+        out.update({int(t): meta.attached.pid for t in meta.attached.threads})
+    victim, which = target_pid(meta), traced_thread(meta)
+    if victim and which is not None:
+        known = {int(t): n for t, n in meta.attached.threads.items()} if meta.attached is not None else None
+        try:
+            out.update({t: int(victim) for t in select(events, victim, which, known)})
+        except NoThread:
+            pass  # the export still names every thread; `xtalk blame` says which is missing
+    return out
 
 
 def events_of(run_dir: Path) -> pd.DataFrame | None:

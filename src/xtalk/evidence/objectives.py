@@ -156,10 +156,10 @@ def resource_usage_1(inputs: list[Input], f: Finding) -> None:
         f.not_covered = ("no run of the inputs recorded its settings snapshot (runs made before xtalk read the settings "
                          "before and after each run); run them again with this version")
         return
-    f.add("settings held per run", pd.DataFrame(per_run), ids)
-    f.add("settings snapshot", pd.DataFrame(snapshot), ids)
+    f.add("settings_per_run", pd.DataFrame(per_run).astype({"settings read": "Int64"}), ids)
+    f.add("settings_snapshot", pd.DataFrame(snapshot), ids)
     if declared:
-        f.add("declared settings", pd.DataFrame(declared), ids)
+        f.add("declared_settings", pd.DataFrame(declared), ids)
     else:
         f.notes.append("no declared-settings file: the values were recorded and compared run by run, but none was "
                        "declared as required (`settings` in the experiment file or `xtalk run --settings`).")
@@ -320,7 +320,8 @@ def accomplishment_summary(inputs: list[Input], f: Finding) -> None:
             dev.append({"input": inp.name, "run": x.run_id, "deviation": f"run {x.status}: {x.reason or 'no reason given'}"})
             ids.append(f"{inp.name}/{x.run_id}")
         for run, why in inp.data.left_out.items():
-            dev.append({"input": inp.name, "run": run, "deviation": f"left out as damaged: {why}"})
+            how = "left out" if str(why).startswith("invalid: ") else "left out as damaged"  # drift: not damage
+            dev.append({"input": inp.name, "run": run, "deviation": f"{how}: {why}"})
             ids.append(f"{inp.name}/{run}")
     f.add("deviations", pd.DataFrame(dev, columns=["input", "run", "deviation"]), ids)
     f.notes += [

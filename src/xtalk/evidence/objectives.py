@@ -142,7 +142,9 @@ def resource_usage_1(inputs: list[Input], f: Finding) -> None:
                              "read before each run": ", ".join(sorted({str(v) for v in held})) or "not recorded"})
         for m in metas:
             per_run.append({"input": inp.name, "run": m.run_id, "settings read": len(m.settings.before),
-                            "held": "yes" if not m.settings.drift else "no: invalid", "drift": "; ".join(m.settings.drift)})
+                            "held": ("unknown: not read after the run" if "after" not in m.settings.model_fields_set
+                                     else "yes" if not m.settings.drift else "no: invalid"),
+                            "drift": "; ".join(m.settings.drift)})
         for run, why in (getattr(inp.data, "left_out", None) or {}).items():
             if str(why).startswith("invalid: "):  # left out of the verdicts: shown here with its diff
                 per_run.append({"input": inp.name, "run": run, "settings read": None, "held": "no: invalid",

@@ -39,7 +39,7 @@ from .. import safepath
 from .. import aocs
 from ..errors import AgentError, UsageError
 from ..plan import Plan
-from ..outcome import RunOutcome, read_outcome
+from ..outcome import RunOutcome, parse_outcome, read_outcome, write_outcome
 from .agent import TargetFacts, _caches, _cpu_list, find_agent
 from .base import Target, TargetUnreachable
 from . import settings as machine_settings
@@ -345,7 +345,13 @@ class SshTarget(Target):
                                  self._restore(plan.run_id))
         if self.convert_after_run:
             convert_run(run_dir)
-        return with_settings(run_dir, meta, before, self.settings())
+        try:
+            after = self.settings()
+        except TargetUnreachable as e:  # the run is kept; that its settings held is unknown, and said
+            note = f"settings after the run not read ({e}): whether they held is unknown"
+            return write_outcome(run_dir, parse_outcome({**meta.to_dict(), "settings": {"before": before},
+                                                         "notes": [*meta.notes, note]}))
+        return with_settings(run_dir, meta, before, after)
 
     def settings(self) -> dict[str, str]:
         """The board's configuration settings now: the local target's reader, run over SSH

@@ -8,6 +8,7 @@ channel and failure objectives must say "not covered"."""
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 import subprocess
@@ -96,13 +97,13 @@ def test_each_objective_has_its_artifacts_or_says_why_not(planted):
     assert set(zip(held["input"], held["scenario"], held["verdict"])) == {("interference", "hog", "contained")}  # bw is no fault
     assert set(zip(spread["input"], spread["scenario"], spread["application"], spread["verdict"])) == {
         ("faults", "fault:logger:memhog", "aocs", "propagated")}
-    assert "Not covered: xtalk does not yet snapshot" in s["MCP_Resource_Usage_1"]
+    assert "Not covered: no run of the inputs recorded its settings snapshot" in s["MCP_Resource_Usage_1"]
     trace = (planted["bundle"] / "traceability.csv").read_text()
     channel_runs = next(line for line in trace.splitlines() if line.startswith("MCP_Resource_Usage_3,")).split(",")[3].split()
     bw = {f"interference/{r.name}" for r in (planted["dir"] / "interference" / "runs").glob("*-bw-*")}
     assert len(bw) == 3 and bw <= set(channel_runs)
     assert not any("solo" in r for r in channel_runs) and len(channel_runs) == len(set(channel_runs))
-    assert "MCP_Resource_Usage_1,–,0,\"not covered:" in trace
+    assert "MCP_Resource_Usage_1,–,0,not covered: no run of the inputs recorded its settings" in trace
     assert (planted["bundle"] / "data" / "faults" / "run-json").is_dir()
     assert (planted["bundle"] / "data" / "interference" / "verdicts.csv").is_file()
 
@@ -145,6 +146,35 @@ def test_a_damaged_run_is_a_deviation_not_a_crash(planted, tmp_path):
     dev = pd.read_csv(tmp_path / "b" / "objectives" / "MCP_Accomplishment_Summary_1" / "deviations.csv")
     assert list(dev["run"]) == [damaged.name] and dev["deviation"][0].startswith("left out as damaged: ")
     assert f"r/{damaged.name}" in (tmp_path / "b" / "traceability.csv").read_text()
+
+
+def test_settings_held_and_a_drifted_run_are_shown_per_run(planted, tmp_path):
+    src = tmp_path / "r"
+    shutil.copytree(planted["solo"], src)
+    runs = sorted((src / "runs").iterdir())
+    snap = {"/sys/kernel/mm/transparent_hugepage/enabled": "always madvise [never]", "/proc/cmdline": "quiet"}
+    drift = "/proc/sys/kernel/sched_rt_runtime_us: '950000' → '951000'"
+    for i, run in enumerate(runs):
+        meta = load_outcome(run).to_dict()
+        meta["settings"] = {"before": snap, "after": snap, "drift": [drift] if i == 0 else []}
+        if i == 0:
+            meta["invalid"] = f"settings drifted during the run: {drift}"
+        write_outcome(run, parse_outcome(meta))
+    doc = json.loads((src / "experiment.json").read_text()) if (src / "experiment.json").exists() else {}
+    doc["declared_settings"] = [{"path": "/sys/kernel/mm/transparent_hugepage/enabled", "value": "never",
+                                 "why": "no khugepaged collapse"}]
+    (src / "experiment.json").write_text(json.dumps(doc))
+    with pytest.warns(LeftOut, match=f"left out run {runs[0].name}: invalid: settings drifted"):
+        build([src], tmp_path / "b", n_boot=200, pdf=False, say=lambda s: None)
+    s = _sections(tmp_path / "b")["MCP_Resource_Usage_1"]
+    assert "Not covered" not in s and "no khugepaged collapse" in s
+    d = tmp_path / "b" / "objectives" / "MCP_Resource_Usage_1"
+    held = pd.read_csv(d / "settings_per_run.csv")
+    assert dict(zip(held["run"], held["held"])) == {runs[0].name: "no: invalid", **{r.name: "yes" for r in runs[1:]}}
+    assert held.set_index("run").loc[runs[0].name, "drift"] == f"settings drifted during the run: {drift}"
+    assert set(pd.read_csv(d / "settings_snapshot.csv")["setting"]) == set(snap)
+    dev = pd.read_csv(tmp_path / "b" / "objectives" / "MCP_Accomplishment_Summary_1" / "deviations.csv")
+    assert list(dev["deviation"]) == [f"left out: invalid: settings drifted during the run: {drift}"]
 
 
 def test_a_campaign_is_read_as_results(tmp_path):

@@ -20,6 +20,7 @@ from campaign_util import campaign_dirs, tiny
 from conftest import processes_named, small_plan, wait_for, xtalk as run_xtalk
 from xtalk.campaign import layout
 from xtalk.errors import AgentError, UsageError
+from xtalk.outcome import load_outcome
 from xtalk.campaign.prepare import prepare
 from xtalk.plan import Plan
 from xtalk.targets.agent import local_facts
@@ -96,6 +97,9 @@ def test_ssh_target_installs_the_agent_runs_a_plan_and_fetches_results(sshd, tmp
     t.check(plan.to_json())
     meta = t.run(plan, tmp_path / "run")
     assert meta.status == "completed", meta
+    # The board's settings, read over SSH by the local target's reader (the board is this machine).
+    assert meta.settings.before["/proc/cmdline"] == Path("/proc/cmdline").read_text().strip()
+    assert meta.settings.drift == [] and meta.invalid is None and load_outcome(tmp_path / "run").settings == meta.settings
     assert (tmp_path / "run" / "agent.log").exists() and (tmp_path / "run" / "jobs.parquet").exists()
     assert not [p for p in Path("/tmp").glob("xtalk-run.*") if p.stat().st_mtime > started], "work directory left there"
     assert isinstance(t.kernel_log_since(0.0), list)

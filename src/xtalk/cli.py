@@ -73,7 +73,9 @@ def run(experiment: Path = typer.Argument(..., help="experiment file (TOML)"),
         baseline: Optional[Path] = typer.Option(None, "--baseline", help="with --gate: results to compare against"),
         max_regression: Optional[str] = typer.Option(None, "--max-regression", help='with --gate: allowed growth, e.g. "5%"'),
         strict: bool = typer.Option(False, "--strict", help="with --gate: inconclusive checks fail too"),
-        junit: Optional[Path] = typer.Option(None, "--junit", help="with --gate: write JUnit XML to FILE")):
+        junit: Optional[Path] = typer.Option(None, "--junit", help="with --gate: write JUnit XML to FILE"),
+        settings: Optional[Path] = typer.Option(None, "--settings", help="declared-settings file (TOML): refuse to run "
+                                                "when the machine differs (default: the experiment's `settings`)")):
     """Run an experiment: the victim against each enemy scenario, interleaved, then the summary table
     and RESULTS/verdicts.json. Exit status: 0 every run completed (and, with --gate, no check
     failed), 1 a gate check failed, 2 bad input, 3 agent problem, 4 some runs failed, 5 all did,
@@ -98,7 +100,7 @@ def run(experiment: Path = typer.Argument(..., help="experiment file (TOML)"),
         if not ((exp.victim is not None and exp.victim.epsilon) or any(a.epsilon for a in exp.application)):
             raise UsageError("--gate: the experiment declares no ε (victim.epsilon, or an application's epsilon) and "
                              "no --baseline was given: nothing to gate; declare one or give --baseline OLD")
-    out = run_experiment(experiment, results, console, skip_unavailable, skip_feasibility, require_effect)
+    out = run_experiment(experiment, results, console, skip_unavailable, skip_feasibility, require_effect, settings)
     code = exit_code(out)
     if gating is not None:  # failed runs (4, 5) outrank the gate: their cells are incomplete
         code = code or gate_after(out, gating, console)

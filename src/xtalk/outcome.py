@@ -320,6 +320,15 @@ class Attached(_Strict):
     threads: dict[str, str] = {}
 
 
+class SettingsRecord(_Strict):
+    """The machine's configuration settings before and after the run (targets/settings.py):
+    file -> text; `drift` one line per file that changed (empty: they held)."""
+
+    before: dict[str, str] = {}
+    after: dict[str, str] = {}
+    drift: list[str] = []
+
+
 class RunOutcome(_Strict):
     """One run's run.json."""
 
@@ -351,6 +360,10 @@ class RunOutcome(_Strict):
     attached: Optional[Attached] = None
     #: Written by the host after an agent died before its teardown: what recovery undid.
     restored: Optional[list[str]] = None
+    #: Written by the host: the settings snapshot before and after the run, and their drift.
+    settings: Optional[SettingsRecord] = None
+    #: Why the run is invalid (its settings drifted): left out of every reading of the results.
+    invalid: Optional[str] = None
 
     def to_dict(self) -> dict:
         """The document as written (fields absent from the file stay absent)."""

@@ -51,7 +51,7 @@ def _create_results(out: Path, path: Path, document: dict) -> None:
 
 def exit_code(out: Path) -> int:
     """`xtalk run`'s exit code from what its results directory holds: 0 every planned run
-    completed, 4 some did not (failed, timed out, or never ran), 5 none did."""
+    completed, 4 some did not (failed, timed out, never ran, or invalid: settings drifted), 5 none did."""
     try:
         planned = len(json.loads((out / "experiment.json").read_text())["order"])
     except (OSError, ValueError, KeyError):
@@ -59,7 +59,7 @@ def exit_code(out: Path) -> int:
     completed = 0
     for run in (out / "runs").iterdir() if (out / "runs").is_dir() else []:
         meta = read_outcome(run)
-        completed += meta is not None and meta.status == "completed"
+        completed += meta is not None and meta.status == "completed" and not meta.invalid
     return runs_exit_code(completed, planned)
 
 
@@ -72,6 +72,22 @@ def run_count_text(runs: int, repetitions: int) -> str:
     """"6 runs (3 configuration/scenario pairs × 2 repetitions)", singular where it is one."""
     pairs = runs // max(repetitions, 1)
     return f"{_plural(runs, 'run')} ({_plural(pairs, 'configuration/scenario pair')} × {_plural(repetitions, 'repetition')})"
+
+
+def declared_settings(path: Path, exp: config.experiment.Experiment, settings: Path | None = None):
+    """The experiment's declared-settings file (``--settings`` first, else its `settings`, relative to
+    the experiment file), checked against this machine now: UsageError (exit 2) naming the first
+    setting the machine does not hold, before anything starts. None when none is declared."""
+    from .targets import settings as machine_settings
+
+    where = settings if settings is not None else (Path(path).parent / exp.settings if exp.settings else None)
+    if where is None:
+        return None
+    declared = machine_settings.load_declared(where)
+    wrong = machine_settings.violations(declared, machine_settings.snapshot_local(declared.paths()))
+    if wrong:
+        raise UsageError(f"{where}: {wrong[0]}" + (f" (and {len(wrong) - 1} more)" if len(wrong) > 1 else ""))
+    return declared
 
 
 def prepare(path: Path, skip_unavailable: bool = False, skipped: list | None = None
@@ -178,10 +194,13 @@ def _noise_after_runs(out: Path, document: dict, results, table, effect: float, 
 
 
 def run_experiment(path: Path, results: Path | None = None, console: Console | None = None,
-                   skip_unavailable: bool = False, skip_feasibility: bool = False, require_effect: bool = False) -> Path:
+                   skip_unavailable: bool = False, skip_feasibility: bool = False, require_effect: bool = False,
+                   settings: Path | None = None) -> Path:
     """Run every run of the experiment; return the results directory (its summary.json,
-    summary.md and verdicts.json written)."""
+    summary.md and verdicts.json written). ``settings``: a declared-settings file (else the
+    experiment's own `settings`), checked before anything starts."""
     refuse_fixture("run")
+    declared = declared_settings(Path(path), load(path), settings)
     console = console or Console()
     notices = Notices(console)
     for line in recover():
@@ -189,6 +208,8 @@ def run_experiment(path: Path, results: Path | None = None, console: Console | N
     skipped: list = []
     exp, runs, agent = prepare(Path(path), skip_unavailable, skipped)
     target = LocalTarget(agent)  # the one door to the agent: every run holds the machine (targets/lock.py)
+    if declared is not None:
+        target.watch = tuple(declared.paths())  # snapshot before and after every run with the defaults
     for s in skipped:
         console.print(f"[yellow]configuration {s['configuration']} skipped: {s['reason']}[/]")
     stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
@@ -208,6 +229,7 @@ def run_experiment(path: Path, results: Path | None = None, console: Console | N
         "order": [{"run_id": r.run_id, "configuration": r.configuration, "scenario": r.scenario, "repetition": r.repetition}
                   for r in runs],
         "skipped_configurations": skipped,
+        "declared_settings": [vars(d) for d in declared.declared] if declared is not None else [],
         "warnings": notices,
     }
     _create_results(out, Path(path), document)
@@ -277,6 +299,9 @@ def run_experiment(path: Path, results: Path | None = None, console: Console | N
                 notices.say("run_failed", f"run {r.run_id}: {meta.status}: {meta.reason} "
                             f"(post-mortem in runs/{r.run_id}/postmortem)", r.configuration, r.scenario,
                             printer=bar.console.print, markup=False)
+            if meta.invalid:  # left out of every reading of the results (store); the diff said here
+                notices.say("settings_drift", f"run {r.run_id} invalid, left out of verdicts: {meta.invalid}",
+                            r.configuration, r.scenario, printer=bar.console.print, style="red", markup=False)
             for note in meta.notes:  # e.g. an external enemy that exited early
                 notices.say("run_note", f"run {r.run_id}: {note}", r.configuration, r.scenario, printer=bar.console.print)
             bar.update(task, advance=run_s(r.plan), runs=f"{i + 1}/{len(runs)}")

@@ -488,6 +488,8 @@ class Experiment(_Strict):
     timeout: Optional[Duration] = None
     pids_max: Optional[int] = Field(default=None, ge=8, le=limits.MAX_PIDS, description="the whole run's process budget: every process of each run counts against one pids.max (the stand-in for the machine's PID table)")
     results: str = "results"
+    settings: Optional[str] = Field(default=None, description="a declared-settings file (TOML, relative to this file): "
+                                    "values the machine must hold, with a rationale each (docs/settings.md)")
     min_effect: Union[float, str] = Field(default="5%", description="the smallest slowdown worth resolving (\"5%\": 1.05×): "
                                           "the solo feasibility run says how many repetitions that takes on this machine")
     victim: Optional[VictimSpec] = None

@@ -130,11 +130,44 @@ def planning_2(inputs: list[Input], f: Finding) -> None:
 
 
 def resource_usage_1(inputs: list[Input], f: Finding) -> None:
-    """Configuration settings held: needs the settings snapshot before and after each run."""
-    f.not_covered = ("xtalk does not yet snapshot the timing-relevant settings (governor, SMT, idle states, IRQ "
-                     "affinities, RT throttling, THP, cgroup and resctrl settings) before and after each run, nor "
-                     "compare them with declared values; the kernel command line and RT throttling at run time are "
-                     "under MCP_Planning_1")
+    """Configuration settings held: the declared values with their rationale, each run's settings
+    snapshot before and after it and its drift (run.json `settings`, targets/settings.py); a run
+    whose settings drifted is invalid and listed with its diff."""
+    declared, per_run, snapshot, ids = [], [], [], []
+    for inp in inputs:
+        metas = [m for m in inp.metas() if m.settings is not None]
+        for d in inp.experiment.get("declared_settings") or []:
+            held = [m.settings.before.get(d["path"]) for m in metas]
+            declared.append({"input": inp.name, "setting": d["path"], "required value": d["value"], "rationale": d["why"],
+                             "read before each run": ", ".join(sorted({str(v) for v in held})) or "not recorded"})
+        for m in metas:
+            per_run.append({"input": inp.name, "run": m.run_id, "settings read": len(m.settings.before),
+                            "held": ("unknown: not read after the run" if "after" not in m.settings.model_fields_set
+                                     else "yes" if not m.settings.drift else "no: invalid"),
+                            "drift": "; ".join(m.settings.drift)})
+        for run, why in (getattr(inp.data, "left_out", None) or {}).items():
+            if str(why).startswith("invalid: "):  # left out of the verdicts: shown here with its diff
+                per_run.append({"input": inp.name, "run": run, "settings read": None, "held": "no: invalid",
+                                "drift": str(why).removeprefix("invalid: ")})
+                ids += _ids(inp, [run])
+        if metas:
+            snapshot += [{"input": inp.name, "setting": k, "value before the first run": v}
+                         for k, v in metas[0].settings.before.items()]
+        ids += _ids(inp, [m.run_id or "" for m in metas])
+    if not per_run:
+        f.not_covered = ("no run of the inputs recorded its settings snapshot (runs made before xtalk read the settings "
+                         "before and after each run); run them again with this version")
+        return
+    f.add("settings_per_run", pd.DataFrame(per_run).astype({"settings read": "Int64"}), ids)
+    f.add("settings_snapshot", pd.DataFrame(snapshot), ids)
+    if declared:
+        f.add("declared_settings", pd.DataFrame(declared), ids)
+    else:
+        f.notes.append("no declared-settings file: the values were recorded and compared run by run, but none was "
+                       "declared as required (`settings` in the experiment file or `xtalk run --settings`).")
+    bad = sum(r["held"] != "yes" for r in per_run)
+    if bad:
+        f.notes.append(f"{bad} run(s) invalid: their settings drifted during the run; left out of every verdict.")
 
 
 def resource_usage_3(inputs: list[Input], f: Finding) -> None:
@@ -289,7 +322,8 @@ def accomplishment_summary(inputs: list[Input], f: Finding) -> None:
             dev.append({"input": inp.name, "run": x.run_id, "deviation": f"run {x.status}: {x.reason or 'no reason given'}"})
             ids.append(f"{inp.name}/{x.run_id}")
         for run, why in inp.data.left_out.items():
-            dev.append({"input": inp.name, "run": run, "deviation": f"left out as damaged: {why}"})
+            how = "left out" if str(why).startswith("invalid: ") else "left out as damaged"  # drift: not damage
+            dev.append({"input": inp.name, "run": run, "deviation": f"{how}: {why}"})
             ids.append(f"{inp.name}/{run}")
     f.add("deviations", pd.DataFrame(dev, columns=["input", "run", "deviation"]), ids)
     f.notes += [

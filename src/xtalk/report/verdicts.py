@@ -34,7 +34,7 @@ LEVEL = 0.95
 #: A warning that is not a guard of analysis/guards.py: a run-time notice of `xtalk run`
 #: (a failed run, a skipped configuration, a feasibility or noise warning, an enemy's note).
 NOTICE_KINDS = ("run_failed", "run_note", "runs_incomplete", "configuration_skipped", "feasibility", "noise",
-                "recovered", "results_unwritable", "runs_left_out")
+                "recovered", "results_unwritable", "runs_left_out", "settings_drift")
 
 
 #: Fields of the environment document left out of its digest: they vary between runs of one machine.

@@ -66,6 +66,8 @@ class Results:
             meta, why = outcome_or_damage(d)
             if meta is not None:
                 why = check_table(d, meta)
+            if meta is not None and why is None and meta.invalid:  # its settings drifted (targets/settings.py)
+                why = f"invalid: {meta.invalid}"
             if why is not None:
                 meta = None
                 self.left_out[d.name] = why

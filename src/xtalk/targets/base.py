@@ -37,6 +37,9 @@ class Target:
     #: between two runs: a run's jobs.bin is readable as it is, and every reader of the store
     #: converts what is left).
     convert_after_run = True
+    #: User-listed settings files (under /sys or /proc) snapshot before and after every run,
+    #: besides the defaults of targets/settings.py; a declared-settings file adds its own.
+    watch: tuple[str, ...] = ()
 
     def facts(self) -> TargetFacts:
         raise NotImplementedError
@@ -88,7 +91,8 @@ class LocalTarget(Target):
     def run(self, plan: Plan, run_dir: Path) -> RunOutcome:
         self._current = Path(run_dir)
         try:
-            return run_plan(plan, run_dir, self.agent, convert=self.convert_after_run)  # holds the machine-wide lock
+            return run_plan(plan, run_dir, self.agent, convert=self.convert_after_run,  # holds the machine-wide lock
+                            watch=self.watch)
         finally:
             self._current = None
 

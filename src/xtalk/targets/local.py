@@ -25,6 +25,7 @@ from ..outcome import RunOutcome, parse_outcome, read_outcome, write_outcome
 from ..plan import Plan
 from .agent import recover
 from .lock import target_lock
+from . import settings as machine_settings
 
 #: How long the agent gets to tear a run down after SIGTERM before it is killed.
 TEARDOWN_GRACE_S = 20
@@ -60,15 +61,29 @@ def convert_run(run_dir: Path):
     return convert(run_dir)
 
 
-def run_plan(plan: Plan, run_dir: Path, agent: Path, say: Callable[[str], None] = _say, convert: bool = True) -> RunOutcome:
+def with_settings(run_dir: Path, meta: RunOutcome, before: dict[str, str], after: dict[str, str]) -> RunOutcome:
+    """The run's outcome with its settings snapshots written into run.json; a run whose settings
+    drifted is marked invalid with the drift as its reason (targets/settings.py)."""
+    drift = machine_settings.diff(before, after)
+    update: dict = {"settings": {"before": before, "after": after, "drift": drift}}
+    if drift:
+        update["invalid"] = machine_settings.drift_reason(drift)
+    return write_outcome(run_dir, parse_outcome({**meta.to_dict(), **update}))
+
+
+def run_plan(plan: Plan, run_dir: Path, agent: Path, say: Callable[[str], None] = _say, convert: bool = True,
+             watch: list[str] | tuple[str, ...] = ()) -> RunOutcome:
     """Execute `plan` with results in `run_dir` (created here) while holding the machine;
     return the run's outcome (its run.json). ``convert``: write jobs.parquet before returning
     (a campaign converts its runs after the last one instead).
 
     KeyboardInterrupt (SIGINT, or SIGTERM mapped to it by the CLI) stops the agent cleanly,
-    keeps what it recorded and propagates."""
+    keeps what it recorded and propagates. The settings are read before and after, under the lock
+    (``watch``: user-listed files besides the defaults); drift marks the run invalid."""
     with target_lock(say=say):
-        return _run_locked(plan, run_dir, agent, say, convert)
+        before = machine_settings.snapshot_local(watch)
+        meta = _run_locked(plan, run_dir, agent, say, convert)
+        return with_settings(run_dir, meta, before, machine_settings.snapshot_local(watch))
 
 
 def _run_locked(plan: Plan, run_dir: Path, agent: Path, say: Callable[[str], None], convert: bool = True) -> RunOutcome:

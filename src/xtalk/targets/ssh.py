@@ -39,10 +39,11 @@ from .. import safepath
 from .. import aocs
 from ..errors import AgentError, UsageError
 from ..plan import Plan
-from ..outcome import RunOutcome, read_outcome
+from ..outcome import RunOutcome, parse_outcome, read_outcome, write_outcome
 from .agent import TargetFacts, _caches, _cpu_list, find_agent
 from .base import Target, TargetUnreachable
-from .local import _write_failed, convert_run  # convert_run: pandas only once a run has ended
+from . import settings as machine_settings
+from .local import _write_failed, convert_run, with_settings  # convert_run: pandas only once a run has ended
 from .lock import lock_timeout
 
 CONNECT_TIMEOUT_S = 10
@@ -289,6 +290,7 @@ class SshTarget(Target):
         """Run on the target; fill `run_dir` here like a local run (plan, run.json, jobs, log)."""
         run_dir = Path(run_dir)
         agent = shlex.quote(self.agent)
+        before = self.settings()  # before the directory: an unreachable board leaves nothing here
         safepath.makedirs(run_dir, exist_ok=False)
         safepath.write_text(run_dir / "plan.json", plan.to_json())
         # The shell prints the work directory and the kernel clock, then becomes the agent, so
@@ -343,7 +345,18 @@ class SshTarget(Target):
                                  self._restore(plan.run_id))
         if self.convert_after_run:
             convert_run(run_dir)
-        return meta
+        try:
+            after = self.settings()
+        except TargetUnreachable as e:  # the run is kept; that its settings held is unknown, and said
+            note = f"settings after the run not read ({e}): whether they held is unknown"
+            return write_outcome(run_dir, parse_outcome({**meta.to_dict(), "settings": {"before": before},
+                                                         "notes": [*meta.notes, note]}))
+        return with_settings(run_dir, meta, before, after)
+
+    def settings(self) -> dict[str, str]:
+        """The board's configuration settings now: the local target's reader, run over SSH
+        (targets/settings.py); the run holds no board lock between the snapshots and the run."""
+        return machine_settings.parse(self._call(machine_settings.reader_script(self.watch)).stdout)
 
     def _restore(self, run_id: str) -> list[str]:
         """The agent died on the board before its teardown: undo its changes there now."""

@@ -300,7 +300,9 @@ def run_experiment(path: Path, results: Path | None = None, console: Console | N
                             f"(post-mortem in runs/{r.run_id}/postmortem)", r.configuration, r.scenario,
                             printer=bar.console.print, markup=False)
             if meta.invalid:  # left out of every reading of the results (store); the diff said here
-                notices.say("settings_drift", f"run {r.run_id} invalid, left out of verdicts: {meta.invalid}",
+                hint = ("; an interrupt moved during the run: is irqbalance running? (docs/settings.md)"
+                        if "/proc/irq/" in meta.invalid else "")
+                notices.say("settings_drift", f"run {r.run_id} invalid, left out of verdicts: {meta.invalid}{hint}",
                             r.configuration, r.scenario, printer=bar.console.print, style="red", markup=False)
             for note in meta.notes:  # e.g. an external enemy that exited early
                 notices.say("run_note", f"run {r.run_id}: {note}", r.configuration, r.scenario, printer=bar.console.print)

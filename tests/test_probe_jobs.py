@@ -102,7 +102,10 @@ def test_planted_slowdown_is_found_and_aa_claims_nothing(results):
     hog, aa = table["rt-hog"], table["again"]
     ci = {k: (r["slowdown_median"], r["slowdown_median_lo"], r["slowdown_median_hi"]) for k, r in table.items()}
     assert hog["slowdown_median_lo"] > 1, ci  # the planted 2× found: its CI excludes 1
-    assert aa["slowdown_median_lo"] <= 1.0 <= aa["slowdown_median_hi"], ci
+    # Nothing planted in the A/A pair: no effect of the planted size claimed. Its 95 % CI itself
+    # excludes 1 in 1 run of 20 by construction (CI failed once on [0.83, 0.98] on a loaded
+    # machine), so what is checked is that the CI reaches within 10 % of 1, where a 2× would not.
+    assert aa["slowdown_median_lo"] <= 1.1 and aa["slowdown_median_hi"] >= 0.9, ci
     assert "jobs: the spans of probe 'step', released on a 5 ms grid through probe 'wake'" in printed
     assert "whole process (exec to exit; not a job)" in printed
     assert table["solo"]["process_ms"] > STEPS * PERIOD_US / 1e3 * 0.9, "the whole process is its own statistic"

@@ -23,12 +23,18 @@ def _xtalk(args: list[str], prelude: str = "", env: dict | None = None) -> subpr
                           timeout=120, env={**os.environ, **(env or {})})
 
 
+def _modules(stderr: str) -> set[str]:
+    """The modules an -X importtime report names."""
+    return {line.split("|")[-1].strip() for line in stderr.splitlines() if line.startswith("import time:")}
+
+
 def _imported(stderr: str) -> set[str]:
     """The top-level packages an -X importtime report names."""
-    return {line.split("|")[-1].strip().split(".")[0] for line in stderr.splitlines() if line.startswith("import time:")}
+    return {m.split(".")[0] for m in _modules(stderr)}
 
 
-@pytest.mark.parametrize("args", [["--help"], ["--version"], ["plan", QUICKSTART]], ids=["help", "version", "plan"])
+@pytest.mark.parametrize("args", [["--help"], ["--version"], ["plan", QUICKSTART], ["sched", "--help"]],
+                         ids=["help", "version", "plan", "sched-help"])
 def test_light_commands_load_no_analysis_stack(args, request):
     if args[0] == "plan":
         request.getfixturevalue("needs_fifo")  # the quickstart's victim is FIFO: the agent's check says so
@@ -37,6 +43,10 @@ def test_light_commands_load_no_analysis_stack(args, request):
     loaded = _imported(r.stderr)
     assert "typer" in loaded  # the report is there: an empty one would pass anything
     assert not loaded & set(HEAVY), f"xtalk {' '.join(args)} imported {sorted(loaded & set(HEAVY))}"
+    if args[0] == "plan":  # an experiment's plan builds neither a campaign's models nor a run outcome's
+        mine = _modules(r.stderr)
+        assert "xtalk.config.experiment" in mine
+        assert not mine & {"xtalk.campaign.schema", "xtalk.outcome"}, sorted(mine & {"xtalk.campaign.schema", "xtalk.outcome"})
 
 
 # `xtalk run` is stopped where its first run would take the machine lock (targets/lock.py),

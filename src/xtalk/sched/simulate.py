@@ -23,14 +23,16 @@ overhead Δ^relEv (seed 001 §4.5). Releases are synchronous and periodic.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
-import pandas as pd
 
 from xtalk.sched.taskset import Task
 
 from .. import safepath
+
+if TYPE_CHECKING:  # pandas: loaded by a simulation, not by `xtalk sched --help`
+    import pandas as pd
 
 __all__ = ["SimPartition", "SimResult", "simulate", "simulate_cpus", "GLOBAL_POLICIES", "gantt"]
 
@@ -283,6 +285,8 @@ def simulate(
                 "missed": bool(missed),
             }
         )
+    import pandas as pd
+
     df = pd.DataFrame(rows, columns=["task", "partition", "job", "release", "start", "finish", "deadline", "response", "missed"])
     df = df.sort_values(["release", "task"]).reset_index(drop=True)
     ivs = [
@@ -351,6 +355,8 @@ def simulate_cpus(
                      rng=rng, resolution=resolution)
         frames.append(r.jobs.assign(cpu=cpu))
         intervals += r.intervals
+    import pandas as pd
+
     jobs = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
     if len(jobs):
         jobs = jobs.sort_values(["release", "task"]).reset_index(drop=True)

@@ -121,3 +121,16 @@ def test_shell_completion_reaches_the_groups():
     assert complete("xtalk sch", 1) == ["sched"]
     assert {"analyze", "simulate"} <= set(complete("xtalk sched ", 2))
     assert complete("xtalk report --no-c", 2) == ["--no-csv"]
+
+
+def test_summary_draws_nothing_and_loads_no_matplotlib(tmp_path):
+    # The summary computes (pandas, SciPy's intervals) but draws no figure: Matplotlib is the
+    # report's (report/figures.py), once loaded through report/html.py's type hint.
+    from xtalk.report.synthetic import Scenario, write_results
+
+    out = write_results(tmp_path / "r", [Scenario("solo"), Scenario("read", slowdown=1.3)], repetitions=2, jobs=50)
+    r = _xtalk(["summary", str(out)])
+    assert r.returncode == 0, r.stderr[-2000:]
+    loaded = _imported(r.stderr)
+    assert "pandas" in loaded  # the summary did its work (an early exit would load nothing)
+    assert "matplotlib" not in loaded

@@ -25,13 +25,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Sequence
 
-import numpy as np
-
 from xtalk.sched.taskset import Task
 
 from .. import safepath
 
-if TYPE_CHECKING:  # pandas: loaded by a simulation, not by `xtalk sched --help`
+if TYPE_CHECKING:  # numpy and pandas: loaded by a simulation, not by `xtalk sched --help`
+    import numpy as np
     import pandas as pd
 
 __all__ = ["SimPartition", "SimResult", "simulate", "simulate_cpus", "GLOBAL_POLICIES", "gantt"]
@@ -125,6 +124,8 @@ def simulate(
     lo, hi = exec_fraction
     if not 0 < lo <= hi <= 1:
         raise ValueError("exec_fraction must satisfy 0 < lo <= hi <= 1")
+    import numpy as np
+
     rng = rng or np.random.default_rng(0)
     end = _ticks(duration, resolution)
     q_ticks = max(1, _ticks(quantum, resolution))
@@ -348,6 +349,8 @@ def simulate_cpus(
     """Several CPUs side by side, each ``(cpu, partitions, policy)`` simulated on its own (no
     migration: partitioned scheduling, as :mod:`xtalk.sched.placement` places servers and
     tasks); one result whose job table has a ``cpu`` column."""
+    import numpy as np
+
     rng = rng or np.random.default_rng(0)
     frames, intervals = [], []
     for cpu, parts, policy in cpus:

@@ -23,12 +23,18 @@ def _xtalk(args: list[str], prelude: str = "", env: dict | None = None) -> subpr
                           timeout=120, env={**os.environ, **(env or {})})
 
 
+def _modules(stderr: str) -> set[str]:
+    """The modules an -X importtime report names."""
+    return {line.split("|")[-1].strip() for line in stderr.splitlines() if line.startswith("import time:")}
+
+
 def _imported(stderr: str) -> set[str]:
     """The top-level packages an -X importtime report names."""
-    return {line.split("|")[-1].strip().split(".")[0] for line in stderr.splitlines() if line.startswith("import time:")}
+    return {m.split(".")[0] for m in _modules(stderr)}
 
 
-@pytest.mark.parametrize("args", [["--help"], ["--version"], ["plan", QUICKSTART]], ids=["help", "version", "plan"])
+@pytest.mark.parametrize("args", [["--help"], ["--version"], ["plan", QUICKSTART], ["sched", "--help"]],
+                         ids=["help", "version", "plan", "sched-help"])
 def test_light_commands_load_no_analysis_stack(args, request):
     if args[0] == "plan":
         request.getfixturevalue("needs_fifo")  # the quickstart's victim is FIFO: the agent's check says so
@@ -36,7 +42,11 @@ def test_light_commands_load_no_analysis_stack(args, request):
     assert r.returncode == 0, r.stderr[-2000:]
     loaded = _imported(r.stderr)
     assert "typer" in loaded  # the report is there: an empty one would pass anything
-    assert not loaded & set(HEAVY), f"xtalk {' '.join(args)} imported {sorted(loaded & set(HEAVY))}"
+    assert not loaded & {*HEAVY, "numpy"}, f"xtalk {' '.join(args)} imported {sorted(loaded & {*HEAVY, 'numpy'})}"
+    if args[0] == "plan":  # an experiment's plan builds neither a campaign's models nor a run outcome's
+        mine = _modules(r.stderr)
+        assert "xtalk.config.experiment" in mine
+        assert not mine & {"xtalk.campaign.schema", "xtalk.outcome"}, sorted(mine & {"xtalk.campaign.schema", "xtalk.outcome"})
 
 
 # `xtalk run` is stopped where its first run would take the machine lock (targets/lock.py),
@@ -111,3 +121,16 @@ def test_shell_completion_reaches_the_groups():
     assert complete("xtalk sch", 1) == ["sched"]
     assert {"analyze", "simulate"} <= set(complete("xtalk sched ", 2))
     assert complete("xtalk report --no-c", 2) == ["--no-csv"]
+
+
+def test_summary_draws_nothing_and_loads_no_matplotlib(tmp_path):
+    # The summary computes (pandas, SciPy's intervals) but draws no figure: Matplotlib is the
+    # report's (report/figures.py), once loaded through report/html.py's type hint.
+    from xtalk.report.synthetic import Scenario, write_results
+
+    out = write_results(tmp_path / "r", [Scenario("solo"), Scenario("read", slowdown=1.3)], repetitions=2, jobs=50)
+    r = _xtalk(["summary", str(out)])
+    assert r.returncode == 0, r.stderr[-2000:]
+    loaded = _imported(r.stderr)
+    assert "pandas" in loaded  # the summary did its work (an early exit would load nothing)
+    assert "matplotlib" not in loaded

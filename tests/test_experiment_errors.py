@@ -38,6 +38,8 @@ def run_bad(tmp_path, text):
      "victim.sched.runtime_ns"),
     ('kind = "read"', 'kind = "nuke"', "scenario[0].enemies[0].kind"),
     ('bytes = "1MiB"', 'bytes = "99TiB"', "only"),
+    # A bound of the plan's load model, named in the file's key (not prefixed with the kind).
+    ('bytes = "1MiB"', 'bytes = "1KiB"', "scenario[0].enemies[0].bytes: Input should be greater than or equal to 4096 (got 1024)"),
     ('name = "r"', 'name = "solo"', "scenario 'solo'"),
     ('repetitions = 1', 'repetitions = 1\n[victim', "not valid TOML"),
 ])

@@ -16,12 +16,15 @@ from __future__ import annotations
 import dataclasses
 import shutil
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .config.expand import RunSpec
 from .errors import UsageError
-from .outcome import RunOutcome
 from .plan import AocsBody, ChaseBody, PiBody, Plan, SyscallBody
 from .targets.base import LocalTarget
+
+if TYPE_CHECKING:  # the outcome's models: built at the first run, not by `xtalk plan`'s estimate
+    from .outcome import RunOutcome
 
 #: The work knob of each body that can be calibrated.
 KNOB = {ChaseBody: "accesses", PiBody: "iterations", SyscallBody: "calls", AocsBody: "repeat_step"}

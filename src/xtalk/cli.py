@@ -80,7 +80,7 @@ def run(experiment: Path = typer.Argument(..., help="experiment file (TOML)"),
     and RESULTS/verdicts.json. Exit status: 0 every run completed (and, with --gate, no check
     failed), 1 a gate check failed, 2 bad input, 3 agent problem, 4 some runs failed, 5 all did,
     130 interrupted."""
-    from .campaign.schema import is_campaign_file
+    from .campaign.detect import is_campaign_file
     from .runner import exit_code, run_experiment
     from .trust import require_trusted
 
@@ -125,7 +125,7 @@ def plan(experiment: Optional[Path] = typer.Argument(None, help="experiment file
         return
     if experiment is None:
         raise UsageError("plan: give an experiment file, or --schema")
-    from .campaign.schema import is_campaign_file
+    from .campaign.detect import is_campaign_file
     from .trust import warn_untrusted
 
     warn_untrusted(experiment)

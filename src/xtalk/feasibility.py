@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import statistics
 from pathlib import Path
 
 from .analysis.guards import Z95, concluded, more_runs, repetitions_needed  # noqa: F401 (Z95: the API's)
@@ -66,6 +65,8 @@ def noise_jobs(plan) -> int:
 
 def noise_floor(medians: list[float], effect: float, repetitions: int, jobs: int, source: str = "solo passes") -> dict:
     """The solo spread (the record keeps its name noise_floor) from the solo medians of a few passes (or runs), against `effect`."""
+    import statistics  # after the runs: not for `xtalk plan`'s estimate
+
     spread = statistics.stdev(medians) / statistics.fmean(medians) if len(medians) > 1 else math.nan
     need = repetitions_needed(spread, effect) if spread == spread else None
     return {"source": source, "passes": len(medians), "jobs_per_pass": jobs, "median_exec_ns": medians, "spread": spread,

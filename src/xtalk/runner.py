@@ -13,7 +13,6 @@ import shutil
 from pathlib import Path
 
 from rich.console import Console
-from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
 from . import config
 from .version import __version__
@@ -25,7 +24,6 @@ from .errors import UsageError, runs_exit_code
 from .targets.agent import PlanRefused, check_plans, find_agent, local_facts, recover, refuse_fixture
 from . import safepath
 from .targets.base import LocalTarget
-from .outcome import read_outcome
 from .provenance import git_commit
 from .campaign import estimate as _estimate
 
@@ -56,6 +54,8 @@ def exit_code(out: Path) -> int:
         planned = len(json.loads((out / "experiment.json").read_text())["order"])
     except (OSError, ValueError, KeyError):
         return runs_exit_code(0, 1)
+    from .outcome import read_outcome  # its models: not for `xtalk plan`
+
     completed = 0
     for run in (out / "runs").iterdir() if (out / "runs").is_dir() else []:
         meta = read_outcome(run)
@@ -274,6 +274,8 @@ def run_experiment(path: Path, results: Path | None = None, console: Console | N
         console.print(f"victim work: {calibration['knob']} = {calibration['work']} "
                       f"({calibration['achieved_utilization']:.0%} of the period solo, asked {calibration['utilization']:.0%})")
     console.print(f"[bold]{exp.name}[/]: {run_count_text(len(runs), exp.repetitions)}, about {total:.0f} s → {out}")
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
     failed = 0
     disk_error: OSError | None = None
     with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.fields[runs]}"),

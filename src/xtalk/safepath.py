@@ -23,8 +23,8 @@ has the invoking user's own links resolved; what follows never meets a link.
 
 from __future__ import annotations
 
-import ctypes
 import errno
+import functools
 import io
 import os
 import platform
@@ -47,11 +47,17 @@ class UnsafeResultsPath(UsageError):
     """A results path that would make root write where someone else points; nothing written."""
 
 
-class _OpenHow(ctypes.Structure):
-    _fields_ = [("flags", ctypes.c_uint64), ("mode", ctypes.c_uint64), ("resolve", ctypes.c_uint64)]
+@functools.cache
+def _ctypes():
+    """ctypes, libc and openat2's `struct open_how`, loaded at the first open (not by `xtalk plan`)."""
+    import ctypes
+
+    class OpenHow(ctypes.Structure):
+        _fields_ = [("flags", ctypes.c_uint64), ("mode", ctypes.c_uint64), ("resolve", ctypes.c_uint64)]
+
+    return ctypes, ctypes.CDLL(None, use_errno=True), OpenHow
 
 
-_libc = ctypes.CDLL(None, use_errno=True)
 _have_openat2: bool | None = None if platform.system() == "Linux" else False
 
 
@@ -60,8 +66,9 @@ def _openat2(path: str, flags: int) -> int | None:
     global _have_openat2
     if _have_openat2 is False:
         return None
-    how = _OpenHow(flags, 0, _RESOLVE_NO_SYMLINKS)
-    fd = _libc.syscall(_SYS_OPENAT2, -100, path.encode(), ctypes.byref(how), ctypes.sizeof(how))  # -100: AT_FDCWD
+    ctypes, libc, open_how = _ctypes()
+    how = open_how(flags, 0, _RESOLVE_NO_SYMLINKS)
+    fd = libc.syscall(_SYS_OPENAT2, -100, path.encode(), ctypes.byref(how), ctypes.sizeof(how))  # -100: AT_FDCWD
     if fd < 0:
         e = ctypes.get_errno()
         if e in (errno.ENOSYS, errno.EPERM) and _have_openat2 is None:  # EPERM: a seccomp filter that denies it

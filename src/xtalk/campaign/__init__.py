@@ -2,6 +2,7 @@
 scenarios × repetitions) run unattended, journaled, resumable, on one or many targets.
 
     schema.py    the campaign file (TOML) and its JSON Schema
+    detect.py    campaign file or experiment file? (without the models)
     lines.py     key path -> line number in the TOML text (for one-line errors)
     grid.py      campaign -> ordered list of runs (reuses config.expand)
     journal.py   append-only, fsynced record of every run's state

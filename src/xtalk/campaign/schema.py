@@ -18,6 +18,7 @@ from .. import limits
 from ..config.experiment import Duration, EnemySpec, Name, Reservation, ScenarioSpec, TraceSpec, VictimSpec, _is_tag, _path, error_line
 from ..config.tomlfile import parse_toml, read_text
 from ..errors import UsageError
+from .detect import is_campaign_file  # noqa: F401 (where it was first defined)
 from .lines import line_of
 
 NAME = r"^[A-Za-z0-9_.+-]+$"
@@ -257,20 +258,6 @@ def load(path: Union[str, Path]) -> tuple[Campaign, str]:
     p = Path(path)
     text = read_text(p)
     return parse(text, str(p)), text
-
-
-def is_campaign_file(path: Union[str, Path]) -> bool:
-    """A campaign file has `[[application]]` tables, each with its `victim`, and no top-level
-    `[victim]` (which makes an experiment file; so do applications with a `body`, measured
-    side by side); unreadable or invalid TOML is left to the experiment parser."""
-    try:
-        data = parse_toml(read_text(Path(path)), str(path))
-    except UsageError:
-        return False
-    apps = data.get("application")
-    if not isinstance(apps, list) or "victim" in data:
-        return False
-    return not any(isinstance(a, dict) and "body" in a for a in apps)
 
 
 def schema_text() -> str:

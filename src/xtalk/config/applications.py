@@ -49,7 +49,7 @@ def _fault(exp: Experiment, a: ApplicationSpec, k: int, f: FaultSpec, owner: Vic
         load = enemy_load(f, field, facts, aocs_data)
     except ValidationError as err:
         first = err.errors()[0]
-        key = ".".join(str(x) for x in first["loc"][1:]) or "kind"
+        key = ".".join(str(x) for x in first["loc"]) or "kind"
         exp_key, unit = (key.removesuffix("_ns"), " ns") if key.endswith("_ns") else (key, "")
         raise ValueError(f"{field}.{exp_key}: {first['msg']}{unit} (got {first.get('input')!r}{unit}); change it") from None
     own = "policy" in f.model_fields_set

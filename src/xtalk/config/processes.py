@@ -8,11 +8,11 @@ from __future__ import annotations
 import math
 from typing import Callable
 
-from pydantic import TypeAdapter, ValidationError
+from pydantic import ValidationError
 
 from ..aocs import data_paths
 from .. import catalog
-from ..plan import (AocsBody, AttachBody, ChaseBody, CommandBody, Counter, DeadlineSched, Enemy, FifoSched, LatencyBody, Load, OtherSched,
+from ..plan import (AocsBody, AttachBody, ChaseBody, CommandBody, Counter, DeadlineSched, Enemy, FifoSched, LatencyBody, LOAD_MODELS, OtherSched,
                     PiBody, Placement, RrSched, SpawnBody, SumBody, SyscallBody, Task, TasksetBody, Trace, Victim)
 from ..targets.agent import TargetFacts
 from .. import limits, units
@@ -137,7 +137,9 @@ def count_from_bytes(k, p, given: dict, caches: dict[str, int], field: str) -> i
 def enemy_load(e: EnemySpec, field: str, facts: TargetFacts, aocs_data: AocsData):
     """The agent-side load of an enemy spec, from its kind's catalog entry: sizes and
     durations resolved against the target, counts given as `bytes` divided out, the file's
-    defaults filled in (the plan's own defaults are the agent's)."""
+    defaults filled in (the plan's own defaults are the agent's). Validated by that kind's model
+    alone (a ValidationError's `loc` names the load's own fields), not the union of every kind's:
+    that is built only when a plan is validated whole."""
     k = catalog.kind(e.kind)
     given = e.params()
     out: dict = {"kind": e.kind}
@@ -163,7 +165,7 @@ def enemy_load(e: EnemySpec, field: str, facts: TargetFacts, aocs_data: AocsData
         elif p.type == "u64" and isinstance(v, str):
             v = int(v)
         out[p.name] = v
-    return TypeAdapter(Load).validate_python(out)
+    return LOAD_MODELS[e.kind].model_validate(out)
 
 
 def _rate_for_load(e: EnemySpec, load, field: str, facts: TargetFacts, copies: int) -> float:
@@ -185,7 +187,7 @@ def scenario_enemies(sc: ScenarioSpec, si: int, victim: Victim, facts: TargetFac
         except ValidationError as err:
             first = err.errors()[0]
             # Name the experiment's key (interval, not the plan's interval_ns) and its unit.
-            key = ".".join(str(x) for x in first["loc"][1:]) or "kind"  # [0] is the union's tag
+            key = ".".join(str(x) for x in first["loc"]) or "kind"
             exp_key, unit = (key.removesuffix("_ns"), " ns") if key.endswith("_ns") else (key, "")
             raise ValueError(f"{field}.{exp_key}: {first['msg']}{unit} (got {first.get('input')!r}{unit}); change it") from None
         sched = sched_of(e, field, period_ns)

@@ -9,12 +9,15 @@ from __future__ import annotations
 import html
 import math
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
 
 from ..analysis import verdict as vd
-from .figures import Rendered
+
+if TYPE_CHECKING:  # matplotlib is loaded by what draws a figure, not by `xtalk summary`
+    from .figures import Rendered
 
 CSS = """
 body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:0;color:#1d2327;background:#fafafa}

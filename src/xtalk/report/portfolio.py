@@ -21,7 +21,6 @@ import numpy as np
 import pandas as pd
 
 from ..store.probes import PRELOAD_IDS
-from . import figures as fg
 from ..store.frames import ReportData
 from .html import Section
 
@@ -165,6 +164,7 @@ def syscall_boxplots(groups: list[tuple[str, np.ndarray]], title: str):
 def timeline(samples: pd.DataFrame, title: str):
     """Calls and probes of one run against time: one lane per name, a bar per sample, x in
     ms from the first sample drawn (seed 004 Fig. 11, top)."""
+    from . import figures as fg  # first: it sets Matplotlib's backend and the report's style
     import matplotlib.pyplot as plt
 
     if samples.empty:
@@ -190,6 +190,8 @@ def timeline(samples: pd.DataFrame, title: str):
 def section(b) -> Section | None:
     """The "Probes and system calls" section (b: the report builder; ``b.application``, when
     set, the measured application whose probes are shown); None without probes."""
+    from . import figures as fg  # Matplotlib: for the report's figures, not `xtalk summary`'s statistics
+
     data, app = b.data, getattr(b, "application", None)
     p = probes(data, app)
     if p.empty:

@@ -6,7 +6,6 @@ import math
 from pathlib import Path
 from typing import Optional
 
-import numpy as np
 import typer
 from rich.console import Console
 from rich.table import Table
@@ -377,6 +376,8 @@ def simulate_cmd(
         for k, parts, p in groups:
             names = ", ".join(f"{sp.name} ({sp.budget / sp.period:.3f})" if sp.budget else sp.name for sp in parts)
             _out.print(f"CPU {k}: {names} under {p}")
+        import numpy as np  # for a simulation, not for `xtalk sched --help`
+
         res = simulate_cpus([(k, parts, p) for k, parts, p in groups], dur, quantum=parse_duration_ms(quantum, "--quantum"),
                             exec_fraction=(exec_min, 1.0), rng=np.random.default_rng(seed))
         table = Table(title=f"{pol} over {dur:g} ms on {len(groups)} CPU{'s' if len(groups) != 1 else ''}")
@@ -416,6 +417,8 @@ def generate_cmd(
             raise InputError("--periods", f"unknown kind {periods!r}", "use uniform or log-uniform")
         if m < 1 or k < 1:
             raise InputError("--m/--k", "must be >= 1", "use positive counts")
+        import numpy as np
+
         tasks = generate_taskset(np.random.default_rng(seed), m=m, k=k, dist=dist, total=total, periods=periods)
         lines = [f"# generated: m={m} k={k} dist={dist} total={total} periods={periods} seed={seed}; times in ms"]
         if m > 1:  # analysed and simulated on m CPUs (partitioned), not on one

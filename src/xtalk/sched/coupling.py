@@ -19,11 +19,13 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from pathlib import Path
-
-import pandas as pd
+from typing import TYPE_CHECKING
 
 from xtalk.sched.inputs import InputError
 from xtalk.sched.taskset import Task
+
+if TYPE_CHECKING:  # pandas is loaded by the commands that read jobs, not by `xtalk sched --help`
+    import pandas as pd
 
 __all__ = [
     "REQUIRED_COLUMNS",
@@ -105,6 +107,8 @@ def wcet_from_jobs(jobs: pd.DataFrame, scenario: str, statistic: str = "max", co
     missing = [c for c in REQUIRED_COLUMNS if c not in jobs.columns]
     if missing:
         raise InputError(f"jobs.{missing[0]}", "column missing from the job table", f"provide {', '.join(REQUIRED_COLUMNS)}")
+    import pandas as pd
+
     _stat(pd.Series([0]), statistic)  # unknown statistic: fail before the data is looked at
     sel = _ran(_select(jobs, scenario))
     if sel.empty:

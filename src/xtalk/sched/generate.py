@@ -14,11 +14,12 @@
 
 from __future__ import annotations
 
-from typing import Sequence
-
-import numpy as np
+from typing import TYPE_CHECKING, Sequence
 
 from xtalk.sched.taskset import Task
+
+if TYPE_CHECKING:  # numpy: loaded by a draw, not by `xtalk sched --help`
+    import numpy as np
 
 __all__ = [
     "DISTRIBUTIONS",
@@ -36,6 +37,8 @@ DISTRIBUTIONS = ("uni-light", "uni-medium", "exp-light", "bimo-light", "bimo-med
 
 def uunifast(n: int, total: float, rng: np.random.Generator) -> np.ndarray:
     """n utilisations summing to ``total`` uniformly over the simplex (Bini & Buttazzo)."""
+    import numpy as np
+
     if n < 1 or total < 0:
         raise ValueError("need n >= 1 and total >= 0")
     out = np.empty(n)
@@ -50,6 +53,8 @@ def uunifast(n: int, total: float, rng: np.random.Generator) -> np.ndarray:
 
 def uunifast_discard(n: int, total: float, rng: np.random.Generator, max_tries: int = 10_000) -> np.ndarray:
     """UUniFast redrawn until every u_i ≤ 1 (Davis & Burns, for total > 1 on multiprocessors)."""
+    import numpy as np
+
     for _ in range(max_tries):
         u = uunifast(n, total, rng)
         if np.all(u <= 1.0):
@@ -77,6 +82,8 @@ def _one(dist: str, rng: np.random.Generator) -> float:
 
 def draw_utilizations(n: int, dist: str, rng: np.random.Generator) -> np.ndarray:
     """n utilisations from a named seed 001 distribution."""
+    import numpy as np
+
     return np.array([_one(dist, rng) for _ in range(n)])
 
 
@@ -91,6 +98,8 @@ def draw_periods(
 ) -> np.ndarray:
     """Periods in ms: ``uniform`` U[low, high] (seed 001), ``log-uniform``, or ``choice``
     from ``choices`` (e.g. divisors of 120 for short hyperperiods). ``integer`` rounds to ms."""
+    import numpy as np
+
     if kind == "uniform":
         p = rng.uniform(low, high, n)
     elif kind == "log-uniform":
@@ -132,6 +141,8 @@ def generate_until_capacity(
     rng: np.random.Generator, capacity: float, dist: str, periods: str = "uniform"
 ) -> list[Task]:
     """Seed 001 §3.4.4: add tasks while the total utilisation stays within ``capacity``."""
+    import numpy as np
+
     utils: list[float] = []
     while True:
         u = _one(dist, rng)

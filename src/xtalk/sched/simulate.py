@@ -23,14 +23,15 @@ overhead Δ^relEv (seed 001 §4.5). Releases are synchronous and periodic.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Sequence
-
-import numpy as np
-import pandas as pd
+from typing import TYPE_CHECKING, Sequence
 
 from xtalk.sched.taskset import Task
 
 from .. import safepath
+
+if TYPE_CHECKING:  # numpy and pandas: loaded by a simulation, not by `xtalk sched --help`
+    import numpy as np
+    import pandas as pd
 
 __all__ = ["SimPartition", "SimResult", "simulate", "simulate_cpus", "GLOBAL_POLICIES", "gantt"]
 
@@ -123,6 +124,8 @@ def simulate(
     lo, hi = exec_fraction
     if not 0 < lo <= hi <= 1:
         raise ValueError("exec_fraction must satisfy 0 < lo <= hi <= 1")
+    import numpy as np
+
     rng = rng or np.random.default_rng(0)
     end = _ticks(duration, resolution)
     q_ticks = max(1, _ticks(quantum, resolution))
@@ -283,6 +286,8 @@ def simulate(
                 "missed": bool(missed),
             }
         )
+    import pandas as pd
+
     df = pd.DataFrame(rows, columns=["task", "partition", "job", "release", "start", "finish", "deadline", "response", "missed"])
     df = df.sort_values(["release", "task"]).reset_index(drop=True)
     ivs = [
@@ -344,6 +349,8 @@ def simulate_cpus(
     """Several CPUs side by side, each ``(cpu, partitions, policy)`` simulated on its own (no
     migration: partitioned scheduling, as :mod:`xtalk.sched.placement` places servers and
     tasks); one result whose job table has a ``cpu`` column."""
+    import numpy as np
+
     rng = rng or np.random.default_rng(0)
     frames, intervals = [], []
     for cpu, parts, policy in cpus:
@@ -351,6 +358,8 @@ def simulate_cpus(
                      rng=rng, resolution=resolution)
         frames.append(r.jobs.assign(cpu=cpu))
         intervals += r.intervals
+    import pandas as pd
+
     jobs = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
     if len(jobs):
         jobs = jobs.sort_values(["release", "task"]).reset_index(drop=True)

@@ -13,14 +13,17 @@ import os
 import signal
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..errors import AgentError
-from ..outcome import RunOutcome
 from ..plan import Plan
 from .agent import TargetFacts, check_plan, check_plans, find_agent, local_facts
 from .aocs_data import duplicate, ensure_data
 from .local import agents_writing, run_plan
 from .lock import TargetBusy, local_lock_path, target_lock  # noqa: F401 (the lock's public names)
+
+if TYPE_CHECKING:  # the outcome's models are built by the first run, not by `xtalk plan`
+    from ..outcome import RunOutcome
 
 
 class TargetUnreachable(AgentError):

@@ -18,14 +18,16 @@ import signal
 import subprocess
 import sys
 from pathlib import Path
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from .. import safepath
-from ..outcome import RunOutcome, parse_outcome, read_outcome, write_outcome
 from ..plan import Plan
 from .agent import recover
 from .lock import target_lock
 from . import settings as machine_settings
+
+if TYPE_CHECKING:  # the outcome's models: built at the first run, not by `xtalk plan`
+    from ..outcome import RunOutcome
 
 #: How long the agent gets to tear a run down after SIGTERM before it is killed.
 TEARDOWN_GRACE_S = 20
@@ -34,6 +36,8 @@ TEARDOWN_GRACE_S = 20
 def _write_failed(run_dir: Path, plan: Plan, reason: str, previous: RunOutcome | None, restored: list[str]) -> RunOutcome:
     """Mark a run the agent did not finish failed, keeping what it wrote, with what recovery
     restored."""
+    from ..outcome import parse_outcome, write_outcome
+
     base = previous or parse_outcome({"run_id": plan.run_id, "plan": json.loads(plan.to_json()), "status": "failed"})
     return write_outcome(run_dir, base.model_copy(update={"status": "failed", "reason": reason, "restored": restored}))
 
@@ -87,6 +91,8 @@ def run_plan(plan: Plan, run_dir: Path, agent: Path, say: Callable[[str], None] 
 
 
 def _run_locked(plan: Plan, run_dir: Path, agent: Path, say: Callable[[str], None], convert: bool = True) -> RunOutcome:
+    from ..outcome import read_outcome, write_outcome  # before the agent starts: nothing to import on a signal
+
     safepath.makedirs(run_dir, exist_ok=False)
     plan_path = run_dir / "plan.json"
     safepath.write_text(plan_path, plan.to_json())

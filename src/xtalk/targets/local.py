@@ -68,6 +68,8 @@ def convert_run(run_dir: Path):
 def with_settings(run_dir: Path, meta: RunOutcome, before: dict[str, str], after: dict[str, str]) -> RunOutcome:
     """The run's outcome with its settings snapshots written into run.json; a run whose settings
     drifted is marked invalid with the drift as its reason (targets/settings.py)."""
+    from ..outcome import parse_outcome, write_outcome
+
     drift = machine_settings.diff(before, after)
     update: dict = {"settings": {"before": before, "after": after, "drift": drift}}
     if drift:

@@ -19,6 +19,8 @@ from conftest import ROOT, xtalk as xtalk_cli
 from xtalk.store.probe_jobs import _releases, _spans, _wakeups
 
 STEPS, PERIOD_US, WARMUP = 30, 5000, 2
+#: The probe counter's rate against CLOCK_MONOTONIC, as calibrated: within this many ppm.
+RATE_PPM = 50
 
 EXPERIMENT = """
 name = "probe-jobs"
@@ -82,10 +84,14 @@ def test_jobs_are_the_steps_on_the_programs_own_clock(results):
         g = g.sort_values("job")
         own = _own_clock(timing, int(g.tid.iloc[0]))
         assert len(own) == STEPS
-        # The probe brackets the program's own reads of the clock: begin ≤ its begin, end ≥ its end.
+        # The probe brackets the program's own reads of the clock: begin ≤ its begin, end ≥ its end,
+        # within 2 µs plus the counter's rate error: the agent calibrates the counter against
+        # CLOCK_MONOTONIC_RAW and anchors it to CLOCK_MONOTONIC at one instant, so the two drift
+        # apart by ppm over a run (CI saw -2.3 µs at the far end of a 150 ms run, 13 ppm).
         d_begin = own["begin"].to_numpy() - g.start_ns.to_numpy()
         d_end = g.end_ns.to_numpy() - own["end"].to_numpy()
-        assert (d_begin >= -2000).all() and (d_end >= -2000).all(), (run_id, d_begin.min(), d_end.min())
+        slack = 2000 + RATE_PPM * 1e-6 * float(own["end"].max() - own["begin"].min())
+        assert (d_begin >= -slack).all() and (d_end >= -slack).all(), (run_id, d_begin.min(), d_end.min(), slack)
         assert np.median(d_begin) < 20_000 and np.median(d_end) < 20_000, (run_id, np.median(d_begin), np.median(d_end))
         # Wake-ups are the program's (the mark right after its own read), releases its grid up to one constant.
         assert np.median(np.abs(g.wakeup_ns.to_numpy() - own["wake"].to_numpy())) < 20_000

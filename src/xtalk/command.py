@@ -28,6 +28,10 @@ def command_wrapper(fn):
         except AgentError as e:
             print(f"xtalk: {e}", file=sys.stderr)
             raise typer.Exit(AgentError.exit_code) from None
+        except FileNotFoundError as e:  # a path gone under the command (its owner moved it mid-run): one line
+            print(f"xtalk: {e.filename}: {e.strerror} (it went away while xtalk was using it; nothing was written "
+                  f"elsewhere in its place)", file=sys.stderr)
+            raise typer.Exit(UsageError.exit_code) from None
         except Exception as e:
             if not _validation_error(e):
                 raise

@@ -428,7 +428,6 @@ def epsilon_verdict(
     else:
         if solo is None:
             raise ValueError("solo: a relative ε bound needs the solo job table")
-        ref = metric_values(solo, spec.metric, include_warmup=include_warmup)
         rng = st._rng(seed)
         ci = st.bootstrap_ci(scen, spec.statistic, level=spec.level, n_boot=n_boot, seed=rng)
         # Runs, then jobs within them, resampled where the frames say which run each job is

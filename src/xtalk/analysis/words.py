@@ -9,6 +9,18 @@ from __future__ import annotations
 import math
 from typing import Mapping
 
+#: The words, re-exported whole by :mod:`xtalk.analysis.verdict`.
+__all__ = [
+    'HOLDS', 'VIOLATED', 'INCONCLUSIVE', 'VERDICTS', 'REFERENCE', 'NO_EPSILON', 'NO_SOLO',
+    'NO_JOBS', 'EPSILON_STATES', 'NO_CI', 'TOO_NOISY', 'SLOWED_DOWN', 'SPED_UP', 'WITHIN_NOISE',
+    'INTERFERENCE', 'CONCLUDED', 'MIN_EFFECT', 'EPS_VIOLATED', 'SERIOUS_MISSES',
+    'DEADLINE_MISSES', 'EPS_INCONCLUSIVE', 'EPS_HOLDS_SLOWED', 'EPS_HOLDS',
+    'NOTHING_BEYOND_NOISE', 'OK', 'ABOVE_RTA', 'ABOVE_RTA_SUFFIX', 'LATENCY_HIGHER',
+    'LATENCY_WITHIN_NOISE', 'NO_JOBS_STATUS', 'DISTURBED_SUFFIX', 'STATUSES', 'MET', 'MISSED',
+    'GOALS', 'PROPAGATED', 'SLOWED', 'REFUSED', 'CONTAINED', 'CONTAINMENT', 'MISS_ALPHA',
+    'NOT_EXERCISED', 'min_effect', 'interference',
+]
+
 #: ε verdicts (:func:`epsilon_verdict`), and an observation goal's (:func:`goal`).
 HOLDS, VIOLATED, INCONCLUSIVE = "holds", "violated", "inconclusive"
 VERDICTS = (HOLDS, VIOLATED, INCONCLUSIVE)

@@ -9,23 +9,13 @@ import subprocess
 
 import pytest
 
+from command_experiment import command_experiment
 from conftest import is_root, xtalk
 
-EXPERIMENT = """
-name = "codes"
-repetitions = {reps}
-settle = "10ms"
-timeout = "1.5s"
-[victim]
-body = "command"
-argv = {argv}
-period = "1s"
-"""
 
 
 def run(tmp_path, argv: list[str], reps: int = 1, results=None):
-    f = tmp_path / "exp.toml"
-    f.write_text(EXPERIMENT.format(reps=reps, argv=json.dumps(argv)))
+    f = command_experiment(tmp_path / "exp.toml", "codes", argv, reps)
     return xtalk("run", f, "--results", results or tmp_path / "res", timeout=120)
 
 

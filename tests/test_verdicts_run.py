@@ -11,25 +11,14 @@ import xml.etree.ElementTree as ET
 
 import jsonschema
 
+from command_experiment import command_experiment
 from conftest import xtalk
 from xtalk.report.verdicts import printed_lines, schema
 
-EXPERIMENT = """
-name = "verdicts"
-repetitions = {reps}
-settle = "10ms"
-timeout = "1.5s"
-[victim]
-body = "command"
-argv = {argv}
-period = "1s"
-epsilon = {{ metric = "exec", statistic = "median", bound = "{bound}" }}
-"""
 
 
 def _run(tmp_path, argv, reps, *args, bound="100s"):
-    f = tmp_path / "exp.toml"
-    f.write_text(EXPERIMENT.format(reps=reps, argv=json.dumps(argv), bound=bound))
+    f = command_experiment(tmp_path / "exp.toml", "verdicts", argv, reps, epsilon_bound=bound)
     out = xtalk("run", f, "--results", tmp_path / "res", *args, timeout=120)
     (results,) = (tmp_path / "res").iterdir()
     return out, results
@@ -81,9 +70,7 @@ def test_run_gate_fails_on_the_violated_bound_and_records_the_checks(tmp_path):
 
 
 def _file(tmp_path, bound):
-    f = tmp_path / f"exp-{bound}.toml"
-    f.write_text(EXPERIMENT.format(reps=2, argv='["true"]', bound=bound))
-    return f
+    return command_experiment(tmp_path / f"exp-{bound}.toml", "verdicts", ["true"], 2, epsilon_bound=bound)
 
 
 def test_gate_options_without_gate_are_refused_before_anything_runs(tmp_path):

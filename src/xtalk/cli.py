@@ -109,19 +109,18 @@ def run(experiment: Path = typer.Argument(..., help="experiment file (TOML)"),
 
 
 @command
-def plan(experiment: Optional[Path] = typer.Argument(None, help="experiment file (TOML)"),
-         schema: bool = typer.Option(False, "--schema", help="print the run plan's JSON Schema"),
+def plan(experiment: Optional[Path] = typer.Argument(None, help="experiment file (TOML); after --schema: plan, experiment or campaign"),
+         schema: bool = typer.Option(False, "--schema", help="print a JSON Schema: the run plan's, or `--schema experiment` / `--schema campaign` for those files"),
          show: bool = typer.Option(False, "--show", help="print the plan of the first run of each scenario"),
          skip_unavailable: bool = typer.Option(False, "--skip-unavailable", help="leave out configurations this kernel cannot provide"),
          machine: Optional[Path] = typer.Option(None, "--machine", help="plan for a recorded machine fixture (as $XTALK_MACHINE)")):
     """Print the run-plan JSON Schema, or what an experiment would run (nothing is started)."""
-    from .plan import json_schema
     from .targets.agent import use_machine
 
     use_machine(machine)
 
     if schema:
-        print(json.dumps(json_schema(), indent=2))
+        print(json.dumps(_schema_named(str(experiment or "plan")), indent=2))
         return
     if experiment is None:
         raise UsageError("plan: give an experiment file, or --schema")
@@ -167,6 +166,23 @@ def plan(experiment: Optional[Path] = typer.Argument(None, help="experiment file
             if (r.configuration, r.scenario) not in seen:
                 seen.add((r.configuration, r.scenario))
                 print(r.plan.to_json())
+
+
+def _schema_named(name: str) -> dict:
+    """The JSON Schema `plan --schema NAME` prints: the run plan's, or an input file's."""
+    if name in ("plan", "run-plan"):
+        from .plan import json_schema
+
+        return json_schema()
+    if name == "experiment":
+        from .config.experiment import json_schema
+
+        return json_schema()
+    if name == "campaign":
+        from .campaign.schema import json_schema
+
+        return json_schema()
+    raise UsageError(f"plan --schema: no schema named '{name}'; give plan, experiment or campaign")
 
 
 def _machine_line(fixture: Path) -> str:

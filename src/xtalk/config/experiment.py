@@ -718,3 +718,12 @@ def load(path: Union[str, Path]) -> Experiment:
         return Experiment.model_validate(data)
     except ValidationError as e:
         raise UsageError(format_validation_error(str(p), e, Experiment)) from None
+
+
+def json_schema() -> dict:
+    """JSON Schema of experiment files, for editors (e.g. Taplo / Even Better TOML) and checkers."""
+    schema = Experiment.model_json_schema()
+    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    schema["$id"] = "https://xtalk.dev/schema/experiment-v1.json"
+    schema["title"] = "xtalk experiment"
+    return schema

@@ -32,6 +32,26 @@ pub fn ticks() -> u64 {
     }
 }
 
+/// The probe counter and CLOCK_MONOTONIC at one instant, for the run's probe time references.
+/// The counter is read on both sides of the clock and the narrowest of a few brackets kept: a
+/// preemption between two plain reads would shift the reference by its length, and the probes'
+/// linear map from ticks to ns would carry that error, growing across the run.
+pub fn ticks_and_mono() -> (u64, i64) {
+    let mut best = (u64::MAX, 0u64, 0i64);
+    for _ in 0..16 {
+        let t0 = ticks();
+        let m = super::clock::mono_ns();
+        let t1 = ticks();
+        if t1 >= t0 && t1 - t0 < best.0 {
+            best = (t1 - t0, t0 + (t1 - t0) / 2, m);
+        }
+    }
+    if best.0 == u64::MAX {
+        return (ticks(), super::clock::mono_ns()); // the counter went backwards every time: keep one plain read
+    }
+    (best.1, best.2)
+}
+
 /// The tick counter's frequency where the architecture states it: CNTFRQ_EL0 on arm64 (set
 /// by the firmware, readable from user space). None on x86_64, whose TSC rate is measured.
 pub fn counter_hz() -> Option<u64> {
@@ -218,6 +238,15 @@ pub fn run(pairs: usize, cpu: usize, drift_ns: i64, cpus: &[usize]) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_reference_pair_lies_between_plain_reads_of_both_clocks() {
+        let (t_before, m_before) = (ticks(), super::super::clock::mono_ns());
+        let (t, m) = ticks_and_mono();
+        let (t_after, m_after) = (ticks(), super::super::clock::mono_ns());
+        assert!(t_before <= t && t <= t_after, "{t_before} {t} {t_after}");
+        assert!(m_before <= m && m <= m_after, "{m_before} {m} {m_after}");
+    }
 
     #[test]
     fn the_tick_counter_advances() {

@@ -9,7 +9,7 @@ use super::{unix_ns, Verdict, EXIT_COMPLETED, EXIT_FAILED, EXIT_INTERRUPTED};
 use crate::launch::cgroups;
 use crate::launch::journal::Journal;
 use crate::launch::shm::{Shared, Slot};
-use crate::observe::{calibrate, clock::mono_ns, perf};
+use crate::observe::{calibrate, perf};
 use crate::outcome::{ApplicationResult, ApplicationStatus, ClockPair, Configuration, CountersReport, EnemyResult, GroupDirs, Irqs, Pids, ProbesReport, RunGroup, RunOutcome, SkippedCounter, Status, TraceReport};
 use crate::plan::{Plan, Victim};
 use crate::launch::jsonfile::write_atomic;
@@ -131,13 +131,19 @@ fn counters_report(rec: &Records, v: &Victim, slot: &Slot) -> CountersReport {
     }
 }
 
+/// The probe counter and CLOCK_MONOTONIC now (calibrate::ticks_and_mono), as run.json keeps them.
+pub fn clock_pair() -> ClockPair {
+    let (ticks, mono_ns) = calibrate::ticks_and_mono();
+    ClockPair { ticks, mono_ns }
+}
+
 /// A command body's probe records, flushed, with the run's clock references (`file`: its
 /// path in the run directory).
 fn probes_report(rec: &Records, file: &str, ref_start: ClockPair) -> Option<ProbesReport> {
     let p = rec.probes.as_ref()?;
     p.flush();
     let (records, dropped) = p.counts();
-    Some(ProbesReport { file: file.into(), records, dropped, reference_start: ref_start, reference_end: ClockPair { ticks: calibrate::ticks(), mono_ns: mono_ns() } })
+    Some(ProbesReport { file: file.into(), records, dropped, reference_start: ref_start, reference_end: clock_pair() })
 }
 
 /// What application `i` did: how it ended, its records, counters and probes.

@@ -7,9 +7,8 @@ use crate::launch::journal::Journal;
 use crate::launch::shm::Shared;
 use crate::launch::staging::Staging;
 use crate::launch::cgroups;
-use crate::observe::clock::mono_ns;
 use crate::observe::perf::{self, EventSpec};
-use crate::observe::{calibrate, trace};
+use crate::observe::trace;
 use crate::outcome::ClockPair;
 use crate::plan::{Body, Plan, Victim};
 use crate::record::counters::CounterLog;
@@ -88,7 +87,7 @@ pub fn prepare(plan: &Plan, out: &Path, journal: &mut Journal) -> Result<Prepare
         Some(t) => Some(trace::Tracer::setup(&t.events, t.buffer_kb).map_err(|e| format!("trace: {e}"))?),
         None => None,
     };
-    let ref_start = ClockPair { ticks: calibrate::ticks(), mono_ns: mono_ns() };
+    let ref_start = super::outcome::clock_pair();
     let parties = 1 + plan.applications.len() as u32 + plan.enemies.len() as u32;
     let shared = Shared::new(parties).map_err(|e| format!("shared control block: {e}"))?;
     let groups = cgroups::Groups::create(&plan.groups, plan.pids_max, journal).map_err(|e| format!("groups: {e}"))?;

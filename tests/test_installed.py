@@ -54,6 +54,7 @@ def test_pip_install_gives_the_probe_files_and_an_example_builds_and_runs_with_t
     preload, examples = Path(_sh(xtalk, "probe", "--preload")), Path(_sh(xtalk, "examples"))
     for p in (preload, examples):
         assert p.is_relative_to(site), f"{p}: not the installed copy"
+    assert (examples / "quickstart.toml").is_file(), "`calibrate --intrusiveness`'s default victim"
     assert f"-I{site}" in cflags
     pc = _sh(pkg_config, "--cflags", "xtalk-probe", env={**os.environ, "PKG_CONFIG_PATH": _sh(xtalk, "probe", "--pkg-config-path")})
     assert Path(pc.split()[0][2:]).resolve() == Path(cflags.split()[0][2:]).resolve()

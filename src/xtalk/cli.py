@@ -391,8 +391,7 @@ def calibrate(pairs: int = typer.Option(180_000, help="back-to-back pairs per in
               results: Path = typer.Option(Path("results"), help="base directory for results"),
               intrusiveness: bool = typer.Option(False, "--intrusiveness",
                                                  help="also measure the victim with timestamps only, counters, trace"),
-              experiment: Path = typer.Option(Path(__file__).resolve().parents[2] / "examples" / "quickstart.toml",
-                                              help="victim for --intrusiveness"),
+              experiment: Optional[Path] = typer.Option(None, help="victim for --intrusiveness (default: the installed examples' quickstart.toml)"),
               repetitions: int = typer.Option(3, min=1), jobs: int = typer.Option(300, min=10)):
     """Cost of every time source and counter read, clock resolution, offsets and drift."""
     from .calibrate import calibrate as run_calibration
@@ -407,9 +406,11 @@ def calibrate(pairs: int = typer.Option(180_000, help="back-to-back pairs per in
         raise UsageError(str(e)) from None
     run_calibration(pairs, cpu, drift_ms, results, console)
     if intrusiveness:
+        from .installed import examples_dir
         from .intrusiveness import run as run_intrusiveness
 
-        run_intrusiveness(experiment, repetitions, jobs, results, console)
+        # The shipped examples, where a pip install keeps them (not the source checkout's).
+        run_intrusiveness(experiment or examples_dir() / "quickstart.toml", repetitions, jobs, results, console)
 
 
 def _run_dir(run: Path) -> Path:

@@ -1,5 +1,7 @@
 """`xtalk characterize`: probes × enemies × copies → matrix (Parquet, CSV), heat map, text."""
 
+import json
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -12,10 +14,12 @@ from xtalk.characterize import PROBES, channels_text
 @needs_two_cpus
 def test_a_small_characterisation_writes_matrix_heatmap_and_text(tmp_path, facts):
     out = xtalk("characterize", "--quick", "--results", tmp_path, "--enemy", "llc", "--enemy", "syscall",
-                "--repetitions", "1", "--jobs", "5")
+                "--repetitions", "1", "--jobs", "5", "--json")
     assert out.returncode == 0, out.stderr + out.stdout
     (d,) = tmp_path.iterdir()
     m = pd.read_parquet(d / "matrix.parquet")
+    doc = json.loads(out.stdout)  # --json: the matrix on stdout, the progress on stderr
+    assert doc["kind"] == "characterize" and len(doc["rows"]) == len(m) and "Interference channels" in doc["channels"]
     copies = len(facts.online_cpus) - 1
     n_counts = min(copies, 2)
     assert len(m) == len(PROBES) * 3 * n_counts
@@ -44,6 +48,31 @@ def test_channels_text_names_what_matters():
     assert "disturbed measurably: syscall" in text
     none = channels_text(m.assign(lo=np.ones(3) * 0.9), "test box")
     assert "no channel stands out" in none and "Largest point estimates" in none and "llc-chase × llc ×1 3.00×" in none
+
+
+def test_json_document_gives_the_matrix_with_units_as_fields(tmp_path):
+    """`characterize --json`: the verdict document's header (schema_version, kind, results,
+    provenance), the matrix as rows (the solo median as {value, unit}, the slowdown with its
+    CI), the enemies' loads and the channels text, read from the directory it wrote."""
+    from xtalk.characterize import json_document
+
+    row = {"resource": "last-level cache", "metric": "exec_ns", "copies": 1, "solo_median_ns": 1.5e6, "runs": 2, "jobs": 60}
+    m = pd.DataFrame([{**row, "probe": "llc-chase", "enemy": "llc", "slowdown": 3.0, "lo": 2.5, "hi": 3.5},
+                      {**row, "probe": "llc-chase", "enemy": "pi", "slowdown": 1.01, "lo": 0.98, "hi": 1.03}])
+    m.to_parquet(tmp_path / "matrix.parquet", index=False)
+    pd.DataFrame([{"enemy": "llc", "copies": 1, "kind": "llc", "channel": "llc", "unit": "MB/s", "rate_per_copy": 900.0,
+                   "percent_of_peak": np.nan, "basis": "", "signature": ""}]).to_csv(tmp_path / "enemy-loads.csv", index=False)
+    (tmp_path / "channels.md").write_text(channels_text(m, "test box"))
+    doc = json_document(tmp_path)
+    assert doc["schema_version"] == 1 and doc["kind"] == "characterize" and doc["results"] == str(tmp_path)
+    assert doc["provenance"]["xtalk_version"] and doc["level"] == 0.95
+    (row,) = [r for r in doc["rows"] if r["enemy"] == "llc"]
+    assert row["solo_median"] == {"value": 1.5e6, "unit": "ns"} and row["lo"] <= row["slowdown"] <= row["hi"]
+    assert doc["enemy_loads"][0]["rate_per_copy"] == 900.0 and doc["enemy_loads"][0]["percent_of_peak"] is None
+    assert "llc ×1 → 3.00×" in doc["channels"]
+    json.dumps(doc, allow_nan=False)  # strict JSON: no NaN
+    refused = xtalk("characterize", "--plan", "--json")
+    assert refused.returncode == 2 and refused.stderr.strip().startswith("xtalk: --json: "), refused.stderr
 
 
 def test_unknown_enemy_is_refused(tmp_path):

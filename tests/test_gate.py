@@ -9,6 +9,7 @@ import json
 import subprocess
 import sys
 import xml.etree.ElementTree as ET
+from pathlib import Path
 
 import pytest
 
@@ -41,9 +42,49 @@ def test_a_planted_regression_fails_with_one_line_each_and_junit(dirs, tmp_path)
     assert len(fails) == 4, r.stdout  # median and p99 of solo and read
     assert all("of the baseline, allowed +5 %" in x and "× slower, significant" in x for x in fails)
     assert "gate: FAILED: 0 passed, 4 failed" in r.stdout
+    _valid_junit(junit)
     suite = ET.parse(junit).getroot()
     assert suite.tag == "testsuite" and suite.get("tests") == "4" and suite.get("failures") == "4"
     assert {c.get("name") for c in suite.iter("testcase")} == {"regression median ≤ +5 %", "regression p99 ≤ +5 %"}
+
+
+#: The JUnit XML format Jenkins reads (restated from its xunit plugin's junit-10.xsd; the file says so).
+JUNIT_XSD = Path(__file__).parent / "fixtures" / "junit.xsd"
+
+
+def _valid_junit(path: Path) -> None:
+    """The file validates against the JUnit schema (xmlschema raises with the element and rule)."""
+    import xmlschema
+
+    xmlschema.XMLSchema(JUNIT_XSD).validate(str(path))
+
+
+def test_junit_xml_of_a_pass_a_failure_and_an_inconclusive_check_validates_against_the_junit_schema(dirs, tmp_path):
+    """Every outcome's test case (passed, failed, skipped as inconclusive) is in the shape CI
+    servers read: the JUnit schema accepts the file, and rejects it once a case loses its name
+    or the suite its failure count (the schema is not a formality)."""
+    import xmlschema
+
+    before, again, slower = dirs
+    for name, args in {"fail": [slower, "--baseline", before, "--max-regression", "5%"],
+                       "pass": [before, "-e", "exec:median:1.5x"],
+                       "aa": [again, "--baseline", before, "--max-regression", "1%", "-e", "exec:median:1.3x"]}.items():
+        junit = tmp_path / f"{name}.xml"
+        r = _gate(*args, "--junit", junit, cwd=tmp_path)
+        assert r.returncode in (0, 1), (r.stdout, r.stderr)
+        _valid_junit(junit)
+        suite = ET.parse(junit).getroot()
+        assert int(suite.get("tests")) == len(list(suite.iter("testcase"))) > 0
+    assert any(ET.parse(tmp_path / f"{n}.xml").getroot().find("testcase/failure") is not None for n in ("fail", "aa"))
+    schema = xmlschema.XMLSchema(JUNIT_XSD)
+    for damage in ("name", "failures"):
+        tree = ET.parse(tmp_path / "fail.xml")
+        root = tree.getroot()
+        target = root.find("testcase") if damage == "name" else root
+        del target.attrib[damage]
+        bad = tmp_path / f"bad-{damage}.xml"
+        tree.write(bad, encoding="utf-8", xml_declaration=True)
+        assert not schema.is_valid(str(bad)), damage
 
 
 def test_the_same_experiment_again_fails_nothing(dirs, tmp_path):

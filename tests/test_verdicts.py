@@ -110,6 +110,38 @@ def test_the_report_rewrites_the_document(results, tmp_path):
     assert doc["epsilon"]["violated"] == 1 and doc["provenance"]["command"][1] == "report"
 
 
+def test_the_report_prints_the_stored_run_time_notices_as_the_terminal_grouped_them(tmp_path):
+    """`xtalk run` keeps its run-time notices in experiment.json (a failed run, a noise warning
+    shared word for word by two scenarios): `xtalk report` prints them, grouped as the
+    terminal did (report/verdicts.printed_lines), before its own guards, and its summary.md
+    lists them."""
+    from xtalk.report.verdicts import warning
+
+    root = write_results(tmp_path / "r", [Scenario("solo"), Scenario("read", slowdown=1.3), Scenario("chase")],
+                         repetitions=2, jobs=100, period_ns=PERIOD, exec_ns=EXEC, seed=3)
+    kept = [warning("run_failed", "run 0007 failed: timeout after 1.5 s", "default", "read",
+                    line="run 0007 (default · read) failed: timeout after 1.5 s"),
+            warning("noise", "the machine was busy (load 3.1)", "default", "read",
+                    line="read: the machine was busy (load 3.1)"),
+            warning("noise", "the machine was busy (load 3.1)", "default", "chase",
+                    line="chase: the machine was busy (load 3.1)")]
+    doc = json.loads((root / "experiment.json").read_text())
+    doc["warnings"] = kept
+    (root / "experiment.json").write_text(json.dumps(doc))
+    r = _xtalk("report", root, "--no-csv", "-o", tmp_path / "rep", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    printed = [line.removeprefix("warning: ") for line in _joined(r.stdout) if line.startswith("warning: ")]
+    expected = printed_lines(kept)
+    assert expected == ["run 0007 (default · read) failed: timeout after 1.5 s",
+                        "read, chase: the machine was busy (load 3.1)"]
+    assert printed[:2] == expected, r.stdout
+    assert any(line.startswith("too few runs") or "runs" in line for line in printed[2:]), printed  # the guards follow
+    md = (tmp_path / "rep" / "summary.md").read_text()
+    assert all(f"- {line}" in md for line in expected), md
+    stored = json.loads((root / "verdicts.json").read_text())["warnings"]
+    assert [w["line"] for w in stored[:3]] == [w["line"] for w in kept]
+
+
 def test_several_applications_and_a_campaign_validate(tmp_path):
     from xtalk.report.synthetic import Application, write_application_results
     from xtalk.report.synthetic_campaign import write_campaign
@@ -130,6 +162,28 @@ def test_several_applications_and_a_campaign_validate(tmp_path):
     doc = json.loads(r.stdout)
     jsonschema.validate(doc, schema())
     assert doc["kind"] == "campaign" and doc["cells"] and (camp / "verdicts.json").is_file()
+
+
+def test_a_campaign_s_epsilon_entries_carry_metric_statistic_and_the_observed_ci(tmp_path):
+    """A campaign cell's ε (its default: response p99 within ×1.5 of solo), planted 1.3× and
+    2× slower: each entry names its metric and statistic and gives the observed p99 with its
+    CI around it and the ratio to solo with its CI, as an experiment's entries do."""
+    from xtalk.report.synthetic_campaign import write_campaign
+
+    camp = write_campaign(tmp_path / "camp", families=[], configurations=("fifo",), scenarios={"read": 1.3, "chase": 2.0})
+    r = _xtalk("summary", camp, "--json", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    jsonschema.validate(doc, schema())
+    eps = {c["scenario"]: e for c in doc["cells"] for e in c["epsilon"]}
+    assert set(eps) == {"read", "chase"}, eps
+    for scenario, e in eps.items():
+        assert (e["metric"], e["statistic"], e["bound_kind"], e["relative"]) == ("response", "p99", "relative", 1.5), e
+        o = e["observed"]
+        assert 0 < o["ci_low"] <= o["value"] <= o["ci_high"] and o["unit"] == "ms", e
+        assert e["ratio"]["ci_low"] <= e["ratio"]["value"] <= e["ratio"]["ci_high"], e
+    assert eps["chase"]["verdict"] == "violated" and eps["chase"]["ratio"]["ci_low"] > 1.5
+    assert eps["chase"]["observed"]["value"] > eps["read"]["observed"]["value"]
 
 
 def test_latency_json_gives_the_table_with_units_as_fields(tmp_path):

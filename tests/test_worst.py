@@ -204,6 +204,31 @@ def test_an_output_directory_in_use_is_refused(tmp_path):
     assert r.returncode == 2 and "--out" in r.stderr and (out / "keep").exists()
 
 
+def test_json_document_gives_each_confirmed_combination_with_its_ratio_and_ci(tmp_path):
+    """`worst --json`: the verdict document's header and one row per confirmed combination
+    (worst, runner-ups, stressors), each slowdown as {value, ci_low, ci_high, level}; the
+    whole result.json beside them."""
+    from xtalk.worst.output import json_document
+
+    ci = lambda e, lo, hi: {"estimate": e, "low": lo, "high": hi, "level": 0.95}  # noqa: E731
+    result = {"statistic": "p99", "metric": "execution",
+              "worst": {"scenario": "worst", "label": "read ×1", "vs_solo": ci(1.8, 1.6, 2.0), "vs_best_stressor": ci(1.2, 1.1, 1.3),
+                        "search_score": 1.75},
+              "runner_ups": [{"scenario": "runner-up-1", "label": "l2 ×1", "vs_solo": ci(1.3, 1.2, 1.4),
+                              "vs_best_stressor": None, "search_score": 1.3}],
+              "stressors": {"sng:stream": {"label": "stream (stress-ng, one per enemy CPU)", "vs_solo": ci(1.5, 1.4, 1.6),
+                                           "vs_best_stressor": ci(1.0, 1.0, 1.0), "search_score": None}}}
+    (tmp_path / "result.json").write_text(json.dumps(result))
+    doc = json_document(tmp_path)
+    assert doc["schema_version"] == 1 and doc["kind"] == "worst" and doc["results"] == str(tmp_path)
+    assert doc["provenance"]["xtalk_version"] and doc["result"] == result
+    assert [r["role"] for r in doc["rows"]] == ["worst", "runner-up-1", "stressor"]
+    worst = doc["rows"][0]
+    assert worst["vs_solo"] == {"value": 1.8, "ci_low": 1.6, "ci_high": 2.0, "level": 0.95}
+    assert (worst["metric"], worst["statistic"], worst["label"]) == ("execution", "p99", "read ×1")
+    assert doc["rows"][1]["vs_best_stressor"] is None
+
+
 @pytest.mark.slow  # a 30 s search budget: make test-slow
 @needs_root
 @needs_two_cpus

@@ -368,3 +368,17 @@ def characterize(out_base: Path, quick: bool, console: Console, repetitions: int
     console.print(text)
     console.print(f"matrix: {out / 'matrix.parquet'} (and .csv); heat map: {out / 'heatmap.png'} (and .svg)")
     return out
+
+
+def json_document(out: Path) -> dict:
+    """`xtalk characterize --json`: the verdict document's header and the sensitivity matrix
+    as ``rows`` (report/verdicts.table_document: a probe × enemy × copies slowdown with its
+    CI, the solo median as {value, unit}), each enemy's measured load as ``enemy_loads`` and
+    the channels text (channels.md) as ``channels``; read from the directory it wrote."""
+    from .report.verdicts import rows_with_units, table_document
+    from .store.files import read_parquet
+
+    out = Path(out)
+    loads = pd.read_csv(out / "enemy-loads.csv") if (out / "enemy-loads.csv").is_file() else pd.DataFrame()
+    return table_document("characterize", out, read_parquet(out / "matrix.parquet"),
+                          {"level": 0.95, "enemy_loads": rows_with_units(loads), "channels": (out / "channels.md").read_text()})

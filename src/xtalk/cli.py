@@ -243,7 +243,9 @@ def characterize(quick: bool = typer.Option(False, "--quick", help="few enemies,
                                                                    "rates, per-level latency), measured once per machine with the "
                                                                    "enemies and saved; printed when already saved"),
                  remeasure: bool = typer.Option(False, "--remeasure", help="with --peaks: measure again and replace the saved peaks"),
-                 peak_jobs: int = typer.Option(30, "--peak-jobs", min=5, max=1000, help="with --peaks: 10 ms steps per measuring pass")):
+                 peak_jobs: int = typer.Option(30, "--peak-jobs", min=5, max=1000, help="with --peaks: 10 ms steps per measuring pass"),
+                 as_json: bool = typer.Option(False, "--json", help="print the matrix as JSON on standard output (the verdict "
+                                                                    "document's shapes); the progress goes to standard error")):
     """Characterise this machine: resource probes against each enemy and 1..N copies; writes a
     sensitivity matrix (Parquet, CSV), a heat map (PNG, SVG), the channels that matter and each
     enemy's share of its channel's peak (the peaks: `--peaks`)."""
@@ -251,6 +253,8 @@ def characterize(quick: bool = typer.Option(False, "--quick", help="few enemies,
     from .targets.agent import refuse_fixture, use_machine
 
     use_machine(machine)
+    if as_json and (peaks or plan_only):
+        raise UsageError(f"--json: prints the matrix of a characterisation; leave it out with {'--peaks' if peaks else '--plan'}")
     if remeasure and not peaks:
         raise UsageError("characterize: --remeasure re-measures the peaks; add --peaks")
     if peaks:
@@ -265,7 +269,12 @@ def characterize(quick: bool = typer.Option(False, "--quick", help="few enemies,
         plan_characterize(quick, console, repetitions=repetitions, enemies=enemy, jobs=jobs)
         return
     refuse_fixture("characterize")
-    run_characterize(results, quick, console, repetitions=repetitions, enemies=enemy, jobs=jobs)
+    out = run_characterize(results, quick, Console(stderr=True) if as_json else console, repetitions=repetitions,
+                           enemies=enemy, jobs=jobs)
+    if as_json:
+        from .characterize import json_document
+
+        print(json.dumps(json_document(out), indent=2, ensure_ascii=False, default=str))
 
 
 @command
@@ -282,7 +291,10 @@ def worst(experiment: Optional[Path] = typer.Argument(None, help="experiment fil
           margin: str = typer.Option("10%", "--margin", help="stopping rule: how much worse than the best an untried candidate "
                                                               "must be to matter (10% or 0.1)"),
           confidence: str = typer.Option("90%", "--confidence", help="stopping rule: its confidence, and 1 - it the share "
-                                                                      "of untried candidates it may leave above the margin")):
+                                                                      "of untried candidates it may leave above the margin"),
+          as_json: bool = typer.Option(False, "--json", help="print the worst combination and the runner-ups as JSON on "
+                                                             "standard output (the verdict document's shapes); the "
+                                                             "progress goes to standard error")):
     """Search the catalog's enemies for the combination that slows the victim most, within a budget;
     confirm it against solo and stress-ng; write it as an experiment file, with the search trace."""
     from .worst.inputs import request
@@ -295,7 +307,11 @@ def worst(experiment: Optional[Path] = typer.Argument(None, help="experiment fil
         require_trusted(experiment)  # its argv and paths run as root
     from .worst.driver import run as run_worst
 
-    run_worst(req, console)
+    out = run_worst(req, Console(stderr=True) if as_json else console)
+    if as_json:
+        from .worst.output import json_document
+
+        print(json.dumps(json_document(out), indent=2, ensure_ascii=False, default=str))
 
 
 @command

@@ -593,29 +593,34 @@ def build(path, out: Path | None = None, epsilons: Sequence = (), *, csv: bool =
     elapsed = time.perf_counter() - t0
     html_path = out / "index.html"
     safepath.write_text(html_path, page(title, subtitle, sections, f"Built in {elapsed:.1f} s by xtalk report."))
+    from . import verdicts as vdoc
+    from .summary import verdicts_document
+    from ..store import open as open_results
+
+    doc = verdicts_document(open_results(data.path), data)  # RESULTS/verdicts.json, one source with the summary
+    # The run-time notices `xtalk run` kept (failed runs, feasibility, noise, an enemy's note),
+    # grouped as the terminal printed them, before the report's own guards.
+    notices = vdoc.printed_lines([w for w in doc["warnings"] if w["kind"] in vdoc.NOTICE_KINDS])
+    warned = notices + [x for x in b.tables["warnings"]["line"] if x not in notices]
     md = md_summary(title, b.tables["verdicts"][["status", "verdict"]] if len(b.tables["verdicts"])
                     else pd.DataFrame(columns=["status", "verdict"]),
                     b.tables.get("slowdown"), b.tables.get("noise_floor"),
                     in_ms(b.tables["misses"]) if "misses" in b.tables else None,
-                    b.tables.get("pwcet"), files, list(b.tables["warnings"]["line"]),
+                    b.tables.get("pwcet"), files, warned,
                     extra=["## Platform", ""] + [f"- {x}" for x in platform.lines(platform.facts(data))]
                     + [""] + ([] if multi else vk.markdown(b, b.kind)))
     if multi:  # the applications' verdicts and matrices lead
         head, rest = md.split("\n", 1)
         md = head + "\n\n" + "\n".join(cohabitation.markdown(cohabitation.of_report(data, n_boot))) + rest
     safepath.write_text(out / "summary.md", md)
-    from . import verdicts as vdoc
-    from .summary import verdicts_document
-    from ..store import open as open_results
-
-    vdoc.write(data.path, verdicts_document(open_results(data.path), data))  # RESULTS/verdicts.json, one source with the summary
+    vdoc.write(data.path, doc)
     if console is not None:
         if multi:  # each application's own lines are in its section and summary.md
             for line in cohabitation.console_lines(cohabitation.of_report(data, n_boot)):
                 console.print(line, highlight=False)
         for r in () if multi else b.tables["verdicts"].itertuples():
             console.print(f"[bold]{r.status}[/]: {r.verdict}", highlight=False)
-        for line in b.tables["warnings"]["line"]:
+        for line in warned:
             console.print(f"[yellow]warning: {line}[/]", highlight=False)
         console.print(f"report: {html_path} ({len(b.figures)} figures, {html_path.stat().st_size / 1e6:.1f} MB) in {elapsed:.1f} s: "
                       + ", ".join(f"{k} {v:.1f}" for k, v in timings.items()), highlight=False, soft_wrap=True)

@@ -255,8 +255,7 @@ def _no_jobs(row: dict) -> dict:
         row.update({f"{m}_slowdown_median": math.nan, f"{m}_slowdown_median_lo": math.nan,
                     f"{m}_slowdown_median_hi": math.nan, f"{m}_slowdown_max": math.nan, f"{m}_noise_floor": math.nan,
                     f"{m}_slowdown_p99": math.nan, f"{m}_slowdown_p99_lo": math.nan, f"{m}_slowdown_p99_hi": math.nan})
-    row.update(deadline_misses=0, serious_misses=0, epsilon="", eps_verdict=vd.NO_JOBS, eps_observed_ms=math.nan,
-               eps_bound_ms=math.nan, eps_ratio=math.nan, eps_ratio_lo=math.nan, eps_ratio_hi=math.nan,
+    row.update(deadline_misses=0, serious_misses=0, epsilon="", eps_verdict=vd.NO_JOBS, **EPS_EMPTY,
                status=vd.NO_JOBS_STATUS)
     row["verdict"] = (f"{row['group']} · {row['scenario']}: {vd.NO_JOBS_STATUS} — {row['runs']} run(s), {row['runs_ok']} completed, "
                       "none recorded a job; see each run's postmortem/ (xtalk campaign status DIR)")
@@ -302,11 +301,17 @@ def _p99(name: str, sc: str, cur: dict, ref: dict | None, n_boot: int) -> dict:
     return {key: float(np.quantile(a, 0.99)) / pb, f"{key}_lo": alo / bhi, f"{key}_hi": ahi / blo}
 
 
+#: The ε columns of a cell without a verdict: the leading bound's metric and statistic, its
+#: relative bound, the observed statistic with its CI, the bound and the ratio to solo with its CI.
+EPS_EMPTY = {"eps_metric": None, "eps_statistic": None, "eps_relative": math.nan, "eps_observed_ms": math.nan,
+             "eps_observed_lo_ms": math.nan, "eps_observed_hi_ms": math.nan, "eps_bound_ms": math.nan,
+             "eps_ratio": math.nan, "eps_ratio_lo": math.nan, "eps_ratio_hi": math.nan}
+
+
 def _epsilon(specs: list, sc: str, cur: dict, ref: dict | None, n_boot: int) -> dict:
     """The cell's ε verdict; with several bounds (the application's and --epsilon ones) the
     worst leads and ``epsilon`` lists them all."""
-    out = {"epsilon": "; ".join(tb.eps.describe(s) for s in specs), "eps_verdict": "", "eps_observed_ms": math.nan,
-           "eps_bound_ms": math.nan, "eps_ratio": math.nan, "eps_ratio_lo": math.nan, "eps_ratio_hi": math.nan}
+    out = {"epsilon": "; ".join(tb.eps.describe(s) for s in specs), "eps_verdict": "", **EPS_EMPTY}
     if sc == SOLO:
         return {**out, "eps_verdict": vd.REFERENCE}
     if not specs:
@@ -323,8 +328,11 @@ def _epsilon(specs: list, sc: str, cur: dict, ref: dict | None, n_boot: int) -> 
     if not results:
         return {**out, "eps_verdict": vd.NO_SOLO}
     spec, r = results[vd.worst_epsilon([r["verdict"] for _, r in results])]
-    return {**out, "eps_verdict": r["verdict"], "eps_observed_ms": r["observed_ns"] / 1e6, "eps_bound_ms": r["bound_ns"] / 1e6,
-            "eps_ratio": r["ratio"], "eps_ratio_lo": r["ratio_ci_low"], "eps_ratio_hi": r["ratio_ci_high"]}
+    return {**out, "eps_verdict": r["verdict"], "eps_metric": r["metric"], "eps_statistic": r["statistic"],
+            "eps_relative": r["relative"], "eps_observed_ms": r["observed_ns"] / 1e6,
+            "eps_observed_lo_ms": r["ci_low_ns"] / 1e6, "eps_observed_hi_ms": r["ci_high_ns"] / 1e6,
+            "eps_bound_ms": r["bound_ns"] / 1e6, "eps_ratio": r["ratio"], "eps_ratio_lo": r["ratio_ci_low"],
+            "eps_ratio_hi": r["ratio_ci_high"]}
 
 
 def _line(row: dict) -> str:

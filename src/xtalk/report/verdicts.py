@@ -191,11 +191,16 @@ def campaign_cells(cells) -> list[dict]:
     for row in json.loads(cells.to_json(orient="records")):
         eps = []
         if row.get("eps_verdict") in vd.VERDICTS:
+            # The leading bound (the worst verdict of the cell's bounds): its metric, statistic,
+            # observed value with CI and, for a relative bound, the ratio to solo with CI.
+            relative = _num(row.get("eps_relative"))
             ratio = _num(row.get("eps_ratio"))
-            eps.append({"bound": str(row.get("epsilon") or ""), "metric": None, "statistic": None,
-                        "bound_kind": "relative" if ratio is not None else "absolute", "relative": None,
-                        "bound_ms": _num(row.get("eps_bound_ms")), "verdict": row["eps_verdict"],
-                        "observed": {"value": _num(row.get("eps_observed_ms")), "ci_low": None, "ci_high": None, "unit": "ms"},
+            eps.append({"bound": str(row.get("epsilon") or ""), "metric": row.get("eps_metric"),
+                        "statistic": row.get("eps_statistic"),
+                        "bound_kind": "relative" if relative is not None or ratio is not None else "absolute",
+                        "relative": relative, "bound_ms": _num(row.get("eps_bound_ms")), "verdict": row["eps_verdict"],
+                        "observed": {"value": _num(row.get("eps_observed_ms")), "ci_low": _num(row.get("eps_observed_lo_ms")),
+                                     "ci_high": _num(row.get("eps_observed_hi_ms")), "unit": "ms"},
                         "ratio": {"value": ratio, "ci_low": _num(row.get("eps_ratio_lo")),
                                   "ci_high": _num(row.get("eps_ratio_hi"))} if ratio is not None else None,
                         "level": LEVEL})

@@ -124,3 +124,28 @@ def ci_text(ci: dict | None) -> str:
     if not ci or not math.isfinite(ci.get("estimate", float("nan"))):
         return "n/a"
     return f"{ci['estimate']:.2f}× [{ci['low']:.2f}, {ci['high']:.2f}]"
+
+
+def _ratio(ci: dict | None) -> dict | None:
+    """A slowdown of result.json ({estimate, low, high, level}) as the verdict document
+    writes a ratio: {value, ci_low, ci_high, level}."""
+    if not ci:
+        return None
+    return {"value": ci.get("estimate"), "ci_low": ci.get("low"), "ci_high": ci.get("high"), "level": ci.get("level")}
+
+
+def json_document(out: Path) -> dict:
+    """`xtalk worst --json`: the verdict document's header (report/verdicts.table_document's)
+    and one row per confirmed combination (the worst, the runner-ups, each stress-ng
+    stressor) with its slowdown against solo and against the best stressor, ratio and CI as
+    fields; result.json whole as ``result``."""
+    from ..report.verdicts import SCHEMA_VERSION, provenance
+
+    res = json.loads((Path(out) / "result.json").read_text())
+    entries = [("worst", res["worst"])] + [(r["scenario"], r) for r in res.get("runner_ups") or []] \
+        + [("stressor", s) for s in (res.get("stressors") or {}).values()]
+    rows = [{"role": role, "label": e.get("label"), "metric": res.get("metric"), "statistic": res.get("statistic"),
+             "vs_solo": _ratio(e.get("vs_solo")), "vs_best_stressor": _ratio(e.get("vs_best_stressor")),
+             "search_score": e.get("search_score")} for role, e in entries]
+    return {"schema_version": SCHEMA_VERSION, "kind": "worst", "results": str(out), "provenance": provenance(),
+            "rows": rows, "result": res}

@@ -649,15 +649,30 @@ def containment(results: Path = typer.Argument(..., help="results directory of a
 
 
 @command
-def evidence(args: list[str] = typer.Argument(..., metavar="RESULTS... | verify BUNDLE",
-                                             help="results directories (experiments, campaigns); or `verify BUNDLE`"),
-             out: Optional[Path] = typer.Option(None, "--out", help="the bundle directory to write (new or empty)"),
+def evidence(args: list[str] = typer.Argument(..., metavar="RESULTS... | verify BUNDLE | replay BUNDLE",
+                                             help="results directories (experiments, campaigns); or `verify BUNDLE`; "
+                                                  "or `replay BUNDLE`"),
+             out: Optional[Path] = typer.Option(None, "--out", help="the bundle directory to write (new or empty); "
+                                                "replay: the directory of its results (default ./replay-BUNDLE-DATE)"),
              key: Optional[Path] = typer.Option(None, "--key", help="SSH private key that signs manifest.json (e.g. ~/.ssh/id_ed25519)"),
              signer_key: Optional[Path] = typer.Option(None, "--signer-key",
                                                        help="verify: the public key the signature must be made by"),
              n_boot: int = typer.Option(2000, "--n-boot", min=100, help="bootstrap resamples of the CIs"),
-             no_pdf: bool = typer.Option(False, "--no-pdf", help="write index.html only (no headless Chromium)")):
-    """An objective-indexed, signed evidence bundle from results; `xtalk evidence verify BUNDLE` checks one."""
+             no_pdf: bool = typer.Option(False, "--no-pdf", help="write index.html only (no headless Chromium)"),
+             target: str = typer.Option("local", "--target", help="replay: where to run the plans (local, ssh://...)"),
+             tolerance: str = typer.Option("20%", "--tolerance", help="replay: the change of a cell's median response "
+                                           "time that still reproduces (95 % CI within ±this)"),
+             other_machine: bool = typer.Option(False, "--other-machine", help="replay: run even on another kind of "
+                                                "machine (CPU model, CPUs, architecture) than the recorded one"),
+             as_json: bool = typer.Option(False, "--json", help="replay: print replay.json on standard output")):
+    """An objective-indexed, signed evidence bundle from results; `xtalk evidence verify BUNDLE` checks one;
+    `xtalk evidence replay BUNDLE` re-runs its plans and says per cell whether the recorded result reproduces
+    (exit 0 all reproduced, 1 some not or inconclusive, 2 bad input or a damaged bundle)."""
+    if args[0] == "replay":
+        if len(args) != 2 or key is not None or signer_key is not None:
+            raise UsageError("xtalk evidence replay: give one bundle directory (and --out, --target, --tolerance)")
+        code = _replay(Path(args[1]), out, target, tolerance, other_machine, as_json, n_boot)
+        raise typer.Exit(code)
     if args[0] == "verify":
         from .evidence.manifest import signed_by, verify
 
@@ -677,6 +692,36 @@ def evidence(args: list[str] = typer.Argument(..., metavar="RESULTS... | verify 
     from .evidence.bundle import build
 
     build([Path(a) for a in args], out, key, n_boot=n_boot, pdf=not no_pdf, say=lambda s: console.print(s, highlight=False, soft_wrap=True))
+
+
+def _replay(bundle: Path, out: Optional[Path], target: str, tolerance: str, other_machine: bool, as_json: bool,
+            n_boot: int) -> int:
+    """`xtalk evidence replay`: progress on stderr with --json (stdout holds the document)."""
+    import json
+    import sys
+
+    from rich.console import Console
+
+    from .evidence.replay import replay, summary_line
+    from .units import fraction
+
+    try:
+        tol = fraction(tolerance, "--tolerance", high=10.0)
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+    say_to = Console(stderr=True) if as_json else console
+    r = replay(bundle, _checked(out, "--out") if out is not None else None, target, tol, other_machine, n_boot,
+               say=lambda s: say_to.print(s, highlight=False, soft_wrap=True, markup=False))
+    if as_json:
+        json.dump(r.to_dict(), sys.stdout, indent=2, ensure_ascii=False)
+        sys.stdout.write("\n")
+    else:
+        for c in r.cells:
+            style = "green" if c.verdict == "reproduced" else "red" if c.verdict == "not reproduced" else "yellow"
+            console.print(f"[{style}]{c.verdict}[/]: {c.name}: median {c.line().split(': median ', 1)[1]}",
+                          highlight=False, soft_wrap=True)
+    say_to.print(f"{summary_line(r)}; {r.out / 'replay.md'}", highlight=False, soft_wrap=True, markup=False)
+    return r.exit_code
 
 
 @command

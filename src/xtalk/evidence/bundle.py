@@ -49,7 +49,9 @@ def matrix(found: list[Finding], artifacts: dict[str, dict[str, str]]) -> pd.Dat
 
 def _raw(out: Path, inp: Input) -> list[str]:
     """The input's raw data under data/<name>/: its experiment (or campaign) files as written,
-    the runs, verdicts, pWCET and misses tables, every run's run.json; the files written."""
+    the runs, verdicts, pWCET and misses tables, and each run's run.json, plan and job tables
+    where the input has them (runs/<id>/...: data/<name>/ reads as a results directory, what
+    `xtalk evidence replay` compares against); the files written at the top."""
     d = out / "data" / inp.name
     written = []
     for name in ("experiment.toml", "experiment.json", "campaign.toml", "campaign.json"):
@@ -63,10 +65,19 @@ def _raw(out: Path, inp: Input) -> list[str]:
         safepath.write_csv(table, d / f"{name}.csv", index=False)
         written.append(f"{name}.csv")
     for run_dir in inp.data.runs["dir"]:
-        src = Path(run_dir) / "run.json"
-        if src.is_file():
-            safepath.write_bytes(d / "run-json" / f"{Path(run_dir).name}.json", src.read_bytes(), parents=True)
+        for src in _run_files(Path(run_dir)):
+            rel = src.relative_to(inp.path)
+            safepath.write_bytes(d / rel, src.read_bytes(), parents=True)
     return written
+
+
+def _run_files(run_dir: Path) -> list[Path]:
+    """What a replay needs of one run and the store reads: its run.json (outcome and plan),
+    plan.json, and every job table (jobs.parquet, an application's under its name); links
+    are not files of the run and are left out."""
+    out = [run_dir / n for n in ("run.json", "plan.json")]
+    out += sorted(run_dir.glob("*.parquet")) + sorted(run_dir.glob("*/*.parquet"))
+    return [p for p in out if p.is_file() and not p.is_symlink()]
 
 
 def _agent(inp: Input) -> dict | None:

@@ -284,3 +284,22 @@ def test_replay_of_a_damaged_bundle_is_refused_naming_the_file(planted, tmp_path
     assert r.returncode == 2 and "not a directory" in r.stderr, r.stderr
     r = xtalk("evidence", "replay", planted["bundle"], planted["bundle"])
     assert r.returncode == 2 and "one bundle directory" in r.stderr, r.stderr
+
+
+def test_the_ecss_view_is_each_applications_worst_execution_over_its_period(planted, tmp_path):
+    from xtalk.store import open as open_results
+
+    budget = pd.read_csv(planted["bundle"] / "objectives" / "ECSS_CPU_budget" / "cpu_budget.csv")
+    jobs = open_results(planted["dir"] / "interference").jobs()
+    jobs = jobs[~jobs["warmup"] & (jobs["scenario"] != "hog")]  # hog injects a fault: containment, not budget
+    row = budget[budget["input"] == "interference"].iloc[0]
+    use = jobs["exec_ns"].max() / jobs["period_ns"].median()
+    assert row["worst scenario"] == "bw" and row["CPU use (worst)"] == f"{use:.1%}"  # the planted 1.5× slowdown
+    assert row["QR (margin ≥ 25%)"] == ("holds" if 1 - use >= 0.25 else "exceeded")
+    apps = budget[budget["input"] == "faults"]
+    assert set(zip(apps["application"], apps["criticality"])) == {("logger", "D"), ("aocs", "A")}
+    assert "ECSS view: CPU budget per application" in (planted["bundle"] / "index.html").read_text()
+    r = xtalk("evidence", planted["solo"], "--out", tmp_path / "b", "--ecss-margin", "CDR")
+    assert r.returncode == 2 and "--ecss-margin 'CDR'" in r.stderr and not (tmp_path / "b").exists(), r.stderr
+    r = xtalk("evidence", planted["solo"], "--out", tmp_path / "b", "--ecss-margin", "CDR=140%")
+    assert r.returncode == 2 and "--ecss-margin CDR" in r.stderr and not (tmp_path / "b").exists(), r.stderr

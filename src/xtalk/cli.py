@@ -659,6 +659,9 @@ def evidence(args: list[str] = typer.Argument(..., metavar="RESULTS... | verify 
                                                        help="verify: the public key the signature must be made by"),
              n_boot: int = typer.Option(2000, "--n-boot", min=100, help="bootstrap resamples of the CIs"),
              no_pdf: bool = typer.Option(False, "--no-pdf", help="write index.html only (no headless Chromium)"),
+             ecss_margin: list[str] = typer.Option([], "--ecss-margin", metavar="REVIEW=SHARE",
+                                                    help="the CPU margin a review asks in the ECSS view, e.g. CDR=35% "
+                                                         "(repeatable; defaults PDR=50%, CDR=35%, QR=25%)"),
              target: str = typer.Option("local", "--target", help="replay: where to run the plans (local, ssh://...)"),
              tolerance: str = typer.Option("20%", "--tolerance", help="replay: the change of a cell's median response "
                                            "time that still reproduces (95 % CI within ±this)"),
@@ -690,8 +693,11 @@ def evidence(args: list[str] = typer.Argument(..., metavar="RESULTS... | verify 
     if signer_key is not None:
         raise UsageError("--signer-key checks a bundle: use it with `xtalk evidence verify BUNDLE`; to sign, give --key")
     from .evidence.bundle import build
+    from .evidence.views import ecss_margins
 
-    build([Path(a) for a in args], out, key, n_boot=n_boot, pdf=not no_pdf, say=lambda s: console.print(s, highlight=False, soft_wrap=True))
+    margins = ecss_margins(ecss_margin)  # bad input: exit 2 before any work
+    build([Path(a) for a in args], out, key, n_boot=n_boot, pdf=not no_pdf, ecss_margins=margins,
+          say=lambda s: console.print(s, highlight=False, soft_wrap=True))
 
 
 def _replay(bundle: Path, out: Optional[Path], target: str, tolerance: str, other_machine: bool, as_json: bool,

@@ -22,7 +22,7 @@ from . import manifest as mf
 from .inputs import Input, load_inputs
 from .objectives import Finding, findings
 from .page import TRACED_BY, render
-from .views import iso26262
+from .views import ecss, iso26262
 from .pdf import print_pdf
 
 
@@ -108,10 +108,10 @@ def _header(inputs: list[Input], signer: str | None, command: str | None) -> dic
 
 
 def build(results: list[Path], out: Path, key: Path | None = None, *, n_boot: int = 2000,
-          pdf: bool = True, command: str | None = None, say=print) -> Path:
+          pdf: bool = True, command: str | None = None, say=print, ecss_margins: dict[str, float] | None = None) -> Path:
     """Write the bundle of ``results`` to ``out`` (new or empty); returns index.html.
     ``key``: the SSH private key that signs manifest.json; ``pdf``: print index.pdf too;
-    ``say``: one line per thing done."""
+    ``say``: one line per thing done; ``ecss_margins``: review -> CPU margin of the ECSS view."""
     if not results:
         raise UsageError("xtalk evidence: give at least one results directory")
     signer = mf.check_key(Path(key).expanduser()) if key is not None else None  # a bad key fails before any work
@@ -122,7 +122,8 @@ def build(results: list[Path], out: Path, key: Path | None = None, *, n_boot: in
         raise UsageError(f"--out {out}: not empty; a bundle is written whole into a new directory (give another)")
     inputs = load_inputs(results, n_boot)
     found = findings(inputs)
-    found.insert(len(found) - 1, iso26262(inputs))  # before the summary, whose matrix lists it too
+    # The views before the summary, whose matrix lists them too.
+    found[len(found) - 1:len(found) - 1] = [iso26262(inputs), ecss(inputs, ecss_margins)]
     safepath.makedirs(out)
     artifacts: dict[str, dict[str, str]] = {}
     for f in found:

@@ -109,7 +109,19 @@ def test_a_planted_change_of_the_victims_work_is_not_reproduced(example, tmp_pat
     assert "not reproduced" in r.stdout
 
 
-def test_replay_refuses_another_kind_of_machine_and_a_bad_out(example, tmp_path):
+def _reseal(bundle: Path) -> None:
+    """The manifest made again over the bundle as it now is, unsigned: a bundle that says what a
+    test planted in it (as one made from such results would)."""
+    from xtalk.evidence import manifest as mf
+
+    (bundle / mf.SIGNATURE).unlink(missing_ok=True)
+    (bundle / mf.SIGNER).unlink(missing_ok=True)
+    doc = json.loads((bundle / mf.MANIFEST).read_text())
+    doc["files"] = {rel: mf.sha256(p) for rel, p in mf.bundle_files(bundle).items()}
+    (bundle / mf.MANIFEST).write_text(json.dumps(doc))
+
+
+def test_replay_refuses_another_machine_a_declared_setting_it_lacks_and_a_bad_out(example, tmp_path):
     bundle = tmp_path / "bundle"
     shutil.copytree(example["bundle"], bundle)
     # A bundle is its manifest: make one whose runs say another CPU, as a bundle from elsewhere would.
@@ -118,18 +130,22 @@ def test_replay_refuses_another_kind_of_machine_and_a_bad_out(example, tmp_path)
         meta = load_outcome(run).to_dict()
         meta["environment"]["cpu"]["model"] = "Another CPU 9000"
         write_outcome(run, parse_outcome(meta))
-    from xtalk.evidence import manifest as mf
-
-    doc = json.loads((bundle / mf.MANIFEST).read_text())
-    doc["files"] = {rel: mf.sha256(p) for rel, p in mf.bundle_files(bundle).items()}
-    (bundle / mf.MANIFEST).write_text(json.dumps(doc))
-    (bundle / mf.SIGNATURE).unlink(missing_ok=True)
-    (bundle / mf.SIGNER).unlink(missing_ok=True)
-    doc["files"] = {rel: mf.sha256(p) for rel, p in mf.bundle_files(bundle).items()}
-    (bundle / mf.MANIFEST).write_text(json.dumps(doc))
+    _reseal(bundle)
     r = xtalk("evidence", "replay", bundle, "--out", tmp_path / "replay")
     assert r.returncode == 2 and "CPU model" in r.stderr and "Another CPU 9000" in r.stderr, r.stderr
     assert len(r.stderr.strip().splitlines()) == 1 and not (tmp_path / "replay").exists()
+    # The same machine, but a setting the experiment declared no longer holds: refused before any run.
+    shutil.rmtree(bundle)
+    shutil.copytree(example["bundle"], bundle)
+    exp = next((bundle / "data").glob("characterize*/experiment.json"))
+    doc = json.loads(exp.read_text())
+    doc["declared_settings"] = [{"path": "/proc/sys/kernel/sched_rt_period_us", "value": "12345",
+                                 "why": "the RT period the budgets were made for"}]
+    exp.write_text(json.dumps(doc))
+    _reseal(bundle)
+    r = xtalk("evidence", "replay", bundle, "--out", tmp_path / "replay")
+    assert r.returncode == 2 and "/proc/sys/kernel/sched_rt_period_us" in r.stderr and "'12345'" in r.stderr, r.stderr
+    assert not (tmp_path / "replay").exists()
     r = xtalk("evidence", "replay", example["bundle"], "--out", example["bundle"] / "replay")
     assert r.returncode == 2 and "inside the bundle" in r.stderr, r.stderr
     r = xtalk("evidence", "replay", example["bundle"], "--tolerance", "-3%")

@@ -138,6 +138,7 @@ class Recorded:
     data: Path
     plans: list  # [Plan]
     environment: dict
+    declared: list = field(default_factory=list)  #: experiment.json's declared settings (path, value, why)
 
 
 def _recorded(bundle: Path, entry: dict) -> Recorded | str:
@@ -152,9 +153,11 @@ def _recorded(bundle: Path, entry: dict) -> Recorded | str:
         return (f"{name}: the bundle keeps no runs of it (data/{name}/runs/: bundles made before xtalk kept the "
                 "plans and job tables); make the bundle again from its results to replay it")
     try:
-        order = [o["run_id"] for o in json.loads((data / "experiment.json").read_text())["order"]]
+        doc = json.loads((data / "experiment.json").read_text())
+        order = [o["run_id"] for o in doc["order"]]
     except (OSError, ValueError, KeyError, TypeError):
-        order = sorted(p.name for p in (data / "runs").iterdir())
+        doc, order = {}, sorted(p.name for p in (data / "runs").iterdir())
+    declared = [d for d in doc.get("declared_settings") or [] if isinstance(d, dict) and {"path", "value"} <= set(d)]
     plans, env = [], {}
     for run_id in order:
         meta = read_outcome(data / "runs" / run_id)
@@ -165,7 +168,7 @@ def _recorded(bundle: Path, entry: dict) -> Recorded | str:
             env = meta.to_dict().get("environment") or {}
     if not plans:
         return f"{name}: no recorded run has its plan (data/{name}/runs/*/run.json)"
-    return Recorded(name, data, plans, env)
+    return Recorded(name, data, plans, env, declared)
 
 
 def _get(env: dict, path: tuple[str, ...]):
@@ -181,6 +184,26 @@ def machine_differences(recorded: dict, here: dict) -> tuple[list[str], list[str
                 if _get(recorded, p) is not None and _get(recorded, p) != _get(here, p)]
 
     return diff(SAME_KIND), diff(WARN_KIND)
+
+
+def _declared_settings(todo: list[Recorded], tgt) -> None:
+    """The settings the experiments declared must hold on the target now, as `xtalk run` refused
+    them before (UsageError naming the first that does not); every replayed run then snapshots
+    them before and after (drift: invalid). Checked on this machine; a remote target's snapshot
+    before and after each run still shows drift."""
+    from ..targets import settings as ms
+    from ..targets.base import LocalTarget
+
+    declared = ms.SettingsFile(tuple(dict.fromkeys(
+        ms.Declared(str(d["path"]), str(d["value"]), str(d.get("why", ""))) for r in todo for d in r.declared)), ())
+    if not declared.declared:
+        return
+    tgt.watch = tuple(dict.fromkeys([*tgt.watch, *declared.paths()]))
+    if isinstance(tgt, LocalTarget):
+        wrong = ms.violations(declared, ms.snapshot_local(declared.paths()))
+        if wrong:
+            raise UsageError(f"declared settings of the bundle: {wrong[0]}"
+                             + (f" (and {len(wrong) - 1} more)" if len(wrong) > 1 else ""))
 
 
 # --------------------------------------------------------------------------- the runs
@@ -285,6 +308,7 @@ def replay(bundle: Path, out: Path | None = None, target: str = "local", toleran
                              "nothing says the verdicts should reproduce)")
         notes += [f"{rec.name}: another kind of machine ({x}), replayed with --other-machine" for x in kind]
         notes += [f"{rec.name}: {x}" for x in other]
+    _declared_settings(todo, tgt)
     tgt.check_many([p.to_json() for rec in todo for p in rec.plans])  # a plan refused here: exit 2, nothing run
     out = _out_dir(bundle, out)
     for line in notes:

@@ -108,12 +108,34 @@ def run(experiment: Path = typer.Argument(..., help="experiment file (TOML)"),
         raise typer.Exit(code)
 
 
+def _plan_settings(experiment: Path, settings: Optional[Path], fixture: bool) -> str:
+    """`xtalk plan`'s check of the declared settings: on this machine as `run` checks them
+    (UsageError naming the first that does not hold); for a machine fixture the file is read and
+    checked for form only (a fixture records no settings). The line to print, "" when none is
+    declared."""
+    from .config.experiment import load
+    from .runner import declared_settings
+    from .targets import settings as machine_settings
+
+    exp = load(experiment)
+    where = settings if settings is not None else (Path(experiment).parent / exp.settings if exp.settings else None)
+    if where is None:
+        return ""
+    if fixture:
+        n = len(machine_settings.load_declared(where).declared)
+        return f"declared settings: {n} in {where}, checked on the machine when it runs (a fixture records none)"
+    declared = declared_settings(Path(experiment), exp, settings)
+    return f"declared settings: the {len(declared.declared)} in {where} hold on this machine"
+
+
 @command
 def plan(experiment: Optional[Path] = typer.Argument(None, help="experiment file (TOML)"),
          schema: bool = typer.Option(False, "--schema", help="print the run plan's JSON Schema"),
          show: bool = typer.Option(False, "--show", help="print the plan of the first run of each scenario"),
          skip_unavailable: bool = typer.Option(False, "--skip-unavailable", help="leave out configurations this kernel cannot provide"),
-         machine: Optional[Path] = typer.Option(None, "--machine", help="plan for a recorded machine fixture (as $XTALK_MACHINE)")):
+         machine: Optional[Path] = typer.Option(None, "--machine", help="plan for a recorded machine fixture (as $XTALK_MACHINE)"),
+         settings: Optional[Path] = typer.Option(None, "--settings", help="declared-settings file (TOML) checked against "
+                                                 "this machine as `run` checks it (default: the experiment's `settings`)")):
     """Print the run-plan JSON Schema, or what an experiment would run (nothing is started)."""
     from .plan import json_schema
     from .targets.agent import use_machine
@@ -136,9 +158,12 @@ def plan(experiment: Optional[Path] = typer.Argument(None, help="experiment file
     from .runner import COMMAND_OVERHEAD_S, estimate_seconds, prepare
     from .targets.agent import machine_fixture
 
+    fixture = machine_fixture()
+    declared = _plan_settings(experiment, settings, fixture is not None)  # refused as `run` would: exit 2 first
     skipped: list = []
     exp, runs, _ = prepare(experiment, skip_unavailable, skipped)
-    fixture = machine_fixture()
+    if declared:
+        console.print(declared, highlight=False)
     if fixture is not None:
         console.print(f"machine: {_machine_line(fixture)}", highlight=False)
     for s in skipped:

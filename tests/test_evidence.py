@@ -284,6 +284,10 @@ def test_replay_of_a_damaged_bundle_is_refused_naming_the_file(planted, tmp_path
     assert r.returncode == 2 and "not a directory" in r.stderr, r.stderr
     r = xtalk("evidence", "replay", planted["bundle"], planted["bundle"])
     assert r.returncode == 2 and "one bundle directory" in r.stderr, r.stderr
+    r = xtalk("evidence", "verify", planted["bundle"], "--tolerance", "5%")
+    assert r.returncode == 2 and "go with `xtalk evidence replay BUNDLE`" in r.stderr, r.stderr
+    r = xtalk("evidence", "replay", planted["bundle"], "--ecss-margin", "QR=10%")
+    assert r.returncode == 2 and "--ecss-margin goes with making a bundle" in r.stderr, r.stderr
 
 
 def test_the_ecss_view_is_each_applications_worst_execution_over_its_period(planted, tmp_path):

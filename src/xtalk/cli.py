@@ -696,6 +696,10 @@ def evidence(args: list[str] = typer.Argument(..., metavar="RESULTS... | verify 
     """An objective-indexed, signed evidence bundle from results; `xtalk evidence verify BUNDLE` checks one;
     `xtalk evidence replay BUNDLE` re-runs its plans and says per cell whether the recorded result reproduces
     (exit 0 all reproduced, 1 some not or inconclusive, 2 bad input or a damaged bundle)."""
+    if ecss_margin and args[0] in ("verify", "replay"):
+        raise UsageError("--ecss-margin goes with making a bundle (xtalk evidence RESULTS... --out BUNDLE)")
+    if args[0] != "replay" and (target != "local" or tolerance != "20%" or other_machine or as_json):
+        raise UsageError("--target, --tolerance, --other-machine and --json go with `xtalk evidence replay BUNDLE`")
     if args[0] == "replay":
         if len(args) != 2 or key is not None or signer_key is not None:
             raise UsageError("xtalk evidence replay: give one bundle directory (and --out, --target, --tolerance)")
@@ -722,7 +726,7 @@ def evidence(args: list[str] = typer.Argument(..., metavar="RESULTS... | verify 
 
     margins = ecss_margins(ecss_margin)  # bad input: exit 2 before any work
     build([Path(a) for a in args], out, key, n_boot=n_boot, pdf=not no_pdf, ecss_margins=margins,
-          say=lambda s: console.print(s, highlight=False, soft_wrap=True))
+          say=lambda s: console.print(s, highlight=False, soft_wrap=True, markup=False))  # "[[application]]" is text
 
 
 def _replay(bundle: Path, out: Optional[Path], target: str, tolerance: str, other_machine: bool, as_json: bool,

@@ -6,7 +6,7 @@ BIN     := $(VENV)/bin
 AGENT   := agent/target/release/xtalk-agent
 AGENT_SRC := agent/Cargo.toml $(shell find agent/src -name '*.rs' 2>/dev/null)
 
-.PHONY: all setup catalog docs demo test test-agent test-py test-slow test-pure test-hostile bench clean agent-aarch64 test-agent-aarch64 arm-tools test-arm board board-test board-up board-down guest guest-test guest-up guest-down
+.PHONY: all setup catalog docs demo evidence test test-agent test-py test-slow test-pure test-hostile bench clean agent-aarch64 test-agent-aarch64 arm-tools test-arm board board-test board-up board-down guest guest-test guest-up guest-down
 
 all: demo
 
@@ -65,6 +65,11 @@ setup: $(AGENT) $(EXPLORE) $(CATALOG) $(BIN)/.installed $(NATIVE)
 
 demo: setup
 	$(BIN)/xtalk run examples/quickstart.toml
+
+# The evidence example (examples/evidence/): two short experiments bundled into
+# results/evidence-example-<date>/ (their results beside it, in ...-runs/).
+evidence: setup
+	XTALK=$(BIN)/xtalk examples/evidence/run.sh
 
 test-agent: $(AGENT)
 	cargo test --release --manifest-path agent/Cargo.toml

@@ -228,7 +228,7 @@ AGENT_MODULES = {
     "test_sched_bridge_live.py", "test_store_enemies.py", "test_campaign_preflight.py", "test_catalog_toy.py",
     "test_outcome_agent.py", "test_applications_agent.py", "test_applications_live.py", "test_enemies_dos.py",
     "test_worst.py", "test_security_results.py", "test_results_damage.py", "test_cli_startup.py",
-    "test_verdicts_run.py", "test_compare_live.py", "test_verdicts_examples.py",
+    "test_verdicts_run.py", "test_compare_live.py", "test_verdicts_examples.py", "test_evidence_replay.py",
 }
 #: Single tests that drive the agent without any of the fixtures above.
 AGENT_TESTS = {

@@ -166,3 +166,24 @@ def test_two_campaigns_on_one_machine_never_run_at_the_same_time(tmp_path):
     spans.sort()
     assert all(a_end < b_start for (_, a_end, _), (b_start, _, _) in zip(spans, spans[1:])), spans
     assert len({k for *_, k in spans[:6]}) == 2 or len({k for *_, k in spans[6:]}) == 2, "the campaigns did not interleave"
+
+
+def test_a_campaign_declaring_a_setting_the_machine_lacks_starts_nothing_and_one_it_holds_is_watched(tmp_path):
+    path = "/proc/sys/kernel/sched_rt_period_us"
+    have = open(path).read().strip()
+    (tmp_path / "settings.toml").write_text(f'[settings."{path}"]\nvalue = "{int(have) + 1}"\n'
+                                            'why = "the RT period the budgets were made for"\n')
+    f = tiny(tmp_path, jobs=20, **{'name = "tiny"': 'name = "tiny"\nsettings = "settings.toml"'})
+    r = run_xtalk("campaign", "run", f, "--results", tmp_path / "res")
+    assert r.returncode == 2 and f"{path} is '{have}'" in r.stderr and f"'{int(have) + 1}'" in r.stderr, r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1 and not (tmp_path / "res").exists()
+    (tmp_path / "settings.toml").write_text(f'[settings."{path}"]\nvalue = "{have}"\nwhy = "the budgets\' RT period"\n')
+    r = run_xtalk("campaign", "run", f, "--results", tmp_path / "res", "--skip-feasibility")
+    assert r.returncode == 0, r.stdout + r.stderr
+    (store,) = campaign_dirs(tmp_path / "res")
+    assert json.loads((store / "campaign.json").read_text())["declared_settings"][0]["value"] == have
+    runs = list(store.glob("runs/**/run.json"))
+    assert len(runs) == 6
+    for run in runs:
+        snap = json.loads(run.read_text())["settings"]
+        assert snap["before"][path] == have and not snap.get("drift"), snap  # each run read it before and after

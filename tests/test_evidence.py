@@ -104,7 +104,10 @@ def test_each_objective_has_its_artifacts_or_says_why_not(planted):
     assert len(bw) == 3 and bw <= set(channel_runs)
     assert not any("solo" in r for r in channel_runs) and len(channel_runs) == len(set(channel_runs))
     assert "MCP_Resource_Usage_1,–,0,not covered: no run of the inputs recorded its settings" in trace
-    assert (planted["bundle"] / "data" / "faults" / "run-json").is_dir()
+    # Each run's outcome, plan and job table: data/<input>/ reads as a results directory (what a replay compares with).
+    run = next((planted["dir"] / "faults" / "runs").iterdir())
+    kept = planted["bundle"] / "data" / "faults" / "runs" / run.name
+    assert (kept / "run.json").read_bytes() == (run / "run.json").read_bytes() and (kept / "jobs.parquet").is_file()
     assert (planted["bundle"] / "data" / "interference" / "verdicts.csv").is_file()
 
 
@@ -263,3 +266,44 @@ def test_the_page_cuts_long_run_lists_the_csv_keeps_them():
     m = pd.DataFrame({"objective": ["A", "B"], "artifact": ["a.csv", "–"], "runs": [SHOWN_IDS + 6, 0], "run_ids": [ids, why]})
     shown = _shown(m)["run_ids"].tolist()
     assert shown[0].endswith("c/r23 … (6 more in traceability.csv)") and shown[1] == why
+
+
+def test_replay_of_a_damaged_bundle_is_refused_naming_the_file(planted, tmp_path):
+    b = tmp_path / "b"
+    shutil.copytree(planted["bundle"], b)
+    run = next((b / "data" / "interference" / "runs").iterdir())
+    jobs = run / "jobs.parquet"
+    data = bytearray(jobs.read_bytes())
+    data[len(data) // 2] ^= 0x01
+    jobs.write_bytes(bytes(data))
+    r = xtalk("evidence", "replay", b, "--out", tmp_path / "replay")
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert f"damaged, not replayed: changed: data/interference/runs/{run.name}/jobs.parquet" in r.stderr, r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1 and not (tmp_path / "replay").exists()  # nothing run, nothing written
+    r = xtalk("evidence", "replay", tmp_path / "nowhere")
+    assert r.returncode == 2 and "not a directory" in r.stderr, r.stderr
+    r = xtalk("evidence", "replay", planted["bundle"], planted["bundle"])
+    assert r.returncode == 2 and "one bundle directory" in r.stderr, r.stderr
+    r = xtalk("evidence", "verify", planted["bundle"], "--tolerance", "5%")
+    assert r.returncode == 2 and "go with `xtalk evidence replay BUNDLE`" in r.stderr, r.stderr
+    r = xtalk("evidence", "replay", planted["bundle"], "--ecss-margin", "QR=10%")
+    assert r.returncode == 2 and "--ecss-margin goes with making a bundle" in r.stderr, r.stderr
+
+
+def test_the_ecss_view_is_each_applications_worst_execution_over_its_period(planted, tmp_path):
+    from xtalk.store import open as open_results
+
+    budget = pd.read_csv(planted["bundle"] / "objectives" / "ECSS_CPU_budget" / "cpu_budget.csv")
+    jobs = open_results(planted["dir"] / "interference").jobs()
+    jobs = jobs[~jobs["warmup"] & (jobs["scenario"] != "hog")]  # hog injects a fault: containment, not budget
+    row = budget[budget["input"] == "interference"].iloc[0]
+    use = jobs["exec_ns"].max() / jobs["period_ns"].median()
+    assert row["worst scenario"] == "bw" and row["CPU use (worst)"] == f"{use:.1%}"  # the planted 1.5× slowdown
+    assert row["QR (margin ≥ 25%)"] == ("holds" if 1 - use >= 0.25 else "exceeded")
+    apps = budget[budget["input"] == "faults"]
+    assert set(zip(apps["application"], apps["criticality"])) == {("logger", "D"), ("aocs", "A")}
+    assert "ECSS view: CPU budget per application" in (planted["bundle"] / "index.html").read_text()
+    r = xtalk("evidence", planted["solo"], "--out", tmp_path / "b", "--ecss-margin", "CDR")
+    assert r.returncode == 2 and "--ecss-margin 'CDR'" in r.stderr and not (tmp_path / "b").exists(), r.stderr
+    r = xtalk("evidence", planted["solo"], "--out", tmp_path / "b", "--ecss-margin", "CDR=140%")
+    assert r.returncode == 2 and "--ecss-margin CDR" in r.stderr and not (tmp_path / "b").exists(), r.stderr

@@ -148,7 +148,7 @@ def test_output_directories_of_another_user_are_refused_before_anything_runs(mad
     for args in (["run", exp, "--results", theirs], ["run", exp, "--results", theirs / "new" / "deeper"],
                  ["campaign", "run", camp, "--results", theirs],
                  ["report", mine, "--out", theirs / "rep"], ["compare", mine, mine, "--out", theirs],
-                 ["evidence", mine, "--out", theirs / "ev"],
+                 ["evidence", mine, "--out", theirs / "ev"], ["evidence", "replay", mine, "--out", theirs / "rp"],
                  ["worst", "--victim", VICTIM, "--budget", "5m", "--out", theirs / "w"],
                  ["characterize", "--quick", "--results", theirs]):
         r = xtalk(*args, env=clean_env(), cwd=tmp_path)

@@ -99,17 +99,25 @@ def _experiment(tmp_path: Path, extra: str = "") -> Path:
     return exp
 
 
-@pytest.mark.parametrize("how", ["option", "experiment"])
+@pytest.mark.parametrize("how", ["option", "experiment", "plan", "plan-option"])
 def test_a_declared_value_the_machine_does_not_have_refuses_the_experiment_before_it_starts(tmp_path, how):
     have = Path("/proc/sys/kernel/sched_rt_period_us").read_text().strip()
     declared = _declared(tmp_path, '[settings."/proc/sys/kernel/sched_rt_period_us"]\n'
                          f'value = "{int(have) + 1}"\nwhy = "the period the budgets were derived for"\n')
-    exp = _experiment(tmp_path, 'settings = "settings.toml"\n' if how == "experiment" else "")
-    out = xtalk("run", exp, *(["--settings", declared] if how == "option" else []))
+    exp = _experiment(tmp_path, 'settings = "settings.toml"\n' if how in ("experiment", "plan") else "")
+    out = xtalk("plan" if how.startswith("plan") else "run", exp, *(["--settings", declared] if "option" in how else []))
     assert out.returncode == 2, out.stdout + out.stderr
     lines = [line for line in out.stderr.splitlines() if line.strip()]
     assert len(lines) == 1 and "/proc/sys/kernel/sched_rt_period_us is " in lines[0] and f"'{int(have) + 1}'" in lines[0], lines
     assert not (tmp_path / "results").exists()  # nothing started, nothing written
+
+
+def test_plan_says_the_declared_settings_hold(agent, tmp_path):
+    have = Path("/proc/sys/kernel/sched_rt_period_us").read_text().strip()
+    _declared(tmp_path, f'[settings."/proc/sys/kernel/sched_rt_period_us"]\nvalue = "{have}"\nwhy = "the budgets\' period"\n')
+    out = xtalk("plan", _experiment(tmp_path, 'settings = "settings.toml"\n'))
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert f"declared settings: the 1 in {tmp_path / 'settings.toml'} hold on this machine" in out.stdout, out.stdout
 
 
 @pytest.mark.skipif(not is_root(), reason="needs root (writes /proc/sys/kernel/sched_rt_runtime_us)")

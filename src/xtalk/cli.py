@@ -108,12 +108,34 @@ def run(experiment: Path = typer.Argument(..., help="experiment file (TOML)"),
         raise typer.Exit(code)
 
 
+def _plan_settings(experiment: Path, settings: Optional[Path], fixture: bool) -> str:
+    """`xtalk plan`'s check of the declared settings: on this machine as `run` checks them
+    (UsageError naming the first that does not hold); for a machine fixture the file is read and
+    checked for form only (a fixture records no settings). The line to print, "" when none is
+    declared."""
+    from .config.experiment import load
+    from .runner import declared_settings
+    from .targets import settings as machine_settings
+
+    exp = load(experiment)
+    where = settings if settings is not None else (Path(experiment).parent / exp.settings if exp.settings else None)
+    if where is None:
+        return ""
+    if fixture:
+        n = len(machine_settings.load_declared(where).declared)
+        return f"declared settings: {n} in {where}, checked on the machine when it runs (a fixture records none)"
+    declared = declared_settings(Path(experiment), exp, settings)
+    return f"declared settings: the {len(declared.declared)} in {where} hold on this machine"
+
+
 @command
 def plan(experiment: Optional[Path] = typer.Argument(None, help="experiment file (TOML); after --schema: plan, experiment or campaign"),
          schema: bool = typer.Option(False, "--schema", help="print a JSON Schema: the run plan's, or `--schema experiment` / `--schema campaign` for those files"),
          show: bool = typer.Option(False, "--show", help="print the plan of the first run of each scenario"),
          skip_unavailable: bool = typer.Option(False, "--skip-unavailable", help="leave out configurations this kernel cannot provide"),
-         machine: Optional[Path] = typer.Option(None, "--machine", help="plan for a recorded machine fixture (as $XTALK_MACHINE)")):
+         machine: Optional[Path] = typer.Option(None, "--machine", help="plan for a recorded machine fixture (as $XTALK_MACHINE)"),
+         settings: Optional[Path] = typer.Option(None, "--settings", help="declared-settings file (TOML) checked against "
+                                                 "this machine as `run` checks it (default: the experiment's `settings`)")):
     """Print the run-plan JSON Schema, or what an experiment would run (nothing is started)."""
     from .targets.agent import use_machine
 
@@ -135,9 +157,12 @@ def plan(experiment: Optional[Path] = typer.Argument(None, help="experiment file
     from .runner import COMMAND_OVERHEAD_S, estimate_seconds, prepare
     from .targets.agent import machine_fixture
 
+    fixture = machine_fixture()
+    declared = _plan_settings(experiment, settings, fixture is not None)  # refused as `run` would: exit 2 first
     skipped: list = []
     exp, runs, _ = prepare(experiment, skip_unavailable, skipped)
-    fixture = machine_fixture()
+    if declared:
+        console.print(declared, highlight=False)
     if fixture is not None:
         console.print(f"machine: {_machine_line(fixture)}", highlight=False)
     for s in skipped:
@@ -682,15 +707,37 @@ def containment(results: Path = typer.Argument(..., help="results directory of a
 
 
 @command
-def evidence(args: list[str] = typer.Argument(..., metavar="RESULTS... | verify BUNDLE",
-                                             help="results directories (experiments, campaigns); or `verify BUNDLE`"),
-             out: Optional[Path] = typer.Option(None, "--out", help="the bundle directory to write (new or empty)"),
+def evidence(args: list[str] = typer.Argument(..., metavar="RESULTS... | verify BUNDLE | replay BUNDLE",
+                                             help="results directories (experiments, campaigns); or `verify BUNDLE`; "
+                                                  "or `replay BUNDLE`"),
+             out: Optional[Path] = typer.Option(None, "--out", help="the bundle directory to write (new or empty); "
+                                                "replay: the directory of its results (default ./replay-BUNDLE-DATE)"),
              key: Optional[Path] = typer.Option(None, "--key", help="SSH private key that signs manifest.json (e.g. ~/.ssh/id_ed25519)"),
              signer_key: Optional[Path] = typer.Option(None, "--signer-key",
                                                        help="verify: the public key the signature must be made by"),
              n_boot: int = typer.Option(2000, "--n-boot", min=100, help="bootstrap resamples of the CIs"),
-             no_pdf: bool = typer.Option(False, "--no-pdf", help="write index.html only (no headless Chromium)")):
-    """An objective-indexed, signed evidence bundle from results; `xtalk evidence verify BUNDLE` checks one."""
+             no_pdf: bool = typer.Option(False, "--no-pdf", help="write index.html only (no headless Chromium)"),
+             ecss_margin: list[str] = typer.Option([], "--ecss-margin", metavar="REVIEW=SHARE",
+                                                    help="the CPU margin a review asks in the ECSS view, e.g. CDR=35% "
+                                                         "(repeatable; defaults PDR=50%, CDR=35%, QR=25%)"),
+             target: str = typer.Option("local", "--target", help="replay: where to run the plans (local, ssh://...)"),
+             tolerance: str = typer.Option("20%", "--tolerance", help="replay: the change of a cell's median response "
+                                           "time that still reproduces (95 % CI within ±this)"),
+             other_machine: bool = typer.Option(False, "--other-machine", help="replay: run even on another kind of "
+                                                "machine (CPU model, CPUs, architecture) than the recorded one"),
+             as_json: bool = typer.Option(False, "--json", help="replay: print replay.json on standard output")):
+    """An objective-indexed, signed evidence bundle from results; `xtalk evidence verify BUNDLE` checks one;
+    `xtalk evidence replay BUNDLE` re-runs its plans and says per cell whether the recorded result reproduces
+    (exit 0 all reproduced, 1 some not or inconclusive, 2 bad input or a damaged bundle)."""
+    if ecss_margin and args[0] in ("verify", "replay"):
+        raise UsageError("--ecss-margin goes with making a bundle (xtalk evidence RESULTS... --out BUNDLE)")
+    if args[0] != "replay" and (target != "local" or tolerance != "20%" or other_machine or as_json):
+        raise UsageError("--target, --tolerance, --other-machine and --json go with `xtalk evidence replay BUNDLE`")
+    if args[0] == "replay":
+        if len(args) != 2 or key is not None or signer_key is not None:
+            raise UsageError("xtalk evidence replay: give one bundle directory (and --out, --target, --tolerance)")
+        code = _replay(Path(args[1]), out, target, tolerance, other_machine, as_json, n_boot)
+        raise typer.Exit(code)
     if args[0] == "verify":
         from .evidence.manifest import signed_by, verify
 
@@ -708,8 +755,41 @@ def evidence(args: list[str] = typer.Argument(..., metavar="RESULTS... | verify 
     if signer_key is not None:
         raise UsageError("--signer-key checks a bundle: use it with `xtalk evidence verify BUNDLE`; to sign, give --key")
     from .evidence.bundle import build
+    from .evidence.views import ecss_margins
 
-    build([Path(a) for a in args], out, key, n_boot=n_boot, pdf=not no_pdf, say=lambda s: console.print(s, highlight=False, soft_wrap=True))
+    margins = ecss_margins(ecss_margin)  # bad input: exit 2 before any work
+    build([Path(a) for a in args], out, key, n_boot=n_boot, pdf=not no_pdf, ecss_margins=margins,
+          say=lambda s: console.print(s, highlight=False, soft_wrap=True, markup=False))  # "[[application]]" is text
+
+
+def _replay(bundle: Path, out: Optional[Path], target: str, tolerance: str, other_machine: bool, as_json: bool,
+            n_boot: int) -> int:
+    """`xtalk evidence replay`: progress on stderr with --json (stdout holds the document)."""
+    import json
+    import sys
+
+    from rich.console import Console
+
+    from .evidence.replay import replay, summary_line
+    from .units import fraction
+
+    try:
+        tol = fraction(tolerance, "--tolerance", high=10.0)
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+    say_to = Console(stderr=True) if as_json else console
+    r = replay(bundle, _checked(out, "--out") if out is not None else None, target, tol, other_machine, n_boot,
+               say=lambda s: say_to.print(s, highlight=False, soft_wrap=True, markup=False))
+    if as_json:
+        json.dump(r.to_dict(), sys.stdout, indent=2, ensure_ascii=False)
+        sys.stdout.write("\n")
+    else:
+        for c in r.cells:
+            style = "green" if c.verdict == "reproduced" else "red" if c.verdict == "not reproduced" else "yellow"
+            console.print(f"[{style}]{c.verdict}[/]: {c.name}: median {c.line().split(': median ', 1)[1]}",
+                          highlight=False, soft_wrap=True)
+    say_to.print(f"{summary_line(r)}; {r.out / 'replay.md'}", highlight=False, soft_wrap=True, markup=False)
+    return r.exit_code
 
 
 @command

@@ -156,9 +156,15 @@ def run(file: Path = typer.Argument(..., help="campaign file (TOML)"),
     targets = _targets(target)
     from .prepare import prepare
 
+    from .schema import load as load_campaign
+    from . import settings as declared_settings
+
+    # The declared settings before the agent is asked anything: a machine that differs starts nothing.
+    declared = declared_settings.declared(file, load_campaign(file)[0].settings, targets, cluster)
     p = prepare(file, targets)
     kind = _kind(targets, cluster)
     meta = {"name": p.campaign.name, "kind": kind, "source": str(file),
+            **(declared_settings.to_json(declared) if declared is not None else {}),
             "estimate_s": campaign_seconds([r.plan for r in p.expansion.runs], kind, len(targets))
             + (0.0 if cluster else _preflight_seconds([r.plan for r in p.expansion.runs], skip_feasibility)),
             "applications": [json.loads(a.model_dump_json()) for a in p.campaign.application],
@@ -196,6 +202,16 @@ def resume(store: Path = typer.Argument(..., help="campaign directory"),
     refuse_fixture("campaign resume")
     security = _security(cluster, tls_ca, tls_cert, tls_key, insecure_cluster)
     targets = _targets(target)
+    from . import settings as declared_settings
+
+    try:
+        kept = declared_settings.from_meta(json.loads((store / CAMPAIGN_JSON).read_text()))
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        kept = None  # campaign.json unreadable: the executor names it
+    if kept is not None:
+        if cluster:
+            raise UsageError(f"{store}: the campaign declares settings, checked on each --target; resume it with --target")
+        declared_settings.hold(kept, targets, f"{store / CAMPAIGN_JSON}: declared settings")
     _preflight(store, targets, cluster, skip_feasibility, target_wait)
     _drive(store, targets, cluster, target_wait, security)
 

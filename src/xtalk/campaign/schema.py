@@ -184,6 +184,8 @@ class Campaign(_Strict):
     settle: Duration = "200ms"
     timeout: Optional[Duration] = None
     results: str = "results"
+    settings: Optional[str] = Field(default=None, description="a declared-settings file (TOML, relative to this file): "
+                                    "values every target must hold, with a rationale each (docs/settings.md)")
     application: list[Application] = Field(min_length=1, max_length=limits.MAX_SCENARIOS)
     configuration: list[Configuration] = Field(default=[], max_length=limits.MAX_CONFIGURATIONS)
     scenario: list[ScenarioSpec] = Field(default=[], max_length=limits.MAX_SCENARIOS)

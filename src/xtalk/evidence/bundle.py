@@ -22,7 +22,7 @@ from . import manifest as mf
 from .inputs import Input, load_inputs
 from .objectives import Finding, findings
 from .page import TRACED_BY, render
-from .views import iso26262
+from .views import ecss, iso26262
 from .pdf import print_pdf
 
 
@@ -49,7 +49,9 @@ def matrix(found: list[Finding], artifacts: dict[str, dict[str, str]]) -> pd.Dat
 
 def _raw(out: Path, inp: Input) -> list[str]:
     """The input's raw data under data/<name>/: its experiment (or campaign) files as written,
-    the runs, verdicts, pWCET and misses tables, every run's run.json; the files written."""
+    the runs, verdicts, pWCET and misses tables, and each run's run.json, plan and job tables
+    where the input has them (runs/<id>/...: data/<name>/ reads as a results directory, what
+    `xtalk evidence replay` compares against); the files written at the top."""
     d = out / "data" / inp.name
     written = []
     for name in ("experiment.toml", "experiment.json", "campaign.toml", "campaign.json"):
@@ -63,10 +65,19 @@ def _raw(out: Path, inp: Input) -> list[str]:
         safepath.write_csv(table, d / f"{name}.csv", index=False)
         written.append(f"{name}.csv")
     for run_dir in inp.data.runs["dir"]:
-        src = Path(run_dir) / "run.json"
-        if src.is_file():
-            safepath.write_bytes(d / "run-json" / f"{Path(run_dir).name}.json", src.read_bytes(), parents=True)
+        for src in _run_files(Path(run_dir)):
+            rel = src.relative_to(inp.path)
+            safepath.write_bytes(d / rel, src.read_bytes(), parents=True)
     return written
+
+
+def _run_files(run_dir: Path) -> list[Path]:
+    """What a replay needs of one run and the store reads: its run.json (outcome and plan),
+    plan.json, and every job table (jobs.parquet, an application's under its name); links
+    are not files of the run and are left out."""
+    out = [run_dir / n for n in ("run.json", "plan.json")]
+    out += sorted(run_dir.glob("*.parquet")) + sorted(run_dir.glob("*/*.parquet"))
+    return [p for p in out if p.is_file() and not p.is_symlink()]
 
 
 def _agent(inp: Input) -> dict | None:
@@ -97,10 +108,10 @@ def _header(inputs: list[Input], signer: str | None, command: str | None) -> dic
 
 
 def build(results: list[Path], out: Path, key: Path | None = None, *, n_boot: int = 2000,
-          pdf: bool = True, command: str | None = None, say=print) -> Path:
+          pdf: bool = True, command: str | None = None, say=print, ecss_margins: dict[str, float] | None = None) -> Path:
     """Write the bundle of ``results`` to ``out`` (new or empty); returns index.html.
     ``key``: the SSH private key that signs manifest.json; ``pdf``: print index.pdf too;
-    ``say``: one line per thing done."""
+    ``say``: one line per thing done; ``ecss_margins``: review -> CPU margin of the ECSS view."""
     if not results:
         raise UsageError("xtalk evidence: give at least one results directory")
     signer = mf.check_key(Path(key).expanduser()) if key is not None else None  # a bad key fails before any work
@@ -111,7 +122,8 @@ def build(results: list[Path], out: Path, key: Path | None = None, *, n_boot: in
         raise UsageError(f"--out {out}: not empty; a bundle is written whole into a new directory (give another)")
     inputs = load_inputs(results, n_boot)
     found = findings(inputs)
-    found.insert(len(found) - 1, iso26262(inputs))  # before the summary, whose matrix lists it too
+    # The views before the summary, whose matrix lists them too.
+    found[len(found) - 1:len(found) - 1] = [iso26262(inputs), ecss(inputs, ecss_margins)]
     safepath.makedirs(out)
     artifacts: dict[str, dict[str, str]] = {}
     for f in found:

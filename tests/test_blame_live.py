@@ -203,7 +203,6 @@ def test_a_planted_preemptor_is_ranked_by_the_time_it_held_the_victim_off(agent,
     rows = doc["rows"]
     assert rows[0]["name"] == "planted-fifo" and rows[0]["kind"] == "process", rows[:3]
     got = rows[0]["blocked"]["value"]
-    print(f'planted {planted} blamed {got}')
     assert abs(got / planted - 1) < 0.10, (got, planted)
     assert doc["wakers"][0]["waker"] == "hrtimer_wakeup", doc["wakers"]
     text = xtalk("blame", run)

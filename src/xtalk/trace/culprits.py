@@ -74,7 +74,7 @@ def per_job(events: pd.DataFrame, jobs: pd.DataFrame, victim_pid: int, labels: d
                          "pid": -1, "ns": irqs["ns"].to_numpy(dtype=np.int64)})
     present = pd.concat([procs, irqs], ignore_index=True)
     present["pid"] = present["pid"].astype(np.int64)
-    held_metrics, held = blocking(events, jobs, victim_pid, labels)
+    held_metrics, held = blocking(events, jobs, victim_pid, labels, occ, ints)
     keys = ["job", "kind", "name", "pid"]
     blame = present.merge(held, on=keys, how="outer") if len(held) else present.assign(
         **{c: 0 for c in BLOCK_COLUMNS[4:]})

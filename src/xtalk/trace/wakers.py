@@ -136,8 +136,8 @@ def _pairs(cpu, s, e, iv: pd.DataFrame):
     return overlaps(cpu, s, e, *(iv[c].to_numpy(dtype=np.int64) for c in ("cpu", "start_ns", "end_ns")))
 
 
-def per_job(events: pd.DataFrame, jobs: pd.DataFrame, pid: int, labels: dict[int, str] | None = None
-            ) -> tuple[pd.DataFrame, pd.DataFrame]:
+def per_job(events: pd.DataFrame, jobs: pd.DataFrame, pid: int, labels: dict[int, str] | None = None,
+            occ: pd.DataFrame | None = None, ints: pd.DataFrame | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(metrics, blockers) of the victim ``pid``'s jobs.
 
     A job's window runs from the wake-up that started it (the last one at or before its
@@ -149,7 +149,9 @@ def per_job(events: pd.DataFrame, jobs: pd.DataFrame, pid: int, labels: dict[int
     preempting it) + ``before_ns`` (ran there between its wake-up and its switch-in) +
     ``interrupted_ns`` (interrupts while it ran). A task's time excludes the interrupts it
     was itself interrupted by (they are rows of their own); the idle task is no blocker (the
-    wake-up latency counts the CPU's way out of idle).
+    wake-up latency counts the CPU's way out of idle). ``occ``, ``ints``: the trace's
+    :func:`~xtalk.trace.timeline.occupancy` and :func:`~xtalk.trace.timeline.interrupts`, when
+    the caller has them.
     """
     labels = labels or {}
     n = len(jobs)
@@ -157,7 +159,7 @@ def per_job(events: pd.DataFrame, jobs: pd.DataFrame, pid: int, labels: dict[int
     s = jobs["start_ns"].to_numpy(dtype=np.int64)
     e = jobs["end_ns"].to_numpy(dtype=np.int64)
     wakes, segs = victim_states(events, pid, s)
-    ints = interrupts(events).reset_index(drop=True)
+    ints = (interrupts(events) if ints is None else ints).reset_index(drop=True)
     wakes = name_wakers(wakes, ints, labels)
     # The job's wake-up: the last at or before its start (1 µs for a text trace's rounding),
     # after the previous job's end.
@@ -183,7 +185,7 @@ def per_job(events: pd.DataFrame, jobs: pd.DataFrame, pid: int, labels: dict[int
     how = np.where(segs["state"].to_numpy()[si] == "running", "running", segs["cause"].to_numpy(dtype=object)[si])
     parts = []
     # Tasks on its CPU while it waited, less the interrupts within them.
-    occ = occupancy(events)
+    occ = occupancy(events) if occ is None else occ
     others = occ[(occ.pid != pid) & (occ.pid != 0)].reset_index(drop=True)
     waiting = how != "running"
     pw, pi_, po = _pairs(ccpu[waiting], cs[waiting], ce[waiting], others)

@@ -132,3 +132,13 @@ def test_a_switch_in_the_trace_lacks_ends_the_wait_at_the_jobs_start():
     assert (metrics.trace_wakeup_ns == 9_000).all(), metrics  # waking at r+2, job start at r+11
     held = rank(culprits).set_index("name")
     assert held.loc["eth0", "interrupted_ns"] == 12 * 20_000 and held.loc["hrtimer_wakeup", "before_ns"] == 12 * 3_000
+
+
+def test_lines_cut_short_are_left_out_not_crashed_on():
+    ev, jobs = planted(n_jobs=3)
+    whole, _ = per_job(ev, jobs, victim_pid=V)
+    cut = parse_lines([line("xt-victim", V, 1, 10_000_500, "sched_switch", "prev_comm=xt-victim prev_pid=100 prev_pri"),
+                       line("xt-victim", V, 1, 10_000_600, "sched_migrate_task", "comm=xt-victim pid=100 prio=9 orig_cpu=")])
+    ev = pd.concat([ev, cut]).sort_values("ts_ns", kind="stable").reset_index(drop=True)
+    metrics, _ = per_job(ev, jobs, victim_pid=V)
+    pd.testing.assert_frame_equal(metrics, whole)

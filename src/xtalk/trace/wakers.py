@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 
 from .overlap import overlaps
-from .timeline import interrupts, occupancy
+from .timeline import cut_short, interrupts, occupancy
 
 WAKEUP_COLUMNS = ["ts_ns", "cpu", "waker_pid", "waker_comm", "target_cpu", "run_ns"]
 SEGMENT_COLUMNS = ["cpu", "start_ns", "end_ns", "state", "cause"]
@@ -43,6 +43,8 @@ def victim_states(events: pd.DataFrame, pid: int, running_at=None) -> tuple[pd.D
     """
     if events.empty:
         return pd.DataFrame(columns=WAKEUP_COLUMNS), pd.DataFrame(columns=SEGMENT_COLUMNS)
+    last = int(events.ts_ns.max())
+    events = events[~cut_short(events)]
     ev = events.event
     tgt, prev, nxt = _col(events, "target_pid"), _col(events, "prev_pid"), _col(events, "next_pid")
     mine = (((ev == "sched_waking") | (ev == "sched_wakeup") | (ev == "sched_migrate_task")) & (tgt == pid)).fillna(False)
@@ -102,7 +104,6 @@ def victim_states(events: pd.DataFrame, pid: int, running_at=None) -> tuple[pd.D
                 close(r.ts_ns, here, "running")
             state, since, cpu = "running", r.ts_ns, here
     if state in ("running", "runnable"):
-        last = int(events.ts_ns.max())
         if last > since:
             segs.append((cpu, since, last, state, cause))
     w = pd.DataFrame(wakes, columns=WAKEUP_COLUMNS)

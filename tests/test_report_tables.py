@@ -228,7 +228,8 @@ def test_blame_ranks_the_spike_culprit(data):
     r = xtalk("blame", data.run_dir("2-pi-r0"))
     assert r.returncode == 0, r.stderr
     assert "culprits of the" in r.stdout
-    table = r.stdout[r.stdout.index("culprits of the"):r.stdout.index("what ran on the victim's CPU")]
+    end = min(i for i in (r.stdout.find("who woke the victim"), r.stdout.find("off its CPU")) if i >= 0)
+    table = r.stdout[r.stdout.index("culprits of the"):end]
     assert table.index("timesyncd") < table.index("kworker")
     # --json: the same ranking as rows, times as {value, unit} (report/verdicts.table_document).
     j = xtalk("blame", data.run_dir("2-pi-r0"), "--json")
@@ -248,3 +249,22 @@ def test_group_markers_agree_with_the_library(data):
         mk = markers(jobs[jobs.scenario == scen], column="exec_ns", by=()).iloc[0]
         ours = tb.group_markers(data, scen, "default", "exec_ns")
         assert ours == {k: float(mk[k]) for k in ("best", "median", "first", "worst")}
+
+
+def test_culprits_rank_by_the_time_they_held_the_victim_off_and_are_queryable(data, tmp_path):
+    import xtalk
+
+    c = tb.culprits(data)
+    run = c[c.run_id == "2-pi-r0"]
+    assert run.blocked_ns.is_monotonic_decreasing
+    # The synthetic trace's culprits preempt the victim inside its jobs: held off = present.
+    top = run.set_index("name").loc["timesyncd"]
+    assert top.blocked_ns == top.preempted_ns == top.total_ns > 0 and top.jobs_blocked == top.jobs_hit
+    view = xtalk.open(data.path).culprits()
+    assert set(view.run_id) == set(c.run_id)
+    mine = view[(view.run_id == "2-pi-r0") & (view.name == "timesyncd")]
+    assert mine.blocked_ns.sum() == top.blocked_ns and mine.scenario.eq("pi").all()
+    assert tb.wakers(data).empty  # the synthetic trace logs no wake-up: no waker is made up
+    bare = write_results(tmp_path / "bare", [Scenario("solo")], repetitions=1, jobs=20)
+    empty = xtalk.open(bare).culprits()
+    assert empty.empty and {"run_id", "blocked_ns", "ns"} <= set(empty.columns)

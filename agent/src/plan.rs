@@ -212,7 +212,7 @@ pub struct Trace {
 
 /// The default trace event set: what the per-job culprit analysis uses.
 pub const DEFAULT_TRACE_EVENTS: &[&str] = &[
-    "sched:sched_switch", "sched:sched_wakeup", "sched:sched_migrate_task", "irq:irq_handler_entry",
+    "sched:sched_switch", "sched:sched_waking", "sched:sched_wakeup", "sched:sched_migrate_task", "irq:irq_handler_entry",
     "irq:irq_handler_exit", "irq:softirq_entry", "irq:softirq_exit", "timer:hrtimer_expire_entry",
     "timer:hrtimer_expire_exit",
 ];

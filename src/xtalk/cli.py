@@ -472,8 +472,9 @@ def blame(run: Path = typer.Argument(..., help="a run directory (RESULTS/runs/<r
           as_json: bool = typer.Option(False, "--json", help="print the rankings as JSON on standard output (times "
                                                              "as {value, unit} fields)")):
     """Name what slowed the victim's spike jobs (kernel trace): culprits ranked by the time they took
-    from them, those over-represented in spikes first, with each one's period; then what ran on the
-    victim's CPU during its jobs, overall and in the slowest jobs."""
+    from them, those over-represented in spikes first, with each one's period; then who woke the
+    victim and how late it ran, and who held it off its CPU (preempted it, ran before it after its
+    wake-up, interrupted it), by that time, overall and in the slowest jobs."""
     import io
 
     import pandas as pd
@@ -512,16 +513,33 @@ def blame(run: Path = typer.Argument(..., help="a run directory (RESULTS/runs/<r
         found["spikes"] = a.ranking.head(top)
         for line in period_lines(culprit_periods(a, iv)):
             shown.print(f"period: {line}", markup=False, highlight=False)
+    if "trace_waker" in measured:
+        from .trace.wakers import wakers
+
+        w = wakers(measured)
+        t = Table(title=f"who woke the victim ({int((measured.trace_waker.astype(str) != '').sum())} of "
+                        f"{len(measured)} jobs began with a wake-up), and its wake-up latency (waking → on its CPU)")
+        for h in ("waker", "kind", "jobs", "median µs", "max µs"):
+            t.add_column(h, justify="left" if h in ("waker", "kind") else "right")
+        for r in w.head(top).itertuples():
+            t.add_row(str(r.waker), r.kind, str(r.jobs), f"{r.median_wakeup_ns / 1e3:.1f}", f"{r.max_wakeup_ns / 1e3:.1f}")
+        shown.print(t)
+        found["wakers"] = w.head(top)
     slow = measured[measured.exec_ns >= measured.exec_ns.quantile(0.99)].job
     for key, title, c in (("all_jobs", "all jobs", culprits),
                           ("slowest_jobs", f"slowest 1 % of jobs ({len(slow)})", culprits[culprits.job.isin(slow)])):
-        t = Table(title=f"what ran on the victim's CPU during its jobs: {title}")
-        for h in ("kind", "name", "jobs hit", "total ms", "max µs"):
+        t = Table(title=f"who held the victim off its CPU (preempted it, ran before it after its wake-up, "
+                        f"interrupted it), by that time: {title}")
+        for h in ("kind", "name", "jobs", "blocked ms", "preempted ms", "ran before ms", "interrupted ms",
+                  "max µs", "present ms"):
             t.add_column(h, justify="left" if h in ("kind", "name") else "right")
-        for r in rank(c).head(top).itertuples():
-            t.add_row(r.kind, str(r.name), str(r.jobs_hit), f"{r.total_ns / 1e6:.3f}", f"{r.max_ns / 1e3:.1f}")
+        ranked = rank(c)
+        for r in ranked.head(top).itertuples():
+            t.add_row(r.kind, str(r.name), str(r.jobs_blocked), f"{r.blocked_ns / 1e6:.3f}", f"{r.preempted_ns / 1e6:.3f}",
+                      f"{r.before_ns / 1e6:.3f}", f"{r.interrupted_ns / 1e6:.3f}", f"{r.max_blocked_ns / 1e3:.1f}",
+                      f"{r.total_ns / 1e6:.3f}")
         shown.print(t)
-        found[key] = rank(c).head(top)
+        found[key] = ranked.head(top)
     if "trace_preemptions" in measured:
         shown.print(f"{len(measured)} jobs: {int(measured.trace_preemptions.sum())} preemptions, "
                       f"{measured.trace_runnable_ns.sum() / 1e6:.3f} ms runnable but not running, "
@@ -571,13 +589,14 @@ def perfetto(run: Path = typer.Argument(..., help="a run directory recorded with
 
 @command
 def query(results: Path = typer.Argument(..., help="a campaign or experiment directory"),
-          sql: str = typer.Argument(..., help="SQL over the views `jobs`, `runs`, `probes` and `cells`"),
+          sql: str = typer.Argument(..., help="SQL over the views `jobs`, `runs`, `probes`, `culprits` and `cells`"),
           csv: bool = typer.Option(False, "--csv", help="CSV instead of a table"),
           allow_writes: bool = typer.Option(False, "--allow-writes",
                                             help="run any SQL (COPY TO, ATTACH, other files...), not only reading "
                                                  "statements over these results; for results you own")):
     """Run SQL (DuckDB) over a campaign's or an experiment's jobs, runs, probes (every probe
-    sample, named) and cells (one row per configuration × scenario, or per campaign cell: the
+    sample, named), culprits (per traced job, each task and interrupt with the time it held the
+    victim off its CPU) and cells (one row per configuration × scenario, or per campaign cell: the
     numbers `xtalk summary` and the report show). Read-only: only reading statements run, and
     DuckDB reads only these results' own files (docs/results.md, "Querying safely")."""
     import re

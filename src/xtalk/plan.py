@@ -327,10 +327,13 @@ TraceEvent = Annotated[str, Field(pattern=TRACE_EVENT_PATTERN)]
 class Trace(_Strict):
     """Kernel trace of the measured window through tracefs (root only)."""
 
-    events: list[TraceEvent] = Field(default=["sched:sched_switch", "sched:sched_wakeup", "sched:sched_migrate_task",
-                                       "irq:irq_handler_entry", "irq:irq_handler_exit", "irq:softirq_entry",
-                                       "irq:softirq_exit", "timer:hrtimer_expire_entry", "timer:hrtimer_expire_exit"],
-                              min_length=1)
+    # sched_waking: logged in the waker's own context (sched_wakeup may be logged on the
+    # woken task's CPU), so it names who woke the victim (trace/wakers.py).
+    events: list[TraceEvent] = Field(default=["sched:sched_switch", "sched:sched_waking", "sched:sched_wakeup",
+                                              "sched:sched_migrate_task", "irq:irq_handler_entry", "irq:irq_handler_exit",
+                                              "irq:softirq_entry", "irq:softirq_exit", "timer:hrtimer_expire_entry",
+                                              "timer:hrtimer_expire_exit"],
+                                     min_length=1)
     buffer_kb: int = Field(default=8192, ge=64, le=1 << 20)
 
 

@@ -277,7 +277,11 @@ class _Builder:
             s.text("No run has a kernel trace, so no culprit can be named: add a [trace] table to the experiment and run "
                    "it as root.")
             return s
-        s.table(in_ms(self.keep("culprits", tb.culprits(self.data))), "Culprits on the victim's CPU (time taken from its jobs)")
+        s.table(in_ms(self.keep("culprits", tb.culprits(self.data))),
+                "Culprits on the victim's CPU, by the time they held it off (blocked: preempted it, ran before it after "
+                "its wake-up, interrupted it; present: on its CPU during its jobs)")
+        s.table(in_ms(self.keep("wakers", tb.wakers(self.data))),
+                "Who woke the victim, and its wake-up latency (waking → on its CPU)")
         att = self.keep("spike_attribution", tb.spike_attribution(self.data))
         s.table(in_ms(att), ATTRIBUTION_CAPTION)
         culprit_periods(s, self.keep("culprit_periods", tb.culprit_periods(self.data)))

@@ -39,8 +39,8 @@ from .platform import counter_unit, exclude_migrated, migrated
 
 __all__ = ["load", "runs", "cells", "slowdown", "noise_floor", "misses", "epsilon_table", "verdicts", "distribution",
            "per_job_reference", "counter_summary", "counter_correlation", "redundant_counters", "parameter_grid",
-           "two_way_grid", "wakeup_drift", "quantisation", "spikes", "spike_periods", "culprits", "spike_attribution",
-           "culprit_periods",
+           "two_way_grid", "wakeup_drift", "quantisation", "spikes", "spike_periods", "culprits", "wakers",
+           "spike_attribution", "culprit_periods",
            "timeline", "pwcet", "pwcet_iid"]
 
 #: Largest number of jobs one bootstrap replicate draws for the slowdown CIs; beyond it each
@@ -791,9 +791,11 @@ def traced_runs(data: ReportData) -> list[str]:
 
 
 def culprits(x, top: int = 10) -> pd.DataFrame:
-    """Per traced run: what ran on the victim's CPU during its jobs, ranked by time taken
-    (xtalk.trace.culprits.rank over culprits.parquet)."""
-    from ..trace.culprits import rank
+    """Per traced run: the tasks and interrupts that held the victim off its CPU, ranked by
+    that time (``blocked_ns``: preempted it, ran before it after its wake-up, interrupted it),
+    with the time each was present during its jobs (xtalk.trace.culprits.rank over
+    culprits.parquet)."""
+    from ..trace.culprits import RANK_COLUMNS, rank
 
     data = _data(x)
     out = []
@@ -804,8 +806,26 @@ def culprits(x, top: int = 10) -> pd.DataFrame:
         r = rank(pd.read_parquet(p)).head(top)
         r.insert(0, "run_id", rid)
         out.append(r)
-    return pd.concat(out, ignore_index=True) if out else pd.DataFrame(
-        columns=["run_id", "kind", "name", "jobs_hit", "total_ns", "max_ns"])
+    return pd.concat(out, ignore_index=True) if out else pd.DataFrame(columns=["run_id", *RANK_COLUMNS])
+
+
+def wakers(x, top: int = 10) -> pd.DataFrame:
+    """Per traced run: who woke the victim (a timer callback, an interrupt, a task), for how
+    many jobs, and its wake-up latency, median and max (xtalk.trace.wakers.wakers over the
+    jobs' ``trace_waker`` columns)."""
+    from ..trace.wakers import wakers as ranked
+
+    m = _data(x).measured
+    cols = ["run_id", "waker", "kind", "jobs", "median_wakeup_ns", "max_wakeup_ns"]
+    if "trace_waker" not in m.columns:
+        return pd.DataFrame(columns=cols)
+    out = []
+    for rid, g in m[m["trace_waker"].notna()].groupby("run_id", observed=True, sort=True):
+        w = ranked(g).head(top)
+        if len(w):
+            w.insert(0, "run_id", str(rid))
+            out.append(w)
+    return pd.concat(out, ignore_index=True)[cols] if out else pd.DataFrame(columns=cols)
 
 
 def run_intervals(run_dir: Path) -> tuple[pd.DataFrame, dict[int, str]] | None:

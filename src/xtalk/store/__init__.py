@@ -159,13 +159,15 @@ class Results:
 
         files = self.ensure_parquet()
         probe_files = self._probe_files()
+        runs = self.runs().drop(columns=["enemies"])
+        culprit_files = [Path(d) / "culprits.parquet" for d in runs["dir"] if (Path(d) / "culprits.parquet").exists()]
         # What the views read: store/sandbox.py lets a locked connection read these and no other.
-        self.parquet_files = files + [Path(f) for f in probe_files["filename"]]
+        self.parquet_files = files + [Path(f) for f in probe_files["filename"]] + culprit_files
         con = duckdb.connect()
         self._probes_view(con, probe_files)
-        runs = self.runs().drop(columns=["enemies"])
         con.register("runs_df", runs)
         con.execute("CREATE VIEW runs AS SELECT * FROM runs_df")
+        _culprits_view(con, culprit_files)
         if files:
             lst = ", ".join("'" + str(f).replace("'", "''") + "'" for f in files)
             src = f"read_parquet([{lst}], filename = true, union_by_name = true)"
@@ -221,6 +223,27 @@ class Results:
         self._probes_view(con)
         return con.execute("SELECT * FROM probes ORDER BY run_id, application, begin_ns").df()
 
+    def culprits(self) -> pd.DataFrame:
+        """Every traced run's culprits (the `culprits` view): one row per run × job × task or
+        interrupt, with the run's labels; ``blocked_ns`` (the time it held the victim off its
+        CPU: ``preempted_ns`` + ``before_ns`` + ``interrupted_ns``) and ``ns`` (present on the
+        victim's CPU during the job). Empty without a kernel trace (docs/observe.md)."""
+        return self.connect().execute("SELECT * FROM culprits ORDER BY run_id, job, blocked_ns DESC").df()
+
+    def trace(self, run):
+        """The kernel trace of run ``run`` (its run_id or directory) as one DataFrame per
+        event type, the shape of a LISA ``Trace`` (``df_event(name)``; trace/frames.py)."""
+        from ..trace.frames import RunTrace
+
+        d = Path(run)
+        if not (d / "run.json").exists():
+            runs = self.runs()
+            hit = runs[runs["run_id"] == str(run)]
+            if hit.empty:
+                raise UsageError(f"run: {run!r} is not a run of {self.path}; give a run_id of `.runs()` or a run directory")
+            d = Path(hit["dir"].iloc[0])
+        return RunTrace.of(d)
+
     def jobs(self, measured_only: bool = True) -> pd.DataFrame:
         """Every job of every run, with run_id, scenario, configuration and repetition."""
         import pandas as pd
@@ -233,6 +256,25 @@ class Results:
 
 
 _RESERVED = set(RUN_COLUMNS + ENEMY_COLUMNS + _META_COLUMNS)
+#: The `culprits` view's own columns (culprits.parquet, trace/culprits.py), after the run's labels.
+CULPRIT_COLUMNS = ["job", "kind", "name", "pid", "ns", "blocked_ns", "preempted_ns", "before_ns", "interrupted_ns"]
+
+
+def _culprits_view(con: duckdb.DuckDBPyConnection, files: list[Path]) -> None:
+    """The `culprits` view: every traced run's culprits.parquet with its run's labels (a table
+    written before blocked time was derived reads 0 there)."""
+    if not files:
+        cols = ", ".join(f"NULL::{'VARCHAR' if c in ('run_id', 'scenario', 'configuration', 'kind', 'name') else 'BIGINT'}"
+                         f" AS {c}" for c in ["run_id", "scenario", "configuration", "repetition", *CULPRIT_COLUMNS])
+        con.execute(f"CREATE VIEW culprits AS SELECT {cols} WHERE false")
+        return
+    lst = ", ".join("'" + str(f).replace("'", "''") + "'" for f in files)
+    src = f"read_parquet([{lst}], filename = true, union_by_name = true)"
+    have = {d[0] for d in con.execute(f"SELECT * FROM {src} LIMIT 0").description}
+    own = ", ".join(f"c.{c}" if c in have else f"0::BIGINT AS {c}" for c in CULPRIT_COLUMNS)
+    con.execute(f"""CREATE VIEW culprits AS
+        SELECT r.run_id, r.scenario, r.configuration, r.repetition, {own}
+        FROM {src} c JOIN runs r ON r.dir || '/culprits.parquet' = c.filename""")
 
 
 def _application_columns(run_label: bool, job_column: bool) -> tuple[str, str]:

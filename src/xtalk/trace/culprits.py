@@ -1,8 +1,11 @@
-"""Per-job view of the kernel trace: what ran on the victim's CPU during each job.
+"""Per-job view of the kernel trace: what ran on the victim's CPU during each job, and what
+held the victim off it.
 
 For each job [start_ns, end_ns] on its CPU: how often the victim was preempted and how long
 it waited while runnable, the time taken by other processes, hard IRQs and softirqs, its
-migrations, and the culprits themselves (one row per job × culprit with the time it took).
+migrations, its waker and wake-up latency (trace/wakers.py), and the culprits themselves:
+one row per job × culprit with the time it was present during the job (``ns``) and the time
+it held the victim off its CPU (``blocked_ns`` and its parts, trace/wakers.py), which ranks them.
 """
 
 from __future__ import annotations
@@ -12,6 +15,8 @@ import pandas as pd
 
 from .overlap import overlaps
 from .timeline import interrupts, occupancy, runnable_waits
+from .wakers import BLOCK_COLUMNS
+from .wakers import per_job as blocking
 
 
 def _pairs(cpu: np.ndarray, s: np.ndarray, e: np.ndarray, iv: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -27,8 +32,10 @@ def _per_window(n: int, w: np.ndarray, x: np.ndarray) -> np.ndarray:
 def per_job(events: pd.DataFrame, jobs: pd.DataFrame, victim_pid: int, labels: dict[int, str] | None = None
             ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(metrics, culprits). metrics: one row per job with `trace_*` columns; culprits: job,
-    kind (process / irq / softirq / timer), name, pid, ns. Every job at once (a loop over
-    jobs took a minute for a 13 s run of 1900 jobs)."""
+    kind (process / irq / softirq / timer), name, pid, ns (present on the victim's CPU during
+    the job), then ``blocked_ns``, ``preempted_ns``, ``before_ns``, ``interrupted_ns``
+    (:func:`xtalk.trace.wakers.per_job`: the time it held the victim off, from its wake-up).
+    Every job at once (a loop over jobs took a minute for a 13 s run of 1900 jobs)."""
     labels = labels or {}
     occ = occupancy(events)
     others = occ[(occ.pid != victim_pid) & (occ.pid != 0)].reset_index(drop=True)
@@ -65,13 +72,35 @@ def per_job(events: pd.DataFrame, jobs: pd.DataFrame, victim_pid: int, labels: d
             .groupby(["w", "kind", "name"], sort=True).ns.sum().reset_index())
     irqs = pd.DataFrame({"job": job[irqs["w"].to_numpy()], "kind": irqs["kind"].to_numpy(), "name": irqs["name"].to_numpy(),
                          "pid": -1, "ns": irqs["ns"].to_numpy(dtype=np.int64)})
-    blame = pd.concat([procs, irqs], ignore_index=True).sort_values("job", kind="stable").reset_index(drop=True)
-    return metrics, blame[["job", "kind", "name", "pid", "ns"]]
+    present = pd.concat([procs, irqs], ignore_index=True)
+    present["pid"] = present["pid"].astype(np.int64)
+    held_metrics, held = blocking(events, jobs, victim_pid, labels, occ, ints)
+    keys = ["job", "kind", "name", "pid"]
+    blame = present.merge(held, on=keys, how="outer") if len(held) else present.assign(
+        **{c: 0 for c in BLOCK_COLUMNS[4:]})
+    blame = blame.fillna({c: 0 for c in ["ns", *BLOCK_COLUMNS[4:]]})
+    blame = blame.astype({c: np.int64 for c in ["ns", *BLOCK_COLUMNS[4:]]})
+    blame = blame.sort_values(["job", "blocked_ns"], ascending=[True, False], kind="stable").reset_index(drop=True)
+    metrics = metrics.merge(held_metrics, on="job", how="left")
+    return metrics, blame[["job", "kind", "name", "pid", "ns", *BLOCK_COLUMNS[4:]]]
+
+
+#: Columns of :func:`rank`.
+RANK_COLUMNS = ["kind", "name", "jobs_blocked", "blocked_ns", "max_blocked_ns", "preempted_ns", "before_ns",
+                "interrupted_ns", "jobs_hit", "total_ns", "max_ns"]
 
 
 def rank(culprits: pd.DataFrame, jobs: pd.DataFrame | None = None) -> pd.DataFrame:
-    """Culprits ranked by total time taken from the victim's jobs, with the number of jobs hit."""
+    """Culprits ranked by the time they held the victim off its CPU (``blocked_ns``: preempted
+    it, ran before it after its wake-up, interrupted it), with the jobs they blocked; then the
+    time they were present during its jobs (``jobs_hit``, ``total_ns``, ``max_ns``: the
+    ranking of a culprits.parquet written before blocked time was derived)."""
     if culprits.empty:
-        return pd.DataFrame(columns=["kind", "name", "jobs_hit", "total_ns", "max_ns"])
-    g = culprits.groupby(["kind", "name"]).agg(jobs_hit=("job", "nunique"), total_ns=("ns", "sum"), max_ns=("ns", "max"))
-    return g.sort_values("total_ns", ascending=False).reset_index()
+        return pd.DataFrame(columns=RANK_COLUMNS)
+    c = culprits if "blocked_ns" in culprits else culprits.assign(blocked_ns=0, preempted_ns=0, before_ns=0, interrupted_ns=0)
+    c = c.assign(blocked_job=c["job"].where(c["blocked_ns"] > 0), hit_job=c["job"].where(c["ns"] > 0))
+    g = c.groupby(["kind", "name"]).agg(jobs_blocked=("blocked_job", "nunique"), blocked_ns=("blocked_ns", "sum"),
+                                        max_blocked_ns=("blocked_ns", "max"), preempted_ns=("preempted_ns", "sum"),
+                                        before_ns=("before_ns", "sum"), interrupted_ns=("interrupted_ns", "sum"),
+                                        jobs_hit=("hit_job", "nunique"), total_ns=("ns", "sum"), max_ns=("ns", "max"))
+    return g.sort_values(["blocked_ns", "total_ns"], ascending=False, kind="stable").reset_index()[RANK_COLUMNS]

@@ -18,6 +18,7 @@ def occupancy(events: pd.DataFrame, end_ns: int | None = None) -> pd.DataFrame:
     if events.empty or not (events.event == "sched_switch").any():
         return pd.DataFrame(columns=INTERVAL_COLUMNS)
     last = end_ns if end_ns is not None else int(events.ts_ns.max())
+    events = events[~cut_short(events)]
     rows = []
     wake_pid = events.target_pid if "target_pid" in events else pd.Series(pd.NA, index=events.index)
     for cpu, g in events.groupby("cpu", sort=True):
@@ -45,6 +46,16 @@ def occupancy(events: pd.DataFrame, end_ns: int | None = None) -> pd.DataFrame:
             rows.append((cpu, cur_start, max(last, cur_start), "process", cur_name, cur_pid))
     df = pd.DataFrame(rows, columns=INTERVAL_COLUMNS)
     return df[df.end_ns > df.start_ns].reset_index(drop=True)
+
+
+def cut_short(events: pd.DataFrame) -> pd.Series:
+    """The rows of sched_switch and sched_migrate_task whose fields did not parse (a text line
+    cut short): they say nothing of who ran or moved, so the timelines leave them out."""
+    def na(col):
+        return events[col].isna() if col in events else pd.Series(True, index=events.index)
+
+    return (((events.event == "sched_switch") & (na("prev_pid") | na("next_pid")))
+            | ((events.event == "sched_migrate_task") & (na("target_pid") | na("dest_cpu"))))
 
 
 def _pairs(events: pd.DataFrame, entry: str, exit_: str, kind: str, key: str) -> pd.DataFrame:
@@ -76,7 +87,7 @@ def runnable_waits(events: pd.DataFrame, pid: int) -> pd.DataFrame:
     its next switch-in, or its next event on any CPU when that switch-in was not recorded."""
     rows = []
     out_at = None
-    for r in events.itertuples():
+    for r in events[~cut_short(events)].itertuples():
         if out_at is not None and (r.pid == pid or (r.event == "sched_switch" and r.next_pid == pid)):
             rows.append((out_at[1], out_at[0], r.ts_ns))
             out_at = None

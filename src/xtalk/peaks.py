@@ -50,6 +50,9 @@ NO_PMU = "no hardware PMU: counter signature not measured"
 #: The latency levels, smallest first, and the channel a chase enemy loads.
 LEVELS = ("l1d", "l2", "llc", "dram")
 LATENCY = "latency"
+#: An enemy's `load`: a percentage of its channel's peak, "50%" or "50% of peak" (the
+#: experiment schema checks the same pattern).
+LOAD_PATTERN = r"^\s*([0-9]+(?:\.[0-9]*)?)\s*%(?:\s*of\s+(?:the\s+)?peak)?\s*$"
 
 
 class _Strict(BaseModel):
@@ -240,14 +243,22 @@ def share(kind: str, rate: float, peaks: Optional[Peaks], unit: str, copies: int
                  basis=f"{copies} copies against all {peak.copies} CPUs")
 
 
+def load_problem(text) -> Optional[str]:
+    """Why `text` is not a load (a percentage of the channel's peak), or None when it is."""
+    m = re.match(LOAD_PATTERN, str(text))
+    if m and 0 < float(m.group(1)) <= 100:
+        return None
+    return (f"{text!r} is not a load; give a percentage of the channel's peak, above 0 and at most 100, "
+            f"e.g. \"50%\" or \"50% of peak\"")
+
+
 def parse_load(text, field: str) -> float:
-    """`load = "50%"` as a fraction (0, 1]; an input error naming the field otherwise."""
-    m = re.fullmatch(r"\s*([0-9]+(?:\.[0-9]*)?)\s*%\s*", str(text))
-    value = float(m.group(1)) if m else math.nan
-    if not (0 < value <= 100):
-        raise UsageError(f"{field}: {text!r} is not a load; give a percentage of the channel's peak, "
-                         f"above 0 and at most 100, e.g. \"50%\"")
-    return value / 100.0
+    """`load = "50%"` (or `"50% of peak"`) as a fraction (0, 1]; an input error naming the
+    field otherwise."""
+    why = load_problem(text)
+    if why:
+        raise UsageError(f"{field}: {why}")
+    return float(re.match(LOAD_PATTERN, str(text)).group(1)) / 100.0
 
 
 def rate_for_load(kind: str, load_text, field: str, env: dict, copies: int = 1, footprint: Optional[int] = None,

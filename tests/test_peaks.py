@@ -213,15 +213,21 @@ def test_characterize_text_says_each_enemys_share_and_the_missing_peaks_once(pea
 
 
 def test_peaks_measured_here_are_positive_and_saved(agent, facts, tmp_path, monkeypatch):
-    """Four passes of 50 ms (read one CPU and all, an L1D and an L2 chase): rates positive
+    """Six passes of 50 ms (read and bus locks, one CPU and all; an L1D and an L2 chase): rates positive
     and finite, every CPU counted in the all-CPU pass, chase footprints growing level by
     level (by construction; their latencies need not on a noisy VM), the file read back."""
     from xtalk import peaks_measure
 
     monkeypatch.setenv(pk.ENV_DIR, str(tmp_path / "peaks"))
-    got = peaks_measure.measure(facts, agent, tmp_path / "runs", jobs=5, only=["read", "latency.l1d", "latency.l2"],
-                                 say=lambda s: None)
-    assert set(got.channels) == {"read"}
+    x86 = facts.environment["kernel"]["machine"] == "x86_64"
+    got = peaks_measure.measure(facts, agent, tmp_path / "runs", jobs=5,
+                                only=["read", "bus-lock", "latency.l1d", "latency.l2"], say=lambda s: None)
+    assert set(got.channels) == ({"read", "bus-lock"} if x86 else {"read"})
+    if x86:  # split locks per second, by the buslock enemy, on one CPU and on every CPU
+        locks = got.channels["bus-lock"]
+        assert locks.kind == "buslock" and locks.unit == "locks" and locks.copies == len(facts.online_cpus)
+        assert 0 < locks.one < math.inf and 0 < locks.all < math.inf
+        assert pk.share("buslock", locks.one / 4, got, "locks").percent == pytest.approx(25.0)
     read = got.channels["read"]
     assert read.kind == "read" and read.unit == "bytes" and read.copies == len(facts.online_cpus)
     assert 0 < read.one < math.inf and 0 < read.all < math.inf
@@ -233,7 +239,7 @@ def test_peaks_measured_here_are_positive_and_saved(agent, facts, tmp_path, monk
     assert pk.load(facts.environment) == got and path.exists()
     assert pk.share("read", read.one / 2, got, "bytes").percent == pytest.approx(50.0)
     # Every pass is a stored run: traceable, and nothing left running.
-    assert len(list((tmp_path / "runs").glob("*/run.json"))) == 2 + len(got.latency)
+    assert len(list((tmp_path / "runs").glob("*/run.json"))) == 2 * len(got.channels) + len(got.latency)
 
 
 def test_a_read_enemy_asked_for_half_its_peak_reaches_half(agent, facts, tmp_path, monkeypatch, needs_fifo):

@@ -23,11 +23,12 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
 from .. import safepath
-from .. import catalog
+from .. import catalog, peaks
 from ..errors import UsageError
 from ..runner import COMMAND_OVERHEAD_S
 from . import confirm as confirm_mod
 from . import coverage as coverage_mod
+from . import residual as residual_mod
 from . import output, search, space as space_mod
 from .inputs import Request, resolve_cpus
 from . import runs as runs_mod
@@ -192,17 +193,43 @@ def run(req: Request, console: Console) -> Path:
                                                   explore=search.Explore(EXPLORE_BATCH, check))
         finalists = [a for a in ranked if a.scores][:FINALISTS]
         time_left = deadline - time.monotonic()
-        reps = int((time_left - ROUND_OVERHEAD_S) // ((n_confirm + 1) * confirm_run_s))
-        reps = max(MIN_CONFIRM_REPS, min(MAX_CONFIRM_REPS, reps))
         names = {f"finalist-{j + 1}": a for j, a in enumerate(finalists)}
+        split = _split(names, time_left - ROUND_OVERHEAD_S, (n_confirm + 1) * confirm_run_s, confirm_run_s)
+        extra = {s: by_ch[1] for s, by_ch in split.get("scenarios", {}).items()}
+        reps = int((time_left - ROUND_OVERHEAD_S) // ((n_confirm + len(extra) + 1) * confirm_run_s))
+        reps = max(MIN_CONFIRM_REPS, min(MAX_CONFIRM_REPS, reps))
         conf = confirm_mod.confirm(
-            victim, {n: a.item.tables() for n, a in names.items()}, enemy_cpus, reps, req.statistic, req.metric, work,
+            victim, {**{n: a.item.tables() for n, a in names.items()}, **{s: c.tables() for s, c in extra.items()}},
+            enemy_cpus, reps, req.statistic, req.metric, work,
             req.seed, req.stress_ng,
             lambda i, n, s: tick(i, n, s, f"confirmation: {len(names)} finalists{' + stress-ng' if stressors else ''} × {reps}"),
             deadline)
         bar.update(task, completed=min(req.budget_s, time.monotonic() - start))
     own.append(conf.result.own_seconds)
-    return _write(req, victim, enemy_cpus, sp, names, conf, trace, by_key, start, console, sum(own), refusals)
+    return _write(req, victim, enemy_cpus, sp, names, conf, trace, by_key, start, console, sum(own), refusals, split,
+                  facts.environment)
+
+
+def _split(names: dict, seconds: float, confirm_s: float, run_s: float) -> dict:
+    """The search's best finalist split into its channel parts for the residual
+    (residual.py): {"finalist", "scenarios": {scenario: (channel, part)}}, or {"finalist",
+    "why"} when it is not split (one channel, more than MAX_PARTS, no time for the parts'
+    runs: each part is one more scenario of the confirmation, MIN_CONFIRM_REPS runs)."""
+    if not names:
+        return {}
+    name, top = next(iter(names.items()))
+    split = residual_mod.parts(catalog.current(), top.item)
+    chans = sorted(coverage_mod.loads(catalog.current(), top.item))
+    if not split:
+        return {"finalist": name, "why": f"{name} loads one channel ({chans[0]}): its slowdown is that channel's effect, "
+                                         "nothing to separate"}
+    if len(split) > residual_mod.MAX_PARTS:
+        return {"finalist": name, "why": f"{name} loads {len(split)} channels, more than the {residual_mod.MAX_PARTS} "
+                                         "the confirmation splits: not separated"}
+    if seconds < MIN_CONFIRM_REPS * (confirm_s + len(split) * run_s):
+        return {"finalist": name, "why": f"no time left in the budget for its {len(split)} channel parts' runs "
+                                         "(a larger --budget)"}
+    return {"finalist": name, "scenarios": {residual_mod.part_name(ch): (ch, c) for ch, c in split.items()}}
 
 
 def _calibrated(victim: Victim, work: Path, seed: int, agent: Path, console: Console) -> Victim:
@@ -235,7 +262,7 @@ def _check_budget(budget_s: float, run_s: float, confirm_run_s: float, n_confirm
 
 
 def _write(req: Request, victim: Victim, enemy_cpus: list[int], sp, names: dict, conf, trace, by_key, start, console,
-           own_s: float, refusals: dict[str, str]) -> Path:
+           own_s: float, refusals: dict[str, str], split: dict, env: dict) -> Path:
     out = req.out
     confirmed = {}
     for n in list(names) + sorted(s for s in conf.vs_solo if s.startswith(confirm_mod.SNG)):
@@ -284,6 +311,9 @@ def _write(req: Request, victim: Victim, enemy_cpus: list[int], sp, names: dict,
     stop = stopping_doc(req.rule, trace)
     doc["stopping"] = stop
     doc["coverage"] = cov = channel_coverage(req, sp, trace, by_key, names, conf, refusals)
+    # What the enemies' counters say of what they load, or why nothing (peaks.py).
+    cov["counters"] = peaks.signature_text(None, env)
+    doc["residual"] = res = residual_doc(req, split, names, conf)
     output.write_json(out / "result.json", doc)
     output.write_json(out / "trace.json", trace.as_json())
     output.stopping_figure(out / "stopping.png", stop, req.statistic, req.metric)
@@ -301,6 +331,8 @@ def _write(req: Request, victim: Victim, enemy_cpus: list[int], sp, names: dict,
     console.print(f"  {stopping_text(req.rule, stop)}", highlight=False)
     for line in coverage_mod.text(cov):
         console.print(f"  {line}", highlight=False)
+    console.print(f"  {residual_mod.text(res)}", highlight=False)
+    console.print(f"  counters: {cov['counters']}", highlight=False)
     elapsed = time.monotonic() - start
     if elapsed > req.budget_s * 1.05:
         console.print(f"[yellow]the search took {elapsed:.0f} s of a {req.budget_s:.0f} s budget: {elapsed - own_s:.0f} s went outside "
@@ -331,6 +363,27 @@ def stopping_text(rule, stop: dict) -> str:
         return f"stopping rule met after {e['tried']} random candidates (+{e['candidates'] - e['tried']} seeded): {said}"
     return (f"stopping rule NOT met: the budget ran out after {e['tried']} random candidates (+{e['candidates'] - e['tried']} seeded): {said}; "
             f"≤ {e['target']:.0%} needs {e['needed']} random candidates (a larger --budget)")
+
+
+def residual_doc(req: Request, split: dict, names: dict, conf) -> dict | None:
+    """result.json's `residual`: the split finalist's slowdown against what its channel
+    parts, run alone in the confirmation, add up to (residual.py); or why it was not split."""
+    from ..analysis.slowdown import SOLO
+
+    if not split:
+        return None
+    fin = split["finalist"]
+    label = names[fin].item.label() if fin in names else fin
+    if "scenarios" not in split:
+        return {**residual_mod.not_split(fin, split["why"]), "label": label}
+    part_scen = {ch: s for s, (ch, _) in split["scenarios"].items()}
+    got = residual_mod.residual(conf.result.samples, conf.result.samples.get(SOLO, []), fin, part_scen, req.statistic)
+    if got is None:
+        return {**residual_mod.not_split(fin, "the confirmation recorded no runs of it, its parts or solo (see its runs)"),
+                "label": label}
+    for s, (ch, c) in split["scenarios"].items():
+        got["parts"][ch].update({"label": c.label(), "enemies": c.tables()})
+    return {**got, "label": label}
 
 
 def channel_coverage(req: Request, sp, trace, by_key: dict, names: dict, conf, refusals: dict[str, str]) -> dict:

@@ -72,6 +72,11 @@ def test_percent_of_peak_one_copy_several_copies_and_chase_levels():
     assert pk.share("copy", 1e9, p, "bytes") is None
     assert pk.share("loads", 1e9, p, "loads") is None
     assert pk.share("chase", 1e7, p, "accesses", footprint=caches["l2"] // 4, caches=caches) is None
+    # The aligned buslock (split = false) makes cache locks, not the bus locks its peak counts.
+    p.channels["bus-lock"] = pk.ChannelPeak(kind="buslock", unit="locks", one=5e5, all=5e5, copies=2)
+    assert pk.share("buslock", 2.5e5, p, "locks", params={"bytes": 4096, "split": True}).percent == pytest.approx(50.0)
+    assert pk.share("buslock", 2.5e5, p, "locks").percent == pytest.approx(50.0)  # split by default
+    assert pk.share("buslock", 4.5e7, p, "locks", params={"bytes": 4096, "split": False}) is None
 
 
 def test_saved_file_round_trips_and_is_keyed_by_the_machine(peaks_dir):

@@ -214,14 +214,28 @@ class Share(BaseModel):
         return f"{self.percent:.0f} % of the {self.channel} peak, {self.basis}"
 
 
+#: Kinds that a parameter takes off their channel: kind -> (parameter, the value that does).
+#: An aligned `buslock` (split = false, the control) makes cache locks, not bus locks: set
+#: against the split-lock peak it would read thousands of percent.
+OFF_CHANNEL = {"buslock": ("split", False)}
+
+
+def on_channel(kind: str, params: Optional[dict]) -> bool:
+    """False when `params` (the enemy's load: its kind's parameters) take it off its channel."""
+    off = OFF_CHANNEL.get(kind)
+    return not (off and params is not None and params.get(off[0]) == off[1])
+
+
 def share(kind: str, rate: float, peaks: Optional[Peaks], unit: str, copies: int = 1,
-          footprint: Optional[int] = None, caches: Optional[dict[str, int]] = None) -> Optional[Share]:
+          footprint: Optional[int] = None, caches: Optional[dict[str, int]] = None,
+          params: Optional[dict] = None) -> Optional[Share]:
     """`rate` (per copy, in `unit` per second) of `copies` copies of a `kind` enemy as a
     percentage of its channel's peak: one copy against one CPU's peak, several (their sum)
     against the all-CPU peak, a chase against the one-chain rate at its footprint's level.
     None when the kind names no channel, the channel has no measured peak, or the units
-    differ (a `loads` enemy counts loads, the read peak bytes)."""
-    if peaks is None or rate is None or not (rate >= 0) or copies < 1:
+    differ (a `loads` enemy counts loads, the read peak bytes), or its `params` take it off
+    its channel (OFF_CHANNEL)."""
+    if peaks is None or rate is None or not (rate >= 0) or copies < 1 or not on_channel(kind, params):
         return None
     ch = channel_of(kind)
     if ch == LATENCY:

@@ -211,21 +211,27 @@ def run(req: Request, console: Console) -> Path:
 
 
 def _split(names: dict, seconds: float, confirm_s: float, run_s: float) -> dict:
-    """The search's best finalist split into its channel parts for the residual
-    (residual.py): {"finalist", "scenarios": {scenario: (channel, part)}}, or {"finalist",
-    "why"} when it is not split (one channel, more than MAX_PARTS, no time for the parts'
-    runs: each part is one more scenario of the confirmation, MIN_CONFIRM_REPS runs)."""
+    """The search's best finalist that loads several channels (two or three), split into its
+    channel parts for the residual (residual.py): {"finalist", "scenarios": {scenario:
+    (channel, part)}}, or {"finalist", "why"} when none is split (each loads one channel or
+    more than MAX_PARTS; no time for the parts' runs: each part is one more scenario of the
+    confirmation, MIN_CONFIRM_REPS runs)."""
     if not names:
         return {}
-    name, top = next(iter(names.items()))
-    split = residual_mod.parts(catalog.current(), top.item)
-    chans = sorted(coverage_mod.loads(catalog.current(), top.item))
-    if not split:
-        return {"finalist": name, "why": f"{name} loads one channel ({chans[0]}): its slowdown is that channel's effect, "
-                                         "nothing to separate"}
-    if len(split) > residual_mod.MAX_PARTS:
-        return {"finalist": name, "why": f"{name} loads {len(split)} channels, more than the {residual_mod.MAX_PARTS} "
-                                         "the confirmation splits: not separated"}
+    cat = catalog.current()
+    split = {n: residual_mod.parts(cat, a.item) for n, a in names.items()}
+    fit = [n for n, p in split.items() if 2 <= len(p) <= residual_mod.MAX_PARTS]
+    if not fit:
+        many = [n for n, p in split.items() if len(p) > residual_mod.MAX_PARTS]
+        said = "; ".join(f"{n} loads {len(split[n])} channels, more than the {residual_mod.MAX_PARTS} the confirmation splits"
+                         for n in many)
+        one = [f"{n} {', '.join(sorted(coverage_mod.loads(cat, a.item)))}" for n, a in names.items() if n not in many]
+        return {"finalist": next(iter(names)), "why": "; ".join(
+            x for x in (f"{'the others load' if many else 'each finalist loads'} one channel ({'; '.join(one)}): "
+                        "its slowdown is that channel's effect, "
+                        "nothing to separate" if one else "", said) if x)}
+    name = fit[0]
+    split = split[name]
     if seconds < MIN_CONFIRM_REPS * (confirm_s + len(split) * run_s):
         return {"finalist": name, "why": f"no time left in the budget for its {len(split)} channel parts' runs "
                                          "(a larger --budget)"}

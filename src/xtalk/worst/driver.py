@@ -270,6 +270,7 @@ def _check_budget(budget_s: float, run_s: float, confirm_run_s: float, n_confirm
 def _write(req: Request, victim: Victim, enemy_cpus: list[int], sp, names: dict, conf, trace, by_key, start, console,
            own_s: float, refusals: dict[str, str], split: dict, env: dict) -> Path:
     out = req.out
+    rates_of, _ = finalist_rates(conf)
     confirmed = {}
     for n in list(names) + sorted(s for s in conf.vs_solo if s.startswith(confirm_mod.SNG)):
         arm = names.get(n)
@@ -280,6 +281,7 @@ def _write(req: Request, victim: Victim, enemy_cpus: list[int], sp, names: dict,
             "search_score": round(arm.score, 4) if arm and math.isfinite(arm.score) else None,
             "vs_solo": confirm_mod.ci_dict(conf.vs_solo.get(n)),
             "vs_best_stressor": confirm_mod.ci_dict(conf.vs_stressor.get(n)),
+            "rates": rates_of.get(n) or None,
         }
     # The worst is the finalist the confirmation found worst (the search's order may differ).
     fin = [n for n in names if confirmed[n]["vs_solo"]]
@@ -327,13 +329,16 @@ def _write(req: Request, victim: Victim, enemy_cpus: list[int], sp, names: dict,
     output.figure(out / "trace.png", trace.as_json(), {roles.get(n, n): confirmed[n] for n in confirmed}, req.statistic, req.metric)
     console.print(f"\n[bold]worst[/]: {w['label']}", highlight=False)
     console.print(f"  {req.statistic} {req.metric} / solo: {output.ci_text(w['vs_solo'])}", highlight=False)
+    if w.get("rates"):
+        console.print(f"  its enemies reached: {w['rates']}", highlight=False)
     if best:
         console.print(f"  best stress-ng stressor: {best.removeprefix(confirm_mod.SNG)} {output.ci_text(confirmed[best]['vs_solo'])}; "
                       f"worst / it: {output.ci_text(w['vs_best_stressor'])}", highlight=False)
     else:
         console.print(f"  stress-ng: {conf.stress_ng}", highlight=False)
     for j, n in enumerate(order[1:], 1):
-        console.print(f"  runner-up {j}: {confirmed[n]['label']}: {output.ci_text(confirmed[n]['vs_solo'])}", highlight=False)
+        console.print(f"  runner-up {j}: {confirmed[n]['label']}: {output.ci_text(confirmed[n]['vs_solo'])}"
+                      + (f"; reached {confirmed[n]['rates']}" if confirmed[n].get("rates") else ""), highlight=False)
     console.print(f"  {stopping_text(req.rule, stop)}", highlight=False)
     for line in coverage_mod.text(cov):
         console.print(f"  {line}", highlight=False)
@@ -392,6 +397,19 @@ def residual_doc(req: Request, split: dict, names: dict, conf) -> dict | None:
     return {**got, "label": label}
 
 
+def finalist_rates(conf) -> tuple[dict[str, str], str | None]:
+    """Each confirmation scenario's enemy rates over the victim's window, with their share
+    of the channel's peak where this machine's peaks are saved (report/summary.py's enemy
+    line); and why none were read, when the runs could not be (named, not fatal)."""
+    try:
+        from ..report.summary import enemy_rates
+        from ..store import open as open_results
+
+        return {scen: t for (_, scen), t in enemy_rates(open_results(conf.result.directory).runs()).items()}, None
+    except (OSError, ValueError, KeyError) as e:  # the rates are extra: a damaged run is named, not fatal
+        return {}, f"finalists' rates not read from {conf.result.directory}: {e}"
+
+
 def channel_coverage(req: Request, sp, trace, by_key: dict, names: dict, conf, refusals: dict[str, str]) -> dict:
     """result.json's `coverage`: every candidate of the first round by the channels it
     loads (coverage.py), with the finalists' measured rates from the confirmation runs and
@@ -401,18 +419,11 @@ def channel_coverage(req: Request, sp, trace, by_key: dict, names: dict, conf, r
     pooled = {c["key"]: c["pooled"] for r in trace.rounds for c in r["candidates"]}  # over the rounds it survived
     tried = [(by_key[c["key"]], pooled.get(c["key"]) if c["score"] is not None else None) for c in first if c["key"] in by_key]
     rates: dict[str, list[str]] = {}
-    note = None
-    try:
-        from ..report.summary import enemy_rates
-        from ..store import open as open_results
-
-        measured = {scen: t for (_, scen), t in enemy_rates(open_results(conf.result.directory).runs()).items()}
-        for n, arm in names.items():
-            if measured.get(n):
-                for ch in sorted(coverage_mod.loads(cat, arm.item)):
-                    rates.setdefault(ch, []).append(f"{n} {measured[n]}")
-    except (OSError, ValueError, KeyError) as e:  # the rates are extra: a damaged run is named, not fatal
-        note = f"finalists' rates not read from {conf.result.directory}: {e}"
+    measured, note = finalist_rates(conf)
+    for n, arm in names.items():
+        if measured.get(n):
+            for ch in sorted(coverage_mod.loads(cat, arm.item)):
+                rates.setdefault(ch, []).append(f"{n} {measured[n]}")
     cov = coverage_mod.coverage(cat, sp, req.kinds, tried, req.rule.margin, rates,
                                 {by_key[k].label(): line for k, line in refusals.items() if k in by_key})
     if note:

@@ -198,11 +198,13 @@ def run(req: Request, console: Console) -> Path:
         extra = {s: by_ch[1] for s, by_ch in split.get("scenarios", {}).items()}
         reps = int((time_left - ROUND_OVERHEAD_S) // ((n_confirm + len(extra) + 1) * confirm_run_s))
         reps = max(MIN_CONFIRM_REPS, min(MAX_CONFIRM_REPS, reps))
+        what = (f"confirmation: {len(names)} finalists" + (f" + {len(extra)} channel parts" if extra else "")
+                + (" + stress-ng" if stressors else "") + f" × {reps}")
         conf = confirm_mod.confirm(
             victim, {**{n: a.item.tables() for n, a in names.items()}, **{s: c.tables() for s, c in extra.items()}},
             enemy_cpus, reps, req.statistic, req.metric, work,
             req.seed, req.stress_ng,
-            lambda i, n, s: tick(i, n, s, f"confirmation: {len(names)} finalists{' + stress-ng' if stressors else ''} × {reps}"),
+            lambda i, n, s: tick(i, n, s, what),
             deadline)
         bar.update(task, completed=min(req.budget_s, time.monotonic() - start))
     own.append(conf.result.own_seconds)

@@ -272,7 +272,7 @@ def _check_budget(budget_s: float, run_s: float, confirm_run_s: float, n_confirm
 def _write(req: Request, victim: Victim, enemy_cpus: list[int], sp, names: dict, conf, trace, by_key, start, console,
            own_s: float, refusals: dict[str, str], split: dict, env: dict) -> Path:
     out = req.out
-    rates_of, _ = finalist_rates(conf)
+    rates_of, rates_note = finalist_rates(conf)
     confirmed = {}
     for n in list(names) + sorted(s for s in conf.vs_solo if s.startswith(confirm_mod.SNG)):
         arm = names.get(n)
@@ -320,7 +320,7 @@ def _write(req: Request, victim: Victim, enemy_cpus: list[int], sp, names: dict,
     }
     stop = stopping_doc(req.rule, trace)
     doc["stopping"] = stop
-    doc["coverage"] = cov = channel_coverage(req, sp, trace, by_key, names, conf, refusals)
+    doc["coverage"] = cov = channel_coverage(req, sp, trace, by_key, names, refusals, rates_of, rates_note)
     # What the enemies' counters say of what they load, or why nothing (peaks.py).
     cov["counters"] = peaks.signature_text(None, env)
     doc["residual"] = res = residual_doc(req, split, names, conf)
@@ -412,16 +412,17 @@ def finalist_rates(conf) -> tuple[dict[str, str], str | None]:
         return {}, f"finalists' rates not read from {conf.result.directory}: {e}"
 
 
-def channel_coverage(req: Request, sp, trace, by_key: dict, names: dict, conf, refusals: dict[str, str]) -> dict:
+def channel_coverage(req: Request, sp, trace, by_key: dict, names: dict, refusals: dict[str, str],
+                     measured: dict[str, str], note: str | None) -> dict:
     """result.json's `coverage`: every candidate of the first round by the channels it
-    loads (coverage.py), with the finalists' measured rates from the confirmation runs and
-    the agent's refusals (candidate key -> its line)."""
+    loads (coverage.py), with the finalists' measured rates from the confirmation runs
+    (`measured`: scenario -> text, finalist_rates; `note`: why none were read) and the
+    agent's refusals (candidate key -> its line)."""
     cat = catalog.current()
     first = trace.rounds[0]["candidates"] if trace.rounds else []
     pooled = {c["key"]: c["pooled"] for r in trace.rounds for c in r["candidates"]}  # over the rounds it survived
     tried = [(by_key[c["key"]], pooled.get(c["key"]) if c["score"] is not None else None) for c in first if c["key"] in by_key]
     rates: dict[str, list[str]] = {}
-    measured, note = finalist_rates(conf)
     for n, arm in names.items():
         if measured.get(n):
             for ch in sorted(coverage_mod.loads(cat, arm.item)):

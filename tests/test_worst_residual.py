@@ -71,15 +71,15 @@ class _Arm:
 
 def test_the_driver_splits_the_best_finalist_only_when_it_can():
     one = {"finalist-1": _Arm(Candidate((0,), ((READ,),))), "finalist-2": _Arm(Candidate((0,), ((LLC,),)))}
-    assert "each finalist loads one channel (finalist-1 read; finalist-2 llc)" in driver._split(one, 100.0, 10.0, 1.0)["why"]
+    assert "each finalist loads one channel (finalist-1 read; finalist-2 llc)" in driver._split(one, 100.0, 1.0)["why"]
     # The search's best finalist that loads several channels is split, not just the first.
     two = {"finalist-1": _Arm(Candidate((0,), ((LLC,),))), "finalist-2": _Arm(Candidate((0,), ((READ, LLC),)))}
-    got = driver._split(two, 100.0, 10.0, 1.0)
+    got = driver._split(two, 100.0, 1.0)
     assert got["finalist"] == "finalist-2" and set(got["scenarios"]) == {"part-read", "part-llc"}
     assert got["scenarios"]["part-llc"] == ("llc", Candidate((0,), ((LLC,),)))
-    # Three runs each of the confirmation and of two parts need 3 × (10 + 2) s: 35 s is short.
-    assert "no time left" in driver._split(two, 35.0, 10.0, 1.0)["why"]
+    # Three runs each of two parts need 3 × 2 × 1 s beside the confirmation's own: 5 s is short.
+    assert "no time left" in driver._split(two, 5.0, 1.0)["why"] and "scenarios" in driver._split(two, 6.0, 1.0)
     many = Candidate((0, 1), ((READ, LLC), (Enemy("pi"), Enemy("buslock"))))
-    why = driver._split({"finalist-1": _Arm(many)}, 1e6, 1.0, 1.0)["why"]
+    why = driver._split({"finalist-1": _Arm(many)}, 1e6, 1.0)["why"]
     assert why == "finalist-1 loads 4 channels, more than the 3 the confirmation splits"
-    assert driver._split({}, 100.0, 1.0, 1.0) == {}
+    assert driver._split({}, 100.0, 1.0) == {}

@@ -46,6 +46,9 @@ MEMORY_SHARE = 0.25
 #: The first round is tried this many candidates at a time; the stopping rule is asked
 #: after each batch (each has its own solo runs and fixed cost, so not fewer).
 EXPLORE_BATCH = 12
+#: Confirmation scenarios reserved for the residual's channel parts (residual.py): a finalist
+#: loading two channels, the usual split; a third part runs if time is left.
+PARTS_RESERVED = 2
 
 
 def _available_memory() -> int:
@@ -115,7 +118,14 @@ def run(req: Request, console: Console) -> Path:
     reserve = search.stage_seconds(n_confirm, MIN_CONFIRM_REPS, confirm_run_s, ROUND_OVERHEAD_S)
     left = req.budget_s - (time.monotonic() - start)
     try:
-        plan = search.fit(left - reserve, run_s, ROUND_OVERHEAD_S, FINALISTS, batch=EXPLORE_BATCH)
+        # The residual's channel parts (PARTS_RESERVED more scenarios) are reserved too,
+        # where the budget holds them; else the search keeps its time and they are left out.
+        with_parts = search.stage_seconds(n_confirm + PARTS_RESERVED, MIN_CONFIRM_REPS, confirm_run_s, ROUND_OVERHEAD_S)
+        try:
+            plan = search.fit(left - with_parts, run_s, ROUND_OVERHEAD_S, FINALISTS, batch=EXPLORE_BATCH)
+            reserve = with_parts
+        except search.BudgetTooSmall:
+            plan = search.fit(left - reserve, run_s, ROUND_OVERHEAD_S, FINALISTS, batch=EXPLORE_BATCH)
     except search.BudgetTooSmall as e:
         raise UsageError(f"--budget: {req.budget_s:.0f} s is too small: {e}, and the confirmation about {reserve:.0f} s; "
                          f"give at least {math.ceil((_least(run_s) + reserve + pilot.seconds) / 60)}m") from None
@@ -194,7 +204,8 @@ def run(req: Request, console: Console) -> Path:
         finalists = [a for a in ranked if a.scores][:FINALISTS]
         time_left = deadline - time.monotonic()
         names = {f"finalist-{j + 1}": a for j, a in enumerate(finalists)}
-        split = _split(names, time_left - ROUND_OVERHEAD_S, (n_confirm + 1) * confirm_run_s, confirm_run_s)
+        split = _split(names, time_left - ROUND_OVERHEAD_S - (n_confirm + 1) * MIN_CONFIRM_REPS * confirm_run_s,
+                       confirm_run_s)
         extra = {s: by_ch[1] for s, by_ch in split.get("scenarios", {}).items()}
         reps = int((time_left - ROUND_OVERHEAD_S) // ((n_confirm + len(extra) + 1) * confirm_run_s))
         reps = max(MIN_CONFIRM_REPS, min(MAX_CONFIRM_REPS, reps))
@@ -212,12 +223,12 @@ def run(req: Request, console: Console) -> Path:
                   facts.environment)
 
 
-def _split(names: dict, seconds: float, confirm_s: float, run_s: float) -> dict:
+def _split(names: dict, seconds: float, run_s: float) -> dict:
     """The search's best finalist that loads several channels (two or three), split into its
     channel parts for the residual (residual.py): {"finalist", "scenarios": {scenario:
     (channel, part)}}, or {"finalist", "why"} when none is split (each loads one channel or
-    more than MAX_PARTS; no time for the parts' runs: each part is one more scenario of the
-    confirmation, MIN_CONFIRM_REPS runs)."""
+    more than MAX_PARTS; `seconds`, what the budget leaves beside the confirmation's own
+    minimum, cannot hold the parts' MIN_CONFIRM_REPS runs of `run_s` each)."""
     if not names:
         return {}
     cat = catalog.current()
@@ -234,7 +245,7 @@ def _split(names: dict, seconds: float, confirm_s: float, run_s: float) -> dict:
                         "nothing to separate" if one else "", said) if x)}
     name = fit[0]
     split = split[name]
-    if seconds < MIN_CONFIRM_REPS * (confirm_s + len(split) * run_s):
+    if seconds < MIN_CONFIRM_REPS * len(split) * run_s:
         return {"finalist": name, "why": f"no time left in the budget for its {len(split)} channel parts' runs "
                                          "(a larger --budget)"}
     return {"finalist": name, "scenarios": {residual_mod.part_name(ch): (ch, c) for ch, c in split.items()}}

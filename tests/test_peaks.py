@@ -72,6 +72,9 @@ def test_percent_of_peak_one_copy_several_copies_and_chase_levels():
     assert pk.share("copy", 1e9, p, "bytes") is None
     assert pk.share("loads", 1e9, p, "loads") is None
     assert pk.share("chase", 1e7, p, "accesses", footprint=caches["l2"] // 4, caches=caches) is None
+    # A read over a footprint that stays in a cache loads that cache, not the memory peak's channel.
+    assert pk.share("read", 5e9, p, "bytes", footprint=caches["l1d"] // 2, caches=caches) is None
+    assert pk.share("read", 5e9, p, "bytes", footprint=4 * caches["llc"], caches=caches).percent == pytest.approx(50.0)
     # The aligned buslock (split = false) makes cache locks, not the bus locks its peak counts.
     p.channels["bus-lock"] = pk.ChannelPeak(kind="buslock", unit="locks", one=5e5, all=5e5, copies=2)
     assert pk.share("buslock", 2.5e5, p, "locks", params={"bytes": 4096, "split": True}).percent == pytest.approx(50.0)
@@ -126,6 +129,8 @@ def test_load_percentage_becomes_the_rate_that_gives_it_back(peaks_dir):
     for bad in ("0%", "150%", "50", "half", "50% of bandwidth", "50% peak"):
         with pytest.raises(UsageError, match=r"^f: .* is not a load; give a percentage"):
             pk.rate_for_load("read", bad, "f", env)
+    with pytest.raises(UsageError, match=r"^f: a [0-9]+-byte read stays in the L1D, and the read peak is of memory .*give `rate`"):
+        pk.rate_for_load("read", "50%", "f", env, footprint=caches["l1d"] // 2, caches=caches)
     with pytest.raises(UsageError, match=r"^f: channel 'copy' of enemy 'copy' has no peak .*give `rate` instead"):
         pk.rate_for_load("copy", "50%", "f", env)
 

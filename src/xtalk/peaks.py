@@ -50,6 +50,8 @@ NO_PMU = "no hardware PMU: counter signature not measured"
 #: The latency levels, smallest first, and the channel a chase enemy loads.
 LEVELS = ("l1d", "l2", "llc", "dram")
 LATENCY = "latency"
+#: The memory bandwidth channels, whose peaks are measured over 4 × LLC.
+MEMORY = ("read", "write", "copy")
 #: An enemy's `load`: a percentage of its channel's peak, "50%" or "50% of peak" (the
 #: experiment schema checks the same pattern).
 LOAD_PATTERN = r"^\s*([0-9]+(?:\.[0-9]*)?)\s*%(?:\s*of\s+(?:the\s+)?peak)?\s*$"
@@ -234,7 +236,7 @@ def share(kind: str, rate: float, peaks: Optional[Peaks], unit: str, copies: int
     against the all-CPU peak, a chase against the one-chain rate at its footprint's level.
     None when the kind names no channel, the channel has no measured peak, or the units
     differ (a `loads` enemy counts loads, the read peak bytes), or its `params` take it off
-    its channel (OFF_CHANNEL)."""
+    its channel (OFF_CHANNEL), or a memory-bandwidth enemy's footprint stays in a cache."""
     if peaks is None or rate is None or not (rate >= 0) or copies < 1 or not on_channel(kind, params):
         return None
     ch = channel_of(kind)
@@ -249,6 +251,10 @@ def share(kind: str, rate: float, peaks: Optional[Peaks], unit: str, copies: int
                      basis=f"one-chain {level.upper() if level != 'dram' else 'DRAM'} chase, {lat.ns:.1f} ns")
     peak = peaks.channels.get(ch) if ch else None
     if peak is None or peak.unit != unit:
+        return None
+    if ch in MEMORY and footprint is not None and caches and level_of(footprint, caches) != "dram":
+        # The bandwidth peaks are of buffers four times the LLC: a footprint that stays in a
+        # cache loads that cache, not memory (a read over half of L1D read 389 % of it).
         return None
     if copies == 1 or peak.all is None:
         return Share(channel=ch, percent=100.0 * rate * copies / peak.one, peak=peak.one, unit=unit,
@@ -290,6 +296,9 @@ def rate_for_load(kind: str, load_text, field: str, env: dict, copies: int = 1, 
         ch = channel_of(kind)
         measured = sorted(peaks.channels) + ([LATENCY] if peaks.latency else [])
         why = f"enemy '{kind}' names no channel" if ch is None else f"channel '{ch}' of enemy '{kind}' has no peak in its unit ({unit})"
+        if ch in MEMORY and footprint is not None and caches and level_of(footprint, caches) != "dram" and ch in peaks.channels:
+            why = (f"a {footprint}-byte {kind} stays in the {level_of(footprint, caches).upper()}, and the {ch} peak is of memory "
+                   f"(4 × LLC); give a footprint above half the LLC")
         raise UsageError(f"{field}: {why}; `load` works for the channels with a measured peak ({', '.join(measured) or 'none'}); "
                          f"give `rate` instead")
     # share(rate=1) is the percentage one unit per second per copy makes: invert it.

@@ -63,12 +63,21 @@ def victim_table(work: Path) -> dict:
 
 
 def sweep_candidates(sp: space_mod.Space) -> dict[str, space_mod.Candidate]:
-    """Every searchable kind at every footprint, alone and the same on every enemy CPU."""
+    """Every searchable kind at every footprint, alone and the same on every enemy CPU; its
+    other axes at the catalog's default where the space holds it (a `buslock` splits its
+    locks, as it does by default: the first value, false, is the aligned control), else at
+    their first value."""
     out = {}
     for ks in sp.kinds.values():
         axes = {a.key: a.values for a in ks.axes}
+        kind = sp.cat.kinds[ks.kind]
+
+        def other(a):
+            d = kind.param(a.key).default if a.key in {p.name for p in kind.params} else None
+            return d if d in a.values else a.values[0]
+
         for b in axes.get("bytes", (None,)):
-            params = [(a.key, b if a.key == "bytes" else a.values[0]) for a in ks.axes]
+            params = [(a.key, b if a.key == "bytes" else other(a)) for a in ks.axes]
             e = space_mod.Enemy(ks.kind, sp.within(ks, params))
             c = space_mod.Candidate(sp.cpus, tuple((e,) for _ in sp.cpus))
             if c.footprint(sp) <= sp.memory_cap:
@@ -136,6 +145,14 @@ def main() -> None:
           f"p ≤ {e.get('beyond', 1):.1%}): worst {doc['worst']['label']} {ci_text(w)}")
     print(f"search-best / sweep-best: {w['estimate'] / b['estimate']:.2f} (the search's estimate is {where} the sweep-best's CI); "
           f"search time / sweep time: {t_search / t_sweep:.2f}")
+    res = doc.get("residual") or {}
+    if res.get("residual"):
+        r = res["residual"]
+        print(f"search's residual ({res['finalist']}, {res['label']}): {res['slowdown']['estimate']:.2f}× against "
+              f"{res['explained']['estimate']:.2f}× from its channels alone, added: {r['estimate']:+.2f}× "
+              f"[{r['low']:+.2f}, {r['high']:+.2f}]: {res['reading']}")
+    elif res:
+        print(f"search's residual: {res.get('why')}")
     print("    sweep, all: " + ", ".join(f"{sw[k][0]} {sw[k][1]['estimate']:.2f}" for k in
                                          sorted((k for k in sw if sw[k][1]), key=lambda k: -sw[k][1]["estimate"])))
 

@@ -256,6 +256,15 @@ def test_a_short_search_writes_its_experiment_trace_and_runner_ups(tmp_path):
     assert cov["exercised"] and set(cov["exercised"]) <= {"read", "l2", "cpu", "latency"}
     assert cov["channels"]["memory-capacity"]["status"] == "not searched"
     assert "channels exercised" in r.stdout
+    # The residual: the best finalist loading several channels split into its parts, or why
+    # none was; the counters line (no PMU on the development VM, or no per-enemy group).
+    res = doc["residual"]
+    assert res["finalist"].startswith("finalist-") and ("why" in res) != ("residual" in res)
+    if "residual" in res:
+        assert len(res["parts"]) >= 2 and res["residual"]["low"] <= res["residual"]["estimate"] <= res["residual"]["high"]
+    assert "unknown channels: " in r.stdout
+    assert cov["counters"].endswith("counter signature not measured") and "counters: " in r.stdout
+    assert doc["worst"]["rates"]  # what its enemies reached (a share of peak only where peaks are saved)
     plan = xtalk("plan", out / "worst.toml", cwd=tmp_path)
     assert plan.returncode == 0, plan.stderr
     assert "worst" in (out / "worst.toml").read_text()

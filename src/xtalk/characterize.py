@@ -239,18 +239,21 @@ def enemy_loads(results: dict[str, Path], env: dict) -> pd.DataFrame:
             if not got:
                 continue
             row = acc.setdefault((name, int(n)), {"kind": got[0]["kind"], "unit": got[0]["unit"], "rates": [],
-                                                  "copies": len(got), "footprint": None, "signatures": []})
+                                                  "copies": len(got), "footprint": None, "params": None,
+                                                  "signatures": []})
             row["rates"] += [e["window_rate"] for e in got]
             row["signatures"] += [sig for e in got if (sig := pk.signature(e, env)) is not None]
-            if row["footprint"] is None:
+            if row["params"] is None:
                 meta = read_outcome(Path(d))
                 k = catalog.current().kinds.get(row["kind"])
-                if meta is not None and meta.plan and meta.plan.enemies and k is not None and k.footprint_params:
-                    row["footprint"] = k.footprint(meta.plan.enemies[0].load.model_dump())
+                if meta is not None and meta.plan and meta.plan.enemies:
+                    row["params"] = meta.plan.enemies[0].load.model_dump()
+                    if k is not None and k.footprint_params:
+                        row["footprint"] = k.footprint(row["params"])
     out = []
     for (name, n), r in acc.items():
         rate = float(np.mean(r["rates"]))
-        sh = pk.share(r["kind"], rate, saved, r["unit"], r["copies"], r["footprint"], caches)
+        sh = pk.share(r["kind"], rate, saved, r["unit"], r["copies"], r["footprint"], caches, r["params"])
         out.append({"enemy": name, "copies": n, "kind": r["kind"], "channel": pk.channel_of(r["kind"]), "unit": r["unit"],
                     "rate_per_copy": rate, "percent_of_peak": sh.percent if sh else np.nan,
                     "basis": sh.basis if sh else "", "signature": pk.signature_text(r["signatures"][0], env) if r["signatures"] else ""})

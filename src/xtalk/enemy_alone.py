@@ -143,7 +143,7 @@ def share_alone(enemy, rate: float, unit: str, saved, env: dict):
 
     k = catalog.current().kinds.get(enemy.load.kind)
     foot = k.footprint(enemy.load.model_dump()) if k is not None and k.footprint_params else None
-    return peaks.share(enemy.load.kind, rate, saved, unit, 1, foot, peaks.caches_of(env))
+    return peaks.share(enemy.load.kind, rate, saved, unit, 1, foot, peaks.caches_of(env), enemy.load.model_dump())
 
 
 def recorded(results_dir: Path) -> list[dict]:

@@ -50,6 +50,11 @@ NO_PMU = "no hardware PMU: counter signature not measured"
 #: The latency levels, smallest first, and the channel a chase enemy loads.
 LEVELS = ("l1d", "l2", "llc", "dram")
 LATENCY = "latency"
+#: The memory bandwidth channels, whose peaks are measured over 4 × LLC.
+MEMORY = ("read", "write", "copy")
+#: An enemy's `load`: a percentage of its channel's peak, "50%" or "50% of peak" (the
+#: experiment schema checks the same pattern).
+LOAD_PATTERN = r"^\s*([0-9]+(?:\.[0-9]*)?)\s*%(?:\s*of\s+(?:the\s+)?peak)?\s*$"
 
 
 class _Strict(BaseModel):
@@ -211,14 +216,28 @@ class Share(BaseModel):
         return f"{self.percent:.0f} % of the {self.channel} peak, {self.basis}"
 
 
+#: Kinds that a parameter takes off their channel: kind -> (parameter, the value that does).
+#: An aligned `buslock` (split = false, the control) makes cache locks, not bus locks: set
+#: against the split-lock peak it would read thousands of percent.
+OFF_CHANNEL = {"buslock": ("split", False)}
+
+
+def on_channel(kind: str, params: Optional[dict]) -> bool:
+    """False when `params` (the enemy's load: its kind's parameters) take it off its channel."""
+    off = OFF_CHANNEL.get(kind)
+    return not (off and params is not None and params.get(off[0]) == off[1])
+
+
 def share(kind: str, rate: float, peaks: Optional[Peaks], unit: str, copies: int = 1,
-          footprint: Optional[int] = None, caches: Optional[dict[str, int]] = None) -> Optional[Share]:
+          footprint: Optional[int] = None, caches: Optional[dict[str, int]] = None,
+          params: Optional[dict] = None) -> Optional[Share]:
     """`rate` (per copy, in `unit` per second) of `copies` copies of a `kind` enemy as a
     percentage of its channel's peak: one copy against one CPU's peak, several (their sum)
     against the all-CPU peak, a chase against the one-chain rate at its footprint's level.
     None when the kind names no channel, the channel has no measured peak, or the units
-    differ (a `loads` enemy counts loads, the read peak bytes)."""
-    if peaks is None or rate is None or not (rate >= 0) or copies < 1:
+    differ (a `loads` enemy counts loads, the read peak bytes), or its `params` take it off
+    its channel (OFF_CHANNEL), or a memory-bandwidth enemy's footprint stays in a cache."""
+    if peaks is None or rate is None or not (rate >= 0) or copies < 1 or not on_channel(kind, params):
         return None
     ch = channel_of(kind)
     if ch == LATENCY:
@@ -233,6 +252,10 @@ def share(kind: str, rate: float, peaks: Optional[Peaks], unit: str, copies: int
     peak = peaks.channels.get(ch) if ch else None
     if peak is None or peak.unit != unit:
         return None
+    if ch in MEMORY and footprint is not None and caches and level_of(footprint, caches) != "dram":
+        # The bandwidth peaks are of buffers four times the LLC: a footprint that stays in a
+        # cache loads that cache, not memory (a read over half of L1D read 389 % of it).
+        return None
     if copies == 1 or peak.all is None:
         return Share(channel=ch, percent=100.0 * rate * copies / peak.one, peak=peak.one, unit=unit,
                      basis="one CPU" if copies == 1 else f"{copies} copies against one CPU's peak")
@@ -240,14 +263,22 @@ def share(kind: str, rate: float, peaks: Optional[Peaks], unit: str, copies: int
                  basis=f"{copies} copies against all {peak.copies} CPUs")
 
 
+def load_problem(text) -> Optional[str]:
+    """Why `text` is not a load (a percentage of the channel's peak), or None when it is."""
+    m = re.match(LOAD_PATTERN, str(text))
+    if m and 0 < float(m.group(1)) <= 100:
+        return None
+    return (f"{text!r} is not a load; give a percentage of the channel's peak, above 0 and at most 100, "
+            f"e.g. \"50%\" or \"50% of peak\"")
+
+
 def parse_load(text, field: str) -> float:
-    """`load = "50%"` as a fraction (0, 1]; an input error naming the field otherwise."""
-    m = re.fullmatch(r"\s*([0-9]+(?:\.[0-9]*)?)\s*%\s*", str(text))
-    value = float(m.group(1)) if m else math.nan
-    if not (0 < value <= 100):
-        raise UsageError(f"{field}: {text!r} is not a load; give a percentage of the channel's peak, "
-                         f"above 0 and at most 100, e.g. \"50%\"")
-    return value / 100.0
+    """`load = "50%"` (or `"50% of peak"`) as a fraction (0, 1]; an input error naming the
+    field otherwise."""
+    why = load_problem(text)
+    if why:
+        raise UsageError(f"{field}: {why}")
+    return float(re.match(LOAD_PATTERN, str(text)).group(1)) / 100.0
 
 
 def rate_for_load(kind: str, load_text, field: str, env: dict, copies: int = 1, footprint: Optional[int] = None,
@@ -265,6 +296,9 @@ def rate_for_load(kind: str, load_text, field: str, env: dict, copies: int = 1, 
         ch = channel_of(kind)
         measured = sorted(peaks.channels) + ([LATENCY] if peaks.latency else [])
         why = f"enemy '{kind}' names no channel" if ch is None else f"channel '{ch}' of enemy '{kind}' has no peak in its unit ({unit})"
+        if ch in MEMORY and footprint is not None and caches and level_of(footprint, caches) != "dram" and ch in peaks.channels:
+            why = (f"a {footprint}-byte {kind} stays in the {level_of(footprint, caches).upper()}, and the {ch} peak is of memory "
+                   f"(4 × LLC); give a footprint above half the LLC")
         raise UsageError(f"{field}: {why}; `load` works for the channels with a measured peak ({', '.join(measured) or 'none'}); "
                          f"give `rate` instead")
     # share(rate=1) is the percentage one unit per second per copy makes: invert it.

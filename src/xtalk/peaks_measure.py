@@ -1,5 +1,7 @@
 """Measure the platform's channel peaks with the enemies themselves (`xtalk characterize
---peaks`): each bandwidth and cache enemy runs alone on one CPU, then one copy per CPU; a
+--peaks`): each bandwidth and cache enemy, and the bus-lock enemy (split locks per second:
+what the hardware, and a kernel that throttles them, let through), runs alone on one CPU,
+then one copy per CPU; a
 one-chain chase runs over footprints sized from the machine's caches (half of L1D, half of
 L2, half of the LLC, four times the LLC). Every pass is an ordinary run of the agent (the
 enemies-alone stand-in victim: a sum over one page every 10 ms at SCHED_OTHER), stored
@@ -21,8 +23,9 @@ from .enemy_alone import PASS_PERIOD_NS, _alone_plan
 from .plan import Placement
 from .targets.agent import TargetFacts
 
-#: The enemy measuring each bandwidth and cache channel, as an experiment file's table.
-#: A channel measured by several kinds (write: plain and non-temporal stores) keeps the best.
+#: The enemy measuring each bandwidth and cache channel and the bus-lock rate, as an
+#: experiment file's table. A channel measured by several kinds (write: plain and
+#: non-temporal stores) keeps the best.
 BANDWIDTH = [
     ("read", {"kind": "read", "bytes": "4*llc"}),
     ("write", {"kind": "write", "bytes": "4*llc"}),
@@ -31,6 +34,7 @@ BANDWIDTH = [
     ("l1d", {"kind": "l1d"}),
     ("l2", {"kind": "l2"}),
     ("llc", {"kind": "llc"}),
+    ("bus-lock", {"kind": "buslock"}),
 ]
 #: Chase footprints per level: half a cache stays in it; four LLCs do not.
 LATENCY = {"l1d": "l1d/2", "l2": "l2/2", "llc": "llc/2", "dram": "4*llc"}
@@ -50,7 +54,10 @@ def plans(facts: TargetFacts, jobs: int = DEFAULT_JOBS, only: Optional[list[str]
     """The measuring passes: (what, "one" | "all", plan). `only` keeps some channels
     ("latency" all levels, "latency.l2" one), for a short check."""
     cpus = facts.online_cpus
-    tables = [(f"{ch}.{i}", t) for i, (ch, t) in enumerate(BANDWIDTH) if only is None or ch in only]
+    # Split locks exist on x86_64 only (the agent refuses buslock elsewhere): no pass there.
+    x86 = ((facts.environment.get("kernel") or {}).get("machine") or "x86_64") == "x86_64"
+    tables = [(f"{ch}.{i}", t) for i, (ch, t) in enumerate(BANDWIDTH)
+              if (only is None or ch in only) and (x86 or t["kind"] != "buslock")]
     levels = {lvl: b for lvl, b in LATENCY.items() if only is None or pk.LATENCY in only or f"{pk.LATENCY}.{lvl}" in only}
     # A level the machine does not report (no L2 listed) cannot be sized: left out.
     levels = {lvl: b for lvl, b in levels.items() if all(c in facts.caches for c in ("l1d", "l2", "llc") if c in b)}
@@ -154,6 +161,8 @@ def run(results: Path, console, remeasure: bool = False, jobs: int = DEFAULT_JOB
         for line in pk.peaks_text(saved, pk.path_for(env)):
             console.print(line, highlight=False)
         console.print(f"(saved; re-measure with `{pk.COMMAND} --remeasure`)", highlight=False)
+        if not pk.has_pmu(env):
+            console.print(pk.NO_PMU, highlight=False)
         return saved
     stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
     out = safepath.results_dir(results, "--results") / f"peaks-{stamp}"

@@ -15,6 +15,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PrivateAttr,
 
 from ..errors import UsageError
 from .. import catalog
+from ..peaks import load_problem
 from ..plan import TRACE_EVENT_PATTERN
 from .. import limits
 from .configuration import ConfigurationSpec
@@ -340,10 +341,17 @@ class EnemySpec(SchedSpec):
     name: Optional[str] = Field(default=None, min_length=1, max_length=limits.MAX_NAME)
     intensity: float = Field(default=100.0, gt=0, le=100, description="duty cycle in percent of each 1 ms window")
     rate: Optional[float] = Field(default=None, gt=0, description="target rate, in the kind's unit per second")
-    load: Optional[str] = Field(default=None, pattern=r"^\s*[0-9]+(\.[0-9]*)?\s*%\s*$",
+    load: Optional[str] = Field(default=None,
                                 description="target load, a percentage of the measured peak of the kind's channel "
-                                            "(\"50%\"): turned into `rate` from the peaks `xtalk characterize --peaks` saved")
+                                            "(\"50%\" or \"50% of peak\"): turned into `rate` from the peaks `xtalk characterize --peaks` saved")
     per_cpu: bool = Field(default=False, description="one copy pinned on each CPU of `cpus`")
+
+    @field_validator("load")
+    @classmethod
+    def _load(cls, v: Optional[str]) -> Optional[str]:
+        if v is not None and (why := load_problem(v)):
+            raise ValueError(why)
+        return v
 
     def params(self) -> dict:
         """The kind's parameters as the file gives them (file keys)."""

@@ -104,12 +104,13 @@ def _share(kind, rate, unit, copies, name, runs: pd.DataFrame, peaks, env):
 
     if peaks is None:
         return None
-    footprint, k = None, catalog.current().kinds.get(kind)
-    if k is not None and k.footprint_params:
+    footprint, params, k = None, None, catalog.current().kinds.get(kind)
+    if k is not None and (k.footprint_params or kind in pk.OFF_CHANNEL):
         meta = read_outcome(Path(runs.dir.iloc[0])) if "dir" in runs else None
         load = next((e.load for e in (meta.plan.enemies if meta and meta.plan else []) if e.name == name), None)
-        footprint = k.footprint(load.model_dump()) if load is not None else None
-    return pk.share(kind, rate, peaks, unit, copies, footprint, pk.caches_of(env))
+        params = load.model_dump() if load is not None else None
+        footprint = k.footprint(params) if params is not None and k.footprint_params else None
+    return pk.share(kind, rate, peaks, unit, copies, footprint, pk.caches_of(env), params)
 
 
 def enemy_shares(runs: pd.DataFrame, path: Path) -> dict[tuple[str, str], list[dict]]:

@@ -91,7 +91,7 @@ def coverage(cat: catalog_mod.Catalog, sp: Space, requested: Optional[list[str]]
         "exercised": [ch for ch, e in out.items() if e["status"] == "exercised"],
         "not_reached": {ch: f"{e['status']}: {e['why']}" for ch, e in out.items() if e["status"] != "exercised"},
         "note": "a candidate loading several channels is credited to each; `best_alone` is of candidates loading "
-                "that channel only. Slowdowns the catalog's channels do not explain are not separated here",
+                "that channel only. Slowdowns the catalog's channels do not explain: `residual`",
     }
 
 

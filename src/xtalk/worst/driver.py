@@ -23,11 +23,12 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
 from .. import safepath
-from .. import catalog
+from .. import catalog, peaks
 from ..errors import UsageError
 from ..runner import COMMAND_OVERHEAD_S
 from . import confirm as confirm_mod
 from . import coverage as coverage_mod
+from . import residual as residual_mod
 from . import output, search, space as space_mod
 from .inputs import Request, resolve_cpus
 from . import runs as runs_mod
@@ -45,6 +46,9 @@ MEMORY_SHARE = 0.25
 #: The first round is tried this many candidates at a time; the stopping rule is asked
 #: after each batch (each has its own solo runs and fixed cost, so not fewer).
 EXPLORE_BATCH = 12
+#: Confirmation scenarios reserved for the residual's channel parts (residual.py): a finalist
+#: loading two channels, the usual split; a third part runs if time is left.
+PARTS_RESERVED = 2
 
 
 def _available_memory() -> int:
@@ -114,7 +118,14 @@ def run(req: Request, console: Console) -> Path:
     reserve = search.stage_seconds(n_confirm, MIN_CONFIRM_REPS, confirm_run_s, ROUND_OVERHEAD_S)
     left = req.budget_s - (time.monotonic() - start)
     try:
-        plan = search.fit(left - reserve, run_s, ROUND_OVERHEAD_S, FINALISTS, batch=EXPLORE_BATCH)
+        # The residual's channel parts (PARTS_RESERVED more scenarios) are reserved too,
+        # where the budget holds them; else the search keeps its time and they are left out.
+        with_parts = search.stage_seconds(n_confirm + PARTS_RESERVED, MIN_CONFIRM_REPS, confirm_run_s, ROUND_OVERHEAD_S)
+        try:
+            plan = search.fit(left - with_parts, run_s, ROUND_OVERHEAD_S, FINALISTS, batch=EXPLORE_BATCH)
+            reserve = with_parts
+        except search.BudgetTooSmall:
+            plan = search.fit(left - reserve, run_s, ROUND_OVERHEAD_S, FINALISTS, batch=EXPLORE_BATCH)
     except search.BudgetTooSmall as e:
         raise UsageError(f"--budget: {req.budget_s:.0f} s is too small: {e}, and the confirmation about {reserve:.0f} s; "
                          f"give at least {math.ceil((_least(run_s) + reserve + pilot.seconds) / 60)}m") from None
@@ -192,17 +203,52 @@ def run(req: Request, console: Console) -> Path:
                                                   explore=search.Explore(EXPLORE_BATCH, check))
         finalists = [a for a in ranked if a.scores][:FINALISTS]
         time_left = deadline - time.monotonic()
-        reps = int((time_left - ROUND_OVERHEAD_S) // ((n_confirm + 1) * confirm_run_s))
-        reps = max(MIN_CONFIRM_REPS, min(MAX_CONFIRM_REPS, reps))
         names = {f"finalist-{j + 1}": a for j, a in enumerate(finalists)}
+        split = _split(names, time_left - ROUND_OVERHEAD_S - (n_confirm + 1) * MIN_CONFIRM_REPS * confirm_run_s,
+                       confirm_run_s)
+        extra = {s: by_ch[1] for s, by_ch in split.get("scenarios", {}).items()}
+        reps = int((time_left - ROUND_OVERHEAD_S) // ((n_confirm + len(extra) + 1) * confirm_run_s))
+        reps = max(MIN_CONFIRM_REPS, min(MAX_CONFIRM_REPS, reps))
+        what = (f"confirmation: {len(names)} finalists" + (f" + {len(extra)} channel parts" if extra else "")
+                + (" + stress-ng" if stressors else "") + f" × {reps}")
         conf = confirm_mod.confirm(
-            victim, {n: a.item.tables() for n, a in names.items()}, enemy_cpus, reps, req.statistic, req.metric, work,
+            victim, {**{n: a.item.tables() for n, a in names.items()}, **{s: c.tables() for s, c in extra.items()}},
+            enemy_cpus, reps, req.statistic, req.metric, work,
             req.seed, req.stress_ng,
-            lambda i, n, s: tick(i, n, s, f"confirmation: {len(names)} finalists{' + stress-ng' if stressors else ''} × {reps}"),
+            lambda i, n, s: tick(i, n, s, what),
             deadline)
         bar.update(task, completed=min(req.budget_s, time.monotonic() - start))
     own.append(conf.result.own_seconds)
-    return _write(req, victim, enemy_cpus, sp, names, conf, trace, by_key, start, console, sum(own), refusals)
+    return _write(req, victim, enemy_cpus, sp, names, conf, trace, by_key, start, console, sum(own), refusals, split,
+                  facts.environment)
+
+
+def _split(names: dict, seconds: float, run_s: float) -> dict:
+    """The search's best finalist that loads several channels (two or three), split into its
+    channel parts for the residual (residual.py): {"finalist", "scenarios": {scenario:
+    (channel, part)}}, or {"finalist", "why"} when none is split (each loads one channel or
+    more than MAX_PARTS; `seconds`, what the budget leaves beside the confirmation's own
+    minimum, cannot hold the parts' MIN_CONFIRM_REPS runs of `run_s` each)."""
+    if not names:
+        return {}
+    cat = catalog.current()
+    split = {n: residual_mod.parts(cat, a.item) for n, a in names.items()}
+    fit = [n for n, p in split.items() if 2 <= len(p) <= residual_mod.MAX_PARTS]
+    if not fit:
+        many = [n for n, p in split.items() if len(p) > residual_mod.MAX_PARTS]
+        said = "; ".join(f"{n} loads {len(split[n])} channels, more than the {residual_mod.MAX_PARTS} the confirmation splits"
+                         for n in many)
+        one = [f"{n} {', '.join(sorted(coverage_mod.loads(cat, a.item)))}" for n, a in names.items() if n not in many]
+        return {"finalist": next(iter(names)), "why": "; ".join(
+            x for x in (f"{'the others load' if many else 'each finalist loads'} one channel ({'; '.join(one)}): "
+                        "its slowdown is that channel's effect, "
+                        "nothing to separate" if one else "", said) if x)}
+    name = fit[0]
+    split = split[name]
+    if seconds < MIN_CONFIRM_REPS * len(split) * run_s:
+        return {"finalist": name, "why": f"no time left in the budget for its {len(split)} channel parts' runs "
+                                         "(a larger --budget)"}
+    return {"finalist": name, "scenarios": {residual_mod.part_name(ch): (ch, c) for ch, c in split.items()}}
 
 
 def _calibrated(victim: Victim, work: Path, seed: int, agent: Path, console: Console) -> Victim:
@@ -235,8 +281,9 @@ def _check_budget(budget_s: float, run_s: float, confirm_run_s: float, n_confirm
 
 
 def _write(req: Request, victim: Victim, enemy_cpus: list[int], sp, names: dict, conf, trace, by_key, start, console,
-           own_s: float, refusals: dict[str, str]) -> Path:
+           own_s: float, refusals: dict[str, str], split: dict, env: dict) -> Path:
     out = req.out
+    rates_of, rates_note = finalist_rates(conf)
     confirmed = {}
     for n in list(names) + sorted(s for s in conf.vs_solo if s.startswith(confirm_mod.SNG)):
         arm = names.get(n)
@@ -247,6 +294,7 @@ def _write(req: Request, victim: Victim, enemy_cpus: list[int], sp, names: dict,
             "search_score": round(arm.score, 4) if arm and math.isfinite(arm.score) else None,
             "vs_solo": confirm_mod.ci_dict(conf.vs_solo.get(n)),
             "vs_best_stressor": confirm_mod.ci_dict(conf.vs_stressor.get(n)),
+            "rates": rates_of.get(n) or None,
         }
     # The worst is the finalist the confirmation found worst (the search's order may differ).
     fin = [n for n in names if confirmed[n]["vs_solo"]]
@@ -283,7 +331,10 @@ def _write(req: Request, victim: Victim, enemy_cpus: list[int], sp, names: dict,
     }
     stop = stopping_doc(req.rule, trace)
     doc["stopping"] = stop
-    doc["coverage"] = cov = channel_coverage(req, sp, trace, by_key, names, conf, refusals)
+    doc["coverage"] = cov = channel_coverage(req, sp, trace, by_key, names, refusals, rates_of, rates_note)
+    # What the enemies' counters say of what they load, or why nothing (peaks.py).
+    cov["counters"] = peaks.signature_text(None, env)
+    doc["residual"] = res = residual_doc(req, split, names, conf)
     output.write_json(out / "result.json", doc)
     output.write_json(out / "trace.json", trace.as_json())
     output.stopping_figure(out / "stopping.png", stop, req.statistic, req.metric)
@@ -291,16 +342,21 @@ def _write(req: Request, victim: Victim, enemy_cpus: list[int], sp, names: dict,
     output.figure(out / "trace.png", trace.as_json(), {roles.get(n, n): confirmed[n] for n in confirmed}, req.statistic, req.metric)
     console.print(f"\n[bold]worst[/]: {w['label']}", highlight=False)
     console.print(f"  {req.statistic} {req.metric} / solo: {output.ci_text(w['vs_solo'])}", highlight=False)
+    if w.get("rates"):
+        console.print(f"  its enemies reached: {w['rates']}", highlight=False)
     if best:
         console.print(f"  best stress-ng stressor: {best.removeprefix(confirm_mod.SNG)} {output.ci_text(confirmed[best]['vs_solo'])}; "
                       f"worst / it: {output.ci_text(w['vs_best_stressor'])}", highlight=False)
     else:
         console.print(f"  stress-ng: {conf.stress_ng}", highlight=False)
     for j, n in enumerate(order[1:], 1):
-        console.print(f"  runner-up {j}: {confirmed[n]['label']}: {output.ci_text(confirmed[n]['vs_solo'])}", highlight=False)
+        console.print(f"  runner-up {j}: {confirmed[n]['label']}: {output.ci_text(confirmed[n]['vs_solo'])}"
+                      + (f"; reached {confirmed[n]['rates']}" if confirmed[n].get("rates") else ""), highlight=False)
     console.print(f"  {stopping_text(req.rule, stop)}", highlight=False)
     for line in coverage_mod.text(cov):
         console.print(f"  {line}", highlight=False)
+    console.print(f"  {residual_mod.text(res)}", highlight=False)
+    console.print(f"  counters: {cov['counters']}", highlight=False)
     elapsed = time.monotonic() - start
     if elapsed > req.budget_s * 1.05:
         console.print(f"[yellow]the search took {elapsed:.0f} s of a {req.budget_s:.0f} s budget: {elapsed - own_s:.0f} s went outside "
@@ -333,27 +389,55 @@ def stopping_text(rule, stop: dict) -> str:
             f"≤ {e['target']:.0%} needs {e['needed']} random candidates (a larger --budget)")
 
 
-def channel_coverage(req: Request, sp, trace, by_key: dict, names: dict, conf, refusals: dict[str, str]) -> dict:
+def residual_doc(req: Request, split: dict, names: dict, conf) -> dict | None:
+    """result.json's `residual`: the split finalist's slowdown against what its channel
+    parts, run alone in the confirmation, add up to (residual.py); or why it was not split."""
+    from ..analysis.slowdown import SOLO
+
+    if not split:
+        return None
+    fin = split["finalist"]
+    label = names[fin].item.label() if fin in names else fin
+    if "scenarios" not in split:
+        return {**residual_mod.not_split(fin, split["why"]), "label": label}
+    part_scen = {ch: s for s, (ch, _) in split["scenarios"].items()}
+    got = residual_mod.residual(conf.result.samples, conf.result.samples.get(SOLO, []), fin, part_scen, req.statistic)
+    if got is None:
+        return {**residual_mod.not_split(fin, "the confirmation recorded no runs of it, its parts or solo (see its runs)"),
+                "label": label}
+    for s, (ch, c) in split["scenarios"].items():
+        got["parts"][ch].update({"label": c.label(), "enemies": c.tables()})
+    return {**got, "label": label}
+
+
+def finalist_rates(conf) -> tuple[dict[str, str], str | None]:
+    """Each confirmation scenario's enemy rates over the victim's window, with their share
+    of the channel's peak where this machine's peaks are saved (report/summary.py's enemy
+    line); and why none were read, when the runs could not be (named, not fatal)."""
+    try:
+        from ..report.summary import enemy_rates
+        from ..store import open as open_results
+
+        return {scen: t for (_, scen), t in enemy_rates(open_results(conf.result.directory).runs()).items()}, None
+    except (OSError, ValueError, KeyError) as e:  # the rates are extra: a damaged run is named, not fatal
+        return {}, f"finalists' rates not read from {conf.result.directory}: {e}"
+
+
+def channel_coverage(req: Request, sp, trace, by_key: dict, names: dict, refusals: dict[str, str],
+                     measured: dict[str, str], note: str | None) -> dict:
     """result.json's `coverage`: every candidate of the first round by the channels it
-    loads (coverage.py), with the finalists' measured rates from the confirmation runs and
-    the agent's refusals (candidate key -> its line)."""
+    loads (coverage.py), with the finalists' measured rates from the confirmation runs
+    (`measured`: scenario -> text, finalist_rates; `note`: why none were read) and the
+    agent's refusals (candidate key -> its line)."""
     cat = catalog.current()
     first = trace.rounds[0]["candidates"] if trace.rounds else []
     pooled = {c["key"]: c["pooled"] for r in trace.rounds for c in r["candidates"]}  # over the rounds it survived
     tried = [(by_key[c["key"]], pooled.get(c["key"]) if c["score"] is not None else None) for c in first if c["key"] in by_key]
     rates: dict[str, list[str]] = {}
-    note = None
-    try:
-        from ..report.summary import enemy_rates
-        from ..store import open as open_results
-
-        measured = {scen: t for (_, scen), t in enemy_rates(open_results(conf.result.directory).runs()).items()}
-        for n, arm in names.items():
-            if measured.get(n):
-                for ch in sorted(coverage_mod.loads(cat, arm.item)):
-                    rates.setdefault(ch, []).append(f"{n} {measured[n]}")
-    except (OSError, ValueError, KeyError) as e:  # the rates are extra: a damaged run is named, not fatal
-        note = f"finalists' rates not read from {conf.result.directory}: {e}"
+    for n, arm in names.items():
+        if measured.get(n):
+            for ch in sorted(coverage_mod.loads(cat, arm.item)):
+                rates.setdefault(ch, []).append(f"{n} {measured[n]}")
     cov = coverage_mod.coverage(cat, sp, req.kinds, tried, req.rule.margin, rates,
                                 {by_key[k].label(): line for k, line in refusals.items() if k in by_key})
     if note:

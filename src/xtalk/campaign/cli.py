@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 from pathlib import Path
@@ -31,6 +32,20 @@ def _targets(specs: list[str]):
         if names.count(n) > 1:
             raise UsageError(f"--target {n} is given twice; one run at a time per target, so list each target once")
     return targets
+
+
+@contextlib.contextmanager
+def release_boards(targets):
+    """Lab boards (targets/labgrid.py) powered off and their places released at the end,
+    also on failure or interrupt; what each board said (failed, taken over) printed."""
+    try:
+        yield
+    finally:
+        for t in targets:
+            if hasattr(t, "release"):
+                t.close()
+                for note in t.notes:
+                    console.print(f"[yellow]lab: {note}[/]", highlight=False, soft_wrap=True)
 
 
 def _cluster_options():
@@ -125,7 +140,8 @@ def plan(file: Path = typer.Argument(..., help="campaign file (TOML)"),
 @_command
 def run(file: Path = typer.Argument(..., help="campaign file (TOML)"),
         results: Optional[Path] = typer.Option(None, help="base directory (default: the file's `results`)"),
-        target: list[str] = typer.Option([], "--target", help="local (default) or ssh://user@host:port; repeat for a pool"),
+        target: list[str] = typer.Option([], "--target", help="local (default), ssh://user@host:port or "
+                                    "labgrid://PLACE?env=FILE (docs/lab.md); repeat for a pool"),
         cluster: Optional[str] = typer.Option(None, "--cluster", help="Dask scheduler, e.g. tls://10.0.0.1:8786, "
                                              "or local[:N]: N workers here behind a TLS scheduler xtalk starts"),
         target_wait: float = typer.Option(600.0, help="seconds to wait for a target that does not answer before stopping"),
@@ -144,8 +160,6 @@ def run(file: Path = typer.Argument(..., help="campaign file (TOML)"),
     problem, 4 some runs failed, 5 all did, 130 interrupted."""
     from ..trust import require_trusted
     from ..report.gate import options as gate_options
-    from . import layout
-    from .estimate import campaign_seconds
 
     require_trusted(file)  # its argv, preloads and paths run as root
     from ..targets.agent import refuse_fixture
@@ -154,6 +168,13 @@ def run(file: Path = typer.Argument(..., help="campaign file (TOML)"),
     gating = gate_options(gate, baseline, max_regression, strict, junit)  # bad gate input: exit 2 before any run
     security = _security(cluster, tls_ca, tls_cert, tls_key, insecure_cluster)
     targets = _targets(target)
+    with release_boards(targets):
+        _run(file, targets, cluster, results, skip_feasibility, target_wait, security, gating)
+
+
+def _run(file, targets, cluster, results, skip_feasibility, target_wait, security, gating) -> None:
+    from . import layout
+    from .estimate import campaign_seconds
     from .prepare import prepare
 
     p = prepare(file, targets)
@@ -196,8 +217,9 @@ def resume(store: Path = typer.Argument(..., help="campaign directory"),
     refuse_fixture("campaign resume")
     security = _security(cluster, tls_ca, tls_cert, tls_key, insecure_cluster)
     targets = _targets(target)
-    _preflight(store, targets, cluster, skip_feasibility, target_wait)
-    _drive(store, targets, cluster, target_wait, security)
+    with release_boards(targets):
+        _preflight(store, targets, cluster, skip_feasibility, target_wait)
+        _drive(store, targets, cluster, target_wait, security)
 
 
 def _preflight(store: Path, targets, cluster, skip_feasibility: bool, target_wait: float) -> None:

@@ -191,3 +191,35 @@ def test_a_bad_labgrid_url_is_one_line_and_exit_2(lab, tmp_path):
         out = run_xtalk("campaign", "run", f, "--results", tmp_path / "res", "--target", url)
         assert out.returncode == 2 and said in out.stderr + out.stdout, (url, out.stderr)
     assert campaign_dirs(tmp_path / "res") == []
+
+
+@pytest.mark.slow
+def test_killing_the_campaign_host_then_resuming_takes_the_places_over_and_loses_no_run(lab, tmp_path):
+    """SIGKILL to the whole campaign process group mid-way: the places stay acquired by this
+    host (nothing could release them); `campaign resume` takes them over, finishes, and every
+    run is done exactly once."""
+    f = tiny(tmp_path, jobs=20, **{"repetitions = 3": KERNELS})
+    targets = ["--target", _url(lab, "board-a"), "--target", _url(lab, "board-b")]
+    from conftest import XTALK
+
+    proc = subprocess.Popen([*XTALK, "campaign", "run", f, "--results", tmp_path / "res", *targets, "--skip-feasibility"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        def some_done():
+            dirs = campaign_dirs(tmp_path / "res")
+            j = dirs[0] / "journal.jsonl" if dirs else None
+            return j is not None and j.exists() and j.read_text().count('"state":"done"') >= 3
+        assert wait_for(some_done, timeout=300, step=0.2)
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    assert _acquired(lab, "board-a") or _acquired(lab, "board-b")
+    (store,) = campaign_dirs(tmp_path / "res")
+    out = run_xtalk("campaign", "resume", store, *targets, "--skip-feasibility", timeout=600)
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    assert "taken over" in out.stdout
+    done = [json.loads(x)["run"] for x in (store / "journal.jsonl").read_text().splitlines()
+            if json.loads(x).get("state") == "done"]
+    assert len(done) == 12 and len(set(done)) == 12  # none lost, none repeated
+    assert len([r for r in (store / "runs").iterdir()]) == 12
+    assert not _acquired(lab, "board-a") and not _acquired(lab, "board-b")

@@ -50,6 +50,7 @@ OPTIONS = ("env", "coordinator", "role", "kernel", "boot_timeout", "identity", "
 BOOT_TIMEOUT_S = 120.0
 #: labgrid's own calls, on one thread (module docstring).
 _labgrid = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="labgrid")
+_ENVIRON = threading.Lock()
 
 
 class BoardFailed(TargetUnreachable):
@@ -127,17 +128,18 @@ class LabgridBoard(Target):
         are what its `!template`s read. A file labgrid refuses is bad input (exit 2)."""
         from labgrid.exceptions import InvalidConfigError
 
-        saved = {k: os.environ.get(k) for k in ("LG_KERNEL", "LG_PLACE", "LG_COORDINATOR")}
-        os.environ.update({"LG_KERNEL": kernel or self.kernel or "", "LG_PLACE": self.place})
-        if self.coordinator:
-            os.environ["LG_COORDINATOR"] = self.coordinator
-        try:
-            yield
-        except InvalidConfigError as e:
-            raise UsageError(f"--target labgrid://{self.place}: env={self.env}: {' '.join(str(e).split())}") from None
-        finally:
-            for k, v in saved.items():
-                os.environ.pop(k, None) if v is None else os.environ.__setitem__(k, v)
+        with _ENVIRON:  # os.environ is the process's: one board's variables at a time
+            saved = {k: os.environ.get(k) for k in ("LG_KERNEL", "LG_PLACE", "LG_COORDINATOR")}
+            os.environ.update({"LG_KERNEL": kernel or self.kernel or "", "LG_PLACE": self.place})
+            if self.coordinator:
+                os.environ["LG_COORDINATOR"] = self.coordinator
+            try:
+                yield
+            except InvalidConfigError as e:
+                raise UsageError(f"--target labgrid://{self.place}: env={self.env}: {' '.join(str(e).split())}") from None
+            finally:
+                for k, v in saved.items():
+                    os.environ.pop(k, None) if v is None else os.environ.__setitem__(k, v)
 
     def _coordinator(self) -> str | None:
         """`coordinator=`, else $LG_COORDINATOR, else the environment file's `coordinator_address`."""

@@ -138,3 +138,12 @@ def test_a_campaign_without_boards_has_no_board_section(tmp_path):
 
     root = write_campaign(tmp_path / "plain", families=[], configurations=("fifo",), repetitions=2, jobs=20)
     assert bd.splits(cc.load_campaign(root)) == [] and bd.markdown([]) == ""
+
+
+def test_two_noisy_boards_with_nothing_planted_rarely_claim_the_boards_differ():
+    """Two boards, two kernels, three runs per cell, 10 % run noise (the lab test's shape):
+    the board term's lower end is an F test, so a residual estimated small on one df does
+    not make identical boards differ more often than the level allows."""
+    claims = sum(board_split(synthetic(np.zeros(2), 1.0, runs=3, noise=0.1, seed=s)).board_concluded
+                 for s in range(200))
+    assert claims <= 6  # 2.5 % one-sided: 5 expected of 200 (the χ² lower end alone claimed 8)

@@ -178,7 +178,7 @@ def test_a_board_that_never_answers_is_cycled_once_then_out_and_the_campaign_com
     # powered on for the checks before the runs, cycled once, then out: no third boot
     assert len((d / "board-dead" / "boots").read_text().split()) == 2
     log = (store / "boards" / "board-dead-boot.log").read_text()
-    assert "2 boot attempts" in log and "no answer in 3 s" in log
+    assert "2 boot attempts" in log and log.count("Connection refused") == 2
     assert "board-dead: did not boot" in out.stdout
     assert not _acquired(lab, "board-dead") and not _acquired(lab, "board-a")
 

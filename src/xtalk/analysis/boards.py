@@ -13,9 +13,10 @@ forms (no iterative fit, no new dependency):
   ``v_e = σ_e² · mean(1/n)``.
 - **σ_b²** (boards that ran every kernel, "crossed"): the two-way ANOVA without replication on
   their cell means, ``σ_b² = (MS_board − MS_resid) / K`` with ``MS_resid`` the board × kernel
-  mean square (or ``v_e`` for one kernel); its CI is the χ² interval of ``MS_board`` on
-  ``B − 1`` df, less ``MS_resid / K`` (the Tukey–Williams approximation: exact when the
-  residual term is small beside the board term, conservative otherwise). Boards that ran one
+  mean square (or ``v_e`` for one kernel, or when it is larger); its CI's lower end from the
+  F interval of ``MS_board / MS_resid`` (above zero exactly when the F test says the boards
+  differ), its upper end the χ² interval of ``MS_board`` on ``B − 1`` df less ``MS_resid``
+  (Tukey–Williams). Boards that ran one
   kernel each ("nested") give it from their deviations around their kernel's mean
   (df = Σ(B_k − 1)), board × kernel variation included.
 - **A kernel's effect** against the reference: crossed, the mean over boards of each board's
@@ -125,13 +126,19 @@ def _rel(log_sd: float) -> float:
     return math.expm1(log_sd) if math.isfinite(log_sd) else math.nan
 
 
-def _chi2_sd(ms: float, df: int, less: float, scale: float, level: float) -> tuple[float, float]:
-    """CI of σ from ``(ms/scale) − less`` with ``ms`` a mean square on ``df`` df."""
-    if df < 1 or not math.isfinite(ms):
+def _board_ci(ms_b: float, df_b: int, ms_r: float, df_r: int, scale: float, level: float) -> tuple[float, float]:
+    """CI of σ_b from ``E[ms_b] = scale·σ_b² + E[ms_r]``, mean squares on ``df_b`` and ``df_r``
+    df. Lower end: the F interval of the ratio ms_b/ms_r (zero unless the F test at the level
+    says the boards differ, so a residual estimated small on few df cannot make boards
+    differ); upper end: the χ² interval of ms_b less ms_r (Tukey–Williams)."""
+    if df_b < 1 or not math.isfinite(ms_b):
         return math.nan, math.nan
     a = (1 - level) / 2
-    lo = df * ms / stats.chi2.ppf(1 - a, df) / scale - less
-    hi = df * ms / stats.chi2.ppf(a, df) / scale - less
+    hi = (df_b * ms_b / stats.chi2.ppf(a, df_b) - ms_r) / scale
+    if df_r < 1 or ms_r <= 0:
+        lo = (df_b * ms_b / stats.chi2.ppf(1 - a, df_b) - ms_r) / scale
+    else:
+        lo = (ms_b / stats.f.ppf(1 - a, df_b, df_r) - ms_r) / scale
     return math.sqrt(max(lo, 0.0)), math.sqrt(max(hi, 0.0))
 
 
@@ -171,12 +178,14 @@ def board_split(runs: pd.DataFrame, *, stat: str = "p99", value: str = "value", 
         df_b = len(crossed) - 1
         ms_b = kk * float(((rows - grand) ** 2).sum()) / df_b
         if kk > 1:
-            ms_r = float(((mc - rows[:, None] - cols[None, :] + grand) ** 2).sum()) / (df_b * (kk - 1))
-            ms_r = max(ms_r, v_e)
+            ms_r, df_r = float(((mc - rows[:, None] - cols[None, :] + grand) ** 2).sum()) / (df_b * (kk - 1)), \
+                df_b * (kk - 1)
+            if v_e > ms_r:  # the interaction is below run noise: the noise is the residual
+                ms_r, df_r = v_e, df_e
         else:
-            ms_r = v_e
+            ms_r, df_r = v_e, df_e
         s2_b = max(0.0, (ms_b - ms_r) / kk)
-        sd_lo, sd_hi = _chi2_sd(ms_b, df_b, ms_r / kk, kk, level)
+        sd_lo, sd_hi = _board_ci(ms_b, df_b, ms_r, df_r, kk, level)
         offsets = dict(zip(crossed, np.exp(rows - grand)))
         if len(crossed) < len(boards):
             notes.append(f"boards that did not run every {factor} are left out of the board-to-board estimate: "
@@ -187,7 +196,7 @@ def board_split(runs: pd.DataFrame, *, stat: str = "p99", value: str = "value", 
         ss = float(np.nansum(dev.to_numpy() ** 2))
         ms_b = ss / df_b if df_b > 0 else math.nan
         s2_b = max(0.0, ms_b - v_e) if df_b > 0 else math.nan
-        sd_lo, sd_hi = _chi2_sd(ms_b, df_b, v_e, 1.0, level)
+        sd_lo, sd_hi = _board_ci(ms_b, df_b, v_e, df_e, 1.0, level)
         offsets = {x: float(np.exp(np.nanmean(dev.loc[x].to_numpy()))) for x in boards}
         if df_b == 0:
             notes.append(f"every {factor} ran on one board only: board-to-board variation cannot be measured")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Optional
@@ -23,8 +24,16 @@ def _command(fn):
     return app.command()(command_wrapper(fn))
 
 
-def _targets(specs: list[str]):
+#: `--lg-coordinator`: the labgrid coordinator of `labgrid://` targets without their own.
+_LG = typer.Option(None, "--lg-coordinator", help="labgrid coordinator HOST:PORT for labgrid:// targets (else "
+                   "$LG_COORDINATOR, else the environment file's coordinator_address)")
+
+
+def _targets(specs: list[str], lg_coordinator: str | None = None):
     from ..targets.spec import from_spec
+
+    if lg_coordinator:  # what labgrid itself reads, for every board and labgrid's own calls
+        os.environ["LG_COORDINATOR"] = lg_coordinator
 
     targets = [from_spec(s) for s in (specs or ["local"])]
     names = [t.name for t in targets]
@@ -46,6 +55,16 @@ def release_boards(targets):
                 t.close()
                 for note in t.notes:
                     console.print(f"[yellow]lab: {note}[/]", highlight=False, soft_wrap=True)
+
+
+def _board_logs(targets, store: Path) -> None:
+    """A lab board that fails, in the checks before the runs too, keeps its boot log in the
+    campaign directory (targets/labgrid.py)."""
+    from .executor import BOARDS
+
+    for t in targets:
+        if hasattr(t, "log_dir"):
+            t.log_dir = store / BOARDS
 
 
 def _cluster_options():
@@ -153,7 +172,8 @@ def run(file: Path = typer.Argument(..., help="campaign file (TOML)"),
         baseline: Optional[Path] = typer.Option(None, "--baseline", help="with --gate: a campaign to compare against"),
         max_regression: Optional[str] = typer.Option(None, "--max-regression", help='with --gate: allowed growth, e.g. "5%"'),
         strict: bool = typer.Option(False, "--strict", help="with --gate: inconclusive checks fail too"),
-        junit: Optional[Path] = typer.Option(None, "--junit", help="with --gate: write JUnit XML to FILE")):
+        junit: Optional[Path] = typer.Option(None, "--junit", help="with --gate: write JUnit XML to FILE"),
+        lg_coordinator: Optional[str] = _LG):
     """Run a campaign: validate and check everything, calibrate and check each cell's victim
     alone, then run with a progress bar and ETA; write DIR/verdicts.json. Exit status: 0 every run
     completed (and, with --gate, no check failed), 1 a gate check failed, 2 bad input, 3 agent
@@ -167,7 +187,7 @@ def run(file: Path = typer.Argument(..., help="campaign file (TOML)"),
     refuse_fixture("campaign run")
     gating = gate_options(gate, baseline, max_regression, strict, junit)  # bad gate input: exit 2 before any run
     security = _security(cluster, tls_ca, tls_cert, tls_key, insecure_cluster)
-    targets = _targets(target)
+    targets = _targets(target, lg_coordinator)
     with release_boards(targets):
         _run(file, targets, cluster, results, skip_feasibility, target_wait, security, gating)
 
@@ -187,6 +207,7 @@ def _run(file, targets, cluster, results, skip_feasibility, target_wait, securit
     base = safepath.results_dir(results or p.campaign.results, "--results" if results else f"{file}: results =")
     store = layout.create(base, p.campaign.name, p.text, p.expansion, meta)
     console.print(f"campaign directory: {store}")
+    _board_logs(targets, store)
     try:
         _preflight(store, targets, cluster, skip_feasibility, target_wait)
     except UsageError:
@@ -205,7 +226,7 @@ def resume(store: Path = typer.Argument(..., help="campaign directory"),
            target_wait: float = typer.Option(600.0, help="seconds to wait for a target that does not answer"),
            tls_ca: Optional[Path] = _CLUSTER["tls_ca"], tls_cert: Optional[Path] = _CLUSTER["tls_cert"],
            tls_key: Optional[Path] = _CLUSTER["tls_key"], insecure_cluster: bool = _CLUSTER["insecure_cluster"],
-           skip_feasibility: bool = _SKIP):
+           skip_feasibility: bool = _SKIP, lg_coordinator: Optional[str] = _LG):
     """Finish an interrupted campaign: no run lost, none repeated (nor a finished pre-flight cell)."""
     from ..trust import require_trusted
     from .layout import CAMPAIGN_JSON
@@ -216,7 +237,8 @@ def resume(store: Path = typer.Argument(..., help="campaign directory"),
 
     refuse_fixture("campaign resume")
     security = _security(cluster, tls_ca, tls_cert, tls_key, insecure_cluster)
-    targets = _targets(target)
+    targets = _targets(target, lg_coordinator)
+    _board_logs(targets, store)
     with release_boards(targets):
         _preflight(store, targets, cluster, skip_feasibility, target_wait)
         _drive(store, targets, cluster, target_wait, security)

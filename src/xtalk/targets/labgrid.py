@@ -4,8 +4,8 @@
                              &identity=KEY&known_hosts=FILE&host_key=accept-new&agent=PATH&cache=DIR&name=NAME]
 
 Before its first run the board is made ready: the place is acquired on the coordinator
-(`coordinator=`, else $LG_COORDINATOR; none: a local labgrid environment, nothing to
-acquire), the environment file's target for it (`role=`, else the place's name) is loaded
+(`coordinator=`, else the file's `coordinator_address`, else $LG_COORDINATOR or
+`--lg-coordinator`; none: a local labgrid environment, nothing to acquire), the environment file's target for it (`role=`, else the place's name) is loaded
 with ``LG_KERNEL`` (the run's ``kernel`` label, else ``kernel=``) and ``LG_PLACE`` set, so the
 file chooses the image with labgrid's own ``!template $LG_KERNEL``; it is powered through its
 ``PowerProtocol`` driver (a cycle, so a hung board is reset) and its ``NetworkService`` is
@@ -61,6 +61,16 @@ def _on_labgrid(fn, *args):
     return _labgrid.submit(fn, *args).result()
 
 
+def _console_logs(path: Path) -> None:
+    """Every console labgrid drives logged under ``path`` (labgrid's ConsoleLoggingReporter,
+    one per process; the directory made private first, as every directory of a results store)."""
+    from labgrid.consoleloggingreporter import ConsoleLoggingReporter
+
+    if getattr(ConsoleLoggingReporter, "instance", None) is None:
+        safepath.makedirs(path)
+        ConsoleLoggingReporter.start(str(path))
+
+
 def client() -> str:
     """The labgrid-client program (next to this Python first)."""
     here = Path(os.sys.executable).parent / "labgrid-client"
@@ -76,11 +86,12 @@ class LabgridBoard(Target):
     def __init__(self, place: str, env: str | None = None, coordinator: str | None = None, role: str | None = None,
                  kernel: str | None = None, boot_timeout: float = BOOT_TIMEOUT_S, name: str | None = None, **ssh):
         self.place, self.env, self.role, self.kernel = place, env, role or place, kernel
-        self.coordinator = coordinator or os.environ.get("LG_COORDINATOR")
+        self.coordinator = coordinator  # else found by _coordinator
         self.boot_timeout = float(boot_timeout)
         self.name = name or place
         self.ssh_options = ssh
-        self.log_dir: Path | None = None  # the campaign sets it (boards/); else nothing is kept
+        self._log_dir: Path | None = None  # the campaign sets it (boards/)
+        self._boot_log: str | None = None
         self.acquired = False
         self.failed: str | None = None
         self.booted: str | None = None  # the kernel it runs, once up
@@ -142,12 +153,14 @@ class LabgridBoard(Target):
                     os.environ.pop(k, None) if v is None else os.environ.__setitem__(k, v)
 
     def _coordinator(self) -> str | None:
-        """`coordinator=`, else $LG_COORDINATOR, else the environment file's `coordinator_address`."""
+        """`coordinator=`, else the environment file's `coordinator_address`, else
+        $LG_COORDINATOR (`--lg-coordinator`): labgrid's own order after the URL's."""
         if self.coordinator is None:
             from labgrid.config import Config
 
             with self._lg_variables(None):
-                self.coordinator = Config(self.env).get_option("coordinator_address", "") or ""
+                found = Config(self.env).get_option("coordinator_address", "")
+            self.coordinator = found or os.environ.get("LG_COORDINATOR", "")
         return self.coordinator or None
 
     def acquire(self) -> None:
@@ -187,6 +200,8 @@ class LabgridBoard(Target):
         """Load the target for ``kernel``, power-cycle it; (its SSH coordinates, what it said)."""
         if self._target is not None:
             self._target.deactivate_all_drivers()
+        if self._log_dir is not None:
+            _console_logs(self._log_dir / "console")
         self._target = self._labgrid_target(kernel)
         power = self._target.get_driver("PowerProtocol")
         if hasattr(power, "cycle") and not first:
@@ -220,16 +235,31 @@ class LabgridBoard(Target):
             time.sleep(0.5)
         return said or f"no answer in {self.boot_timeout:.0f} s"
 
+    @property
+    def log_dir(self) -> Path | None:
+        """Where a failed boot's log is kept (the campaign's ``boards/``); a board that failed
+        before the campaign had a directory (its checks) writes its log when it is given one."""
+        return self._log_dir
+
+    @log_dir.setter
+    def log_dir(self, path: Path | None) -> None:
+        self._log_dir = path
+        if path is not None and self._boot_log is not None:
+            self._write_log()
+
     def _keep_log(self, kernel: str | None, attempts: list[str]) -> Path | None:
-        if self.log_dir is None:
-            return None
-        safepath.makedirs(self.log_dir)
-        path = self.log_dir / f"{self.name}-boot.log"
         text = [f"board {self.name} (place {self.place}), kernel {kernel or '(default)'}: {len(attempts)} boot attempts"]
         text += [f"--- attempt {i + 1}\n{a}" for i, a in enumerate(attempts)]
-        for console in sorted(self.log_dir.glob(f"console_{self.role}*")):
-            text.append(f"--- {console.name}\n{console.read_text(errors='replace')}")
-        safepath.write_text(path, "\n".join(text) + "\n")
+        if self._log_dir is not None:
+            for console in sorted((self._log_dir / "console").glob(f"console_{self.role}*")):
+                text.append(f"--- {console.name}\n{console.read_text(errors='replace')}")
+        self._boot_log = "\n".join(text) + "\n"
+        return self._write_log() if self._log_dir is not None else None
+
+    def _write_log(self) -> Path:
+        safepath.makedirs(self._log_dir)
+        path = self._log_dir / f"{self.name}-boot.log"
+        safepath.write_text(path, self._boot_log)
         return path
 
     def ready(self, kernel: str | None = None) -> SshTarget:

@@ -57,6 +57,18 @@ def release_boards(targets):
                     console.print(f"[yellow]lab: {note}[/]", highlight=False, soft_wrap=True)
 
 
+def _first_kernel(targets, campaign_file: Path) -> None:
+    """Lab boards without `kernel=` boot the campaign's first kernel for the checks before the
+    runs too, so that the first batch needs no second boot."""
+    boards = [t for t in targets if hasattr(t, "release") and getattr(t, "kernel", None) is None]
+    if boards:
+        from .schema import load
+
+        kernels = load(campaign_file)[0].kernels
+        for t in boards:
+            t.kernel = kernels[0] if kernels else None
+
+
 def _board_logs(targets, store: Path) -> None:
     """A lab board that fails, in the checks before the runs too, keeps its boot log in the
     campaign directory (targets/labgrid.py)."""
@@ -188,6 +200,7 @@ def run(file: Path = typer.Argument(..., help="campaign file (TOML)"),
     gating = gate_options(gate, baseline, max_regression, strict, junit)  # bad gate input: exit 2 before any run
     security = _security(cluster, tls_ca, tls_cert, tls_key, insecure_cluster)
     targets = _targets(target, lg_coordinator)
+    _first_kernel(targets, file)
     with release_boards(targets):
         _run(file, targets, cluster, results, skip_feasibility, target_wait, security, gating)
 
@@ -239,6 +252,7 @@ def resume(store: Path = typer.Argument(..., help="campaign directory"),
     security = _security(cluster, tls_ca, tls_cert, tls_key, insecure_cluster)
     targets = _targets(target, lg_coordinator)
     _board_logs(targets, store)
+    _first_kernel(targets, Path(store) / "campaign.toml")  # the file as given, kept by layout.create
     with release_boards(targets):
         _preflight(store, targets, cluster, skip_feasibility, target_wait)
         _drive(store, targets, cluster, target_wait, security)

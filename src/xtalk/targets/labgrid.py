@@ -30,9 +30,12 @@ from __future__ import annotations
 
 import concurrent.futures
 import contextlib
+import math
 import os
+import re
 import shutil
 import subprocess
+import sys
 import threading
 import time
 import traceback
@@ -41,6 +44,7 @@ from pathlib import Path
 
 from .. import safepath
 from ..errors import UsageError
+from ..trust import require_trusted
 from ..plan import Plan
 from .base import Target, TargetUnreachable
 from .ssh import SshTarget, check_url_parts
@@ -48,6 +52,8 @@ from .ssh import SshTarget, check_url_parts
 OPTIONS = ("env", "coordinator", "role", "kernel", "boot_timeout", "identity", "known_hosts", "host_key", "agent",
            "cache", "name")
 BOOT_TIMEOUT_S = 120.0
+#: A place name as it reaches labgrid-client's command line: never an option.
+_PLACE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,79}")
 #: labgrid's own calls, on one thread (module docstring).
 _labgrid = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="labgrid")
 _ENVIRON = threading.Lock()
@@ -73,7 +79,7 @@ def _console_logs(path: Path) -> None:
 
 def client() -> str:
     """The labgrid-client program (next to this Python first)."""
-    here = Path(os.sys.executable).parent / "labgrid-client"
+    here = Path(sys.executable).parent / "labgrid-client"
     found = str(here) if here.is_file() else shutil.which("labgrid-client")
     if not found:
         raise UsageError("--target labgrid://: labgrid is not installed; pip install 'xtalk[lab]'")
@@ -104,8 +110,9 @@ class LabgridBoard(Target):
     def from_url(cls, url: str) -> "LabgridBoard":
         u = urllib.parse.urlsplit(url)
         place = u.netloc
-        if u.scheme != "labgrid" or not place or not place.replace("-", "").replace("_", "").replace(".", "").isalnum():
-            raise UsageError(f"--target {url!r}: write labgrid://PLACE?env=FILE (a place name of letters, digits, -_.)")
+        if u.scheme != "labgrid" or not _PLACE.fullmatch(place):
+            raise UsageError(f"--target {url!r}: write labgrid://PLACE?env=FILE (a place name of letters, digits, -_., "
+                             "starting with a letter or digit)")
         q = {k: v[-1] for k, v in urllib.parse.parse_qs(u.query).items()}
         unknown = set(q) - set(OPTIONS)
         if unknown:
@@ -115,10 +122,13 @@ class LabgridBoard(Target):
                              "reach the place (docs/lab.md)")
         if not Path(q["env"]).is_file():
             raise UsageError(f"--target {url!r}: env={q['env']} is not a file")
+        require_trusted(Path(q["env"]))  # its power and boot commands run as root, as a campaign file's do
         try:
             q["boot_timeout"] = float(q.get("boot_timeout", BOOT_TIMEOUT_S))
         except ValueError:
-            raise UsageError(f"--target {url!r}: boot_timeout must be a number of seconds") from None
+            q["boot_timeout"] = math.nan
+        if not 1 <= q["boot_timeout"] <= 3600:
+            raise UsageError(f"--target {url!r}: boot_timeout must be a number of seconds from 1 to 3600")
         check_url_parts(url, "localhost", None, {k: v for k, v in q.items() if k in ("identity", "known_hosts", "agent",
                                                                                         "host_key", "cache", "name")})
         client()

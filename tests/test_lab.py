@@ -226,3 +226,28 @@ def test_killing_the_campaign_host_then_resuming_takes_the_places_over_and_loses
     assert len(done) == 12 and len(set(done)) == 12  # none lost, none repeated
     assert len([r for r in (store / "runs").iterdir()]) == 12
     assert not _acquired(lab, "board-a") and not _acquired(lab, "board-b")
+
+
+@pytest.mark.slow
+def test_sigterm_mid_campaign_releases_the_places(lab, tmp_path):
+    f = tiny(tmp_path, jobs=20, **{"repetitions = 3": KERNELS})
+    from conftest import XTALK
+
+    proc = subprocess.Popen([*XTALK, "campaign", "run", f, "--results", tmp_path / "res", "--target", _url(lab, "board-a"),
+                             "--skip-feasibility"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        def one_done():
+            dirs = campaign_dirs(tmp_path / "res")
+            j = dirs[0] / "journal.jsonl" if dirs else None
+            return j is not None and j.exists() and '"state":"done"' in j.read_text()
+        assert wait_for(one_done, timeout=300, step=0.2)
+        assert _acquired(lab, "board-a")
+        proc.send_signal(signal.SIGTERM)
+        out, _ = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 130, out[-2000:]
+    assert not _acquired(lab, "board-a")
+    assert (lab[2] / "board-a" / "power").read_text().split()[-1] == "off"

@@ -52,7 +52,11 @@ def release_boards(targets):
     finally:
         for t in targets:
             if hasattr(t, "release"):
-                t.close()
+                try:
+                    t.close()
+                except Exception as e:  # noqa: BLE001 - the other boards are released all the same
+                    t.notes.append(f"{t.name}: could not release place {t.place}: {e}; "
+                                   f"`labgrid-client -p {t.place} release`")
                 for note in t.notes:
                     console.print(f"[yellow]lab: {note}[/]", highlight=False, soft_wrap=True)
 

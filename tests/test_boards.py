@@ -147,3 +147,17 @@ def test_two_noisy_boards_with_nothing_planted_rarely_claim_the_boards_differ():
     claims = sum(board_split(synthetic(np.zeros(2), 1.0, runs=3, noise=0.1, seed=s)).board_concluded
                  for s in range(200))
     assert claims <= 6  # 2.5 % one-sided: 5 expected of 200 (the χ² lower end alone claimed 8)
+
+
+def test_a_lab_campaigns_report_has_its_boards_section_and_table(tmp_path):
+    from xtalk.report.campaign_report import build_campaign
+    from xtalk.report.synthetic_campaign import write_campaign
+
+    root = write_campaign(tmp_path / "lab", families=[], configurations=("fifo",), repetitions=3, jobs=40,
+                          boards={"b1": 1.0, "b2": 1.1, "b3": 1.2}, kernels={"stock": 1.0, "rt": 0.8})
+    index = build_campaign(root, tmp_path / "report", csv=False, n_boot=100)
+    page = index.read_text()
+    assert "Boards and kernels" in page and "board-to-board SD" in page
+    table = pd.read_csv(tmp_path / "report" / "tables" / "boards.csv")
+    assert set(table["stat"]) == {"p99", "median"} and set(table["effect_level"]) == {"rt"}
+    assert (table["effect_high"] < 1).all() and (table["boards"] == 3).all()

@@ -6,7 +6,7 @@ BIN     := $(VENV)/bin
 AGENT   := agent/target/release/xtalk-agent
 AGENT_SRC := agent/Cargo.toml $(shell find agent/src -name '*.rs' 2>/dev/null)
 
-.PHONY: all setup catalog docs demo evidence test test-agent test-py test-slow test-pure test-hostile bench clean agent-aarch64 test-agent-aarch64 arm-tools test-arm board board-test board-up board-down guest guest-test guest-up guest-down
+.PHONY: all setup catalog docs demo evidence test test-agent test-py test-slow test-pure test-hostile bench clean agent-aarch64 test-agent-aarch64 arm-tools test-arm board board-test board-up board-down guest guest-test guest-up guest-down lab-test
 
 all: demo
 
@@ -82,6 +82,11 @@ test-py: setup
 	$(BIN)/python -m pytest -q -rs --durations=25 -m "not slow"
 
 test: test-agent test-py
+
+# The labgrid lab on loopback (tests/test_lab.py: a coordinator, an exporter, three places,
+# campaigns over them with a kernel axis; about 2 min on 2 CPUs).
+lab-test: setup
+	$(BIN)/python -m pytest -q -rs tests/test_lab.py
 
 # The tests marked `slow`, left out of `make test`; .ci/run runs them as a step of their own.
 test-slow: setup

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Optional
@@ -22,8 +24,16 @@ def _command(fn):
     return app.command()(command_wrapper(fn))
 
 
-def _targets(specs: list[str]):
+#: `--lg-coordinator`: the labgrid coordinator of `labgrid://` targets without their own.
+_LG = typer.Option(None, "--lg-coordinator", help="labgrid coordinator HOST:PORT for labgrid:// targets (else "
+                   "$LG_COORDINATOR, else the environment file's coordinator_address)")
+
+
+def _targets(specs: list[str], lg_coordinator: str | None = None):
     from ..targets.spec import from_spec
+
+    if lg_coordinator:  # what labgrid itself reads, for every board and labgrid's own calls
+        os.environ["LG_COORDINATOR"] = lg_coordinator
 
     targets = [from_spec(s) for s in (specs or ["local"])]
     names = [t.name for t in targets]
@@ -31,6 +41,46 @@ def _targets(specs: list[str]):
         if names.count(n) > 1:
             raise UsageError(f"--target {n} is given twice; one run at a time per target, so list each target once")
     return targets
+
+
+@contextlib.contextmanager
+def release_boards(targets):
+    """Lab boards (targets/labgrid.py) powered off and their places released at the end,
+    also on failure or interrupt; what each board said (failed, taken over) printed."""
+    try:
+        yield
+    finally:
+        for t in targets:
+            if hasattr(t, "release"):
+                try:
+                    t.close()
+                except Exception as e:  # noqa: BLE001 - the other boards are released all the same
+                    t.notes.append(f"{t.name}: could not release place {t.place}: {e}; "
+                                   f"`labgrid-client -p {t.place} release`")
+                for note in t.notes:
+                    console.print(f"[yellow]lab: {note}[/]", highlight=False, soft_wrap=True)
+
+
+def _first_kernel(targets, campaign_file: Path) -> None:
+    """Lab boards without `kernel=` boot the campaign's first kernel for the checks before the
+    runs too, so that the first batch needs no second boot."""
+    boards = [t for t in targets if hasattr(t, "release") and getattr(t, "kernel", None) is None]
+    if boards:
+        from .schema import load
+
+        kernels = load(campaign_file)[0].kernels
+        for t in boards:
+            t.kernel = kernels[0] if kernels else None
+
+
+def _board_logs(targets, store: Path) -> None:
+    """A lab board that fails, in the checks before the runs too, keeps its boot log in the
+    campaign directory (targets/labgrid.py)."""
+    from .executor import BOARDS
+
+    for t in targets:
+        if hasattr(t, "log_dir"):
+            t.log_dir = store / BOARDS
 
 
 def _cluster_options():
@@ -125,7 +175,8 @@ def plan(file: Path = typer.Argument(..., help="campaign file (TOML)"),
 @_command
 def run(file: Path = typer.Argument(..., help="campaign file (TOML)"),
         results: Optional[Path] = typer.Option(None, help="base directory (default: the file's `results`)"),
-        target: list[str] = typer.Option([], "--target", help="local (default) or ssh://user@host:port; repeat for a pool"),
+        target: list[str] = typer.Option([], "--target", help="local (default), ssh://user@host:port or "
+                                    "labgrid://PLACE?env=FILE (docs/lab.md); repeat for a pool"),
         cluster: Optional[str] = typer.Option(None, "--cluster", help="Dask scheduler, e.g. tls://10.0.0.1:8786, "
                                              "or local[:N]: N workers here behind a TLS scheduler xtalk starts"),
         target_wait: float = typer.Option(600.0, help="seconds to wait for a target that does not answer before stopping"),
@@ -137,15 +188,14 @@ def run(file: Path = typer.Argument(..., help="campaign file (TOML)"),
         baseline: Optional[Path] = typer.Option(None, "--baseline", help="with --gate: a campaign to compare against"),
         max_regression: Optional[str] = typer.Option(None, "--max-regression", help='with --gate: allowed growth, e.g. "5%"'),
         strict: bool = typer.Option(False, "--strict", help="with --gate: inconclusive checks fail too"),
-        junit: Optional[Path] = typer.Option(None, "--junit", help="with --gate: write JUnit XML to FILE")):
+        junit: Optional[Path] = typer.Option(None, "--junit", help="with --gate: write JUnit XML to FILE"),
+        lg_coordinator: Optional[str] = _LG):
     """Run a campaign: validate and check everything, calibrate and check each cell's victim
     alone, then run with a progress bar and ETA; write DIR/verdicts.json. Exit status: 0 every run
     completed (and, with --gate, no check failed), 1 a gate check failed, 2 bad input, 3 agent
     problem, 4 some runs failed, 5 all did, 130 interrupted."""
     from ..trust import require_trusted
     from ..report.gate import options as gate_options
-    from . import layout
-    from .estimate import campaign_seconds
 
     require_trusted(file)  # its argv, preloads and paths run as root
     from ..targets.agent import refuse_fixture
@@ -153,11 +203,18 @@ def run(file: Path = typer.Argument(..., help="campaign file (TOML)"),
     refuse_fixture("campaign run")
     gating = gate_options(gate, baseline, max_regression, strict, junit)  # bad gate input: exit 2 before any run
     security = _security(cluster, tls_ca, tls_cert, tls_key, insecure_cluster)
-    targets = _targets(target)
-    from .prepare import prepare
+    targets = _targets(target, lg_coordinator)
+    _first_kernel(targets, file)
+    with release_boards(targets):
+        _run(file, targets, cluster, results, skip_feasibility, target_wait, security, gating)
 
-    from .schema import load as load_campaign
+
+def _run(file, targets, cluster, results, skip_feasibility, target_wait, security, gating) -> None:
+    from . import layout
+    from .estimate import campaign_seconds
     from . import settings as declared_settings
+    from .prepare import prepare
+    from .schema import load as load_campaign
 
     # The declared settings before the agent is asked anything: a machine that differs starts nothing.
     declared = declared_settings.declared(file, load_campaign(file)[0].settings, targets, cluster)
@@ -172,6 +229,7 @@ def run(file: Path = typer.Argument(..., help="campaign file (TOML)"),
     base = safepath.results_dir(results or p.campaign.results, "--results" if results else f"{file}: results =")
     store = layout.create(base, p.campaign.name, p.text, p.expansion, meta)
     console.print(f"campaign directory: {store}")
+    _board_logs(targets, store)
     try:
         _preflight(store, targets, cluster, skip_feasibility, target_wait)
     except UsageError:
@@ -190,7 +248,7 @@ def resume(store: Path = typer.Argument(..., help="campaign directory"),
            target_wait: float = typer.Option(600.0, help="seconds to wait for a target that does not answer"),
            tls_ca: Optional[Path] = _CLUSTER["tls_ca"], tls_cert: Optional[Path] = _CLUSTER["tls_cert"],
            tls_key: Optional[Path] = _CLUSTER["tls_key"], insecure_cluster: bool = _CLUSTER["insecure_cluster"],
-           skip_feasibility: bool = _SKIP):
+           skip_feasibility: bool = _SKIP, lg_coordinator: Optional[str] = _LG):
     """Finish an interrupted campaign: no run lost, none repeated (nor a finished pre-flight cell)."""
     from ..trust import require_trusted
     from .layout import CAMPAIGN_JSON
@@ -201,19 +259,22 @@ def resume(store: Path = typer.Argument(..., help="campaign directory"),
 
     refuse_fixture("campaign resume")
     security = _security(cluster, tls_ca, tls_cert, tls_key, insecure_cluster)
-    targets = _targets(target)
+    targets = _targets(target, lg_coordinator)
+    _board_logs(targets, store)
+    _first_kernel(targets, Path(store) / "campaign.toml")  # the file as given, kept by layout.create
     from . import settings as declared_settings
 
     try:
         kept = declared_settings.from_meta(json.loads((store / CAMPAIGN_JSON).read_text()))
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         kept = None  # campaign.json unreadable: the executor names it
-    if kept is not None:
-        if cluster:
-            raise UsageError(f"{store}: the campaign declares settings, checked on each --target; resume it with --target")
-        declared_settings.hold(kept, targets, f"{store / CAMPAIGN_JSON}: declared settings")
-    _preflight(store, targets, cluster, skip_feasibility, target_wait)
-    _drive(store, targets, cluster, target_wait, security)
+    with release_boards(targets):
+        if kept is not None:
+            if cluster:
+                raise UsageError(f"{store}: the campaign declares settings, checked on each --target; resume it with --target")
+            declared_settings.hold(kept, targets, f"{store / CAMPAIGN_JSON}: declared settings")
+        _preflight(store, targets, cluster, skip_feasibility, target_wait)
+        _drive(store, targets, cluster, target_wait, security)
 
 
 def _preflight(store: Path, targets, cluster, skip_feasibility: bool, target_wait: float) -> None:

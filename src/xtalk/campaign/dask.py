@@ -176,6 +176,10 @@ def worker_target():
     if spec not in _TARGETS:
         from ..targets.spec import from_spec
 
+        if spec.startswith("labgrid://"):  # a worker lives on: nothing would release its place
+            raise UsageError("XTALK_TARGET=labgrid://...: a lab board is driven by the campaign's own executor; "
+                             "give it as --target without --cluster (docs/lab.md)")
+
         t = from_spec(spec)
         if spec == "local":
             t.name = f"local@{socket.gethostname()}"

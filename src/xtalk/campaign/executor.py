@@ -27,6 +27,8 @@ from .journal import FINAL, Journal, states
 from .layout import JOURNAL, CampaignLock, load
 
 BACKOFF_S = (2, 5, 15, 30, 60)
+#: Where lab boards keep what they said when they failed (targets/labgrid.py).
+BOARDS = "boards"
 
 
 @dataclass
@@ -84,6 +86,8 @@ class Executor:
             total = len(runs)
             for t in self.targets:  # not between two runs: after the last one (convert_published)
                 t.convert_after_run = False
+                if hasattr(t, "log_dir"):  # a lab board keeps its boot log here when it fails
+                    t.log_dir = self.store / BOARDS
             if not self.queue:
                 convert_published(self.store)
                 self.console.print(f"{self.store}: all {total} runs finished")
@@ -147,6 +151,18 @@ class Executor:
         return self._running_plans.get(run_id)
 
     # -- one worker per target -----------------------------------------------------------
+    def _take(self, target) -> CampaignRun:
+        """The next run for ``target``: a lab board takes the runs of the kernel it booted
+        first (a batch per boot, targets/labgrid.py), the queue's head otherwise. Call with
+        the lock held."""
+        wants = getattr(target, "wants", None)
+        if wants is not None:
+            for i, r in enumerate(self.queue):
+                if wants(r.labels):
+                    del self.queue[i]
+                    return r
+        return self.queue.popleft()
+
     def _in_flight_elsewhere(self, st: TargetState) -> bool:
         """Another target holds a run that may yet come back to the queue (its target may
         not answer). Call with the lock held."""
@@ -172,7 +188,7 @@ class Executor:
                         return
                     run = None
                 else:
-                    run = self.queue.popleft()
+                    run = self._take(target)
                     st.run, st.since, st.doing = run.run_id, time.monotonic(), "running"
                     self._running_plans[run.run_id] = run.plan
             if run is None:

@@ -202,8 +202,9 @@ def expand_campaign(c: Campaign, facts: TargetFacts, source: str = "campaign", l
                                    aocs_data=aocs_data)
                 except UsageError as e:
                     raise UsageError(f"{source}: application '{app.name}', configuration '{conf.name}', variant '{vname}': {e}") from None
-                for r in specs:
-                    run_labels = {**r.plan.labels, **cell, **extra.get(r.scenario, {}), "campaign": c.name}
+                for r, kernel in itertools.product(specs, c.kernels or [None]):
+                    run_labels = {**r.plan.labels, **cell, **extra.get(r.scenario, {}), "campaign": c.name,
+                                  **({"kernel": kernel} if kernel else {})}
                     if any(_matches(run_labels, rule) for rule in c.exclude):
                         continue
                     cells.append((r.repetition, run_labels, r.plan))
@@ -225,7 +226,8 @@ def expand_campaign(c: Campaign, facts: TargetFacts, source: str = "campaign", l
     width = len(str(max(len(cells) - 1, 0)))
     runs = []
     for i, (rep, lb, plan) in enumerate(cells):
-        parts = [lb["application"], lb["configuration"]] + ([lb["variant"]] if lb["variant"] != "default" else [])
+        parts = [lb["application"], lb["configuration"]] + ([lb["variant"]] if lb["variant"] != "default" else []) + \
+            ([lb["kernel"]] if "kernel" in lb else [])
         run_id = _slug(f"{i:0{width}d}-" + "-".join(parts) + f"-{lb['scenario']}-r{rep}")
         runs.append(CampaignRun(run_id, lb, plan.model_copy(update={"run_id": run_id, "labels": lb})))
     return Expansion(runs, excluded)

@@ -194,6 +194,10 @@ class Campaign(_Strict):
     exclude: list[dict[str, Union[str, int]]] = Field(
         default=[], description="tables of labels; a run whose labels match every key of one table is not run")
     trace: Optional[TraceSpec] = None
+    kernels: list[Name] = Field(
+        default=[], max_length=16,
+        description="a lab campaign's kernel axis: every run once per kernel, labelled `kernel`; a labgrid board boots "
+                    "it (LG_KERNEL in its environment file, docs/lab.md)")
 
     @model_validator(mode="after")
     def _size(self):

@@ -31,6 +31,7 @@ import pandas as pd
 
 from .. import safepath
 from ..analysis import verdict as vd
+from . import boards as bd
 from . import campaign_cells as cc
 from . import campaign_figures as cf
 from . import campaign_maps as cm
@@ -117,6 +118,20 @@ class _CampaignBuilder:
                "CI is within the bound, violated when it is all above, inconclusive otherwise. Click a cell for its "
                "detail.")
         s.raw(verdict_matrix(c))
+        return s
+
+    def boards(self) -> Section | None:
+        """A lab campaign's board-to-board variation against its kernel's effect (report/boards.py)."""
+        self.board_splits = bd.splits(self.cd)
+        if not self.board_splits:
+            return None
+        f = self.board_splits[0].split.factor
+        s = Section("boards", f"Boards and {f}s")
+        s.text(f"The variation between boards (a random effect: its SD, 95 % CI) apart from the {f}'s effect (its ratio "
+               f"to the reference {f}, 95 % CI accounting for the boards), per cell, on each run's response-time "
+               "statistic. Few boards give wide intervals: that is what telling boards from kernels costs.")
+        s.raw("<ul>" + "".join(f"<li>{html.escape(x)}</li>" for x in bd.lines(self.board_splits)) + "</ul>")
+        self.tables["boards"] = bd.table(self.board_splits)
         return s
 
     def views(self) -> Section:
@@ -231,9 +246,11 @@ def build_campaign(path, out: Path | None = None, epsilons: Sequence = (), *, cs
     b = _CampaignBuilder(cd, out, epsilons, n_boot, cell_figures, asked)
     timings["cells"] = time.perf_counter() - t
     sections = []
-    for name in ("verdicts", "views", "worst", "warnings", "all_cells"):
+    for name in ("verdicts", "boards", "views", "worst", "warnings", "all_cells"):
         t = time.perf_counter()
-        sections.append(getattr(b, name)())
+        section = getattr(b, name)()
+        if section is not None:
+            sections.append(section)
         timings[name] = time.perf_counter() - t
     t = time.perf_counter()
     pages = b.cell_pages()
@@ -247,7 +264,7 @@ def build_campaign(path, out: Path | None = None, epsilons: Sequence = (), *, cs
         n_jobs = export_jobs(cd.data.runs, out / "csv" / "jobs.csv")
         files.append(f"csv/jobs.csv ({n_jobs} rows, one per job)")
     export_tables(b.tables, out / "tables")
-    safepath.write_text(out / "summary.md", cs.to_markdown(b.cells, cd.name))
+    safepath.write_text(out / "summary.md", cs.to_markdown(b.cells, cd.name, bd.markdown(b.board_splits)))
     from . import verdicts as vdoc
 
     vdoc.write(root, vdoc.document("campaign", cd.name, root, vdoc.campaign_cells(b.cells), cs.document_warnings(b.cells),

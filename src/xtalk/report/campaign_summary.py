@@ -16,6 +16,7 @@ from rich.table import Table
 
 from .. import safepath
 from ..analysis import verdict as vd
+from . import boards as bd
 from . import campaign_cells as cc
 
 #: (column, header) of the terminal and Markdown tables.
@@ -89,7 +90,9 @@ def epsilon_line(cells: pd.DataFrame) -> str:
     return f"ε ({'; '.join(bounds) or 'none given'}): " + ", ".join(parts) + f" of {len(c)} cells"
 
 
-def to_markdown(cells: pd.DataFrame, title: str) -> str:
+def to_markdown(cells: pd.DataFrame, title: str, boards: str = "") -> str:
+    """summary.md: the cell table, the warnings, then a lab campaign's boards section
+    (report/boards.py: ``boards`` is its markdown)."""
     lines = [f"# {title}", "", "One row per cell (application × configuration × variant × scenario). Slowdown: ratio of "
              "median execution times against the solo of the same group, 95 % CI (runs, then jobs, resampled).", "",
              epsilon_line(cells), "",
@@ -98,6 +101,8 @@ def to_markdown(cells: pd.DataFrame, title: str) -> str:
     warned = guard_lines(cells)
     if warned:
         lines += ["", "## Warnings", ""] + [f"- {w}" for w in warned]
+    if boards:
+        lines += ["", boards.rstrip("\n")]
     return "\n".join(lines) + "\n"
 
 
@@ -150,7 +155,11 @@ def write_campaign_summary(path, console: Console | None = None, *, n_boot: int 
         console.print(epsilon_line(cells), highlight=False)
         for line in vdoc.printed_lines(doc["warnings"]):
             console.print(f"[yellow]warning: {line}[/]", highlight=False)
-    safepath.write_text(path / "summary.md", to_markdown(cells, cd.name))
+    found = bd.splits(cd)
+    if console is not None:
+        for line in bd.lines(found):
+            console.print(f"boards: {line}", highlight=False, soft_wrap=True)
+    safepath.write_text(path / "summary.md", to_markdown(cells, cd.name, bd.markdown(found)))
     safepath.write_text(path / "summary.json", to_json(cells))
     vdoc.write(path, doc)
     return cells

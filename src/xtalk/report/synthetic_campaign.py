@@ -12,6 +12,7 @@ carries the application's ε label exactly as campaign/grid.py stores it.
 
 from __future__ import annotations
 
+import itertools
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -49,11 +50,15 @@ def write_campaign(root: Path, *, families: list[Family], configurations: tuple 
                    excluded: Callable[[str, str, int, str], bool] = _never,
                    epsilon: dict | None = None, application: str = "aocs", repetitions: int = 2, jobs: int = 40,
                    period_ns: int = 1_000_000, exec_ns: float = 200_000, name: str = "planted",
-                   victim: dict | None = None, late: Planted | None = None, late_every: int = 20) -> Path:
+                   victim: dict | None = None, late: Planted | None = None, late_every: int = 20,
+                   boards: dict[str, float] | None = None, kernels: dict[str, float] | None = None) -> Path:
     """Write a campaign directory under ``root``; ``scenarios``: explicit scenario -> its
     slowdown against solo; ``victim``: added to every run's victim plan (e.g. a latency body);
     ``late``: (configuration, family or scenario, enemies, total) -> a wake-up delay in ns of
-    every ``late_every``-th job of the cell (a response-tail effect, execution unchanged)."""
+    every ``late_every``-th job of the cell (a response-tail effect, execution unchanged);
+    ``boards`` and ``kernels``: a lab campaign, every cell run on every board under every
+    kernel (labels ``board``, ``kernel``), its times scaled by the board's and the kernel's
+    factors."""
     root = Path(root)
     safepath.makedirs(root / "runs")
     eps_label = json.dumps(epsilon or {"on": "response", "relative": 1.5, "statistic": "p99"})
@@ -74,16 +79,17 @@ def write_campaign(root: Path, *, families: list[Family], configurations: tuple 
                                   delay(conf, fam.name, n, str(total))))
     runs, i = [], 0
     victim = {"period_ns": period_ns, "deadline_ns": period_ns, "sched": {"policy": "fifo", "priority": 90}, **(victim or {})}
-    for rep in range(repetitions):
-        for conf, sc, extra, factor, late_ns in cells:
-            run_id = f"{i:04d}-{application}-{conf}-{sc}-r{rep}"
-            labels = {"configuration": conf, "application": application, "criticality": "B", "variant": "default",
-                      **extra, "campaign": name, "epsilon": eps_label}
-            j = job_table(jobs, period_ns=period_ns, exec_ns=exec_ns, slowdown=factor, warmup=2, seed=i,
-                          t0_ns=10**12 + i * 10**10, late_every=late_every if late_ns else 0, late_ns=int(late_ns))
-            d = write_run(root, run_id, sc, rep, j, labels=labels, victim=victim)
-            runs.append({"run_id": run_id, "labels": load_outcome(d).labels()})
-            i += 1
+    lab = [({"board": b, "kernel": k}, fb * fk) for b, fb in (boards or {}).items()
+           for k, fk in (kernels or {}).items()] or [({}, 1.0)]
+    for rep, (conf, sc, extra, factor, late_ns), (where, scale) in itertools.product(range(repetitions), cells, lab):
+        run_id = f"{i:04d}-{application}-{conf}-{sc}-r{rep}" + "".join(f"-{v}" for v in where.values())
+        labels = {"configuration": conf, "application": application, "criticality": "B", "variant": "default",
+                  **extra, **where, "campaign": name, "epsilon": eps_label}
+        j = job_table(jobs, period_ns=period_ns, exec_ns=exec_ns * scale, slowdown=factor, warmup=2, seed=i,
+                      t0_ns=10**12 + i * 10**10, late_every=late_every if late_ns else 0, late_ns=int(late_ns))
+        d = write_run(root, run_id, sc, rep, j, labels=labels, victim=victim)
+        runs.append({"run_id": run_id, "labels": load_outcome(d).labels()})
+        i += 1
     toml = [f'name = "{name}"', f"repetitions = {repetitions}", ""]
     for fam in families:
         toml += ["[[two_way]]", f'name = "{fam.name}"', f'share = "{fam.share}"', f"counts = {json.dumps(fam.counts)}",

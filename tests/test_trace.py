@@ -3,6 +3,8 @@ planted disturber), a live capture through tracefs, and the Chrome JSON export's
 
 import json
 import os
+import re
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -107,8 +109,8 @@ def test_live_capture_leaves_tracefs_as_found(agent, tmp_path, facts, needs_trac
     p = subprocess.run([agent, "run", write_plan(tmp_path, plan), "--out", out], capture_output=True, text=True)
     assert p.returncode == 0, p.stderr
     meta = json.loads((out / "run.json").read_text())
-    assert meta["trace"]["file"] == "trace.txt" and meta["trace"]["lost_events"] == 0
-    ev = parse_file(out / "trace.txt")
+    assert meta["trace"]["file"] == "trace.dat" and meta["trace"]["capture"] == "raw" and meta["trace"]["lost_events"] == 0
+    ev = parse_file(out / "trace.dat")
     victim = meta["pids"]["victim"]
     sleeps = ev[(ev.event == "sched_switch") & (ev.prev_pid == victim) & (ev.prev_state == "S")]
     from xtalk import store
@@ -122,6 +124,48 @@ def test_live_capture_leaves_tracefs_as_found(agent, tmp_path, facts, needs_trac
     covered = sum(((mine.start_ns <= j.start_ns + 2_000) & (mine.end_ns >= j.end_ns - 2_000)).any() for j in jobs.itertuples())
     assert covered >= 0.9 * len(jobs), f"{covered}/{len(jobs)} jobs inside a victim interval"
     assert tracefs_state() == before, "tracefs mount and instances as found"
+
+
+TRACE_CMD = shutil.which("trace-cmd")
+# `trace-cmd report -t` (ns stamps): "comm-pid [cpu] sec.nsec: event: ..."
+REPORT_LINE = re.compile(r"^\s*.+?-(?P<pid>\d+)\s+\[(?P<cpu>\d+)\]\s+(?P<sec>\d+)\.(?P<ns>\d{9}):\s+(?P<event>\w+):")
+
+
+@pytest.mark.skipif(TRACE_CMD is None, reason="needs trace-cmd (Debian's trace-cmd; tests/peers.sh installs it)")
+def test_trace_dat_opens_in_trace_cmd_at_ns_on_the_job_records_clock(agent, tmp_path, facts, needs_tracefs):
+    plan = small_plan(jobs=20, cpus=[facts.online_cpus[-1]])
+    plan["trace"] = {"events": ["sched:sched_switch", "sched:sched_wakeup"]}
+    out = tmp_path / "exp" / "runs" / "r"
+    p = subprocess.run([agent, "run", write_plan(tmp_path, plan), "--out", out], capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
+    assert not (out / "trace.txt").exists()
+    rep = subprocess.run([TRACE_CMD, "report", "-t", out / "trace.dat"], capture_output=True, text=True)
+    assert rep.returncode == 0, rep.stderr
+    lines = [m for m in map(REPORT_LINE.match, rep.stdout.splitlines()) if m]
+    tc = pd.DataFrame({"ts_ns": [int(m["sec"]) * 1_000_000_000 + int(m["ns"]) for m in lines],
+                       "cpu": [int(m["cpu"]) for m in lines], "pid": [int(m["pid"]) for m in lines],
+                       "event": [m["event"] for m in lines]})
+    ours = parse_file(out / "trace.dat")[["ts_ns", "cpu", "pid", "event"]]
+    # trace-cmd and the host's reader decode the same pages into the same events and stamps.
+    key = ["ts_ns", "cpu", "pid", "event"]
+    pd.testing.assert_frame_equal(tc.sort_values(key).reset_index(drop=True), ours.astype({"pid": int, "cpu": int}).sort_values(key).reset_index(drop=True))
+    assert (tc.ts_ns % 1000 != 0).mean() > 0.5, "stamps carry ns, not µs"
+    victim = json.loads((out / "run.json").read_text())["pids"]["victim"]
+    ev = parse_file(out / "trace.dat")
+    sw = ev[ev.event == "sched_switch"]
+    ins, outs = sw[sw.next_pid == victim].ts_ns.to_numpy(), sw[sw.prev_pid == victim].ts_ns.to_numpy()
+    from xtalk import store
+    jobs = store.open(tmp_path / "exp").jobs()
+    assert len(jobs) and len(ins)
+    # One clock: whenever the victim read its CLOCK_MONOTONIC (wake-up, start, end of each
+    # job), the trace has it on its CPU, to 1 µs: inside a spell from a switch-in to the
+    # next switch-out.
+    for j in jobs.itertuples():
+        for what, t in (("wake-up", j.wakeup_ns), ("start", j.start_ns), ("end", j.end_ns)):
+            i = ins[ins <= t + 1_000]
+            assert len(i), f"job {j.job}: no switch-in of the victim before its {what} at {t}"
+            o = outs[outs >= i[-1]]
+            assert not len(o) or o[0] >= t - 1_000, f"job {j.job}: its {what} at {t} falls after the victim left its CPU at {o[0]}"
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="needs root")

@@ -69,7 +69,7 @@ def show(results, console) -> tuple[pd.DataFrame, pd.DataFrame]:
 
     got = tables(results.runs())
     if got is None:
-        raise ValueError(f"{results.path}: no run has a kernel trace (trace.txt); add a [trace] table with the events "
+        raise ValueError(f"{results.path}: no run has a kernel trace (trace.dat or trace.txt); add a [trace] table with the events "
                          "of examples/latency_overheads.toml to the experiment and run it as root")
     summary, coverage = got
     safepath.write_csv(summary, Path(results.path) / "overheads.csv", index=False)

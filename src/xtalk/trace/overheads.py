@@ -191,14 +191,14 @@ def _irq(t: _Trace, r: int):
 
 def for_run(run_dir, jobs: pd.DataFrame) -> pd.DataFrame | None:
     """:func:`decompose` for one run directory's measured victim jobs (``jobs``), or None
-    when the run has no trace.txt or no victim pid in its run.json."""
+    when the run has no trace or no victim pid in its run.json."""
     from pathlib import Path
 
     from ..outcome import load_outcome
-    from .parse import parse_file
+    from .parse import parse_file, trace_file
 
-    path = Path(run_dir) / "trace.txt"
-    if not path.exists():
+    path = trace_file(Path(run_dir))
+    if path is None:
         return None
     meta = load_outcome(Path(run_dir))
     victim = meta.pids.victim if meta.pids else None

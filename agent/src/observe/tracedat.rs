@@ -191,3 +191,76 @@ pub fn write(root: &Path, instance: &Path, events: &[(String, String)], dest: &P
     dest.set_len(off as u64).map_err(io)?;
     Ok(data.iter().map(|d| d.len() as u64).sum())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A tracefs-shaped directory: formats, and an instance whose CPU buffers are plain files
+    /// (`pages[cpu]` pages each, a marker byte per page), or none.
+    fn fake(pages: Option<&[usize]>) -> (tempfile::TempDir, std::path::PathBuf) {
+        let d = tempfile::tempdir().unwrap();
+        let r = d.path();
+        fs::create_dir_all(r.join("events/sched/sched_switch")).unwrap();
+        fs::create_dir_all(r.join("events/ftrace/print")).unwrap();
+        fs::write(r.join("events/header_page"), "\tfield: u64 timestamp;\toffset:0;\tsize:8;\tsigned:0;\n").unwrap();
+        fs::write(r.join("events/header_event"), "# compressed entry header\n").unwrap();
+        fs::write(r.join("events/sched/sched_switch/format"), "name: sched_switch\nID: 316\nprint fmt: \"x\"\n").unwrap();
+        fs::write(r.join("events/ftrace/print/format"), "name: print\nID: 5\n").unwrap();
+        fs::write(r.join("saved_cmdlines"), "1 init\n").unwrap();
+        let inst = r.join("instances/xtalk-1");
+        fs::create_dir_all(&inst).unwrap();
+        fs::write(inst.join("trace_clock"), "local [mono]\n").unwrap();
+        fs::write(inst.join("buffer_subbuf_size_kb"), "4\n").unwrap();
+        for (cpu, n) in pages.unwrap_or(&[]).iter().enumerate() {
+            fs::create_dir_all(inst.join(format!("per_cpu/cpu{cpu}"))).unwrap();
+            let data: Vec<u8> = (0..*n).flat_map(|p| std::iter::repeat_n(0xA0 + cpu as u8 * 16 + p as u8, 4096)).collect();
+            fs::write(inst.join(format!("per_cpu/cpu{cpu}/trace_pipe_raw")), data).unwrap();
+        }
+        (d, inst)
+    }
+
+    fn u64_at(b: &[u8], at: usize) -> u64 {
+        u64::from_le_bytes(b[at..at + 8].try_into().unwrap())
+    }
+
+    #[test]
+    fn pages_land_page_aligned_where_the_table_says() {
+        let (d, inst) = fake(Some(&[2, 0, 1]));
+        let dest = d.path().join("trace.dat");
+        let ev = vec![("sched".to_string(), "sched_switch".to_string())];
+        assert_eq!(write(d.path(), &inst, &ev, &dest).unwrap(), 3 * 4096);
+        let b = fs::read(&dest).unwrap();
+        assert!(b.starts_with(MAGIC) && b[MAGIC.len()] == 0 && b[MAGIC.len() + 1] == 8);
+        assert_eq!(u32::from_le_bytes(b[14..18].try_into().unwrap()), 4096);
+        let fly = b.windows(10).position(|w| w == b"flyrecord\0").unwrap() + 10;
+        assert!(b[..fly].windows(6).any(|w| w == b"[mono]"), "the trace clock option");
+        let table: Vec<(u64, u64)> = (0..3).map(|c| (u64_at(&b, fly + 16 * c), u64_at(&b, fly + 16 * c + 8))).collect();
+        assert_eq!(table.iter().map(|t| t.1).collect::<Vec<_>>(), vec![8192, 0, 4096]);
+        for (cpu, (off, size)) in table.iter().enumerate() {
+            assert_eq!(off % 4096, 0, "cpu {cpu} page-aligned");
+            for p in 0..(*size as usize / 4096) {
+                assert!(b[*off as usize + p * 4096..][..4096].iter().all(|&x| x == 0xA0 + cpu as u8 * 16 + p as u8), "cpu {cpu} page {p}");
+            }
+        }
+        assert!(b.len() as u64 >= table[2].0 + table[2].1);
+        // A link planted at the destination is replaced, never followed.
+        let other = d.path().join("other");
+        fs::write(&other, "kept").unwrap();
+        fs::remove_file(&dest).unwrap();
+        std::os::unix::fs::symlink(&other, &dest).unwrap();
+        fs::write(inst.join("per_cpu/cpu0/trace_pipe_raw"), vec![1u8; 4096]).unwrap();
+        write(d.path(), &inst, &ev, &dest).unwrap();
+        assert_eq!(fs::read_to_string(&other).unwrap(), "kept");
+        assert!(!fs::symlink_metadata(&dest).unwrap().file_type().is_symlink());
+    }
+
+    #[test]
+    fn unreadable_buffers_leave_no_file() {
+        let (d, inst) = fake(None);
+        let dest = d.path().join("trace.dat");
+        let e = write(d.path(), &inst, &[("sched".into(), "sched_switch".into())], &dest).unwrap_err();
+        assert!(e.contains("per_cpu"), "{e}");
+        assert!(!dest.exists());
+    }
+}

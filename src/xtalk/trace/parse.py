@@ -8,10 +8,12 @@ rounded to the nearest; some events carry ns fields of their own: hrtimer `now`,
 from __future__ import annotations
 
 import re
+import warnings
 from pathlib import Path
 
 import pandas as pd
 
+from ..errors import Damaged
 from . import tracedat
 
 _LINE = re.compile(r"^\s*(?P<comm>.+?)-(?P<pid>\d+)\s+(?:\(\s*[-\d]+\)\s+)?\[(?P<cpu>\d+)\]\s+(?:\S+\s+)?"
@@ -44,6 +46,7 @@ _ARGS = {
 
 
 FILES = ("trace.dat", "trace.txt")  # the raw capture, else the text fallback
+TEXT_RESOLUTION_NS = 1000  # the text rendering's stamps: µs, rounded to the nearest
 
 
 def trace_file(run_dir: Path) -> Path | None:
@@ -51,17 +54,22 @@ def trace_file(run_dir: Path) -> Path | None:
     return next((p for p in (Path(run_dir) / f for f in FILES) if p.exists()), None)
 
 
-def table(rows) -> pd.DataFrame:
-    """Event rows (dicts) -> the event table, numeric fields as Int64, sorted by time."""
+def table(rows, resolution_ns: int) -> pd.DataFrame:
+    """Event rows (dicts) -> the event table, numeric fields as Int64, sorted by time;
+    `attrs["resolution_ns"]`: its stamps' resolution (1 for trace.dat, 1000 for text)."""
     df = pd.DataFrame(rows)
     if df.empty:
-        return pd.DataFrame(columns=["ts_ns", "cpu", "comm", "pid", "event"])
+        df = pd.DataFrame(columns=["ts_ns", "cpu", "comm", "pid", "event"])
+        df.attrs["resolution_ns"] = resolution_ns
+        return df
     for col in ("prev_pid", "next_pid", "target_pid", "parent_pid", "child_pid", "orig_cpu", "dest_cpu", "irq", "vec", "target_cpu", "now", "expires",
                 "prev_prio", "next_prio", "prio",
                 "softexpires"):
         if col in df:
             df[col] = pd.to_numeric(df[col], errors="coerce").astype("Int64")
-    return df.sort_values("ts_ns", kind="stable").reset_index(drop=True)
+    df = df.sort_values("ts_ns", kind="stable").reset_index(drop=True)
+    df.attrs["resolution_ns"] = resolution_ns
+    return df
 
 
 def parse_lines(lines) -> pd.DataFrame:
@@ -82,7 +90,24 @@ def parse_lines(lines) -> pd.DataFrame:
             if a:
                 row.update(a.groupdict())
         rows.append(row)
-    return table(rows)
+    return table(rows, TEXT_RESOLUTION_NS)
+
+
+def _dat(path: Path) -> pd.DataFrame:
+    """A trace.dat's table; damage read around is said (`Damaged`), never raised: a header that
+    cannot be read gives a table with no events, as an emptied text trace does."""
+    try:
+        td = tracedat.read(path)
+    except tracedat.TraceDatError as e:
+        warnings.warn(f"{e}; read as a trace with no events", Damaged, stacklevel=3)
+        return table([], 1)
+    df = table(list(tracedat.rows(td)), 1)
+    lines = list(dict.fromkeys(td.damage))
+    for line in lines[:3]:
+        warnings.warn(line, Damaged, stacklevel=3)
+    if len(lines) > 3:
+        warnings.warn(f"{path}: {len(lines) - 3} more damaged events or pages left out", Damaged, stacklevel=3)
+    return df
 
 
 def parse_file(path: Path) -> pd.DataFrame:
@@ -91,6 +116,10 @@ def parse_file(path: Path) -> pd.DataFrame:
     with open(path, "rb") as f:
         binary = f.read(len(tracedat.MAGIC)) == tracedat.MAGIC
     if binary:
-        return table(tracedat.rows(tracedat.read(path)))
+        return _dat(path)
+    if path.suffix == ".dat":
+        warnings.warn(f"{path}: not a trace-cmd trace.dat (no magic: emptied or overwritten); read as a trace with no events",
+                      Damaged, stacklevel=2)
+        return table([], 1)
     with open(path, errors="replace") as f:
         return parse_lines(f)

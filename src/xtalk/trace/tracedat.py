@@ -10,7 +10,6 @@ event's fields, under the same names (sched_waking's `pid` as `target_pid`, an h
 
 from __future__ import annotations
 
-import bisect
 import re
 import struct
 from dataclasses import dataclass, field
@@ -32,7 +31,9 @@ _INTS = {(1, 0): "B", (1, 1): "b", (2, 0): "H", (2, 1): "h", (4, 0): "I", (4, 1)
 
 
 class TraceDatError(ValueError):
-    """The file is not a trace.dat this reader understands, or is damaged (the message says where)."""
+    """The file is not a trace.dat this reader understands, or its header is damaged (the
+    message says where). Damage past the header (pages cut short or garbled) is read around
+    and listed in `TraceDat.damage` instead."""
 
 
 @dataclass
@@ -95,15 +96,20 @@ class TraceDat:
     clock: str
     cpus: list[tuple[int, int]]  # (offset, size) per CPU
     data: bytes = field(repr=False)
-    symbols: tuple[list[int], list[str]] = ((), ())
+    kallsyms: bytes = field(default=b"", repr=False)
+    #: What was read around (one line each, naming the file): cut-short or garbled pages.
+    damage: list[str] = field(default_factory=list)
+    _symbols: dict[int, str] = field(default_factory=dict, repr=False)
 
     def symbol(self, addr: int) -> str:
-        """The kernel function at `addr` (as %ps prints it), or its hex address."""
-        addrs, names = self.symbols
-        i = bisect.bisect_right(addrs, addr) - 1
-        if i >= 0 and addrs[i] == addr:
-            return names[i]
-        return f"0x{addr:x}"
+        """The kernel function at `addr` (as %ps prints it), or its hex address. Looked up
+        in the file's kallsyms per address (a run's timers use a handful of functions)."""
+        name = self._symbols.get(addr)
+        if name is None:
+            at = self.kallsyms.find(b"%016x " % addr)
+            line = self.kallsyms[at:self.kallsyms.find(b"\n", at)].split() if at >= 0 else []
+            name = self._symbols[addr] = line[2].decode(errors="replace") if len(line) >= 3 else f"0x{addr:x}"
+        return name
 
 
 class _Reader:
@@ -160,7 +166,7 @@ def read(path: Path) -> TraceDat:
         for _ in range(r.u(4)):
             f = _format(r.take(r.u(8)).decode(errors="replace"), system)
             formats[f.id] = f
-    kallsyms = r.take(r.u(4)).decode(errors="replace")
+    kallsyms = r.take(r.u(4))
     r.take(r.u(4))  # printk formats
     cmdlines = {}
     for line in r.take(r.u(8)).decode(errors="replace").splitlines():
@@ -179,20 +185,18 @@ def read(path: Path) -> TraceDat:
         tag = r.take(10)
     if tag != b"flyrecord\0":
         raise TraceDatError(f"{path}: no flyrecord section (found {tag!r}); only recorded buffers are read")
-    cpus = [(r.u(8), r.u(8)) for _ in range(ncpus)]
-    for i, (off, size) in enumerate(cpus):
+    if page_size < 32:
+        raise TraceDatError(f"{path}: a page size of {page_size} bytes")
+    cpus, damage = [], []
+    for i in range(ncpus):
+        off, size = r.u(8), r.u(8)
         if off + size > len(data):
-            raise TraceDatError(f"{path}: CPU {i}'s data ({size} bytes at {off}) runs past the end of the file ({len(data)} bytes): truncated")
-    syms = []
-    for line in kallsyms.splitlines():
-        parts = line.split()
-        if len(parts) >= 3 and parts[1] in "tTwW":
-            try:
-                syms.append((int(parts[0], 16), parts[2]))
-            except ValueError:
-                continue
-    syms.sort()
-    return TraceDat(path, page_size, formats, cmdlines, clock, cpus, data, ([a for a, _ in syms], [n for _, n in syms]))
+            whole = max(0, (len(data) - off) // page_size * page_size)
+            damage.append(f"{path}: CPU {i}'s data ({size} bytes at byte {off}) runs past the end of the file "
+                          f"({len(data)} bytes): cut short, its events after {whole} bytes are missing")
+            size = whole
+        cpus.append((off, size))
+    return TraceDat(path, page_size, formats, cmdlines, clock, cpus, data, kallsyms, damage)
 
 
 def _records(td: TraceDat, cpu: int):
@@ -204,7 +208,9 @@ def _records(td: TraceDat, cpu: int):
         commit = int.from_bytes(d[page + 8:page + 16], "little") & ~MISSED_FLAGS
         pos, end = page + 16, page + 16 + commit
         if end > page + ps:
-            raise TraceDatError(f"{td.path}: CPU {cpu}: a page at byte {page} claims {commit} bytes of events, more than a page holds")
+            td.damage.append(f"{td.path}: CPU {cpu}: the page at byte {page} claims {commit} bytes of events, more than "
+                             "a page holds: its events are left out")
+            continue
         while pos + 4 <= end:
             hdr = int.from_bytes(d[pos:pos + 4], "little")
             type_len, delta = hdr & 0x1F, hdr >> 5
@@ -226,8 +232,10 @@ def _records(td: TraceDat, cpu: int):
                 else:
                     length = type_len * 4
                     start = pos + 4
-                if length < 0 or start + length > end:
-                    raise TraceDatError(f"{td.path}: CPU {cpu}: an event at byte {pos} runs past its page's data")
+                if length < 2 or start + length > end:
+                    td.damage.append(f"{td.path}: CPU {cpu}: an event at byte {pos} runs past its page's data: "
+                                     "the rest of that page is left out")
+                    break
                 yield ts, start, length
                 pos = start + length
 
@@ -293,9 +301,15 @@ def rows(td: TraceDat):
             etype = int.from_bytes(d[s:s + 2], "little")
             fmt = td.formats.get(etype)
             if fmt is None:
-                raise TraceDatError(f"{td.path}: CPU {cpu}: an event of type {etype}, which the file has no format for")
+                td.damage.append(f"{td.path}: CPU {cpu}: an event of type {etype} at byte {s}, which the file has no "
+                                 "format for: left out")
+                continue
             dec = decoders.get(etype) or decoders.setdefault(etype, _decoder(td, fmt))
-            row = dec(d, s, n)
-            row.update(ts_ns=ts, cpu=cpu, event=fmt.name)
-            row["comm"] = td.cmdlines.get(row["pid"], "<idle>" if row["pid"] == 0 else "<...>")
-            yield row
+            try:
+                row = dec(d, s, n)
+            except (struct.error, IndexError, KeyError):
+                td.damage.append(f"{td.path}: CPU {cpu}: the {fmt.name} event at byte {s} does not fit its format: left out")
+                continue
+            pid = row.pop("pid")
+            yield {"ts_ns": ts, "cpu": cpu, "comm": td.cmdlines.get(pid, "<idle>" if pid == 0 else "<...>"), "pid": pid,
+                   "event": fmt.name, **row}

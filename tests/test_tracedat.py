@@ -102,3 +102,14 @@ def test_an_unknown_version_is_refused_by_name(tmp_path):
     with pytest.raises(tracedat.TraceDatError, match="version 7"):
         tracedat.read(p)
     assert pd.api.types.is_integer_dtype(parse_file(FIXTURE).ts_ns)
+
+
+def test_a_post_mortem_keeps_the_trace_dat_tail_as_text(tmp_path):
+    from xtalk.campaign.postmortem import _dat_tail
+
+    tail = _dat_tail(FIXTURE, 5).splitlines()
+    assert len(tail) == 6 and tail[0].split()[:5] == ["ts_ns", "cpu", "comm", "pid", "event"]
+    cut = tmp_path / "trace.dat"
+    cut.write_bytes(FIXTURE.read_bytes()[:3000])
+    said_ = _dat_tail(cut, 5)
+    assert str(cut) in said_ and "header" in said_

@@ -45,7 +45,7 @@ def traced_thread(meta: RunOutcome) -> str | None:
 def thread_groups(meta: RunOutcome, events: pd.DataFrame) -> dict[int, int]:
     """tid -> tgid for the threads known to be the victim's: an attached process's threads, and
     the measured thread(s) where the jobs come from the trace. Other tasks' groups are unknown
-    (a text trace does not say which clone is a thread)."""
+    (the sched events do not say which clone is a thread)."""
     out = {}
     if meta.attached is not None:
         out.update({int(t): meta.attached.pid for t in meta.attached.threads})

@@ -7,6 +7,7 @@
 #   chromium          the HTML report loaded in a real headless browser; the evidence bundle's PDF
 #   poppler-utils     pdftoppm: page 1 of the evidence PDF as an image (tests/test_evidence.py)
 #   pkg-config        the installed xtalk-probe.pc read as a build would (tests/test_installed.py)
+#   trace-cmd         `trace-cmd report` on the agent's trace.dat (tests/test_trace.py)
 # Every program the tests start is one of these, the base system, or looked up by its test
 # (tests/programs.py checks it at the end of every session).
 # Says which were present, which it installs, and why it could not.
@@ -20,8 +21,9 @@ have cyclictest || need+=(rt-tests)
 have chromium || have chromium-browser || have google-chrome || need+=(chromium)
 have pkg-config || need+=(pkg-config)
 have pdftoppm || need+=(poppler-utils)
+have trace-cmd || need+=(trace-cmd)
 if [ ${#need[@]} -eq 0 ]; then
-  echo "test peers: stress-ng, sshd/ssh, cyclictest, chromium, pkg-config and pdftoppm are present"
+  echo "test peers: stress-ng, sshd/ssh, cyclictest, chromium, pkg-config, pdftoppm and trace-cmd are present"
   exit 0
 fi
 if [ "$(id -u)" != 0 ] || ! command -v apt-get >/dev/null; then

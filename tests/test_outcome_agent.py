@@ -92,7 +92,7 @@ def test_trace(agent, tmp_path, needs_tracefs):
     p, out = run_agent(agent, tmp_path, plan)
     assert p.returncode == 0, p.stderr
     o = checked(out)
-    assert o.trace.file == "trace.txt" and o.trace.events == ["sched:sched_switch"]
+    assert o.trace.file == "trace.dat" and o.trace.capture == "raw" and o.trace.events == ["sched:sched_switch"]
 
 
 @needs_two_cpus

@@ -3,6 +3,8 @@ planted disturber), a live capture through tracefs, and the Chrome JSON export's
 
 import json
 import os
+import re
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -107,8 +109,8 @@ def test_live_capture_leaves_tracefs_as_found(agent, tmp_path, facts, needs_trac
     p = subprocess.run([agent, "run", write_plan(tmp_path, plan), "--out", out], capture_output=True, text=True)
     assert p.returncode == 0, p.stderr
     meta = json.loads((out / "run.json").read_text())
-    assert meta["trace"]["file"] == "trace.txt" and meta["trace"]["lost_events"] == 0
-    ev = parse_file(out / "trace.txt")
+    assert meta["trace"]["file"] == "trace.dat" and meta["trace"]["capture"] == "raw" and meta["trace"]["lost_events"] == 0
+    ev = parse_file(out / "trace.dat")
     victim = meta["pids"]["victim"]
     sleeps = ev[(ev.event == "sched_switch") & (ev.prev_pid == victim) & (ev.prev_state == "S")]
     from xtalk import store
@@ -122,6 +124,66 @@ def test_live_capture_leaves_tracefs_as_found(agent, tmp_path, facts, needs_trac
     covered = sum(((mine.start_ns <= j.start_ns + 2_000) & (mine.end_ns >= j.end_ns - 2_000)).any() for j in jobs.itertuples())
     assert covered >= 0.9 * len(jobs), f"{covered}/{len(jobs)} jobs inside a victim interval"
     assert tracefs_state() == before, "tracefs mount and instances as found"
+
+
+TRACE_CMD = shutil.which("trace-cmd")
+# `trace-cmd report -t` (ns stamps): "comm-pid [cpu] sec.nsec: event: ..."
+REPORT_LINE = re.compile(r"^\s*.+?-(?P<pid>\d+)\s+\[(?P<cpu>\d+)\]\s+(?P<sec>\d+)\.(?P<ns>\d{9}):\s+(?P<event>\w+):")
+
+
+@pytest.mark.skipif(TRACE_CMD is None, reason="needs trace-cmd (Debian's trace-cmd; tests/peers.sh installs it)")
+def test_trace_dat_opens_in_trace_cmd_at_ns_on_the_job_records_clock(agent, tmp_path, facts, needs_tracefs):
+    plan = small_plan(jobs=20, cpus=[facts.online_cpus[-1]])
+    plan["trace"] = {"events": ["sched:sched_switch", "sched:sched_wakeup", "timer:hrtimer_start", "timer:hrtimer_expire_entry"]}
+    out = tmp_path / "exp" / "runs" / "r"
+    p = subprocess.run([agent, "run", write_plan(tmp_path, plan), "--out", out], capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
+    assert not (out / "trace.txt").exists()
+    rep = subprocess.run([TRACE_CMD, "report", "-t", out / "trace.dat"], capture_output=True, text=True)
+    assert rep.returncode == 0, rep.stderr
+    lines = [m for m in map(REPORT_LINE.match, rep.stdout.splitlines()) if m]
+    tc = pd.DataFrame({"ts_ns": [int(m["sec"]) * 1_000_000_000 + int(m["ns"]) for m in lines],
+                       "cpu": [int(m["cpu"]) for m in lines], "pid": [int(m["pid"]) for m in lines],
+                       "event": [m["event"] for m in lines]})
+    ours = parse_file(out / "trace.dat")[["ts_ns", "cpu", "pid", "event"]]
+    # trace-cmd and the host's reader decode the same pages into the same events and stamps.
+    key = ["ts_ns", "cpu", "pid", "event"]
+    pd.testing.assert_frame_equal(tc.sort_values(key).reset_index(drop=True), ours.astype({"pid": int, "cpu": int}).sort_values(key).reset_index(drop=True))
+    assert (tc.ts_ns % 1000 != 0).mean() > 0.5, "stamps carry ns, not µs"
+    victim = json.loads((out / "run.json").read_text())["pids"]["victim"]
+    ev = parse_file(out / "trace.dat")
+    sw = ev[ev.event == "sched_switch"]
+    # The victim's own events (some kernels, this machine's included, trace no switch out of
+    # the idle task, so its switch-ins from an idle CPU may be missing; its sleeps and
+    # wake-ups are always there).
+    sleeps = sw[(sw.prev_pid == victim) & sw.prev_state.str.startswith("S")].ts_ns.to_numpy()
+    wakes = ev[(ev.event == "sched_wakeup") & (ev.target_pid == victim)].ts_ns.to_numpy()
+    from xtalk import store
+    jobs = store.open(tmp_path / "exp").jobs().sort_values("job")
+    assert len(jobs) and len(sleeps) and len(wakes)
+    # One clock, to 1 µs: the victim sleeps only between one job's end and the next one's
+    # wake-up (both its own CLOCK_MONOTONIC reads), and each sleep ends with a wake-up
+    # between that job's release and its wake-up date.
+    released = []  # the releases the victim slept until
+    for prev, j in zip(jobs.itertuples(), jobs.iloc[1:].itertuples()):
+        inside = sleeps[(sleeps > prev.end_ns - 1_000) & (sleeps < j.wakeup_ns + 1_000)]
+        during = sleeps[(sleeps > j.wakeup_ns + 1_000) & (sleeps < j.end_ns - 1_000)]
+        assert not len(during), f"job {j.job}: the trace has the victim asleep at {during[0]}, inside its job [{j.wakeup_ns}, {j.end_ns}]"
+        if len(inside):
+            released.append(j.release_ns)
+            w = wakes[(wakes >= max(inside[0], j.release_ns - 1_000)) & (wakes <= j.wakeup_ns + 1_000)]
+            assert len(w), f"job {j.job}: no wake-up of the victim between its release {j.release_ns} and its wake-up date {j.wakeup_ns}"
+    assert released, "the victim slept between jobs"
+    theirs = tc[(tc.event == "sched_switch") & (tc.pid == victim)].ts_ns
+    assert set(sleeps) <= set(theirs), "trace-cmd shows the victim's sched_switch events at the same ns"
+    # To the ns: the timer each sleep armed asks for that job's release exactly (hrtimer_start's
+    # softexpires against the job records), and each expiry's stamp comes after the clock
+    # read its interrupt made (`now`, CLOCK_MONOTONIC) and near it: one clock, not another.
+    timers = ev[(ev.event == "hrtimer_start") & (ev.pid == victim) & (ev.name == "hrtimer_wakeup")]
+    assert set(released) <= set(timers.softexpires.astype("int64")), sorted(set(released) - set(timers.softexpires.astype("int64")))
+    expiry = ev[(ev.event == "hrtimer_expire_entry") & (ev.name == "hrtimer_wakeup")]
+    lag = (expiry.ts_ns - expiry.now).astype("int64")
+    assert len(lag) and (lag >= 0).all() and (lag < 1_000_000).all(), lag.describe()
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="needs root")

@@ -57,7 +57,7 @@ def test_agents_started_together_mount_once_and_the_last_unmounts(agent, tmp_pat
     assert "mounted=[]" in p.stdout, "the last agent unmounts the tracefs xtalk mounted: " + p.stdout
     assert "no marker" in p.stdout, p.stdout
     for i in (1, 2):
-        assert (tmp_path / f"run{i}" / "trace.txt").stat().st_size > 0
+        assert (tmp_path / f"run{i}" / "trace.dat").stat().st_size > 0
 
 
 def test_a_mount_the_agent_did_not_make_is_left_mounted(agent, tmp_path):

@@ -311,6 +311,13 @@ pub struct TraceReport {
     /// The trace's clock ("mono": CLOCK_MONOTONIC, as jobs.bin).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub clock: Option<String>,
+    /// How it was read: "raw" (the ring buffers' pages, trace.dat, ns stamps) or "text" (the
+    /// rendering, trace.txt, µs stamps: the fallback where raw buffers cannot be read).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub capture: Option<String>,
+    /// Why the raw buffers could not be read, for a text capture.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub raw_error: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
 }
@@ -404,7 +411,7 @@ mod tests {
         o.regulator = Some(RegulatorReport { mode: "budget".into(), accounting: "cooperative".into(), period_us: 1000, budget_bytes: Some(5), wakeups: 1, periods: 2, throttles: 0, overshoot_bytes_mean: 0.0, overshoot_bytes_max: 0, cpu_ns: 4 });
         o.counters = Some(CountersReport { events: vec![], skipped: vec![SkippedCounter { event: "cycles".into(), reason: "no PMU".into() }], exclude_kernel: false, read_with: None, core_pmu: None });
         o.probes = Some(ProbesReport { file: "probes.bin".into(), records: 1, dropped: 0, reference_start: ClockPair { ticks: 1, mono_ns: 2 }, reference_end: ClockPair { ticks: 3, mono_ns: 4 } });
-        o.trace = Some(TraceReport { events: vec!["sched:sched_switch".into()], file: None, lost_events: None, clock: None, error: Some("tracefs".into()) });
+        o.trace = Some(TraceReport { events: vec!["sched:sched_switch".into()], file: None, lost_events: None, clock: None, capture: None, raw_error: None, error: Some("tracefs".into()) });
         o.ended_unix_ns = Some(9);
         o
     }

@@ -483,6 +483,7 @@ def blame(run: Path = typer.Argument(..., help="a run directory (RESULTS/runs/<r
     from .store.files import read_parquet
     from .store.jobs import victim_jobs
     from .trace.culprits import rank
+    from .trace.parse import trace_file
 
     run = _run_dir(run)
     jobs = victim_jobs(run)
@@ -493,7 +494,7 @@ def blame(run: Path = typer.Argument(..., help="a run directory (RESULTS/runs/<r
     culprits = read_parquet(run / "culprits.parquet")
     shown, found = (Console(file=io.StringIO()) if as_json else console), {}  # with --json: the tables' rows, not the tables
     measured = jobs[~jobs.warmup]
-    if (run / "trace.txt").exists() and len(measured) >= 3:
+    if trace_file(run) is not None and len(measured) >= 3:
         from .analysis.spikes import culprit_periods
         from .report.culprits import period_lines
         from .report.tables import attribute, run_intervals
@@ -563,18 +564,18 @@ def perfetto(run: Path = typer.Argument(..., help="a run directory recorded with
     task named, the victim's jobs with releases, deadlines, execution time and lateness."""
     from .outcome import load_outcome
     from .store.jobs import victim_jobs
-    from .trace.parse import parse_file
+    from .trace.parse import parse_file, trace_file
     from .trace.run import labels, target_pid, thread_groups
 
     if fmt not in ("proto", "json"):
         raise UsageError(f"--format: '{fmt}' is not a trace format; write proto (Perfetto's, the default) or json (Chrome JSON)")
     run = _run_dir(run)
     out = _output(out, "--out")
-    if not (run / "trace.txt").exists():
-        raise UsageError(f"{run}: no kernel trace (trace.txt); add a [trace] table to the experiment")
+    if trace_file(run) is None:
+        raise UsageError(f"{run}: no kernel trace (trace.dat or trace.txt); add a [trace] table to the experiment")
     jobs = victim_jobs(run)
     meta = load_outcome(run)
-    events = parse_file(run / "trace.txt")
+    events = parse_file(trace_file(run))
     if fmt == "json":
         from .trace import chrome_json
 

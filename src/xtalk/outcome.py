@@ -301,10 +301,16 @@ class ApplicationResult(_Strict):
 
 
 class TraceSaved(_Strict):
+    """A saved kernel trace: `capture` "raw" (trace.dat, the ring buffers' pages, ns stamps)
+    or "text" (trace.txt, µs stamps; the fallback, `raw_error` says why); runs before the
+    raw capture have no `capture` (text)."""
+
     events: list[str]
     file: str
     lost_events: int
     clock: Literal["mono"]
+    capture: Optional[Literal["raw", "text"]] = None
+    raw_error: Optional[str] = None
 
 
 class TraceFailed(_Strict):

@@ -9,4 +9,5 @@ pub mod facts;
 pub mod machine;
 pub mod perf;
 pub mod trace;
+pub mod tracedat;
 pub mod tracefs;

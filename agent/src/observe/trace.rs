@@ -139,11 +139,29 @@ impl Tracer {
         let _ = write(&self.dir.join("tracing_on"), "0");
     }
 
-    /// Copy the buffer to `dest` (text format); returns the events lost to overruns.
-    pub fn save(&self, dest: &Path) -> Result<u64, String> {
-        let mut src = fs::File::open(self.dir.join("trace")).map_err(|e| format!("trace: {e}"))?;
-        let mut dst = crate::safefs::create_new(dest, 0o644).map_err(|e| format!("{}: {e}", dest.display()))?;
-        std::io::copy(&mut src, &mut dst).map_err(|e| format!("trace copy: {e}"))?;
+    /// Save the buffer into directory `out`: `trace.dat` (trace-cmd's format, the raw
+    /// ring-buffer pages, ns stamps), or where the raw buffers cannot be read, `trace.txt`
+    /// (the text rendering, µs stamps) with the reason. Tracing must be off.
+    pub fn save(&self, out: &Path) -> Result<Saved, String> {
+        let events: Vec<(String, String)> = self
+            .events
+            .iter()
+            .filter_map(|ev| {
+                let d = event_dir(self.root(), ev).ok()?;
+                let rel = d.strip_prefix(self.root().join("events")).ok()?;
+                Some((rel.parent()?.to_str()?.to_string(), rel.file_name()?.to_str()?.to_string()))
+            })
+            .collect();
+        let (file, capture, raw_error) = match super::tracedat::write(self.root(), &self.dir, &events, &out.join("trace.dat")) {
+            Ok(_) => ("trace.dat", "raw", None),
+            Err(why) => {
+                let dest = out.join("trace.txt");
+                let mut src = fs::File::open(self.dir.join("trace")).map_err(|e| format!("trace: {e}"))?;
+                let mut dst = crate::safefs::create_new(&dest, 0o644).map_err(|e| format!("{}: {e}", dest.display()))?;
+                std::io::copy(&mut src, &mut dst).map_err(|e| format!("trace copy: {e}"))?;
+                ("trace.txt", "text", Some(why))
+            }
+        };
         let mut lost = 0;
         if let Ok(cpus) = fs::read_dir(self.dir.join("per_cpu")) {
             for c in cpus.flatten() {
@@ -151,8 +169,19 @@ impl Tracer {
                 lost += stats.lines().find_map(|l| l.strip_prefix("overrun: ")?.trim().parse::<u64>().ok()).unwrap_or(0);
             }
         }
-        Ok(lost)
+        Ok(Saved { file: file.into(), capture: capture.into(), raw_error, lost })
     }
+}
+
+/// What `Tracer::save` kept.
+pub struct Saved {
+    /// "trace.dat" or "trace.txt".
+    pub file: String,
+    /// "raw" (ring-buffer pages, ns) or "text" (the fallback, µs).
+    pub capture: String,
+    /// Why the raw buffers were not used, for a text capture.
+    pub raw_error: Option<String>,
+    pub lost: u64,
 }
 
 impl Drop for Tracer {

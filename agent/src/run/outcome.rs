@@ -70,9 +70,9 @@ pub fn write(plan: &Plan, out: &Path, mut prep: Prepared, spawned: Spawned, meas
     doc.probes = probes_report(rec, "probes.bin", prep.ref_start);
     doc.attached = crate::victims::attach::attached_threads(v, &prep.attached_before).map(|(pid, threads)| crate::outcome::Attached { pid, threads });
     if let Some(t) = tracer {
-        doc.trace = Some(match t.save(&out.join("trace.txt")) {
-            Ok(lost) => TraceReport { events: t.events.clone(), file: Some("trace.txt".into()), lost_events: Some(lost), clock: Some("mono".into()), error: None },
-            Err(e) => TraceReport { events: t.events.clone(), file: None, lost_events: None, clock: None, error: Some(e) },
+        doc.trace = Some(match t.save(out) {
+            Ok(s) => TraceReport { events: t.events.clone(), file: Some(s.file), lost_events: Some(s.lost), clock: Some("mono".into()), capture: Some(s.capture), raw_error: s.raw_error, error: None },
+            Err(e) => TraceReport { events: t.events.clone(), file: None, lost_events: None, clock: None, capture: None, raw_error: None, error: Some(e) },
         });
         drop(t); // instance removed, tracefs unmounted if this run mounted it
     }

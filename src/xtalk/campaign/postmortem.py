@@ -19,6 +19,18 @@ TRACE_TAIL_LINES = 500
 LOG_TAIL_LINES = 100
 
 
+def _dat_tail(path: Path, n: int) -> str:
+    """The last `n` events of a trace.dat, one line each, after any damage read around."""
+    import warnings
+
+    from ..trace.parse import parse_file
+
+    with warnings.catch_warnings(record=True) as said:
+        warnings.simplefilter("always")
+        tail = parse_file(path).tail(n).to_string(index=False)
+    return "".join(f"{w.message}\n" for w in said) + tail + "\n"
+
+
 def _tail(path: Path, n: int) -> list[str]:
     with open(path, errors="replace") as f:
         return list(deque(f, maxlen=n))
@@ -32,6 +44,8 @@ def collect(run_dir: Path, meta: RunOutcome, kernel_lines: list[str]) -> Path:
     trace = Path(run_dir) / "trace.txt"
     if trace.exists():
         safepath.write_text(pm / "trace-tail.txt", "".join(_tail(trace, TRACE_TAIL_LINES)))
+    elif (Path(run_dir) / "trace.dat").exists():
+        safepath.write_text(pm / "trace-tail.txt", _dat_tail(Path(run_dir) / "trace.dat", TRACE_TAIL_LINES))
     log = Path(run_dir) / "agent.log"
     if log.exists():
         safepath.write_text(pm / "agent-log-tail.txt", "".join(_tail(log, LOG_TAIL_LINES)))

@@ -34,6 +34,7 @@ from . import tables as tb
 from ..analysis.spikes import CULPRIT_PERIOD_COLUMNS
 from .culprits import ATTRIBUTION_CAPTION, POOLED_CAPTION, culprit_periods
 from .html import Section, in_ms
+from ..trace.parse import trace_file
 
 METRICS = (("exec_ns", "execution time"), ("response_ns", "response time"))
 
@@ -128,7 +129,7 @@ def spikes(b) -> Section:
         det = tb.detected_spikes(b.data)
         s.figure(b.fig(fg.spike_series(det[det["run_id"] == w["run_id"]], f"{b.application}: run {w['run_id']}"),
                        "spikes_worst_run", f"{b.application}: spikes of run {w['run_id']} (its slowest job)", ""))
-    traced = [r for r in tb.traced_runs(b.data) if (b.data.run_dir(r) / "trace.txt").exists()]
+    traced = [r for r in tb.traced_runs(b.data) if trace_file(b.data.run_dir(r)) is not None]
     if not traced:
         s.text("No run of this application has a kernel trace, so no culprit can be named: add a [trace] table to the "
                "experiment and run it as root.")

@@ -23,7 +23,7 @@ LEGEND = ("From the kernel trace of each run, on the clock of the job rows: Δev
           "it − the wake-up; Δcxs = the victim back in user space − that switch; overrun = how far an earlier job ran "
           "past the release of a late job (its timer armed only then); Δ^relEv = every job's measured wake-up latency "
           "(the sum of the four where the trace decomposed the job, carried whole where it did not). Trace stamps are "
-          "µs (±0.5 µs each). The coverage says what share of the latency tail (the jobs at or above its p99) the "
+          "ns (a run whose trace fell back to text: µs, ±0.5 µs each). The coverage says what share of the latency tail (the jobs at or above its p99) the "
           "four Δ decompose.")
 
 
@@ -69,7 +69,7 @@ def show(results, console) -> tuple[pd.DataFrame, pd.DataFrame]:
 
     got = tables(results.runs())
     if got is None:
-        raise ValueError(f"{results.path}: no run has a kernel trace (trace.txt); add a [trace] table with the events "
+        raise ValueError(f"{results.path}: no run has a kernel trace (trace.dat or trace.txt); add a [trace] table with the events "
                          "of examples/latency_overheads.toml to the experiment and run it as root")
     summary, coverage = got
     safepath.write_csv(summary, Path(results.path) / "overheads.csv", index=False)

@@ -785,9 +785,11 @@ def spike_periods(x, k: float = 5.0) -> pd.DataFrame:
 
 
 def traced_runs(data: ReportData) -> list[str]:
-    """Runs with a kernel trace (culprits.parquet or trace.txt)."""
+    """Runs with a kernel trace (culprits.parquet, trace.dat or trace.txt)."""
+    from ..trace.parse import trace_file
+
     return [r.run_id for r in data.runs.itertuples()
-            if (Path(r.dir) / "culprits.parquet").exists() or (Path(r.dir) / "trace.txt").exists()]
+            if (Path(r.dir) / "culprits.parquet").exists() or trace_file(Path(r.dir)) is not None]
 
 
 def culprits(x, top: int = 10) -> pd.DataFrame:
@@ -830,16 +832,17 @@ def wakers(x, top: int = 10) -> pd.DataFrame:
 
 def run_intervals(run_dir: Path) -> tuple[pd.DataFrame, dict[int, str]] | None:
     """(intervals of every task, IRQ, softirq and timer on every CPU, pid -> xtalk name) of a
-    run directory with trace.txt, or None. Tasks carry their xtalk names (victim, enemy …)."""
+    run directory with a kernel trace, or None. Tasks carry their xtalk names (victim, enemy …)."""
     from ..outcome import read_outcome
-    from ..trace.parse import parse_file
+    from ..trace.parse import parse_file, trace_file
     from ..trace.run import labels
     from ..trace.timeline import interrupts, occupancy
 
     d = Path(run_dir)
-    if not (d / "trace.txt").exists():
+    path = trace_file(d)
+    if path is None:
         return None
-    events = parse_file(d / "trace.txt")
+    events = parse_file(path)
     meta = read_outcome(d)
     names = labels(meta) if meta is not None else {}
     iv = pd.concat([occupancy(events), interrupts(events)], ignore_index=True)
@@ -924,7 +927,9 @@ def timeline(x, run_id: str | None = None, periods: float = 2.0) -> pd.DataFrame
     traced run (the slowest traced run by default): cpu, start_ns, end_ns, kind, name, pid,
     times relative to the job's release. Empty when no run has a trace."""
     data = _data(x)
-    traced = [r for r in traced_runs(data) if (data.run_dir(r) / "trace.txt").exists()]
+    from ..trace.parse import trace_file
+
+    traced = [r for r in traced_runs(data) if trace_file(data.run_dir(r)) is not None]
     if run_id is None:
         w = worst_job(data, traced) if traced else None
         if w is None:

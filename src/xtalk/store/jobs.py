@@ -161,7 +161,7 @@ def _from_trace(run_dir: Path, app: str | None, source, proc, trace: pd.DataFram
 
     meta = read_outcome(run_dir)
     if trace is None:
-        why = meta.trace.error if meta is not None and meta.trace is not None and getattr(meta.trace, "error", None) else "trace.txt is missing"
+        why = meta.trace.error if meta is not None and meta.trace is not None and getattr(meta.trace, "error", None) else "its trace (trace.dat or trace.txt) is missing"
         raise JobLogError(f"{run_dir}: jobs_from.trace needs the run's kernel trace, and {why}")
     pid = target_pid(meta, app) if meta is not None else None
     if not pid:

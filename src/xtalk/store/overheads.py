@@ -15,6 +15,7 @@ import pandas as pd
 
 from ..outcome import read_outcome
 from ..trace.overheads import COLUMNS, for_run
+from ..trace.parse import trace_file
 from .files import parquet_damage, write_parquet_atomic
 from .jobs import victim_jobs
 
@@ -28,13 +29,13 @@ def _fresh(run_dir: Path) -> bool:
     if not cache.exists():
         return False
     t = cache.stat().st_mtime
-    return all(not p.exists() or p.stat().st_mtime <= t for p in (run_dir / "trace.txt", run_dir / "jobs.parquet", run_dir / "jobs.bin"))
+    return all(not p.exists() or p.stat().st_mtime <= t for p in (run_dir / "trace.dat", run_dir / "trace.txt", run_dir / "jobs.parquet", run_dir / "jobs.bin"))
 
 
 def run_overheads(run_dir: Path) -> pd.DataFrame | None:
     """One run's per-job decomposition (``trace.overheads.COLUMNS``), None without a trace."""
     run_dir = Path(run_dir)
-    if not (run_dir / "trace.txt").exists():
+    if trace_file(run_dir) is None:
         return None
     if _fresh(run_dir) and parquet_damage(run_dir / CACHE) is None:  # a damaged cache: decompose again
         cached = pd.read_parquet(run_dir / CACHE)

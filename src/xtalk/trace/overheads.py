@@ -11,7 +11,7 @@ latency ``wakeup_ns − r`` into the seed's four overheads:
   the timer the victim armed with ``hrtimer_start … softexpires=r``; without ``hrtimer_start`` in
   the trace, the last ``hrtimer_wakeup`` expiry on the CPU that woke the victim). Its ``now``
   field (ns) is the clock the timer interrupt read on entry, used where present; else the
-  line's µs stamp.
+  event's stamp.
 - t_wake: ``sched_wakeup`` of the victim's pid: the task is runnable.
 - t_switch: ``sched_switch`` with ``next_pid`` = the victim: the CPU is given to it.
 
@@ -34,11 +34,13 @@ What each one holds on Linux, against the seed's RTOS (Fig. 4.10):
 - Δcxs (seed: the context switch): the switch itself, then the return from clock_nanosleep
   to user space and the vDSO clock read that dates the wake-up.
 
-Resolution: tracefs prints a mono-clock stamp in µs (rounded to the nearest µs; only the
-``counter`` and ``x86-tsc`` clocks print raw values, and the ``raw`` option drops the
-events' fields), so t_wake and t_switch carry ±0.5 µs, and each Δ that ends or starts at
-them ±1 µs; t_irq (``now``) and both ends of the job are exact ns. A Δ may thus read
-slightly below zero: kept as measured. The sum is exact whatever the rounding.
+Resolution: every instant is in ns. The agent keeps the ring buffer's own stamps (trace.dat,
+the mono clock in ns), t_irq is the interrupt's clock read (``now``), and both ends of the
+job are the victim's own CLOCK_MONOTONIC reads. Only a run whose trace fell back to the text
+rendering (``trace.capture = "text"`` in run.json: the raw buffers could not be read) has µs
+stamps, rounded to the nearest, so there t_wake and t_switch carry ±0.5 µs and a Δ that ends
+or starts at them ±1 µs (a small Δ may read slightly below zero: kept as measured); the
+matching allows that half µs (the table's ``resolution_ns``). The sum is exact either way.
 
 A job whose instants cannot all be found (events lost to an overrun of the trace buffer,
 a job released late so that the victim never left the CPU, the trace window's edges) is
@@ -64,8 +66,6 @@ DELTAS = ["event", "rel", "sched", "cxs"]
 NAMES = {"event": "Δevent", "rel": "Δrel", "sched": "Δsched", "cxs": "Δcxs", "overrun": "overrun", "relev": "Δ^relEv"}
 #: The events the decomposition reads (hrtimer_start sharpens the match; the rest are needed).
 EVENTS = ["timer:hrtimer_start", "timer:hrtimer_expire_entry", "sched:sched_wakeup", "sched:sched_switch"]
-#: Half the text stamp's resolution: how far a µs stamp may be from the true ns.
-ROUND_NS = 500
 TIMER_FN = "hrtimer_wakeup"  # the expiry function of a sleeping task's timer
 COLUMNS = ["job", "release_ns", "irq_ns", "wake_ns", "switch_ns", "wakeup_ns",
            "event_ns", "rel_ns", "sched_ns", "cxs_ns", "overrun_ns", "relev_ns", "unmatched"]
@@ -102,7 +102,9 @@ def decompose(events: pd.DataFrame, jobs: pd.DataFrame, victim_pid: int) -> pd.D
         e_ts=entries["ts_ns"].to_numpy(np.int64), e_cpu=entries["cpu"].to_numpy(np.int64),
         e_now=_col(entries, "now").to_numpy(dtype=float),
         w_ts=wakes["ts_ns"].to_numpy(np.int64), w_cpu=wakes["cpu"].to_numpy(np.int64), w_pid=wakes["pid"].to_numpy(np.int64),
-        s_ts=switches["ts_ns"].to_numpy(np.int64), victim=victim_pid)
+        s_ts=switches["ts_ns"].to_numpy(np.int64), victim=victim_pid,
+        # How far a stamp may be from the true ns: half its resolution (a text trace's µs).
+        slack=int(events.attrs.get("resolution_ns", 1000)) // 2)
     rows = [_job(ctx, int(j), int(r), int(b)) for j, r, b in
             zip(jobs["job"].to_numpy(np.int64), jobs["release_ns"].to_numpy(np.int64), jobs["wakeup_ns"].to_numpy(np.int64))]
     out = pd.DataFrame(rows, columns=COLUMNS)
@@ -144,12 +146,12 @@ def _job(t: _Trace, job: int, r: int, back: int) -> dict:
     irq_ns, irq_stamp = irq
     # The wake-up follows the expiry in the same interrupt: at or after its stamp.
     i = _first_at_or_after(t.w_ts, irq_stamp)
-    if i < 0 or t.w_ts[i] > back + ROUND_NS:
+    if i < 0 or t.w_ts[i] > back + t.slack:
         row["unmatched"] = "no wake-up"
         return row
     wake = int(t.w_ts[i])
     k = _first_at_or_after(t.s_ts, wake)
-    if k < 0 or t.s_ts[k] > back + ROUND_NS:
+    if k < 0 or t.s_ts[k] > back + t.slack:
         if t.w_pid[i] == t.victim:  # woken in its own context: it never left the CPU
             row["unmatched"] = "late"
             return row
@@ -170,7 +172,7 @@ def _irq(t: _Trace, r: int):
         if start is None:
             return "no timer start"
         t0, h = start
-        if t0 > r + ROUND_NS:
+        if t0 > r + t.slack:
             return "late"
         ts, now = t.by_timer.get(h, (np.empty(0, np.int64), None))
         j = _first_at_or_after(ts, t0)
@@ -179,10 +181,10 @@ def _irq(t: _Trace, r: int):
         return (int(now[j]) if np.isfinite(now[j]) else int(ts[j])), int(ts[j])
     # No hrtimer_start traced: the victim's wake-up names the CPU, and the timer is the last
     # hrtimer_wakeup expiry there at or before it, at or after the release.
-    i = _first_at_or_after(t.w_ts, r - ROUND_NS)
+    i = _first_at_or_after(t.w_ts, r - t.slack)
     if i < 0:
         return "no wake-up"
-    cand = np.nonzero((t.e_cpu == t.w_cpu[i]) & (t.e_ts <= t.w_ts[i]) & (t.e_ts >= r - ROUND_NS))[0]
+    cand = np.nonzero((t.e_cpu == t.w_cpu[i]) & (t.e_ts <= t.w_ts[i]) & (t.e_ts >= r - t.slack))[0]
     if cand.size == 0:
         return "no timer expiry"
     j = int(cand[-1])
@@ -191,14 +193,14 @@ def _irq(t: _Trace, r: int):
 
 def for_run(run_dir, jobs: pd.DataFrame) -> pd.DataFrame | None:
     """:func:`decompose` for one run directory's measured victim jobs (``jobs``), or None
-    when the run has no trace.txt or no victim pid in its run.json."""
+    when the run has no trace or no victim pid in its run.json."""
     from pathlib import Path
 
     from ..outcome import load_outcome
-    from .parse import parse_file
+    from .parse import parse_file, trace_file
 
-    path = Path(run_dir) / "trace.txt"
-    if not path.exists():
+    path = trace_file(Path(run_dir))
+    if path is None:
         return None
     meta = load_outcome(Path(run_dir))
     victim = meta.pids.victim if meta.pids else None

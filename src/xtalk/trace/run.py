@@ -9,7 +9,7 @@ import pandas as pd
 from ..outcome import RunOutcome, load_outcome
 from .activations import NoThread, activations, select
 from .culprits import per_job
-from .parse import parse_file
+from .parse import parse_file, trace_file
 
 
 def labels(meta: RunOutcome) -> dict[int, str]:
@@ -45,7 +45,7 @@ def traced_thread(meta: RunOutcome) -> str | None:
 def thread_groups(meta: RunOutcome, events: pd.DataFrame) -> dict[int, int]:
     """tid -> tgid for the threads known to be the victim's: an attached process's threads, and
     the measured thread(s) where the jobs come from the trace. Other tasks' groups are unknown
-    (a text trace does not say which clone is a thread)."""
+    (the sched events do not say which clone is a thread)."""
     out = {}
     if meta.attached is not None:
         out.update({int(t): meta.attached.pid for t in meta.attached.threads})
@@ -61,8 +61,8 @@ def thread_groups(meta: RunOutcome, events: pd.DataFrame) -> dict[int, int]:
 
 def events_of(run_dir: Path) -> pd.DataFrame | None:
     """The run's trace as an event table, None when it has none."""
-    path = Path(run_dir) / "trace.txt"
-    return parse_file(path) if path.exists() else None
+    path = trace_file(run_dir)
+    return parse_file(path) if path is not None else None
 
 
 def trace_jobs(events: pd.DataFrame, pid: int, which: str, period_ns: int | None, deadline_ns: int,
@@ -76,7 +76,7 @@ def analyze(run_dir: Path, jobs: pd.DataFrame, events: pd.DataFrame | None = Non
     """(per-job trace metrics, culprits) for a run that has a trace, else None. The victim is
     the traced thread where its jobs come from the trace, else its process. `events`: the
     trace already parsed."""
-    if jobs.empty or not (Path(run_dir) / "trace.txt").exists():
+    if jobs.empty or trace_file(run_dir) is None:
         return None
     meta = load_outcome(Path(run_dir))
     victim = target_pid(meta)

@@ -203,7 +203,9 @@ def test_a_planted_preemptor_is_ranked_by_the_time_it_held_the_victim_off(agent,
                             "GROUP BY run_id ORDER BY run_id", "--csv")
     assert q.returncode == 0 and "planted" in q.stdout, q.stderr
     sw = res.trace("planted").df_event("sched_switch")
-    assert (sw.next_comm == "planted-fifo").sum() >= 300, "the preemptor ran every 7 ms of the 3 s"
+    # Counted where it leaves the CPU: a switch out of idle is not logged on every kernel (this
+    # KVM guest's), so a preemptor that woke on an idle CPU has no switch-in of its own.
+    assert (sw.prev_comm == "planted-fifo").sum() >= 300, "the preemptor ran every 7 ms of the 3 s"
 
     noise = pd.read_parquet(quiet / "culprits.parquet")
     by_task = noise[noise.kind == "process"].groupby("name").blocked_ns.sum()

@@ -221,7 +221,7 @@ def _run(file, targets, cluster, results, skip_feasibility, target_wait, securit
     p = prepare(file, targets)
     kind = _kind(targets, cluster)
     meta = {"name": p.campaign.name, "kind": kind, "source": str(file),
-            **(declared_settings.to_json(declared) if declared is not None else {}),
+            **(declared_settings.meta_fields(declared) if declared is not None else {}),
             "estimate_s": campaign_seconds([r.plan for r in p.expansion.runs], kind, len(targets))
             + (0.0 if cluster else _preflight_seconds([r.plan for r in p.expansion.runs], skip_feasibility)),
             "applications": [json.loads(a.model_dump_json()) for a in p.campaign.application],

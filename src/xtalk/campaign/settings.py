@@ -44,7 +44,7 @@ def declared(file: Path, settings: str | None, targets: list, cluster: str | Non
     return found
 
 
-def to_json(found: ms.SettingsFile) -> dict:
+def meta_fields(found: ms.SettingsFile) -> dict:
     return {KEY: [vars(d) for d in found.declared], "watch": list(found.watch)}
 
 

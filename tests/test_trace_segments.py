@@ -248,3 +248,16 @@ def test_a_traced_run_gets_its_segment_column_and_the_report_and_query_show_it(t
     assert out.stdout.splitlines()[1:] == [f"noisy,38,{np.median(planted['noisy'])}", f"solo,38,{np.median(planted['solo'])}"]
     out = xtalk("query", root, "SELECT count(seg_held_ns) AS n FROM jobs WHERE NOT warmup", "--csv", timeout=120)
     assert out.stdout.splitlines()[1:] == ["76"], out
+
+
+def test_the_experiments_segments_go_into_every_runs_plan(tmp_path):
+    from xtalk.config.experiment import load
+    from xtalk.config.processes import trace_of
+
+    exp = tmp_path / "seg.toml"
+    exp.write_text(EXP.format(events="", segment='name = "wakeup"\nstart = { event = "sched:sched_waking", where = '
+                                                 '{ pid = "$victim" } }\nend = { event = "sched:sched_switch", where = '
+                                                 '{ next_pid = "$victim" } }\noccurrence = "last"'))
+    t = trace_of(load(exp))
+    assert t.segments == [seg("wakeup", {"event": "sched:sched_waking", "where": {"pid": "$victim"}},
+                              {"event": "sched:sched_switch", "where": {"next_pid": "$victim"}}, "last")]

@@ -79,29 +79,52 @@ def test_nothing_planted_nothing_claimed():
     assert lengths(table([], 1), jobs, V, [WAKE])["seg_wake_ns"].isna().all()
 
 
-def test_first_and_last_occurrence_and_field_filters():
-    # Two interrupts before each wake-up: the timer's (irq 11, name "timer") and a disk's (irq 14).
+def irq_exit(ts, number, cpu=0):
+    return {"ts_ns": ts, "cpu": cpu, "comm": "v", "pid": V, "event": "irq_handler_exit", "irq": number, "ret": "handled"}
+
+
+def test_pairs_first_and_last_occurrence_and_field_filters():
+    # Per job, three interrupts before the victim's wake-up: a disk's (irq 14, name "ata"), the
+    # timer's (irq 11, "timer"), the disk's again; each handled in its own time.
     rows, jobs = [], []
     for k in range(4):
         r = T0 + k * PERIOD
-        rows += [irq(r + 100, 14, "ata"), irq(r + 700 + k, 11, "timer"), irq(r + 1_500, 14, "ata"), waking(r + 2_000, V),
-                 switch_in(r + 9_000, V)]
+        rows += [irq(r + 100, 14, "ata"), irq_exit(r + 110, 14), irq(r + 700 + k, 11, "timer"), irq_exit(r + 720 + 2 * k, 11),
+                 irq(r + 1_500, 14, "ata"), irq_exit(r + 1_530, 14), waking(r + 2_000, V), switch_in(r + 9_000, V)]
         jobs.append({"job": k, "release_ns": r, "end_ns": r + 100_000})
     events, jobs = table(rows, 1), pd.DataFrame(jobs)
     to_wake = {"event": "sched_waking", "where": {"pid": "$victim"}}
-    segs = [seg("first_irq", {"event": "irq:irq_handler_entry"}, to_wake),
-            seg("last_irq", {"event": "irq:irq_handler_entry"}, to_wake, "last"),
+    entry, leave = {"event": "irq:irq_handler_entry"}, {"event": "irq:irq_handler_exit"}
+    segs = [seg("handler_first", entry, leave), seg("handler_last", entry, leave, "last"),
+            # the interrupt that came last before the wake-up, not the job's first
+            seg("irq_to_wake", entry, to_wake),
             seg("timer", {"event": "irq:irq_handler_entry", "where": {"irq": 11}}, to_wake),
             seg("timer_by_name", {"event": "irq:irq_handler_entry", "where": {"name": "timer"}}, to_wake),
+            seg("timer_handler", {"event": "irq:irq_handler_entry", "where": {"irq": 11}},
+                {"event": "irq:irq_handler_exit", "where": {"irq": 11}}),
             # logged in the victim's context (the interrupts here are), vs a switch logged by pid 0
             seg("own", {"event": "irq:irq_handler_entry", "victim": True},
                 {"event": "sched:sched_switch", "victim": True})]
     got = lengths(events, jobs, V, segs)
-    assert got["seg_first_irq_ns"].tolist() == [1_900] * 4
-    assert got["seg_last_irq_ns"].tolist() == [500] * 4
+    assert got["seg_handler_first_ns"].tolist() == [10] * 4
+    assert got["seg_handler_last_ns"].tolist() == [30] * 4
+    assert got["seg_irq_to_wake_ns"].tolist() == [500] * 4
     assert got["seg_timer_ns"].tolist() == [1_300 - k for k in range(4)]
     assert got["seg_timer_by_name_ns"].tolist() == got["seg_timer_ns"].tolist()
+    assert got["seg_timer_handler_ns"].tolist() == [20 + k for k in range(4)]
     assert got["seg_own_ns"].isna().all()
+
+
+def test_a_switch_in_after_a_preemption_is_no_wakeup():
+    # In job 1 the victim is preempted and switched in again: that switch-in has no waking of
+    # its own (the first switch-in came between), so it ends no segment, first or last.
+    events, jobs = planted()
+    r1 = T0 + PERIOD
+    rows = events.to_dict("records") + [switch_in(r1 + 50_000, OTHER, prev=V), switch_in(r1 + 60_000, V, prev=OTHER)]
+    last = seg("wake", WAKE.start.model_dump(), WAKE.end.model_dump(), "last")
+    want = [3_000 + 1_117 * k for k in range(6)]
+    assert lengths(table(rows, 1), jobs, V, [WAKE])["seg_wake_ns"].tolist() == want
+    assert lengths(table(rows, 1), jobs, V, [last])["seg_wake_ns"].tolist() == want
 
 
 def test_a_field_no_record_carries_is_said_and_matches_nothing():
@@ -210,8 +233,8 @@ def test_two_segments_with_one_name_are_refused(tmp_path):
 def test_a_traced_run_gets_its_segment_column_and_the_report_and_query_show_it(tmp_path):
     # Synthetic results (report/synthetic.py): the first run of each scenario has a text trace in
     # which the victim is switched in 1 µs before each job's start and blocks ("S") 1 µs after
-    # its end, preempted ("R+") inside its slow jobs. The planted segment: switch-in → blocking
-    # switch-out, whatever preempted it in between.
+    # its end, preempted ("R+") inside its slow jobs. The planted segment: its switch-in out of
+    # idle → its blocking switch-out, whatever preempted it in between.
     from xtalk.outcome import load_outcome, write_outcome
     from xtalk.report import tables as tb
     from xtalk.report.synthetic import Scenario, write_results
@@ -221,7 +244,7 @@ def test_a_traced_run_gets_its_segment_column_and_the_report_and_query_show_it(t
 
     root = write_results(tmp_path / "r", [Scenario("solo"), Scenario("noisy", slowdown=1.5, spike_every=7)], repetitions=2,
                          jobs=40, trace=True)
-    held = seg("held", {"event": "sched:sched_switch", "where": {"next_pid": "$victim"}},
+    held = seg("held", {"event": "sched:sched_switch", "where": {"next_pid": "$victim", "prev_pid": 0}},
                {"event": "sched:sched_switch", "where": {"prev_pid": "$victim", "prev_state": "S"}})
     planted = {}
     for d in sorted((root / "runs").iterdir()):

@@ -214,14 +214,15 @@ pub struct Trace {
     pub segments: Vec<Segment>,
 }
 
-/// The time from event `start` to the first event `end` after it, per job of the victim.
+/// The time from an event `start` to an event `end` (each `end` with the latest `start`
+/// before it), per job of the victim.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Segment {
     pub name: String,
     pub start: SegmentEnd,
     pub end: SegmentEnd,
-    /// "first" or "last": which `start` of the job counts.
+    /// "first" or "last": which pair of the job counts.
     #[serde(default = "default_occurrence")]
     pub occurrence: String,
 }

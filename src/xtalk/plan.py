@@ -345,18 +345,18 @@ class SegmentEnd(_Strict):
     where: dict[Annotated[str, Field(pattern=FIELD_PATTERN)], Union[int, Annotated[str, Field(max_length=256)]]] = Field(
         default={}, max_length=MAX_WHERE,
         description=f"field = value, the field as the event's format file names it (common_pid: the task that logged "
-                    f"it): only events whose field equals the value (\"{VICTIM}\": the victim's pid)")
+                    f"it; cpu: the CPU that logged it): only events whose field equals the value (\"{VICTIM}\": the victim's pid)")
 
 
 class Segment(_Strict):
-    """The time from event `start` to the first event `end` after it, per job of the victim:
-    the job-table column `seg_<name>_ns` (trace/segments.py)."""
+    """The time from an event `start` to an event `end` (each `end` with the latest `start`
+    before it), per job of the victim: the job-table column `seg_<name>_ns` (trace/segments.py)."""
 
     name: Annotated[str, Field(pattern=SEGMENT_NAME_PATTERN)]
     start: SegmentEnd
     end: SegmentEnd
     occurrence: Literal["first", "last"] = Field(
-        default="first", description="which `start` of the job counts (each paired with the first `end` after it)")
+        default="first", description="which pair of the job counts: its first or its last")
 
 
 def segment_problem(segments: list["Segment"], events: list[str], at: str) -> str | None:

@@ -2,15 +2,17 @@
 (`[[trace.segment]]`, plan.Segment), as the job-table column ``seg_<name>_ns``.
 
 A job's window runs from its release to the next job's release (of the same task), or to its
-own end where that comes later; the last job's runs to the end of the trace. Within it, the
-segment starts at the job's first (``occurrence = "first"``) or last (``"last"``) event that
-matches ``start`` and ends at the first event after it, in trace order, that matches ``end``;
-that end must fall in the same window. A job without such a pair has no value (NA), never a
-zero or a pair borrowed from another job.
+own end where that comes later; the last job's runs to the end of the trace. A segment is a
+pair of events: one that matches ``end`` and the latest before it, in trace order, that
+matches ``start``, with no other ``end`` between them (so an interrupt → wake-up pair is the
+interrupt that came last before the wake-up, and a wake-up → switch-in pair ends at the
+switch-in that followed it, not at a later one after a preemption). A job's segment is its
+first (``occurrence = "first"``) or last (``"last"``) pair that starts and ends in its window.
+A job without one has no value (NA), never a zero or a pair borrowed from another job.
 
 An end's filters: ``victim`` (the event was logged in the victim's own context: its pid is the
 victim), and ``where`` (each field equals its value; the field as the event's format file
-names it, ``common_pid`` the logging task; ``"$victim"`` the victim's pid). A field the
+names it, ``common_pid`` the logging task, ``cpu`` the logging CPU; ``"$victim"`` the victim's pid). A field the
 event's records do not carry matches nothing and is said in the notes.
 """
 
@@ -73,6 +75,16 @@ def windows(jobs: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
     return rel, hi
 
 
+def pairs(start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(start, end) row positions of the segments a trace holds: each ``end`` event with the
+    latest ``start`` event before it, when no other ``end`` came between them (each start in
+    one pair at most). Both inputs ascending; so are the outputs."""
+    k = np.searchsorted(start, end, side="left") - 1  # the latest start before each end
+    prev = np.concatenate([[-1], end[:-1]])
+    ok = (k >= 0) & (start[np.maximum(k, 0)] > prev) if start.size else np.zeros(end.size, dtype=bool)
+    return start[k[ok]], end[ok]
+
+
 def lengths(events: pd.DataFrame, jobs: pd.DataFrame, victim: int, segments: list[Segment],
             notes: list[str] | None = None) -> pd.DataFrame:
     """One row per job of ``jobs`` (``job``, ``release_ns``, ``end_ns``, optional ``task``):
@@ -82,23 +94,17 @@ def lengths(events: pd.DataFrame, jobs: pd.DataFrame, victim: int, segments: lis
     out = pd.DataFrame({"job": jobs["job"].to_numpy()})
     lo, hi = windows(jobs)
     ts = events["ts_ns"].to_numpy(dtype=np.int64) if len(events) else np.zeros(0, dtype=np.int64)
+    none = np.zeros(0, dtype=np.int64)
     for seg in segments:
-        s_pos = matching(events, seg.start, victim, notes) if len(events) else np.zeros(0, dtype=np.int64)
-        e_pos = matching(events, seg.end, victim, notes) if len(events) else np.zeros(0, dtype=np.int64)
-        s_ts = ts[s_pos]
-        a = np.searchsorted(s_ts, lo, side="left")  # the job's starts: [a, b)
-        b = np.searchsorted(s_ts, hi, side="left")
-        has = a < b
-        pick = np.where(has, a if seg.occurrence == "first" else b - 1, 0)
-        val = np.full(len(jobs), -1, dtype=np.int64)
-        if len(s_pos) and len(e_pos):
-            j = np.searchsorted(e_pos, s_pos[pick], side="right")  # the first end after it, in trace order
-            ok = has & (j < len(e_pos))
-            e_ts = ts[e_pos[np.minimum(j, len(e_pos) - 1)]]
-            ok &= e_ts < hi
-            val = np.where(ok, e_ts - s_ts[pick], -1)
-        else:
-            ok = np.zeros(len(jobs), dtype=bool)
+        s_pos, e_pos = pairs(matching(events, seg.start, victim, notes) if len(events) else none,
+                             matching(events, seg.end, victim, notes) if len(events) else none)
+        s_ts, e_ts = ts[s_pos], ts[e_pos]
+        # The job's pairs start in [lo, hi) and end before hi: [a, c] (ends ascend with starts).
+        a = np.searchsorted(s_ts, lo, side="left")
+        c = np.minimum(np.searchsorted(s_ts, hi, side="left"), np.searchsorted(e_ts, hi, side="left")) - 1
+        ok = a <= c
+        pick = np.clip(a if seg.occurrence == "first" else c, 0, max(len(s_ts) - 1, 0))
+        val = (e_ts[pick] - s_ts[pick]) if len(s_ts) else np.zeros(len(jobs), dtype=np.int64)
         out[column(seg.name)] = pd.array(np.where(ok, val, 0), dtype="Int64")
         out.loc[~ok, column(seg.name)] = pd.NA
     return out

@@ -430,11 +430,50 @@ fn check_trace(t: &crate::plan::Trace) -> Result<(), PlanError> {
     for (i, ev) in t.events.iter().enumerate() {
         trace::valid_event_name(ev).or_else(|why| err(format!("trace.events[{i}]"), why))?;
     }
+    check_segments(t)?;
     let m = facts::current();
     m.trace_events(&t.events).map_err(|(field, message)| PlanError { field, message, machine: false })?;
     if m.fixture.is_none() {
         // The files the run will write, opened for writing (crate::preflight).
         trace::with_tracefs(|root| crate::preflight::tracefs_writable(root, &t.events)).or_else(|why| err("trace", why))?;
+    }
+    Ok(())
+}
+
+/// Segments are the host's to compute; their names must be sane and their events traced
+/// (src/xtalk/plan.py `segment_problem` says the same).
+fn check_segments(t: &crate::plan::Trace) -> Result<(), PlanError> {
+    if t.segments.len() > 32 {
+        return err("trace.segments", "at most 32 segments per run");
+    }
+    let short = |e: &str| e.rsplit(':').next().unwrap_or(e).to_string();
+    let traced: Vec<String> = t.events.iter().map(|e| short(e)).collect();
+    let ident = |s: &str, max: usize| !s.is_empty() && s.len() <= max && s.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_');
+    for (i, s) in t.segments.iter().enumerate() {
+        let at = format!("trace.segments[{i}]");
+        if !ident(&s.name, 48) || !s.name.as_bytes()[0].is_ascii_lowercase() {
+            return err(format!("{at}.name"), format!("'{}' is not a segment name: lower-case letters, digits and '_', a letter first", s.name.escape_debug()));
+        }
+        if t.segments[..i].iter().any(|o| o.name == s.name) {
+            return err(format!("{at}.name"), format!("'{}' is given twice", s.name));
+        }
+        if s.occurrence != "first" && s.occurrence != "last" {
+            return err(format!("{at}.occurrence"), "must be \"first\" or \"last\"");
+        }
+        for (key, end) in [("start", &s.start), ("end", &s.end)] {
+            trace::valid_event_name(&end.event).or_else(|why| err(format!("{at}.{key}.event"), why))?;
+            if !t.events.contains(&end.event) && !traced.contains(&short(&end.event)) {
+                return err(format!("{at}.{key}.event"), format!("'{}' is not traced; add it to trace.events", end.event));
+            }
+            for (f, v) in &end.filter {
+                if !ident(f, 64) {
+                    return err(format!("{at}.{key}.where"), format!("'{}' is not a field name", f.escape_debug()));
+                }
+                if !(v.is_i64() || v.is_u64() || v.is_string()) {
+                    return err(format!("{at}.{key}.where.{f}"), "give an integer or a string");
+                }
+            }
+        }
     }
     Ok(())
 }

@@ -208,6 +208,39 @@ pub struct Trace {
     /// Ring buffer per CPU, KiB.
     #[serde(default = "default_buffer_kb")]
     pub buffer_kb: u32,
+    /// User-defined segments between two traced events, per job: the host computes them
+    /// from the trace (src/xtalk/trace/segments.py); the agent checks their names and carries them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub segments: Vec<Segment>,
+}
+
+/// The time from an event `start` to an event `end` (each `end` with the latest `start`
+/// before it), per job of the victim.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Segment {
+    pub name: String,
+    pub start: SegmentEnd,
+    pub end: SegmentEnd,
+    /// "first" or "last": which pair of the job counts.
+    #[serde(default = "default_occurrence")]
+    pub occurrence: String,
+}
+
+/// One end of a segment: an event of the trace with its filters.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SegmentEnd {
+    pub event: String,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub victim: bool,
+    /// field -> value (an integer or a string; "$victim": the victim's pid).
+    #[serde(default, rename = "where", skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub filter: std::collections::BTreeMap<String, serde_json::Value>,
+}
+
+fn default_occurrence() -> String {
+    "first".into()
 }
 
 /// The default trace event set: what the per-job culprit analysis uses.

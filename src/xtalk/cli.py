@@ -590,15 +590,16 @@ def perfetto(run: Path = typer.Argument(..., help="a run directory recorded with
 
 @command
 def query(results: Path = typer.Argument(..., help="a campaign or experiment directory"),
-          sql: str = typer.Argument(..., help="SQL over the views `jobs`, `runs`, `probes`, `culprits` and `cells`"),
+          sql: str = typer.Argument(..., help="SQL over the views `jobs`, `runs`, `probes`, `culprits`, `cells` and `segments`"),
           csv: bool = typer.Option(False, "--csv", help="CSV instead of a table"),
           allow_writes: bool = typer.Option(False, "--allow-writes",
                                             help="run any SQL (COPY TO, ATTACH, other files...), not only reading "
                                                  "statements over these results; for results you own")):
     """Run SQL (DuckDB) over a campaign's or an experiment's jobs, runs, probes (every probe
     sample, named), culprits (per traced job, each task and interrupt with the time it held the
-    victim off its CPU) and cells (one row per configuration × scenario, or per campaign cell: the
-    numbers `xtalk summary` and the report show). Read-only: only reading statements run, and
+    victim off its CPU), cells (one row per configuration × scenario, or per campaign cell: the
+    numbers `xtalk summary` and the report show) and segments (the trace segments' statistics per
+    configuration × scenario; each job's are the jobs view's seg_<name>_ns columns). Read-only: only reading statements run, and
     DuckDB reads only these results' own files (docs/results.md, "Querying safely")."""
     import re
 
@@ -617,6 +618,10 @@ def query(results: Path = typer.Argument(..., help="a campaign or experiment dir
         sandbox.check_reading(con, sql)
     if re.search(r"\bcells\b", sql, re.IGNORECASE):  # computed only when asked: it bootstraps every slowdown CI
         con.register("cells", _cells(results))
+    if re.search(r"\bsegments\b", sql, re.IGNORECASE):  # the same: bootstrapped CIs
+        from .analysis.segments import segment_cells
+
+        con.register("segments", segment_cells(store.jobs(), store.runs()))
     if not allow_writes:
         sandbox.lock(con, store.parquet_files)
     try:

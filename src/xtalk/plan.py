@@ -324,6 +324,57 @@ TRACE_EVENT_PATTERN = r"^[A-Za-z0-9_-]{1,128}(:[A-Za-z0-9_-]{1,128})?$"
 TraceEvent = Annotated[str, Field(pattern=TRACE_EVENT_PATTERN)]
 
 
+#: A segment's name: its job-table column is `seg_<name>_ns`.
+SEGMENT_NAME_PATTERN = r"^[a-z][a-z0-9_]{0,47}$"
+#: A field of a trace event (the kernel's name, as in the event's format file).
+FIELD_PATTERN = r"^[a-z_][a-z0-9_]{0,63}$"
+#: A `where` value that stands for the victim's pid (its traced thread where its jobs come
+#: from the trace).
+VICTIM = "$victim"
+#: Filters of one end of a segment.
+MAX_WHERE = 8
+#: Segments of one run.
+MAX_SEGMENTS = 32
+
+
+class SegmentEnd(_Strict):
+    """One end of a segment: an event of the trace, with filters (trace/segments.py)."""
+
+    event: TraceEvent
+    victim: bool = Field(default=False, description="only events logged in the victim's own context (their pid is the victim)")
+    where: dict[Annotated[str, Field(pattern=FIELD_PATTERN)], Union[int, Annotated[str, Field(max_length=256)]]] = Field(
+        default={}, max_length=MAX_WHERE,
+        description=f"field = value, the field as the event's format file names it (common_pid: the task that logged "
+                    f"it; cpu: the CPU that logged it): only events whose field equals the value (\"{VICTIM}\": the victim's pid)")
+
+
+class Segment(_Strict):
+    """The time from an event `start` to an event `end` (each `end` with the latest `start`
+    before it), per job of the victim: the job-table column `seg_<name>_ns` (trace/segments.py)."""
+
+    name: Annotated[str, Field(pattern=SEGMENT_NAME_PATTERN)]
+    start: SegmentEnd
+    end: SegmentEnd
+    occurrence: Literal["first", "last"] = Field(
+        default="first", description="which pair of the job counts: its first or its last")
+
+
+def segment_problem(segments: list["Segment"], events: list[str], at: str) -> str | None:
+    """`field: problem; fix` for the first segment that repeats a name or names an event the
+    trace does not capture, else None (the same check as agent/src/check.rs `check_trace`)."""
+    seen: set[str] = set()
+    short = {e.split(":")[-1] for e in events}
+    for i, s in enumerate(segments):
+        if s.name in seen:
+            return f"{at}[{i}].name: '{s.name}' is given twice; give each segment its own name"
+        seen.add(s.name)
+        for end, key in ((s.start, "start"), (s.end, "end")):
+            if end.event not in events and end.event.split(":")[-1] not in short:
+                return (f"{at}[{i}].{key}.event: '{end.event}' is not traced; add it to trace.events "
+                        f"(traced: {', '.join(events)})")
+    return None
+
+
 class Trace(_Strict):
     """Kernel trace of the measured window through tracefs (root only)."""
 
@@ -335,6 +386,15 @@ class Trace(_Strict):
                                               "timer:hrtimer_expire_exit"],
                                      min_length=1)
     buffer_kb: int = Field(default=8192, ge=64, le=1 << 20)
+    # Read by the host only (the agent checks and carries them): per-job segment columns.
+    segments: list[Segment] = Field(default=[], max_length=MAX_SEGMENTS)
+
+    @model_validator(mode="after")
+    def _segment_events(self) -> "Trace":
+        why = segment_problem(self.segments, self.events, "segments")
+        if why:
+            raise ValueError(why)
+        return self
 
 
 class Plan(_Strict):

@@ -16,7 +16,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PrivateAttr,
 from ..errors import UsageError
 from .. import catalog
 from ..peaks import load_problem
-from ..plan import TRACE_EVENT_PATTERN
+from ..plan import FIELD_PATTERN, MAX_SEGMENTS, SEGMENT_NAME_PATTERN, TRACE_EVENT_PATTERN, Segment, Trace, segment_problem
 from .. import limits
 from .configuration import ConfigurationSpec
 from .jobs_from import JobsFromSpec, check_jobs_from, check_probe_names
@@ -475,6 +475,9 @@ class TraceSpec(_Strict):
 
     events: Optional[list[EventName]] = Field(default=None, max_length=256)
     buffer_kb: int = Field(default=8192, ge=64, le=1 << 20)
+    segment: list[Segment] = Field(default=[], max_length=MAX_SEGMENTS,
+                                   description="`[[trace.segment]]`: the time between two traced events per job, "
+                                               "the job-table column seg_<name>_ns (docs/observe.md)")
 
     @field_validator("events")
     @classmethod
@@ -485,6 +488,13 @@ class TraceSpec(_Strict):
                 raise ValueError(f"[{i}] {name!r} is not an event name: write subsystem:event, each part letters, digits, "
                                  "'_' or '-' (e.g. sched:sched_switch)")
         return v
+
+    @model_validator(mode="after")
+    def _segments(self) -> "TraceSpec":
+        why = segment_problem(self.segment, self.events or Trace.model_fields["events"].default, "segment")
+        if why:
+            raise ValueError(f"@{why}")  # error_line: `trace.segment[i]...: problem`
+        return self
 
 
 class Experiment(_Strict):
@@ -664,6 +674,14 @@ def _shown(value) -> str:
     return text.replace("\n", " ")
 
 
+#: What a name of a pattern other than `Name`'s must look like.
+_PATTERN_WORDS = {
+    TRACE_EVENT_PATTERN: "should be subsystem:event, each part letters, digits, '_' or '-' (e.g. sched:sched_switch)",
+    SEGMENT_NAME_PATTERN: "should be lower-case letters, digits and '_', a letter first, at most 48 (its column: seg_<name>_ns)",
+    FIELD_PATTERN: "should be a field of the event, as its format file names it (lower-case letters, digits, '_')",
+}
+
+
 def _fix(err: dict, model_fields: list[str]) -> str:
     """What is wrong and what to do, from one pydantic error, on one line (`model_fields`: the
     keys the table accepts, for the nearest spelling of an unknown one)."""
@@ -681,7 +699,7 @@ def _fix(err: dict, model_fields: list[str]) -> str:
         msg = msg.replace("less than or equal to", "at most").replace("greater than or equal to", "at least")
         msg = msg.replace(" after validation", "")
         if kind == "string_pattern_mismatch":
-            msg = "should be letters, digits and . _ + - only"
+            msg = _PATTERN_WORDS.get(err.get("ctx", {}).get("pattern"), "should be letters, digits and . _ + - only")
         if "input" in err and not isinstance(err["input"], (dict, list)):
             msg += f" (got {_shown(err['input'])})"
         near = did_you_mean(err.get("input"), quoted_choices(err.get("ctx", {}).get("expected", ""))) \
@@ -704,7 +722,7 @@ def error_line(e: ValidationError, model: type[BaseModel] | None = None) -> str:
         return f"{path}: {_shown(err.get('input'))} is not valid here; give {kinds}"
     fix = _fix(err, keys_at(model, err["loc"][:-1], _is_tag) if err["type"] == "extra_forbidden" else [])
     # A check of an enemy's catalog parameter names its key: `@key: problem` (EnemySpec).
-    m = re.match(r"^@([A-Za-z_]\w*): (.*)$", fix)
+    m = re.match(r"^@([A-Za-z_][\w.\[\]]*): (.*)$", fix)
     if m:
         return f"{path}.{m.group(1)}: {m.group(2)}" if path != "(top level)" else f"{m.group(1)}: {m.group(2)}"
     # A check of the whole model names its field itself ("settle: ..."): no "(top level)".

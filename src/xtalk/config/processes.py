@@ -224,4 +224,4 @@ def trace_of(exp: Experiment) -> Trace | None:
         from ..trace.activations import EVENTS as TRACE_JOB_EVENTS  # with pandas: not for every plan
 
         events += [e for e in TRACE_JOB_EVENTS if e not in events]
-    return Trace(buffer_kb=spec.buffer_kb, events=events)
+    return Trace(buffer_kb=spec.buffer_kb, events=events, segments=spec.segment)

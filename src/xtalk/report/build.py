@@ -38,6 +38,7 @@ from ..store.frames import ReportData, convert_stale, load, load_runs
 from .culprits import ATTRIBUTION_CAPTION, POOLED_CAPTION, culprit_periods
 from .export import export_jobs, export_probes, export_tables
 from .html import Section, in_ms, page, verdict_list
+from .segments import SEGMENTS_CAPTION, in_us
 from .markdown import summary as md_summary
 
 METRIC_LABEL = {"exec_ns": "execution time (ms)", "response_ns": "response time (ms)"}
@@ -282,6 +283,9 @@ class _Builder:
                 "its wake-up, interrupted it; present: on its CPU during its jobs)")
         s.table(in_ms(self.keep("wakers", tb.wakers(self.data))),
                 "Who woke the victim, and its wake-up latency (waking → on its CPU)")
+        seg = self.keep("segments", tb.segments(self.data, n_boot=self.n_boot))
+        if len(seg):
+            s.table(in_us(seg), SEGMENTS_CAPTION)
         att = self.keep("spike_attribution", tb.spike_attribution(self.data))
         s.table(in_ms(att), ATTRIBUTION_CAPTION)
         culprit_periods(s, self.keep("culprit_periods", tb.culprit_periods(self.data)))

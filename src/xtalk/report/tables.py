@@ -811,6 +811,17 @@ def culprits(x, top: int = 10) -> pd.DataFrame:
     return pd.concat(out, ignore_index=True) if out else pd.DataFrame(columns=["run_id", *RANK_COLUMNS])
 
 
+def segments(x, *, n_boot: int = 2000, seed: int = 0) -> pd.DataFrame:
+    """The user-defined trace segments (``seg_<name>_ns`` columns) per configuration × scenario:
+    the execution time's statistics over the jobs that have each (analysis/segments.py; CIs
+    capped at ``BOOT_JOBS`` jobs per replicate, as the cells'). Empty without segments."""
+    from ..analysis.segments import segment_cells
+
+    data = _data(x)
+    return _memo(data, ("segments", n_boot, seed), lambda: segment_cells(data.measured, data.runs, n_boot=n_boot, seed=seed,
+                                                                          max_jobs=BOOT_JOBS)).copy()
+
+
 def wakers(x, top: int = 10) -> pd.DataFrame:
     """Per traced run: who woke the victim (a timer callback, an interrupt, a task), for how
     many jobs, and its wake-up latency, median and max (xtalk.trace.wakers.wakers over the

@@ -27,7 +27,7 @@ from .check import experiment_doc
 from .jobs import DEFAULT_APPLICATION, JobLogError, convert_run
 
 SOLO = "solo"
-#: Job-table columns the report uses (ctr_* and trace_* columns are added when present).
+#: Job-table columns the report uses (ctr_*, trace_* and seg_* columns are added when present).
 #: (``missed`` is the agent's per-job flag, which analysis.cells counts; the CSV export has every column.)
 #: ``application``: the measured process a job belongs to (the victim's name, "victim" unless
 #: the plan names it, or an application's); a categorical.
@@ -104,7 +104,7 @@ def _read_job_table(run_dir: Path) -> pa.Table | None:
             return None  # an unreadable log: the run is listed, without jobs
     path = run_dir / "jobs.parquet"
     names = pq.read_schema(path).names
-    return pq.read_table(path, columns=[c for c in names if c in BASE_COLUMNS or c.startswith(("ctr_", "trace_"))])
+    return pq.read_table(path, columns=[c for c in names if c in BASE_COLUMNS or c.startswith(("ctr_", "trace_", "seg_"))])
 
 
 def load_runs(path) -> pd.DataFrame:

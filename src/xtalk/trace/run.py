@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 
 import pandas as pd
@@ -10,6 +11,7 @@ from ..outcome import RunOutcome, load_outcome
 from .activations import NoThread, activations, select
 from .culprits import per_job
 from .parse import parse_file, trace_file
+from .segments import lengths
 
 
 def labels(meta: RunOutcome) -> dict[int, str]:
@@ -87,4 +89,11 @@ def analyze(run_dir: Path, jobs: pd.DataFrame, events: pd.DataFrame | None = Non
     if which is not None:
         known = {int(t): n for t, n in meta.attached.threads.items()} if meta.attached is not None else None
         victim = select(events, victim, which, known)[0]
-    return per_job(events, jobs, victim, labels(meta))
+    metrics, culprits = per_job(events, jobs, victim, labels(meta))
+    segments = meta.plan.trace.segments if meta.plan is not None and meta.plan.trace is not None else []
+    if segments:
+        notes: list[str] = []
+        metrics = metrics.merge(lengths(events, jobs, victim, segments, notes), on="job", how="left")
+        for note in dict.fromkeys(notes):
+            warnings.warn(f"{run_dir}: trace segments: {note}", stacklevel=2)
+    return metrics, culprits

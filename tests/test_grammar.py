@@ -234,3 +234,18 @@ def test_examples_and_docs_use_no_old_spelling(capsys):
             continue
         (campaign_schema.load if is_campaign_file(p) else experiment.load)(p)
     assert _deprecations(capsys) == []
+
+
+def test_worst_takes_the_metric_in_the_words_of_epsilon(tmp_path, capsys):
+    """`xtalk worst --metric exec | response`; the old `execution` is read and said once."""
+    from xtalk.worst.inputs import request
+
+    victim = 'body = "chase", bytes = "l2", jobs = 5'
+    new = request(None, victim, "10m", "p99", "exec", tmp_path / "a", None, False, 0)
+    assert capsys.readouterr().err == ""
+    old = request(None, victim, "10m", "p99", "execution", tmp_path / "b", None, False, 0)
+    assert old.metric == new.metric == "exec"
+    assert capsys.readouterr().err.strip() == ('--metric: deprecated: "execution" is now "exec" '
+                                               '(as in --epsilon and epsilon = { metric = "exec" })')
+    with pytest.raises(UsageError, match="--metric: 'latency' is not one of exec, response"):
+        request(None, victim, "10m", "p99", "latency", tmp_path / "c", None, False, 0)

@@ -70,7 +70,8 @@ class Epsilon(BaseModel):
         if not isinstance(data, dict):
             return data
         seen = deprecations.of(info)
-        data = dict(data)
+        # A stored copy of the old models holds the unused one of bound/relative as None (TOML has no None).
+        data = {k: v for k, v in data.items() if v is not None}
 
         def old(kind, line):
             if seen is not None:

@@ -178,6 +178,10 @@ def test_a_bad_campaign_application_exits_2_naming_the_key_where_the_file_has_it
     out = xtalk("plan", f)
     assert out.returncode == 2 and out.stdout == ""
     assert out.stderr.strip() == f"xtalk: {f}:10: application[0].periodd: unknown key; did you mean 'period'? (or remove it)"
+    typo = _write(tmp_path, text.replace('criticality = "B"', 'criticality = "B"\ndescriptin = "the loop"'), "typo.toml")
+    out = xtalk("plan", typo)  # a key of the application's own, not of its victim: still found
+    assert out.returncode == 2 and "typo.toml:5: application[0].descriptin: unknown key; did you mean 'description'?" \
+        in out.stderr, out.stderr
     both = _write(tmp_path, text + NESTED_VICTIM + "\n", "both.toml")
     out = xtalk("plan", both)
     assert out.returncode == 2 and "the victim's keys go in the [[application]] table itself" in out.stderr, out.stderr

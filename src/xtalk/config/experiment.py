@@ -660,7 +660,13 @@ def error_line(e: ValidationError, model: type[BaseModel] | None = None, where=l
     if len(tags) > 1 and err["type"] not in ("extra_forbidden", "missing"):
         kinds = " or ".join(dict.fromkeys(_TAG_WORDS.get(t, t) for t in tags))
         return f"{path}: {_shown(err.get('input'))} is not valid here; give {kinds}"
-    fix = _fix(err, keys_at(model, err["loc"][:-1], _is_tag) if err["type"] == "extra_forbidden" else [])
+    near = []
+    if err["type"] == "extra_forbidden":
+        near = keys_at(model, err["loc"][:-1], _is_tag)
+        if where(err["loc"]) != err["loc"]:  # the file's table holds the keys of two of the model's (not the nesting key)
+            outer = keys_at(model, where(err["loc"])[:-1], _is_tag)
+            near += [k for k in outer if k not in near and k != err["loc"][len(where(err["loc"])) - 1]]
+    fix = _fix(err, near)
     # A check of an enemy's catalog parameter names its key: `@key: problem` (EnemySpec).
     m = re.match(r"^@([A-Za-z_]\w*): (.*)$", fix)
     if m:

@@ -25,8 +25,6 @@ from . import deprecations
 
 #: The statistics an ε may bound (analysis/stats.py reads the same names).
 STATISTIC = re.compile(r"^(max|median|mean|p(100|\d{1,2}(\.\d+)?))$")
-#: What to write, in error messages.
-EXAMPLE = 'epsilon = { metric = "exec", statistic = "max", bound = "1.2x" }'
 
 
 def factor_text(factor: float) -> str:

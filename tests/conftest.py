@@ -242,6 +242,7 @@ AGENT_TESTS = {
     "test_peaks.py::test_peaks_measured_here_are_positive_and_saved",
     "test_installed.py::test_pip_install_gives_the_probe_files_and_an_example_builds_and_runs_with_them",
     "test_jobs_from_config.py::test_bad_declaration_exits_2_and_starts_nothing",
+    "test_grammar.py::test_xtalk_plan_says_each_old_spelling_once_and_nothing_for_the_new",
 }
 TRIPWIRE = Path(__file__).with_name("agent_tripwire.sh")
 #: The agent-driven modules run again in hostile environments (tests/hostile/*.sh): those that

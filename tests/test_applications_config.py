@@ -28,7 +28,7 @@ jobs = 20
 cpus = 0
 policy = "fifo"
 priority = 80
-epsilon = { metric = "response", statistic = "p99", relative = 1.5 }
+epsilon = { metric = "response", statistic = "p99", bound = "1.5x" }
 
 [[application]]
 name = "payload"
@@ -48,7 +48,7 @@ bytes = "64KiB"
 period = "5ms"
 jobs = 20
 cpus = 1
-epsilon = { metric = "execution", statistic = "max", bound = "4ms" }
+epsilon = { metric = "exec", statistic = "max", bound = "4ms" }
 faults = [{ kind = "forkbomb", max_procs = 16, hold = "1ms" }, { kind = "pi", policy = "fifo", priority = 90 }]
 
 [[scenario]]
@@ -199,7 +199,7 @@ def test_experiment_metadata_is_in_the_dump_the_results_keep():
     doc = json.loads(parse(GOOD).model_dump_json())  # runner.py writes this into experiment.json
     apps = {a["name"]: a for a in doc["application"]}
     assert [apps[n]["criticality"] for n in ("aocs", "payload", "logger")] == ["A", "C", "D"]
-    assert apps["aocs"]["epsilon"] == {"metric": "response", "statistic": "p99", "bound": None, "relative": 1.5}
+    assert apps["aocs"]["epsilon"] == {"metric": "response", "statistic": "p99", "bound": "1.5x"}
     assert apps["logger"]["epsilon"]["bound"] == "4ms" and apps["payload"]["epsilon"] is None
     assert doc["victim"] is None
 
@@ -211,9 +211,10 @@ def test_experiment_metadata_is_in_the_dump_the_results_keep():
     ('name = "payload"', 'name = "pay:load"', "application[1].name: should be"),
     ('criticality = "C"', 'criticality = "E"', "application[1].criticality"),
     ('criticality = "C"\n', '', "application[1].criticality: required"),
-    ('relative = 1.5 }', 'relative = 1.5, bound = "3ms" }', "application[0].epsilon: give exactly one of 'bound'"),
+    ('bound = "1.5x" }', 'bound = "1.5x", relative = 1.5 }', "application[0].epsilon: give exactly one of 'bound'"),
+    ('bound = "1.5x" }', 'bound = "1.5y" }', "application[0].epsilon.bound: cannot read duration '1.5y'"),
     ('metric = "response"', 'metric = "latency"', "application[0].epsilon.metric"),
-    ('statistic = "p99"', 'statistic = "p95"', "application[0].epsilon.statistic"),
+    ('statistic = "p99"', 'statistic = "p95x"', "application[0].epsilon.statistic: 'p95x' is not max, median, mean or pNN"),
     ('bound = "4ms"', 'bound = "4 fortnights"', "application[2].epsilon"),
     ('{ kind = "crashloop" }', '{ kind = "crashloop", cpus = 0 }', "application[2].faults[0]: a fault runs on its application's CPUs"),
     ('{ kind = "crashloop" }', '{ kind = "nuke" }', "application[2].faults[0].kind"),

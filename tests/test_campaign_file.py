@@ -22,8 +22,12 @@ repetitions = 2
 [[application]]
 name = "app"
 criticality = "A"
-epsilon = { on = "response", bound = "3ms" }
-victim = { body = "sum", bytes = "64KiB", period = "2ms", jobs = 5, cpus = "last" }
+epsilon = { metric = "response", statistic = "max", bound = "3ms" }
+body = "sum"
+bytes = "64KiB"
+period = "2ms"
+jobs = 5
+cpus = "last"
 
 [[configuration]]
 name = "other"
@@ -42,13 +46,16 @@ FACTS = TargetFacts(online_cpus=[0, 1], caches={"l1d": 32768, "l2": 1 << 20, "ll
 
 
 @pytest.mark.parametrize("old,new,line,needle", [
-    ('jobs = 5, cpus', 'jobs = 5, colour = "red", cpus', 8, "application[0].victim.colour: unknown key"),
+    ('jobs = 5\n', 'jobs = 5\ncolour = "red"\n', 12, "application[0].colour: unknown key"),
+    ('jobs = 5\n', 'jobs = 0\n', 11, "application[0].jobs: should be at least 1"),
     ('criticality = "A"\n', 'criticality = "E"\n', 6, "application[0].criticality: should be 'A', 'B', 'C' or 'D' (got 'E'); change it"),
-    ('priority = 80', 'priority = 800', 16, "configuration[1].priority: should be at most 99 (got 800); change it"),
+    ('priority = 80', 'priority = 800', 20, "configuration[1].priority: should be at most 99 (got 800); change it"),
     ('bound = "3ms" }', 'bound = "3ms", relative = 1.2 }', 7, "give exactly one of 'bound'"),
-    ('bytes = "1MiB", cpus', 'bytes = "1MiB", colour = 1, cpus', 20, "scenario[0].enemies[0].colour: unknown key"),
+    ('metric = "response"', 'metric = "latency"', 7, "application[0].epsilon.metric: should be 'exec' or 'response'"),
+    ('statistic = "max"', 'statistic = "worst"', 7, "application[0].epsilon.statistic: 'worst' is not max, median"),
+    ('bytes = "1MiB", cpus', 'bytes = "1MiB", colour = 1, cpus', 24, "scenario[0].enemies[0].colour: unknown key"),
     ('name = "app"\n', '', 4, "application[0].name: required; add it"),
-    ('priority = 80', 'priority = = 80', 16, "not valid TOML: Invalid value (column 12); fix the syntax"),
+    ('priority = 80', 'priority = = 80', 20, "not valid TOML: Invalid value (column 12); fix the syntax"),
     # ε bounds read at plan time as an experiment's are (issue 31 item 5), not by the summary
     # of the finished campaign.
     ('bound = "3ms" }', 'bound = "banana" }', 7, "cannot read duration 'banana'"),
@@ -56,7 +63,7 @@ FACTS = TargetFacts(online_cpus=[0, 1], caches={"l1d": 32768, "l2": 1 << 20, "ll
     ('bound = "3ms" }', 'bound = "0ms" }', 7, "duration must be positive"),
     ('bound = "3ms" }', 'bound = "1e999ms" }', 7, "is not a finite duration"),
     ('bound = "3ms" }', 'bound = "inf" }', 7, "cannot read duration 'inf'"),
-    ('bound = "3ms" }', 'relative = 1e9 }', 7, "should be at most 1000"),
+    ('bound = "3ms" }', 'bound = "1e9x" }', 7, "application[0].epsilon.bound: the factor '1e9x' is above 1000"),
 ])
 def test_bad_campaign_file_is_one_line_with_file_line_field_and_fix(tmp_path, old, new, line, needle):
     assert old in BASE
@@ -72,11 +79,11 @@ def test_bad_campaign_file_is_one_line_with_file_line_field_and_fix(tmp_path, ol
 
 def test_line_lookup_follows_tables_arrays_and_inline_tables():
     text = BASE + '\n[[grid]]\nmode = "zip"\naxes = { "victim.bytes" = ["16KiB"] }\n[[two_way]]\nname = "t"\nenemy = { kind = "pi" }\n'
-    assert line_of(text, ("configuration", 1, "policy")) == 15
+    assert line_of(text, ("configuration", 1, "policy")) == 19
     assert line_of(text, ("application", 0, "epsilon", "bound")) == 7
-    assert line_of(text, ("grid", 0, "axes")) == 24
-    assert line_of(text, ("two_way", 0, "enemy", "kind")) == 27
-    assert line_of(text, ("scenario", 0, "enemies", 0, "bytes")) == 20
+    assert line_of(text, ("grid", 0, "axes")) == 28
+    assert line_of(text, ("two_way", 0, "enemy", "kind")) == 31
+    assert line_of(text, ("scenario", 0, "enemies", 0, "bytes")) == 24
 
 
 def test_combination_errors_name_the_cell(tmp_path):

@@ -18,8 +18,11 @@ repetitions = 2
 [[application]]
 name = "a"
 criticality = "D"
-epsilon = { bound = "1ms" }
-victim = { body = "sum", bytes = "64KiB", period = "2ms", jobs = 5 }
+epsilon = { metric = "response", statistic = "max", bound = "1ms" }
+body = "sum"
+bytes = "64KiB"
+period = "2ms"
+jobs = 5
 """
 
 

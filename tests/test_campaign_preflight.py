@@ -25,14 +25,28 @@ settle = "10ms"
 [[application]]
 name = "pi"
 criticality = "C"
-epsilon = { on = "exec", relative = 1.5 }
-victim = { body = "pi", utilization = "30%", period = "4ms", jobs = 20, warmup_jobs = 2, cpus = "last", policy = "fifo", priority = 80 }
+epsilon = { metric = "exec", statistic = "max", bound = "1.5x" }
+body = "pi"
+utilization = "30%"
+period = "4ms"
+jobs = 20
+warmup_jobs = 2
+cpus = "last"
+policy = "fifo"
+priority = 80
 
 [[application]]
 name = "spin"
 criticality = "D"
-epsilon = { on = "exec", relative = 1.5 }
-victim = { body = "pi", utilization = "20%", period = "4ms", jobs = 20, warmup_jobs = 2, cpus = "last", policy = "fifo", priority = 80 }
+epsilon = { metric = "exec", statistic = "max", bound = "1.5x" }
+body = "pi"
+utilization = "20%"
+period = "4ms"
+jobs = 20
+warmup_jobs = 2
+cpus = "last"
+policy = "fifo"
+priority = 80
 """
 
 # Each job takes several periods alone (pi with a fixed, large work against 2 ms).
@@ -44,8 +58,13 @@ settle = "10ms"
 [[application]]
 name = "hog"
 criticality = "D"
-epsilon = { bound = "5ms" }
-victim = { body = "pi", iterations = 3000000, period = "2ms", jobs = 10, warmup_jobs = 0, cpus = "last" }
+epsilon = { metric = "response", statistic = "max", bound = "5ms" }
+body = "pi"
+iterations = 3000000
+period = "2ms"
+jobs = 10
+warmup_jobs = 0
+cpus = "last"
 """
 
 

@@ -105,15 +105,25 @@ timeout = "1.2s"
 [[application]]
 name = "hog"
 criticality = "D"
-epsilon = { bound = "5ms" }
+epsilon = { metric = "response", statistic = "max", bound = "5ms" }
 # Each job far exceeds its period: the watchdog ends the run.
-victim = { body = "pi", iterations = 200000000, period = "1ms", jobs = 100, warmup_jobs = 0, cpus = "last" }
+body = "pi"
+iterations = 200000000
+period = "1ms"
+jobs = 100
+warmup_jobs = 0
+cpus = "last"
 
 [[application]]
 name = "ok"
 criticality = "D"
-epsilon = { bound = "5ms" }
-victim = { body = "sum", bytes = "64KiB", period = "2ms", jobs = 20, warmup_jobs = 2, cpus = "last" }
+epsilon = { metric = "response", statistic = "max", bound = "5ms" }
+body = "sum"
+bytes = "64KiB"
+period = "2ms"
+jobs = 20
+warmup_jobs = 2
+cpus = "last"
 """
 
 

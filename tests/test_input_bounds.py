@@ -153,8 +153,12 @@ repetitions = 1
 [[application]]
 name = "a"
 criticality = "B"
-epsilon = { relative = 1.5 }
-victim = { body = "sum", bytes = "64KiB", period = "2ms", jobs = 5, cpus = "last" }
+epsilon = { metric = "response", statistic = "max", bound = "1.5x" }
+body = "sum"
+bytes = "64KiB"
+period = "2ms"
+jobs = 5
+cpus = "last"
 [[two_way]]
 name = "tw"
 enemy = { kind = "pi", policy = "deadline", reservation = { runtime = "1ms" } }
@@ -168,7 +172,7 @@ totals = ["1ms"]
     ("counts = [1, 2]", "counts = [99999999999]", "two_way[0].counts[0]: should be at most 256"),
     ("repetitions = 1", "repetitions = 1\n[[grid]]\naxes = { \"victim.jobs\" = [" + ", ".join(map(str, range(5, 5005)))
      + "], settle = [\"1ms\", \"2ms\"] }", "the grid has 10000 points, above the limit of 256"),
-    ('victim = { body = "sum"', 'victim = { settle = 1, body = "sum"', "victim.settle: unknown key"),
+    ('body = "sum"\n', 'body = "sum"\nsettle = 1\n', "application[0].settle: unknown key"),
     ("repetitions = 1", "repetitions = 1\nsettle = \"61s\"", "settle: '61s' is longer than 60 s"),
     ("totals = [\"1ms\"]", "totals = [nan]", "two_way[0].totals[0]: nan is not a finite number"),
 ])

@@ -52,12 +52,16 @@ def two_way(tmp_path_factory):
 
 
 def test_the_campaign_label_of_every_epsilon_form_is_read():
-    """The label is what campaign/grid.py stores: Epsilon.model_dump_json of the file's table."""
-    rel = from_campaign_label(Epsilon(on="response", relative=1.5, statistic="p99").model_dump_json(exclude_none=True))
+    """The label is what campaign/grid.py stores: Epsilon.model_dump_json of the file's table;
+    the labels of results written before the one ε grammar (`on`, `relative`) read the same."""
+    rel = from_campaign_label(Epsilon(metric="response", statistic="p99", bound="1.5x").model_dump_json())
     assert (rel.metric, rel.statistic, rel.relative, rel.bound_ns) == ("response", "p99", 1.5, None)
-    ab = from_campaign_label(Epsilon(on="exec", bound="3ms", statistic="p999").model_dump_json(exclude_none=True))
+    assert from_campaign_label('{"on": "response", "relative": 1.5, "statistic": "p99"}') == rel
+    ab = from_campaign_label(Epsilon(metric="exec", statistic="p99.9", bound="3ms").model_dump_json())
     assert (ab.metric, ab.statistic, ab.bound_ns, ab.relative) == ("exec", "p99.9", 3e6, None)
-    assert from_campaign_label(Epsilon(bound="2ms").model_dump_json(exclude_none=True)).statistic == "max"
+    assert from_campaign_label('{"on": "exec", "bound": "3ms", "statistic": "p999"}') == ab
+    old = from_campaign_label('{"bound": "2ms"}')  # an old table's defaults: response, max
+    assert (old.metric, old.statistic) == ("response", "max")
 
 
 def test_campaign_epsilon_reaches_every_verdict(tmp_path):
@@ -218,8 +222,8 @@ def test_a_cell_whose_runs_recorded_no_job_is_listed_as_such(tmp_path):
 
 
 def test_a_real_campaign_declaring_epsilon_gets_verdicts_and_guards(tmp_path):
-    """A tiny campaign run by the agent (tests/campaign_util.py: `epsilon = { on = "exec",
-    relative = 1.5 }`): `xtalk summary` on it gives every cell's ε verdict and guards, and the
+    """A tiny campaign run by the agent (tests/campaign_util.py: `epsilon = { metric = "exec",
+    statistic = "max", bound = "1.5x" }`): `xtalk summary` on it gives every cell's ε verdict and guards, and the
     report's verdicts carry that ε."""
     import os
 

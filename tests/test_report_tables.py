@@ -89,7 +89,7 @@ def test_epsilon_from_the_experiment_file():
     specs = eps.from_experiment({"experiment": {"victim": {"epsilon": {"metric": "response", "statistic": "p99",
                                                                        "bound": "12ms"}}}})
     assert specs[0].metric == "response" and specs[0].bound_ns == 12e6
-    with pytest.raises(UsageError, match="victim.epsilon.limit: unknown field"):
+    with pytest.raises(UsageError, match="victim.epsilon.limit: unknown key"):
         eps.from_experiment({"experiment": {"victim": {"epsilon": {"limit": "1x", "bound": "1x"}}}})
 
 

@@ -44,8 +44,13 @@ settle = "10ms"
 [[application]]
 name = "sum"
 criticality = "C"
-epsilon = { on = "exec", relative = 1.5 }
-victim = { body = "sum", bytes = "64KiB", period = "2ms", jobs = 30, warmup_jobs = 2, cpus = "last" }
+epsilon = { metric = "exec", statistic = "max", bound = "1.5x" }
+body = "sum"
+bytes = "64KiB"
+period = "2ms"
+jobs = 30
+warmup_jobs = 2
+cpus = "last"
 [[two_way]]
 name = "duty"
 enemy = { kind = "pi", cpus = "others" }

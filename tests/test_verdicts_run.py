@@ -89,7 +89,7 @@ def test_campaign_run_gate_writes_the_document_and_fails_the_violated_bound(tmp_
     that no job of 64 KiB can meet fails the gate (exit 1) with its checks recorded."""
     from campaign_util import campaign_dirs, tiny
 
-    f = tiny(tmp_path, jobs=20, **{"relative = 1.5": 'bound = "1us"', "repetitions = 3": "repetitions = 2"})
+    f = tiny(tmp_path, jobs=20, **{'bound = "1.5x"': 'bound = "1us"', "repetitions = 3": "repetitions = 2"})
     out = xtalk("campaign", "run", f, "--results", tmp_path / "res", "--gate", "--junit", tmp_path / "gate.xml", timeout=200)
     assert out.returncode == 1, out.stdout[-3000:] + out.stderr
     (store,) = campaign_dirs(tmp_path / "res")

@@ -308,7 +308,7 @@ def worst(experiment: Optional[Path] = typer.Argument(None, help="experiment fil
                                                                      'accesses = 20000, jobs = 50\') or a command line'),
           budget: str = typer.Option("10m", "--budget", help="time for the whole search and its confirmation (10m, 90s, 1h)"),
           statistic: str = typer.Option("p99", "--statistic", help="what to maximise: p99, median or max"),
-          metric: str = typer.Option("execution", "--metric", help="execution or response time"),
+          metric: str = typer.Option("exec", "--metric", help="exec (execution) or response time"),
           out: Path = typer.Option(Path("worst"), "--out", help="output directory (new or empty)"),
           kind: Optional[list[str]] = typer.Option(None, "--kind", help="search only these enemy kinds (repeatable; default: the catalog's)"),
           stress_ng: bool = typer.Option(True, "--stress-ng/--no-stress-ng", help="confirm against stress-ng's stressors when installed"),

@@ -10,10 +10,16 @@ from ..config.tomlfile import parse_toml, read_text
 from ..errors import UsageError
 
 
+#: Top-level keys only a campaign has: one of them makes a file of `[[application]]`s a campaign.
+CAMPAIGN_KEYS = ("grid", "two_way", "exclude", "interleave", "kernels")
+
+
 def is_campaign_file(path: Union[str, Path]) -> bool:
-    """A campaign file has `[[application]]` tables, each with its `victim`, and no top-level
-    `[victim]` (which makes an experiment file; so do applications with a `body`, measured
-    side by side); unreadable or invalid TOML is left to the experiment parser."""
+    """A file of `[[application]]` tables (and no top-level `[victim]`) is a campaign when it
+    has a campaign-only key (`CAMPAIGN_KEYS`), or exactly one application (an experiment of
+    applications measures two or more side by side), or an application written in the old
+    campaign grammar (its victim in a nested `victim` table); otherwise an experiment.
+    Unreadable or invalid TOML is left to the experiment parser."""
     try:
         data = parse_toml(read_text(Path(path)), str(path))
     except UsageError:
@@ -21,4 +27,6 @@ def is_campaign_file(path: Union[str, Path]) -> bool:
     apps = data.get("application")
     if not isinstance(apps, list) or "victim" in data:
         return False
-    return not any(isinstance(a, dict) and "body" in a for a in apps)
+    if any(isinstance(a, dict) and "victim" in a for a in apps):
+        return True
+    return any(k in data for k in CAMPAIGN_KEYS) or len(apps) == 1

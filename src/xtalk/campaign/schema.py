@@ -10,12 +10,14 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
-from typing import Annotated, Any, ClassVar, Literal, Optional, Union
+from typing import Annotated, Any, Callable, ClassVar, Literal, Optional, Union
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, model_validator
 
 from .. import limits
 from ..config.experiment import Duration, EnemySpec, Name, Reservation, ScenarioSpec, TraceSpec, VictimSpec, _is_tag, _path, error_line
+from ..config import deprecations
+from ..config.epsilon import CampaignEpsilon
 from ..config.tomlfile import parse_toml, read_text
 from ..errors import UsageError
 from .detect import is_campaign_file  # noqa: F401 (where it was first defined)
@@ -33,24 +35,8 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
 
-class Epsilon(_Strict):
-    """The acceptable interference: a bound on execution or response time, absolute
-    (`bound`) or relative to the same application running solo (`relative` × solo)."""
-
-    on: Literal["exec", "response"] = "response"
-    bound: Optional[Duration] = None
-    relative: Optional[float] = Field(default=None, gt=1.0, le=1000.0)
-    statistic: Literal["max", "p99", "p999", "mean"] = "max"
-
-    @model_validator(mode="after")
-    def _one_bound(self):
-        if (self.bound is None) == (self.relative is None):
-            raise ValueError("give exactly one of 'bound' (e.g. \"2ms\") or 'relative' (e.g. 1.2 × solo)")
-        if self.bound is not None:  # read as the summary will read it, at plan time (as an experiment's ε)
-            from ..units import duration_ns
-
-            duration_ns(self.bound, "bound")
-        return self
+#: A campaign application's ε: the one ε grammar (config/epsilon.py).
+Epsilon = CampaignEpsilon
 
 
 class CampaignVictim(VictimSpec):
@@ -67,13 +53,35 @@ class CampaignVictim(VictimSpec):
 
 
 class Application(_Strict):
-    """A victim with its criticality level and its ε specification."""
+    """A victim with its criticality level and its ε specification. The file writes it as an
+    experiment's `[[application]]`: the victim's keys in the table itself; the old nested
+    `victim = { ... }` table is still read (a deprecation line)."""
+
+    #: The application's own keys; every other key of the table is its victim's.
+    OWN: ClassVar[tuple[str, ...]] = ("name", "description", "criticality", "epsilon")
 
     name: Name
     description: str = ""
     criticality: Literal["A", "B", "C", "D"]
-    epsilon: Epsilon
+    epsilon: CampaignEpsilon
     victim: CampaignVictim
+
+    @model_validator(mode="before")
+    @classmethod
+    def _one_grammar(cls, data, info: ValidationInfo):
+        if not isinstance(data, dict):
+            return data
+        rest = [k for k in data if k not in cls.OWN and k != "victim"]
+        if "victim" in data:
+            if rest:
+                raise ValueError(f"{rest[0]}: the victim's keys go in the [[application]] table itself; "
+                                 "remove the 'victim' table and write its keys beside this one")
+            found = deprecations.of(info)
+            if found is not None:
+                found.add("application.victim", "[[application]]: victim = { ... } is now the victim's keys in the "
+                                                "[[application]] table itself (as in experiment files)")
+            return data
+        return {**{k: data[k] for k in data if k in cls.OWN}, "victim": {k: data[k] for k in rest}}
 
 
 class Configuration(_Strict):
@@ -235,6 +243,12 @@ class Campaign(_Strict):
 def json_schema() -> dict:
     """JSON Schema of campaign files, for editors (e.g. Taplo / Even Better TOML)."""
     schema = Campaign.model_json_schema()
+    # The file's grammar, not the model's: an application's victim keys sit in its own table.
+    defs = schema["$defs"]
+    app, victim = defs["Application"], defs.pop("CampaignVictim")
+    own = {k: v for k, v in app["properties"].items() if k != "victim"}
+    app["properties"] = {**own, **{k: v for k, v in victim["properties"].items() if k not in own}}
+    app["required"] = [k for k in app["required"] if k != "victim"] + victim.get("required", [])
     schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
     schema["$id"] = "https://xtalk.dev/schema/campaign-v1.json"
     schema["title"] = "xtalk campaign"
@@ -251,12 +265,29 @@ def locate(source: str, text: str, loc: tuple, message: str) -> str:
 def parse(text: str, source: str) -> Campaign:
     """Validate a campaign text; UsageError with one line naming file, line, field, fix."""
     data = parse_toml(text, source)
+    found = deprecations.Deprecations()
     try:
-        return Campaign.model_validate(data)
+        campaign = Campaign.model_validate(data, context=found)
     except ValidationError as e:
+        where = _flat_victims(data)
         err = e.errors()[0]
-        line = line_of(text, tuple(p for p in err["loc"] if not _is_tag(p)))
-        raise UsageError(f"{f'{source}:{line}' if line else source}: {error_line(e, Campaign)}") from None
+        line = line_of(text, where(tuple(p for p in err["loc"] if not _is_tag(p))))
+        raise UsageError(f"{f'{source}:{line}' if line else source}: {error_line(e, Campaign, where)}") from None
+    deprecations.say(source, found)
+    return campaign
+
+
+def _flat_victims(data) -> Callable[[tuple], tuple]:
+    """Where an error in `application[i].victim.KEY` is in the file: `application[i].KEY`
+    when that application writes its victim's keys in its own table (the one grammar)."""
+    apps = data.get("application") if isinstance(data, dict) else None
+    flat = {i for i, a in enumerate(apps) if isinstance(a, dict) and "victim" not in a} if isinstance(apps, list) else set()
+
+    def where(loc: tuple) -> tuple:
+        if len(loc) > 2 and loc[0] == "application" and loc[1] in flat and loc[2] == "victim":
+            return loc[:2] + loc[3:]
+        return loc
+    return where
 
 
 def load(path: Union[str, Path]) -> tuple[Campaign, str]:

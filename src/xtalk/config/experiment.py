@@ -19,6 +19,8 @@ from ..peaks import load_problem
 from ..plan import FIELD_PATTERN, MAX_SEGMENTS, SEGMENT_NAME_PATTERN, TRACE_EVENT_PATTERN, Segment, Trace, segment_problem
 from .. import limits
 from .configuration import ConfigurationSpec
+from . import deprecations
+from .epsilon import ApplicationEpsilon, VictimEpsilon
 from .jobs_from import JobsFromSpec, check_jobs_from, check_probe_names
 from .suggest import did_you_mean, keys_at, quoted_choices
 from .tomlfile import read_toml
@@ -93,31 +95,6 @@ class TaskSpec(_Strict):
     runtime: Optional[Duration] = Field(default=None, description="task_policy 'deadline': reservation budget (default: wcet + 5 % + 50 us)")
 
 
-class VictimEpsilon(_Strict):
-    """`[victim] epsilon`: the interference the victim's jobs may show, as `xtalk report
-    --epsilon` takes it (report/epsilon.py): `xtalk run` and the report print its verdict."""
-
-    metric: Literal["exec", "response"] = "exec"
-    statistic: str = "max"
-    bound: Union[float, str] = Field(description="\"1.2x\" (× solo) or a duration (\"12ms\")")
-
-    @model_validator(mode="after")
-    def _readable(self):
-        from ..analysis.verdict import EpsilonSpec
-
-        b = self.bound
-        if isinstance(b, str) and b.strip().lower().endswith("x"):
-            try:
-                kw = {"relative": float(b.strip()[:-1])}
-            except ValueError:
-                raise ValueError(f"bound: cannot read the factor {b!r}; write e.g. \"1.2x\"") from None
-        else:
-            from ..units import duration_ns
-            kw = {"bound_ns": float(duration_ns(b, "bound"))}
-        EpsilonSpec(metric=self.metric, statistic=self.statistic, **kw)  # its own one-line errors
-        return self
-
-
 class VictimSpec(SchedSpec):
     body: Literal["chase", "sum", "spawn", "pi", "command", "syscall", "aocs", "latency", "taskset", "attach"]
     bytes: Optional[Size] = None
@@ -159,7 +136,7 @@ class VictimSpec(SchedSpec):
     warmup_jobs: int = Field(default=10, ge=0, le=limits.MAX_JOBS)
     counters: list[Union[EventName, CounterSpec]] = Field(default=[], max_length=64, description="events read around every job")
     counters_exclude_kernel: bool = False
-    epsilon: Optional[VictimEpsilon] = Field(default=None, description="the victim's ε: { metric, statistic, bound }")
+    epsilon: Optional[VictimEpsilon] = Field(default=None, description="the victim's ε: { metric, statistic, bound } (config/epsilon.py)")
     #: A command's period where the file declares none: a placeholder until the pilot run
     #: measures the program (pilot.py; the victim only: applications keep a long one).
     COMMAND_PERIOD: ClassVar[str] = "1s"
@@ -399,26 +376,6 @@ APP_NAME = r"^[A-Za-z0-9_.-]{1,64}$"
 APPLICATION_SCENARIOS = ("alone", "pairs", "all", "first", "faults")
 
 
-class EpsilonSpec(_Strict):
-    """The acceptable interference of one application: a bound on its response or execution
-    time at a statistic, absolute (`bound`) or relative to the application alone."""
-
-    metric: Literal["response", "execution"] = "response"
-    statistic: Literal["p99", "p999", "max", "median"] = "p99"
-    bound: Optional[Duration] = None
-    relative: Optional[float] = Field(default=None, gt=1.0, le=1000.0, description="× the application alone")
-
-    @model_validator(mode="after")
-    def _one_bound(self):
-        if (self.bound is None) == (self.relative is None):
-            raise ValueError("give exactly one of 'bound' (e.g. \"12ms\") or 'relative' (e.g. 1.2 × the application alone)")
-        if self.bound is not None:
-            from ..units import duration_ns
-
-            duration_ns(self.bound, "bound")
-        return self
-
-
 class FaultSpec(EnemySpec):
     """A fault of an application: an enemy kind of the catalog that runs inside the
     application (its group, CPUs and, unless it sets its own, its policy), named
@@ -445,7 +402,7 @@ class ApplicationSpec(VictimSpec):
     name: str = Field(pattern=APP_NAME, description="unique among the applications; names its jobs and files")
     description: str = ""
     criticality: Literal["A", "B", "C", "D"]
-    epsilon: Optional[EpsilonSpec] = None
+    epsilon: Optional[ApplicationEpsilon] = Field(default=None, description="the application's ε: { metric, statistic, bound }")
     files: Literal["shared", "duplicated"] = Field(
         default="shared", description="aocs: the data files shared with the other applications, or a copy of its own")
     faults: list[FaultSpec] = Field(default=[], max_length=limits.MAX_ENEMIES)
@@ -708,19 +665,26 @@ def _fix(err: dict, model_fields: list[str]) -> str:
     return " ".join(msg.split())
 
 
-def error_line(e: ValidationError, model: type[BaseModel] | None = None) -> str:
+def error_line(e: ValidationError, model: type[BaseModel] | None = None, where=lambda loc: loc) -> str:
     """`field: what is wrong; fix` for the first problem of `e`. An invalid value of a field
     that accepts several types (a duration, a CPU set) is one line naming what it accepts,
     not one line per type. `model`: the model validated, whose keys an unknown key is
-    compared with ("did you mean")."""
+    compared with ("did you mean"); `where`: a model location → the file's (they differ
+    where the file's grammar nests less than the model)."""
     errors = e.errors()
     err = errors[0]
-    path = _path(err["loc"])
-    tags = [p for x in errors if _path(x["loc"]) == path for p in x["loc"][-1:] if _is_tag(p) and x["type"] != "value_error"]
+    path = _path(where(err["loc"]))
+    tags = [p for x in errors if _path(where(x["loc"])) == path for p in x["loc"][-1:] if _is_tag(p) and x["type"] != "value_error"]
     if len(tags) > 1 and err["type"] not in ("extra_forbidden", "missing"):
         kinds = " or ".join(dict.fromkeys(_TAG_WORDS.get(t, t) for t in tags))
         return f"{path}: {_shown(err.get('input'))} is not valid here; give {kinds}"
-    fix = _fix(err, keys_at(model, err["loc"][:-1], _is_tag) if err["type"] == "extra_forbidden" else [])
+    near = []
+    if err["type"] == "extra_forbidden":
+        near = keys_at(model, err["loc"][:-1], _is_tag)
+        if where(err["loc"]) != err["loc"]:  # the file's table holds the keys of two of the model's (not the nesting key)
+            outer = keys_at(model, where(err["loc"])[:-1], _is_tag)
+            near += [k for k in outer if k not in near and k != err["loc"][len(where(err["loc"])) - 1]]
+    fix = _fix(err, near)
     # A check of an enemy's catalog parameter names its key: `@key: problem` (EnemySpec).
     m = re.match(r"^@([A-Za-z_][\w.\[\]]*): (.*)$", fix)
     if m:
@@ -740,10 +704,13 @@ def load(path: Union[str, Path]) -> Experiment:
     """Read and validate an experiment file; raise UsageError with one clear line."""
     p = Path(path)
     _, data = read_toml(p)
+    found = deprecations.Deprecations()
     try:
-        return Experiment.model_validate(data)
+        exp = Experiment.model_validate(data, context=found)
     except ValidationError as e:
         raise UsageError(format_validation_error(str(p), e, Experiment)) from None
+    deprecations.say(str(p), found)
+    return exp
 
 
 def json_schema() -> dict:

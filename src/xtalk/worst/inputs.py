@@ -119,6 +119,12 @@ def request(experiment: Optional[Path], victim_text: Optional[str], budget: str,
     rule = stopping_rule(margin, confidence)
     if statistic not in STATISTICS:
         raise UsageError(f"--statistic: {statistic!r} is not one of {', '.join(STATISTICS)}; choose one")
+    if metric == "execution":  # the spelling before the one ε grammar (config/epsilon.py): said once
+        import sys
+
+        print('--metric: deprecated: "execution" is now "exec" (as in --epsilon and epsilon = { metric = "exec" })',
+              file=sys.stderr)
+        metric = "exec"
     if metric not in METRICS:
         raise UsageError(f"--metric: {metric!r} is not one of {', '.join(METRICS)}; choose one")
     for k in kinds or []:

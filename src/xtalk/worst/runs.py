@@ -23,7 +23,7 @@ from ..runner import RUN_OVERHEAD_S, prepare
 from ..targets.base import LocalTarget
 
 #: Job columns of the two metrics.
-METRICS = {"execution": "exec_ns", "response": "response_ns"}
+METRICS = {"exec": "exec_ns", "response": "response_ns"}
 #: Statistics a search can maximise.
 STATISTICS = ("p99", "median", "max")
 #: Search runs are short: at most this much measured time per run (and at least MIN_JOBS jobs).

@@ -66,10 +66,17 @@ def _traced_run(agent, tmp_path, exp, name, cpu):
     """A 7 ms victim (about 4 ms of pi per job) for 1900 jobs (13 s) on ``cpu``, traced; its run
     directory under ``exp``. SCHED_FIFO 90: on a shared machine, other sessions' real-time
     tasks (below 90) do not preempt it, so what the trace blames is what the test planted."""
-    plan = small_plan(run_id=name, jobs=1900, period_ns=7_000_000, cpus=[cpu], sched={"policy": "fifo", "priority": 90})
-    plan["victim"]["body"] = {"kind": "pi", "iterations": 3_200_000}
+    return _traced_pi(agent, tmp_path, exp, name, cpu, jobs=1900, period_ns=7_000_000, priority=90,
+                      iterations=3_200_000, timeout_s=60)
+
+
+def _traced_pi(agent, tmp_path, exp, name, cpu, *, jobs, period_ns, priority, iterations, timeout_s=None):
+    """A pi victim at SCHED_FIFO `priority` on `cpu`, traced, run by the agent and converted."""
+    plan = small_plan(run_id=name, jobs=jobs, period_ns=period_ns, cpus=[cpu], sched={"policy": "fifo", "priority": priority})
+    plan["victim"]["body"] = {"kind": "pi", "iterations": iterations}
     plan["labels"] = {"scenario": name}
-    plan["timeout_s"] = 60
+    if timeout_s is not None:
+        plan["timeout_s"] = timeout_s
     plan["trace"] = {}
     run = exp / "runs" / name
     p = subprocess.run([agent, "run", write_plan(tmp_path, plan, f"{name}.json"), "--out", run],
@@ -130,16 +137,8 @@ def _short_traced_run(agent, tmp_path, exp, name, cpu):
     """A 10 ms victim (about 2 ms of pi per job) for 300 jobs (3 s) on ``cpu``, traced,
     converted; its run directory under ``exp``. SCHED_FIFO 97: another session's real-time
     victim (they run at 90 and below) would hold it off, and the trace would rightly say so."""
-    plan = small_plan(run_id=name, jobs=300, period_ns=10_000_000, cpus=[cpu], sched={"policy": "fifo", "priority": 97})
-    plan["victim"]["body"] = {"kind": "pi", "iterations": 1_500_000}
-    plan["labels"] = {"scenario": name}
-    plan["trace"] = {}
-    run = exp / "runs" / name
-    p = subprocess.run([agent, "run", write_plan(tmp_path, plan, f"{name}.json"), "--out", run],
-                       capture_output=True, text=True)
-    assert p.returncode == 0, p.stderr
-    convert_run(run)
-    return run
+    return _traced_pi(agent, tmp_path, exp, name, cpu, jobs=300, period_ns=10_000_000, priority=97,
+                      iterations=1_500_000)
 
 
 def _planted_ns(log, jobs) -> int:

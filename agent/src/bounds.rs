@@ -6,7 +6,7 @@
 
 use crate::launch::shm::MAX_ENEMIES;
 use crate::observe::machine;
-use crate::plan::{err, Body, Plan, PlanError, Victim, MAX_APPLICATIONS};
+use crate::plan::{err, Plan, PlanError, Victim, MAX_APPLICATIONS};
 use std::path::Path;
 
 pub use crate::plan::{MAX_JOBS, MAX_PERIOD_NS, MAX_PIDS, MAX_RUN_ID, MAX_RUN_S, MAX_TIMEOUT_S};
@@ -30,7 +30,7 @@ fn records_of(v: &Victim) -> u64 {
         let rec = 24 + 8 * v.counters.len() as u64;
         n = n.saturating_add(HEADER.saturating_add(jobs.saturating_mul(rec)));
     }
-    if let Body::Command { probe_capacity, .. } = &v.body {
+    if let Some(probe_capacity) = crate::victims::probe_capacity(&v.body) {
         n = n.saturating_add(HEADER.saturating_add(probe_capacity.saturating_mul(32)));
     }
     n
@@ -100,7 +100,7 @@ fn check_measured(at: &str, v: &Victim, settle_ms: f64) -> Result<(), PlanError>
     if v.deadline_ns.is_some_and(|d| d > MAX_PERIOD_NS) {
         return err(format!("{at}.deadline_ns"), format!("is above one hour ({MAX_PERIOD_NS} ns); lower it"));
     }
-    let run_s = settle_ms / 1e3 + v.run_periods() * v.period_ns as f64 / 1e9;
+    let run_s = settle_ms / 1e3 + crate::victims::run_periods(v) * v.period_ns as f64 / 1e9;
     if run_s > MAX_RUN_S {
         return err(format!("{at}.jobs"), format!("jobs x period make a run of {:.0} s, above the limit of {MAX_RUN_S:.0} s (7 days); lower jobs or the period", run_s));
     }
@@ -111,7 +111,9 @@ fn check_measured(at: &str, v: &Victim, settle_ms: f64) -> Result<(), PlanError>
 /// directory at its end: both must hold them.
 fn check_records(plan: &Plan) -> Result<(), PlanError> {
     let need = record_bytes(plan);
-    let field = if matches!(plan.victim.body, Body::Command { .. }) { "victim.body.probe_capacity" } else { "victim.jobs" };
+    let probes = crate::victims::kind_of(&plan.victim.body).probes;
+    let field = probes.map_or("victim.jobs".to_string(), |p| format!("victim.body.{p}"));
+    let field = field.as_str();
     let avail = machine::mem_available_bytes();
     if avail > 0 && need > avail / 2 {
         return err(field, format!("the run's records need {} MiB of memory (80 bytes per job) but only {} MiB are available; lower it to fit in half of that",

@@ -1,4 +1,4 @@
-//! The agent's catalog: every enemy kind with its declared parameters, and the plan's
+//! The agent's catalog: every enemy kind and victim body with its declared parameters, and the plan's
 //! limits, as JSON (`xtalk-agent catalog --json`). The host validates experiment files,
 //! fills defaults and writes the plan's JSON Schema and docs/enemies.md's parameter tables
 //! from it; src/xtalk/schema/catalog.json is this output checked in.
@@ -15,6 +15,7 @@ pub fn catalog() -> Value {
         "plan_version": crate::plan::PLAN_VERSION,
         "limits": limits(),
         "enemies": crate::enemies::KINDS.iter().map(|k| k.to_json()).collect::<Vec<_>>(),
+        "bodies": crate::victims::BODIES.iter().map(|b| b.to_json()).collect::<Vec<_>>(),
     })
 }
 
@@ -58,6 +59,29 @@ mod tests {
             }
             for f in k.footprint.params {
                 assert!(k.param(f).is_some(), "{}: footprint names '{f}'", k.name);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod body_tests {
+    use crate::enemies::kind::Dflt;
+    use crate::victims::BODIES;
+
+    #[test]
+    fn bodies_are_unique_and_well_declared() {
+        for (i, b) in BODIES.iter().enumerate() {
+            assert!(BODIES[..i].iter().all(|o| o.name != b.name), "{} registered twice", b.name);
+            assert!(!b.doc.is_empty() && !b.sections.is_empty(), "{}: doc and sections", b.name);
+            for p in b.params {
+                assert!(!p.doc.is_empty(), "{}.{}: doc", b.name, p.name);
+                if let (Some(lo), Dflt::U64(d)) = (p.min, p.default) {
+                    assert!(d >= lo && p.max.map_or(true, |hi| d <= hi), "{}.{}: default outside its bounds", b.name, p.name);
+                }
+            }
+            for f in b.footprint.params.iter().chain(b.work.iter()).chain(b.probes.iter()) {
+                assert!(b.param(f).is_some(), "{}: names '{f}', which it does not declare", b.name);
             }
         }
     }

@@ -3,14 +3,11 @@
 //! facts of observe/facts.rs: this one, or a recorded fixture ($XTALK_MACHINE).
 
 use crate::enemies;
-use crate::plan::{err, refused, Body, Enemy, Placement, Plan, PlanError, Sched, Victim, PLAN_VERSION};
+use crate::plan::{err, refused, Enemy, Placement, Plan, PlanError, Sched, Victim, PLAN_VERSION};
 use crate::observe::facts::{self, Machine};
 use crate::observe::{machine, perf, trace};
 
-/// Most tasks of a task set.
-pub const MAX_TASKS: usize = 64;
-/// Smallest SCHED_DEADLINE runtime the kernel accepts (2^10 ns, sched/deadline.c).
-const DL_MIN_RUNTIME_NS: u64 = 1 << 10;
+pub use crate::victims::taskset::{DL_MIN_RUNTIME_NS, MAX_TASKS};
 
 pub fn check(plan: &Plan) -> Result<(), PlanError> {
     if plan.version != PLAN_VERSION {
@@ -30,10 +27,10 @@ pub fn check(plan: &Plan) -> Result<(), PlanError> {
     let (online, allowed) = (m.online.clone(), m.allowed.clone());
     check_names(plan)?;
     check_victim("victim", &plan.victim, &online, &allowed)?;
-    let mut footprint = victim_footprint(&plan.victim.body);
+    let mut footprint = crate::victims::footprint(&plan.victim.body);
     for (i, a) in plan.applications.iter().enumerate() {
         check_victim(&format!("applications[{i}]"), a, &online, &allowed)?;
-        footprint = footprint.saturating_add(victim_footprint(&a.body));
+        footprint = footprint.saturating_add(crate::victims::footprint(&a.body));
     }
     for (i, e) in plan.enemies.iter().enumerate() {
         check_enemy(i, e, &online, &allowed)?;
@@ -52,7 +49,7 @@ pub fn check(plan: &Plan) -> Result<(), PlanError> {
         return err("enemies", format!("the measured processes and enemies need {} MiB but only {} MiB are available; use smaller buffers",
             footprint >> 20, avail >> 20));
     }
-    let needed_s = plan.run_seconds();
+    let needed_s = crate::victims::run_seconds(plan);
     if !(plan.timeout_s > needed_s) {
         return err("timeout_s", format!("{} s is shorter than the run itself ({needed_s:.3} s); raise it", plan.timeout_s));
     }
@@ -89,137 +86,9 @@ fn check_names(plan: &Plan) -> Result<(), PlanError> {
     Ok(())
 }
 
-fn victim_footprint(b: &Body) -> u64 {
-    match b {
-        Body::Chase { bytes, .. } | Body::Sum { bytes } | Body::Spawn { bytes } => *bytes,
-        Body::Pi { .. } | Body::Command { .. } | Body::Syscall { .. } | Body::Aocs { .. } | Body::Latency {} | Body::Taskset { .. } | Body::Attach { .. } => 0,
-    }
-}
-
-fn gcd(a: u64, b: u64) -> u64 {
-    if b == 0 { a } else { gcd(b, a % b) }
-}
-
-fn check_taskset(at: &str, v: &Victim, tasks: &[crate::plan::Task], policy: crate::plan::TaskPolicy, online: &[usize]) -> Result<(), PlanError> {
-    use crate::plan::TaskPolicy;
-    if tasks.is_empty() || tasks.len() > MAX_TASKS {
-        return err(format!("{at}.body.tasks"), format!("give between 1 and {MAX_TASKS} tasks"));
-    }
-    let mut hyper = 1u64;
-    for (i, t) in tasks.iter().enumerate() {
-        let f = |k: &str| format!("{at}.body.tasks[{i}].{k}");
-        if t.name.is_empty() || tasks[..i].iter().any(|o| o.name == t.name) {
-            return err(f("name"), "must be non-empty and unique in the task set");
-        }
-        if t.period_ns < 100_000 {
-            return err(f("period_ns"), "must be at least 100000 (100 us)");
-        }
-        if t.wcet_ns < 1_000 {
-            return err(f("wcet_ns"), "must be at least 1000 (1 us of busy loop)");
-        }
-        if t.deadline_ns == Some(0) || t.deadline() > t.period_ns {
-            return err(f("deadline_ns"), "must be positive and at most the period (constrained deadlines)");
-        }
-        match policy {
-            TaskPolicy::Rm => {
-                if t.runtime_ns.is_some() {
-                    return err(f("runtime_ns"), "is for policy 'deadline'; remove it or set policy = \"deadline\"");
-                }
-                if let Some(p) = t.priority {
-                    if !(1..=99).contains(&p) {
-                        return err(f("priority"), format!("{p} is out of range; use 1..99"));
-                    }
-                }
-            }
-            TaskPolicy::Deadline => {
-                if t.priority.is_some() {
-                    return err(f("priority"), "is for policy 'rm'; remove it or set policy = \"rm\"");
-                }
-                let r = crate::victims::taskset::runtime(t);
-                if r < DL_MIN_RUNTIME_NS || r > t.deadline() {
-                    return err(f("runtime_ns"), format!("{r} ns is outside [{DL_MIN_RUNTIME_NS}, deadline {}]; SCHED_DEADLINE needs runtime <= deadline <= period", t.deadline()));
-                }
-            }
-        }
-        hyper = (hyper / gcd(hyper, t.period_ns)).checked_mul(t.period_ns).unwrap_or(u64::MAX);
-        if hyper > 3_600_000_000_000 {
-            return err(format!("{at}.body.tasks"), "the hyperperiod exceeds one hour; use harmonic periods");
-        }
-    }
-    if v.period_ns != hyper {
-        return err(format!("{at}.period_ns"), format!("{} is not the task set's hyperperiod; set it to {hyper}", v.period_ns));
-    }
-    let per: u64 = tasks.iter().map(|t| hyper / t.period_ns).sum();
-    if v.jobs % per != 0 || v.warmup_jobs % per != 0 {
-        return err(format!("{at}.jobs"), format!("jobs and warmup_jobs count job records of whole hyperperiods: multiples of {per}"));
-    }
-    if !v.counters.is_empty() {
-        return err(format!("{at}.counters"), "counters are not read for a task set; remove them");
-    }
-    if policy == TaskPolicy::Deadline {
-        if v.placement.cpus.as_ref().is_some_and(|c| online.iter().any(|o| !c.contains(o))) {
-            return err(format!("{at}.placement.cpus"), "SCHED_DEADLINE tasks may not be pinned to a subset of the root domain; leave placement unpinned");
-        }
-        let bw: f64 = tasks.iter().map(|t| crate::victims::taskset::runtime(t) as f64 / t.period_ns as f64).sum();
-        let limit = facts::current().dl_bandwidth_limit() * online.len() as f64;
-        if bw > limit {
-            return err(format!("{at}.body.tasks"), format!("SCHED_DEADLINE admission would fail: the reservations add up to {bw:.3} CPUs, over the limit of {limit:.3} ({} CPUs x sched_rt_runtime/sched_rt_period); lower runtimes or drop tasks", online.len()));
-        }
-    }
-    Ok(())
-}
 
 fn check_victim(at: &str, v: &Victim, online: &[usize], allowed: &[usize]) -> Result<(), PlanError> {
-    match &v.body {
-        Body::Chase { bytes, accesses, .. } => {
-            if *bytes < 128 {
-                return err(format!("{at}.body.bytes"), "must be at least 128 (two cache lines)");
-            }
-            if *accesses == Some(0) {
-                return err(format!("{at}.body.accesses"), "must be at least 1, or absent for one pass over the buffer");
-            }
-        }
-        Body::Sum { bytes } | Body::Spawn { bytes } if *bytes < 8 => return err(format!("{at}.body.bytes"), "must be at least 8"),
-        Body::Pi { iterations } if *iterations == 0 => return err(format!("{at}.body.iterations"), "must be at least 1"),
-        Body::Command { argv, preload, probe_capacity, .. } => {
-            if argv.is_empty() || argv[0].is_empty() {
-                return err(format!("{at}.body.argv"), "is empty; give the program and its arguments, e.g. [\"./app\", \"-n\", \"10\"]");
-            }
-            if crate::victims::command::find_program(&argv[0]).is_none() {
-                return err(format!("{at}.body.argv[0]"), format!("'{}' is not an executable file here (nor on PATH)", argv[0]));
-            }
-            if let Some(p) = preload {
-                if !std::path::Path::new(p).is_file() {
-                    return err(format!("{at}.body.preload"), format!("'{p}' does not exist; build it with `make setup` (build/libxtalk_preload.so)"));
-                }
-            }
-            if !(1..=1 << 26).contains(probe_capacity) {
-                return err(format!("{at}.body.probe_capacity"), "must be between 1 and 67108864 records");
-            }
-            if v.jobs != 1 || v.warmup_jobs != 0 {
-                return err(format!("{at}.jobs"), "a command body runs once per run: jobs = 1, warmup_jobs = 0");
-            }
-        }
-        Body::Syscall { calls } if *calls == 0 => return err(format!("{at}.body.calls"), "must be at least 1"),
-        Body::Aocs { input, expected, first_step, steps_per_job, repeat_step } => {
-            if !(1..=crate::plan::MAX_STEPS_PER_JOB).contains(steps_per_job) {
-                return err(format!("{at}.body.steps_per_job"), format!("must be between 1 and {}", crate::plan::MAX_STEPS_PER_JOB));
-            }
-            if !(1..=crate::plan::MAX_REPEAT_STEP).contains(repeat_step) {
-                return err(format!("{at}.body.repeat_step"), format!("must be between 1 and {}", crate::plan::MAX_REPEAT_STEP));
-            }
-            let steps = v.total_jobs().saturating_mul(*steps_per_job);
-            crate::victims::aocs::io::check_window(&format!("{at}.body"), input, expected, *first_step, steps, &format!("{at}.jobs"), "first_step + (warmup_jobs + jobs) × steps_per_job")?
-        }
-        Body::Taskset { tasks, policy } => check_taskset(at, v, tasks, *policy, online)?,
-        Body::Attach { pid, .. } => {
-            crate::victims::attach::check_target(*pid).or_else(|e| crate::plan::refused(format!("{at}.body.pid"), e))?;
-            if v.jobs != 1 || v.warmup_jobs != 0 {
-                return err(format!("{at}.jobs"), "an attached process is watched for one window (period_ns): jobs = 1, warmup_jobs = 0");
-            }
-        }
-        _ => {}
-    }
+    crate::victims::checked(v, at, online)?;
     if v.period_ns < 10_000 {
         return err(format!("{at}.period_ns"), "must be at least 10000 (10 us)");
     }
@@ -232,7 +101,7 @@ fn check_victim(at: &str, v: &Victim, online: &[usize], allowed: &[usize]) -> Re
     check_counters(at, v)?;
     check_placement(at, &v.placement, online, allowed)?;
     check_sched(at, &v.sched, &v.placement, online)?;
-    check_lock(at, v.lock_memory, victim_footprint(&v.body))
+    check_lock(at, v.lock_memory, crate::victims::footprint(&v.body))
 }
 
 /// Why the machine the facts describe has no resctrl for `g`'s cache or bandwidth share.
@@ -684,7 +553,7 @@ mod apps_tests {
     fn the_run_lasts_as_long_as_its_longest_measured_process() {
         let p = parse(&base().to_string()).unwrap();
         // victim 10 x 1 ms, b 5 x 2 ms, c 5 x 1 ms: 10 ms, plus 10 ms settle.
-        assert!((p.run_seconds() - 0.020).abs() < 1e-9, "{}", p.run_seconds());
+        assert!((crate::victims::run_seconds(&p) - 0.020).abs() < 1e-9, "{}", crate::victims::run_seconds(&p));
         let mut long = base();
         long["applications"][0]["jobs"] = json!(20_000); // 40 s, past timeout_s = 30
         refused(long, "timeout_s", "shorter than the run");

@@ -2,6 +2,7 @@
 mod bounds;
 mod catalog;
 mod check;
+mod declare;
 mod enemies;
 mod kernels;
 mod launch;

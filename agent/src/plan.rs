@@ -325,19 +325,6 @@ impl Victim {
     pub fn deadline(&self) -> u64 {
         self.deadline_ns.unwrap_or(self.period_ns)
     }
-    /// Periods the victim runs: one per job, or for a task set one per hyperperiod (plus the
-    /// hyperperiod a late task may use before it gives up).
-    /// The host's one copy of this rule is src/xtalk/plan.py `victim_seconds`;
-    /// tests/test_catalog.py checks that both put a run's end at the same place.
-    pub fn run_periods(&self) -> f64 {
-        match &self.body {
-            Body::Taskset { tasks, .. } if !tasks.is_empty() => {
-                let per: u64 = tasks.iter().map(|t| self.period_ns / t.period_ns.max(1)).sum();
-                (self.total_jobs() / per.max(1)) as f64 + 1.0
-            }
-            _ => self.total_jobs() as f64,
-        }
-    }
     pub fn total_jobs(&self) -> u64 {
         self.warmup_jobs + self.jobs
     }
@@ -351,84 +338,13 @@ pub enum Order {
     Linear,
 }
 
-/// The work one victim job does (victims/ has one file per body).
+/// The work one victim job does: a body and its parameters, checked against the body's
+/// declaration (victims/<body>.rs, registered in victims/mod.rs), as an enemy's load is.
 #[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(tag = "kind", rename_all = "lowercase", deny_unknown_fields)]
-pub enum Body {
-    /// Dependent loads, one per cache line, over `bytes`; `accesses` per job (default: one pass).
-    Chase {
-        bytes: u64,
-        #[serde(default)]
-        order: Order,
-        #[serde(default)]
-        accesses: Option<u64>,
-        #[serde(default)]
-        seed: u64,
-    },
-    /// Sum of a u64 array of `bytes`.
-    Sum { bytes: u64 },
-    /// Each job forks a child that sums `bytes` and exits, and waits for it: an application
-    /// that starts processes as it runs. A refused fork fails the job (victims/spawn.rs).
-    Spawn { bytes: u64 },
-    /// pi/4 series in registers only (seed 000 §6.4.2).
-    Pi { iterations: u64 },
-    /// `calls` getppid(2) system calls (system-call latency probe).
-    Syscall { calls: u64 },
-    /// Any program (argv, no shell), run once per run as job 0; per-section timing comes
-    /// from its probes (include/xtalk/probe.h) in probes.bin.
-    Command {
-        argv: Vec<String>,
-        #[serde(default)]
-        env: std::collections::BTreeMap<String, String>,
-        /// A shared library to LD_PRELOAD (e.g. the syscall probes, libxtalk_preload.so).
-        #[serde(default)]
-        preload: Option<String>,
-        #[serde(default = "default_probe_capacity")]
-        probe_capacity: u64,
-        /// Probe names from the experiment file (id -> name); the host reads them.
-        #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
-        probe_names: std::collections::BTreeMap<String, String>,
-        /// Where the host takes the program's jobs from (its probes or the scheduler trace);
-        /// the agent runs the program as one job either way.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        jobs_from: Option<JobsFrom>,
-    },
-    /// Attitude and orbit control loop (victims/aocs/): one step per job, inputs from the
-    /// input pipe, outputs compared with `expected` bit for bit by a child process. Files
-    /// from `xtalk-agent aocs-generate`; the window starts at scenario step `first_step`.
-    Aocs {
-        input: String,
-        expected: String,
-        #[serde(default)]
-        first_step: u64,
-        /// Consecutive scenario steps per job (1..=MAX_STEPS_PER_JOB): a step costs µs on a
-        /// PC where it cost ms on the seed's flight processor, so a job may take several.
-        #[serde(default = "one_step")]
-        steps_per_job: u64,
-        /// Each step computed this many times (1..=MAX_REPEAT_STEP), all but the last on a
-        /// scratch copy: a processor that many times slower, the same outputs.
-        #[serde(default = "one_step")]
-        repeat_step: u64,
-    },
-    /// cyclictest-equivalent: an empty job; the record's wake-up minus release is the timer
-    /// latency of every sample (victims/latency.rs).
-    Latency {},
-    /// Periodic tasks as threads of the victim (victims/taskset.rs, seed 001 §4.6). The
-    /// victim's `period_ns` is the hyperperiod; `jobs` and `warmup_jobs` count job records
-    /// of all tasks together (whole hyperperiods).
-    Taskset {
-        tasks: Vec<Task>,
-        #[serde(default)]
-        policy: TaskPolicy,
-    },
-    /// A process already running, measured for one window of `period_ns` (victims/attach.rs):
-    /// never forked, signalled, moved or re-prioritised; its jobs come from the trace.
-    Attach {
-        pid: i32,
-        /// Where the host takes its jobs from (the trace); the agent watches one window.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        jobs_from: Option<JobsFrom>,
-    },
+pub struct Body {
+    pub kind: String,
+    #[serde(flatten)]
+    pub params: serde_json::Map<String, serde_json::Value>,
 }
 
 /// One periodic task of a task set: a calibrated busy loop of `wcet_ns` CPU time per job.
@@ -463,10 +379,6 @@ pub enum TaskPolicy {
     #[default]
     Rm,
     Deadline,
-}
-
-fn default_probe_capacity() -> u64 {
-    1 << 18
 }
 
 /// The load one enemy generates until stopped: `{"kind": ..., <parameters>}`. Each kind's
@@ -570,10 +482,6 @@ impl Plan {
     pub fn measured(&self) -> impl Iterator<Item = &Victim> {
         std::iter::once(&self.victim).chain(self.applications.iter())
     }
-    /// The measured run: settle plus the longest measured process's periods, in seconds.
-    pub fn run_seconds(&self) -> f64 {
-        self.settle_ms / 1e3 + self.measured().map(|v| v.run_periods() * v.period_ns as f64 / 1e9).fold(0.0, f64::max)
-    }
 }
 
 /// Parse a plan strictly; the error names the JSON path.
@@ -588,10 +496,6 @@ pub fn parse(text: &str) -> Result<Plan, PlanError> {
             machine: false,
         }
     })
-}
-
-fn one_step() -> u64 {
-    1
 }
 
 /// The most AOCS steps a job may take (the data files hold 16000 steps by default).

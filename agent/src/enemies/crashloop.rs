@@ -26,4 +26,5 @@ impl EnemyLoad for CrashLoop {
 
 /// The `crashloop` kind (registry: mod.rs).
 pub const KIND: Kind = Kind::new("crashloop", "failure propagation: a child that aborts, restarted at once", "crashes", &[], |_, _| Ok(Box::new(CrashLoop)))
-.channel("processes");
+.channel("processes")
+.fault();

@@ -78,7 +78,8 @@ pub const KIND: Kind = Kind::new("diskfill", "failure propagation: an unnamed fi
     }
     Ok(())
 })
-.channel("disk");
+.channel("disk")
+.fault();
 
 /// Free bytes of the file system holding directory `dir` (for unprivileged users).
 pub fn fs_free_bytes(dir: &str) -> Result<u64, String> {

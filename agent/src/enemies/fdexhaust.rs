@@ -36,4 +36,5 @@ impl EnemyLoad for FdExhaust {
 /// The `fdexhaust` kind (registry: mod.rs).
 pub const KIND: Kind = Kind::new("fdexhaust", "failure propagation: descriptors opened up to RLIMIT_NOFILE = fds, closed, again", "descriptors",
     &[Param::u64("fds", "RLIMIT_NOFILE").range(16, 65_536).file_default("1024")], |a, _| Ok(Box::new(FdExhaust::new(a.u64("fds")))))
-.channel("descriptors");
+.channel("descriptors")
+.fault();

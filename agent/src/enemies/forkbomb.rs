@@ -54,4 +54,5 @@ pub const KIND: Kind = Kind::new("forkbomb", "failure propagation: up to max_pro
     Param::u64("max_procs", "live children (the ceiling that keeps the machine up)").range(1, 256).file_default("64"),
     Param::u64("hold_ns", "each child's life, spinning").range(1_000, 60_000_000_000).default(Dflt::U64(2_000_000)).unit("ns"),
 ], |a, _| Ok(Box::new(ForkBomb::new(a.u64("max_procs"), a.u64("hold_ns")))))
-.channel("processes");
+.channel("processes")
+.fault();

@@ -59,4 +59,5 @@ pub const KIND: Kind = Kind::new("memhog", "failure propagation: memory touched 
     }
     Ok(())
 })
-.channel("memory-capacity");
+.channel("memory-capacity")
+.fault();

@@ -27,5 +27,5 @@ impl EnemyLoad for SyscallStorm {
 }
 
 /// The `syscallstorm` kind (registry: mod.rs).
-pub const KIND: Kind = Kind::new("syscallstorm", "failure propagation: cheap system calls in a tight loop", "syscalls", &[], |_, _| Ok(Box::new(SyscallStorm)))
+pub const KIND: Kind = Kind::new("syscallstorm", "kernel paths: cheap system calls (getppid, sched_yield, mmap/munmap, open/close) in a tight loop", "syscalls", &[], |_, _| Ok(Box::new(SyscallStorm)))
 .channel("kernel");

@@ -10,7 +10,7 @@ use crate::launch::cgroups;
 use crate::observe::perf::{self, EventSpec};
 use crate::observe::trace;
 use crate::outcome::ClockPair;
-use crate::plan::{Body, Plan, Victim};
+use crate::plan::{Plan, Victim};
 use crate::record::counters::CounterLog;
 use crate::record::jobs::JobLog;
 use crate::record::probes::ProbeBuffer;
@@ -67,11 +67,9 @@ fn records(v: &Victim, out: &Path, sub: &str, staging: &Staging, journal: &mut J
     } else {
         Some(CounterLog::create(&staging.file(&name("counters.bin"), journal)?, v.total_jobs(), events.len()).map_err(|e| format!("{}: {e}", name("counters.bin")))?)
     };
-    let probes = match &v.body {
-        Body::Command { probe_capacity, .. } => {
-            Some(ProbeBuffer::create(&staging.file(&name("probes.bin"), journal)?, *probe_capacity).map_err(|e| format!("{}: {e}", name("probes.bin")))?)
-        }
-        _ => None,
+    let probes = match crate::victims::probe_capacity(&v.body) {
+        Some(capacity) => Some(ProbeBuffer::create(&staging.file(&name("probes.bin"), journal)?, capacity).map_err(|e| format!("{}: {e}", name("probes.bin")))?),
+        None => None,
     };
     Ok(Records { log, events, skipped, counter_log, probes })
 }
@@ -91,9 +89,6 @@ pub fn prepare(plan: &Plan, out: &Path, journal: &mut Journal) -> Result<Prepare
     let parties = 1 + plan.applications.len() as u32 + plan.enemies.len() as u32;
     let shared = Shared::new(parties).map_err(|e| format!("shared control block: {e}"))?;
     let groups = cgroups::Groups::create(&plan.groups, plan.pids_max, journal).map_err(|e| format!("groups: {e}"))?;
-    let attached_before = match plan.victim.body {
-        crate::plan::Body::Attach { pid, .. } => crate::victims::attach::threads(pid),
-        _ => Default::default(),
-    };
+    let attached_before = crate::victims::attach::pid_of(&plan.victim).map(crate::victims::attach::threads).unwrap_or_default();
     Ok(Prepared { staging, measured, tracer, ref_start, shared, groups, attached_before })
 }

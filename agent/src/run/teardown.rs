@@ -7,7 +7,7 @@
 use super::children::{alive, end_children, reap, Child, Role};
 use super::prepare::Prepared;
 use crate::launch::cgroups;
-use crate::plan::{Body, Plan};
+use crate::plan::Plan;
 use crate::victims;
 use std::sync::atomic::Ordering;
 
@@ -40,9 +40,9 @@ pub fn teardown(plan: &Plan, prep: &Prepared, children: &mut Vec<Child>) -> Resu
     for (m, v) in plan.measured().enumerate() {
         let rec = &prep.measured[m];
         let role = if m == 0 { Role::Victim } else { Role::Application(m - 1) };
-        if let (Body::Command { .. }, Some(c)) = (&v.body, children.iter().find(|c| c.role == role)) {
+        if let (Some(finish), Some(c)) = (victims::kind_of(&v.body).finish, children.iter().find(|c| c.role == role)) {
             if let Some((ru, end)) = &c.rusage {
-                victims::command::finish(v, &rec.log, *end, ru);
+                finish(v, &rec.log, *end, ru);
             }
         }
         rec.log.flush();

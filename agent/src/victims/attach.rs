@@ -7,7 +7,10 @@
 //! trace/activations.py). An end of the target during the window fails the run.
 
 use crate::observe::clock::{current_cpu, mono_ns, read, sleep_until};
-use crate::plan::{Body, Victim};
+use super::body::{BodyKind, Run};
+use crate::declare::{Param, Values};
+use crate::launch::setup;
+use crate::plan::{err, refused, JobsFrom, PlanError, Victim};
 use crate::record::jobs::{JobRecord, FLAG_FAILED, FLAG_MISSED};
 use std::collections::BTreeMap;
 
@@ -66,10 +69,15 @@ fn pidfd(pid: i32) -> i32 {
 }
 
 /// In the victim process, after the barrier: wait out the window, record it, exit. Never returns.
-pub fn watch(cx: &super::Ctx) -> ! {
+fn watch(cx: &super::Ctx) -> ! {
     let (v, shared, log) = (cx.victim, cx.shared, cx.log);
-    let Body::Attach { pid, .. } = &v.body else { unreachable!() };
-    let pid = *pid;
+    if let Err(msg) = setup::die_with_parent(cx.parent) {
+        cx.give_up(&format!("{}: {msg}", cx.who), 3);
+    }
+    log.prefault();
+    shared.barrier_wait();
+    cx.passed_barrier();
+    let pid = BODY.values(&v.body).u64("pid") as i32;
     let fd = pidfd(pid);
     let clock = cpu_clock(pid);
     let t0 = shared.first_release(cx.settle_ns);
@@ -110,10 +118,35 @@ pub fn watch(cx: &super::Ctx) -> ! {
 
 /// The target's threads for run.json: those at `before` and those now, together.
 pub fn attached_threads(v: &Victim, before: &BTreeMap<String, String>) -> Option<(i32, BTreeMap<String, String>)> {
-    let Body::Attach { pid, .. } = &v.body else { return None };
+    let pid = pid_of(v)?;
     let mut all = before.clone();
-    all.extend(threads(*pid));
-    Some((*pid, all))
+    all.extend(threads(pid));
+    Some((pid, all))
+}
+
+/// The process an `attach` body watches (None for any other body): the run's prepare and
+/// outcome phases list its threads.
+pub fn pid_of(v: &Victim) -> Option<i32> {
+    (v.body.kind == BODY.name).then(|| BODY.values(&v.body).u64("pid") as i32)
+}
+
+/// The `attach` body (registry: mod.rs): the process only watches the target for one window
+/// (the victim's `period_ns`), before any set-up of its own; the jobs come from the trace.
+pub const BODY: BodyKind = BodyKind::new("attach", "a process already running, watched for one window; never forked, signalled, moved or re-prioritised", &[
+    Param::u64("pid", "the process to watch").range(2, i32::MAX as u64),
+    Param::json("jobs_from", "jobs_from", "where the host takes its jobs from (the trace)"),
+], Run::Watch(watch))
+.check(check);
+
+fn check(a: &Values, v: &Victim, at: &str, _: &[usize]) -> Result<(), PlanError> {
+    check_target(a.u64("pid") as i32).or_else(|e| refused(format!("{at}.body.pid"), e))?;
+    if let Err(e) = a.json::<JobsFrom>("jobs_from") {
+        return err(format!("{at}.body.jobs_from"), format!("{e}; fix it"));
+    }
+    if v.jobs != 1 || v.warmup_jobs != 0 {
+        return err(format!("{at}.jobs"), "an attached process is watched for one window (period_ns): jobs = 1, warmup_jobs = 0");
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -2,6 +2,8 @@
 //! Latency-bound: each load waits for the previous one, so contention shows directly.
 use super::JobBody;
 use crate::kernels::{chase, chase_cycle, Buffer};
+use super::body::{BodyKind, Run};
+use crate::declare::{Dflt, Param};
 use crate::plan::Order;
 
 pub struct Chase {
@@ -28,6 +30,19 @@ impl JobBody for Chase {
         self.at
     }
 }
+
+/// The `chase` body (registry: mod.rs).
+pub const BODY: BodyKind = BodyKind::new("chase", "dependent loads, one per cache line, over `bytes`: latency-bound, every new miss shows", &[
+    Param::u64("bytes", "buffer size (two cache lines at least)").min(128).unit("bytes"),
+    Param::choice("order", &["random", "linear"], "order of the cycle through the lines").default(Dflt::Str("random")),
+    Param::u64("accesses", "loads per job (default: one pass over the buffer)").min(1).default(Dflt::Unset),
+    Param::u64("seed", "seed of the random cycle").default(Dflt::U64(0)),
+], Run::Jobs(|a, b| {
+    let order = if a.str("order") == "linear" { Order::Linear } else { Order::Random };
+    Ok(Box::new(Chase::new(a.u64("bytes"), order, a.opt_u64("accesses"), a.u64("seed"), b.victim.huge_pages)))
+}))
+.work("accesses")
+.footprint(1, &["bytes"]);
 
 #[cfg(test)]
 mod tests {

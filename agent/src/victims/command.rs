@@ -4,15 +4,23 @@
 //! program's probes (include/xtalk/probe.h) write into probes.bin through XTALK_PROBE_FD.
 
 use crate::observe::clock::{current_cpu, mono_ns, sleep_until};
-use crate::plan::{Body, Victim};
+use super::body::{BodyKind, Run};
+use crate::declare::{Dflt, Param, Values};
+use crate::plan::{err, JobsFrom, PlanError, Victim};
+use std::collections::BTreeMap;
 use crate::record::jobs::{JobLog, JobRecord, FLAG_MISSED};
 use std::ffi::CString;
 
 /// In the victim process, after set-up and the barrier: wait for the release, note the
 /// start in record 0 (unpublished) and exec. Never returns.
-pub fn exec(cx: &super::Ctx) -> ! {
+fn exec(cx: &super::Ctx) -> ! {
     let (v, shared, log, probe_fd, settle_ns) = (cx.victim, cx.shared, cx.log, cx.probe_fd, cx.settle_ns);
-    let Body::Command { argv, env, preload, .. } = &v.body else { unreachable!() };
+    let a = BODY.values(&v.body);
+    let (argv, preload) = (a.strings("argv"), a.opt_str("preload"));
+    let env: BTreeMap<String, String> = a.json("env").ok().flatten().unwrap_or_default();
+    log.prefault();
+    shared.barrier_wait();
+    cx.passed_barrier();
     let t0 = shared.first_release(settle_ns);
     log.set_t0(t0);
     sleep_until(t0);
@@ -22,7 +30,7 @@ pub fn exec(cx: &super::Ctx) -> ! {
     ptrs.push(std::ptr::null());
     unsafe { libc::fcntl(probe_fd, libc::F_SETFD, 0) }; // inherited across exec
     std::env::set_var("XTALK_PROBE_FD", probe_fd.to_string());
-    if let Some(p) = preload {
+    if let Some(p) = &preload {
         std::env::set_var("LD_PRELOAD", p);
     }
     for (k, val) in env {
@@ -62,4 +70,49 @@ pub fn find_program(cmd: &str) -> Option<std::path::PathBuf> {
         return exec(std::path::Path::new(cmd));
     }
     std::env::var_os("PATH").and_then(|path| std::env::split_paths(&path).find_map(|d| exec(&d.join(cmd))))
+}
+
+/// Most probe records of one run (2 GiB of probes.bin at 32 bytes each).
+const MAX_PROBES: u64 = 1 << 26;
+
+/// The `command` body (registry: mod.rs): the process execs the program after its set-up
+/// and the barrier; the agent completes job 0 from wait4 (`finish`).
+pub const BODY: BodyKind = BodyKind::new("command", "any program (argv, no shell), run once per run as job 0; per-section timing from its probes in probes.bin", &[
+    Param::strings("argv", "the program and its arguments"),
+    Param::json("env", "map", "environment variables set for the program (name -> value)"),
+    Param::str("preload", "a shared library to LD_PRELOAD (the syscall probes, libxtalk_preload.so)").default(Dflt::Unset),
+    Param::u64("probe_capacity", "probe records probes.bin holds").range(1, MAX_PROBES).default(Dflt::U64(1 << 18)),
+    Param::json("probe_names", "map", "probe id (digits) -> name, from the experiment file; the host reads them"),
+    Param::json("jobs_from", "jobs_from", "where the host takes the program's jobs from (its probes or the scheduler trace)"),
+], Run::Own(exec))
+.sections(&["slowdown", "distributions", "series", "spikes", "pwcet", "wakeup", "probes"])
+.probes("probe_capacity")
+.finish(finish)
+.check(check);
+
+fn check(a: &Values, v: &Victim, at: &str, _: &[usize]) -> Result<(), PlanError> {
+    let argv = a.strings("argv");
+    if argv.is_empty() || argv[0].is_empty() {
+        return err(format!("{at}.body.argv"), "is empty; give the program and its arguments, e.g. [\"./app\", \"-n\", \"10\"]");
+    }
+    if find_program(&argv[0]).is_none() {
+        return err(format!("{at}.body.argv[0]"), format!("'{}' is not an executable file here (nor on PATH)", argv[0]));
+    }
+    if let Some(p) = a.opt_str("preload") {
+        if !std::path::Path::new(&p).is_file() {
+            return err(format!("{at}.body.preload"), format!("'{p}' does not exist; build it with `make setup` (build/libxtalk_preload.so)"));
+        }
+    }
+    for key in ["env", "probe_names"] {
+        if let Err(e) = a.json::<BTreeMap<String, String>>(key) {
+            return err(format!("{at}.body.{key}"), format!("{e}; give a table of strings"));
+        }
+    }
+    if let Err(e) = a.json::<JobsFrom>("jobs_from") {
+        return err(format!("{at}.body.jobs_from"), format!("{e}; fix it"));
+    }
+    if v.jobs != 1 || v.warmup_jobs != 0 {
+        return err(format!("{at}.jobs"), "a command body runs once per run: jobs = 1, warmup_jobs = 0");
+    }
+    Ok(())
 }

@@ -1,24 +1,42 @@
 //! The periodic victim: one process, one thread, absolute-time releases; every job is
-//! recorded into the job log. Bodies (what a job computes) are one file each, registered
-//! in `build`.
+//! recorded into the job log. Bodies (what a job computes, or how a process that is not a
+//! periodic loop is run) are one file each, declaring their descriptor (body.rs:
+//! parameters, bounds, defaults, work knob, footprint, report sections, how it runs); the
+//! registry below lists them, and the plan's bodies are checked and built from it.
 
-pub mod aocs;
-pub mod attach;
-mod chase;
-pub mod command;
-mod latency;
-mod pi;
-pub use pi::leibniz;
+pub mod body;
 mod rundir;
-mod spawn;
-mod sum;
-mod syscall;
-pub mod taskset;
+
+/// The registry: one line per body file, naming the descriptor it declares. Adding a body
+/// is its file plus one line here (`pub` where other modules use the file's functions).
+macro_rules! registry {
+    ($($vis:vis $file:ident => $body:ident;)*) => {
+        $($vis mod $file;)*
+        /// Every victim body, in catalog order.
+        pub static BODIES: &[&BodyKind] = &[$(&$file::$body),*];
+    };
+}
+
+registry! {
+    chase => BODY;
+    sum => BODY;
+    spawn => BODY;
+    pi => BODY;
+    syscall => BODY;
+    latency => BODY;
+    pub aocs => BODY;
+    pub command => BODY;
+    pub taskset => BODY;
+    pub attach => BODY;
+}
+
+pub use pi::leibniz;
+use body::{BodyKind, Run};
 
 use crate::launch::setup;
 use crate::launch::shm::{Shared, Slot};
 use crate::observe::clock::{ctx_switches, current_cpu, mono_ns, sleep_until, thread_cpu_ns};
-use crate::plan::{Body, Victim};
+use crate::plan::{Body, PlanError, Victim};
 use crate::observe::perf::{EventSpec, Group, Reading};
 use crate::record::counters::CounterLog;
 use crate::record::jobs::{JobLog, JobRecord, FLAG_FAILED, FLAG_MIGRATED, FLAG_MISSED, FLAG_WARMUP};
@@ -68,21 +86,50 @@ pub trait JobBody {
     }
 }
 
-/// Registry of victim bodies.
-pub fn build(v: &Victim, log: &JobLog) -> Result<Box<dyn JobBody>, String> {
-    let huge_pages = v.huge_pages;
-    Ok(match &v.body {
-        &Body::Chase { bytes, order, accesses, seed } => Box::new(chase::Chase::new(bytes, order, accesses, seed, huge_pages)),
-        &Body::Sum { bytes } => Box::new(sum::Sum::new(bytes, huge_pages)),
-        &Body::Spawn { bytes } => Box::new(spawn::Spawn::new(bytes, huge_pages)),
-        &Body::Pi { iterations } => Box::new(pi::Pi::new(iterations)),
-        Body::Aocs { input, expected, first_step, steps_per_job, repeat_step } => Box::new(aocs::body::Aocs::new(input.as_ref(), expected.as_ref(), *first_step, v.total_jobs(), *steps_per_job, *repeat_step, rundir::of(log))?),
-        Body::Latency {} => Box::new(latency::Latency),
-        Body::Command { .. } => unreachable!("a command victim execs its program (victims/command.rs)"),
-        Body::Syscall { calls } => Box::new(syscall::Syscall::new(*calls)),
-        Body::Taskset { .. } => unreachable!("a task set runs its own threads (victims/taskset.rs)"),
-        Body::Attach { .. } => unreachable!("an attached process is watched (victims/attach.rs)"),
-    })
+/// The descriptor of a body, by name.
+pub fn find(name: &str) -> Option<&'static BodyKind> {
+    BODIES.iter().copied().find(|b| b.name == name)
+}
+
+/// The descriptor of a checked plan's body.
+pub fn kind_of(b: &Body) -> &'static BodyKind {
+    find(&b.kind).unwrap_or_else(|| panic!("unchecked victim body '{}'", b.kind))
+}
+
+/// A measured process's body checked against its declaration; `at` is its field (`victim`).
+pub fn checked(v: &Victim, at: &str, online: &[usize]) -> Result<(), PlanError> {
+    let Some(k) = find(&v.body.kind) else {
+        let names: Vec<&str> = BODIES.iter().map(|b| b.name).collect();
+        return crate::plan::err(format!("{at}.body.kind"), format!("'{}' is not a victim body of this agent; use one of {} (xtalk-agent catalog)", v.body.kind, names.join(", ")));
+    };
+    body::check(k, v, at, online)
+}
+
+/// Bytes of memory the body allocates, from its declared footprint.
+pub fn footprint(b: &Body) -> u64 {
+    find(&b.kind).map_or(0, |k| k.values(b).footprint(k.footprint))
+}
+
+/// Periods a measured process runs: one per job, or what its body declares (a task set: one
+/// per hyperperiod, plus the hyperperiod a late task may use before it gives up).
+/// The host's one copy of this rule is src/xtalk/plan.py `victim_seconds`;
+/// tests/test_catalog.py checks that both put a run's end at the same place.
+pub fn run_periods(v: &Victim) -> f64 {
+    match find(&v.body.kind).and_then(|k| k.periods.map(|f| (k, f))) {
+        Some((k, periods)) => periods(&k.values(&v.body), v),
+        None => v.total_jobs() as f64,
+    }
+}
+
+/// The measured run: settle plus the longest measured process's periods, in seconds.
+pub fn run_seconds(plan: &crate::plan::Plan) -> f64 {
+    plan.settle_ms / 1e3 + plan.measured().map(|v| run_periods(v) * v.period_ns as f64 / 1e9).fold(0.0, f64::max)
+}
+
+/// The capacity of probes.bin (records) for a body whose program writes probes.
+pub fn probe_capacity(b: &Body) -> Option<u64> {
+    let k = kind_of(b);
+    k.probes.map(|p| k.values(b).u64(p))
 }
 
 /// What a forked measured process (the victim or an application) needs besides its plan
@@ -143,15 +190,10 @@ pub fn victim_main(cx: &Ctx) -> ! {
     let (slot, who) = (cx.slot, cx.who.as_str());
     let enemies = if cx.primary { cx.enemies } else { 0 };
     setup::set_name(if cx.primary { "xt-victim".to_string() } else { format!("xt-app-{}", v.name()) }.as_str());
-    if let Body::Attach { .. } = v.body {
+    let kind = kind_of(&v.body);
+    if let Run::Watch(watch) = kind.run {
         // The watcher takes no placement or policy: the measured process is not this one.
-        if let Err(msg) = setup::die_with_parent(parent) {
-            cx.give_up(&format!("{who}: {msg}"), 3);
-        }
-        log.prefault();
-        shared.barrier_wait();
-        cx.passed_barrier();
-        attach::watch(cx);
+        watch(cx);
     }
     let ready = setup::die_with_parent(parent)
         .and_then(|_| setup::apply_placement(&v.placement))
@@ -160,15 +202,11 @@ pub fn victim_main(cx: &Ctx) -> ! {
     if let Err(msg) = ready {
         cx.give_up(&format!("{who}: {msg}"), 3);
     }
-    if let Body::Command { .. } = v.body {
-        log.prefault();
-        shared.barrier_wait();
-        cx.passed_barrier();
-        command::exec(cx);
-    }
-    if let Body::Taskset { .. } = v.body {
-        taskset::main(cx);
-    }
+    let build = match kind.run {
+        Run::Jobs(build) => build,
+        // (A watcher never came here: it returned above.)
+        Run::Own(own) | Run::Watch(own) => own(cx),
+    };
     // Counters are opened by the victim thread itself: they count this thread only.
     let mut group = match counters.map(|c| Group::open(c.events, c.exclude_kernel)).transpose() {
         Ok(g) => g,
@@ -176,7 +214,7 @@ pub fn victim_main(cx: &Ctx) -> ! {
             cx.give_up(&format!("{who} counters: {msg}"), 3);
         }
     };
-    let mut body = match build(v, log) {
+    let mut body = match build(&kind.values(&v.body), &body::Build { victim: v, log }) {
         Ok(b) => b,
         Err(msg) => {
             cx.give_up(&format!("{who}: {msg}"), 3);

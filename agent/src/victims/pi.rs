@@ -1,6 +1,8 @@
 //! `pi` body: the pi/4 Leibniz series in registers, no loads or stores (seed 000 §6.4.2).
 //! Cost is linear in the iteration count; sensitive only to CPU time taken away.
+use super::body::{BodyKind, Run};
 use super::JobBody;
+use crate::declare::Param;
 
 pub struct Pi {
     iterations: u64,
@@ -31,6 +33,13 @@ impl JobBody for Pi {
         leibniz(self.iterations).to_bits()
     }
 }
+
+/// The `pi` body (registry: mod.rs).
+pub const BODY: BodyKind = BodyKind::new("pi", "pi/4 Leibniz series in registers: no loads or stores, sensitive only to CPU time taken away", &[
+    Param::u64("iterations", "terms of the series per job").min(1),
+], Run::Jobs(|a, _| Ok(Box::new(Pi::new(a.u64("iterations"))))))
+.work("iterations");
+
 
 #[cfg(test)]
 mod tests {

@@ -4,7 +4,9 @@
 //! limit) the job fails. The child inherits the victim's CPU and policy; its CPU time is not
 //! in the job's `cpu_time_ns` (that counts the victim's thread).
 use super::sum::Sum;
+use super::body::{BodyKind, Run};
 use super::JobBody;
+use crate::declare::Param;
 
 pub struct Spawn {
     work: Sum,
@@ -53,3 +55,9 @@ impl JobBody for Spawn {
         self.failed
     }
 }
+
+/// The `spawn` body (registry: mod.rs).
+pub const BODY: BodyKind = BodyKind::new("spawn", "each job forks a child that sums `bytes` and exits; a refused fork fails the job", &[
+    Param::u64("bytes", "array size the child sums").min(8).unit("bytes"),
+], Run::Jobs(|a, b| Ok(Box::new(Spawn::new(a.u64("bytes"), b.victim.huge_pages)))))
+.footprint(1, &["bytes"]);

@@ -12,11 +12,19 @@
 use super::rundir;
 use crate::launch::setup;
 use crate::observe::clock::{ctx_switches, current_cpu, mono_ns, sleep_until, thread_cpu_ns};
-use crate::plan::{Body, Sched, Task, TaskPolicy, Victim};
+use super::body::{BodyKind, Run};
+use crate::declare::{Dflt, Param, Values};
+use crate::observe::facts;
+use crate::plan::{err, PlanError, Sched, Task, TaskPolicy, Victim};
 use crate::record::jobs::{JobLog, JobRecord, FLAG_MIGRATED, FLAG_MISSED, FLAG_WARMUP};
 use serde_json::json;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Barrier, Mutex};
+
+/// Most tasks of a task set.
+pub const MAX_TASKS: usize = 64;
+/// Smallest SCHED_DEADLINE runtime the kernel accepts (2^10 ns, sched/deadline.c).
+pub const DL_MIN_RUNTIME_NS: u64 = 1 << 10;
 
 /// Priority of the highest rate-monotonic task when the victim's own policy is not fifo.
 const RM_TOP_PRIORITY: i32 = 80;
@@ -114,7 +122,9 @@ impl<'a> Recorder<'a> {
 pub fn main(cx: &super::Ctx) -> ! {
     let (v, shared, log, settle_ns) = (cx.victim, cx.shared, cx.log, cx.settle_ns);
     let enemies = if cx.primary { cx.enemies } else { 0 };
-    let Body::Taskset { tasks, policy } = &v.body else { unreachable!() };
+    let a = BODY.values(&v.body);
+    let tasks: &[Task] = &a.json::<Vec<Task>>("tasks").ok().flatten().unwrap_or_default();
+    let policy = &policy_of(&a);
     let per_ns = calibrate();
     let scheds = sched_of(v, tasks, *policy);
     let hyper = v.period_ns as i64;
@@ -217,6 +227,108 @@ fn run_task(task: u32, t: &Task, iterations: u64, t0: i64, hyper: i64, warm_h: i
         });
     }
     std::hint::black_box(sink);
+}
+
+/// The `taskset` body (registry: mod.rs): the process runs its tasks as threads after its
+/// set-up; the report shows per-task tables, never pooled execution times.
+pub const BODY: BodyKind = BodyKind::new("taskset", "periodic tasks as threads (RM priorities or SCHED_DEADLINE reservations); the victim's period is the hyperperiod", &[
+    Param::json("tasks", "tasks", "the tasks: name, period_ns, wcet_ns, deadline_ns, priority (rm), runtime_ns (deadline)").default(Dflt::Required),
+    Param::choice("policy", &["rm", "deadline"], "fixed priorities (rate-monotonic unless given) or one SCHED_DEADLINE reservation per task").default(Dflt::Str("rm")),
+], Run::Own(main))
+.sections(&["tasks"])
+.periods(periods)
+.check(check);
+
+fn policy_of(a: &Values) -> TaskPolicy {
+    if a.str("policy") == "deadline" { TaskPolicy::Deadline } else { TaskPolicy::Rm }
+}
+
+/// One period per hyperperiod, plus the hyperperiod a late task may use before it gives up.
+/// The host's one copy of this rule is src/xtalk/plan.py `victim_seconds`.
+fn periods(a: &Values, v: &Victim) -> f64 {
+    let tasks: Vec<Task> = a.json("tasks").ok().flatten().unwrap_or_default();
+    if tasks.is_empty() {
+        return v.total_jobs() as f64;
+    }
+    let per: u64 = tasks.iter().map(|t| v.period_ns / t.period_ns.max(1)).sum();
+    (v.total_jobs() / per.max(1)) as f64 + 1.0
+}
+
+fn gcd(a: u64, b: u64) -> u64 {
+    if b == 0 { a } else { gcd(b, a % b) }
+}
+
+fn check(a: &Values, v: &Victim, at: &str, online: &[usize]) -> Result<(), PlanError> {
+    let tasks: Vec<Task> = match a.json("tasks") {
+        Ok(t) => t.unwrap_or_default(),
+        Err(e) => return err(format!("{at}.body.tasks"), format!("{e}; give a list of tasks (name, period_ns, wcet_ns, ...)")),
+    };
+    let policy = policy_of(a);
+    if tasks.is_empty() || tasks.len() > MAX_TASKS {
+        return err(format!("{at}.body.tasks"), format!("give between 1 and {MAX_TASKS} tasks"));
+    }
+    let mut hyper = 1u64;
+    for (i, t) in tasks.iter().enumerate() {
+        let f = |k: &str| format!("{at}.body.tasks[{i}].{k}");
+        if t.name.is_empty() || tasks[..i].iter().any(|o| o.name == t.name) {
+            return err(f("name"), "must be non-empty and unique in the task set");
+        }
+        if t.period_ns < 100_000 {
+            return err(f("period_ns"), "must be at least 100000 (100 us)");
+        }
+        if t.wcet_ns < 1_000 {
+            return err(f("wcet_ns"), "must be at least 1000 (1 us of busy loop)");
+        }
+        if t.deadline_ns == Some(0) || t.deadline() > t.period_ns {
+            return err(f("deadline_ns"), "must be positive and at most the period (constrained deadlines)");
+        }
+        match policy {
+            TaskPolicy::Rm => {
+                if t.runtime_ns.is_some() {
+                    return err(f("runtime_ns"), "is for policy 'deadline'; remove it or set policy = \"deadline\"");
+                }
+                if let Some(p) = t.priority {
+                    if !(1..=99).contains(&p) {
+                        return err(f("priority"), format!("{p} is out of range; use 1..99"));
+                    }
+                }
+            }
+            TaskPolicy::Deadline => {
+                if t.priority.is_some() {
+                    return err(f("priority"), "is for policy 'rm'; remove it or set policy = \"rm\"");
+                }
+                let r = runtime(t);
+                if r < DL_MIN_RUNTIME_NS || r > t.deadline() {
+                    return err(f("runtime_ns"), format!("{r} ns is outside [{DL_MIN_RUNTIME_NS}, deadline {}]; SCHED_DEADLINE needs runtime <= deadline <= period", t.deadline()));
+                }
+            }
+        }
+        hyper = (hyper / gcd(hyper, t.period_ns)).checked_mul(t.period_ns).unwrap_or(u64::MAX);
+        if hyper > 3_600_000_000_000 {
+            return err(format!("{at}.body.tasks"), "the hyperperiod exceeds one hour; use harmonic periods");
+        }
+    }
+    if v.period_ns != hyper {
+        return err(format!("{at}.period_ns"), format!("{} is not the task set's hyperperiod; set it to {hyper}", v.period_ns));
+    }
+    let per: u64 = tasks.iter().map(|t| hyper / t.period_ns).sum();
+    if v.jobs % per != 0 || v.warmup_jobs % per != 0 {
+        return err(format!("{at}.jobs"), format!("jobs and warmup_jobs count job records of whole hyperperiods: multiples of {per}"));
+    }
+    if !v.counters.is_empty() {
+        return err(format!("{at}.counters"), "counters are not read for a task set; remove them");
+    }
+    if policy == TaskPolicy::Deadline {
+        if v.placement.cpus.as_ref().is_some_and(|c| online.iter().any(|o| !c.contains(o))) {
+            return err(format!("{at}.placement.cpus"), "SCHED_DEADLINE tasks may not be pinned to a subset of the root domain; leave placement unpinned");
+        }
+        let bw: f64 = tasks.iter().map(|t| runtime(t) as f64 / t.period_ns as f64).sum();
+        let limit = facts::current().dl_bandwidth_limit() * online.len() as f64;
+        if bw > limit {
+            return err(format!("{at}.body.tasks"), format!("SCHED_DEADLINE admission would fail: the reservations add up to {bw:.3} CPUs, over the limit of {limit:.3} ({} CPUs x sched_rt_runtime/sched_rt_period); lower runtimes or drop tasks", online.len()));
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]

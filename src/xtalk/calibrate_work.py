@@ -16,18 +16,24 @@ from __future__ import annotations
 import dataclasses
 import shutil
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Optional
 
+from . import catalog
 from .config.expand import RunSpec
 from .errors import UsageError
-from .plan import AocsBody, ChaseBody, PiBody, Plan, SyscallBody
+from .plan import Plan
 from .targets.base import LocalTarget
 
 if TYPE_CHECKING:  # the outcome's models: built at the first run, not by `xtalk plan`'s estimate
     from .outcome import RunOutcome
 
-#: The work knob of each body that can be calibrated.
-KNOB = {ChaseBody: "accesses", PiBody: "iterations", SyscallBody: "calls", AocsBody: "repeat_step"}
+
+
+def knob_of(body) -> Optional[str]:
+    """The parameter that sets one job's work of a plan body (its catalog `work`), or None
+    when the body's work is not calibrated."""
+    return catalog.body(body.kind).work
+
 #: Jobs per calibration pass (after warm-up): enough for a stable median, short on any period.
 PASS_JOBS = 20
 PASS_WARMUP = 3
@@ -47,11 +53,11 @@ def _first_guess(body, target_ns: float) -> int:
     short pi series or a few system calls. The later passes scale it, so only its order of
     magnitude matters, but a first guess far above the period costs every job of the pass:
     one pass over 1.2 GiB (4 × a 300 MiB L3) took 3.8 s a job against a 4 ms period."""
-    if isinstance(body, ChaseBody):
+    if body.kind == "chase":
         return max(min(body.bytes // 64, int(target_ns / SLOW_ACCESS_NS)), 2)
-    if isinstance(body, AocsBody):  # a step costs 0.2–6 µs: at most the target at 6 µs
+    if body.kind == "aocs":  # a step costs 0.2–6 µs: at most the target at 6 µs
         return max(1, int(target_ns / 6_000))
-    return 100_000 if isinstance(body, PiBody) else 200
+    return 100_000 if body.kind == "pi" else 200
 
 
 def estimated_seconds(runs: list[RunSpec], per_run_overhead_s: float) -> float:
@@ -104,7 +110,7 @@ def calibrate(runs: list[RunSpec], utilization: float, agent, out: Path, say=pri
     solo = next((r for r in runs if r.scenario == "solo"), runs[0])
     base = solo.plan
     body = base.victim.body
-    knob = KNOB.get(type(body))
+    knob = knob_of(body)
     if knob is None:
         raise UsageError(f"victim.utilization: body '{body.kind}' has no work to calibrate; remove utilization")
     period = base.victim.period_ns

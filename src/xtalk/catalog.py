@@ -1,12 +1,15 @@
-"""The agent's catalog: every enemy kind with its parameters (type, bounds, default, unit,
-doc) and the plan's limits, as `xtalk-agent catalog --json` prints it.
+"""The agent's catalog: every enemy kind and every victim body with its parameters (type,
+bounds, default, unit, doc) and the plan's limits, as `xtalk-agent catalog --json` prints it.
 
-The agent is its one source (agent/src/enemies/<kind>.rs); `src/xtalk/schema/catalog.json`
+The agent is its one source (agent/src/enemies/<kind>.rs, agent/src/victims/<body>.rs); `src/xtalk/schema/catalog.json`
 is that output checked in (`make catalog` rewrites it, a test keeps it current), so a host
 driving boards over SSH validates without a local agent. `XTALK_CATALOG=FILE` names another
 catalog (an agent built with more enemies). The plan's load models (plan.py), the experiment
 file's enemy keys (config/experiment.py, config/expand.py) and docs/enemies.md's parameter
-tables are all made from it: the host holds no per-kind code.
+tables are all made from it: the host holds no per-kind code. The plan's body models, the
+work knob calibration sets (calibrate_work.py) and the report sections a body shows
+(report/victim_kinds.py) are made from the bodies' entries; an enemy's `class` (timing or
+fault) says which enemies break something rather than slow the victim.
 """
 
 from __future__ import annotations
@@ -30,7 +33,7 @@ class Param:
     """One parameter of an enemy kind, as the agent declares it."""
 
     name: str
-    type: str  # u64, bool, str, strings, choice
+    type: str  # u64, bool, str, strings, choice, json (a structured value of `shape`)
     doc: str
     required: bool
     default: Any = None
@@ -48,6 +51,8 @@ class Param:
     #: Choice -> the architectures it exists on (`uname -m` names), for choices that exist
     #: on some only (the store methods); a choice not listed exists everywhere.
     choice_arch: Optional[dict] = None
+    #: A `json` parameter's shape ("map", "tasks", "jobs_from"): the plan models it (plan.py).
+    shape: Optional[str] = None
 
     def choices_on(self, arch: Optional[str]) -> Optional[tuple[str, ...]]:
         """The choices that exist on ``arch`` (every choice when it is None: unknown)."""
@@ -88,6 +93,13 @@ class Kind:
     small_pages: bool
     #: The machine resource its work loads (None: none named); peaks.py sets its rate against it.
     channel: Optional[str] = None
+    #: "timing" (slows the victim) or "fault" (breaks something it needs: memory,
+    #: descriptors, the process table, a file system): a fault's counter is not a rate.
+    klass: str = "timing"
+
+    @property
+    def fault(self) -> bool:
+        return self.klass == "fault"
 
     def param(self, name: str) -> Optional[Param]:
         return next((p for p in self.params if p.name == name), None)
@@ -109,12 +121,53 @@ class Kind:
         return n
 
 
+#: The report sections of a body's execution times (agent/src/victims/body.rs EXECUTION).
+EXECUTION = ("slowdown", "distributions", "series", "spikes", "pwcet", "wakeup")
+
+
+@dataclass(frozen=True)
+class Body:
+    """One victim body: its parameters, work knob, footprint and report sections."""
+
+    name: str
+    doc: str
+    params: tuple[Param, ...]
+    #: The parameter that sets one job's work, calibrated to a target utilization (None: not calibrated).
+    work: Optional[str]
+    footprint_factor: int
+    footprint_params: tuple[str, ...]
+    #: The report sections that apply ("slowdown", "distributions", ..., and its own view:
+    #: "latency", "tasks", "aocs", "probes"); the others are hidden for it.
+    sections: tuple[str, ...]
+    #: How its process runs: "jobs" (periodic jobs the agent times), "own" (the body runs the
+    #: process: a command's exec, a task set's threads) or "watch" (a process already running).
+    run: str
+    #: The parameter giving the capacity of probes.bin (a program writing probes), if any.
+    probes: Optional[str] = None
+
+    def param(self, name: str) -> Optional[Param]:
+        return next((p for p in self.params if p.name == name), None)
+
+    @property
+    def periodic(self) -> bool:
+        """Its jobs are computations the agent releases and times (not a program run once,
+        a task set or a watched process)."""
+        return self.run == "jobs"
+
+    @property
+    def plain(self) -> bool:
+        """Periodic jobs and nothing but their execution times to report (no view of its
+        own: not latency's empty jobs, not AOCS's comparer)."""
+        return self.periodic and set(self.sections) <= set(EXECUTION)
+
+
 @dataclass(frozen=True)
 class Catalog:
     version: int
     limits: dict[str, Any]
     kinds: dict[str, Kind]
     raw: dict
+    bodies: dict[str, Body] = None  # type: ignore[assignment]
 
 
 def _param(d: dict) -> Param:
@@ -122,7 +175,8 @@ def _param(d: dict) -> Param:
                  choices=tuple(d["choices"]) if d.get("choices") else None, min=d.get("min"), max=d.get("max"),
                  multiple_of=d.get("multiple_of"), unit=d.get("unit", ""), file_default=d.get("file_default"),
                  per_bytes=d.get("per_bytes"), at_most=d.get("at_most"),
-                 choice_arch={c: tuple(a) for c, a in d["choice_arch"].items()} if d.get("choice_arch") else None)
+                 choice_arch={c: tuple(a) for c, a in d["choice_arch"].items()} if d.get("choice_arch") else None,
+                 shape=d.get("shape"))
 
 
 def parse(doc: dict, source: str = "catalog") -> Catalog:
@@ -134,8 +188,14 @@ def parse(doc: dict, source: str = "catalog") -> Catalog:
     for k in doc["enemies"]:
         kinds[k["kind"]] = Kind(name=k["kind"], doc=k["doc"], unit=k["unit"], params=tuple(_param(p) for p in k["params"]),
                                 footprint_factor=k["footprint"]["factor"], footprint_params=tuple(k["footprint"]["params"]),
-                                small_pages=k.get("small_pages", False), channel=k.get("channel"))
-    return Catalog(version=doc["version"], limits=dict(doc["limits"]), kinds=kinds, raw=doc)
+                                small_pages=k.get("small_pages", False), channel=k.get("channel"),
+                                klass=k.get("class", "timing"))
+    bodies = {}
+    for b in doc.get("bodies", []):
+        bodies[b["body"]] = Body(name=b["body"], doc=b["doc"], params=tuple(_param(p) for p in b["params"]), work=b.get("work"),
+                                 footprint_factor=b["footprint"]["factor"], footprint_params=tuple(b["footprint"]["params"]),
+                                 sections=tuple(b["sections"]), run=b["run"], probes=b.get("probes"))
+    return Catalog(version=doc["version"], limits=dict(doc["limits"]), kinds=kinds, raw=doc, bodies=bodies)
 
 
 def checked_in_text() -> str:
@@ -171,6 +231,20 @@ def kind_names() -> list[str]:
     return list(current().kinds)
 
 
+def fault_kinds() -> frozenset[str]:
+    """The enemy kinds of class `fault` (they break something the victim needs)."""
+    return frozenset(k.name for k in current().kinds.values() if k.fault)
+
+
+def body(name: str) -> Body:
+    """The victim body named `name` (KeyError when the catalog has none)."""
+    return current().bodies[name]
+
+
+def body_names() -> list[str]:
+    return list(current().bodies)
+
+
 def limit(name: str):
     """One of the plan's limits the agent exports (max_jobs, max_enemies, ...)."""
     return current().limits[name]
@@ -202,7 +276,7 @@ def parameter_tables(cat: Optional[Catalog] = None) -> str:
     cat = cat or current()
     out = [DOC_BEGIN, ""]
     for k in cat.kinds.values():
-        out.append(f"#### `{k.name}`: {k.doc} (counts {k.unit})")
+        out.append(f"#### `{k.name}`: {k.doc} (counts {k.unit}{'; class fault' if k.fault else ''})")
         out.append("")
         if not k.params:
             out += ["No parameters.", ""]

@@ -16,13 +16,12 @@ from pathlib import Path
 from .config.expand import RunSpec
 from .errors import UsageError
 from .units import rate_text
-from .plan import OtherSched, Plan, SumBody
+from . import catalog
+from .plan import OtherSched, Plan, body_model
 
 #: Jobs of the stand-in victim and its period: the enemy's pass lasts about this long.
 PASS_JOBS = 30
 PASS_PERIOD_NS = 10_000_000
-#: Kinds whose work counter is not a throughput (fault enemies count what they break).
-NOT_A_RATE = {"memhog", "fdexhaust", "forkbomb", "diskfill", "syscallstorm", "crashloop"}
 
 
 def _key(configuration: str, enemy) -> str:
@@ -41,7 +40,7 @@ def _alone_plan(plan: Plan, enemy, run_id: str) -> Plan:
     if getattr(p, "applications", None):  # alone: not beside the experiment's other applications
         p.applications = []
     v = p.victim
-    v.body, v.period_ns, v.deadline_ns = SumBody(bytes=4096), PASS_PERIOD_NS, None
+    v.body, v.period_ns, v.deadline_ns = body_model("sum")(bytes=4096), PASS_PERIOD_NS, None
     v.jobs, v.warmup_jobs, v.sched, v.counters, v.lock_memory = PASS_JOBS, 2, OtherSched(), [], False
     p.trace = None
     p.timeout_s = 60.0
@@ -58,7 +57,7 @@ def passes(runs: list[RunSpec]) -> dict[str, tuple[Plan, object, list[tuple[str,
         if r.plan.regulator is not None:
             continue
         for e in r.plan.enemies:
-            if e.load.kind in NOT_A_RATE:
+            if catalog.kind(e.load.kind).fault:  # a fault counts what it breaks, not a rate
                 continue
             k = _key(r.configuration, e)
             entry = out.setdefault(k, (r.plan, e, []))

@@ -31,14 +31,17 @@ import math
 from pathlib import Path
 
 from .analysis.guards import Z95, concluded, more_runs, repetitions_needed  # noqa: F401 (Z95: the API's)
-from .calibrate_work import KNOB, solo_pass
+from .calibrate_work import knob_of, solo_pass
 from .config.expand import RunSpec
 from .errors import UsageError
-from .plan import ChaseBody, PiBody, Plan, SpawnBody, SumBody, SyscallBody, Victim
+from . import catalog
+from .plan import Plan, Victim
 
-#: Bodies with periodic jobs of their own work (command, task sets, latency and AOCS have
-#: their own structure or their own checks).
-PERIODIC = (ChaseBody, PiBody, SpawnBody, SumBody, SyscallBody)
+
+def _periodic(body) -> bool:
+    """A body with periodic jobs of its own work and nothing else to report (command, task
+    sets, latency and AOCS have their own structure or their own checks): catalog `plain`."""
+    return catalog.body(body.kind).plain
 
 #: Alone, the median job may take at most this share of the deadline ...
 MAX_SHARE = 0.9
@@ -170,7 +173,7 @@ def infeasible(plan, field: str, who: str, where: str, median: float, deadline: 
 def _suggest_work(plan, scale: float, field: str = "victim") -> str:
     """'lower the work to …': the body's work knob times `scale` (< 1), where it has one.
     `utilization` is offered for a victim only (an application gives its work)."""
-    knob = KNOB.get(type(plan.victim.body))
+    knob = knob_of(plan.victim.body)
     now = getattr(plan.victim.body, knob, None) if knob else None
     if knob is None:
         return "lighten the victim" if field == "victim" else f"lighten {field}"
@@ -200,12 +203,12 @@ def solo_runs(runs: list[RunSpec], periodic_only: bool = True) -> list[tuple[Run
     chosen: dict[tuple[str, str | None], RunSpec] = {}
     for r in runs:
         if "applications" not in r.plan.labels:
-            if r.scenario == "solo" and (isinstance(r.plan.victim.body, PERIODIC) or not periodic_only):
+            if r.scenario == "solo" and (_periodic(r.plan.victim.body) or not periodic_only):
                 chosen.setdefault((r.configuration, None), r)
             continue
         for proc in r.plan.measured():
             key = (r.configuration, proc.name)
-            if periodic_only and not isinstance(proc.body, PERIODIC):
+            if periodic_only and not _periodic(proc.body):
                 continue
             if r.scenario == f"alone:{proc.name}":
                 if key not in chosen or chosen[key].scenario != r.scenario:

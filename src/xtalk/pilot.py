@@ -21,7 +21,7 @@ from .calibrate_work import run_on
 from .config.expand import RunSpec
 from .errors import UsageError
 from .limits import MAX_PERIOD_NS
-from .plan import CommandBody
+from . import catalog
 
 #: The longest a pilot may run before it is called a program that does not end.
 PILOT_TIMEOUT_S = 600.0
@@ -33,7 +33,7 @@ def needs_pilot(runs: list[RunSpec], period_declared: bool, timeout_declared: bo
     """Whether the victim is a command (its length is the program's) and the file leaves
     something to measure: its runs' timeout or its period. With both declared nothing runs
     before the runs (a program with side effects runs exactly as often as asked)."""
-    return bool(runs) and isinstance(runs[0].plan.victim.body, CommandBody) and not (period_declared and timeout_declared)
+    return bool(runs) and catalog.body(runs[0].plan.victim.body.kind).probes is not None and not (period_declared and timeout_declared)
 
 
 def pilot(runs: list[RunSpec], agent, out: Path, period_declared: bool, timeout_declared: bool,

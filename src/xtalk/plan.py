@@ -1,7 +1,7 @@
 """The run plan: the one contract between host and agent (version 1).
 
-These models mirror `agent/src/plan.rs`; an enemy's load is made from the agent's catalog
-(catalog.py), as the agent makes it from its enemies' declarations; `xtalk plan --schema` prints the JSON Schema
+These models mirror `agent/src/plan.rs`; an enemy's load and a victim's body are made from the agent's catalog
+(catalog.py), as the agent makes them from its enemies' and bodies' declarations; `xtalk plan --schema` prints the JSON Schema
 generated from them, and `src/xtalk/schema/run-plan.schema.json` is that schema checked in
 (a test keeps the two identical and feeds generated plans to the agent's own parser).
 """
@@ -34,37 +34,6 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
 
-class ChaseBody(_Strict):
-    """Dependent loads, one per cache line, over `bytes`; `accesses` per job (default one pass)."""
-
-    kind: Literal["chase"] = "chase"
-    bytes: int = Field(ge=128)
-    order: Literal["random", "linear"] = "random"
-    accesses: Optional[int] = Field(default=None, ge=1)
-    seed: int = Field(default=0, ge=0)
-
-
-class SumBody(_Strict):
-    """Sum of a u64 array of `bytes` (seed 002 §VI-B)."""
-
-    kind: Literal["sum"] = "sum"
-    bytes: int = Field(ge=8)
-
-
-class SpawnBody(_Strict):
-    """Each job forks a child that sums `bytes` and exits; a refused fork fails the job."""
-
-    kind: Literal["spawn"] = "spawn"
-    bytes: int = Field(ge=8)
-
-
-class PiBody(_Strict):
-    """pi/4 series in registers (seed 000 §6.4.2)."""
-
-    kind: Literal["pi"] = "pi"
-    iterations: int = Field(ge=1)
-
-
 class JobsFrom(_Strict):
     """Where a command's jobs come from (config/jobs_from.py): the spans of probe `probe`
     (to the next end of `end`), woken at probe `release`, released every `period_ns` where
@@ -79,47 +48,6 @@ class JobsFrom(_Strict):
     warmup_jobs: int = Field(default=0, ge=0, le=MAX_JOBS)
 
 
-class CommandBody(_Strict):
-    """Any program (argv, no shell), once per run; its probes land in probes.bin."""
-
-    kind: Literal["command"] = "command"
-    argv: list[str] = Field(min_length=1)
-    env: dict[str, str] = {}
-    preload: Optional[str] = None
-    probe_capacity: int = Field(default=1 << 18, ge=1, le=1 << 26)
-    probe_names: dict[str, str] = Field(default={}, description="probe id (digits) -> name, from the experiment file")
-    jobs_from: Optional[JobsFrom] = None
-
-
-
-
-class SyscallBody(_Strict):
-    """`calls` getppid(2) system calls (system-call latency probe)."""
-
-    kind: Literal["syscall"] = "syscall"
-    calls: int = Field(ge=1)
-
-
-class AocsBody(_Strict):
-    """Attitude and orbit control loop: one step per job from `input`, outputs compared with
-    `expected` bit for bit (files from `xtalk-agent aocs-generate`)."""
-
-    kind: Literal["aocs"] = "aocs"
-    input: str = Field(min_length=1)
-    expected: str = Field(min_length=1)
-    first_step: int = Field(default=0, ge=0)
-    #: Consecutive scenario steps per job (the agent's MAX_STEPS_PER_JOB bounds it).
-    steps_per_job: int = Field(default=1, ge=1, le=100_000)
-    #: Each step computed this many times, all but the last on a scratch copy (MAX_REPEAT_STEP).
-    repeat_step: int = Field(default=1, ge=1, le=1_000_000)
-
-
-class LatencyBody(_Strict):
-    """cyclictest-equivalent: an empty job; wake-up minus release is the timer latency."""
-
-    kind: Literal["latency"] = "latency"
-
-
 class Task(_Strict):
     """One periodic task of a task set: a calibrated busy loop of `wcet_ns` per job."""
 
@@ -131,26 +59,51 @@ class Task(_Strict):
     runtime_ns: Optional[int] = Field(default=None, ge=1024)
 
 
-class TasksetBody(_Strict):
-    """Periodic tasks as threads (RM priorities or SCHED_DEADLINE reservations); the victim's
-    period is the hyperperiod and `jobs` counts job records of all tasks."""
+def _field(p: catalog.Param) -> tuple:
+    """The pydantic field of one declared parameter (an enemy's load or a victim's body)."""
+    if p.type == "json":  # a structured value: the host's model of its shape
+        shape = {"map": (dict[str, str], {}), "tasks": (list[Task], {"min_length": 1, "max_length": catalog.limit("max_tasks")}),
+                 "jobs_from": (JobsFrom, {})}
+        typ, extra = shape[p.shape or ""]
+        if p.required:
+            return typ, Field(description=p.doc, **extra)
+        if p.shape == "map":
+            return typ, Field(default_factory=dict, description=p.doc)
+        return Optional[typ], Field(default=None, description=p.doc)
+    if p.type == "u64":
+        typ, extra = int, {"ge": p.min if p.min is not None else 0, "le": p.max, "multiple_of": p.multiple_of}
+    elif p.type == "bool":
+        typ, extra = bool, {}
+    elif p.type == "str":
+        typ, extra = str, {"min_length": 1}
+    elif p.type == "strings":
+        typ, extra = list[str], {"min_length": 1}
+    else:
+        typ, extra = Literal[tuple(p.choices)], {}  # type: ignore[misc]
+    extra = {key: v for key, v in extra.items() if v is not None}
+    if p.required:
+        return typ, Field(description=p.doc, **extra)
+    if p.default is None:
+        return Optional[typ], Field(default=None, description=p.doc, **extra)
+    return typ, Field(default=p.default, description=p.doc, **extra)
 
-    kind: Literal["taskset"] = "taskset"
-    tasks: list[Task] = Field(min_length=1, max_length=catalog.limit("max_tasks"))
-    policy: Literal["rm", "deadline"] = "rm"
+
+def _body_model(b: catalog.Body) -> type[BaseModel]:
+    """The plan's model of one victim body, from its catalog entry."""
+    fields: dict = {"kind": (Literal[b.name], b.name)}  # type: ignore[valid-type]
+    fields.update({p.name: _field(p) for p in b.params})
+    return create_model(f"{b.name.capitalize()}Body", __base__=_Strict, __doc__=b.doc, **fields)
 
 
-class AttachBody(_Strict):
-    """A process already running, watched for one window (the victim's `period_ns`); never
-    forked, signalled, moved or re-prioritised; its jobs come from the kernel trace."""
+#: The model of every victim body of the catalog, by body.
+BODY_MODELS: dict[str, type[BaseModel]] = {b.name: _body_model(b) for b in catalog.current().bodies.values()}
 
-    kind: Literal["attach"] = "attach"
-    pid: int = Field(ge=2, le=2**31 - 1)
-    jobs_from: Optional[JobsFrom] = None
+Body = Annotated[Union[tuple(BODY_MODELS.values())], Field(discriminator="kind")]  # type: ignore[valid-type]
 
 
-Body = Annotated[Union[ChaseBody, SumBody, SpawnBody, PiBody, CommandBody, SyscallBody, AocsBody, LatencyBody, TasksetBody,
-                       AttachBody], Field(discriminator="kind")]
+def body_model(name: str) -> type[BaseModel]:
+    """The plan model of the body named `name` (KeyError when the catalog has none)."""
+    return BODY_MODELS[name]
 
 
 class _DeferredStrict(_Strict):
@@ -162,26 +115,8 @@ class _DeferredStrict(_Strict):
 def _load_model(k: catalog.Kind) -> type[BaseModel]:
     """The plan's model of one enemy kind's load, from its catalog entry."""
     fields: dict = {"kind": (Literal[k.name], k.name)}  # type: ignore[valid-type]
-    for p in k.params:
-        if p.type == "u64":
-            typ, extra = int, {"ge": p.min if p.min is not None else 0, "le": p.max, "multiple_of": p.multiple_of}
-        elif p.type == "bool":
-            typ, extra = bool, {}
-        elif p.type == "str":
-            typ, extra = str, {"min_length": 1}
-        elif p.type == "strings":
-            typ, extra = list[str], {"min_length": 1}
-        else:
-            typ, extra = Literal[tuple(p.choices)], {}  # type: ignore[misc]
-        extra = {key: v for key, v in extra.items() if v is not None}
-        if p.required:
-            fields[p.name] = (typ, Field(description=p.doc, **extra))
-        elif p.default is None:
-            fields[p.name] = (Optional[typ], Field(default=None, description=p.doc, **extra))
-        else:
-            fields[p.name] = (typ, Field(default=p.default, description=p.doc, **extra))
-    model = create_model(f"{k.name.capitalize()}Load", __base__=_DeferredStrict, __doc__=k.doc, **fields)
-    return model
+    fields.update({p.name: _field(p) for p in k.params})
+    return create_model(f"{k.name.capitalize()}Load", __base__=_DeferredStrict, __doc__=k.doc, **fields)
 
 
 #: The load model of every kind of the catalog, by kind.
@@ -437,8 +372,9 @@ def victim_seconds(v: Victim) -> float:
     count the records of every task) plus the one a late task may use to finish. The one
     rule for the host (expansion, estimates); the agent's check.rs `run_periods` agrees
     (tests/test_catalog.py)."""
-    if isinstance(v.body, TasksetBody):
-        per = sum(v.period_ns // t.period_ns for t in v.body.tasks)
+    tasks = next((getattr(v.body, p.name) for p in catalog.body(v.body.kind).params if p.shape == "tasks"), None)
+    if tasks:  # a task set's body
+        per = sum(v.period_ns // t.period_ns for t in tasks)
         return ((v.jobs + v.warmup_jobs) // per + 1) * v.period_ns / 1e9
     return (v.jobs + v.warmup_jobs) * v.period_ns / 1e9
 

@@ -40,6 +40,10 @@ Cpus = Union[int, str, list[int]]
 Name = Annotated[str, Field(min_length=1, max_length=limits.MAX_NAME, pattern=r"^[A-Za-z0-9_.+-]+$")]
 
 
+#: The victim bodies of the agent's catalog (catalog.py); an unknown body is refused.
+BodyName = Literal[tuple(catalog.body_names())]  # type: ignore[valid-type]
+
+
 class _Strict(BaseModel):
     # inf and nan are refused in every number (TOML has both).
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
@@ -96,7 +100,7 @@ class TaskSpec(_Strict):
 
 
 class VictimSpec(SchedSpec):
-    body: Literal["chase", "sum", "spawn", "pi", "command", "syscall", "aocs", "latency", "taskset", "attach"]
+    body: BodyName
     bytes: Optional[Size] = None
     order: Literal["random", "linear"] = "random"
     accesses: Optional[int] = Field(default=None, ge=1)
@@ -172,21 +176,20 @@ class VictimSpec(SchedSpec):
 
     @model_validator(mode="after")
     def _body_fields(self):
-        if self.body in ("chase", "sum", "spawn") and self.bytes is None:
+        body = catalog.body(self.body) if self.body in catalog.body_names() else None
+        if body is not None and (p := body.param("bytes")) is not None and p.required and self.bytes is None:
             raise ValueError(f"body '{self.body}' needs 'bytes' (e.g. \"llc/4\" or \"8MiB\")")
-        work = {"chase": "accesses", "pi": "iterations", "syscall": "calls", "aocs": "repeat_step"}.get(self.body)
+        work = body.work if body is not None else None
         if self.utilization is not None:
             if work is None:
-                raise ValueError(f"'utilization' calibrates the work of bodies chase, pi, syscall and aocs, not '{self.body}'; "
-                                 "remove it")
+                knobs = ", ".join(b.name for b in catalog.current().bodies.values() if b.work)
+                raise ValueError(f"'utilization' calibrates the work of bodies {knobs}, not '{self.body}'; remove it")
             if getattr(self, work) is not None:
                 raise ValueError(f"give either '{work}' or 'utilization', not both")
             from ..units import fraction
             fraction(self.utilization, "victim.utilization", high=0.9)
-        elif self.body == "pi" and self.iterations is None:
-            raise ValueError("body 'pi' needs 'iterations' or 'utilization' (e.g. \"30%\")")
-        elif self.body == "syscall" and self.calls is None:
-            raise ValueError("body 'syscall' needs 'calls' or 'utilization' (e.g. \"30%\")")
+        elif work is not None and body.param(work).required and getattr(self, work, None) is None:
+            raise ValueError(f"body '{self.body}' needs '{work}' or 'utilization' (e.g. \"30%\")")
         if self.body == "taskset":
             if not self.tasks:
                 raise ValueError("body 'taskset' needs 'tasks', e.g. [{ name = \"t1\", period = \"10ms\", wcet = \"2ms\" }]")
@@ -410,7 +413,7 @@ class ApplicationSpec(VictimSpec):
     @model_validator(mode="after")
     def _application_fields(self):
         if self.utilization is not None:
-            work = {"chase": "accesses", "pi": "iterations", "syscall": "calls", "aocs": "repeat_step"}.get(self.body, "the work")
+            work = (catalog.body(self.body).work if self.body in catalog.body_names() else None) or "the work"
             raise ValueError(f"'utilization' is calibrated for a [victim] only; give '{work}' instead")
         if self.files != "shared" and self.body != "aocs":
             raise ValueError("'files' chooses the data files of body 'aocs'; remove it")

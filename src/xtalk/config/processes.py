@@ -12,8 +12,8 @@ from pydantic import ValidationError
 
 from ..aocs import data_paths
 from .. import catalog
-from ..plan import (AocsBody, AttachBody, ChaseBody, CommandBody, Counter, DeadlineSched, Enemy, FifoSched, LatencyBody, LOAD_MODELS, OtherSched,
-                    PiBody, Placement, RrSched, SpawnBody, SumBody, SyscallBody, Task, TasksetBody, Trace, Victim)
+from ..plan import (BODY_MODELS, Counter, DeadlineSched, Enemy, FifoSched, LOAD_MODELS, OtherSched, Placement, RrSched, Task, Trace,
+                    Victim, body_model)
 from ..targets.agent import TargetFacts
 from .. import limits, units
 from ..errors import UsageError
@@ -47,7 +47,7 @@ def sched_of(s: SchedSpec, field: str, period_ns: int):
     )
 
 
-def _taskset(v, field: str) -> tuple[TasksetBody, int, int, int]:
+def _taskset(v, field: str) -> tuple:
     """The task set's body, hyperperiod, and measured / warm-up job records."""
     tasks = []
     for i, t in enumerate(v.tasks):
@@ -62,7 +62,28 @@ def _taskset(v, field: str) -> tuple[TasksetBody, int, int, int]:
             raise ValueError(f"{f}.{key}: {err['msg'].replace('Input should be', 'should be')} ns ({err['input']} ns given)") from None
     hyper = math.lcm(*(t.period_ns for t in tasks))
     per = sum(hyper // t.period_ns for t in tasks)
-    return TasksetBody(tasks=tasks, policy=v.task_policy), hyper, v.hyperperiods * per, v.warmup_hyperperiods * per
+    return body_model("taskset")(tasks=tasks, policy=v.task_policy), hyper, v.hyperperiods * per, v.warmup_hyperperiods * per
+
+
+def periodic_body(v: VictimSpec, field: str, facts: TargetFacts):
+    """The plan body of a periodic body (catalog run "jobs") from the file's keys of the same
+    names, in one loop over its catalog parameters (as `enemy_load`): sizes and durations
+    resolved against the target; a work knob left to `utilization` starts at 1 (calibrated
+    before the runs); a key the file leaves out takes the agent's default."""
+    b = catalog.body(v.body)
+    out: dict = {"kind": b.name}
+    for p in b.params:
+        value = getattr(v, p.file_key, None)
+        if value is None:
+            if p.name == b.work and p.required:
+                out[p.name] = 1
+            continue
+        if p.unit == "bytes":
+            value = units.size_bytes(value, f"{field}.{p.file_key}", facts.caches)
+        elif p.unit == "ns":
+            value = units.duration_ns(value, f"{field}.{p.file_key}")
+        out[p.name] = value
+    return BODY_MODELS[b.name].model_validate(out)
 
 
 def measured(v: VictimSpec, field: str, facts: TargetFacts, aocs_data: AocsData, copy: str | None = None) -> Victim:
@@ -77,30 +98,20 @@ def measured(v: VictimSpec, field: str, facts: TargetFacts, aocs_data: AocsData,
         pass  # built above, with its period
     elif v.body == "aocs":
         inp, expected = aocs_data(v.data, v.data_seed, f"{field}.data", copy)
-        body = AocsBody(input=str(inp), expected=str(expected), first_step=v.first_step, steps_per_job=v.steps_per_job,
-                        repeat_step=v.repeat_step or 1)
-    elif v.body == "latency":
-        body = LatencyBody()
-    elif v.body == "chase":
-        body = ChaseBody(bytes=units.size_bytes(v.bytes, f"{field}.bytes", facts.caches), order=v.order, accesses=v.accesses, seed=v.seed)
-    elif v.body == "sum":
-        body = SumBody(bytes=units.size_bytes(v.bytes, f"{field}.bytes", facts.caches))
-    elif v.body == "spawn":
-        body = SpawnBody(bytes=units.size_bytes(v.bytes, f"{field}.bytes", facts.caches))
-    elif v.body == "syscall":
-        body = SyscallBody(calls=v.calls or 1)  # with utilization: calibrated before the runs
-    elif v.body == "pi":
-        body = PiBody(iterations=v.iterations or 1)
+        body = body_model("aocs")(input=str(inp), expected=str(expected), first_step=v.first_step, steps_per_job=v.steps_per_job,
+                                  repeat_step=v.repeat_step or 1)
+    elif catalog.body(v.body).periodic:
+        body = periodic_body(v, field, facts)
     elif v.body == "attach":
         # The window is the run's one "job" of the plan; the program's own period goes to its jobs.
-        body = AttachBody(pid=v.pid, jobs_from=plan_jobs_from(v.jobs_from, period if v.period_declared() else None,
+        body = body_model("attach")(pid=v.pid, jobs_from=plan_jobs_from(v.jobs_from, period if v.period_declared() else None,
                                                                v.warmup_declared()))
         period = units.duration_ns(v.duration, f"{field}.duration")
     else:
         if v.jobs_from is not None and v.jobs_from.trace is not None and not TRACE_JOBS_IMPLEMENTED:
             raise UsageError(f"{field}.jobs_from.trace: jobs from the scheduler trace are not implemented yet; "
                              "use jobs_from.probe with an instrumented program")
-        body = CommandBody(argv=v.argv, env=v.env, preload=v.preload, probe_capacity=v.probe_capacity,
+        body = body_model("command")(argv=v.argv, env=v.env, preload=v.preload, probe_capacity=v.probe_capacity,
                            probe_names=v.probes,
                            jobs_from=plan_jobs_from(v.jobs_from, period if v.period_declared() else None,
                                                    v.warmup_declared()))

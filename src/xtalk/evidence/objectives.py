@@ -40,8 +40,9 @@ class Finding:
         self.sources[name] = list(dict.fromkeys(runs))  # each run once, in the order met
 
 
-#: Fault enemies (docs/enemies.md): a run with one of these injects a failure effect.
-FAULT_KINDS = {"memhog", "fdexhaust", "forkbomb", "diskfill", "syscallstorm", "crashloop"}
+#: Fault enemies (the catalog's class `fault`, docs/enemies.md): a run with one of these
+#: injects a failure effect.
+FAULT_KINDS = catalog.fault_kinds()
 
 
 def _ids(inp: Input, runs: list[str]) -> list[str]:

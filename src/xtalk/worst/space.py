@@ -36,15 +36,12 @@ FOOTPRINTS = ("l1d/2", "l2/2", "l2", "llc/2", "llc", "2*llc", "4*llc", "8*llc")
 GRANULES = (8, 64, 128, 4096)
 #: Duty cycles in percent of each 1 ms window (EnemySpec.intensity: 0 < x <= 100).
 INTENSITIES = (100.0, 50.0)
-#: Kinds left out, and why (a kind not named here joins the space).
+#: Kinds left out, and why (a kind not named here joins the space): these two, and every
+#: enemy of class `fault` in the catalog (failure propagation, not timing).
 EXCLUDED = {
     "external": "needs a command: the confirmation compares with stress-ng through it",
     "aocs": "needs AOCS data files",
-    "memhog": "failure propagation (memory up to a hard limit), not timing",
-    "fdexhaust": "failure propagation (descriptors), not timing",
-    "forkbomb": "failure propagation (process table), not timing",
-    "diskfill": "failure propagation (fills a file system), not timing",
-    "crashloop": "failure propagation (core-dumping children), not timing",
+    **{k.name: f"failure propagation ({k.channel or 'a fault'}), not timing" for k in catalog_mod.current().kinds.values() if k.fault},
 }
 #: The most enemies one CPU gets in a candidate.
 MAX_PER_CPU = 2

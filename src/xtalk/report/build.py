@@ -554,7 +554,7 @@ def build(path, out: Path | None = None, epsilons: Sequence = (), *, csv: bool =
     multi = cohabitation.is_multi(data.measured)
     if multi:
         sections = _applications(b, timings)
-    hidden = vk.HIDDEN.get(b.kind, set())  # generic sections that say nothing true about this victim
+    hidden = vk.hidden(b.kind)  # generic sections that say nothing true about this victim
     names = [] if multi else [n for n in SECTIONS if n not in hidden]
     forked = _Forked(b, [n for n in FORKED_SECTIONS if n in names]) if _fork_worth(data, names) else None
     done: dict[str, Section | None] = {}

@@ -15,7 +15,7 @@ that the machine's own noise does not pass for propagation:
 - refused: the configuration did not let the fault start (an enemy's setup failed, e.g. an RT
   policy in a group without RT runtime), so nothing was measured.
 
-The fault enemies (memhog, fdexhaust, forkbomb, diskfill, syscallstorm, crashloop, or any
+The fault enemies (class `fault` in the agent's catalog: memhog, fdexhaust, forkbomb, diskfill, crashloop, or any
 other) and their achieved work are listed beside the verdict."""
 
 from __future__ import annotations

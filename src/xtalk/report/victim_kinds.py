@@ -26,14 +26,22 @@ import numpy as np
 import pandas as pd
 import pyarrow.parquet as pq
 
+from .. import catalog
 from ..analysis import verdict as vd
 from ..outcome import read_outcome
 from ..plan import Victim
 
 PERIODIC = "periodic"
-#: Generic report sections that say nothing true about a kind (hidden for it).
-HIDDEN = {"latency": {"slowdown", "distributions", "series", "spikes", "pwcet"},
-          "taskset": {"slowdown", "distributions", "series", "spikes", "pwcet", "wakeup"}}
+
+
+def hidden(kind: str) -> set[str]:
+    """Generic report sections that say nothing true about a kind: the execution sections
+    its body does not declare (the catalog's `sections`; none for PERIODIC)."""
+    if kind not in catalog.body_names():
+        return set()
+    return set(catalog.EXECUTION) - set(catalog.body(kind).sections)
+
+
 LATENCY_COLUMNS = ["scenario", "configuration", "runs", "samples", "min_us", "avg_us", "p50_us", "p99_us", "p999_us",
                    "max_us", "p99_vs_solo"]
 TASK_COLUMNS = ["scenario", "configuration", "task", "name", "jobs", "missed", "skipped", "dmr", "resp_p50_ms",
@@ -56,10 +64,13 @@ def victim_plan(runs: pd.DataFrame) -> Victim | None:
 
 
 def kind_of(runs: pd.DataFrame) -> str:
-    """"latency", "taskset", "aocs", "command", or "periodic" (a periodic compute body)."""
+    """The victim's body where it has a view of its own (a catalog section beyond the
+    execution ones: "latency", "taskset", "aocs", "command"), or "periodic" (a periodic
+    compute body)."""
     victim = victim_plan(runs)
     kind = victim.body.kind if victim is not None else None
-    return kind if kind in ("latency", "taskset", "aocs", "command") else PERIODIC
+    own = kind in catalog.body_names() and set(catalog.body(kind).sections) - set(catalog.EXECUTION)
+    return kind if own else PERIODIC
 
 
 # --------------------------------------------------------------------------- latency
@@ -457,5 +468,6 @@ def kind_summary(kind: str, runs: pd.DataFrame, jobs: pd.DataFrame) -> tuple[str
 
 
 def replaces_generic(kind: str) -> bool:
-    """Whether the kind's table replaces the generic slowdown table in the terminal."""
-    return kind in ("latency", "taskset")
+    """Whether the kind's table replaces the generic slowdown table in the terminal: its
+    body does not declare the slowdown section."""
+    return "slowdown" in hidden(kind)

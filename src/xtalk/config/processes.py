@@ -83,7 +83,13 @@ def periodic_body(v: VictimSpec, field: str, facts: TargetFacts):
         elif p.unit == "ns":
             value = units.duration_ns(value, f"{field}.{p.file_key}")
         out[p.name] = value
-    return BODY_MODELS[b.name].model_validate(out)
+    try:
+        return BODY_MODELS[b.name].model_validate(out)
+    except ValidationError as err:  # a bound the body declares: one line, the file's key
+        first = err.errors()[0]
+        key = str(first["loc"][0]) if first["loc"] else "body"
+        key, unit = (key.removesuffix("_ns"), " ns") if key.endswith("_ns") else (key, "")
+        raise ValueError(f"{field}.{key}: {first['msg']}{unit} (got {first.get('input')!r}{unit}); change it") from None
 
 
 def measured(v: VictimSpec, field: str, facts: TargetFacts, aocs_data: AocsData, copy: str | None = None) -> Victim:

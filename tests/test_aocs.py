@@ -120,7 +120,7 @@ def test_process_structure_and_cleanup(agent, data, tmp_path, last_cpu):
     (lambda p, d: p["victim"]["body"].update(steps_per_job=0), "victim.body.steps_per_job", "between 1 and 100000"),
     (lambda p, d: p["victim"]["body"].update(repeat_step=10**7), "victim.body.repeat_step", "between 1 and 1000000"),
     (lambda p, d: p["victim"]["body"].update(expected=str(d / INPUT_FILE)), "victim.body.expected", "not an AOCS XTAOCSEX file"),
-    (lambda p, d: p["victim"]["body"].update(bogus=1), "victim.body", "unknown field"),
+    (lambda p, d: p["victim"]["body"].update(bogus=1), "victim.body.bogus", "is not a parameter of body 'aocs'"),
 ])
 def test_bad_input_is_refused_with_one_line(agent, data, tmp_path, last_cpu, change, field, hint):
     plan = aocs_plan(data, last_cpu)

@@ -69,11 +69,11 @@ def test_utilization_is_refused_for_a_body_without_work(tmp_path):
 
 def test_the_first_chase_guess_is_sized_by_time_not_by_the_buffer():
     from xtalk.calibrate_work import SLOW_ACCESS_NS, _first_guess
-    from xtalk.plan import ChaseBody
+    from xtalk.plan import body_model
 
     target_ns = 1.2e6  # 30 % of a 4 ms period
-    huge = ChaseBody(bytes=1200 << 20, accesses=1)  # 4 × a 300 MiB L3: one pass is 19.7 M loads
-    small = ChaseBody(bytes=32 << 10, accesses=1)
+    huge = body_model("chase")(bytes=1200 << 20, accesses=1)  # 4 × a 300 MiB L3: one pass is 19.7 M loads
+    small = body_model("chase")(bytes=32 << 10, accesses=1)
     assert _first_guess(huge, target_ns) * SLOW_ACCESS_NS <= target_ns
     assert _first_guess(small, target_ns) == (32 << 10) // 64, "a small buffer: one pass over it"
 

@@ -110,3 +110,34 @@ def test_a_file_that_is_no_catalog_is_one_line_and_exit_2(tmp_path):
     assert out.returncode == 2
     lines = out.stderr.strip().splitlines()
     assert len(lines) == 1 and "XTALK_CATALOG=" in lines[0] and "catalog version 99" in lines[0], out.stderr
+
+
+def test_the_fault_enemies_are_the_catalogs_class_fault_and_every_host_list_reads_it():
+    """One list of fault enemies, from the agent's declarations: syscallstorm loads kernel
+    paths at a rate and breaks nothing, so it is `timing`; the worst-case search leaves the
+    faults out, the evidence bundle looks for them, the enemy-alone pass skips their rates."""
+    from xtalk.evidence.objectives import FAULT_KINDS
+    from xtalk.worst.space import EXCLUDED
+
+    faults = catalog.fault_kinds()
+    assert faults == {"memhog", "fdexhaust", "forkbomb", "diskfill", "crashloop"}
+    assert catalog.kind("syscallstorm").klass == "timing" and "syscallstorm" not in EXCLUDED
+    assert FAULT_KINDS == faults and faults <= set(EXCLUDED)
+    assert {k.klass for k in catalog.current().kinds.values()} == {"timing", "fault"}
+
+
+def test_every_body_is_declared_and_the_host_reads_its_knob_sections_and_model():
+    from xtalk.calibrate_work import knob_of
+    from xtalk.plan import BODY_MODELS, body_model
+    from xtalk.report import victim_kinds as vk
+
+    assert set(BODY_MODELS) == set(catalog.body_names()) == {
+        "chase", "sum", "spawn", "pi", "syscall", "latency", "aocs", "command", "taskset", "attach"}
+    assert {b: knob_of(body_model(b).model_construct()) for b in ("chase", "pi", "syscall", "aocs", "sum")} == {
+        "chase": "accesses", "pi": "iterations", "syscall": "calls", "aocs": "repeat_step", "sum": None}
+    assert vk.hidden("latency") == {"slowdown", "distributions", "series", "spikes", "pwcet"}
+    assert vk.hidden("taskset") == set(catalog.EXECUTION) and vk.hidden(vk.PERIODIC) == set()
+    assert [b for b in catalog.body_names() if catalog.body(b).plain] == ["chase", "sum", "spawn", "pi", "syscall"]
+    # A declared bound reaches the plan model: the agent's chase needs two cache lines.
+    with pytest.raises(ValueError):
+        body_model("chase")(bytes=64)

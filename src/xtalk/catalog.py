@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 import os
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 from importlib import resources
 from typing import Any, Optional
@@ -167,7 +167,8 @@ class Catalog:
     limits: dict[str, Any]
     kinds: dict[str, Kind]
     raw: dict
-    bodies: dict[str, Body] = None  # type: ignore[assignment]
+    #: Victim bodies (empty in a catalog from an agent that declared none).
+    bodies: dict[str, Body] = field(default_factory=dict)
 
 
 def _param(d: dict) -> Param:

@@ -914,6 +914,18 @@ def main() -> None:
     """Entry point: one clear line and a documented exit code for every failure (the
     command line's own errors too: an unknown option or a value of the wrong type is one
     line naming the command and the option, exit 2, not click's framed block)."""
+    try:
+        _main()
+    finally:
+        # What the command leaves (modules, models, schemas) lives until the process exits:
+        # frozen, the interpreter's last garbage collections at exit do not walk it all
+        # again (about 65 ms of `xtalk plan`'s 350 ms CPU on a 2-vCPU guest).
+        import gc
+
+        gc.freeze()
+
+
+def _main() -> None:
     signal.signal(signal.SIGTERM, _interrupt)
     signal.signal(signal.SIGHUP, _interrupt)
     _mount_optional(placeholders=not _completing())

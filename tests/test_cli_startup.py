@@ -98,7 +98,7 @@ def test_help_texts_read_as_written():
 
     helps = dict(_helps())
     assert len(helps) == len(cli.app_commands()) >= 15
-    for name in ("blame", "perfetto", "overheads"):
+    for name in ("blame", "perfetto", "summary", "overheads"):  # summary: --view overheads
         assert "[trace]" in helps[name], helps[name]
     for name, text in helps.items():
         assert "<bool>" not in text, name

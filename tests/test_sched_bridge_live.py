@@ -38,7 +38,7 @@ def test_run_then_analyze_with_measured_wcets(tmp_path):
     # The same numbers as the store (WCET = max CPU time) and `xtalk tasks` (max response).
     jobs = open_results(res).jobs()
     ran = jobs[(jobs.scenario == "pi") & ~((jobs.cpu_start < 0) & (jobs.cpu_time_ns == 0))]
-    assert xtalk("tasks", res).returncode == 0
+    assert xtalk("summary", res, "--view", "tasks").returncode == 0
     tasks = {r["name"]: r for r in json.loads((res / "tasks.json").read_text()) if r["scenario"] == "pi"}
     for i, name in enumerate(("fast", "mid", "slow")):
         wcet = ran[ran.task == i].cpu_time_ns.max() / 1e6

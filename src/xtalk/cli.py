@@ -48,7 +48,7 @@ def _options(version: bool = typer.Option(False, "--version", is_eager=True, cal
                                           help="print the versions of xtalk and of its agent, and exit"),
              quiet: bool = typer.Option(False, "-q", "--quiet", help="run, summary: print only the results path, "
                                         "verdict lines, warnings and errors (no tables, no progress)"),
-             verbose: bool = typer.Option(False, "-v", "--verbose", help="run, summary: add each run's detail")):
+             verbose: bool = typer.Option(False, "-v", "--verbose", help="run: add each run's status, jobs and length as it ends")):
     """xtalk: measure timing interference between applications on a multicore processor."""
     if quiet and verbose:
         raise typer.BadParameter("give one of -q (quiet) and -v (verbose)", param_hint="-q/-v")
@@ -225,13 +225,36 @@ def _machine_line(fixture: Path) -> str:
     return f"fixture {fixture} ({cpu.get('model')} × {cpu.get('count')}; {made})"
 
 
+#: `xtalk summary --view NAME`: the views of one kind of results, each a table (report/NAME.py's
+#: `show`) that also writes its files (docs/report.md, "Views").
+VIEWS = ("latency", "tasks", "overheads", "containment")
+
+
 @command
 def summary(results: Optional[Path] = typer.Argument(None, help="results directory of an experiment or a campaign"),
             as_json: bool = typer.Option(False, "--json", help="print the verdict document (verdicts.json) on standard "
-                                                               "output instead of the table"),
-            schema: bool = typer.Option(False, "--schema", help="print the verdict document's JSON Schema")):
+                                                               "output instead of the table; with --view, the view's "
+                                                               "table (numbers with their unit as fields)"),
+            schema: bool = typer.Option(False, "--schema", help="print the verdict document's JSON Schema"),
+            view: Optional[str] = typer.Option(None, "--view", metavar="VIEW", help="instead of the summary, the view "
+                                               "of one kind of results: latency (a `latency` victim), tasks (a `taskset` "
+                                               "victim), overheads (a run with [trace]) or containment (fault scenarios)"),
+            tolerance: Optional[float] = typer.Option(None, "--tolerance", min=1.0, metavar="X", help="--view containment: "
+                                                      "the p99 response allowed, as a multiple of solo's (default 1.5)")):
     """Print (and rewrite) the summary table of a results directory (per cell for a campaign), and
-    rewrite its summary.md, summary.json and verdicts.json (the verdict document, docs/report.md)."""
+    rewrite its summary.md, summary.json and verdicts.json (the verdict document, docs/report.md);
+    or, with --view, the view of a latency, task-set, traced or fault experiment."""
+    if tolerance is not None and view != "containment":
+        raise UsageError("--tolerance goes with --view containment" + (f", not --view {view}" if view else ""))
+    if view is not None:
+        if view not in VIEWS:
+            from .config.suggest import did_you_mean
+
+            hint = did_you_mean(view, VIEWS)
+            raise UsageError(f"--view: '{view}' is not a view; " + (hint or "give latency, tasks, overheads or containment"))
+        if schema or results is None:
+            raise UsageError(f"summary --view {view}: give a results directory (--schema is the verdict document's)")
+        return _view(view, results, as_json, tolerance)
     if schema:
         from .report.verdicts import schema as verdicts_schema
 
@@ -684,63 +707,71 @@ def _results(path: Path):
         raise UsageError(str(e)) from None
 
 
-@command
-def latency(results: Path = typer.Argument(..., help="results directory of a `latency` victim experiment"),
-            as_json: bool = typer.Option(False, "--json", help="print the table as JSON on standard output (the verdict document's shapes: numbers with their unit as fields)")):
-    """Timer latency per scenario (cyclictest's view): min / avg / percentiles / max and the 1 µs histogram."""
-    from .report.latency import show
-
-    _table_command("latency", results, show, as_json)
-
-
-def _table_command(kind: str, results: Path, show, as_json: bool, *args) -> None:
-    """A result command's table: printed, or with ``as_json`` its JSON on standard output
-    (report/verdicts.table_document); its files written either way. Overheads' coverage
-    comes as a second table."""
+def _view(name: str, results: Path, as_json: bool, tolerance: Optional[float] = None) -> None:
+    """`xtalk summary RESULTS --view NAME`: the view's table, printed, or with ``as_json`` its
+    JSON on standard output (report/verdicts.table_document); its files written either way.
+    Overheads' coverage comes as a second table."""
+    import importlib
     import io
 
     from rich.console import Console
 
+    show = importlib.import_module(f".report.{name}", __package__).show
+    extra = (1.5 if tolerance is None else tolerance,) if name == "containment" else ()
     try:
         r = _results(results)
-        got = show(r, Console(file=io.StringIO()) if as_json else _console(), *args)
+        got = show(r, Console(file=io.StringIO()) if as_json else _console(), *extra)
     except ValueError as e:
         raise UsageError(str(e)) from None
     if as_json:
         from .report.verdicts import rows_with_units, table_document
 
-        table, extra = (got[0], {"coverage": rows_with_units(got[1])}) if isinstance(got, tuple) else (got, None)
-        print(json.dumps(table_document(kind, r.path, table, extra), indent=2, ensure_ascii=False, default=str))
+        table, more = (got[0], {"coverage": rows_with_units(got[1])}) if isinstance(got, tuple) else (got, None)
+        print(json.dumps(table_document(name, r.path, table, more), indent=2, ensure_ascii=False, default=str))
 
 
-@command
-def overheads(results: Path = typer.Argument(..., help="results directory of an experiment run with [trace] "
-                                                   "(examples/latency_overheads.toml)"),
-              as_json: bool = typer.Option(False, "--json", help="print the table as JSON on standard output (the verdict document's shapes: numbers with their unit as fields)")):
-    """Scheduler overheads of each timer release from the kernel trace (seed 001 §4.5): Δevent, Δrel, Δsched,
-    Δcxs and Δ^relEv per scenario, µs; writes overheads.csv and overheads.md."""
-    from .report.overheads import show
-
-    _table_command("overheads", results, show, as_json)
+def _old_view(name: str, results: Path, as_json: bool, tolerance: Optional[float] = None) -> None:
+    """A view's old verb: the view, after one deprecation line on standard error (the
+    style of config/deprecations.py: the old spelling and the new)."""
+    said = f"xtalk summary RESULTS --view {name}" + (" --tolerance X" if name == "containment" else "")
+    print(f"xtalk: deprecated: `xtalk {name} RESULTS` is now `{said}`", file=sys.stderr)
+    _view(name, results, as_json, tolerance)
 
 
-@command
+_JSON_HELP = "print the table as JSON on standard output (the verdict document's shapes: numbers with their unit as fields)"
+
+
+@app.command(hidden=True)
+@command_wrapper
+def latency(results: Path = typer.Argument(..., help="results directory of a `latency` victim experiment"),
+            as_json: bool = typer.Option(False, "--json", help=_JSON_HELP)):
+    """Deprecated: `xtalk summary RESULTS --view latency`."""
+    _old_view("latency", results, as_json)
+
+
+@app.command(hidden=True)
+@command_wrapper
+def overheads(results: Path = typer.Argument(..., help="results directory of an experiment run with [trace]"),
+              as_json: bool = typer.Option(False, "--json", help=_JSON_HELP)):
+    """Deprecated: `xtalk summary RESULTS --view overheads`."""
+    _old_view("overheads", results, as_json)
+
+
+@app.command(hidden=True)
+@command_wrapper
 def tasks(results: Path = typer.Argument(..., help="results directory of a `taskset` victim experiment"),
-          as_json: bool = typer.Option(False, "--json", help="print the table as JSON on standard output (the verdict document's shapes: numbers with their unit as fields)")):
-    """Per-task deadline-miss ratio, response time and release delay of a task-set victim."""
-    from .report.tasks import show
-
-    _table_command("tasks", results, show, as_json)
+          as_json: bool = typer.Option(False, "--json", help=_JSON_HELP)):
+    """Deprecated: `xtalk summary RESULTS --view tasks`."""
+    _old_view("tasks", results, as_json)
 
 
-@command
+@app.command(hidden=True)
+@command_wrapper
 def containment(results: Path = typer.Argument(..., help="results directory of an experiment with fault scenarios"),
                 tolerance: float = typer.Option(1.5, min=1.0, help="p99 response allowed, as a multiple of solo's"),
-                as_json: bool = typer.Option(False, "--json", help="print the table as JSON on standard output (the verdict document's shapes: numbers with their unit as fields)")):
-    """Per fault scenario: did the fault propagate to the victim (failed runs, more misses, slower p99) or stay contained?"""
-    from .report.containment import show
-
-    _table_command("containment", results, show, as_json, tolerance)
+                as_json: bool = typer.Option(False, "--json", help=_JSON_HELP)):
+    """Deprecated: `xtalk summary RESULTS --view containment`."""
+    _old_view("containment", results, as_json, tolerance)
 
 
 @command

@@ -1,5 +1,5 @@
 """The latency victim (cyclictest's measurement): an empty job on absolute releases, every
-sample recorded; `xtalk latency` gives min / avg / max, percentiles and the 1 µs histogram."""
+sample recorded; `xtalk summary --view latency` gives min / avg / max, percentiles and the 1 µs histogram."""
 
 import subprocess
 

@@ -187,7 +187,7 @@ def test_a_campaign_s_epsilon_entries_carry_metric_statistic_and_the_observed_ci
 
 
 def test_latency_json_gives_the_table_with_units_as_fields(tmp_path):
-    """`xtalk latency R --json`: the rows the terminal shows, p99 in µs as {value, unit}; a
+    """`xtalk summary R --view latency --json`: the rows the terminal shows, p99 in µs as {value, unit}; a
     planted 3× longer wake-up under the enemy reads as p99 about 3× solo's."""
     import pandas as pd
 

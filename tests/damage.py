@@ -194,8 +194,8 @@ def commands(root: Path, peer: Path, tasks: Path, scenario: str) -> dict[str, li
         "query": ["query", str(root), "SELECT count(*) AS n, count(DISTINCT run_id) AS runs FROM jobs"],
         "summary": ["summary", str(root)],
         "sched analyze": ["sched", "analyze", str(tasks), "--wcet-from", f"{root}:{scenario}"],
-        "overheads": ["overheads", str(root)],
-        "latency": ["latency", str(root)],
+        "overheads": ["summary", str(root), "--view", "overheads"],
+        "latency": ["summary", str(root), "--view", "latency"],
         "compare": ["compare", str(peer), str(root), "-o", str(root.parent / "compare")],
         "blame": ["blame", str(run)],
     }

@@ -43,10 +43,14 @@ def test_light_commands_load_no_analysis_stack(args, request):
     loaded = _imported(r.stderr)
     assert "typer" in loaded  # the report is there: an empty one would pass anything
     assert not loaded & {*HEAVY, "numpy"}, f"xtalk {' '.join(args)} imported {sorted(loaded & {*HEAVY, 'numpy'})}"
-    if args[0] == "plan":  # an experiment's plan builds neither a campaign's models nor a run outcome's
-        mine = _modules(r.stderr)
+    mine = _modules(r.stderr)
+    if args[0] == "plan":  # an experiment's plan builds neither a campaign's models nor a run outcome's, nor the
+        # peaks' (a file without `load`), and prints plain lines (no Rich console)
         assert "xtalk.config.experiment" in mine
-        assert not mine & {"xtalk.campaign.schema", "xtalk.outcome"}, sorted(mine & {"xtalk.campaign.schema", "xtalk.outcome"})
+        unneeded = {"xtalk.campaign.schema", "xtalk.outcome", "xtalk.peaks", "rich.console"}
+        assert not mine & unneeded, sorted(mine & unneeded)
+    elif args[0] in ("--help", "--version"):  # no command runs: typer coerces no value, no model is built
+        assert "pydantic" not in loaded and "xtalk.plan" not in mine, sorted(loaded)
 
 
 # `xtalk run` is stopped where its first run would take the machine lock (targets/lock.py),
@@ -94,7 +98,7 @@ def test_help_texts_read_as_written():
 
     helps = dict(_helps())
     assert len(helps) == len(cli.app_commands()) >= 15
-    for name in ("blame", "perfetto", "overheads"):
+    for name in ("blame", "perfetto", "summary", "overheads"):  # summary: --view overheads
         assert "[trace]" in helps[name], helps[name]
     for name, text in helps.items():
         assert "<bool>" not in text, name

@@ -171,7 +171,7 @@ def test_fork_bomb_propagates_unless_held_by_pids_max(tmp_path, needs_pids):
     p = xtalk("run", exp)
     assert p.returncode == 0, p.stdout + p.stderr
     (out,) = (tmp_path / "results").iterdir()
-    p = xtalk("containment", out)
+    p = xtalk("summary", out, "--view", "containment")
     assert p.returncode == 0, p.stdout + p.stderr
     v = pd.DataFrame(json.loads((out / "containment.json").read_text())).set_index("configuration")
     assert v.loc["unconstrained", "verdict"] == "propagated" and v.loc["unconstrained", "failed_jobs"] > 0, v.to_dict()

@@ -1,5 +1,5 @@
 """The latency victim (cyclictest's measurement): an empty job on absolute releases, every
-sample recorded; `xtalk latency` gives min / avg / max, percentiles and the 1 µs histogram."""
+sample recorded; `xtalk summary --view latency` gives min / avg / max, percentiles and the 1 µs histogram."""
 
 import subprocess
 
@@ -52,11 +52,11 @@ cpus = [{last_cpu}]
 """)
     assert xtalk("run", exp, "--results", tmp_path / "res").returncode == 0
     (res,) = list((tmp_path / "res").iterdir())
-    p = xtalk("latency", res)
+    p = xtalk("summary", res, "--view", "latency")
     assert p.returncode == 0, p.stderr
     assert "max_us" in p.stdout and "solo" in p.stdout
     h = pd.read_csv(res / "latency-histogram.csv", index_col=0)
     assert h["solo"].sum() == 300
     assert "| solo | 1 | 300 |" in (res / "latency.md").read_text()
-    p = xtalk("latency", tmp_path / "nothing")
+    p = xtalk("summary", tmp_path / "nothing", "--view", "latency")
     assert p.returncode == 2 and "not an xtalk results directory" in p.stderr

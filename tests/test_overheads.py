@@ -1,6 +1,6 @@
 """Measured scheduler overheads (seed 001 §4.5) from a recorded kernel trace: the per-job
 decomposition of a latency victim's wake-up into Δevent, Δrel, Δsched and Δcxs, jobs that
-cannot be decomposed, the summary, `xtalk overheads`, `xtalk compare`'s section and the
+cannot be decomposed, the summary, `xtalk summary --view overheads` (and its old verb), `xtalk compare`'s section and the
 measured overhead fed to `xtalk sched analyze`. The fixture is a few windows of real runs
 of examples/latency_overheads.toml (tests/fixtures/overheads/trim.py says how)."""
 
@@ -123,7 +123,7 @@ def test_summary_per_scenario(results):
 
 
 def test_command_prints_and_writes_and_refuses_without_traces(results, tmp_path):
-    p = xtalk("overheads", results)
+    p = xtalk("summary", results, "--view", "overheads")
     assert p.returncode == 0, p.stderr
     assert "Δsched" in p.stdout and "18 of 28 jobs decomposed" in p.stdout
     csv = pd.read_csv(results / "overheads.csv")
@@ -136,9 +136,24 @@ def test_command_prints_and_writes_and_refuses_without_traces(results, tmp_path)
     for t in bare.glob("runs/*/trace.txt"):
         t.unlink()
     for where in (bare, tmp_path / "nothing"):
-        p = xtalk("overheads", where)
+        p = xtalk("summary", where, "--view", "overheads")
         assert p.returncode == 2, p.stdout + p.stderr
         assert len(p.stderr.strip().splitlines()) == 1, p.stderr
+
+
+def test_the_old_verbs_are_the_views_with_one_deprecation_line(results, tmp_path):
+    view = xtalk("summary", results, "--view", "overheads", "--json")
+    old = xtalk("overheads", results, "--json")
+    assert view.returncode == old.returncode == 0, view.stderr + old.stderr
+    assert old.stderr == ("xtalk: deprecated: `xtalk overheads RESULTS` is now "
+                          "`xtalk summary RESULTS --view overheads`\n") and view.stderr == ""
+    strip = lambda out: {k: v for k, v in json.loads(out).items() if k != "provenance"}  # noqa: E731 (its time)
+    assert strip(old.stdout) == strip(view.stdout)
+    for verb in ("latency", "tasks", "containment"):  # each still answers, and says what replaces it
+        r = xtalk(verb, tmp_path / "nothing")
+        assert r.returncode == 2 and f"is now `xtalk summary RESULTS --view {verb}" in r.stderr, r.stderr
+        assert "not an xtalk results directory" in r.stderr.splitlines()[-1]
+    assert "overheads" not in xtalk("--help").stdout.split("Commands")[-1]  # in the docs, not the list
 
 
 def test_measured_overhead_changes_the_verdict(results, tmp_path):

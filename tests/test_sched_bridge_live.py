@@ -1,7 +1,7 @@
 """The bridge from measurement to schedulability on a real results directory: `xtalk run` of
 a shortened examples/taskset_rm.toml, then `xtalk sched analyze --wcet-from RESULTS:pi` with
 the matching model. The WCETs it uses and the responses it prints beside the bounds are the
-ones the store and `xtalk tasks` give for the same runs (no timing of this machine is
+ones the store and `xtalk summary --view tasks` give for the same runs (no timing of this machine is
 asserted)."""
 
 from __future__ import annotations
@@ -35,10 +35,10 @@ def test_run_then_analyze_with_measured_wcets(tmp_path):
     rows = _rows(out.stdout)
     assert set(rows) >= {"fast", "mid", "slow"}, out.stdout
 
-    # The same numbers as the store (WCET = max CPU time) and `xtalk tasks` (max response).
+    # The same numbers as the store (WCET = max CPU time) and `xtalk summary --view tasks` (max response).
     jobs = open_results(res).jobs()
     ran = jobs[(jobs.scenario == "pi") & ~((jobs.cpu_start < 0) & (jobs.cpu_time_ns == 0))]
-    assert xtalk("tasks", res).returncode == 0
+    assert xtalk("summary", res, "--view", "tasks").returncode == 0
     tasks = {r["name"]: r for r in json.loads((res / "tasks.json").read_text()) if r["scenario"] == "pi"}
     for i, name in enumerate(("fast", "mid", "slow")):
         wcet = ran[ran.task == i].cpu_time_ns.max() / 1e6

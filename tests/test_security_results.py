@@ -128,8 +128,8 @@ def test_results_directories_of_another_user_are_refused(made, tmp_path, decoy, 
     tasks.write_text(TASKS)
     mine = copy(made, tmp_path / "mine")
     for args in (["summary", theirs], ["report", theirs], ["query", theirs, "SELECT count(*) FROM jobs"],
-                 ["compare", mine, theirs, "--out", tmp_path / "cmp"], ["latency", theirs], ["overheads", theirs],
-                 ["tasks", theirs], ["sched", "analyze", tasks, "--wcet-from", f"{theirs}:solo"],
+                 ["compare", mine, theirs, "--out", tmp_path / "cmp"], ["summary", theirs, "--view", "latency"], ["summary", theirs, "--view", "overheads"],
+                 ["summary", theirs, "--view", "tasks"], ["sched", "analyze", tasks, "--wcet-from", f"{theirs}:solo"],
                  ["evidence", theirs, "--out", tmp_path / "ev"]):
         r = xtalk(*args, env=clean_env(), cwd=tmp_path)
         refused(r, f"owned by uid {uid} ({name})", "as root", "chown root")
@@ -201,7 +201,7 @@ def test_sudo_users_links_in_their_results_are_replaced_or_refused_never_followe
     assert not (theirs / "summary.md").is_symlink() and "solo" in (theirs / "summary.md").read_text()
     r = xtalk("report", theirs, "--no-csv", env=env)
     refused(r, f"{theirs / 'report'} is a symbolic link", "never writes results through one")
-    for cmd in (["latency", theirs], ["overheads", theirs], ["tasks", theirs],
+    for cmd in (["summary", theirs, "--view", "latency"], ["summary", theirs, "--view", "overheads"], ["tasks", theirs],
                 ["sched", "analyze", tasks, "--wcet-from", f"{theirs}:solo"]):
         r = xtalk(*cmd, env=env)
         assert r.returncode in (0, 2) and "Traceback" not in r.stderr, r.stdout + r.stderr

@@ -187,7 +187,7 @@ def test_a_campaign_s_epsilon_entries_carry_metric_statistic_and_the_observed_ci
 
 
 def test_latency_json_gives_the_table_with_units_as_fields(tmp_path):
-    """`xtalk latency R --json`: the rows the terminal shows, p99 in µs as {value, unit}; a
+    """`xtalk summary R --view latency --json`: the rows the terminal shows, p99 in µs as {value, unit}; a
     planted 3× longer wake-up under the enemy reads as p99 about 3× solo's."""
     import pandas as pd
 
@@ -197,14 +197,14 @@ def test_latency_json_gives_the_table_with_units_as_fields(tmp_path):
         j = pd.read_parquet(p)
         j["wakeup_latency_ns"] *= 3
         j.to_parquet(p, index=False)
-    r = _xtalk("latency", root, "--json", cwd=tmp_path)
+    r = _xtalk("summary", root, "--view", "latency", "--json", cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     doc = json.loads(r.stdout)
     assert doc["schema_version"] == 1 and doc["kind"] == "latency" and doc["provenance"]["xtalk_version"]
     rows = {row["scenario"]: row for row in doc["rows"]}
     assert rows["solo"]["p99"]["unit"] == "us" and not any(k.endswith("_us") for k in rows["solo"])
     assert 2.5 < rows["read"]["p99"]["value"] / rows["solo"]["p99"]["value"] < 3.5
-    bad = _xtalk("latency", tmp_path / "nothing", "--json", cwd=tmp_path)
+    bad = _xtalk("summary", tmp_path / "nothing", "--view", "latency", "--json", cwd=tmp_path)
     assert bad.returncode == 2 and not bad.stdout
 
 

@@ -11,10 +11,9 @@ import errno
 import json
 import shutil
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from rich.console import Console
-
-from . import config
+from . import config, output
 from .version import __version__
 from .config.expand import RunSpec, expand
 from .config.experiment import load
@@ -26,6 +25,9 @@ from . import safepath
 from .targets.base import LocalTarget
 from .provenance import git_commit
 from .campaign import estimate as _estimate
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 #: Per-run cost beyond the measured window and the buffers' touch (fork, teardown,
 #: conversion): the campaign estimate's, one rule for both (campaign/estimate.py).
@@ -144,6 +146,15 @@ def estimate_seconds(exp: config.experiment.Experiment, runs: list[RunSpec], fea
     return total
 
 
+def run_detail(r: RunSpec, meta) -> str:
+    """One run as `xtalk -v run` says it when it ends: its status, jobs and length."""
+    jobs = f", {meta.jobs_recorded}/{meta.jobs_planned} jobs" if meta.jobs_recorded is not None else ""
+    took = (f", {(meta.ended_unix_ns - meta.started_unix_ns) / 1e9:.2f} s"
+            if meta.started_unix_ns and meta.ended_unix_ns else "")
+    return (f"run {r.run_id} ({r.configuration} / {r.scenario}, rep {r.repetition}): {meta.status}{jobs}{took}"
+            + (f": {meta.reason}" if meta.reason and meta.status != "completed" else ""))
+
+
 class Notices(list):
     """The run-time warnings of `xtalk run` (a failed run, a feasibility or noise warning, an
     enemy's note), printed as they come and kept in experiment.json's ``warnings``, from which
@@ -152,7 +163,7 @@ class Notices(list):
 
     def __init__(self, console):
         super().__init__()
-        self.console = console
+        self.console = output.of(console)
 
     def say(self, kind: str, line: str, configuration: str | None = None, scenario: str | None = None, *,
             printer=None, style: str = "yellow", prefix: str = "", markup: bool = True) -> None:
@@ -161,7 +172,7 @@ class Notices(list):
         from .report.verdicts import warning
 
         text = line if markup else escape(line)  # markup=False: the line's brackets are text (a path, a list)
-        (printer or self.console.print)(f"[{style}]{prefix}{text}[/]", highlight=False)
+        (printer or self.console.warning)(f"[{style}]{prefix}{text}[/]", highlight=False)  # at every level
         self.append(warning(kind, line, configuration, scenario))  # the line as printed, without its style
 
 
@@ -186,7 +197,7 @@ def _noise_after_runs(out: Path, document: dict, results, table, effect: float, 
         if notices is not None:
             notices.say("noise", warning, prefix="warning: ")
         else:
-            console.print(f"[yellow]warning: {warning}[/]", highlight=False)
+            output.of(console).warning(f"[yellow]warning: {warning}[/]", highlight=False)
     elif (table.scenario != "solo").any():
         console.print(f"{noise_text(noise)}; every slowdown CI concludes at min_effect", highlight=False)
     else:
@@ -201,7 +212,7 @@ def run_experiment(path: Path, results: Path | None = None, console: Console | N
     experiment's own `settings`), checked before anything starts."""
     refuse_fixture("run")
     declared = declared_settings(Path(path), load(path), settings)
-    console = console or Console()
+    console = output.of(console) or output.Output()  # the command line's level (-q / -v)
     notices = Notices(console)
     for line in recover():
         notices.say("recovered", f"restored after an earlier run that died: {line}", markup=False)
@@ -211,7 +222,7 @@ def run_experiment(path: Path, results: Path | None = None, console: Console | N
     if declared is not None:
         target.watch = tuple(declared.paths())  # snapshot before and after every run with the defaults
     for s in skipped:
-        console.print(f"[yellow]configuration {s['configuration']} skipped: {s['reason']}[/]")
+        console.warning(f"[yellow]configuration {s['configuration']} skipped: {s['reason']}[/]")
     stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
     base = safepath.results_dir(results or exp.results, "--results" if results else f"{path}: results =")
     why = check_results_space(base, [r.plan for r in runs])
@@ -279,7 +290,8 @@ def run_experiment(path: Path, results: Path | None = None, console: Console | N
     failed = 0
     disk_error: OSError | None = None
     with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.fields[runs]}"),
-                  TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(), console=console, transient=False) as bar:
+                  TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(), console=console.console, transient=False,
+                  disable=console.quiet) as bar:
         task = bar.add_task("starting", total=total, runs=f"0/{len(runs)}")
         for i, r in enumerate(runs):
             bar.update(task, description=f"{'' if r.configuration == 'default' else r.configuration + ' / '}{r.scenario} (rep {r.repetition})")
@@ -308,6 +320,7 @@ def run_experiment(path: Path, results: Path | None = None, console: Console | N
                             r.configuration, r.scenario, printer=bar.console.print, style="red", markup=False)
             for note in meta.notes:  # e.g. an external enemy that exited early
                 notices.say("run_note", f"run {r.run_id}: {note}", r.configuration, r.scenario, printer=bar.console.print)
+            console.detail(run_detail(r, meta), highlight=False, markup=False)
             bar.update(task, advance=run_s(r.plan), runs=f"{i + 1}/{len(runs)}")
     from .report.summary import write_summary  # pandas and scipy: not for `plan`
     from .report import verdicts as vdoc

@@ -15,7 +15,6 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PrivateAttr,
 
 from ..errors import UsageError
 from .. import catalog
-from ..peaks import load_problem
 from ..plan import FIELD_PATTERN, MAX_SEGMENTS, SEGMENT_NAME_PATTERN, TRACE_EVENT_PATTERN, Segment, Trace, segment_problem
 from .. import limits
 from .configuration import ConfigurationSpec
@@ -329,7 +328,11 @@ class EnemySpec(SchedSpec):
     @field_validator("load")
     @classmethod
     def _load(cls, v: Optional[str]) -> Optional[str]:
-        if v is not None and (why := load_problem(v)):
+        if v is None:
+            return v
+        from ..peaks import load_problem  # its models: only for a file that asks for a load
+
+        if why := load_problem(v):
             raise ValueError(why)
         return v
 

@@ -12,7 +12,7 @@ import pandas as pd
 from rich.console import Console
 from rich.table import Table
 
-from .. import safepath
+from .. import output, safepath
 from ..units import rate_text
 from ..analysis import guards
 from ..analysis import verdict as vd
@@ -335,6 +335,7 @@ def write_summary(results: Results, console: Console | None = None, *, recap: bo
     table.attrs["verdicts"] = doc
     kind = vk.kind_of(runs)
     own = vk.kind_summary(kind, runs, results.jobs() if kind == "latency" else pd.DataFrame())
+    console = output.of(console)  # -q: the verdicts, warnings and the results path only
     if console is not None:  # printed first: a full disk must not cost the table
         if not vk.replaces_generic(kind):
             t = Table(title=title)
@@ -347,7 +348,7 @@ def write_summary(results: Results, console: Console | None = None, *, recap: bo
             console.print(t)
             for w in guard_warnings:  # the reasons, right below the table's rows that name them
                 if w["kind"] == "configuration_skipped":
-                    console.print(f"[yellow]{w['line']}[/]", highlight=False)
+                    console.warning(f"[yellow]{w['line']}[/]", highlight=False)
         if own is not None:
             console.print(_rich(own[1], f"{title}: {own[0]}"))
             for line in own[2]:
@@ -358,20 +359,20 @@ def write_summary(results: Results, console: Console | None = None, *, recap: bo
         for line in declared_lines:
             console.print(line, highlight=False)
         for status, line in epsilon_lines:
-            console.print(f"[bold]{status}[/]: {line}", highlight=False)
+            console.verdict(f"[bold]{status}[/]: {line}", highlight=False)
         if probe_table is not None:
             console.print(_rich(probe_table, f"{title}: probes (median duration, its slowdown against "
                                              f"{'the application alone' if 'applications' in runs.columns else 'solo'})"))
         shown = [w for w in (notices if recap else []) + guard_warnings  # left out: said on stderr as the store
                  if w["kind"] not in ("runs_left_out", "configuration_skipped")]  # read them; below the table
         for line in vdoc.printed_lines(shown):
-            console.print(f"[yellow]warning: {line}[/]", highlight=False)
+            console.warning(f"[yellow]warning: {line}[/]", highlight=False)
         if (times := application_times(table)) is not None:
             console.print(_rich(times, f"{title}: each application's median execution time per configuration"))
     if console is not None:
         for line in cohabitation.console_lines(cohab) if cohab is not None else ():
-            console.print(line, highlight=False)
-        console.print(f"results: {results.path}")
+            console.verdict(line, highlight=False)
+        console.result(f"results: {results.path}")
     warned = vdoc.printed_lines(doc["warnings"])
     md = to_markdown(table, title, skipped, warned)
     if epsilon_lines:

@@ -139,7 +139,7 @@ def _below_text(check: dict) -> str:
             f"{check['tail_explained']:.0%} of the latency tail ({check['tail_jobs']} job{'s' if check['tail_jobs'] != 1 else ''} "
             "at or above its p99, "
             f"{check['latency_p99_us']:.1f} µs){not_}; the WCETs are inflated by less than the victim waited "
-            "(`xtalk overheads` shows the tail and why it is not decomposed; --overheads-stat max adds more)")
+            "(`xtalk summary --view overheads` shows the tail and why it is not decomposed; --overheads-stat max adds more)")
 
 
 def measured_overhead(spec: str, stat: str = "max") -> ReleaseOverhead:
@@ -171,7 +171,7 @@ def _measured(spec: str, stat: str) -> tuple[ReleaseOverhead, dict]:
     b = breakdown(jobs, stat, scenario)
     if any(math.isnan(v) for v in b.values()):
         raise InputError("--overheads-from", f"{path}: no job's release could be decomposed from its trace",
-                         "see `xtalk overheads` for the reasons")
+                         "see `xtalk summary --view overheads` for the reasons")
     oh = ReleaseOverhead(event=b["event"] / 1e3, release=b["rel"] / 1e3, sched=b["sched"] / 1e3, cxs=b["cxs"] / 1e3)
     return oh, tail_check(jobs, stat, scenario)
 

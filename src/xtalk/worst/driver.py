@@ -6,10 +6,10 @@
    `MIN_CONFIRM_REPS` runs each) is reserved first; the search gets the rest and plans its
    rounds in it (search.fit, from the runner's per-run estimate and the pilot).
 3. Successive halving (search.py) over candidates from the catalog's space (space.py): each
-   kind alone on every enemy CPU first (the strongest single enemies), then random
-   combinations.
-4. The confirmation (confirm.py) with the repetitions the time left allows, and the output
-   files (output.py).
+   kind alone on every enemy CPU first (the strongest single enemies), then the random
+   combinations the stopping rule needs (stopping.py), in batches it is asked after.
+4. The confirmation (confirm.py) with `confirm_repetitions` runs each (fewer where the time
+   left cannot hold them), and the output files (output.py).
 """
 
 from __future__ import annotations

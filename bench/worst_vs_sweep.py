@@ -5,13 +5,16 @@ the same enemy on every enemy CPU, at every footprint of its `bytes` axis (the o
 their first value; a kind without a footprint once), all interleaved with solo in one
 experiment, SWEEP_REPS runs each of the confirmation's length; each slowdown against solo
 with its 95 % CI (confirm.ratio). The search: `xtalk worst` with its stopping rule (default
-margin and confidence), SEARCH_BUDGET, without stress-ng (the sweep has none either).
+margin and confidence), SEARCH_BUDGET, without stress-ng (the sweep has none either), its
+confirmation at SWEEP_REPS runs each (the same precision as the sweep's estimates).
 
 Printed: sweep-best and search-best (the confirmed worst) with their CIs, whether the
 search's worst is within the sweep-best's CI or above it, search-best / sweep-best (point
 estimates: two experiments, so no joint CI), what stopped the search (its rule or its
-budget) and search time / sweep time. Both halves run on the same machine in the same run,
-the sweep first (XTALK_BENCH_SEARCH_FIRST=1 reverses them).
+budget), search time / sweep time (each side's wall time, everything included), the runs of
+each and the search's time by phase (pilot, exploration, halving, confirmation: runs, their
+own seconds, wall seconds). Both halves run on the same machine in the same run, the sweep
+first (XTALK_BENCH_SEARCH_FIRST=1 reverses them); XTALK_BENCH_OUT=DIR keeps the runs there.
 
 Run: PYTHONPATH=src .venv/bin/python bench/worst_vs_sweep.py
 Environment: XTALK_BENCH_VICTIM ("chase ½LLC", "chase 2×L2", "sum 4×LLC", "C pointer chase";

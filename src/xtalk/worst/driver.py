@@ -400,12 +400,17 @@ def stopping_text(rule, stop: dict) -> str:
         return "stopping rule: not assessed (no candidate was measured)"
     said = (f"{rule.confidence:.0%} sure an untried candidate scores above {e['threshold']:.2f}× "
             f"(best {e['best']:.2f}× + {rule.margin:.0%}) with probability ≤ {e['beyond']:.1%}")
+    # The batches list the candidates that gave a score, seeded or not; the others (refused,
+    # failed) count in `candidates` only.
+    scored = [b for h in stop.get("history") or [] for b in h.get("batch", [])]
+    seeded = sum(1 for b in scored if b.get("seeded"))
+    others = f"+{seeded} seeded" + (f", {e['candidates'] - len(scored)} without a score" if e["candidates"] > len(scored) else "")
     if stop["stopped_by"] == "rule":
-        return f"stopping rule met after {e['tried']} random candidates (+{e['candidates'] - e['tried']} seeded): {said}"
+        return f"stopping rule met after {e['tried']} random candidates ({others}): {said}"
     if stop["stopped_by"] == "exhausted":
         return (f"stopping rule NOT met: every candidate drawn was tried ({e['candidates']}; {e['tried']} random gave a score): "
                 f"{said}; ≤ {e['target']:.0%} needs {e['needed']} random candidates")
-    return (f"stopping rule NOT met: the budget ran out after {e['tried']} random candidates (+{e['candidates'] - e['tried']} seeded): {said}; "
+    return (f"stopping rule NOT met: the budget ran out after {e['tried']} random candidates ({others}): {said}; "
             f"≤ {e['target']:.0%} needs {e['needed']} random candidates (a larger --budget)")
 
 

@@ -82,6 +82,16 @@ def test_the_budget_holds_when_runs_are_slower_than_estimated():
     assert ranked[0].scores  # the ranking is of measured arms
 
 
+def test_the_seeded_singles_take_the_catalog_defaults():
+    """Each kind alone at its largest footprint and its other axes at the catalog's default:
+    a `buslock` seed splits its locks (the axis' first value, false, is the aligned control)."""
+    sp = space.build(catalog.current(), CACHES, [0], memory_cap=1 << 30)
+    singles = {c.slots[0][0].kind: dict(c.slots[0][0].params) for c in sp.singles()}
+    assert singles["buslock"]["split"] is True
+    assert [a.values for a in sp.kinds["buslock"].axes if a.key == "split"][0][0] is False
+    assert singles["read"]["bytes"] == "8*llc"
+
+
 def test_the_space_comes_from_the_catalog():
     sp = space.build(catalog.current(), CACHES, [0, 1, 2], memory_cap=1 << 30)
     assert {"read", "write", "copy", "chase", "llc", "tlb", "pi"} <= set(sp.kinds)
@@ -194,6 +204,19 @@ def test_bad_input_is_one_line_exit_2_and_nothing_started(tmp_path, args, word):
     lines = [x for x in r.stderr.splitlines() if x.strip()]
     assert len(lines) == 1 and word in lines[0], r.stderr
     assert not out.exists() or not any((out / "rounds").glob("pilot*"))
+
+
+@pytest.mark.parametrize("reps", [2, 11, 4.5])
+def test_confirmation_repetitions_outside_3_to_10_are_refused_by_name(tmp_path, reps):
+    from xtalk.errors import UsageError
+    from xtalk.worst.inputs import request
+
+    with pytest.raises(UsageError, match="confirm_repetitions"):
+        request(None, 'body = "chase", bytes = "l2", jobs = 5', "1m", "median", "exec", tmp_path / "out", None, False, 0,
+                confirm_repetitions=reps)
+    assert not (tmp_path / "out").exists()
+    assert request(None, 'body = "chase", bytes = "l2", jobs = 5', "1m", "median", "exec", tmp_path / "ok", None, False, 0,
+                   confirm_repetitions=3).confirm_repetitions == 3
 
 
 def test_an_output_directory_in_use_is_refused(tmp_path):

@@ -107,11 +107,13 @@ def test_the_binomial_floor_is_below_the_claim():
         "noise-bound-lognormal", "noise-bound-planted"])
 def test_the_claimed_confidence_holds_in_simulated_searches(draw, tail, kw):
     """As `xtalk worst` uses the rule (no noise bound), and with a noise bound where the
-    noise is what the bound assumes. Slack: 200 searches, refuted below the binomial 1 % floor."""
+    noise is what the bound assumes: the claim at 90 % holds in at least 90 % of 200
+    simulated searches (issue 38's check; the seeds are fixed, the observed share is 0.985
+    to 1.00), which is also above the binomial 1 % floor that would refute the claim."""
     rule = stopping.Rule(margin=0.10, confidence=CLAIM)
     held, fired = coverage(draw, tail, rule, seed=int(kw["sigma"] * 100), **kw)
     assert fired >= SEARCHES * 0.95, fired  # the rule fires within 96 candidates
-    assert held >= binomial_floor(), held
+    assert held >= CLAIM and held >= binomial_floor(), held
 
 
 def test_a_noise_bound_from_solo_over_claims_when_enemies_make_the_victim_erratic():
@@ -234,3 +236,58 @@ def test_the_budget_holds_when_batches_run_slower_than_estimated():
     assert sum(spent) <= budget
     assert trace.stopped_by == "budget" and BATCH <= trace.exploration[-1]["candidates"] < 48
     assert ranked[0].scores and len(trace.rounds) >= 2  # the later rounds still ran, on fewer candidates
+
+
+def test_batches_end_where_the_rule_can_fire_and_spares_replace_candidates_without_a_score():
+    """`Explore.more` (as `xtalk worst` gives it): 3 seeded candidates and the 45 random ones
+    the rule needs are tried in batches of at most 12, the rule fires on the batch that
+    completes them and nothing past it is measured; a candidate whose runs gave no score is
+    replaced by a spare; when the spares run out first, the trace says so."""
+    rule = stopping.Rule()
+    needed = rule.assess([], 1.0).needed
+    seeds = {"s0", "s1", "s2"}
+    rng = np.random.default_rng(5)
+    failed = {"r7"}  # refused by the agent: no score
+
+    def evaluate(arms, reps):
+        return {a: (float("nan") if a in failed else math.exp(rng.normal(0.1, 0.05))) for a in arms}, (len(arms) + 1) * reps
+
+    def check(arms):
+        a = rule.assess([x.score for x in arms if x.key not in seeds], max(x.score for x in arms))
+        return a.fired, a.as_json()
+
+    def more(tried):
+        scored = sum(1 for a in tried if a.scores and a.key not in seeds)
+        return max(0, needed - scored) + len(seeds - {a.key for a in tried})
+
+    items = sorted(seeds) + [f"r{i}" for i in range(needed + BATCH)]
+    plan = search.schedule(len(seeds) + needed, 1.0, 0.0, 3, batch=BATCH, cap=5, eta=3)
+    ranked, trace = search.successive_halving(items, evaluate, plan, 1e9, 1.0, explore=search.Explore(BATCH, check, more),
+                                              eta=3, cap=5)
+    assert trace.stopped_by == "rule"
+    sizes = [e["candidates"] for e in trace.exploration]
+    assert sizes == [12, 24, 36, 48, 49], sizes  # the last batch is the one spare the failed candidate needs
+    assert trace.exploration[-1]["tried"] == needed and trace.exploration[-1]["fired"]
+    assert not any(e["fired"] for e in trace.exploration[:-1])
+    assert {c["key"] for c in trace.rounds[0]["candidates"]} == set(items[:49])  # no spare past it measured
+    assert [len(r["candidates"]) for r in trace.rounds] == [49, 17, 6]
+    assert [r["repetitions"] for r in trace.rounds] == [1, 3, 1]  # 5 runs at most for one candidate: the cap
+    assert len(ranked) == 49 and sum(1 for a in ranked if a.scores) == 48
+    # Too few candidates drawn for the rule: it says the space ran out, not the budget.
+    short = items[: len(seeds) + 20]
+    _, trace = search.successive_halving(short, evaluate, plan, 1e9, 1.0, explore=search.Explore(BATCH, check, more), eta=3,
+                                         cap=5)
+    assert trace.stopped_by == "exhausted" and trace.exploration[-1]["candidates"] == len(short)
+    from xtalk.worst.driver import stopping_doc, stopping_text
+
+    assert stopping_text(rule, stopping_doc(rule, trace)).startswith("stopping rule NOT met: every candidate drawn was tried")
+
+
+def test_the_capped_schedule_never_measures_a_candidate_more_than_the_confirmation():
+    plan = search.schedule(72, 1.0, 0.0, finalists=3, eta=3, cap=5)
+    assert [(s.candidates, s.repetitions, s.keep) for s in plan] == [(72, 1, 24), (24, 3, 8), (8, 1, 3)]
+    assert sum(s.repetitions for s in plan) == 5
+    assert [(s.candidates, s.repetitions, s.keep) for s in search.schedule(72, 1.0, 0.0, 3, eta=3, cap=3)] == [
+        (72, 1, 24), (24, 2, 3)]
+    # 72 candidates: 73 + 75 + 9 runs, where 72 scenarios of a sweep at 5 runs each are 365.
+    assert sum((s.candidates + 1) * s.repetitions for s in plan) == 157

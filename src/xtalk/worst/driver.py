@@ -6,10 +6,10 @@
    `MIN_CONFIRM_REPS` runs each) is reserved first; the search gets the rest and plans its
    rounds in it (search.fit, from the runner's per-run estimate and the pilot).
 3. Successive halving (search.py) over candidates from the catalog's space (space.py): each
-   kind alone on every enemy CPU first (the strongest single enemies), then random
-   combinations.
-4. The confirmation (confirm.py) with the repetitions the time left allows, and the output
-   files (output.py).
+   kind alone on every enemy CPU first (the strongest single enemies), then the random
+   combinations the stopping rule needs (stopping.py), in batches it is asked after.
+4. The confirmation (confirm.py) with `confirm_repetitions` runs each (fewer where the time
+   left cannot hold them), and the output files (output.py).
 """
 
 from __future__ import annotations
@@ -37,7 +37,9 @@ from .runs import CONFIRM_RUN_S, SEARCH_RUN_S, Victim, experiment_text, planned_
 #: Candidates confirmed after the search (the worst and two runner-ups).
 FINALISTS = 3
 MIN_CONFIRM_REPS = 3
-MAX_CONFIRM_REPS = 10
+#: Candidates a later round of the search keeps: 1/SEARCH_ETA of them. With the rounds capped
+#: at the confirmation's runs per candidate (search.schedule's `cap`), three rounds or fewer.
+SEARCH_ETA = 3
 #: The fixed cost of one round: writing its experiment, the agent's check of every plan,
 #: reading the runs back (`xtalk run`'s own overhead, runner.COMMAND_OVERHEAD_S).
 ROUND_OVERHEAD_S = COMMAND_OVERHEAD_S
@@ -117,29 +119,37 @@ def run(req: Request, console: Console) -> Path:
     confirm_run_s = run_s - _window_s(victim, SEARCH_RUN_S) + _window_s(victim, CONFIRM_RUN_S)
     reserve = search.stage_seconds(n_confirm, MIN_CONFIRM_REPS, confirm_run_s, ROUND_OVERHEAD_S)
     left = req.budget_s - (time.monotonic() - start)
+    seeds = sp.singles()
+    random.Random(req.seed).shuffle(seeds)
+    rule = req.rule
+    # The stopping rule's count is known before any run (ε = 1/2: stopping.py): the first
+    # round is planned as the seeds and exactly the random candidates it needs, so it fires on
+    # the batch that completes them; a few spares stand in for candidates that give no score.
+    needed = rule.assess([], 1.0).needed
+    first = len(seeds) + needed
+    cap = req.confirm_repetitions
     try:
         # The residual's channel parts (PARTS_RESERVED more scenarios) are reserved too,
         # where the budget holds them; else the search keeps its time and they are left out.
         with_parts = search.stage_seconds(n_confirm + PARTS_RESERVED, MIN_CONFIRM_REPS, confirm_run_s, ROUND_OVERHEAD_S)
         try:
-            plan = search.fit(left - with_parts, run_s, ROUND_OVERHEAD_S, FINALISTS, batch=EXPLORE_BATCH)
+            plan = search.fit(left - with_parts, run_s, ROUND_OVERHEAD_S, FINALISTS, SEARCH_ETA, first, EXPLORE_BATCH, cap)
             reserve = with_parts
         except search.BudgetTooSmall:
-            plan = search.fit(left - reserve, run_s, ROUND_OVERHEAD_S, FINALISTS, batch=EXPLORE_BATCH)
+            plan = search.fit(left - reserve, run_s, ROUND_OVERHEAD_S, FINALISTS, SEARCH_ETA, first, EXPLORE_BATCH, cap)
     except search.BudgetTooSmall as e:
         raise UsageError(f"--budget: {req.budget_s:.0f} s is too small: {e}, and the confirmation about {reserve:.0f} s; "
                          f"give at least {math.ceil((_least(run_s) + reserve + pilot.seconds) / 60)}m") from None
-    seeds = sp.singles()
-    random.Random(req.seed).shuffle(seeds)
-    candidates = sp.draw(plan[0].candidates, req.seed, seeds)
-    plan = search.fit(left - reserve, run_s, ROUND_OVERHEAD_S, FINALISTS, largest=len(candidates), batch=EXPLORE_BATCH)
+    candidates = sp.draw(first + EXPLORE_BATCH, req.seed, seeds)
+    if len(candidates) < plan[0].candidates:  # a space with fewer distinct candidates
+        plan = search.fit(left - reserve, run_s, ROUND_OVERHEAD_S, FINALISTS, SEARCH_ETA, len(candidates), EXPLORE_BATCH,
+                          cap)
     seeded = {c.key for c in seeds}
-    rule = req.rule
-    console.print(f"search: {len(candidates)} candidates, rounds " + " → ".join(f"{s.candidates}×{s.repetitions}" for s in plan)
+    console.print(f"search: {first} candidates ({len(seeds)} seeded, {needed} random: what the stopping rule needs), rounds " + " → ".join(f"{s.candidates}×{s.repetitions}" for s in plan)
                   + f" (about {sum(s.seconds for s in plan):.0f} s; the first round {EXPLORE_BATCH} at a time until the "
                     f"stopping rule fires: {rule.confidence:.0%} sure that ≤ {1 - rule.confidence:.0%} of untried candidates "
                     f"score {rule.margin:.0%} above the best); confirmation: {n_confirm} scenarios, "
-                    f"≥ {MIN_CONFIRM_REPS} runs each (about {reserve:.0f} s)", highlight=False)
+                    f"{req.confirm_repetitions} runs each (at least {MIN_CONFIRM_REPS}: about {reserve:.0f} s reserved)", highlight=False)
     by_key = {c.key: c for c in candidates}
     own: list[float] = []  # the runs' own time, round by round
     deadline = start + req.budget_s
@@ -198,9 +208,16 @@ def run(req: Request, console: Console) -> Path:
             shown["n"] = len(tried)
             return a.fired, {**a.as_json(), "batch": new}
 
+        def more(tried: list) -> int:
+            """Candidates the rule still needs: the random ones it lacks and the seeds untried."""
+            keys = {a.key for a in tried}
+            scored = sum(1 for a in tried if a.scores and a.key not in seeded)
+            return max(0, needed - scored) + sum(1 for k in seeded if k not in keys)
+
         ranked, trace = search.successive_halving(candidates, evaluate, plan, left - reserve, run_s, ROUND_OVERHEAD_S,
                                                   key=lambda c: c.key, on_round=said, label=lambda c: c.label(),
-                                                  explore=search.Explore(EXPLORE_BATCH, check))
+                                                  explore=search.Explore(EXPLORE_BATCH, check, more), eta=SEARCH_ETA,
+                                                  cap=cap)
         finalists = [a for a in ranked if a.scores][:FINALISTS]
         time_left = deadline - time.monotonic()
         names = {f"finalist-{j + 1}": a for j, a in enumerate(finalists)}
@@ -208,7 +225,7 @@ def run(req: Request, console: Console) -> Path:
                        confirm_run_s)
         extra = {s: by_ch[1] for s, by_ch in split.get("scenarios", {}).items()}
         reps = int((time_left - ROUND_OVERHEAD_S) // ((n_confirm + len(extra) + 1) * confirm_run_s))
-        reps = max(MIN_CONFIRM_REPS, min(MAX_CONFIRM_REPS, reps))
+        reps = max(MIN_CONFIRM_REPS, min(req.confirm_repetitions, reps))
         what = (f"confirmation: {len(names)} finalists" + (f" + {len(extra)} channel parts" if extra else "")
                 + (" + stress-ng" if stressors else "") + f" × {reps}")
         conf = confirm_mod.confirm(
@@ -383,9 +400,17 @@ def stopping_text(rule, stop: dict) -> str:
         return "stopping rule: not assessed (no candidate was measured)"
     said = (f"{rule.confidence:.0%} sure an untried candidate scores above {e['threshold']:.2f}× "
             f"(best {e['best']:.2f}× + {rule.margin:.0%}) with probability ≤ {e['beyond']:.1%}")
+    # The batches list the candidates that gave a score, seeded or not; the others (refused,
+    # failed) count in `candidates` only.
+    scored = [b for h in stop.get("history") or [] for b in h.get("batch", [])]
+    seeded = sum(1 for b in scored if b.get("seeded"))
+    others = f"+{seeded} seeded" + (f", {e['candidates'] - len(scored)} without a score" if e["candidates"] > len(scored) else "")
     if stop["stopped_by"] == "rule":
-        return f"stopping rule met after {e['tried']} random candidates (+{e['candidates'] - e['tried']} seeded): {said}"
-    return (f"stopping rule NOT met: the budget ran out after {e['tried']} random candidates (+{e['candidates'] - e['tried']} seeded): {said}; "
+        return f"stopping rule met after {e['tried']} random candidates ({others}): {said}"
+    if stop["stopped_by"] == "exhausted":
+        return (f"stopping rule NOT met: every candidate drawn was tried ({e['candidates']}; {e['tried']} random gave a score): "
+                f"{said}; ≤ {e['target']:.0%} needs {e['needed']} random candidates")
+    return (f"stopping rule NOT met: the budget ran out after {e['tried']} random candidates ({others}): {said}; "
             f"≤ {e['target']:.0%} needs {e['needed']} random candidates (a larger --budget)")
 
 

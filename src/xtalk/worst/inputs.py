@@ -29,6 +29,9 @@ class Request:
     stress_ng: bool
     seed: int
     rule: Rule = Rule()
+    #: Runs of each confirmation scenario (fewer where the budget is short, never below 3);
+    #: also the most runs one candidate gets in the search's rounds (search.schedule's cap).
+    confirm_repetitions: int = 5
 
 
 def budget_seconds(text: str) -> float:
@@ -111,8 +114,10 @@ def stopping_rule(margin: str = "10%", confidence: str = "90%") -> Rule:
 
 
 def request(experiment: Optional[Path], victim_text: Optional[str], budget: str, statistic: str, metric: str, out: Path,
-            kinds: Optional[list[str]], stress_ng: bool, seed: int, margin: str = "10%", confidence: str = "90%") -> Request:
-    """Every option checked; nothing started."""
+            kinds: Optional[list[str]], stress_ng: bool, seed: int, margin: str = "10%", confidence: str = "90%",
+            confirm_repetitions: int = 5) -> Request:
+    """Every option checked; nothing started. `confirm_repetitions` (3 to 10): the
+    confirmation's runs of each scenario (bench/worst_vs_sweep.py gives the sweep's)."""
     from .. import catalog
 
     secs = budget_seconds(budget)
@@ -133,7 +138,9 @@ def request(experiment: Optional[Path], victim_text: Optional[str], budget: str,
     out = safepath.results_dir(out, "--out")
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise UsageError(f"--out: {out} exists and is not an empty directory; give a new directory")
+    if not (isinstance(confirm_repetitions, int) and 3 <= confirm_repetitions <= 10):
+        raise UsageError(f"confirm_repetitions: {confirm_repetitions!r} is outside 3..10; give a count such as 5")
     v = victim(experiment, victim_text)
     if v.table.get("body") == "taskset":
         raise UsageError("victim.body: a task set has per-task times, not one statistic to maximise; search one task's body")
-    return Request(v, secs, statistic, metric, out, kinds, stress_ng, seed, rule)
+    return Request(v, secs, statistic, metric, out, kinds, stress_ng, seed, rule, confirm_repetitions)

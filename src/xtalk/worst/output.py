@@ -107,7 +107,8 @@ def stopping_figure(path: Path, stop: dict, statistic: str, metric: str) -> Path
                   color="tab:red", ls="--", lw=0.8, label=f"best × {1 + stop['margin']:g} after each round (the claim's threshold)")
         e = stop["estimate"]
         word = (f"rule met: p ≤ {e['beyond']:.1%}" if stop["stopped_by"] == "rule"
-                else f"budget ran out: p ≤ {e['beyond']:.1%} (needs ≤ {e['target']:.0%})")
+                else f"{'candidates ran out' if stop['stopped_by'] == 'exhausted' else 'budget ran out'}: "
+                     f"p ≤ {e['beyond']:.1%} (needs ≤ {e['target']:.0%})")
         ax.axvline(ends[-1], color="black", lw=0.8, ls=":")
         ax.annotate(word, (ends[-1], e["threshold"]), fontsize=7, ha="right", va="bottom")
         ax.legend(fontsize=6, loc="best")

@@ -51,15 +51,22 @@ def stage_seconds(candidates: int, repetitions: int, run_s: float, round_overhea
 
 
 def schedule(first: int, run_s: float, round_overhead_s: float, finalists: int = 3, eta: int = ETA,
-             first_repetitions: int = 1, batch: int | None = None) -> list[Stage]:
+             first_repetitions: int = 1, batch: int | None = None, cap: int | None = None) -> list[Stage]:
     """The rounds of a search starting from `first` candidates: each keeps the best 1/eta
     (at least `finalists`) and gives them eta times the runs; the last round is the one that
     keeps `finalists` (a search of `finalists` or fewer is one round that keeps them all).
-    With `batch`, the first round is tried in batches of that many (Explore)."""
+    With `batch`, the first round is tried in batches of that many (Explore). With `cap`, no
+    candidate gets more than `cap` runs over all rounds: the round that reaches it keeps the
+    finalists (the confirmation measures them with that many runs again: more precision in
+    the search would rank finer than the confirmation can tell apart)."""
     out = []
-    n, reps = first, first_repetitions
+    n, reps, total = first, first_repetitions, 0
     while True:
-        keep = min(n, max(finalists, math.ceil(n / eta)))
+        if cap is not None:
+            reps = max(1, min(reps, cap - total))
+        total += reps
+        capped = cap is not None and total >= cap
+        keep = min(n, finalists if capped else max(finalists, math.ceil(n / eta)))
         secs = (explore_seconds(n, batch, reps, run_s, round_overhead_s) if batch and not out
                 else stage_seconds(n, reps, run_s, round_overhead_s))
         out.append(Stage(n, reps, secs, keep))
@@ -69,17 +76,20 @@ def schedule(first: int, run_s: float, round_overhead_s: float, finalists: int =
 
 
 def fit(budget_s: float, run_s: float, round_overhead_s: float, finalists: int = 3, eta: int = ETA,
-        largest: int | None = None, batch: int | None = None) -> list[Stage]:
+        largest: int | None = None, batch: int | None = None, cap: int | None = None) -> list[Stage]:
     """The biggest schedule whose estimate fits `budget_s` (at most `largest` first-round
-    candidates). BudgetTooSmall when none does."""
-    for first in FIRST_ROUND_SIZES:
+    candidates, `largest` itself tried first). BudgetTooSmall when none does. A first round
+    tried in batches (`batch`: the stopping rule reads one score per candidate) has one run
+    each; otherwise two are tried first."""
+    sizes = ([largest] if largest is not None and largest not in FIRST_ROUND_SIZES else []) + list(FIRST_ROUND_SIZES)
+    for first in sizes:
         if largest is not None and first > largest:
             continue
-        for reps in (2, 1):
-            plan = schedule(first, run_s, round_overhead_s, finalists, eta, reps, batch)
+        for reps in ((1,) if batch else (2, 1)):
+            plan = schedule(first, run_s, round_overhead_s, finalists, eta, reps, batch, cap)
             if sum(s.seconds for s in plan) <= budget_s:
                 return plan
-    least = sum(s.seconds for s in schedule(min(2, largest or 2), run_s, round_overhead_s, finalists, eta, 1))
+    least = sum(s.seconds for s in schedule(min(2, largest or 2), run_s, round_overhead_s, finalists, eta, 1, cap=cap))
     raise BudgetTooSmall(f"the smallest search takes about {least:.0f} s here (one run ≈ {run_s:.1f} s)")
 
 
@@ -108,7 +118,8 @@ class Trace:
     stopped: str = ""
     #: The first round's batches: after each, what the stopping rule said (Explore.check).
     exploration: list[dict] = field(default_factory=list)
-    #: Why the first round stopped trying new candidates: "rule", "budget" or "" (no rule).
+    #: Why the first round stopped trying new candidates: "rule", "budget", "exhausted"
+    #: (every candidate drawn was tried) or "" (no rule).
     stopped_by: str = ""
 
     def as_json(self) -> dict:
@@ -118,13 +129,16 @@ class Trace:
 
 @dataclass(frozen=True)
 class Explore(Generic[T]):
-    """The first round tried in batches of `batch` candidates; after each, `check(arms
-    tried so far)` returns (fired, a record for the trace). When it fires, or when the next
-    batch would not leave the later rounds their time, the search stops trying new
-    candidates and halves among those tried."""
+    """The first round tried in batches of at most `batch` candidates; after each,
+    `check(arms tried so far)` returns (fired, a record for the trace). When it fires, or
+    when the next batch would not leave the later rounds their time, the search stops trying
+    new candidates and halves among those tried. `more(arms tried so far)`, when given, is
+    how many more candidates the rule needs before it can fire: a batch is never larger, so
+    the rule is asked as soon as it can fire and no candidate is measured past it."""
 
     batch: int
     check: Callable[[list["Arm[T]"]], tuple[bool, dict]]
+    more: Callable[[list["Arm[T]"]], int] | None = None
 
 
 def explore_seconds(candidates: int, batch: int, repetitions: int, run_s: float, round_overhead_s: float) -> float:
@@ -138,17 +152,21 @@ def explore_seconds(candidates: int, batch: int, repetitions: int, run_s: float,
 def successive_halving(items: Sequence[T], evaluate: Callable[[list[T], int], tuple[dict, float]],
                        plan: list[Stage], budget_s: float, run_s: float, round_overhead_s: float = 0.0,
                        key: Callable[[T], Hashable] = lambda x: x, on_round: Callable[[int, list[Arm[T]], float], None] | None = None,
-                       label: Callable[[T], str] = str, explore: Explore[T] | None = None) -> tuple[list[Arm[T]], Trace]:
+                       label: Callable[[T], str] = str, explore: Explore[T] | None = None, eta: int = ETA,
+                       cap: int | None = None) -> tuple[list[Arm[T]], Trace]:
     """Run the planned rounds (`schedule`/`fit`: each keeps `stage.keep`) over the first
     `plan[0].candidates` of `items`, a run costing about `run_s`; return every arm ranked (the
     survivors of the last round first, by pooled score) and the trace. The budget holds:
     before each round the planned repetitions are cut to what the time left allows at the
     pace observed so far, and the search stops when not even one run each fits. With
-    `explore`, the first round goes in batches until its rule fires or its time is spent,
-    and the later rounds are planned again for the candidates tried."""
-    arms = [Arm(x, key(x)) for x in items[: plan[0].candidates]]
-    alive = list(arms)
+    `explore`, the first round goes in batches until its rule fires or its time is spent
+    (past `plan[0].candidates` too, while `items` last: spares for candidates that gave no
+    score), and the later rounds (`eta`, `cap`: `schedule`) are planned again for the
+    candidates tried."""
+    arms = [Arm(x, key(x)) for x in (items if explore is not None else items[: plan[0].candidates])]
+    alive = arms[: plan[0].candidates]
     spent, trace = 0.0, Trace()
+    tried_ids: set[int] = set()
     finalists = plan[-1].keep
     state = {"pace": 1.0}  # observed / estimated seconds, from the rounds so far
 
@@ -172,13 +190,22 @@ def successive_halving(items: Sequence[T], evaluate: Callable[[list[T], int], tu
             tried: list[Arm[T]] = []
             scores: dict = {}
             seconds = 0.0
-            for b in range(0, n, explore.batch):
-                group = alive[b: b + explore.batch]
+            pool = arms if explore.more is not None else alive  # the planned first round, then spares for the rule
+            while True:
+                if len(tried) >= len(pool):
+                    # Every candidate drawn was tried before the rule fired; without `more`
+                    # the pool is the planned round, which the budget sized.
+                    trace.stopped_by = "exhausted" if explore.more is not None else "budget"
+                    break
+                size = explore.batch
+                if explore.more is not None:
+                    size = min(size, max(1, explore.more(tried)))
+                group = pool[len(tried): len(tried) + size]
                 # The next batch, and the later rounds for every candidate tried then, at the
                 # pace so far; the first batch needs only to fit itself.
                 run = run_s * state["pace"]
-                later = sum(s.seconds for s in schedule(len(tried) + len(group), run, round_overhead_s, finalists, ETA,
-                                                        reps)[1:]) if tried else 0.0
+                later = sum(s.seconds for s in schedule(len(tried) + len(group), run, round_overhead_s, finalists, eta,
+                                                        reps, cap=cap)[1:]) if tried else 0.0
                 if spent + stage_seconds(len(group), reps, run, round_overhead_s) + later > budget_s:
                     trace.stopped_by = "budget"
                     break
@@ -191,16 +218,15 @@ def successive_halving(items: Sequence[T], evaluate: Callable[[list[T], int], tu
                 if fired:
                     trace.stopped_by = "rule"
                     break
-            else:
-                trace.stopped_by = "budget"  # every planned candidate tried before the rule fired
             if not tried:
                 trace.stopped = f"round 1: about {cost(1):.0f} s needed, {budget_s - spent:.0f} s left"
                 break
             alive = tried
-            if len(tried) < n:  # the later rounds planned again for the candidates tried
-                rest = schedule(len(tried), run_s, round_overhead_s, finalists, ETA, reps)
-                stage = Stage(len(tried), reps, seconds, rest[0].keep)
-                plan = [stage] + rest[1:]
+            tried_ids = {id(a) for a in tried}  # the spares never tried are not returned
+            # The later rounds planned again for the candidates tried.
+            rest = schedule(len(tried), run_s, round_overhead_s, finalists, eta, reps, cap=cap)
+            stage = Stage(len(tried), reps, seconds, rest[0].keep)
+            plan = [stage] + rest[1:]
         else:
             while reps > 1 and spent + cost(reps) > budget_s:
                 reps -= 1
@@ -224,7 +250,8 @@ def successive_halving(items: Sequence[T], evaluate: Callable[[list[T], int], tu
         if len(alive) <= 1 and not last:
             break
     ranked_alive = sorted(alive, key=lambda a: -_finite(a.score))
-    rest = sorted((a for a in arms if a not in alive), key=lambda a: (-len(a.scores), -_finite(a.score)))
+    rest = sorted((a for a in arms if a not in alive and (explore is None or id(a) in tried_ids)),
+                  key=lambda a: (-len(a.scores), -_finite(a.score)))
     return ranked_alive + rest, trace
 
 

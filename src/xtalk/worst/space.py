@@ -218,15 +218,23 @@ class Space:
             tries += 1
         return list(out.values())
 
+    def default(self, ks: KindSpace, axis: Axis):
+        """The value a fixed axis takes: the catalog's default where the axis holds it (a
+        `buslock` splits its locks, as it does by default), else the axis' first value (for
+        `buslock` that is `split = false`, the aligned control that locks nothing)."""
+        kind = self.cat.kinds.get(ks.kind) if self.cat is not None else None
+        p = kind.param(axis.key) if kind is not None else None
+        return p.default if p is not None and p.default in axis.values else axis.values[0]
+
     def singles(self) -> list[Candidate]:
         """Each kind alone, the same on every CPU, at its largest footprint that fits and the
-        other axes at their first value (the catalog's strongest single enemies, the baseline
-        a search must beat)."""
+        other axes at their default (`default`): the catalog's strongest single enemies, the
+        baseline a search must beat."""
         out = []
         for ks in self.kinds.values():
             params = []
             for a in ks.axes:
-                v = a.values[0]
+                v = self.default(ks, a)
                 if a.key == "bytes":
                     fits = [x for x in a.values if _size_value(str(x), self.caches) * len(self.cpus) <= self.memory_cap]
                     v = fits[-1] if fits else a.values[0]

@@ -19,7 +19,7 @@ experiment can be grouped on in SQL and pandas alike.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Iterator
 
 from ..errors import UsageError
 from ..outcome import RunOutcome, read_outcome  # noqa: F401 (public here too)
@@ -315,9 +315,10 @@ def run_outcome(run_dir) -> RunOutcome | None:
     return read_outcome(Path(run_dir))
 
 
-def run_outcomes(runs: pd.DataFrame) -> list[RunOutcome | None]:
-    """The outcome of each row of a run table (`Results.runs()`: its ``dir``), in its order."""
-    return [run_outcome(d) for d in (runs["dir"] if "dir" in getattr(runs, "columns", ()) else [])]
+def run_outcomes(runs: pd.DataFrame) -> Iterator[RunOutcome | None]:
+    """The outcome of each row of a run table (`Results.runs()`: its ``dir``), in its order,
+    each read when the caller reaches it (a reader that stops at the first plan reads one)."""
+    return (run_outcome(d) for d in (runs["dir"] if "dir" in getattr(runs, "columns", ()) else []))
 
 
 def open(path) -> Results:  # noqa: A001 - the public API reads as xtalk.store.open(path)

@@ -1,7 +1,10 @@
 """The host's layers: no import cycle in src/xtalk (between modules, nor between the units of
 the layer list), and no import from a lower layer to a higher one. The order is the fenced
 `layers` block of docs/architecture.md; every import counts, function-local ones included
-(they still make the importer depend on the imported). Pure and fast: reads source only."""
+(they still make the importer depend on the imported). And who reads run.json: only the units
+of the fenced `run-json` block (results, store, and outcome that defines the reader), every
+other module through them, but for the few named in STILL_READING. Pure and fast: reads
+source only."""
 
 from __future__ import annotations
 

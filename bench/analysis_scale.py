@@ -35,7 +35,7 @@ sys.path.insert(0, str(ROOT / "src"))
 import xtalk  # noqa: E402
 from xtalk.analysis.stats import quantile_name  # noqa: E402
 from xtalk.outcome import write_outcome  # noqa: E402
-from xtalk.report.synthetic import outcome  # noqa: E402
+from xtalk.testing.synthetic import outcome  # noqa: E402
 from xtalk.store.aggregate import group_quantiles  # noqa: E402
 
 RUNS, ROWS = int(os.environ.get("XTALK_BENCH_RUNS", 100)), int(os.environ.get("XTALK_BENCH_ROWS", 1_000_000))

@@ -4,7 +4,7 @@ the same run.
 
     PYTHONPATH=src nice .venv/bin/python bench/campaign_report_scale.py [--repetitions 2] [--jobs 200] [--keep DIR]
 
-Synthesizes a campaign (report/synthetic_campaign.py: the layout `xtalk campaign run` writes,
+Synthesizes a campaign (testing/synthetic_campaign.py: the layout `xtalk campaign run` writes,
 no agent) shaped like the beck-two-way example: two configurations, a solo, a plain scenario
 and a two-way family of 4 × 5 cells, so 44 cells, ``--repetitions`` runs per cell (2: 88 runs)
 of ``--jobs`` jobs each. Then runs
@@ -28,7 +28,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
-from xtalk.report.synthetic_campaign import Family, write_campaign  # noqa: E402
+from xtalk.testing.synthetic_campaign import Family, write_campaign  # noqa: E402
 
 PI = Family("pi", "reservation.runtime", [1, 2, 3, 4], ["1ms", "2ms", "3ms", "4ms", "5ms"])
 

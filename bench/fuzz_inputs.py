@@ -11,7 +11,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from xtalk import fuzz
+from xtalk.testing import fuzz
 
 ROOT = Path(__file__).resolve().parents[1]
 

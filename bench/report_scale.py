@@ -31,7 +31,7 @@ from pathlib import Path
 import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
-from xtalk.report.synthetic import job_table, write_run  # noqa: E402
+from xtalk.testing.synthetic import job_table, write_run  # noqa: E402
 
 
 def synthesize(root: Path, runs: int, jobs: int) -> int:

@@ -109,10 +109,10 @@ def test_a_lab_campaigns_summary_splits_boards_from_kernels(tmp_path):
     planted 0 %, +4 %, +8 %, +12 % and rt planted 15 % faster: the summary says both apart."""
     from rich.console import Console
 
-    from xtalk.report import campaign_cells as cc
+    from xtalk.results import campaign_cells as cc
     from xtalk.report import boards as bd
     from xtalk.report.campaign_summary import write_campaign_summary
-    from xtalk.report.synthetic_campaign import write_campaign
+    from xtalk.testing.synthetic_campaign import write_campaign
 
     boards = {"board-1": 1.0, "board-2": 1.04, "board-3": 1.08, "board-4": 1.12}
     root = write_campaign(tmp_path / "lab", families=[], configurations=("fifo",), repetitions=3, jobs=60,
@@ -132,9 +132,9 @@ def test_a_lab_campaigns_summary_splits_boards_from_kernels(tmp_path):
 
 
 def test_a_campaign_without_boards_has_no_board_section(tmp_path):
-    from xtalk.report import campaign_cells as cc
+    from xtalk.results import campaign_cells as cc
     from xtalk.report import boards as bd
-    from xtalk.report.synthetic_campaign import write_campaign
+    from xtalk.testing.synthetic_campaign import write_campaign
 
     root = write_campaign(tmp_path / "plain", families=[], configurations=("fifo",), repetitions=2, jobs=20)
     assert bd.splits(cc.load_campaign(root)) == [] and bd.markdown([]) == ""
@@ -151,7 +151,7 @@ def test_two_noisy_boards_with_nothing_planted_rarely_claim_the_boards_differ():
 
 def test_a_lab_campaigns_report_has_its_boards_section_and_table(tmp_path):
     from xtalk.report.campaign_report import build_campaign
-    from xtalk.report.synthetic_campaign import write_campaign
+    from xtalk.testing.synthetic_campaign import write_campaign
 
     root = write_campaign(tmp_path / "lab", families=[], configurations=("fifo",), repetitions=3, jobs=40,
                           boards={"b1": 1.0, "b2": 1.1, "b3": 1.2}, kernels={"stock": 1.0, "rt": 0.8})

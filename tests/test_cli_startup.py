@@ -130,7 +130,7 @@ def test_shell_completion_reaches_the_groups():
 def test_summary_draws_nothing_and_loads_no_matplotlib(tmp_path):
     # The summary computes (pandas, SciPy's intervals) but draws no figure: Matplotlib is the
     # report's (report/figures.py), once loaded through report/html.py's type hint.
-    from xtalk.report.synthetic import Scenario, write_results
+    from xtalk.testing.synthetic import Scenario, write_results
 
     out = write_results(tmp_path / "r", [Scenario("solo"), Scenario("read", slowdown=1.3)], repetitions=2, jobs=50)
     r = _xtalk(["summary", str(out)])

@@ -15,8 +15,8 @@ from xtalk.analysis.cohabitation import (
     Application, epsilon_verdicts, grid, matrix, parse_scenario, runs_needed,
 )
 from xtalk.analysis.propagation import property_check, propagation
-from xtalk.report.synthetic import Application as SynApp
-from xtalk.report.synthetic import application_results
+from xtalk.testing.synthetic import Application as SynApp
+from xtalk.testing.synthetic import application_results
 
 AOCS, PAYLOAD, LOGGER = "aocs", "payload", "logger"
 SYN = [SynApp(AOCS, "A"), SynApp(PAYLOAD, "C"), SynApp(LOGGER, "D")]

@@ -16,8 +16,8 @@ import pytest
 
 from xtalk.outcome import load_outcome, parse_outcome, write_outcome
 from xtalk.report import compare as cm
-from xtalk.report.synthetic import Scenario, write_results
-from xtalk.report.synthetic_campaign import write_campaign
+from xtalk.testing.synthetic import Scenario, write_results
+from xtalk.testing.synthetic_campaign import write_campaign
 
 from test_report_sections import ENV  # a run.json environment the outcome model accepts
 

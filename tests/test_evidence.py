@@ -1,4 +1,4 @@
-"""`xtalk evidence`: a bundle indexed by objectives from planted results (report/synthetic.py),
+"""`xtalk evidence`: a bundle indexed by objectives from planted results (testing/synthetic.py),
 its manifest and OpenSSH signature, and `xtalk evidence verify` against tampering.
 
 Planted: an experiment whose `read` scenario slows the victim 1.5× (an interference channel),
@@ -24,8 +24,8 @@ from xtalk.store.check import LeftOut
 from xtalk.outcome import load_outcome, parse_outcome, write_outcome
 from xtalk.evidence.bundle import build
 from xtalk.evidence.manifest import verify
-from xtalk.report.synthetic import Application, Scenario, write_application_results, write_results
-from xtalk.report.synthetic_campaign import write_campaign
+from xtalk.testing.synthetic import Application, Scenario, write_application_results, write_results
+from xtalk.testing.synthetic_campaign import write_campaign
 
 OBJECTIVES = ["MCP_Planning_1", "MCP_Planning_2", "MCP_Resource_Usage_1", "MCP_Resource_Usage_3",
               "MCP_Resource_Usage_4", "MCP_Software_1", "MCP_Error_Handling_1", "MCP_Accomplishment_Summary_1"]

@@ -9,7 +9,7 @@ import pytest
 
 from conftest import ROOT
 
-from xtalk import fuzz
+from xtalk.testing import fuzz
 
 PER_FILE = 16
 SEED = 13

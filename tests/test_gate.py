@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from xtalk.report.synthetic import Scenario, write_results
+from xtalk.testing.synthetic import Scenario, write_results
 
 PERIOD, EXEC = 10_000_000, 2_000_000
 
@@ -129,7 +129,7 @@ def test_bad_input_is_one_line_exit_2(dirs, tmp_path, case):
 def test_each_application_s_epsilon_is_a_check(tmp_path):
     """Several applications (cohabitation): each one's stored ε is gated; the application that
     a planted 1.6× perturbation pushes past its ×1.3 bound fails, the one left alone passes."""
-    from xtalk.report.synthetic import Application, write_application_results
+    from xtalk.testing.synthetic import Application, write_application_results
 
     apps = [Application("aocs", "A", {"metric": "execution", "statistic": "median", "relative": 1.3}),
             Application("payload", "D", {"metric": "execution", "statistic": "median", "relative": 1.3})]

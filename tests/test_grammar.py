@@ -16,7 +16,7 @@ from xtalk.campaign import schema as campaign_schema
 from xtalk.campaign.detect import is_campaign_file
 from xtalk.config import experiment
 from xtalk.errors import UsageError
-from xtalk.report import epsilon as eps
+from xtalk.results import epsilon as eps
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -9,7 +9,7 @@ import pytest
 
 from conftest import xtalk
 from xtalk.analysis import guards
-from xtalk.report.synthetic import Scenario, write_results
+from xtalk.testing.synthetic import Scenario, write_results
 
 PERIOD = 1_000_000
 DEADLINE_VICTIM = {"period_ns": PERIOD, "deadline_ns": PERIOD,
@@ -193,7 +193,7 @@ def test_one_rule_gives_the_same_word_on_every_surface(lo, hi, floor, effect, wo
     """verdict.interference (the report's and a campaign cell's word), the guards'
     `concluded` and `ci_too_wide`, and the campaign maps' known cells judge one CI alike."""
     from xtalk.analysis import verdict as vd
-    from xtalk.report import campaign_maps as cm
+    from xtalk.results import campaign_maps as cm
 
     assert vd.interference(lo, hi, floor, effect) == word
     done = word in vd.CONCLUDED

@@ -9,7 +9,7 @@ import pandas as pd
 from conftest import xtalk
 from xtalk.analysis import guards
 from xtalk.outcome import parse_outcome, write_outcome
-from xtalk.report.synthetic import Scenario, write_results
+from xtalk.testing.synthetic import Scenario, write_results
 
 
 def _plant(res, scenario: str, achieved: dict[str, float], alone: dict[str, float]):

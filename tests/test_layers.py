@@ -1,7 +1,10 @@
 """The host's layers: no import cycle in src/xtalk (between modules, nor between the units of
 the layer list), and no import from a lower layer to a higher one. The order is the fenced
 `layers` block of docs/architecture.md; every import counts, function-local ones included
-(they still make the importer depend on the imported). Pure and fast: reads source only."""
+(they still make the importer depend on the imported). And who reads run.json: only the units
+of the fenced `run-json` block (results, store, and outcome that defines the reader), every
+other module through them, but for the few named in STILL_READING. Pure and fast: reads
+source only."""
 
 from __future__ import annotations
 
@@ -211,3 +214,91 @@ def test_relative_imports_resolve_to_modules_not_names():
     assert "xtalk.store.jobs" in g["xtalk.targets.local"]
     assert "xtalk.units" in g["xtalk.config.expand"]
     assert "xtalk" not in g["xtalk.runner"]  # the version lives in xtalk.version, below everything
+
+
+# -- who reads run.json -----------------------------------------------------------------------
+#: The functions that read a run.json file (xtalk.outcome); `parse_outcome` validates a
+#: document already in memory and is not one of them.
+OUTCOME_READERS = {"load_outcome", "read_outcome"}
+#: Modules outside the readers of the ```run-json block that still read run.json themselves,
+#: each with why it is left: the rule fails for any other module, and for a listed one that
+#: no longer reads it (then strike it from here).
+STILL_READING = {
+    "xtalk.cli": "`xtalk trace`/`export-trace` check one run directory themselves (cli.py is shared this round)",
+    "xtalk.evidence.bundle": "copies each run's run.json into the bundle byte for byte (a file list; never parses it)",
+    "xtalk.evidence.manifest": "lists runs/*/run.json among the bundle's input files (a glob; never parses it)",
+}
+
+
+def run_json_owners(text: str) -> list[str]:
+    """The units allowed to read run.json: the ```run-json block of docs/architecture.md."""
+    block = re.search(r"^```run-json\n(.*?)^```", text, re.S | re.M)
+    assert block, "docs/architecture.md has no ```run-json block"
+    return [n.strip() for line in block.group(1).splitlines() for n in line.split("#", 1)[0].split(",") if n.strip()]
+
+
+def reads_run_json(module: str, path: Path) -> int | None:
+    """The line where `module` reads run.json itself (imports or calls a reader of
+    xtalk.outcome, or names the file "run.json" in code), or None."""
+    is_package = path.name == "__init__.py"
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.ImportFrom) and _target(module, is_package, node) == "xtalk.outcome" \
+                and any(a.name in OUTCOME_READERS for a in node.names):
+            return node.lineno
+        if isinstance(node, ast.Attribute) and node.attr in OUTCOME_READERS:
+            return node.lineno
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in OUTCOME_READERS:
+            return node.lineno
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and \
+                (node.value == "run.json" or node.value.endswith("/run.json")):
+            return node.lineno
+    return None
+
+
+@functools.lru_cache(maxsize=1)
+def real_run_json_lines() -> dict[str, int | None]:
+    """Module of src/xtalk -> where it reads run.json (None: it does not)."""
+    return {m: reads_run_json(m, path) for m, path in modules(SRC).items()}
+
+
+def run_json_problems(lines: dict[str, int | None], owners: list[str], allowed: dict[str, str]) -> list[str]:
+    """Every module outside `owners` that reads run.json (``lines``: module -> where, or
+    None) and is not in `allowed`, and every module of `allowed` that no longer does, one line
+    each (empty: the rule holds)."""
+    units = set(owners)
+    out = []
+    for m, line in sorted(lines.items()):
+        if unit_of(m, units) is not None:
+            continue
+        if line is not None and m not in allowed:
+            out.append(f"{m}:{line} reads run.json; only {', '.join(owners)} may: take the outcome from "
+                       "xtalk.results (Results.outcomes, ReportData.outcome) or xtalk.store (run_outcome)")
+        if line is None and m in allowed:
+            out.append(f"{m} no longer reads run.json: strike it from STILL_READING in tests/test_layers.py")
+    return out
+
+
+def test_only_results_and_store_read_run_json():
+    owners = run_json_owners(DOC.read_text())
+    assert {"results", "store"} <= set(owners), owners
+    found = run_json_problems(real_run_json_lines(), owners, STILL_READING)
+    assert not found, "\n".join(found)
+    # The report renders: not one of its modules reads run.json, listed or not.
+    assert not [m for m in STILL_READING if m.startswith("xtalk.report")]
+
+
+@pytest.mark.parametrize("planted", [
+    "\n\ndef _planted(d):\n    from ..outcome import read_outcome\n    return read_outcome(d)\n",
+    "\n\ndef _planted(d):\n    import json\n    return json.loads((d / \"run.json\").read_text())\n",
+    "\n\ndef _planted(d):\n    from .. import outcome\n    return outcome.load_outcome(d)\n",
+])
+def test_a_planted_run_json_reader_in_the_report_fails_the_rule_and_a_stale_listing_too(tmp_path, planted):
+    victim = tmp_path / "markdown.py"  # the report's module with a reader planted; the rest as it is
+    victim.write_text((SRC / "xtalk" / "report" / "markdown.py").read_text() + planted)
+    owners = run_json_owners(DOC.read_text())
+    lines = {**real_run_json_lines(), "xtalk.report.markdown": reads_run_json("xtalk.report.markdown", victim)}
+    found = run_json_problems(lines, owners, STILL_READING)
+    assert len(found) == 1 and found[0].startswith("xtalk.report.markdown:") and "reads run.json" in found[0], found
+    # A module listed though it reads nothing is named too (the list only shrinks).
+    stale = run_json_problems(real_run_json_lines(), owners, {**STILL_READING, "xtalk.report.markdown": "planted"})
+    assert stale == ["xtalk.report.markdown no longer reads run.json: strike it from STILL_READING in tests/test_layers.py"]

@@ -18,9 +18,9 @@ import pytest
 from rich.console import Console
 
 from conftest import xtalk
-from xtalk.report import tables as tb
+from xtalk.results import tables as tb
 from xtalk.report.summary import write_summary
-from xtalk.report.synthetic import Scenario, write_results
+from xtalk.testing.synthetic import Scenario, write_results
 from xtalk.store import Results
 
 EXPERIMENT = """

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from conftest import xtalk
-from xtalk.report.synthetic import Scenario, write_results
+from xtalk.testing.synthetic import Scenario, write_results
 
 TASKS = "examples/models/taskset-rm.toml"
 

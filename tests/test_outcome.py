@@ -9,7 +9,7 @@ import pytest
 
 from xtalk.outcome import (OutcomeError, RunOutcome, checked_in_schema, json_schema, load_outcome, read_outcome,
                            write_outcome)
-from xtalk.report.synthetic import Scenario, write_results
+from xtalk.testing.synthetic import Scenario, write_results
 from xtalk.store import open as open_results
 
 PLAN = {"version": 1, "run_id": "r", "timeout_s": 30.0, "settle_ms": 20.0,

@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 
 from xtalk.calibrate import reading_text, show, source_resolution_ns
 from xtalk.report.summary import write_summary
-from xtalk.report.synthetic import Scenario, write_results
+from xtalk.testing.synthetic import Scenario, write_results
 from xtalk.runner import run_count_text
 from xtalk.sched.cli import app
 from xtalk.store import open as open_results

@@ -296,7 +296,7 @@ enemies = [{{ kind = "read", bytes = "4*llc", cpus = [{cpu}], policy = "fifo", p
 def test_the_summary_enemy_line_gives_each_kinds_share_of_its_peak(peaks_dir, tmp_path):
     from xtalk.outcome import Environment, parse_outcome, write_outcome
     from xtalk.report.summary import summary_table, to_markdown
-    from xtalk.report.synthetic import Scenario, write_results
+    from xtalk.testing.synthetic import Scenario, write_results
     from xtalk.store import open as open_results
 
     res = write_results(tmp_path / "r", [Scenario("solo"), Scenario("read", slowdown=1.3)], repetitions=2, jobs=20)

@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from conftest import xtalk
-from xtalk.report.synthetic import Scenario, write_results
+from xtalk.testing.synthetic import Scenario, write_results
 
 
 @pytest.fixture(scope="module")

@@ -12,7 +12,7 @@ import pytest
 import chromium
 from test_report_sections import ENV, TASKS, _patch_runs, _probes, _rewrite_jobs
 from xtalk.report.build import build
-from xtalk.report.synthetic import Application, Scenario, write_application_results, write_results
+from xtalk.testing.synthetic import Application, Scenario, write_application_results, write_results
 
 
 @pytest.fixture(scope="module")

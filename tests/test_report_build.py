@@ -17,7 +17,7 @@ from rich.console import Console
 from conftest import xtalk
 from xtalk.outcome import write_outcome
 from xtalk.report.build import build
-from xtalk.report.synthetic import Scenario, outcome, write_results
+from xtalk.testing.synthetic import Scenario, outcome, write_results
 
 EXPERIMENT = """
 name = "rep"

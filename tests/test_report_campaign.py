@@ -1,4 +1,4 @@
-"""Campaign summaries and reports on planted campaigns (report/synthetic_campaign.py: the
+"""Campaign summaries and reports on planted campaigns (testing/synthetic_campaign.py: the
 layout `xtalk campaign run` writes, each cell's slowdown known): the application's ε reaches
 every verdict, the two-way views are per family and per configuration with numeric axes and
 the slowdown, the report leads with grids and verdicts at a bounded size, and each cell's
@@ -14,13 +14,13 @@ import pytest
 
 from conftest import xtalk
 from xtalk.campaign.schema import Epsilon
-from xtalk.report import campaign_cells as cc
+from xtalk.results import campaign_cells as cc
 from xtalk.report import campaign_figures as cf
-from xtalk.report import tables as tb
+from xtalk.results import tables as tb
 from xtalk.report.build import build
 from xtalk.report.campaign_summary import write_campaign_summary
-from xtalk.report.epsilon import from_campaign_label
-from xtalk.report.synthetic_campaign import Family, write_campaign
+from xtalk.results.epsilon import from_campaign_label
+from xtalk.testing.synthetic_campaign import Family, write_campaign
 
 PI = Family("pi", "reservation.runtime", [1, 2, 4], ["2ms", "5ms", "10ms"])
 CHASE = Family("chase", "elements", [1, 2], [65536, 262144])
@@ -301,7 +301,7 @@ def tail_only(tmp_path_factory):
 def test_the_default_map_is_the_statistic_where_the_effect_is(tail_only, tmp_path):
     """A planted effect on the response p99 only: the maps show response p99, not the
     median execution slowdown, and say why."""
-    from xtalk.report import campaign_maps as cm
+    from xtalk.results import campaign_maps as cm
 
     root, cd, cells = tail_only
     stat, why = cm.choose(cells)
@@ -329,7 +329,7 @@ def test_the_mapped_statistic_is_selectable_and_a_bad_name_refused(tail_only, tm
     assert r.returncode == 2 and r.stderr.strip().count("\n") == 0, r.stderr
     assert "--map: 'banana' is not a mapped statistic; use one of exec-median" in r.stderr
     assert not (tmp_path / "bad").exists()
-    from xtalk.report.synthetic import Scenario, write_results
+    from xtalk.testing.synthetic import Scenario, write_results
 
     exp = write_results(tmp_path / "exp", [Scenario("solo"), Scenario("read", slowdown=1.2)], repetitions=2, jobs=30)
     r = xtalk("report", exp, "-o", tmp_path / "exp-rep", "--map", "response-p99")
@@ -344,7 +344,7 @@ def test_an_inconclusive_cell_is_marked_and_leaves_the_colour_scale_alone(tail_o
     extreme is hatched and does not set vmax."""
     import pandas as pd
 
-    from xtalk.report import campaign_maps as cm
+    from xtalk.results import campaign_maps as cm
     from xtalk.report.figures import plt
 
     _, cd, cells = tail_only

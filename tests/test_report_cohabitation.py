@@ -11,7 +11,7 @@ import pytest
 from xtalk.analysis import verdict as vd
 from xtalk.report import cohabitation as rc
 from xtalk.report.build import build
-from xtalk.report.synthetic import Application, Scenario, write_application_results, write_results
+from xtalk.testing.synthetic import Application, Scenario, write_application_results, write_results
 from xtalk.store.frames import load
 
 APPS = [Application("logger", "D", {"metric": "response", "statistic": "max", "bound": "5ms"}),
@@ -202,7 +202,7 @@ def test_a_traced_application_gets_its_culprits_and_timeline(tmp_path):
 
     import pandas as pd
 
-    from xtalk.report.synthetic import trace_text
+    from xtalk.testing.synthetic import trace_text
 
     root, _ = write_application_results(tmp_path / "res", OWN, repetitions=2, jobs=80)
     run = next(p for p in (root / "runs").iterdir() if "alone:aocs" in p.name)
@@ -295,7 +295,7 @@ def test_the_summary_and_the_report_give_each_application_the_same_numbers(tmp_p
 
 def test_an_epsilon_against_a_disturbed_alone_run_says_so():
     # examples/cohabitation.toml: aocs ε "held" at ×0.05 because alone:aocs had p99 19 ms.
-    from xtalk.report.synthetic import application_results, experiment_applications
+    from xtalk.testing.synthetic import application_results, experiment_applications
 
     apps = [Application("aocs", "A", {"metric": "execution", "statistic": "median", "relative": 1.3}),
             Application("payload", "C")]

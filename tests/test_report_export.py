@@ -12,7 +12,7 @@ import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
 from xtalk.report import export
-from xtalk.report.synthetic import Scenario, job_table, write_results
+from xtalk.testing.synthetic import Scenario, job_table, write_results
 from xtalk.store.frames import LABELS, load_runs
 
 
@@ -52,12 +52,12 @@ def test_streamed_export_equals_the_whole_run_export(tmp_path, monkeypatch):
 
 
 def test_migration_table_counts_on_label_codes_as_on_strings(tmp_path):
-    """report.platform.migration_table (counted on the labels' codes, kept per ReportData)
+    """results.platform.migration_table (counted on the labels' codes, kept per ReportData)
     equals a groupby of the labels as strings, in order of first appearance."""
     import pandas as pd
 
-    from xtalk.report import platform
-    from xtalk.report import tables as tb
+    from xtalk.results import platform
+    from xtalk.results import tables as tb
 
     root = write_results(tmp_path / "r", [Scenario("solo"), Scenario("pi", slowdown=1.2)], repetitions=2, jobs=60)
     data = tb.load(root)

@@ -4,7 +4,7 @@ section names the kernel, the hypervisor, the missing PMU, skipped counters and 
 jobs, which the counter statistics exclude; probes and system calls get their portfolio;
 latency, task-set and AOCS victims get sections (and terminal summaries) of their own.
 
-Results directories are planted (report/synthetic.py plus the run.json fields the agent
+Results directories are planted (testing/synthetic.py plus the run.json fields the agent
 writes), so every expected number is known; one test runs the agent and skips when not root.
 """
 
@@ -27,12 +27,12 @@ from conftest import is_root, xtalk
 from xtalk.outcome import load_outcome, parse_outcome, write_outcome
 from xtalk.plan import Victim
 from xtalk.report import figures as fg
-from xtalk.report import tables as tb
+from xtalk.results import tables as tb
 from xtalk.report import victim_kinds as vk
 from xtalk.report.build import build
 from xtalk.store.frames import load
 from xtalk.report.summary import write_summary
-from xtalk.report.synthetic import Scenario, write_results
+from xtalk.testing.synthetic import Scenario, write_results
 from xtalk.store import Results
 
 #: An environment document as the agent writes it (every field the outcome model requires).

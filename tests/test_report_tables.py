@@ -1,5 +1,5 @@
-"""The report's tables (xtalk.report.tables) on synthetic results with planted effects: each
-test checks the report finds what was planted (xtalk.report.synthetic)."""
+"""The report's tables (xtalk.results.tables) on synthetic results with planted effects: each
+test checks the report finds what was planted (xtalk.testing.synthetic)."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ import pandas as pd
 import pytest
 
 from xtalk.errors import UsageError
-from xtalk.report import epsilon as eps
-from xtalk.report import tables as tb
-from xtalk.report.synthetic import Scenario, write_results
+from xtalk.results import epsilon as eps
+from xtalk.results import tables as tb
+from xtalk.testing.synthetic import Scenario, write_results
 
 JOBS = 300
 SPIKE_EVERY = 40
@@ -117,9 +117,9 @@ def test_a_group_in_run_order_gives_the_wakeup_series_of_its_subset(data):
 
     cols = ["run_id", "job", "warmup", "wakeup_ns", "release_ns", "end_ns", "period_ns"]
     for sc, cf in tb.groups(data):
-        ordered = tb._group_in_run_order(data, sc, cf, cols)
+        ordered = tb.group_in_run_order(data, sc, cf, cols)
         assert ordered is not None and list(ordered.columns) == cols
-        plain = tb._subset(data, sc, cf, cols, warmup=True)
+        plain = tb.subset(data, sc, cf, cols, warmup=True)
         assert len(ordered) == len(plain) and set(ordered["run_id"].cat.categories) == set(plain["run_id"].cat.categories)
         pd.testing.assert_frame_equal(wk.wakeup_series(ordered), wk.wakeup_series(plain), check_exact=True)
 
@@ -130,7 +130,7 @@ def test_pwcet_sample_is_whole_runs_in_order_up_to_the_limit(data, monkeypatch, 
     is reached (the run that reaches it included); a copy per call of nothing (cached)."""
     monkeypatch.setattr(tb, "PWCET_JOBS", limit)
     data.memo.pop(("pwcet_series", "pi", "default"), None)
-    v, total = tb._pwcet_series(data, "pi", "default")
+    v, total = tb.pwcet_series(data, "pi", "default")
     j = data.measured[data.measured.scenario == "pi"]
     want, n = [], 0
     for rid in sorted(j["run_id"].astype(str).unique()):
@@ -140,7 +140,7 @@ def test_pwcet_sample_is_whole_runs_in_order_up_to_the_limit(data, monkeypatch, 
         want.append(r["exec_ns"].to_numpy(dtype=float))
         n += len(r)
     assert total == len(j) and np.array_equal(v, np.concatenate(want))
-    assert tb._pwcet_series(data, "pi", "default")[0] is v
+    assert tb.pwcet_series(data, "pi", "default")[0] is v
     data.memo.pop(("pwcet_series", "pi", "default"))
 
 

@@ -8,7 +8,7 @@ import pytest
 from typer.testing import CliRunner
 
 from xtalk.outcome import write_outcome
-from xtalk.report.synthetic import outcome
+from xtalk.testing.synthetic import outcome
 from xtalk.sched.cli import app
 from xtalk.sched.coupling import apply_measured_wcets, load_jobs, measure_tasks, parse_wcet_from, wcet_from_jobs
 from xtalk.sched.inputs import InputError

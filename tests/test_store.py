@@ -7,7 +7,7 @@ import pandas as pd
 
 from xtalk import store
 from xtalk.outcome import write_outcome
-from xtalk.report.synthetic import outcome
+from xtalk.testing.synthetic import outcome
 from xtalk.store.jobs import HEADER, RECORD, write_parquet_atomic
 
 

@@ -12,8 +12,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from xtalk.analysis import stats as st
-from xtalk.report import tables as tb
-from xtalk.report.synthetic import Scenario, write_results
+from xtalk.results import tables as tb
+from xtalk.testing.synthetic import Scenario, write_results
 from xtalk.store import aggregate
 
 QS = [0.0, 0.01, 0.25, 0.5, 0.75, 0.9, 0.99, 0.999, 1.0]

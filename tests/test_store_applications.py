@@ -9,7 +9,7 @@ import pandas as pd
 from conftest import xtalk
 from xtalk import store
 from xtalk.outcome import write_outcome
-from xtalk.report.synthetic import job_table, outcome
+from xtalk.testing.synthetic import job_table, outcome
 from xtalk.store.files import write_parquet_atomic
 from xtalk.store.frames import load
 

@@ -12,7 +12,7 @@ import xtalk
 from conftest import needs_root, needs_two_cpus, processes_named, xtalk as run_xtalk
 from xtalk import store
 from xtalk.outcome import parse_outcome, write_outcome
-from xtalk.report.synthetic import outcome
+from xtalk.testing.synthetic import outcome
 from xtalk.store.jobs import write_parquet_atomic
 
 # Three scenarios of 0, 1 and 2 enemies; tiny so that the three runs take about a second.

@@ -231,13 +231,13 @@ def test_two_segments_with_one_name_are_refused(tmp_path):
 
 
 def test_a_traced_run_gets_its_segment_column_and_the_report_and_query_show_it(tmp_path):
-    # Synthetic results (report/synthetic.py): the first run of each scenario has a text trace in
+    # Synthetic results (testing/synthetic.py): the first run of each scenario has a text trace in
     # which the victim is switched in 1 µs before each job's start and blocks ("S") 1 µs after
     # its end, preempted ("R+") inside its slow jobs. The planted segment: its switch-in out of
     # idle → its blocking switch-out, whatever preempted it in between.
     from xtalk.outcome import load_outcome, write_outcome
-    from xtalk.report import tables as tb
-    from xtalk.report.synthetic import Scenario, write_results
+    from xtalk.results import tables as tb
+    from xtalk.testing.synthetic import Scenario, write_results
     from xtalk.safepath import write_parquet
     from xtalk.trace.run import analyze
     import pyarrow as pa
@@ -254,7 +254,7 @@ def test_a_traced_run_gets_its_segment_column_and_the_report_and_query_show_it(t
         meta.plan.trace = Trace(events=["sched:sched_switch"], segments=[held])
         write_outcome(d, meta)
         jobs = pd.read_parquet(d / "jobs.parquet")
-        metrics, _ = analyze(d, jobs)
+        metrics, _ = analyze(d, meta, jobs)
         # The text trace's stamps are whole µs (truncated by the synthetic writer).
         want = ((jobs.end_ns + 1_000) // 1_000 - (jobs.start_ns - 1_000) // 1_000) * 1_000
         assert metrics["seg_held_ns"].tolist() == want.tolist()

@@ -13,9 +13,9 @@ import pandas as pd
 import pytest
 
 from xtalk.analysis import verdict as vd
-from xtalk.report import tables as tb
+from xtalk.results import tables as tb
 from xtalk.report.containment import verdicts as containment_verdicts
-from xtalk.report.synthetic import Scenario, write_results
+from xtalk.testing.synthetic import Scenario, write_results
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "xtalk"
 NAN = math.nan

@@ -13,7 +13,7 @@ import sys
 import jsonschema
 import pytest
 
-from xtalk.report.synthetic import Scenario, write_results
+from xtalk.testing.synthetic import Scenario, write_results
 from xtalk.report.verdicts import printed_lines, schema, warning
 
 PERIOD, EXEC = 10_000_000, 2_000_000
@@ -143,8 +143,8 @@ def test_the_report_prints_the_stored_run_time_notices_as_the_terminal_grouped_t
 
 
 def test_several_applications_and_a_campaign_validate(tmp_path):
-    from xtalk.report.synthetic import Application, write_application_results
-    from xtalk.report.synthetic_campaign import write_campaign
+    from xtalk.testing.synthetic import Application, write_application_results
+    from xtalk.testing.synthetic_campaign import write_campaign
 
     apps = [Application("aocs", "A", {"metric": "execution", "statistic": "median", "relative": 1.3}),
             Application("payload", "D", {"metric": "execution", "statistic": "median", "relative": 1.3})]
@@ -168,7 +168,7 @@ def test_a_campaign_s_epsilon_entries_carry_metric_statistic_and_the_observed_ci
     """A campaign cell's ε (its default: response p99 within ×1.5 of solo), planted 1.3× and
     2× slower: each entry names its metric and statistic and gives the observed p99 with its
     CI around it and the ratio to solo with its CI, as an experiment's entries do."""
-    from xtalk.report.synthetic_campaign import write_campaign
+    from xtalk.testing.synthetic_campaign import write_campaign
 
     camp = write_campaign(tmp_path / "camp", families=[], configurations=("fifo",), scenarios={"read": 1.3, "chase": 2.0})
     r = _xtalk("summary", camp, "--json", cwd=tmp_path)

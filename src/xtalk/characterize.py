@@ -225,7 +225,7 @@ def enemy_loads(results: dict[str, Path], env: dict) -> pd.DataFrame:
     probe's runs pooled) and that rate's share of its channel's measured peak (peaks.py;
     NaN without saved peaks or without a peak for its channel)."""
     from . import catalog, peaks as pk
-    from .outcome import read_outcome
+    from .store import run_outcome
 
     saved, caches = pk.load(env), pk.caches_of(env)
     acc: dict[tuple[str, int], dict] = {}
@@ -244,7 +244,7 @@ def enemy_loads(results: dict[str, Path], env: dict) -> pd.DataFrame:
             row["rates"] += [e["window_rate"] for e in got]
             row["signatures"] += [sig for e in got if (sig := pk.signature(e, env)) is not None]
             if row["params"] is None:
-                meta = read_outcome(Path(d))
+                meta = run_outcome(d)
                 k = catalog.current().kinds.get(row["kind"])
                 if meta is not None and meta.plan and meta.plan.enemies:
                     row["params"] = meta.plan.enemies[0].load.model_dump()

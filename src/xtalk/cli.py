@@ -262,7 +262,7 @@ def summary(results: Optional[Path] = typer.Argument(None, help="results directo
         return
     if results is None:
         raise UsageError("summary: give a results directory, or --schema")
-    from .report.campaign_cells import is_campaign
+    from .results.campaign_cells import is_campaign
     from .report.summary import write_summary
     from .store import open as open_results
 
@@ -530,7 +530,7 @@ def blame(run: Path = typer.Argument(..., help="a run directory (RESULTS/runs/<r
     if trace_file(run) is not None and len(measured) >= 3:
         from .analysis.spikes import culprit_periods
         from .report.culprits import period_lines
-        from .report.tables import attribute, run_intervals
+        from .results.tables import attribute, run_intervals
 
         iv, names = run_intervals(run)
         a = attribute(measured, iv, names)
@@ -671,10 +671,10 @@ def query(results: Path = typer.Argument(..., help="a campaign or experiment dir
 
 
 def _cells(path: Path):
-    """The cells the summary and the report read: an experiment's (report/tables.cells) or a
-    campaign's (report/campaign_cells.cell_table), without the guards' list column."""
-    from .report import campaign_cells as cc
-    from .report import tables as tb
+    """The cells the summary and the report read: an experiment's (results/tables.cells) or a
+    campaign's (results/campaign_cells.cell_table), without the guards' list column."""
+    from .results import campaign_cells as cc
+    from .results import tables as tb
 
     if cc.is_campaign(path):
         return cc.cell_table(cc.load_campaign(path)).drop(columns=["warnings"], errors="ignore")

@@ -81,7 +81,7 @@ def noise_text(n: dict) -> str:
     what = (f"{n['passes']} passes of {n['jobs_per_pass']} jobs" if n.get("source", "solo passes") == "solo passes"
             else f"{n['passes']} solo runs")
     # "solo spread", not "noise floor": the report's noise floor is another statistic (the
-    # A/A bootstrap ratio floor, report/tables.noise_floor); docs/experiments.md names both.
+    # A/A bootstrap ratio floor, results/tables.noise_floor); docs/experiments.md names both.
     return (f"solo spread: the solo median varies {n['spread']:.1%} from run to run ({what}); resolving a "
             f"{n['min_effect']:.0%} slowdown (min_effect) takes about {n['repetitions_needed']} repetitions, "
             f"the experiment has {n['repetitions']}")

@@ -56,11 +56,11 @@ def exit_code(out: Path) -> int:
         planned = len(json.loads((out / "experiment.json").read_text())["order"])
     except (OSError, ValueError, KeyError):
         return runs_exit_code(0, 1)
-    from .outcome import read_outcome  # its models: not for `xtalk plan`
+    from .store import run_outcome  # its models: not for `xtalk plan`
 
     completed = 0
     for run in (out / "runs").iterdir() if (out / "runs").is_dir() else []:
-        meta = read_outcome(run)
+        meta = run_outcome(run)
         completed += meta is not None and meta.status == "completed" and not meta.invalid
     return runs_exit_code(completed, planned)
 

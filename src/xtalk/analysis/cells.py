@@ -3,10 +3,10 @@ experiment shows.
 
 jobs → :func:`per_run` (one row per run) → :func:`cells` (one row per configuration ×
 scenario: runs, jobs, response and execution quantiles, misses, migrated jobs, slowdowns
-with their CIs) → the verdicts (``report/tables.verdicts``). The terminal summary of
+with their CIs) → the verdicts (``results/tables.verdicts``). The terminal summary of
 `xtalk run` and `xtalk summary` (summary.md, summary.json), the report's slowdown, misses and
 verdict tables and `xtalk query`'s ``cells`` view all read this table, so a number is
-computed once and cannot disagree between them. A campaign has its own (report/campaign_cells.py)
+computed once and cannot disagree between them. A campaign has its own (results/campaign_cells.py)
 with the same definitions.
 
 The definitions, once:

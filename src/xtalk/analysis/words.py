@@ -96,7 +96,7 @@ def interference(lo: float, hi: float, floor: float = float("nan"), effect: floa
     """The one rule for what a slowdown (ratio) CI [lo, hi] concludes, every surface's: the
     guards (:func:`xtalk.analysis.guards.concluded`, the `ci_too_wide` warning, the end-of-run
     line), the report's and a campaign cell's interference word, the maps' known cells
-    (report/campaign_maps.py). ``floor``: the A/A noise floor (± around 1, how far a ratio
+    (results/campaign_maps.py). ``floor``: the A/A noise floor (± around 1, how far a ratio
     strays when nothing changed; NaN when not measured, read as 0); ``effect``: the
     experiment's `min_effect`.
 

@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 from .. import safepath
-from ..outcome import read_outcome
+from ..store import run_outcome
 from ..targets.local import agents_writing
 from . import postmortem
 from .estimate import run_seconds
@@ -140,7 +140,7 @@ def recover(store: Path, runs: list[CampaignRun], journal: Journal) -> list[str]
         if state in FINAL:
             continue
         final = store / "runs" / r.run_id
-        meta = read_outcome(final) if final.is_dir() else None
+        meta = run_outcome(final) if final.is_dir() else None
         if meta and meta.status in FINAL_STATUS:
             journal.append(r.run_id, FINAL_STATUS[meta.status], status=meta.status, reason=meta.reason,
                            jobs=meta.jobs_recorded, recovered=True)

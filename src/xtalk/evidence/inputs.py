@@ -12,8 +12,9 @@ import pandas as pd
 from .. import safepath
 from ..errors import UsageError
 from ..outcome import RunOutcome
-from ..report import cohabitation, platform
-from ..report import tables as tb
+from ..report import cohabitation
+from ..results import platform
+from ..results import tables as tb
 from ..store.frames import ReportData
 
 
@@ -39,7 +40,7 @@ class Input:
         return self.data.experiment or {}
 
     def metas(self) -> list[RunOutcome]:
-        """Every run's run.json, in run order (report/platform.py reads them once)."""
+        """Every run's run.json, in run order (results/platform.py reads them once)."""
         return platform.run_metas(self.data)
 
     @property

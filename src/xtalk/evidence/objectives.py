@@ -14,7 +14,7 @@ import pandas as pd
 
 from .. import catalog
 from ..report import containment
-from ..report import tables as tb
+from ..results import tables as tb
 from ..report.build import slowdown_display
 from ..store import open as open_results
 from ..version import __version__

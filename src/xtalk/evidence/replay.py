@@ -143,7 +143,7 @@ class Recorded:
 
 def _recorded(bundle: Path, entry: dict) -> Recorded | str:
     """The experiment ``entry`` of the manifest names, or why it cannot be replayed."""
-    from ..outcome import read_outcome
+    from ..store import run_outcome
 
     name = str(entry.get("name", ""))
     data = bundle / "data" / name
@@ -160,7 +160,7 @@ def _recorded(bundle: Path, entry: dict) -> Recorded | str:
     declared = [d for d in doc.get("declared_settings") or [] if isinstance(d, dict) and {"path", "value"} <= set(d)]
     plans, env = [], {}
     for run_id in order:
-        meta = read_outcome(data / "runs" / run_id)
+        meta = run_outcome(data / "runs" / run_id)
         if meta is None or meta.plan is None:
             continue  # a run the agent never started: nothing recorded to reproduce
         plans.append(meta.plan)
@@ -237,7 +237,7 @@ def _run(rec: Recorded, target, dest: Path, say) -> int:
 
 def samples(path: Path) -> dict[tuple[str, str, str], list[np.ndarray]]:
     """(configuration, application, scenario) -> the measured response times (ms) of each run."""
-    from ..report import tables as tb
+    from ..results import tables as tb
 
     m = tb.load(path).measured
     if m.empty:

@@ -27,10 +27,9 @@ import numpy as np
 import pandas as pd
 
 from ..analysis import pwcet as pw
-from ..outcome import read_outcome
 from ..store.frames import SOLO, ReportData
 from . import figures as fg
-from . import tables as tb
+from ..results import tables as tb
 from ..analysis.spikes import CULPRIT_PERIOD_COLUMNS
 from .culprits import ATTRIBUTION_CAPTION, POOLED_CAPTION, culprit_periods
 from .html import Section, in_ms
@@ -97,10 +96,9 @@ def series(b) -> Section:
     return s
 
 
-def _process_names(run_dir) -> dict[int, str]:
-    """pid -> name of every measured process and enemy of a run (run.json): each application
+def _process_names(meta) -> dict[int, str]:
+    """pid -> name of every measured process and enemy of a run (its outcome): each application
     by its name (the plan's victim by its own), enemies as ``enemy <name>``."""
-    meta = read_outcome(run_dir)
     if meta is None or meta.pids is None:
         return {}
     out = {pid: f"enemy {name}" for name, pid in meta.pids.enemies.items()}
@@ -140,7 +138,7 @@ def spikes(b) -> Section:
         jobs = b.data.measured[(b.data.measured["run_id"] == rid).to_numpy()]
         if t is None or len(jobs) < 3:
             continue
-        names = _process_names(b.data.run_dir(rid))
+        names = _process_names(b.data.outcome(rid))
         own = {p: ("victim" if n == b.application else n) for p, n in names.items()}  # attribute() leaves "victim" out
         iv = _renamed(t[0], names)
         a = tb.attribute(jobs, iv, own)
@@ -152,7 +150,7 @@ def spikes(b) -> Section:
                               pd.DataFrame(columns=CULPRIT_PERIOD_COLUMNS)))
     tl = tb.timeline(b.data)
     if len(tl):
-        tl = _renamed(tl, _process_names(b.data.run_dir(str(tl["run_id"].iloc[0]))))
+        tl = _renamed(tl, _process_names(b.data.outcome(str(tl["run_id"].iloc[0]))))
         b.keep("timeline", tl)
         a = tl.attrs
         s.figure(b.fig(fg.gantt(tl, f"{b.application}: run {tl['run_id'].iloc[0]}, job {a.get('job')}", victim=b.application),
@@ -193,7 +191,7 @@ def pwcet(b) -> Section:
     sub = _only(b.data, worst)
     t = tb.pwcet(sub)
     iid = b.keep("pwcet_iid", tb.pwcet_iid(sub))
-    fits = tb._pwcet_results(sub)
+    fits = tb.pwcet_fits(sub)
     if len(t):
         ks = {(sc, cf): (r.fit.ks_p if r.fit is not None else np.nan) for sc, cf, _, r in fits}
         t = t.assign(ks_p=[ks.get((sc, cf), np.nan) for sc, cf in zip(t["scenario"], t["configuration"])])
@@ -206,7 +204,7 @@ def pwcet(b) -> Section:
             continue
         if not res.ok:
             s.raw(f'<p class="refused">{_esc(where)}: pWCET refused — {_esc(res.refused)}</p>')
-        v, _ = tb._pwcet_series(sub, sc, cf)
+        v, _ = tb.pwcet_series(sub, sc, cf)
         s.figure(b.fig(fg.pwcet_curve(v, res, f"{b.application}: {where}"), f"pwcet_{i}",
                        f"{b.application}: exceedance curve, {where}", f"{res.n} jobs fitted of {total}."))
     shown = t[t["refused"].isna()] if len(t) else t

@@ -40,7 +40,7 @@ def factor_of(labels: dict[str, dict]) -> str | None:
 
 
 def splits(cd) -> list[CellSplit]:
-    """Every cell's split (a CampaignData from report/campaign_cells.py); empty when the
+    """Every cell's split (a CampaignData from results/campaign_cells.py); empty when the
     campaign is not a lab campaign."""
     f = factor_of(cd.labels)
     m = cd.data.measured

@@ -28,9 +28,9 @@ import pandas as pd
 from .. import safepath
 from ..errors import UsageError
 from ..analysis import verdict as vd
-from . import epsilon as eps
+from ..results import epsilon as eps
 from . import figures as fg
-from . import tables as tb
+from ..results import tables as tb
 from . import applications as appsec
 from . import cohabitation, counters_section, platform, portfolio
 from . import victim_kinds as vk
@@ -71,10 +71,10 @@ def slowdown_display(sl: pd.DataFrame, floor: pd.DataFrame | None = None) -> pd.
     """The slowdown table with each ratio and its CI in one cell, the noise floor beside it."""
     if sl.empty:
         return sl
-    from .tables import _fmt_ci, max_ci_text
+    from ..results.tables import ci_text, max_ci_text
 
     out = sl[["scenario", "configuration", "metric", "runs", "jobs", "median_ms", "max_ms"]].copy()
-    out["slowdown median [95 % CI]"] = [_fmt_ci(p, lo, hi) for p, lo, hi in zip(
+    out["slowdown median [95 % CI]"] = [ci_text(p, lo, hi) for p, lo, hi in zip(
         sl["slowdown_median"], sl["slowdown_median_lo"], sl["slowdown_median_hi"])]
     # A maximum from fewer runs than it carries is not shown (analysis.guards.MIN_RUNS_FOR_MAX).
     out["slowdown max [95 % CI]"] = [max_ci_text(p, lo, hi, n, sc == "solo") for p, lo, hi, n, sc in zip(
@@ -139,7 +139,7 @@ class _Builder:
         if self.data.left_out:  # damaged runs the store left out (store/check.py), as the terminal says
             s.heading("Runs left out")
             s.raw(verdict_list([(vd.GUARD, f"{run}: {why}") for run, why in self.data.left_out.items()]))
-        specs = tb._specs(self.data, self.epsilons)
+        specs = tb.epsilon_specs(self.data, self.epsilons)
         s.text("ε bounds: " + ", ".join(eps.describe(e) for e in specs) if specs else
                "No ε bound given: pass one, e.g. `xtalk report RESULTS --epsilon exec:max:1.2x`, to get holds / violated / "
                "inconclusive per scenario.")
@@ -202,7 +202,7 @@ class _Builder:
                "minimum across runs, the reference curve of seed 000 Fig. 5.16: sporadic OS peaks do not hit the same "
                "job in every run, so the minimum filters them out.")
         for i, (sc, cf) in enumerate(tb.groups(self.data)):
-            g = tb._subset(self.data, sc, cf, ["run_id", "job", "exec_ns"])
+            g = tb.subset(self.data, sc, cf, ["run_id", "job", "exec_ns"])
             ref = tb.per_job_reference(self.data, sc, "exec_ns", cf, rows=g)
             self.keep(f"reference_{sc}_{cf}", ref)
             # Only the drawn runs are split out (the first in the runs' order; _subset left no unused one).
@@ -304,8 +304,8 @@ class _Builder:
                "When a check fails the estimate is refused, and that refusal is the result.")
         t = self.keep("pwcet", tb.pwcet(self.data))
         self.keep("pwcet_iid", tb.pwcet_iid(self.data))
-        for i, (sc, cf, total, res) in enumerate(tb._pwcet_results(self.data)):
-            v, _ = tb._pwcet_series(self.data, sc, cf)
+        for i, (sc, cf, total, res) in enumerate(tb.pwcet_fits(self.data)):
+            v, _ = tb.pwcet_series(self.data, sc, cf)
             if not res.ok:
                 s.raw(f'<p class="refused">{fg_escape(sc)} ({fg_escape(cf)}): pWCET refused — {fg_escape(res.refused)}</p>')
             s.figure(self.fig(fg.pwcet_curve(v, res, f"{sc} ({cf})"), f"pwcet_{i}", f"Exceedance curve, {sc} ({cf})",
@@ -520,13 +520,13 @@ def build(path, out: Path | None = None, epsilons: Sequence = (), *, csv: bool =
           console=None, cell_figures: bool = False, map_stat: str | None = None) -> Path:
     """Write the report of results directory ``path``; returns the HTML file. ``cell_figures``
     (campaigns): also one figure per cell on the group pages; ``map_stat`` (campaigns): the
-    statistic of the maps (report/campaign_maps.py)."""
+    statistic of the maps (results/campaign_maps.py)."""
     t0 = time.perf_counter()
     for e in epsilons:  # bad ε input fails before any work
         if not isinstance(e, eps.EpsilonSpec):
             eps.parse(e)
-    from . import campaign_maps
-    from .campaign_cells import is_campaign
+    from ..results import campaign_maps
+    from ..results.campaign_cells import is_campaign
 
     campaign_maps.parse(map_stat)
     if not isinstance(path, ReportData) and is_campaign(path):  # a campaign leads with its grids and verdicts
@@ -592,7 +592,7 @@ def build(path, out: Path | None = None, epsilons: Sequence = (), *, csv: bool =
     timings["csv (after the rest)"] = time.perf_counter() - t
     export_tables(b.tables, out / "tables")
     exports.raw("<ul>" + "".join(f"<li>{fg_escape(f)}</li>" for f in files) + "</ul>")
-    exports.text("Python API: every table above is a function of xtalk.report.tables returning a pandas DataFrame.")
+    exports.text("Python API: every table above is a function of xtalk.results.tables returning a pandas DataFrame.")
     sections.append(exports)
     title = f"xtalk report: {data.path.name}"
     exp = data.experiment.get("experiment") or {}

@@ -1,5 +1,5 @@
 """The campaign report's maps (seed 000 ch. 6): per enemy family and per group, the mapped
-statistic (report/campaign_maps.py) over (number of enemies × total) as a heat map and as a
+statistic (results/campaign_maps.py) over (number of enemies × total) as a heat map and as a
 3-D surface (mplot3d); the explicit scenarios × groups as a heat map.
 
 Axes are numeric where the grid's are, in one unit each, sorted by value; cells a campaign

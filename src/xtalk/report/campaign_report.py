@@ -32,9 +32,9 @@ import pandas as pd
 from .. import safepath
 from ..analysis import verdict as vd
 from . import boards as bd
-from . import campaign_cells as cc
+from ..results import campaign_cells as cc
 from . import campaign_figures as cf
-from . import campaign_maps as cm
+from ..results import campaign_maps as cm
 from . import campaign_summary as cs
 from . import figures as fg
 from .export import export_jobs, export_tables
@@ -213,7 +213,7 @@ class _CampaignBuilder:
         cheap at any number of cells); with ``cell_figures`` also each cell's figure."""
         out = []
         safepath.makedirs(self.out / "cells")
-        per_run = cc._runs_of(self.cd.data) if self.cell_figures else {}
+        per_run = cc.run_samples(self.cd.data) if self.cell_figures else {}
         for i, (g, c) in enumerate(self.cells.groupby("group", sort=False)):
             sec = Section("cells", f"{g}: {len(c)} cells")
             sec.raw('<p><a href="../index.html">← campaign report</a></p>')
@@ -271,7 +271,7 @@ def build_campaign(path, out: Path | None = None, epsilons: Sequence = (), *, cs
                                    environment=cs._environment(cd)))  # DIR/verdicts.json, as `xtalk summary` writes it
     exports = Section("files", "Files")
     exports.raw("<ul>" + "".join(f"<li>{html.escape(f)}</li>" for f in files) + "</ul>")
-    exports.text("Python API: xtalk.report.campaign_cells.cell_table(load_campaign(DIR)) returns the cell table.")
+    exports.text("Python API: xtalk.results.campaign_cells.cell_table(load_campaign(DIR)) returns the cell table.")
     sections.append(exports)
     elapsed = time.perf_counter() - t0
     subtitle = (f"{len(b.cells)} cells, {len(cd.data.runs)} runs, {len(cd.data.measured)} measured jobs, "

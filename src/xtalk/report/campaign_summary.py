@@ -17,7 +17,7 @@ from rich.table import Table
 from .. import safepath
 from ..analysis import verdict as vd
 from . import boards as bd
-from . import campaign_cells as cc
+from ..results import campaign_cells as cc
 
 #: (column, header) of the terminal and Markdown tables.
 COLUMNS = [("group", "group"), ("scenario", "scenario"), ("runs", "runs ok"), ("jobs", "jobs"),

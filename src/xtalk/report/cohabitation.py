@@ -12,9 +12,7 @@ come here (build.py and summary.py check :func:`is_multi` first)."""
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, replace
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -24,8 +22,9 @@ from ..analysis import cohabitation as co
 from ..analysis import propagation as pg
 from ..analysis import verdict as vd
 from ..errors import UsageError
+from ..store import run_outcomes
 from ..store.frames import SOLO, ReportData
-from . import epsilon as eps
+from ..results import epsilon as eps
 from .html import Section, verdict_list
 from .markdown import md_table
 
@@ -65,24 +64,22 @@ def application_status(runs: pd.DataFrame) -> pd.DataFrame | None:
     complete and no application's own failure explains it. None when no run lists
     applications (the run's own status then stands for every application)."""
     rows, any_apps = [], False
-    for rid, d in zip(runs.get("run_id", []), runs.get("dir", [])):
-        try:
-            doc = json.loads((Path(d) / "run.json").read_text())
-        except (OSError, ValueError, TypeError):
+    for rid, meta in zip(runs.get("run_id", []), run_outcomes(runs)):
+        if meta is None:
             continue
-        entries = [a for a in doc.get("applications") or [] if isinstance(a, dict) and a.get("name")]
+        entries = [a for a in meta.applications if a.name]
         any_apps |= bool(entries)
         own = []
         for a in entries:
-            failed = a.get("status") in _NOT_DONE
+            failed = a.status in _NOT_DONE
             own.append(failed)
-            why = a.get("error") or a.get("exit") or a.get("status")
-            rows.append({"run_id": rid, "application": str(a["name"]), "failed": failed,
-                         "reason": f"{a.get('status')}: {why}" if failed else ""})
-        victim = ((doc.get("plan") or {}).get("victim") or {}).get("name") or "victim"
-        failed = doc.get("status") != "completed" and not any(own)
+            why = a.error or a.exit or a.status
+            rows.append({"run_id": rid, "application": str(a.name), "failed": failed,
+                         "reason": f"{a.status}: {why}" if failed else ""})
+        victim = (meta.plan.victim.name if meta.plan is not None else None) or "victim"
+        failed = meta.status != "completed" and not any(own)
         rows.append({"run_id": rid, "application": str(victim), "failed": failed,
-                     "reason": f"run {doc.get('status')}: {doc.get('reason') or ''}" if failed else ""})
+                     "reason": f"run {meta.status}: {meta.reason or ''}" if failed else ""})
     return pd.DataFrame(rows) if any_apps else None
 
 

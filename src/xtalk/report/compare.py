@@ -2,7 +2,7 @@
 machines or kernels (PREEMPT_RT against stock, native against a KVM guest), side by side.
 
 Each results directory is read by the one typed pass its own summary uses (an experiment's
-cells, ``report/tables.cells``; a campaign's, ``report/campaign_cells.cell_table``; a
+cells, ``results/tables.cells``; a campaign's, ``results/campaign_cells.cell_table``; a
 ``latency`` victim's ``victim_kinds.latency_table``), so a number here is the number
 `xtalk summary` prints for that directory. Only the cells present in every directory are
 compared (same configuration × scenario; for a campaign the same application ·
@@ -34,7 +34,7 @@ import pandas as pd
 from .. import safepath
 from ..analysis.change import DRIFT_NOTE, Change, changes
 from ..errors import UsageError
-from ..outcome import read_outcome
+from ..store import run_outcome, run_outcomes
 
 #: Cell key columns (an experiment's; a campaign's cell is ``group`` · ``scenario``).
 KEY = ["cell", "scenario"]
@@ -116,7 +116,7 @@ def check_inputs(paths: Sequence[Path], labels: Sequence[str]) -> None:
 def environment(path: Path):
     """The environment the agent recorded in the first run.json that has one (None if none)."""
     for d in sorted(p for p in (Path(path) / "runs").iterdir() if p.is_dir()):
-        meta = read_outcome(d)
+        meta = run_outcome(d)
         if meta is not None and meta.environment is not None:
             return meta.environment
     return None
@@ -187,7 +187,7 @@ def _latency_us(jobs: pd.DataFrame) -> np.ndarray:
 
 def _victims(dirs: Sequence) -> frozenset[str]:
     """"name (body)" of every victim the runs measured."""
-    plans = [m.plan for m in (read_outcome(Path(d)) for d in dirs) if m is not None and m.plan is not None]
+    plans = [m.plan for m in (run_outcome(d) for d in dirs) if m is not None and m.plan is not None]
     return frozenset(f"{p.victim.name} ({p.victim.body.kind})" for p in plans)
 
 
@@ -197,7 +197,7 @@ def _experiment_cells(path: Path) -> Measured:
     overheads."""
     from ..store import open as open_results
     from . import overheads as oh
-    from . import tables as tb
+    from ..results import tables as tb
     from . import victim_kinds as vk
 
     results = open_results(path)
@@ -229,7 +229,7 @@ def _campaign_cells(path: Path) -> Measured:
     """A campaign's cells keyed by application · configuration · variant, "default" parts
     left out (not the group, whose parts depend on what varies within each campaign), with
     the per-run response times of each."""
-    from . import campaign_cells as cc
+    from ..results import campaign_cells as cc
 
     cd = cc.load_campaign(path)
     c = cc.cell_table(cd)
@@ -257,7 +257,7 @@ def _campaign_latency_cells(path: Path) -> Measured | None:
     runs = results.runs()
     if runs.empty or "dir" not in runs:
         return None
-    plans = [m.plan for m in (read_outcome(Path(d)) for d in runs["dir"]) if m is not None and m.plan is not None]
+    plans = [m.plan for m in run_outcomes(runs) if m is not None and m.plan is not None]
     if not plans or any(p.victim.body.kind != "latency" for p in plans):
         return None
     jobs = results.jobs()
@@ -277,7 +277,7 @@ def measure(path: Path, label: str) -> Measured:
     """One results directory's cells."""
     from dataclasses import replace
 
-    from .campaign_cells import is_campaign
+    from ..results.campaign_cells import is_campaign
 
     path = Path(path)
     m = (_campaign_latency_cells(path) or _campaign_cells(path)) if is_campaign(path) else _experiment_cells(path)

@@ -13,9 +13,10 @@ from __future__ import annotations
 import numpy as np
 
 from . import figures as fg
-from . import tables as tb
+from ..results import tables as tb
 from .html import Section
-from .platform import counter_label, counter_unit, exclude_migrated, facts, migrated
+from ..results.platform import counter_unit, exclude_migrated, facts, migrated
+from .platform import counter_label
 
 
 def section(b) -> Section | None:
@@ -48,7 +49,7 @@ def section(b) -> Section | None:
         s.figure(b.fig(fg.runtime_histogram(v, marks, f"{ctr}: all scenarios", xlabel=counter_label(ctr), unit=unit, scale=1.0),
                        f"hist_{ctr}", f"Histogram of {ctr}", "Markers as for the execution time (seed 004 Fig. 8)." + note))
         first = g.loc[g.groupby("run_id", observed=True)["job"].idxmin()].iloc[0]
-        r = tb._corr(steady["exec_ns"], steady[ctr])
+        r = tb.correlation(steady["exec_ns"], steady[ctr])
         fig = fg.counter_scatter(v, steady["exec_ns"].to_numpy(), (float(first[ctr]), float(first["exec_ns"])), r, ctr,
                                  "execution time vs counter")
         fig.axes[0].set_xlabel(counter_label(ctr))

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ..outcome import read_outcome
+from ..store import run_outcomes
 from ..store.probe_jobs import TIMING_EXECUTION, timing, whole_process
 
 
@@ -22,8 +22,7 @@ def jobs_from_of(runs: pd.DataFrame) -> dict[str, object]:
     """Each measured process's `jobs_from` (plan.JobsFrom) by name, from the runs' plans
     (the victim's and every application's), for those that declare one."""
     out: dict[str, object] = {}
-    for d in runs.get("dir", []):
-        meta = read_outcome(Path(d))
+    for meta in run_outcomes(runs):
         if meta is None or meta.plan is None:
             continue
         for proc in [meta.plan.victim, *meta.plan.applications]:

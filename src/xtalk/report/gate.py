@@ -73,8 +73,8 @@ def _ratio_text(ratio: float, low: float, high: float) -> str:
 
 def epsilon_checks(path: Path, epsilons: Sequence) -> list[Check]:
     """One check per ε bound and cell of an experiment or a campaign."""
-    from .campaign_cells import cell_table, is_campaign, load_campaign
-    from . import tables as tb
+    from ..results.campaign_cells import cell_table, is_campaign, load_campaign
+    from ..results import tables as tb
 
     out = []
     if is_campaign(path):
@@ -163,7 +163,7 @@ def run(path: Path, *, baseline: Path | None, max_regression: str | None, epsilo
     import json
     import sys
 
-    from . import epsilon as eps
+    from ..results import epsilon as eps
 
     path = Path(path)
     if not (path / "runs").is_dir():

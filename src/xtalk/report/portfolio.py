@@ -1,7 +1,7 @@
 """The probe and system-call portfolio of the report (seed 004 §VIII-B/C, METRICS' xTRACT):
 
 - per probe, a histogram of its durations with the markers of the execution-time histograms
-  (best, median, first, worst: report/tables.group_markers) and a table with first, best,
+  (best, median, first, worst: results/tables.group_markers) and a table with first, best,
   median, mean, p99, worst;
 - per system call (the preload library's probes 1000–1014, store/probes.PRELOAD_IDS), a
   boxplot of its durations per scenario (seed 004 Fig. 11, bottom);
@@ -112,7 +112,7 @@ def _run_order(data: ReportData) -> dict:
 def markers(data: ReportData, probe: int, application: str | None = None, scenario: str | None = None,
             configuration: str | None = None) -> tuple[np.ndarray, dict[str, float]]:
     """Durations (ns) of one probe over every run (of ``scenario`` and ``configuration``
-    when given), and best / median / first / worst as report/tables.group_markers defines
+    when given), and best / median / first / worst as results/tables.group_markers defines
     them (first: the earliest sample of the first run)."""
     p = probes(data, application)
     g = p[p["probe"] == probe]

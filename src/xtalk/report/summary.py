@@ -18,11 +18,11 @@ from ..analysis import guards
 from ..analysis import verdict as vd
 from ..analysis.cells import summary_view
 from ..errors import UsageError
-from ..outcome import read_outcome
+from ..store import run_outcome, run_outcomes
 from ..store import Results
 from ..store.frames import ReportData, load
 from . import cohabitation
-from . import tables as tb
+from ..results import tables as tb
 
 
 def _f(x: float, nd: int = 3) -> str:
@@ -85,8 +85,7 @@ def _peak_context(runs: pd.DataFrame):
     facts, from the first run.json: the report may be written on another host."""
     from .. import peaks as pk
 
-    for d in runs.get("dir", []):
-        meta = read_outcome(Path(d))
+    for meta in run_outcomes(runs):
         if meta is None or meta.environment is None:
             continue
         env = meta.environment.model_dump()
@@ -106,7 +105,7 @@ def _share(kind, rate, unit, copies, name, runs: pd.DataFrame, peaks, env):
         return None
     footprint, params, k = None, None, catalog.current().kinds.get(kind)
     if k is not None and (k.footprint_params or kind in pk.OFF_CHANNEL):
-        meta = read_outcome(Path(runs.dir.iloc[0])) if "dir" in runs else None
+        meta = run_outcome(runs.dir.iloc[0]) if "dir" in runs else None
         load = next((e.load for e in (meta.plan.enemies if meta and meta.plan else []) if e.name == name), None)
         params = load.model_dump() if load is not None else None
         footprint = k.footprint(params) if params is not None and k.footprint_params else None
@@ -164,14 +163,14 @@ def skipped_cells(skipped: dict) -> list[str]:
             f"skipped: {skipped.get('reason') or 'unavailable'}"]
 
 
-#: Jobs per bootstrap replicate of a summary's slowdown CIs: the report's (report/tables.py),
+#: Jobs per bootstrap replicate of a summary's slowdown CIs: the report's (results/tables.py),
 #: since both read the same cells. Uncapped, 10^7 jobs meant 2000 replicates of 5·10^6 draws each.
 BOOT_JOBS = tb.BOOT_JOBS
 
 
 def summary_table(results: Results, data: ReportData | None = None, floor: float = math.nan) -> pd.DataFrame:
     """The summary as a DataFrame (the Python API behind the table): the experiment's cells
-    (report/tables.cells, the table the report's slowdown, misses and verdicts read) in the
+    (results/tables.cells, the table the report's slowdown, misses and verdicts read) in the
     summary's columns, with enemy rates and guards; with several measured applications, one
     block per application (:func:`application_table`). ``data``: the results already loaded
     (the report passes its own, so the cells are computed once). Its ``warnings`` are the
@@ -224,7 +223,7 @@ def min_effect(data: ReportData) -> float:
 
 def application_table(data: ReportData) -> pd.DataFrame:
     """The summary of several applications, highest criticality first: each application's
-    cells (report/tables.cells of report/cohabitation.application_data, the frame and the
+    cells (results/tables.cells of report/cohabitation.application_data, the frame and the
     table its sections in the report read) over the scenarios it ran in, its slowdown
     against its own ``alone:<A>`` runs, its guards (those about a scenario but the
     too-few-runs-for-max one, which the max column already shows; the solo guards need the
@@ -285,7 +284,7 @@ def victims(runs: pd.DataFrame) -> dict[str, dict]:
     out: dict[str, dict] = {}
     for cfg, d in zip(runs.get("configuration", []), runs.get("dir", [])):
         if cfg not in out:
-            meta = read_outcome(Path(d))
+            meta = run_outcome(d)
             out[cfg] = meta.plan.victim.model_dump() if meta and meta.plan else {}
     return out
 
@@ -483,14 +482,14 @@ def _doc_cells(table: pd.DataFrame, data: ReportData, verdict_rows: pd.DataFrame
 
 def victim_epsilon_lines(data: ReportData, runs: pd.DataFrame) -> list[tuple[str, str]]:
     """(status, verdict) per scenario for a victim whose file declares `epsilon`, as `xtalk
-    report` prints them (report/tables.verdicts); none otherwise."""
+    report` prints them (results/tables.verdicts); none otherwise."""
     rows = victim_verdicts(data, runs)
     return [] if rows is None else [(r.status, r.verdict) for r in rows.itertuples()]
 
 
 def victim_verdicts(data: ReportData, runs: pd.DataFrame) -> pd.DataFrame | None:
-    """report/tables.verdicts for a victim whose file declares `epsilon`, else None."""
-    from . import epsilon as eps
+    """results/tables.verdicts for a victim whose file declares `epsilon`, else None."""
+    from ..results import epsilon as eps
 
     if "applications" in runs.columns or not eps.from_experiment(data.experiment):
         return None

@@ -166,7 +166,7 @@ def _ms(ns):
 
 def experiment_cells(table, epsilon=None) -> list[dict]:
     """The cells of an experiment: the summary table's rows (report/summary.summary_table)
-    with the ε verdicts of report/tables.epsilon_table (``epsilon``) beside their cell."""
+    with the ε verdicts of results/tables.epsilon_table (``epsilon``) beside their cell."""
     eps: dict[tuple[str, str], list[dict]] = {}
     for r in ([] if epsilon is None else epsilon.to_dict("records")):
         eps.setdefault((str(r["configuration"]), str(r["scenario"])), []).append(_epsilon_record(r))
@@ -186,7 +186,7 @@ def experiment_cells(table, epsilon=None) -> list[dict]:
 
 
 def campaign_cells(cells) -> list[dict]:
-    """The cells of a campaign (report/campaign_cells.cell_table)."""
+    """The cells of a campaign (results/campaign_cells.cell_table)."""
     out = []
     for row in json.loads(cells.to_json(orient="records")):
         eps = []
@@ -233,10 +233,9 @@ def write(path: Path, doc: dict) -> Path:
 
 def environment_of(runs) -> dict | None:
     """The first run's environment document (the machine the runs were measured on)."""
-    from ..outcome import read_outcome
+    from ..store import run_outcomes
 
-    for d in runs.get("dir", []) if hasattr(runs, "get") else []:
-        meta = read_outcome(Path(d))
+    for meta in run_outcomes(runs) if hasattr(runs, "get") else []:
         if meta is not None and meta.environment is not None:
             return meta.environment.model_dump()
     return None

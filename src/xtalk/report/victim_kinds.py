@@ -28,7 +28,7 @@ import pyarrow.parquet as pq
 
 from .. import catalog
 from ..analysis import verdict as vd
-from ..outcome import read_outcome
+from ..store import run_outcome
 from ..plan import Victim
 
 PERIODIC = "periodic"
@@ -57,7 +57,7 @@ RM_TOP_PRIORITY = 80  # agent/src/victims/taskset.rs: RM priorities start here w
 def victim_plan(runs: pd.DataFrame) -> Victim | None:
     """The victim of the first run whose run.json has a plan (None when none has)."""
     for d in runs.get("dir", []):
-        meta = read_outcome(Path(d))
+        meta = run_outcome(d)
         if meta is not None and meta.plan is not None:
             return meta.plan.victim
     return None
@@ -306,7 +306,7 @@ def aocs_line(t: pd.DataFrame) -> str:
 
 
 def adapt_verdicts(kind: str, verdicts: pd.DataFrame, runs: pd.DataFrame, jobs: pd.DataFrame) -> pd.DataFrame:
-    """Rewrite the generic verdict lines (report/tables.verdicts) for the victim's kind:
+    """Rewrite the generic verdict lines (results/tables.verdicts) for the victim's kind:
     latency statistics instead of an execution slowdown for ``latency``; one clause per task
     with its response against the RTA bound for ``taskset``; steps compared and mismatches
     appended for ``aocs``. Other kinds unchanged."""

@@ -118,9 +118,9 @@ def wcet_from_jobs(jobs: pd.DataFrame, scenario: str, statistic: str = "max", co
 
 def _task_names(run_dir: Path) -> dict[int, str]:
     """Task index → name of a task-set victim, from the run's plan (empty for other victims)."""
-    from xtalk.outcome import read_outcome
+    from xtalk.store import run_outcome
 
-    meta = read_outcome(run_dir)
+    meta = run_outcome(run_dir)
     body = meta.plan.victim.body if meta is not None and meta.plan is not None else None
     if body is None or body.kind != "taskset":
         return {}

@@ -19,7 +19,7 @@ experiment can be grouped on in SQL and pandas alike.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Iterator
 
 from ..errors import UsageError
 from ..outcome import RunOutcome, read_outcome  # noqa: F401 (public here too)
@@ -73,6 +73,16 @@ class Results:
                 self.left_out[d.name] = why
             self._checked[d.name] = meta
         return self._checked[d.name]
+
+    def outcomes(self) -> dict[str, RunOutcome]:
+        """run_id -> the typed outcome (run.json) of every usable run, in directory order:
+        each run.json is read once per Results; a damaged run is left out (`left_out`)."""
+        out = {}
+        for d in self.run_dirs():
+            meta = self._usable(d)
+            if meta is not None:
+                out[meta.run_id or d.name] = meta
+        return out
 
     def _say_left_out(self) -> None:
         """Say each run left out (once: `left_out` warns once per message)."""
@@ -296,6 +306,19 @@ def enemy_summary(meta: RunOutcome) -> dict:
     was asked), else the agent's per-enemy results (a run.json without the plan)."""
     kinds = meta.enemy_kinds()
     return {"n_enemies": len(kinds), "enemy_kinds": "+".join(sorted(set(kinds)))}
+
+
+def run_outcome(run_dir) -> RunOutcome | None:
+    """The outcome (run.json, typed) of the run in ``run_dir``; None where it has none (the
+    agent never wrote it, or wrote it cut short). The store's door to run.json for a reader
+    that holds a run directory, not the Results (xtalk.open) or ReportData that read it once."""
+    return read_outcome(Path(run_dir))
+
+
+def run_outcomes(runs: pd.DataFrame) -> Iterator[RunOutcome | None]:
+    """The outcome of each row of a run table (`Results.runs()`: its ``dir``), in its order,
+    each read when the caller reaches it (a reader that stops at the first plan reads one)."""
+    return (run_outcome(d) for d in (runs["dir"] if "dir" in getattr(runs, "columns", ()) else []))
 
 
 def open(path) -> Results:  # noqa: A001 - the public API reads as xtalk.store.open(path)

@@ -1,6 +1,6 @@
 """A campaign in the results store: `store.Results` plus the campaign's labels as columns.
 
-`xtalk.open(DIR)` returns this for a campaign directory; `.jobs()` gives every job with its
+`xtalk.open(DIR)` (results/) reads a campaign directory through this; `.jobs()` gives every job with its
 run's application, criticality, configuration, variant, scenario, repetition, number and
 kinds of enemies (``n_enemies``, ``enemy_kinds``, see `store`) and grid parameters; `.connect()` gives DuckDB views `jobs` and `runs` (`xtalk query DIR "SQL"`).
 Only `runs/` is read, so runs in progress or moved aside never show.

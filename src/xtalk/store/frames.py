@@ -21,7 +21,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from ..errors import UsageError
-from ..outcome import read_outcome
+from ..outcome import RunOutcome, read_outcome
 from . import Results
 from .check import experiment_doc
 from .jobs import DEFAULT_APPLICATION, JobLogError, convert_run
@@ -55,6 +55,9 @@ class ReportData:
     memo: dict = field(default_factory=dict, repr=False)
     #: Runs the store left out, damaged: run directory name -> what is wrong (store/check.py).
     left_out: dict = field(default_factory=dict)
+    #: run_id -> the run's outcome (run.json, typed), read once when the data is loaded:
+    #: what the report knows of each run beyond its jobs (plan, environment, enemies...).
+    outcomes: dict = field(default_factory=dict, repr=False)
 
     @property
     def jobs(self) -> pd.DataFrame:
@@ -70,6 +73,14 @@ class ReportData:
     @property
     def counters(self) -> list[str]:
         return [c for c in self.measured.columns if c.startswith("ctr_") and c not in ("ctr_enabled_ns", "ctr_running_ns")]
+
+    def outcome(self, run_id: str) -> RunOutcome | None:
+        """The outcome (run.json) of run ``run_id``; None for a run without one."""
+        return self.outcomes.get(str(run_id))
+
+    def metas(self) -> list[RunOutcome]:
+        """The outcome of every run that has one, in the run table's order."""
+        return [m for m in (self.outcomes.get(str(r)) for r in self.runs["run_id"]) if m is not None] if len(self.runs) else []
 
     def run_dir(self, run_id: str) -> Path:
         return Path(self.runs.set_index("run_id").loc[run_id, "dir"])
@@ -184,8 +195,11 @@ def load(path, runs: pd.DataFrame | None = None) -> ReportData:
         tables = list(pool.map(lambda d: _read_job_table(Path(d)), runs["dir"]))
     read: list[tuple[object, pa.Table]] = []
     apps: list[str] = []  # every application name met, in order of appearance
+    outcomes = {}
     for r, t in zip(runs.itertuples(), tables):
         meta = read_outcome(Path(r.dir))
+        if meta is not None:
+            outcomes[str(r.run_id)] = meta
         extra = {k: v for k, v in (meta.labels() if meta else {}).items() if k not in LABELS}
         if extra:
             params.append({"run_id": r.run_id, **extra})
@@ -203,7 +217,7 @@ def load(path, runs: pd.DataFrame | None = None) -> ReportData:
     # conversion can then free column by column.
     warm = _frame(warmup, cats)
     data = ReportData(path, runs, _frame(measured, cats), warm, experiment, _numeric_where_possible(pd.DataFrame(params)),
-                      left_out=dict(runs.attrs.get("left_out", {})))
+                      left_out=dict(runs.attrs.get("left_out", {})), outcomes=outcomes)
     _return_freed_memory()
     return data
 

@@ -264,7 +264,11 @@ def convert_run(run_dir: Path) -> pd.DataFrame | None:
     trace = events_of(run_dir)
     df = _one(name, run_dir, events, run_dir, None, trace, _recorded(run_dir))
     # The trace is analysed for the victim's jobs (its culprits); applications' rows have none.
-    traced = analyze(run_dir, df.drop(columns="application"), trace)
+    traced = None
+    if trace is not None and not df.empty:  # analyze's own test, before the outcome is read
+        from ..outcome import load_outcome
+
+        traced = analyze(run_dir, load_outcome(run_dir), df.drop(columns="application"), trace)
     if traced is not None:
         metrics, culprits = traced
         df = df.merge(metrics, on="job", how="left")

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from ..outcome import read_outcome
+from ..outcome import load_outcome, read_outcome
 from ..trace.overheads import COLUMNS, for_run
 from ..trace.parse import trace_file
 from .files import parquet_damage, write_parquet_atomic
@@ -44,7 +44,7 @@ def run_overheads(run_dir: Path) -> pd.DataFrame | None:
     jobs = victim_jobs(run_dir)
     if jobs is None:
         return None
-    out = for_run(run_dir, jobs[~jobs["warmup"].astype(bool)])
+    out = for_run(run_dir, load_outcome(run_dir), jobs[~jobs["warmup"].astype(bool)])
     if out is None:
         return None
     try:

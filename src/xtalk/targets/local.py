@@ -93,7 +93,8 @@ def run_plan(plan: Plan, run_dir: Path, agent: Path, say: Callable[[str], None] 
 
 
 def _run_locked(plan: Plan, run_dir: Path, agent: Path, say: Callable[[str], None], convert: bool = True) -> RunOutcome:
-    from ..outcome import read_outcome, write_outcome  # before the agent starts: nothing to import on a signal
+    from ..outcome import write_outcome  # before the agent starts: nothing to import on a signal
+    from ..store import run_outcome
 
     safepath.makedirs(run_dir, exist_ok=False)
     plan_path = run_dir / "plan.json"
@@ -113,7 +114,7 @@ def _run_locked(plan: Plan, run_dir: Path, agent: Path, say: Callable[[str], Non
                 restore_after_dead_agent(agent, plan.run_id, say)
             convert_run(run_dir)
             raise
-    meta = read_outcome(run_dir)
+    meta = run_outcome(run_dir)
     unfinished = meta is None or meta.status == "running"
     if rc < 0 or unfinished:
         restored = restore_after_dead_agent(agent, plan.run_id, say)

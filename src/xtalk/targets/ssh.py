@@ -39,7 +39,8 @@ from .. import safepath
 from .. import aocs
 from ..errors import AgentError, UsageError
 from ..plan import Plan
-from ..outcome import RunOutcome, parse_outcome, read_outcome, write_outcome
+from ..outcome import RunOutcome, parse_outcome, write_outcome
+from ..store import run_outcome
 from .agent import TargetFacts, _caches, _cpu_list, find_agent
 from .base import Target, TargetUnreachable
 from . import settings as machine_settings
@@ -335,7 +336,7 @@ class SshTarget(Target):
                 return RunOutcome(run_id=plan.run_id, status="interrupted",
                                   reason="interrupted; the target could not be reached to fetch")
             raise
-        meta = read_outcome(run_dir)
+        meta = run_outcome(run_dir)
         if interrupted:
             return (meta or RunOutcome(run_id=plan.run_id, status="interrupted")).model_copy(update={"status": "interrupted"})
         if meta is None or meta.status == "running":

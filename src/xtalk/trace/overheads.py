@@ -191,18 +191,17 @@ def _irq(t: _Trace, r: int):
     return (int(t.e_now[j]) if np.isfinite(t.e_now[j]) else int(t.e_ts[j])), int(t.e_ts[j])
 
 
-def for_run(run_dir, jobs: pd.DataFrame) -> pd.DataFrame | None:
+def for_run(run_dir, meta, jobs: pd.DataFrame) -> pd.DataFrame | None:
     """:func:`decompose` for one run directory's measured victim jobs (``jobs``), or None
-    when the run has no trace or no victim pid in its run.json."""
+    when the run has no trace or no victim pid in its outcome (``meta``: the run's
+    RunOutcome, which the store reads)."""
     from pathlib import Path
 
-    from ..outcome import load_outcome
     from .parse import parse_file, trace_file
 
     path = trace_file(Path(run_dir))
     if path is None:
         return None
-    meta = load_outcome(Path(run_dir))
     victim = meta.pids.victim if meta.pids else None
     if not victim:
         return None

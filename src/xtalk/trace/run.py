@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from ..outcome import RunOutcome, load_outcome
+from ..outcome import RunOutcome
 from .activations import NoThread, activations, select
 from .culprits import per_job
 from .parse import parse_file, trace_file
@@ -73,14 +73,13 @@ def trace_jobs(events: pd.DataFrame, pid: int, which: str, period_ns: int | None
     return activations(events, pid, which, period_ns, deadline_ns, known, warmup_jobs)
 
 
-def analyze(run_dir: Path, jobs: pd.DataFrame, events: pd.DataFrame | None = None
+def analyze(run_dir: Path, meta: RunOutcome, jobs: pd.DataFrame, events: pd.DataFrame | None = None
             ) -> tuple[pd.DataFrame, pd.DataFrame] | None:
     """(per-job trace metrics, culprits) for a run that has a trace, else None. The victim is
-    the traced thread where its jobs come from the trace, else its process. `events`: the
-    trace already parsed."""
+    the traced thread where its jobs come from the trace, else its process. `meta`: the run's
+    outcome (the store reads run.json); `events`: the trace already parsed."""
     if jobs.empty or trace_file(run_dir) is None:
         return None
-    meta = load_outcome(Path(run_dir))
     victim = target_pid(meta)
     if not victim:
         return None

@@ -1,11 +1,11 @@
 """Every table of the report as a function returning a pandas DataFrame (the Python API).
 
-Each function takes a results directory (a path, a :class:`xtalk.store.Results`) or a
-:class:`~xtalk.store.frames.ReportData` already loaded; pass the latter when calling several,
-so the jobs are read once::
+Each function takes a results directory (a path, the :class:`xtalk.results.Results` that
+``xtalk.open`` returns) or a :class:`~xtalk.store.frames.ReportData` already loaded; pass one of
+the latter two when calling several, so the jobs are read once::
 
-    from xtalk.report import tables
-    data = tables.load("results/quickstart-20260101-120000")
+    from xtalk.results import tables
+    data = tables.load("results/quickstart-20260101-120000")  # or xtalk.open(...)
     tables.verdicts(data, ["exec:max:1.2x"])
     tables.slowdown(data)
 
@@ -57,7 +57,11 @@ AA_RUNS = 6
 
 
 def _data(x) -> ReportData:
-    return x if isinstance(x, ReportData) else load(getattr(x, "path", x))
+    """The loaded frames of ``x``: itself, an xtalk.open() object's (loaded once), or a path's."""
+    if isinstance(x, ReportData):
+        return x
+    data = getattr(x, "data", None)  # xtalk.results.Results
+    return data if isinstance(data, ReportData) else load(getattr(x, "path", x))
 
 
 def groups(data: ReportData) -> list[tuple[str, str]]:
@@ -77,7 +81,7 @@ def groups(data: ReportData) -> list[tuple[str, str]]:
     return list(_memo(data, ("groups",), compute))
 
 
-def _subset(data: ReportData, scenario: str, configuration: str | None = None, cols: Sequence[str] | None = None,
+def subset(data: ReportData, scenario: str, configuration: str | None = None, cols: Sequence[str] | None = None,
             warmup: bool = False) -> pd.DataFrame:
     """Jobs of one scenario (and configuration), only ``cols``; warm-up jobs too (flagged
     by ``warmup``) when asked. Unused run categories are dropped so groupby sees no empty run."""
@@ -229,7 +233,7 @@ def _noise_floor(data: ReportData, n_boot: int, seed: int) -> pd.DataFrame:
             samples = [sorted_values(data, s, None, metric) for s in (a, b)]  # sorted: the bootstrap's sort is cheap
             source = f"A/A {a} vs {b}"
         else:
-            solo = _subset(data, SOLO, None, ["run_id", metric])
+            solo = subset(data, SOLO, None, ["run_id", metric])
             samples = [v.to_numpy(dtype=float) for _, v in solo.groupby("run_id", observed=True)[metric]][:AA_RUNS]
             source = "solo runs (no A/A pair in this experiment)"
         for stat in ("median", "max"):
@@ -272,7 +276,7 @@ def _misses(data: ReportData) -> pd.DataFrame:
 # --------------------------------------------------------------------------- verdicts
 
 
-def _specs(data: ReportData, epsilons, configuration: str | None = None) -> list[EpsilonSpec]:
+def epsilon_specs(data: ReportData, epsilons, configuration: str | None = None) -> list[EpsilonSpec]:
     """The ε bounds that apply to ``configuration`` (all of them when None): the experiment's,
     those given (``--epsilon``), and those its runs carry as the ``epsilon`` label (a
     campaign's application ε, stored on every run by campaign/grid.py)."""
@@ -298,11 +302,11 @@ def _epsilon_table(data: ReportData, epsilons: Sequence, n_boot: int, seed: int)
     rows = []
     cols = ["run_id", "exec_ns", "response_ns", "start_ns", "end_ns", "release_ns"]
     for scen, conf in groups(data):
-        specs = _specs(data, epsilons, conf)
+        specs = epsilon_specs(data, epsilons, conf)
         if not specs:
             continue
-        solo = _subset(data, SOLO, conf, cols)
-        cur = _subset(data, scen, conf, cols)
+        solo = subset(data, SOLO, conf, cols)
+        cur = subset(data, scen, conf, cols)
         for spec in specs:
             if spec.relative is not None and (scen == SOLO or solo.empty):
                 continue  # a bound relative to solo says nothing about solo itself
@@ -320,10 +324,11 @@ def max_ci_text(p, lo, hi, runs_ok: int, reference: bool = False) -> str:
     statistic carries (analysis.guards.MIN_RUNS_FOR_MAX, whose guard says why)."""
     if not reference and int(runs_ok) < guards.MIN_RUNS_FOR_MAX:
         return f"– ({int(runs_ok)} runs: too few for a maximum)"
-    return _fmt_ci(p, lo, hi)
+    return ci_text(p, lo, hi)
 
 
-def _fmt_ci(p, lo, hi) -> str:
+def ci_text(p, lo, hi) -> str:
+    """A ratio with its CI as the tables print it: "×1.20 [1.10, 1.31]", "–" when unknown."""
     if p is None or (isinstance(p, float) and math.isnan(p)):
         return "–"
     if isinstance(lo, float) and math.isnan(lo):
@@ -363,7 +368,7 @@ def verdicts(x, epsilons: Sequence = (), *, n_boot: int = 2000, seed: int = 0) -
                 # The word is the median's: beside it, so that it is not read as the ε verdict's
                 # (a line said "inconclusive" of a median and "HOLDS" of a max).
                 against = f"against the noise floor ±{fl * 100:.1f} %" if not math.isnan(fl) else "no noise floor"
-                parts.append(f"{metric} median {_fmt_ci(s['slowdown_median'], s['slowdown_median_lo'], s['slowdown_median_hi'])}"
+                parts.append(f"{metric} median {ci_text(s['slowdown_median'], s['slowdown_median_lo'], s['slowdown_median_hi'])}"
                              f" (the median {word}, {against}), max {mx}")
         if scen == SOLO:
             parts.append(f"reference: exec median {row['exec_median_ms']:.3f} ms, max {row['exec_max_ms']:.3f} ms; "
@@ -429,7 +434,7 @@ def sorted_values(data: ReportData, scenario: str, configuration: str | None, co
     """``column`` of the measured jobs of a group, sorted (cached: every quantile, boxplot,
     ECDF and marker of the report reads it instead of sorting again)."""
     return _memo(data, ("sorted", scenario, configuration, column),
-                 lambda: _sorted_floats(_subset(data, scenario, configuration, [column])[column]))
+                 lambda: _sorted_floats(subset(data, scenario, configuration, [column])[column]))
 
 
 def _sorted_floats(col: pd.Series) -> np.ndarray:
@@ -506,7 +511,7 @@ def per_job_reference(x, scenario: str = SOLO, column: str = "exec_ns", configur
     Fig. 5.16), median, max and the number of runs (analysis.stats.per_step_reference).
     ``rows``: the scenario's ``run_id``, ``job`` and ``column`` when the caller has them."""
     data = _data(x)
-    g = _subset(data, scenario, configuration, ["run_id", "job", column]) if rows is None else rows
+    g = subset(data, scenario, configuration, ["run_id", "job", column]) if rows is None else rows
     if g.empty:
         return pd.DataFrame(columns=["job", "min_ns", "median_ns", "max_ns", "n_runs"])
     g = g.assign(run_id=g["run_id"].cat.codes)  # integer run keys: nunique per job is much cheaper
@@ -523,7 +528,7 @@ def counter_summary(x, column: str = "exec_ns") -> pd.DataFrame:
     rows = []
     for ctr in data.counters:
         for scen, conf in groups(data):
-            g = _subset(data, scen, conf, ["run_id", "job", "warmup", "cpu_start", "cpu_end", column, ctr], warmup=True)
+            g = subset(data, scen, conf, ["run_id", "job", "warmup", "cpu_start", "cpu_end", column, ctr], warmup=True)
             g = g[g[ctr].notna()]
             n_migrated = int(migrated(g).sum())
             g = exclude_migrated(g)  # per-core counters: a migrated job's delta mixes two CPUs (SPEC §2)
@@ -532,8 +537,8 @@ def counter_summary(x, column: str = "exec_ns") -> pd.DataFrame:
             g = g.assign(**{ctr: g[ctr].astype(float)})
             mk = st.markers(g, column=ctr, by=())
             steady = g[~g["warmup"]]
-            r = _corr(steady[column], steady[ctr])
-            rho = _corr(steady[column].rank(), steady[ctr].rank())
+            r = correlation(steady[column], steady[ctr])
+            rho = correlation(steady[column].rank(), steady[ctr].rank())
             rows.append({"scenario": scen, "configuration": conf, "counter": ctr, "n": len(steady),
                          "best": mk["best"].iloc[0], "median": mk["median"].iloc[0], "first": mk["first"].iloc[0],
                          "worst": mk["worst"].iloc[0], "mean": float(steady[ctr].mean()), "pearson_r": r,
@@ -542,7 +547,8 @@ def counter_summary(x, column: str = "exec_ns") -> pd.DataFrame:
                                        "first", "worst", "mean", "pearson_r", "spearman_rho"])
 
 
-def _corr(a: pd.Series, b: pd.Series) -> float:
+def correlation(a: pd.Series, b: pd.Series) -> float:
+    """Pearson's r of two columns; NaN with fewer than three values or a constant column."""
     a, b = a.to_numpy(dtype=float), b.to_numpy(dtype=float)
     if a.size < 3 or np.std(a) == 0 or np.std(b) == 0:
         return float("nan")
@@ -555,7 +561,7 @@ def counter_correlation(x, scenario: str | None = None, column: str = "exec_ns")
     correlation)."""
     data = _data(x)
     cols = [column] + data.counters
-    j = data.measured if scenario is None else _subset(data, scenario, None, cols + ["cpu_start", "cpu_end"])
+    j = data.measured if scenario is None else subset(data, scenario, None, cols + ["cpu_start", "cpu_end"])
     j = exclude_migrated(j)
     if not data.counters or j.empty:
         return pd.DataFrame()
@@ -641,13 +647,13 @@ def wakeup(data: ReportData, scenario: str, configuration: str) -> pd.DataFrame:
     cols = ["run_id", "job", "warmup", "wakeup_ns", "release_ns", "end_ns", "period_ns"]
 
     def rows() -> pd.DataFrame:
-        ordered = _group_in_run_order(data, scenario, configuration, cols)
-        return ordered if ordered is not None else _subset(data, scenario, configuration, cols, warmup=True)
+        ordered = group_in_run_order(data, scenario, configuration, cols)
+        return ordered if ordered is not None else subset(data, scenario, configuration, cols, warmup=True)
     return _memo(data, ("wakeup", scenario, configuration), lambda: wk.wakeup_series(rows()))
 
 
-def _group_in_run_order(data: ReportData, scenario: str, configuration: str, cols: list[str]) -> pd.DataFrame | None:
-    """``_subset(..., warmup=True)`` in run, then job, order, each column copied once from
+def group_in_run_order(data: ReportData, scenario: str, configuration: str, cols: list[str]) -> pd.DataFrame | None:
+    """``subset(..., warmup=True)`` in run, then job, order, each column copied once from
     the runs' stretches of the measured and warm-up frames (a run's rows are contiguous in
     each): no mask, concat and reorder of 10^7 rows. The stretches are put in run order
     and first-job order; whether that is job order is for the caller to check (wakeup_series
@@ -748,7 +754,7 @@ def detected_spikes(data: ReportData, scenario: str | None = None, k: float = 5.
 def _detected_spikes(data: ReportData, scenario: str | None, k: float) -> pd.DataFrame:
     # Only what the spike tables need: detect_spikes copies every column it is given.
     narrow = ["run_id", "job", "exec_ns", "release_ns", "period_ns", "scenario"]
-    j = data.measured if scenario is None else _subset(data, scenario, None, narrow)
+    j = data.measured if scenario is None else subset(data, scenario, None, narrow)
     cols = [c for c in narrow if c in j.columns]
     j = j[cols]
     j = j.assign(run_id=_used_categories(j["run_id"]))
@@ -968,7 +974,7 @@ def timeline(x, run_id: str | None = None, periods: float = 2.0) -> pd.DataFrame
 # --------------------------------------------------------------------------- pWCET
 
 
-def _pwcet_series(data: ReportData, scen: str, conf: str) -> tuple[np.ndarray, int]:
+def pwcet_series(data: ReportData, scen: str, conf: str) -> tuple[np.ndarray, int]:
     """The execution times a group's pWCET is fitted on: whole runs, in run order, each in
     job order, until ``PWCET_JOBS``; and the group's number of jobs (cached: the fit and
     the figure read it)."""
@@ -976,9 +982,9 @@ def _pwcet_series(data: ReportData, scen: str, conf: str) -> tuple[np.ndarray, i
 
 
 def _first_runs_series(data: ReportData, scen: str, conf: str) -> tuple[np.ndarray, int]:
-    g = _subset(data, scen, conf, ["run_id", "job", "exec_ns"])
+    g = subset(data, scen, conf, ["run_id", "job", "exec_ns"])
     codes = g["run_id"].cat.codes.to_numpy()
-    n_runs = len(g["run_id"].cat.categories)  # every one used (_subset): the runs in groupby's order
+    n_runs = len(g["run_id"].cat.categories)  # every one used (subset): the runs in groupby's order
     cum = np.cumsum(np.bincount(codes[codes >= 0], minlength=n_runs))
     k = min(int(np.searchsorted(cum, PWCET_JOBS)) + 1, n_runs)  # runs until PWCET_JOBS jobs are reached
     mine = (codes >= 0) & (codes < k)
@@ -990,12 +996,14 @@ def _first_runs_series(data: ReportData, scen: str, conf: str) -> tuple[np.ndarr
     return (np.concatenate(parts) if parts else np.zeros(0)), len(g)
 
 
-def _pwcet_results(data: ReportData) -> list[tuple[str, str, int, pw.PWCETResult]]:
+def pwcet_fits(data: ReportData) -> list[tuple[str, str, int, pw.PWCETResult]]:
+    """(scenario, configuration, jobs in the group, pWCET fit) of every group, fitted once
+    per ReportData on :func:`pwcet_series` (the table, the figure and the summary read it)."""
     key = "_pwcet"
     if key not in data.__dict__:
         out = []
         for scen, conf in groups(data):
-            v, total = _pwcet_series(data, scen, conf)
+            v, total = pwcet_series(data, scen, conf)
             out.append((scen, conf, total, pw.pwcet(v, seed=0)))
         data.__dict__[key] = out
     return data.__dict__[key]
@@ -1007,7 +1015,7 @@ def pwcet(x) -> pd.DataFrame:
     check. ``n`` is the number of jobs fitted (whole runs up to ``PWCET_JOBS``)."""
     data = _data(x)
     rows = []
-    for scen, conf, total, res in _pwcet_results(data):
+    for scen, conf, total, res in pwcet_fits(data):
         base = {"scenario": scen, "configuration": conf, "n": res.n, "jobs": total, "refused": res.refused,
                 "model": res.model, "shape": res.fit.shape if res.fit is not None else np.nan}
         if not res.ok:
@@ -1022,7 +1030,7 @@ def pwcet_iid(x) -> pd.DataFrame:
     """The i.i.d. checks MBPTA requires, per scenario: Ljung-Box, KS between halves, runs."""
     data = _data(x)
     out = []
-    for scen, conf, _, res in _pwcet_results(data):
+    for scen, conf, _, res in pwcet_fits(data):
         if res.iid.empty:
             continue
         t = res.iid.copy()

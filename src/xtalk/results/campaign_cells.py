@@ -4,7 +4,7 @@ verdict (the application's ε, stored on every run as the label ``epsilon``) and
 
 The campaign summary (terminal, summary.md/json) and the campaign report both read this one
 table, so a number cannot disagree between them. The statistics are those of the report
-(:mod:`xtalk.report.tables`): the campaign is loaded as a :class:`ReportData` whose
+(:mod:`xtalk.results.tables`): the campaign is loaded as a :class:`ReportData` whose
 ``configuration`` is the *group* of a cell (its application, configuration and variant, the
 parts that vary in the campaign), so that every per-(scenario, configuration) table of the
 report is per cell, with the right solo, and no two applications or variants are pooled.
@@ -23,11 +23,12 @@ import pandas as pd
 
 from ..analysis import guards
 from .. import units
-from ..outcome import read_outcome
 from ..analysis import verdict as vd
 from ..analysis.slowdown import slowdown
 from . import campaign_maps as cm
+from . import epsilon as eps
 from . import tables as tb
+from ..analysis import stats as st
 from ..store.frames import SOLO, ReportData, convert_stale, load, load_runs
 
 #: The labels that make a group of cells sharing one solo.
@@ -44,6 +45,7 @@ COUNT_AXIS = "number of enemies"
 
 
 def is_campaign(path) -> bool:
+    """Whether ``path`` is a campaign's results directory (it has campaign.json)."""
     return (Path(path) / "campaign.json").is_file()
 
 
@@ -77,7 +79,7 @@ def load_campaign(path) -> CampaignData:
     data = load(path, runs)
     labels: dict[str, dict] = {}
     for r in runs.itertuples():
-        meta = read_outcome(Path(r.dir))
+        meta = data.outcome(r.run_id)  # read once, by load()
         labels[r.run_id] = dict(meta.labels()) if meta else {}
     varying = [p for p in GROUP_PARTS if len({lb.get(p, "") for lb in labels.values()}) > 1] or ["configuration"]
     run_group, groups = {}, {}
@@ -108,18 +110,18 @@ def _victims(cd: CampaignData) -> dict[str, dict]:
     out: dict[str, dict] = {}
     for r in cd.data.runs.itertuples():
         if r.configuration not in out:
-            meta = read_outcome(Path(r.dir))
+            meta = cd.data.outcome(r.run_id)
             out[r.configuration] = meta.plan.victim.model_dump() if meta and meta.plan else {}
     return out
 
 
 def _floor(samples: list[np.ndarray], n_boot: int) -> float:
-    """The group's noise floor of a median ratio, from pairs of its solo runs (report/tables.py
+    """The group's noise floor of a median ratio, from pairs of its solo runs (results/tables.py
     does the same over a whole experiment); NaN with fewer than two solo runs."""
     samples = [s for s in samples if s.size >= 2][:tb.AA_RUNS]
     if len(samples) < 2:
         return math.nan
-    return float(tb.st.aa_noise_floor(samples, "median", n_boot=n_boot, seed=0).floor)
+    return float(st.aa_noise_floor(samples, "median", n_boot=n_boot, seed=0).floor)
 
 
 def _runs_of(data: ReportData) -> dict[tuple[str, str], dict[str, list[np.ndarray]]]:
@@ -175,7 +177,7 @@ def cell_table(cd: CampaignData, epsilons: Sequence = (), *, n_boot: int = 1000)
     # Every cell that has runs, with jobs or not: a cell whose runs all failed is listed as such.
     keys = list(dict.fromkeys(list(per) + [(str(g), str(sc)) for g, sc in n_runs.index]))
     keys.sort(key=lambda k: (list(cd.groups).index(k[0]) if k[0] in cd.groups else 99, order.get(k[1], 999)))
-    specs = {g: tb._specs(data, epsilons, g) for g in dict.fromkeys(k[0] for k in keys)}
+    specs = {g: tb.epsilon_specs(data, epsilons, g) for g in dict.fromkeys(k[0] for k in keys)}
     floors = {(g, m): _floor(per.get((g, SOLO), {}).get(m, []), n_boot) for g in specs for m in ("exec_ns", "response_ns")}
     trouble = {g: _solo_trouble(per.get((g, SOLO)), miss, g) for g in specs}
     rows = []
@@ -284,7 +286,7 @@ def _p99(name: str, sc: str, cur: dict, ref: dict | None, n_boot: int) -> dict:
     """The cell's p99 slowdown of ``name`` (exec, response) with a 95 % CI that needs no
     bootstrap: each side's order-statistic interval at √0.95, the ratio's ends the quotients
     of the far ends (conservative: a bootstrap of a p99 from a hundred jobs concluded on
-    cells with nothing planted). The campaign maps can show it (report/campaign_maps.py)."""
+    cells with nothing planted). The campaign maps can show it (results/campaign_maps.py)."""
     key = f"{name}_slowdown_p99"
     nan = {key: math.nan, f"{key}_lo": math.nan, f"{key}_hi": math.nan}
     if sc == SOLO:
@@ -311,7 +313,7 @@ EPS_EMPTY = {"eps_metric": None, "eps_statistic": None, "eps_relative": math.nan
 def _epsilon(specs: list, sc: str, cur: dict, ref: dict | None, n_boot: int) -> dict:
     """The cell's ε verdict; with several bounds (the application's and --epsilon ones) the
     worst leads and ``epsilon`` lists them all."""
-    out = {"epsilon": "; ".join(tb.eps.describe(s) for s in specs), "eps_verdict": "", **EPS_EMPTY}
+    out = {"epsilon": "; ".join(eps.describe(s) for s in specs), "eps_verdict": "", **EPS_EMPTY}
     if sc == SOLO:
         return {**out, "eps_verdict": vd.REFERENCE}
     if not specs:
@@ -343,7 +345,7 @@ def _line(row: dict) -> str:
         parts.append(f"reference: exec median {row['exec_median_ms']:.3f} ms, response p99 {row['response_p99_ms']:.3f} ms")
     else:
         for m in ("exec", "response"):
-            ci = tb._fmt_ci(*(row[f"{m}_slowdown_median{k}"] for k in ("", "_lo", "_hi")))
+            ci = tb.ci_text(*(row[f"{m}_slowdown_median{k}"] for k in ("", "_lo", "_hi")))
             parts.append(f"{m} median {ci} ({row[f'{m}_interference']})")
     parts.append(f"{row['deadline_misses']} deadline miss{'es' if row['deadline_misses'] != 1 else ''}, "
                  f"{row['serious_misses']} serious")

@@ -29,7 +29,7 @@ from contextlib import redirect_stderr, redirect_stdout
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import safepath
+from .. import safepath
 
 #: What every mutant must stay under.
 TIME_LIMIT_S = 10.0
@@ -297,7 +297,7 @@ def _plan_in_process(path: str) -> dict:
     import click
     import typer
 
-    from . import cli
+    from .. import cli
 
     cmd = typer.main.get_command(cli.app)
     out, err = io.StringIO(), io.StringIO()
@@ -352,7 +352,7 @@ def _vm_size() -> int:
 
 def worker() -> None:
     """Read mutant paths on stdin, one per line; answer one JSON line each."""
-    from . import cli  # import everything `plan` needs before measuring the baseline
+    from .. import cli  # import everything `plan` needs before measuring the baseline
 
     cli._mount_optional()
     import xtalk.campaign.prepare  # noqa: F401
@@ -426,7 +426,7 @@ def judge(source: str, what: str, res: dict) -> Outcome:
 class _Worker:
     def __init__(self, cwd: Path):
         env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1]) + os.pathsep + os.environ.get("PYTHONPATH", ""))
-        self.proc = subprocess.Popen([sys.executable, "-c", "from xtalk.fuzz import worker; worker()"], stdin=subprocess.PIPE,
+        self.proc = subprocess.Popen([sys.executable, "-c", "from xtalk.testing.fuzz import worker; worker()"], stdin=subprocess.PIPE,
                                      stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, cwd=cwd, env=env)
 
     def ask(self, path: Path, timeout: float) -> dict | None:
@@ -483,7 +483,7 @@ def example_files(root: Path) -> list[Path]:
     return sorted(p for p in (root / "examples").glob("*.toml"))
 
 
-if __name__ == "__main__":  # python -m xtalk.fuzz N: N mutants per example file
+if __name__ == "__main__":  # python -m xtalk.testing.fuzz N: N mutants per example file
     import tempfile
 
     n = int(sys.argv[1]) if len(sys.argv) > 1 else 10

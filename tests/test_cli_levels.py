@@ -11,7 +11,7 @@ TABLE = ("┃", "━", "│", "─")
 
 def _synthetic(tmp_path):
     """Results with a planted 30 % slowdown and an ε it violates (verdict lines to print)."""
-    from xtalk.report.synthetic import Scenario, write_results
+    from xtalk.testing.synthetic import Scenario, write_results
 
     out = write_results(tmp_path / "r", [Scenario("solo"), Scenario("read", slowdown=1.3)], repetitions=2, jobs=50)
     doc = json.loads((out / "experiment.json").read_text())

@@ -24,6 +24,7 @@ import shutil
 import stat
 import subprocess
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -108,6 +109,14 @@ TASKS = '[[task]]\nname = "victim"\nperiod = 10\nmeasured = "solo"\n'
 VICTIM = 'body = "sum", bytes = "64KiB", period = "2ms", jobs = 20, cpus = "last"'
 
 
+def each(commands, **kw) -> list:
+    """[(args, result)] of `xtalk ARGS` for each of `commands`, side by side: every command is
+    still its own process, checked on its own; they start (the interpreter, the imports) on
+    all the CPUs at once instead of one after another."""
+    with ThreadPoolExecutor(max_workers=os.cpu_count() or 2) as pool:
+        return list(zip(commands, pool.map(lambda args: xtalk(*args, **kw), commands)))
+
+
 def refused(r, *needles: str) -> None:
     assert r.returncode == 2, r.stdout + r.stderr
     err = r.stderr.strip()
@@ -127,13 +136,12 @@ def test_results_directories_of_another_user_are_refused(made, tmp_path, decoy, 
     tasks = tmp_path / "tasks.toml"
     tasks.write_text(TASKS)
     mine = copy(made, tmp_path / "mine")
-    for args in (["summary", theirs], ["report", theirs], ["query", theirs, "SELECT count(*) FROM jobs"],
-                 ["compare", mine, theirs, "--out", tmp_path / "cmp"], ["latency", theirs], ["overheads", theirs],
-                 ["tasks", theirs], ["sched", "analyze", tasks, "--wcet-from", f"{theirs}:solo"],
-                 ["evidence", theirs, "--out", tmp_path / "ev"]):
-        r = xtalk(*args, env=clean_env(), cwd=tmp_path)
+    for args, r in each([["summary", theirs], ["report", theirs], ["query", theirs, "SELECT count(*) FROM jobs"],
+                         ["compare", mine, theirs, "--out", tmp_path / "cmp"], ["latency", theirs], ["overheads", theirs],
+                         ["tasks", theirs], ["sched", "analyze", tasks, "--wcet-from", f"{theirs}:solo"],
+                         ["evidence", theirs, "--out", tmp_path / "ev"]], env=clean_env(), cwd=tmp_path):
         refused(r, f"owned by uid {uid} ({name})", "as root", "chown root")
-        assert listing(theirs) == before, args
+    assert listing(theirs) == before
     assert not (tmp_path / "cmp").exists() and not (tmp_path / "ev").exists()
     untouched(decoy)
 
@@ -145,15 +153,14 @@ def test_output_directories_of_another_user_are_refused_before_anything_runs(mad
     camp = tiny_campaign(tmp_path)
     mine = copy(made, tmp_path / "mine")
     before = listing(mine)
-    for args in (["run", exp, "--results", theirs], ["run", exp, "--results", theirs / "new" / "deeper"],
-                 ["campaign", "run", camp, "--results", theirs],
-                 ["report", mine, "--out", theirs / "rep"], ["compare", mine, mine, "--out", theirs],
-                 ["evidence", mine, "--out", theirs / "ev"], ["evidence", "replay", mine, "--out", theirs / "rp"],
-                 ["worst", "--victim", VICTIM, "--budget", "5m", "--out", theirs / "w"],
-                 ["characterize", "--quick", "--results", theirs]):
-        r = xtalk(*args, env=clean_env(), cwd=tmp_path)
+    for args, r in each([["run", exp, "--results", theirs], ["run", exp, "--results", theirs / "new" / "deeper"],
+                         ["campaign", "run", camp, "--results", theirs],
+                         ["report", mine, "--out", theirs / "rep"], ["compare", mine, mine, "--out", theirs],
+                         ["evidence", mine, "--out", theirs / "ev"], ["evidence", "replay", mine, "--out", theirs / "rp"],
+                         ["worst", "--victim", VICTIM, "--budget", "5m", "--out", theirs / "w"],
+                         ["characterize", "--quick", "--results", theirs]], env=clean_env(), cwd=tmp_path):
         refused(r, f"owned by uid {uid} ({name})", "as root")
-        assert os.listdir(theirs) == [], args
+    assert os.listdir(theirs) == []
     assert listing(mine) == before
     untouched(decoy)
 
@@ -272,12 +279,12 @@ def test_single_file_outputs_of_another_user_are_refused_before_anything_runs(ma
                 ["sched", "simulate", tasks, "--gantt", out], ["model", "uppaal", tmp_path / "none.toml", "-o", out],
                 ["sched", "reserve", "--budget", "1", "--period", "10", "--record", out, "--", "true"])
 
-    for args in commands(theirs / "out"):
-        refused(xtalk(*args, env=clean_env(), cwd=tmp_path), f"owned by uid {uid} ({name})", "as root")
-        assert os.listdir(theirs) == [], args
+    for args, r in each(commands(theirs / "out"), env=clean_env(), cwd=tmp_path):
+        refused(r, f"owned by uid {uid} ({name})", "as root")
+    assert os.listdir(theirs) == []
     link = their_link(tmp_path / "out", decoy / "secret", uid, gid)
-    for args in commands(link):
-        refused(xtalk(*args, env=clean_env(), cwd=tmp_path), f"{link}: a symbolic link owned by uid {uid}")
-        assert link.is_symlink(), args
+    for args, r in each(commands(link), env=clean_env(), cwd=tmp_path):
+        refused(r, f"{link}: a symbolic link owned by uid {uid}")
+    assert link.is_symlink()
     assert listing(mine) == before
     untouched(decoy)

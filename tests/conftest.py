@@ -14,7 +14,7 @@ import pytest
 
 import capabilities
 import leftovers
-from programs import need_program, pytest_sessionfinish, pytest_terminal_summary  # noqa: F401 - hooks
+from programs import need_program, pytest_sessionfinish, pytest_terminal_summary, pytest_testnodedown  # noqa: F401 - hooks
 from xtalk.targets.agent import find_agent, local_facts
 
 ROOT = Path(__file__).resolve().parents[1]

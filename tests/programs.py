@@ -99,5 +99,19 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
 
 
 def pytest_sessionfinish(session, exitstatus):
+    out = getattr(session.config, "workeroutput", None)
+    if out is not None:  # a pytest-xdist worker: its list goes to the controller, which judges
+        out["programs"] = {"started": dict(_started), "looked_up": sorted(_looked_up)}
+        return
     if unaccounted() and session.exitstatus == 0:
         session.exitstatus = 1
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node, error):
+    """pytest-xdist's controller: each worker's programs join this process's lists, so the
+    summary and the check above cover the tests every worker ran."""
+    out = getattr(node, "workeroutput", {}).get("programs") or {}
+    for program, test in out.get("started", {}).items():
+        _started.setdefault(program, test)
+    _looked_up.update(out.get("looked_up", ()))

@@ -288,7 +288,7 @@ class LabgridBoard(Target):
                 said = str(e)
             time.sleep(0.5)
         _on_labgrid(self._drain_console)
-        return said or f"no answer in {self.boot_timeout:.0f} s"
+        return f"no SSH within boot_timeout={self.boot_timeout:.0f} s" + (f"; the last attempt: {said}" if said else "")
 
     @property
     def log_dir(self) -> Path | None:
@@ -385,7 +385,7 @@ class LabgridBoard(Target):
         """A run this board can take without a reboot (its kernel is the one booted; before
         its first boot, the one it will boot: `kernel=`, else the campaign's first)."""
         kernel = self.booted or self.kernel
-        return kernel is not None and labels.get("kernel", self.kernel) == kernel
+        return not self.failed and kernel is not None and labels.get("kernel", self.kernel) == kernel
 
     def run(self, plan: Plan, run_dir: Path):
         ssh = self.ready(plan.labels.get("kernel") or self.kernel)

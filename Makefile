@@ -88,10 +88,15 @@ test-py: setup
 
 test: test-agent test-py
 
-# The labgrid lab on loopback (tests/test_lab.py: a coordinator, an exporter, three places,
-# campaigns over them with a kernel axis; about 2 min on 2 CPUs).
+# The labgrid lab on loopback (docs/lab.md): a coordinator, an exporter, places, campaigns
+# over them with a kernel axis. tests/test_lab.py: "boards" that are this machine behind an
+# sshd of their own (about 2 min on 2 CPUs); tests/test_lab_qemu.py: the emulated board of
+# `make board` as labgrid places powered by labgrid's QEMUDriver, two of them and a broken one,
+# both kernels (minutes of TCG; skipped, saying so, without `make board`). With the board's
+# image in place, the aarch64 agent it ships to the boards is built first.
 lab-test: setup
-	$(BIN)/python -m pytest -q -rs tests/test_lab.py
+	@if [ -s "$${XTALK_BOARD_DIR:-build/board}/rootfs.img" ]; then $(MAKE) --no-print-directory agent-aarch64; fi
+	$(BIN)/python -m pytest -q -rs tests/test_lab.py tests/test_lab_qemu.py
 
 # The tests marked `slow`, left out of `make test`; .ci/run runs them as a step of their own.
 test-slow: setup

@@ -16,40 +16,19 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
-import sys
-import time
 from pathlib import Path
 
 import pytest
 
 from campaign_util import campaign_dirs, tiny
 from conftest import wait_for, xtalk as run_xtalk
+from lab_util import acquired, coordinator_and_exporter, free_port
 from xtalk.outcome import load_outcome
 
 SSHD = shutil.which("sshd") or "/usr/sbin/sshd"
-BIN = Path(sys.executable).parent
 BOARD = Path(__file__).parent / "lab_board.sh"
 PLACES = ("board-a", "board-b", "board-dead")
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _listening(port: int) -> bool:
-    try:
-        socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-        return True
-    except OSError:
-        return False
-
-
-def _client(addr: str, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([BIN / "labgrid-client", "-x", addr, *args], capture_output=True, text=True, timeout=60)
 
 
 @pytest.fixture(scope="module")
@@ -67,7 +46,7 @@ def lab(tmp_path_factory):
         b = d / place
         b.mkdir()
         subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", b / "host"], check=True)
-        port = _free_port()
+        port = free_port()
         known.append(f"[127.0.0.1]:{port} {(b / 'host.pub').read_text()}")
         (b / "sshd_config").write_text(
             f"Port {port}\nListenAddress 127.0.0.1\nHostKey {b / 'host'}\nAuthorizedKeysFile {d / 'client.pub'}\n"
@@ -78,48 +57,23 @@ def lab(tmp_path_factory):
     (d / "known_hosts").write_text("".join(known))
     import yaml
 
-    (d / "exporter.yaml").write_text(yaml.safe_dump(exported))
-    port = _free_port()
-    addr = f"127.0.0.1:{port}"
-    env = {**os.environ, "LG_COORDINATOR": addr}
-    logs = [open(d / "coordinator.log", "w"), open(d / "exporter.log", "w")]
-    coordinator = subprocess.Popen([BIN / "labgrid-coordinator", "-l", addr], cwd=d, stdout=logs[0],
-                                   stderr=subprocess.STDOUT)
-    exporter = None
     made_run = not os.path.isdir("/run/sshd")
     if made_run:
         os.makedirs("/run/sshd", mode=0o755)
     try:
-        assert wait_for(lambda: _listening(port), timeout=30), (d / "coordinator.log").read_text()[-500:]
-        exporter = subprocess.Popen([BIN / "labgrid-exporter", "-c", addr, "-n", "xtalk-lab", "--hostname", "127.0.0.1",
-                                     d / "exporter.yaml"], cwd=d, stdout=logs[1], stderr=subprocess.STDOUT, env=env)
-        for place in PLACES:
-            assert _client(addr, "-p", place, "create").returncode == 0
-            assert _client(addr, "-p", place, "add-match", f"xtalk-lab/{place}/*").returncode == 0
-        assert wait_for(lambda: all(p in _client(addr, "resources").stdout for p in PLACES), timeout=30, step=0.5), \
-            (d / "exporter.log").read_text()[-500:]
-        targets = {"targets": {p: {
-            "resources": {"RemotePlace": {"name": p}},
-            "drivers": {"ExternalPowerDriver": {"cmd_on": f"sh {BOARD} on {d / p} KERNEL", "cmd_off": f"sh {BOARD} off {d / p}",
-                                                "delay": 0.2}}} for p in PLACES},
-            "options": {"coordinator_address": addr}}
-        text = yaml.safe_dump(targets).replace(f"cmd_on: sh {BOARD}", f"cmd_on: !template sh {BOARD}").replace(
-            "KERNEL", "$LG_KERNEL")
-        (d / "lab.yaml").write_text(text)
-        yield addr, d / "lab.yaml", d
+        with coordinator_and_exporter(d, exported, dict(os.environ)) as addr:
+            targets = {"targets": {p: {
+                "resources": {"RemotePlace": {"name": p}},
+                "drivers": {"ExternalPowerDriver": {"cmd_on": f"sh {BOARD} on {d / p} KERNEL",
+                                                    "cmd_off": f"sh {BOARD} off {d / p}", "delay": 0.2}}} for p in PLACES},
+                "options": {"coordinator_address": addr}}
+            text = yaml.safe_dump(targets).replace(f"cmd_on: sh {BOARD}", f"cmd_on: !template sh {BOARD}").replace(
+                "KERNEL", "$LG_KERNEL")
+            (d / "lab.yaml").write_text(text)
+            yield addr, d / "lab.yaml", d
     finally:
         for p in PLACES:
             subprocess.run(["sh", BOARD, "off", d / p], capture_output=True)
-        for proc in (exporter, coordinator):
-            if proc is not None:
-                proc.send_signal(signal.SIGTERM)
-                try:
-                    proc.wait(timeout=10)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
-                    proc.wait()
-        for f in logs:
-            f.close()
         if made_run:
             shutil.rmtree("/run/sshd", ignore_errors=True)
 
@@ -131,9 +85,7 @@ def _url(lab, place: str, **extra) -> str:
 
 
 def _acquired(lab, place: str) -> bool:
-    out = _client(lab[0], "-p", place, "show").stdout
-    line = next((x for x in out.splitlines() if x.strip().startswith("acquired:")), "acquired: None")
-    return line.split(":", 1)[1].strip() not in ("None", "")
+    return acquired(lab[0], place)
 
 
 KERNELS = 'kernels = ["stock", "rt"]\nrepetitions = 3'

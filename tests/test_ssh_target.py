@@ -276,3 +276,32 @@ def test_bad_target_urls_are_refused_in_one_line(url, needle):
     with pytest.raises(UsageError) as e:
         SshTarget.from_url(url)
     assert needle in str(e.value) and "\n" not in str(e.value)
+
+
+def test_a_board_of_another_architecture_gets_the_agent_built_here_for_it(fake_ssh, tmp_path, monkeypatch):
+    """The board's `uname -m` differs from this host's (an aarch64 board of an x86_64 lab host):
+    the agent built here for the board ($XTALK_AGENT_<ARCH>, else `make agent-aarch64`'s build)
+    is copied into its cache, not this host's; none built: one line saying how."""
+    import hashlib
+    import platform
+
+    home, _, _ = fake_ssh
+    board = platform.machine()  # the fake board is this machine: its uname -m
+    monkeypatch.setattr(platform, "machine", lambda: "not-" + board)  # the host is "another" architecture
+    monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}:/usr/bin:/bin")  # no xtalk-agent on the board's PATH
+    monkeypatch.delenv(f"XTALK_AGENT_{board.upper()}", raising=False)
+    with pytest.raises(AgentError, match=f"architecture \\({board}\\) differs .*XTALK_AGENT_{board.upper()}=FILE"):
+        SshTarget.from_url("ssh://root@127.0.0.1:2222?name=fake").agent
+    built = tmp_path / "agent-for-the-board"
+    built.write_text("#!/bin/sh\necho the board's own agent\n")
+    built.chmod(0o755)
+    monkeypatch.setenv(f"XTALK_AGENT_{board.upper()}", str(built))
+    agent = Path(SshTarget.from_url("ssh://root@127.0.0.1:2222?name=fake").agent)
+    digest = hashlib.sha256(built.read_bytes()).hexdigest()[:16]
+    assert agent == home / ".cache" / "xtalk" / f"xtalk-agent-{digest}" and agent.read_bytes() == built.read_bytes()
+    assert os.access(agent, os.X_OK)
+    # cached: the next target finds it there
+    assert Path(SshTarget.from_url("ssh://root@127.0.0.1:2222?name=fake").agent) == agent
+    monkeypatch.setenv(f"XTALK_AGENT_{board.upper()}", str(tmp_path / "missing"))
+    with pytest.raises(AgentError, match=f"XTALK_AGENT_{board.upper()}=.* is not an executable file"):
+        SshTarget.from_url("ssh://root@127.0.0.1:2222?name=other&cache=~/c2").agent

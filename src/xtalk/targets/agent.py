@@ -40,6 +40,22 @@ def find_agent() -> Path:
     raise AgentError("xtalk-agent not found; run `make setup` (or `pip install .`), or set XTALK_AGENT")
 
 
+def find_agent_for(arch: str) -> Path | None:
+    """An agent built for another machine's architecture (``uname -m`` there, e.g. aarch64):
+    $XTALK_AGENT_<ARCH>, else the checkout's static cross build (`make agent-aarch64`:
+    agent/target/ARCH-unknown-linux-musl/release); None when neither is there."""
+    env = os.environ.get(f"XTALK_AGENT_{arch.upper()}")
+    if env:
+        p = Path(env)
+        if not (p.is_file() and os.access(p, os.X_OK)):
+            raise AgentError(f"XTALK_AGENT_{arch.upper()}={env} is not an executable file; unset it or point it at "
+                             f"an xtalk-agent built for {arch}")
+        return p
+    checkout = Path(__file__).resolve().parents[3]
+    c = checkout / "agent" / "target" / f"{arch}-unknown-linux-musl" / "release" / AGENT_NAME
+    return c if c.is_file() and os.access(c, os.X_OK) else None
+
+
 @dataclass(frozen=True)
 class TargetFacts:
     """What the host needs to know about the target to resolve an experiment."""

@@ -13,10 +13,15 @@ waited on until SSH answers. The runs then go through the SSH target (targets/ss
 batch: one acquisition and one boot per board and kernel, never one per run. A run of
 another kernel reboots the board (the campaign hands a board the runs of its kernel first).
 
+A target whose console driver is active (labgrid's QEMUDriver is its board's power and
+serial console both) has its console read while it boots, after each run and before power-off:
+kept in ``log_dir/NAME-console.log`` (held in memory until the campaign gives the board that
+directory), and an emulated UART nobody reads never fills its socket and stalls the board.
+
 A board that does not answer within ``boot_timeout`` is power-cycled once more; a second
 failure marks it failed for the rest of the campaign: every later call raises
 TargetUnreachable at once (the campaign requeues its runs to the other boards) and the boot
-log (the power driver's output, every console labgrid logged, the SSH wait) is kept in
+log (the power driver's output, the board's console, the SSH wait) is kept in
 ``log_dir`` (the campaign's ``boards/``). `close` powers the board off and releases the place;
 the campaign calls it at its end, on failure and on interrupt. A host killed before that leaves
 the place acquired by this user and host: a resume finds it so and takes it over.
@@ -98,6 +103,7 @@ class LabgridBoard(Target):
         self.ssh_options = ssh
         self._log_dir: Path | None = None  # the campaign sets it (boards/)
         self._boot_log: str | None = None
+        self._console = bytearray()  # read from its console, not yet written (_write_console)
         self.acquired = False
         self.failed: str | None = None
         self.booted: str | None = None  # the kernel it runs, once up
@@ -226,15 +232,53 @@ class LabgridBoard(Target):
     def _power_off(self) -> None:
         if self._target is not None:
             try:
+                self._drain_console()
                 self._target.get_driver("PowerProtocol").off()
             finally:
                 self._target.deactivate_all_drivers()
                 self._target = None
 
+    def _drain_console(self) -> None:
+        """Read what the board's console said since the last read, if its target has an active
+        console (a QEMUDriver is its own): labgrid's ConsoleLoggingReporter logs every read
+        (the console log kept with a failed boot), and an emulated UART that nobody reads
+        stalls its board once the socket's buffer is full."""
+        if self._target is None:
+            return
+        from labgrid.protocol import ConsoleProtocol
+
+        try:
+            console = self._target.get_active_driver(ConsoleProtocol)
+        except Exception:  # noqa: BLE001 - none, or labgrid's own lookup error: nothing to read
+            return
+        for _ in range(256):  # at most 1 MiB a call (QEMUDriver reads a page at a time)
+            try:
+                got = console.read(size=1, timeout=0.05)
+            except Exception:  # noqa: BLE001 - pexpect's TIMEOUT: nothing more now
+                break
+            if not got:
+                break
+            self._console += got
+        self._write_console()
+
+    def _write_console(self) -> None:
+        """The console read so far appended to ``log_dir/NAME-console.log`` (kept in memory
+        until the campaign gives the board its directory: the checks boot the first board
+        before)."""
+        if self._console and self._log_dir is not None:
+            safepath.makedirs(self._log_dir)
+            fd = safepath.open_fd(self._log_dir / f"{self.name}-console.log", os.O_WRONLY | os.O_CREAT | os.O_APPEND,
+                                  0o600)
+            with os.fdopen(fd, "ab") as f:
+                f.write(self._console)
+            self._console.clear()
+
     def _wait_ssh(self, ssh: SshTarget) -> str:
-        """Until ssh answers (''), or what the last attempt said at the deadline."""
+        """Until ssh answers (''), or what the last attempt said at the deadline (the console
+        read on the way)."""
         end, said = time.monotonic() + self.boot_timeout, ""
         while time.monotonic() < end:
+            _on_labgrid(self._drain_console)
             try:
                 out = ssh._call("true", timeout=min(15.0, max(1.0, end - time.monotonic())))
                 if out.returncode == 0:
@@ -243,7 +287,8 @@ class LabgridBoard(Target):
             except TargetUnreachable as e:
                 said = str(e)
             time.sleep(0.5)
-        return said or f"no answer in {self.boot_timeout:.0f} s"
+        _on_labgrid(self._drain_console)
+        return f"no SSH within boot_timeout={self.boot_timeout:.0f} s" + (f"; the last attempt: {said}" if said else "")
 
     @property
     def log_dir(self) -> Path | None:
@@ -256,11 +301,18 @@ class LabgridBoard(Target):
         self._log_dir = path
         if path is not None and self._boot_log is not None:
             self._write_log()
+        if path is not None:
+            _on_labgrid(self._write_console)
 
     def _keep_log(self, kernel: str | None, attempts: list[str]) -> Path | None:
         text = [f"board {self.name} (place {self.place}), kernel {kernel or '(default)'}: {len(attempts)} boot attempts"]
         text += [f"--- attempt {i + 1}\n{a}" for i, a in enumerate(attempts)]
-        if self._log_dir is not None:
+        mine = self._log_dir / f"{self.name}-console.log" if self._log_dir is not None else None
+        if self._console or (mine is not None and mine.is_file()):
+            # the console as read here (a QEMUDriver's serial), also before the campaign had a directory
+            said = (mine.read_bytes() if mine is not None and mine.is_file() else b"") + bytes(self._console)
+            text.append(f"--- console of {self.name}\n{said.decode(errors='replace')}")
+        elif self._log_dir is not None:  # what else labgrid logged of its consoles
             for console in sorted((self._log_dir / "console").glob(f"console_{self.role}*")):
                 text.append(f"--- {console.name}\n{console.read_text(errors='replace')}")
         self._boot_log = "\n".join(text) + "\n"
@@ -330,15 +382,20 @@ class LabgridBoard(Target):
         self.ready().check_many(plans_json)
 
     def wants(self, labels: dict) -> bool:
-        """A run this board can take without a reboot (its kernel is the one booted)."""
-        return self.booted is not None and labels.get("kernel", self.kernel) == self.booted
+        """A run this board can take without a reboot (its kernel is the one booted; before
+        its first boot, the one it will boot: `kernel=`, else the campaign's first)."""
+        kernel = self.booted or self.kernel
+        return not self.failed and kernel is not None and labels.get("kernel", self.kernel) == kernel
 
     def run(self, plan: Plan, run_dir: Path):
         ssh = self.ready(plan.labels.get("kernel") or self.kernel)
         ssh.convert_after_run, ssh.watch = self.convert_after_run, self.watch
         plan = plan.model_copy(update={"labels": {**plan.labels, "board": self.name,
                                                   **({"kernel": self.booted} if self.booted else {})}})
-        return ssh.run(plan, run_dir)
+        try:
+            return ssh.run(plan, run_dir)
+        finally:
+            _on_labgrid(self._drain_console)  # what the console said during the run, logged
 
     def aocs_data(self, directory: str, seed: int, field: str, copy: str | None = None) -> tuple[str, str]:
         return self.ready().aocs_data(directory, seed, field, copy)

@@ -5,7 +5,8 @@
 The agent is found on the target (`agent=`, else a copy cached under `cache`, else
 `xtalk-agent` on its PATH); when none is there and the target's architecture matches this
 host's, the local binary is copied into the cache (content-addressed, so an updated agent is
-copied again). Each run sends its plan on stdin, runs the agent with `--exit-with-parent`
+copied again); on a target of another architecture, the agent built here for it
+(`make agent-aarch64`, or $XTALK_AGENT_AARCH64: targets/agent.py find_agent_for) is copied. Each run sends its plan on stdin, runs the agent with `--exit-with-parent`
 (a dropped connection ends the run on the target), then streams the output directory back
 as a tar archive and removes it on the target. ssh's exit code 255 (no connection) becomes
 TargetUnreachable: the campaign requeues the run and fails over to other targets.
@@ -41,7 +42,7 @@ from ..errors import AgentError, UsageError
 from ..plan import Plan
 from ..outcome import RunOutcome, parse_outcome, write_outcome
 from ..store import run_outcome
-from .agent import TargetFacts, _caches, _cpu_list, find_agent
+from .agent import TargetFacts, _caches, _cpu_list, find_agent, find_agent_for
 from .base import Target, TargetUnreachable
 from . import settings as machine_settings
 from .local import _write_failed, convert_run, with_settings  # convert_run: pandas only once a run has ended
@@ -212,26 +213,39 @@ class SshTarget(Target):
                 raise AgentError(f"{self.name}: agent={self.agent_path} is not an executable file there")
             return self._expand(word)
         local = find_agent()
+        word, arch, lines = self._agent_copy(local)
+        if word:
+            return word
+        foreign = find_agent_for(arch) if arch != "?" else None
+        if foreign is not None:  # built here for the target's architecture (make agent-aarch64)
+            word, _, _ = self._agent_copy(foreign, arch)
+            return word
+        found = [x for x in lines[1:] if x.startswith("/")]
+        if found:
+            return found[0]
+        raise AgentError(f"{self.name}: no xtalk-agent there and its architecture ({arch}) differs from this host's "
+                         f"({platform.machine()}); build the agent for {arch} here (`make agent-aarch64` for aarch64, found "
+                         f"by itself; XTALK_AGENT_{arch.upper()}=FILE names another build) or give ?agent=PATH")
+
+    def _agent_copy(self, local: Path, arch: str | None = None) -> tuple[str | None, str, list[str]]:
+        """(the cached copy of ``local`` on the target, copied there when its architecture is
+        ``arch`` (default this host's), else None; the target's architecture; what the probe said)."""
         digest = hashlib.sha256(local.read_bytes()).hexdigest()[:16]
         cache = remote_word(self.cache)
         remote = _remote_join(self.cache, f"xtalk-agent-{digest}")
         word, tmp = remote_word(remote), remote_word(remote + ".tmp")
         probe = self._call(f"uname -m; test -x {word} && echo cached; command -v xtalk-agent || true")
         lines = probe.stdout.decode().split()
-        arch = lines[0] if lines else "?"
+        there = lines[0] if lines else "?"
         if "cached" in lines:
-            return self._expand(word)
-        if arch == platform.machine():
+            return self._expand(word), there, lines
+        if there == (arch or platform.machine()):
             put = self._call(f"mkdir -p {cache} && cat > {tmp} && chmod 755 {tmp} && mv {tmp} {word}",
                              stdin=local.read_bytes(), timeout=300)
             if put.returncode != 0:
                 raise AgentError(f"{self.name}: cannot copy the agent: {put.stderr.decode(errors='replace').strip()}")
-            return self._expand(word)
-        found = [x for x in lines[1:] if x.startswith("/")]
-        if found:
-            return found[0]
-        raise AgentError(f"{self.name}: no xtalk-agent there and its architecture ({arch}) differs from this host's "
-                         f"({platform.machine()}); build the agent for {arch} and give ?agent=PATH")
+            return self._expand(word), there, lines
+        return None, there, lines
 
     def _expand(self, word: str) -> str:
         """The absolute path a remote shell word names (its "$HOME" expanded there)."""

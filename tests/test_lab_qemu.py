@@ -1,0 +1,186 @@
+"""The lab on emulated boards: the Cortex-A53 board of `make board` (its Debian arm64 image,
+stock and PREEMPT_RT kernels) as labgrid places whose power is labgrid's own QEMUDriver.
+
+A real labgrid-coordinator and labgrid-exporter on loopback; three places, each published by
+the exporter as the NetworkService of its SSH port forward: emu-1 and emu-2 (two QEMU
+instances of the one image, written to a snapshot each) and emu-broken (the same kernels
+with a root disk of zeros: a board whose image does not boot). One small campaign over the
+three with a kernel axis: the runs land on both good boards and both kernels, each run
+measured on the kernel its label names (the agent's own uname and PREEMPT_RT flag), every
+board's console kept; the broken board is power-cycled once, then out with its console log
+(the kernel's own complaint in it), and the campaign completes on the others.
+
+Minutes of TCG on a shared machine: `make lab-test` runs it, `make test` does not. Skips
+without qemu-system-aarch64 or the image (`make board`), the aarch64 agent
+(`make agent-aarch64`), labgrid, or root.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import time
+from pathlib import Path
+
+import pytest
+
+from campaign_util import campaign_dirs, tiny
+from conftest import xtalk as run_xtalk
+from lab_util import acquired, coordinator_and_exporter, free_port
+from xtalk.outcome import load_outcome
+
+REPO = Path(__file__).resolve().parents[1]
+CACHE = Path(os.environ.get("XTALK_BOARD_DIR", REPO / "build" / "board")).resolve()
+AGENT = REPO / "agent" / "target" / "aarch64-unknown-linux-musl" / "release" / "xtalk-agent"
+GOOD, BROKEN = ("emu-1", "emu-2"), "emu-broken"
+#: The smallest board the tiny campaign runs on (a victim CPU and an enemy CPU); the board of
+#: `make board` has 4 cores and 1 GiB, which two TCG instances on this 2-vCPU host do not need.
+SMP, MEMORY = 2, "512M"
+BOOT_ARGS = "rootfstype=ext4 rw console=ttyAMA0 net.ifnames=0 systemd.unified_cgroup_hierarchy=1"
+
+# One target per place: labgrid's QEMUDriver boots the image's kernel of $LG_KERNEL (the run's
+# `kernel` label) with its initrd, the root disk as a snapshot, SSH forwarded to PORT. The
+# network card and the entropy source are board.sh's virtio-mmio ones (QEMUDriver's `nic`
+# takes PCI models, whose boot ROM Debian's qemu-system-arm does not install without ipxe-qemu).
+ENV_TARGET = """\
+  {place}:
+    resources:
+      RemotePlace: {{name: {place}}}
+    drivers:
+      QEMUDriver:
+        qemu_bin: qemu
+        machine: virt
+        cpu: cortex-a53,pmu=on
+        memory: {memory}
+        kernel: !template "vmlinuz-$LG_KERNEL"
+        disk: {disk}
+        disk_opts: snapshot=on
+        boot_args: "{boot_args}"
+        extra_args: !template "-smp {smp} -accel tcg,thread=multi -initrd {cache}/initrd-$LG_KERNEL -device virtio-rng-device
+          -netdev user,id=net,hostfwd=tcp:127.0.0.1:{port}-:22 -device virtio-net-device,netdev=net"
+"""
+
+
+def _missing() -> str | None:
+    try:
+        import labgrid  # noqa: F401
+    except ImportError:
+        return "labgrid is not installed: pip install 'xtalk[lab]'"
+    if not shutil.which("qemu-system-aarch64"):
+        return "qemu-system-aarch64 is missing: run 'make board' (as root: the tools, then the board's image)"
+    if not all((CACHE / f).is_file() for f in ("rootfs.img", "vmlinuz-stock", "vmlinuz-rt", "initrd-stock",
+                                                "initrd-rt", "host_key.pub", "id_ed25519")):
+        return f"no board image in {CACHE}: run 'make board' (XTALK_BOARD_DIR names another cache)"
+    if not os.access(AGENT, os.X_OK):
+        return "no aarch64 agent: run 'make agent-aarch64' (docs/board.md)"
+    if os.geteuid() != 0:
+        return "the board's image and key are root's (make board)"
+    return None
+
+
+@pytest.fixture(scope="module")
+def emulab(tmp_path_factory):
+    """(coordinator address, environment file, lab directory, {place: port})."""
+    why = _missing()
+    if why:
+        pytest.skip(why)
+    d = tmp_path_factory.mktemp("emulab")
+    ports = {p: free_port() for p in (*GOOD, BROKEN)}
+    # A broken image: the kernels boot, the root disk holds no file system.
+    with open(d / "broken.img", "wb") as f:
+        f.truncate(64 << 20)
+    host_key = " ".join((CACHE / "host_key.pub").read_text().split()[:2])
+    (d / "known_hosts").write_text("".join(f"[127.0.0.1]:{port} {host_key}\n" for port in ports.values()))
+    exported = {p: {"NetworkService": {"address": "127.0.0.1", "username": "root", "port": port}}
+                for p, port in ports.items()}
+    with coordinator_and_exporter(d, exported, dict(os.environ)) as addr:
+        text = "targets:\n" + "".join(
+            ENV_TARGET.format(place=p, port=port, disk="broken" if p == BROKEN else "rootfs", memory=MEMORY, smp=SMP,
+                              cache=CACHE, boot_args=BOOT_ARGS) for p, port in ports.items())
+        text += (f"images:\n  vmlinuz-stock: {CACHE}/vmlinuz-stock\n  vmlinuz-rt: {CACHE}/vmlinuz-rt\n"
+                 f"  rootfs: {CACHE}/rootfs.img\n  broken: {d}/broken.img\n"
+                 f"tools:\n  qemu: {REPO}/board/lab-qemu.sh\n"
+                 f"options:\n  coordinator_address: {addr}\n")
+        (d / "lab.yaml").write_text(text)
+        yield addr, d / "lab.yaml", d, ports
+
+
+def _url(lab, place: str, **extra) -> str:
+    _, env, d, _ = lab
+    q = {"env": env, "identity": CACHE / "id_ed25519", "known_hosts": d / "known_hosts", **extra}
+    return f"labgrid://{place}?" + "&".join(f"{k}={v}" for k, v in q.items())
+
+
+def _board_kernel(store: Path) -> set[tuple[str, str]]:
+    return {(r.labels()["board"], r.labels()["kernel"]) for r in map(load_outcome, (store / "runs").iterdir())}
+
+
+def check_campaign(store: Path, stdout: str) -> list[str]:
+    """The campaign's results against what the emulated lab must show; the broken board's
+    console lines on its root disk."""
+    runs = [load_outcome(r) for r in sorted((store / "runs").iterdir())]
+    assert len(runs) == 4 and all(r.status == "completed" for r in runs), [r.status for r in runs]
+    seen = _board_kernel(store)
+    assert {b for b, _ in seen} == set(GOOD) and {k for _, k in seen} == {"stock", "rt"}, (seen, stdout[-2000:])
+    # each run measured on an emulated aarch64 board, on the kernel its label names
+    versions = {k: (CACHE / f"version-{k}").read_text().strip() for k in ("stock", "rt")}
+    for r in runs:
+        k = r.labels()["kernel"]
+        assert r.environment.kernel.machine == "aarch64"
+        assert r.environment.kernel.release == versions[k] and r.environment.kernel.preempt_rt == (k == "rt"), \
+            (k, r.environment.kernel.release)
+    # each good board's console kept (labgrid's QEMUDriver serial, read by the target): it
+    # booted once for its first kernel (`kernel=`), then again only where the kernel of its
+    # next run changed (a batch per boot, never a boot per run)
+    kernel_of = {d.name: load_outcome(d).labels()["kernel"] for d in (store / "runs").iterdir()}
+    events = [json.loads(x) for x in (store / "journal.jsonl").read_text().splitlines()]
+    for p, first in zip(GOOD, ("stock", "rt")):
+        ran = [first] + [kernel_of[e["run"]] for e in events if e.get("state") == "done" and e.get("target") == p]
+        expected = [k for i, k in enumerate(ran) if i == 0 or ran[i - 1] != k]
+        console = (store / "boards" / f"{p}-console.log").read_text(errors="replace")
+        booted = [k for line in console.splitlines() if "Linux version " in line for k in ("stock", "rt")
+                  if line.split("Linux version ")[1].startswith(versions[k] + " ")]
+        assert booted == expected, (p, booted, ran)
+    # the broken board: powered on for its first run, cycled once, then out, its console kept
+    log = (store / "boards" / f"{BROKEN}-boot.log").read_text(errors="replace")
+    assert "2 boot attempts" in log and f"console of {BROKEN}" in log
+    console = log.split(f"console of {BROKEN}")[1]
+    assert console.count("Linux version " + versions["stock"]) == 2, log[-2000:]  # booted twice, no third time
+    assert "login:" not in console and "Started ssh" not in console, log[-2000:]
+    assert f"{BROKEN}: did not boot" in stdout
+    return [x for x in console.splitlines() if "vda" in x or "initramfs" in x.lower()]
+
+
+def _qemus(ports: dict) -> list[int]:
+    """The qemu processes still forwarding one of the lab's ports."""
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if "qemu-system-aarch64" in cmd and any(f"127.0.0.1:{p}-:22" in cmd for p in ports.values()):
+            found.append(int(pid))
+    return found
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(3600)  # three TCG boards boot on a shared 2-vCPU host: minutes each
+def test_a_campaign_over_two_emulated_boards_and_both_kernels_with_a_broken_board_out(emulab, tmp_path):
+    addr, _, d, ports = emulab
+    f = tiny(tmp_path, jobs=20, **{"repetitions = 3": 'kernels = ["stock", "rt"]\nrepetitions = 1'})
+    t0 = time.monotonic()
+    out = run_xtalk("campaign", "run", f, "--results", tmp_path / "res",
+                    "--target", _url(emulab, "emu-1", kernel="stock", boot_timeout=900),
+                    "--target", _url(emulab, BROKEN, kernel="stock", boot_timeout=int(os.environ.get("XTALK_LAB_BROKEN_S", 120))),
+                    "--target", _url(emulab, "emu-2", kernel="rt", boot_timeout=900),
+                    "--skip-feasibility", timeout=3000)
+    took = time.monotonic() - t0
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    (store,) = campaign_dirs(tmp_path / "res")
+    said = check_campaign(store, out.stdout)
+    assert not any(acquired(addr, p) for p in ports)
+    assert _qemus(ports) == []  # every QEMU powered off
+    print(f"emulated lab: {BROKEN}'s console on its root disk: {said[-3:]}")
+    print(f"emulated lab: campaign of 4 runs over {GOOD} + {BROKEN} in {took:.0f} s; boards and kernels {sorted(_board_kernel(store))}")

@@ -231,7 +231,7 @@ def worst_part(work: Path, victim_cpu: int) -> None:
     print(f"{'victim':<16} {'worst / best stressor':<26} {'worst vs solo':<22} {'best stressor vs solo':<30} worst found")
     for k, (name, table) in enumerate(victims.items()):
         text = ", ".join(f"{key} = {_toml_value(v)}" for key, v in {**table, "cpus": [victim_cpu]}.items())
-        req = request(None, text, WORST_BUDGET, "median", "execution", Path(os.environ.get("XTALK_BENCH_WORST_OUT", work)) / f"worst{k}",
+        req = request(None, text, WORST_BUDGET, "median", "exec", Path(os.environ.get("XTALK_BENCH_WORST_OUT", work)) / f"worst{k}",
                       None, True, 7)
         out = run_worst(req, Console(quiet=True))
         doc = json.loads((out / "result.json").read_text())

@@ -1,4 +1,4 @@
-"""`xtalk containment RESULTS`: did a fault stay inside its partition? For each scenario
+"""`xtalk summary RESULTS --view containment`: did a fault stay inside its partition? For each scenario
 against `solo`, the higher-criticality application (the victim) is judged run by run, so
 that the machine's own noise does not pass for propagation:
 

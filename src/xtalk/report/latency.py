@@ -1,4 +1,4 @@
-"""`xtalk latency RESULTS`: the timer-latency view of a `latency` victim (cyclictest's
+"""`xtalk summary RESULTS --view latency`: the timer-latency view of a `latency` victim (cyclictest's
 measurement, seed 001 §3.3): per scenario (and configuration), every measured sample's
 wake-up minus release, min / avg / max and percentiles in µs with p99 against solo's, and
 the 1 µs histogram (latency-histogram.csv). The table is the report's own

@@ -1,4 +1,4 @@
-"""`xtalk overheads RESULTS`: the measured scheduler overheads of each timer release (seed
+"""`xtalk summary RESULTS --view overheads`: the measured scheduler overheads of each timer release (seed
 001 §4.5: Δevent, Δrel, Δsched, Δcxs and their sum Δ^relEv, from the kernel trace; see
 :mod:`xtalk.trace.overheads`) per scenario and configuration, in µs; the same tables for
 the report's latency section and for `xtalk compare`.

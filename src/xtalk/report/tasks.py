@@ -1,4 +1,4 @@
-"""`xtalk tasks RESULTS`: per-task metrics of a `taskset` victim (seed 001 §4.6): deadline-miss
+"""`xtalk summary RESULTS --view tasks`: per-task metrics of a `taskset` victim (seed 001 §4.6): deadline-miss
 ratio (missed jobs / jobs, skipped jobs counted as missed), response time (end − release)
 beside the RTA bound, and release delay (start − release), per scenario and task, pooled
 over runs. The table is the report's own (`victim_kinds.task_table`): one computation for

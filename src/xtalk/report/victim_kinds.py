@@ -79,7 +79,7 @@ def kind_of(runs: pd.DataFrame) -> str:
 def latency_table(jobs: pd.DataFrame) -> pd.DataFrame:
     """Per scenario and configuration: samples and wake-up latency (wakeup − release) min,
     avg, p50, p99, p99.9, max in µs; p99_vs_solo the ratio of p99 to solo's. The one latency
-    table: the report's section, the terminal summary and `xtalk latency` all print it."""
+    table: the report's section, the terminal summary and `xtalk summary --view latency` all print it."""
     if jobs.empty:
         return pd.DataFrame(columns=LATENCY_COLUMNS)
     lat = (jobs["wakeup_latency_ns"].to_numpy(dtype=float) if "wakeup_latency_ns" in jobs else
@@ -201,7 +201,7 @@ def tasks_of(victim: Victim | None, jobs: pd.DataFrame) -> pd.DataFrame:
     CPU times as wcet (``rta_measured_ms``): when the response exceeds the planned bound,
     this says whether the task's own cost or something else explains it; last the release
     delay (start − release) p50 and max. The one task table: the report, the run summary and
-    `xtalk tasks` all print it."""
+    `xtalk summary --view tasks` all print it."""
     tasks = victim.body.tasks if victim is not None and victim.body.kind == "taskset" else []
     bounds, _ = rta_bounds(victim)
     if "configuration" not in jobs:

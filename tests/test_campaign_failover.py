@@ -17,7 +17,8 @@ from campaign_util import tiny
 from xtalk.campaign import layout
 from xtalk.campaign.executor import Executor
 from xtalk.campaign.prepare import prepare
-from xtalk.targets.base import LocalTarget, Target, TargetUnreachable
+from xtalk.errors import AgentError
+from xtalk.targets.base import LocalTarget, Target, TargetOut, TargetUnreachable
 
 pytestmark = pytest.mark.agent
 
@@ -56,3 +57,43 @@ def test_a_run_given_back_by_a_dead_target_is_taken_by_a_live_one_that_found_the
     assert out["counts"] == {"done": 2, "failed": 0, "remaining": 0}, out
     assert dead.tries == 1, "the dead target was not tried again: the live one took its run back"
     assert set(xtalk.open(store).runs().status) == {"completed"}
+
+
+class OutAtOnce(Target):
+    """A target that is out of the campaign for good at its first run, like a lab board that
+    did not boot after its power cycle (targets/labgrid.py BoardFailed)."""
+
+    name = "broken"
+
+    def __init__(self):
+        self.tries = 0
+
+    def run(self, plan, run_dir):
+        self.tries += 1
+        raise TargetOut("did not boot after a power cycle (planted)")
+
+
+def _campaign(tmp_path, targets):
+    f = tiny(tmp_path, jobs=10, **{"repetitions = 3": "repetitions = 1"})  # two runs: solo and pi
+    p = prepare(f, [LocalTarget()])
+    store = layout.create(tmp_path / "res", p.campaign.name, p.text, p.expansion, {"name": p.campaign.name, "kind": "local"})
+    return store, Executor(store, targets, console=Console(quiet=True), target_wait=20, show_progress=False)
+
+
+def test_a_target_out_of_the_campaign_takes_no_more_runs_and_the_others_finish(tmp_path):
+    broken = OutAtOnce()
+    store, ex = _campaign(tmp_path, [broken, LocalTarget()])
+    assert ex.run() == {"done": 2, "failed": 0, "remaining": 0}
+    assert broken.tries == 1, "a board out of the campaign took runs only to hand them back"
+    assert "OUT" in ex.state["broken"].line()
+    assert set(xtalk.open(store).runs().status) == {"completed"}
+
+
+def test_when_every_target_is_out_the_campaign_stops_at_once_naming_resume(tmp_path):
+    broken = OutAtOnce()
+    store, ex = _campaign(tmp_path, [broken])
+    t0 = time.monotonic()
+    with pytest.raises(AgentError, match=r"every target is out of the campaign; 2 run\(s\) remain: `xtalk campaign resume"):
+        ex.run()
+    assert time.monotonic() - t0 < 10, "it waited for target_wait instead of stopping"
+    assert broken.tries == 1

@@ -19,7 +19,7 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
 from ..errors import AgentError
-from ..targets.base import TargetUnreachable
+from ..targets.base import TargetOut, TargetUnreachable
 from .estimate import eta_seconds, human
 from .execute import Interrupted, convert_published, execute_one, recover
 from .grid import CampaignRun
@@ -42,8 +42,11 @@ class TargetState:
     down_since: float | None = None
     failures: int = 0
     retry_at: float = 0.0
+    out: bool = False  # out of the campaign for good (targets.base.TargetOut)
 
     def line(self) -> str:
+        if self.out:
+            return f"{self.name}: OUT ({self.doing})"
         if self.down_since is not None:
             return f"{self.name}: DOWN ({self.doing}), retry in {max(0.0, self.retry_at - time.monotonic()):.0f} s"
         if self.run:
@@ -113,6 +116,8 @@ class Executor:
             convert_published(self.store)
             if self.error:
                 raise self.error
+            if self.queue and not self.gave_up and all(s.out for s in self.state.values()):
+                self.gave_up = "every target is out of the campaign"
             if self.gave_up:
                 self.console.print(f"[red]{self.gave_up}[/]")
                 raise AgentError(f"{self.gave_up}; {len(self.queue)} run(s) remain: "
@@ -206,6 +211,11 @@ class Executor:
                     st.retry_at = time.monotonic() + BACKOFF_S[min(st.failures - 1, len(BACKOFF_S) - 1)]
                     st.doing, st.run = str(e), None
                     self._running_plans.pop(run.run_id, None)
+                    st.out = isinstance(e, TargetOut)
+                if st.out:  # taking runs only to hand them back would hold them from the others
+                    self.console.print(f"[yellow]target {target.name} is out of the campaign ({e}); "
+                                       f"{run.run_id} back in the queue[/]")
+                    return
                 self.console.print(f"[yellow]target {target.name} does not answer ({e}); {run.run_id} back in the queue[/]")
                 continue
             except Interrupted:

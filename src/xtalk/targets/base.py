@@ -31,6 +31,11 @@ class TargetUnreachable(AgentError):
     On the command line it ends as one line and exit code 3, like other agent problems."""
 
 
+class TargetOut(TargetUnreachable):
+    """The target will not answer again in this campaign (a lab board that did not boot after
+    its power cycle): its worker hands the run back and takes no other."""
+
+
 class Target:
     """Interface of a target; `name` identifies it in the journal and the progress display."""
 

@@ -51,7 +51,7 @@ from .. import safepath
 from ..errors import UsageError
 from ..trust import require_trusted
 from ..plan import Plan
-from .base import Target, TargetUnreachable
+from .base import Target, TargetOut, TargetUnreachable
 from .ssh import SshTarget, check_url_parts
 
 OPTIONS = ("env", "coordinator", "role", "kernel", "boot_timeout", "identity", "known_hosts", "host_key", "agent",
@@ -64,7 +64,7 @@ _labgrid = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_pref
 _ENVIRON = threading.Lock()
 
 
-class BoardFailed(TargetUnreachable):
+class BoardFailed(TargetOut):
     """The board did not come up after a power cycle and a retry: out of this campaign."""
 
 

@@ -463,13 +463,13 @@ def _doc_cells(table: pd.DataFrame, data: ReportData, verdict_rows: pd.DataFrame
     for c in cells:
         c["status"] = status.get((c["configuration"], c["scenario"]))
     for r in (cohab.epsilon.to_dict("records") if cohab is not None else []):
-        ratio = vdoc._num(r.get("ratio"))
+        ratio = vdoc.finite_or_none(r.get("ratio"))
         record = {"bound": str(r.get("bound")), "metric": r.get("metric"), "statistic": r.get("statistic"),
                   "bound_kind": "relative" if ratio is not None else "absolute", "relative": None, "bound_ms": None,
                   "verdict": r.get("verdict"),
-                  "observed": {"value": vdoc._ms(r.get("observed_ns")), "ci_low": vdoc._ms(r.get("ci_low_ns")),
-                               "ci_high": vdoc._ms(r.get("ci_high_ns")), "unit": "ms"},
-                  "ratio": {"value": ratio, "ci_low": vdoc._num(r.get("ratio_low")), "ci_high": vdoc._num(r.get("ratio_high"))}
+                  "observed": {"value": vdoc.ms_or_none(r.get("observed_ns")), "ci_low": vdoc.ms_or_none(r.get("ci_low_ns")),
+                               "ci_high": vdoc.ms_or_none(r.get("ci_high_ns")), "unit": "ms"},
+                  "ratio": {"value": ratio, "ci_low": vdoc.finite_or_none(r.get("ratio_low")), "ci_high": vdoc.finite_or_none(r.get("ratio_high"))}
                   if ratio is not None else None, "level": vdoc.LEVEL}
         if record["verdict"] not in vd.VERDICTS:
             continue

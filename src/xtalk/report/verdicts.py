@@ -46,7 +46,7 @@ def schema() -> dict:
     return json.loads((Path(__file__).resolve().parents[1] / "schema" / "verdicts.schema.json").read_text())
 
 
-def _num(x):
+def finite_or_none(x):
     """A finite float, or None (JSON has no NaN)."""
     try:
         v = float(x)
@@ -56,7 +56,7 @@ def _num(x):
 
 
 def _int(x):
-    v = _num(x)
+    v = finite_or_none(x)
     return None if v is None else int(v)
 
 
@@ -115,7 +115,7 @@ def _statistics(row: dict) -> list[dict]:
         for rx in _STAT:
             m = rx.match(k)
             if m:
-                out.append({"metric": m["metric"], "statistic": m["stat"], "value": _num(v), "unit": m["unit"]})
+                out.append({"metric": m["metric"], "statistic": m["stat"], "value": finite_or_none(v), "unit": m["unit"]})
     return out
 
 
@@ -131,8 +131,8 @@ def _slowdowns(row: dict, metric: str = "exec") -> list[dict]:
                 lo, hi = row.get(f"{k}_lo"), row.get(f"{k}_hi")
                 # The summary hides a maximum's ratio from too few runs (guards.MIN_RUNS_FOR_MAX): said here as a field.
                 shown = not (m["stat"] == "max" and not reference and (_int(row.get("runs_ok")) or 0) < guards.MIN_RUNS_FOR_MAX)
-                out.append({"metric": m.groupdict().get("metric") or metric, "statistic": m["stat"], "ratio": _num(v),
-                            "ci_low": _num(lo), "ci_high": _num(hi), "level": LEVEL if _num(lo) is not None else None,
+                out.append({"metric": m.groupdict().get("metric") or metric, "statistic": m["stat"], "ratio": finite_or_none(v),
+                            "ci_low": finite_or_none(lo), "ci_high": finite_or_none(hi), "level": LEVEL if finite_or_none(lo) is not None else None,
                             "reference": reference, "shown": shown})
     return out
 
@@ -149,18 +149,19 @@ def _epsilon_record(r: dict) -> dict:
     """One ε verdict (analysis.verdict.epsilon_verdict's row) with its numbers as fields."""
     relative = r.get("bound_kind") == "relative"
     return {"bound": str(r.get("epsilon") or ""), "metric": r.get("metric"), "statistic": r.get("statistic"),
-            "bound_kind": r.get("bound_kind"), "relative": _num(r.get("relative")) if relative else None,
-            "bound_ms": _num(r.get("bound_ns", math.nan)) / 1e6 if _num(r.get("bound_ns")) is not None else None,
+            "bound_kind": r.get("bound_kind"), "relative": finite_or_none(r.get("relative")) if relative else None,
+            "bound_ms": finite_or_none(r.get("bound_ns", math.nan)) / 1e6 if finite_or_none(r.get("bound_ns")) is not None else None,
             "verdict": r.get("verdict"),
-            "observed": {"value": _ms(r.get("observed_ns")), "ci_low": _ms(r.get("ci_low_ns")),
-                         "ci_high": _ms(r.get("ci_high_ns")), "unit": "ms"},
-            "ratio": {"value": _num(r.get("ratio")), "ci_low": _num(r.get("ratio_ci_low")),
-                      "ci_high": _num(r.get("ratio_ci_high"))} if relative else None,
-            "level": _num(r.get("level")) or LEVEL}
+            "observed": {"value": ms_or_none(r.get("observed_ns")), "ci_low": ms_or_none(r.get("ci_low_ns")),
+                         "ci_high": ms_or_none(r.get("ci_high_ns")), "unit": "ms"},
+            "ratio": {"value": finite_or_none(r.get("ratio")), "ci_low": finite_or_none(r.get("ratio_ci_low")),
+                      "ci_high": finite_or_none(r.get("ratio_ci_high"))} if relative else None,
+            "level": finite_or_none(r.get("level")) or LEVEL}
 
 
-def _ms(ns):
-    v = _num(ns)
+def ms_or_none(ns):
+    """Nanoseconds as milliseconds, or None where the value is missing or not finite."""
+    v = finite_or_none(ns)
     return None if v is None else v / 1e6
 
 
@@ -193,16 +194,16 @@ def campaign_cells(cells) -> list[dict]:
         if row.get("eps_verdict") in vd.VERDICTS:
             # The leading bound (the worst verdict of the cell's bounds): its metric, statistic,
             # observed value with CI and, for a relative bound, the ratio to solo with CI.
-            relative = _num(row.get("eps_relative"))
-            ratio = _num(row.get("eps_ratio"))
+            relative = finite_or_none(row.get("eps_relative"))
+            ratio = finite_or_none(row.get("eps_ratio"))
             eps.append({"bound": str(row.get("epsilon") or ""), "metric": row.get("eps_metric"),
                         "statistic": row.get("eps_statistic"),
                         "bound_kind": "relative" if relative is not None or ratio is not None else "absolute",
-                        "relative": relative, "bound_ms": _num(row.get("eps_bound_ms")), "verdict": row["eps_verdict"],
-                        "observed": {"value": _num(row.get("eps_observed_ms")), "ci_low": _num(row.get("eps_observed_lo_ms")),
-                                     "ci_high": _num(row.get("eps_observed_hi_ms")), "unit": "ms"},
-                        "ratio": {"value": ratio, "ci_low": _num(row.get("eps_ratio_lo")),
-                                  "ci_high": _num(row.get("eps_ratio_hi"))} if ratio is not None else None,
+                        "relative": relative, "bound_ms": finite_or_none(row.get("eps_bound_ms")), "verdict": row["eps_verdict"],
+                        "observed": {"value": finite_or_none(row.get("eps_observed_ms")), "ci_low": finite_or_none(row.get("eps_observed_lo_ms")),
+                                     "ci_high": finite_or_none(row.get("eps_observed_hi_ms")), "unit": "ms"},
+                        "ratio": {"value": ratio, "ci_low": finite_or_none(row.get("eps_ratio_lo")),
+                                  "ci_high": finite_or_none(row.get("eps_ratio_hi"))} if ratio is not None else None,
                         "level": LEVEL})
         out.append({
             "application": row.get("application"), "configuration": str(row.get("configuration") or ""),
@@ -253,7 +254,7 @@ def rows_with_units(table) -> list[dict]:
         for k, v in row.items():
             m = _UNIT.match(k)
             if m and (v is None or isinstance(v, (int, float))):
-                rec[m["name"]] = {"value": _num(v), "unit": m["unit"]}
+                rec[m["name"]] = {"value": finite_or_none(v), "unit": m["unit"]}
             else:
                 rec[k] = v
         out.append(rec)

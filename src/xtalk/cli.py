@@ -385,9 +385,12 @@ def report(results: Path = typer.Argument(..., help="results directory of an exp
                                                        "the strongest concluded effect)")):
     """Write the HTML report (self-contained), figures, Markdown summary and CSV files of an experiment
     (of a campaign: verdicts per cell, two-way views, worst cells, one page per group)."""
+    results, out = _checked(results), (_checked(out, "--out") if out is not None else None)
+    if not (results / "runs").is_dir():  # said before the figures' imports (~1.5 s CPU) are paid
+        raise UsageError(f"{results}: not an xtalk results directory (no runs/); give the directory "
+                         "`xtalk run` printed, RESULTS/<experiment>-<date>")
     from .report.build import build
 
-    results, out = _checked(results), (_checked(out, "--out") if out is not None else None)
     build(results, out, epsilon, csv=csv, console=_console(), cell_figures=cell_figures, map_stat=map_stat)
 
 
@@ -403,10 +406,11 @@ def compare(results: list[Path] = typer.Argument(..., help="two results director
     the cells common to all (runs, jobs, response median/p99/max, misses, slowdown; latency victims
     p50/p99/max µs), each label's change against the first (median and p99 ratio with its CI from
     the runs of both sides, significant or not), the cells only some have; compare.md/.csv/.html."""
-    from .report.compare import run as run_compare
-
     results = [_checked(r) for r in results]  # reading converts job logs there
-    run_compare(results, label, _checked(out, "--out") if out is not None else None, _console(), as_json=as_json)
+    out = _checked(out, "--out") if out is not None else None
+    from .report.compare import run as run_compare  # after the paths are checked, as in `report`
+
+    run_compare(results, label, out, _console(), as_json=as_json)
 
 
 @command

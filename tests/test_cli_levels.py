@@ -49,7 +49,8 @@ def test_quiet_summary_prints_verdicts_warnings_and_the_path(tmp_path):
 def test_errors_print_when_quiet(tmp_path):
     r = xtalk("-q", "summary", tmp_path / "nothing")
     assert r.returncode == 2 and r.stdout == ""
-    assert r.stderr.strip() == f"xtalk: {tmp_path / 'nothing'}: not an xtalk results directory (no runs/)"
+    assert r.stderr.strip() == (f"xtalk: {tmp_path / 'nothing'}: not an xtalk results directory (no runs/); "
+                                "give the directory `xtalk run` printed, RESULTS/<experiment>-<date>")
     bad = tmp_path / "bad.toml"
     bad.write_text('name = "x"\n[victim]\nbody = "sum"\nbytes = "1MiB"\nperiod = "1ms"\njobs = 10\n[[scenario]]\nname = "r"\n'
                    'enemies = [{ kind = "reed" }]\n')

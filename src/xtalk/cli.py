@@ -262,11 +262,11 @@ def summary(results: Optional[Path] = typer.Argument(None, help="results directo
         return
     if results is None:
         raise UsageError("summary: give a results directory, or --schema")
+    results = _results_dir(results)
     from .results.campaign_cells import is_campaign
     from .report.summary import write_summary
     from .store import open as open_results
 
-    results = _checked(results)
     shown = None if as_json else _console()
     if is_campaign(results):
         from .report.campaign_summary import write_campaign_summary
@@ -385,10 +385,7 @@ def report(results: Path = typer.Argument(..., help="results directory of an exp
                                                        "the strongest concluded effect)")):
     """Write the HTML report (self-contained), figures, Markdown summary and CSV files of an experiment
     (of a campaign: verdicts per cell, two-way views, worst cells, one page per group)."""
-    results, out = _checked(results), (_checked(out, "--out") if out is not None else None)
-    if not (results / "runs").is_dir():  # said before the figures' imports (~1.5 s CPU) are paid
-        raise UsageError(f"{results}: not an xtalk results directory (no runs/); give the directory "
-                         "`xtalk run` printed, RESULTS/<experiment>-<date>")
+    results, out = _results_dir(results), (_checked(out, "--out") if out is not None else None)
     from .report.build import build
 
     build(results, out, epsilon, csv=csv, console=_console(), cell_figures=cell_figures, map_stat=map_stat)
@@ -691,6 +688,16 @@ def _checked(path: Path, what: str = "RESULTS") -> Path:
     from .safepath import results_dir
 
     return results_dir(path, what)
+
+
+def _results_dir(path: Path) -> Path:
+    """`path` checked like `_checked`, and refused unless it holds runs/ (an experiment's or a
+    campaign's results): said before the report stack's imports (~1.5 s CPU) are paid."""
+    path = _checked(path)
+    if not (path / "runs").is_dir():
+        raise UsageError(f"{path}: not an xtalk results directory (no runs/); give the directory "
+                         "`xtalk run` printed, RESULTS/<experiment>-<date>")
+    return path
 
 
 def _output(path: Path | None, what: str) -> Path | None:

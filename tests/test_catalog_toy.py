@@ -6,14 +6,11 @@ experiment through the `xtalk` command line, with the host pointed at that agent
 parameters are refused as any enemy's are: one line naming the field, exit code 2."""
 
 import json
-import os
-import shutil
-import subprocess
-import time
 
 import pytest
 
-from conftest import ROOT, needs_two_cpus, processes_named, xtalk
+from conftest import needs_two_cpus, processes_named, xtalk
+from toy_agent import build_with, env_of
 
 #: An agent built from sources: make test-slow.
 pytestmark = pytest.mark.slow
@@ -61,37 +58,7 @@ enemies = [{ kind = "toy", step = 7, pause = "200us", cpus = "others" }]
 @pytest.fixture(scope="module")
 def toy_agent(tmp_path_factory):
     """(agent binary, catalog file) of the agent built with the toy enemy added."""
-    if not shutil.which("cargo"):
-        pytest.skip("cargo is not installed")
-    tmp = tmp_path_factory.mktemp("toy")
-    src = tmp / "agent"
-    shutil.copytree(ROOT / "agent", src, ignore=shutil.ignore_patterns("target"))
-    (src / "src" / "enemies" / "toy.rs").write_text(TOY)
-    mod = src / "src" / "enemies" / "mod.rs"
-    text = mod.read_text()
-    assert text.count(REGISTRY_LINE) == 1
-    mod.write_text(text.replace(REGISTRY_LINE, REGISTRY_LINE + "    toy => KIND;\n"))
-    # The dependencies' release builds, copied: only the agent crate compiles (at opt-level 0:
-    # a fixture, not a measurement; it builds in about half the time opt-level 1 takes).
-    target = tmp / "target"
-    if (ROOT / "agent" / "target" / "release").is_dir():
-        shutil.copytree(ROOT / "agent" / "target" / "release", target / "release", symlinks=True,
-                        ignore=shutil.ignore_patterns("xtalk-agent", "xtalk_agent-*", "incremental"))
-    t0 = time.monotonic()
-    out = subprocess.run(["cargo", "build", "--release", "--offline", "--manifest-path", src / "Cargo.toml",
-                          "--config", 'profile.release.package.xtalk-agent.opt-level=0'],
-                         capture_output=True, text=True, env={**os.environ, "CARGO_TARGET_DIR": str(target)})
-    assert out.returncode == 0, out.stderr[-3000:]
-    print(f"toy agent built in {time.monotonic() - t0:.0f} s")
-    binary = target / "release" / "xtalk-agent"
-    cat = tmp / "catalog.json"
-    cat.write_text(subprocess.run([binary, "catalog", "--json"], capture_output=True, text=True, check=True).stdout)
-    return binary, cat
-
-
-def _env(toy_agent) -> dict:
-    binary, cat = toy_agent
-    return {**os.environ, "XTALK_AGENT": str(binary), "XTALK_CATALOG": str(cat)}
+    return build_with(tmp_path_factory.mktemp("toy"), "enemies", "toy", TOY, REGISTRY_LINE, "toy => KIND;")
 
 
 def test_the_toy_is_in_the_new_agents_catalog(toy_agent):
@@ -104,7 +71,7 @@ def test_the_toy_is_in_the_new_agents_catalog(toy_agent):
 def test_the_toy_enemy_runs_from_an_experiment_file(toy_agent, tmp_path):
     f = tmp_path / "toy.toml"
     f.write_text(EXPERIMENT)
-    out = xtalk("run", f, "--results", tmp_path / "res", "--skip-feasibility", env=_env(toy_agent))
+    out = xtalk("run", f, "--results", tmp_path / "res", "--skip-feasibility", env=env_of(toy_agent))
     assert out.returncode == 0, out.stderr + out.stdout
     (res,) = (tmp_path / "res").iterdir()
     runs = {json.loads((d / "run.json").read_text())["plan"]["labels"]["scenario"]: json.loads((d / "run.json").read_text())
@@ -128,7 +95,7 @@ def test_the_toy_enemy_runs_from_an_experiment_file(toy_agent, tmp_path):
 def test_bad_toy_parameters_are_one_line_and_exit_2(toy_agent, tmp_path, param, needle):
     f = tmp_path / "toy.toml"
     f.write_text(EXPERIMENT.replace('step = 7, pause = "200us"', param))
-    out = xtalk("run", f, "--results", tmp_path / "res", env=_env(toy_agent))
+    out = xtalk("run", f, "--results", tmp_path / "res", env=env_of(toy_agent))
     assert out.returncode == 2, out.stderr + out.stdout
     lines = out.stderr.strip().splitlines()
     assert len(lines) == 1 and needle in lines[0], out.stderr

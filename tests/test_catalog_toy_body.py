@@ -7,13 +7,11 @@ crate compiles), and the toy body runs as the victim of a TOML experiment throug
 are: one line naming the field, exit code 2."""
 
 import json
-import os
-import shutil
-import subprocess
 
 import pytest
 
-from conftest import ROOT, processes_named, xtalk
+from conftest import processes_named, xtalk
+from toy_agent import build_with, env_of
 
 #: An agent built from sources: make test-slow.
 pytestmark = pytest.mark.slow
@@ -56,33 +54,7 @@ jobs = 10
 @pytest.fixture(scope="module")
 def toy_agent(tmp_path_factory):
     """(agent binary, catalog file) of the agent built with the toy body added."""
-    if not shutil.which("cargo"):
-        pytest.skip("cargo is not installed")
-    tmp = tmp_path_factory.mktemp("toybody")
-    src = tmp / "agent"
-    shutil.copytree(ROOT / "agent", src, ignore=shutil.ignore_patterns("target"))
-    (src / "src" / "victims" / "toy.rs").write_text(TOY)
-    mod = src / "src" / "victims" / "mod.rs"
-    text = mod.read_text()
-    assert text.count(REGISTRY_LINE) == 1
-    mod.write_text(text.replace(REGISTRY_LINE, REGISTRY_LINE + "    toy => BODY;\n"))
-    target = tmp / "target"  # the dependencies' release builds, copied (as the toy enemy's)
-    if (ROOT / "agent" / "target" / "release").is_dir():
-        shutil.copytree(ROOT / "agent" / "target" / "release", target / "release", symlinks=True,
-                        ignore=shutil.ignore_patterns("xtalk-agent", "xtalk_agent-*", "incremental"))
-    out = subprocess.run(["cargo", "build", "--release", "--offline", "--manifest-path", src / "Cargo.toml",
-                          "--config", 'profile.release.package.xtalk-agent.opt-level=0'],
-                         capture_output=True, text=True, env={**os.environ, "CARGO_TARGET_DIR": str(target)})
-    assert out.returncode == 0, out.stderr[-3000:]
-    binary = target / "release" / "xtalk-agent"
-    cat = tmp / "catalog.json"
-    cat.write_text(subprocess.run([binary, "catalog", "--json"], capture_output=True, text=True, check=True).stdout)
-    return binary, cat
-
-
-def _env(toy_agent) -> dict:
-    binary, cat = toy_agent
-    return {**os.environ, "XTALK_AGENT": str(binary), "XTALK_CATALOG": str(cat)}
+    return build_with(tmp_path_factory.mktemp("toybody"), "victims", "toy", TOY, REGISTRY_LINE, "toy => BODY;")
 
 
 def test_the_toy_body_is_in_the_new_agents_catalog(toy_agent):
@@ -94,7 +66,7 @@ def test_the_toy_body_is_in_the_new_agents_catalog(toy_agent):
 def test_the_toy_body_runs_from_an_experiment_file(toy_agent, tmp_path):
     f = tmp_path / "toy.toml"
     f.write_text(EXPERIMENT)
-    out = xtalk("run", f, "--results", tmp_path / "res", "--skip-feasibility", env=_env(toy_agent))
+    out = xtalk("run", f, "--results", tmp_path / "res", "--skip-feasibility", env=env_of(toy_agent))
     assert out.returncode == 0, out.stderr + out.stdout
     (res,) = (tmp_path / "res").iterdir()
     (d,) = (res / "runs").iterdir()
@@ -111,7 +83,7 @@ def test_the_toy_body_runs_from_an_experiment_file(toy_agent, tmp_path):
 def test_bad_toy_parameters_are_one_line_and_exit_2(toy_agent, tmp_path, param, needle):
     f = tmp_path / "toy.toml"
     f.write_text(EXPERIMENT.replace("iterations = 5000", param))
-    out = xtalk("run", f, "--results", tmp_path / "res", env=_env(toy_agent))
+    out = xtalk("run", f, "--results", tmp_path / "res", env=env_of(toy_agent))
     assert out.returncode == 2, out.stderr + out.stdout
     lines = out.stderr.strip().splitlines()
     assert len(lines) == 1 and needle in lines[0], out.stderr

@@ -88,15 +88,16 @@ def _field(p: catalog.Param) -> tuple:
     return typ, Field(default=p.default, description=p.doc, **extra)
 
 
-def _body_model(b: catalog.Body) -> type[BaseModel]:
-    """The plan's model of one victim body, from its catalog entry."""
-    fields: dict = {"kind": (Literal[b.name], b.name)}  # type: ignore[valid-type]
-    fields.update({p.name: _field(p) for p in b.params})
-    return create_model(f"{b.name.capitalize()}Body", __base__=_Strict, __doc__=b.doc, **fields)
+def _entry_model(entry, suffix: str, base: type[BaseModel]) -> type[BaseModel]:
+    """The plan's model of one catalog entry (a victim body or an enemy kind's load): `kind`
+    naming it, then its declared parameters."""
+    fields: dict = {"kind": (Literal[entry.name], entry.name)}  # type: ignore[valid-type]
+    fields.update({p.name: _field(p) for p in entry.params})
+    return create_model(f"{entry.name.capitalize()}{suffix}", __base__=base, __doc__=entry.doc, **fields)
 
 
 #: The model of every victim body of the catalog, by body.
-BODY_MODELS: dict[str, type[BaseModel]] = {b.name: _body_model(b) for b in catalog.current().bodies.values()}
+BODY_MODELS: dict[str, type[BaseModel]] = {b.name: _entry_model(b, "Body", _Strict) for b in catalog.current().bodies.values()}
 
 Body = Annotated[Union[tuple(BODY_MODELS.values())], Field(discriminator="kind")]  # type: ignore[valid-type]
 
@@ -112,15 +113,9 @@ class _DeferredStrict(_Strict):
     model_config = ConfigDict(defer_build=True)
 
 
-def _load_model(k: catalog.Kind) -> type[BaseModel]:
-    """The plan's model of one enemy kind's load, from its catalog entry."""
-    fields: dict = {"kind": (Literal[k.name], k.name)}  # type: ignore[valid-type]
-    fields.update({p.name: _field(p) for p in k.params})
-    return create_model(f"{k.name.capitalize()}Load", __base__=_DeferredStrict, __doc__=k.doc, **fields)
-
-
 #: The load model of every kind of the catalog, by kind.
-LOAD_MODELS: dict[str, type[BaseModel]] = {k.name: _load_model(k) for k in catalog.current().kinds.values()}
+LOAD_MODELS: dict[str, type[BaseModel]] = {k.name: _entry_model(k, "Load", _DeferredStrict)
+                                           for k in catalog.current().kinds.values()}
 
 Load = Annotated[Union[tuple(LOAD_MODELS.values())], Field(discriminator="kind")]  # type: ignore[valid-type]
 

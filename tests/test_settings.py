@@ -154,3 +154,16 @@ def test_a_setting_changed_during_a_run_marks_it_invalid_with_the_diff(agent, tm
     with pytest.warns(Warning, match="left out run drift: invalid: settings drifted"):
         table = results.runs()
     assert list(table.run_id) == ["held"] and results.left_out == {"drift": f"invalid: {st.drift_reason([line])}"}
+
+
+def test_declared_settings_with_a_labgrid_board_are_refused_naming_the_board(tmp_path):
+    # A board's settings exist only once it has booted; read at the campaign's start they
+    # would be this machine's, and a wrong board would pass.
+    from xtalk.campaign.settings import hold
+    from xtalk.targets.base import LocalTarget
+    from xtalk.targets.labgrid import LabgridBoard
+
+    declared = st.SettingsFile((st.Declared("/proc/sys/kernel/sched_rt_runtime_us", "-1", "no throttling"),), ())
+    with pytest.raises(UsageError, match=r"^lab\.toml: target labgrid place emu-1: declared settings are not "
+                                         r"checked on a labgrid board yet .* use ssh:// targets, or remove settings$"):
+        hold(declared, [LocalTarget(), LabgridBoard("emu-1")], "lab.toml")

@@ -23,6 +23,11 @@ def _snapshot(target) -> dict[str, str]:
 def hold(declared: ms.SettingsFile, targets: list, where: str) -> None:
     """Every target watches the declared files; UsageError when one target does not hold one."""
     for t in targets:
+        if getattr(t, "boots_for_its_runs", False):  # read here, they would be this machine's
+            raise UsageError(f"{where}: target {t.describe()}: declared settings are not checked on a labgrid "
+                             "board yet (its settings exist only once it has booted); use ssh:// targets, or "
+                             "remove settings")
+    for t in targets:
         t.watch = tuple(dict.fromkeys([*t.watch, *declared.paths()]))
         wrong = ms.violations(declared, _snapshot(t))
         if wrong:

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from ..errors import UsageError
 from ..targets import settings as ms
+from ..targets.base import LocalTarget
 
 #: campaign.json's key for the declared settings (path, value, why).
 KEY = "declared_settings"
@@ -23,7 +24,9 @@ def _snapshot(target) -> dict[str, str]:
 def hold(declared: ms.SettingsFile, targets: list, where: str) -> None:
     """Every target watches the declared files; UsageError when one target does not hold one."""
     for t in targets:
-        if getattr(t, "boots_for_its_runs", False):  # read here, they would be this machine's
+        # Only this machine is read here without a reader of its own (_snapshot); a target
+        # without one (a labgrid board: its settings exist once it has booted) would be too.
+        if not isinstance(t, LocalTarget) and not callable(getattr(t, "settings", None)):
             raise UsageError(f"{where}: target {t.describe()}: declared settings are not checked on a labgrid "
                              "board yet (its settings exist only once it has booted); use ssh:// targets, or "
                              "remove settings")

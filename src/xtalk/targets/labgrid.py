@@ -94,9 +94,6 @@ def client() -> str:
 class LabgridBoard(Target):
     """One place of a labgrid lab; the executor never gives it two runs at once."""
 
-    #: Powered and booted for its runs: nothing of the board can be read before (settings).
-    boots_for_its_runs = True
-
     def __init__(self, place: str, env: str | None = None, coordinator: str | None = None, role: str | None = None,
                  kernel: str | None = None, boot_timeout: float = BOOT_TIMEOUT_S, name: str | None = None, **ssh):
         self.place, self.env, self.role, self.kernel = place, env, role or place, kernel

@@ -152,25 +152,40 @@ def test_a_bad_labgrid_url_is_one_line_and_exit_2(lab, tmp_path):
 def test_killing_the_campaign_host_then_resuming_takes_the_places_over_and_loses_no_run(lab, tmp_path):
     """SIGKILL to the whole campaign process group mid-way: the places stay acquired by this
     host (nothing could release them); `campaign resume` takes them over, finishes, and every
-    run is done exactly once."""
-    f = tiny(tmp_path, jobs=20, **{"repetitions = 3": KERNELS})
+    run is done exactly once.
+
+    The campaign declares a setting that board-b does not hold (its sshd, so every session on
+    it, planted with another oom_score_adj: a per-board setting of this one machine): exactly
+    board-b's runs are marked invalid with the difference, in both hosts' lives (the resume
+    declares them again from campaign.json), and the campaign goes on."""
+    own = Path("/proc/self/oom_score_adj").read_text().strip()
+    (tmp_path / "held.toml").write_text(f'[settings."/proc/self/oom_score_adj"]\nvalue = "{own}"\n'
+                                        'why = "the pool\'s boards are set alike"\n')
+    plant = lab[2] / "board-b" / "oom_score_adj"
+    planted = str(int(own) + 300 if int(own) <= 700 else int(own) - 300)
+    plant.write_text(planted)
+    f = tiny(tmp_path, jobs=20, **{"repetitions = 3": 'settings = "held.toml"\n' + KERNELS})
     targets = ["--target", _url(lab, "board-a"), "--target", _url(lab, "board-b")]
     from conftest import XTALK
 
-    proc = subprocess.Popen([*XTALK, "campaign", "run", f, "--results", tmp_path / "res", *targets, "--skip-feasibility"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     try:
-        def some_done():
-            dirs = campaign_dirs(tmp_path / "res")
-            j = dirs[0] / "journal.jsonl" if dirs else None
-            return j is not None and j.exists() and j.read_text().count('"state":"done"') >= 3
-        assert wait_for(some_done, timeout=300, step=0.2)
+        proc = subprocess.Popen([*XTALK, "campaign", "run", f, "--results", tmp_path / "res", *targets,
+                                 "--skip-feasibility"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                start_new_session=True)
+        try:
+            def some_done():
+                dirs = campaign_dirs(tmp_path / "res")
+                j = dirs[0] / "journal.jsonl" if dirs else None
+                return j is not None and j.exists() and j.read_text().count('"state":"done"') >= 3
+            assert wait_for(some_done, timeout=300, step=0.2)
+        finally:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+        assert _acquired(lab, "board-a") or _acquired(lab, "board-b")
+        (store,) = campaign_dirs(tmp_path / "res")
+        out = run_xtalk("campaign", "resume", store, *targets, "--skip-feasibility", timeout=600)
     finally:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
-    assert _acquired(lab, "board-a") or _acquired(lab, "board-b")
-    (store,) = campaign_dirs(tmp_path / "res")
-    out = run_xtalk("campaign", "resume", store, *targets, "--skip-feasibility", timeout=600)
+        plant.unlink()
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     assert "taken over" in out.stdout
     done = [json.loads(x)["run"] for x in (store / "journal.jsonl").read_text().splitlines()
@@ -178,6 +193,28 @@ def test_killing_the_campaign_host_then_resuming_takes_the_places_over_and_loses
     assert len(done) == 12 and len(set(done)) == 12  # none lost, none repeated
     assert len([r for r in (store / "runs").iterdir()]) == 12
     assert not _acquired(lab, "board-a") and not _acquired(lab, "board-b")
+    # exactly board-b's runs marked, each with the difference; board-a's not
+    runs = {r.name: load_outcome(r) for r in (store / "runs").iterdir()}
+    on = {b: {n for n, r in runs.items() if r.labels()["board"] == b} for b in ("board-a", "board-b")}
+    assert on["board-a"] and on["board-b"], on
+    for n in on["board-b"]:
+        assert runs[n].invalid.startswith("board board-b's settings differ from the campaign's declared ones: "
+                                          f"settings: /proc/self/oom_score_adj is '{planted}', the settings file "
+                                          f"requires '{own}'"), runs[n].invalid
+        assert any(x.startswith("board board-b: settings: /proc/self/oom_score_adj") for x in runs[n].notes)
+    assert all(runs[n].invalid is None for n in on["board-a"]), [runs[n].invalid for n in on["board-a"]]
+    # each boot's settings kept beside the board's console; the summary names the runs left out
+    boots = {b: [json.loads(x) for x in (store / "boards" / f"{b}-settings.jsonl").read_text().splitlines()]
+             for b in ("board-a", "board-b")}
+    assert boots["board-b"] and all(x["differ"] and x["settings"]["/proc/self/oom_score_adj"] == planted
+                                    for x in boots["board-b"]), boots["board-b"]
+    assert boots["board-a"] and all(x["differ"] == [] for x in boots["board-a"]), boots["board-a"]
+    assert "lab: board-b: settings differ from the declared ones" in out.stdout
+    assert "lab: board-a: settings differ" not in out.stdout
+    left = (store / "summary.md").read_text().split("## Runs left out")[1]
+    assert all(f"`{n}`" in left for n in on["board-b"]) and not any(f"`{n}`" in left for n in on["board-a"])
+    warned = [w for w in json.loads((store / "verdicts.json").read_text())["warnings"] if w["kind"] == "runs_left_out"]
+    assert sorted(w["line"].split()[1] for w in warned) == sorted(on["board-b"]), warned
 
 
 @pytest.mark.slow

@@ -156,14 +156,26 @@ def test_a_setting_changed_during_a_run_marks_it_invalid_with_the_diff(agent, tm
     assert list(table.run_id) == ["held"] and results.left_out == {"drift": f"invalid: {st.drift_reason([line])}"}
 
 
-def test_declared_settings_with_a_labgrid_board_are_refused_naming_the_board(tmp_path):
-    # A board's settings exist only once it has booted; read at the campaign's start they
-    # would be this machine's, and a wrong board would pass.
+def test_declared_settings_go_to_a_labgrid_board_unread_and_a_target_without_a_reader_is_refused(tmp_path):
+    # A board's settings exist only once it has booted: handed over, read after each boot
+    # (targets/labgrid.py; tests/test_lab.py marks a differing board's runs); a target with no
+    # reader at all would be read here, on this machine, and a wrong one would pass.
     from xtalk.campaign.settings import hold
     from xtalk.targets.base import LocalTarget
     from xtalk.targets.labgrid import LabgridBoard
 
-    declared = st.SettingsFile((st.Declared("/proc/sys/kernel/sched_rt_runtime_us", "-1", "no throttling"),), ())
-    with pytest.raises(UsageError, match=r"^lab\.toml: target labgrid place emu-1: declared settings are not "
-                                         r"checked on a labgrid board yet .* use ssh:// targets, or remove settings$"):
-        hold(declared, [LocalTarget(), LabgridBoard("emu-1")], "lab.toml")
+    declared = st.SettingsFile((st.Declared("/proc/sys/kernel/sched_rt_runtime_us", "-7", "no throttling"),), ())
+    board = LabgridBoard("emu-1")
+    hold(declared, [board], "lab.toml")  # -7 holds nowhere: not read here, so not refused
+    assert board.declared is declared and "/proc/sys/kernel/sched_rt_runtime_us" in board.watch
+
+    class NoReader:
+        watch = ()
+
+        def describe(self):
+            return "fixture board-x"
+
+    with pytest.raises(UsageError, match=r"^lab\.toml: target fixture board-x: declared settings cannot be read on "
+                                         r"it \(it has no settings reader\); use ssh:// or labgrid:// targets, or "
+                                         r"remove settings$"):
+        hold(declared, [LocalTarget(), board, NoReader()], "lab.toml")

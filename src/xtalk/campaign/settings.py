@@ -1,6 +1,8 @@
 """A campaign's declared settings (its `settings` file, docs/settings.md): checked on every
 target before the campaign directory is made (one line naming the first that does not hold,
 exit 2), then watched by every run (snapshot before and after: drift marks a run invalid).
+A labgrid board is checked after each boot instead: its runs are marked invalid where its
+settings differ from the declared ones (targets/labgrid.py), and the campaign goes on.
 Kept in campaign.json so that `xtalk campaign resume` checks and watches them again."""
 
 from __future__ import annotations
@@ -22,16 +24,21 @@ def _snapshot(target) -> dict[str, str]:
 
 
 def hold(declared: ms.SettingsFile, targets: list, where: str) -> None:
-    """Every target watches the declared files; UsageError when one target does not hold one."""
+    """Every target watches the declared files; UsageError when one target does not hold one.
+    A lab board (one that takes ``declare``) is not read here: its settings exist once it has
+    booted, so it reads them after each boot and marks its runs where they differ."""
     for t in targets:
         # Only this machine is read here without a reader of its own (_snapshot); a target
-        # without one (a labgrid board: its settings exist once it has booted) would be too.
-        if not isinstance(t, LocalTarget) and not callable(getattr(t, "settings", None)):
-            raise UsageError(f"{where}: target {t.describe()}: declared settings are not checked on a labgrid "
-                             "board yet (its settings exist only once it has booted); use ssh:// targets, or "
-                             "remove settings")
+        # without one would be too, and a wrong board would pass.
+        if not isinstance(t, LocalTarget) and not callable(getattr(t, "settings", None)) \
+                and not callable(getattr(t, "declare", None)):
+            raise UsageError(f"{where}: target {t.describe()}: declared settings cannot be read on it (it has no "
+                             "settings reader); use ssh:// or labgrid:// targets, or remove settings")
     for t in targets:
         t.watch = tuple(dict.fromkeys([*t.watch, *declared.paths()]))
+        if callable(getattr(t, "declare", None)):
+            t.declare(declared)
+            continue
         wrong = ms.violations(declared, _snapshot(t))
         if wrong:
             more = f" (and {len(wrong) - 1} more)" if len(wrong) > 1 else ""

@@ -90,9 +90,10 @@ def epsilon_line(cells: pd.DataFrame) -> str:
     return f"ε ({'; '.join(bounds) or 'none given'}): " + ", ".join(parts) + f" of {len(c)} cells"
 
 
-def to_markdown(cells: pd.DataFrame, title: str, boards: str = "") -> str:
+def to_markdown(cells: pd.DataFrame, title: str, boards: str = "", left_out: dict | None = None) -> str:
     """summary.md: the cell table, the warnings, then a lab campaign's boards section
-    (report/boards.py: ``boards`` is its markdown)."""
+    (report/boards.py: ``boards`` is its markdown), then the runs the store left out (damaged,
+    settings drifted, or a board's settings not the declared ones) with why."""
     lines = [f"# {title}", "", "One row per cell (application × configuration × variant × scenario). Slowdown: ratio of "
              "median execution times against the solo of the same group, 95 % CI (runs, then jobs, resampled).", "",
              epsilon_line(cells), "",
@@ -103,6 +104,8 @@ def to_markdown(cells: pd.DataFrame, title: str, boards: str = "") -> str:
         lines += ["", "## Warnings", ""] + [f"- {w}" for w in warned]
     if boards:
         lines += ["", boards.rstrip("\n")]
+    if left_out:
+        lines += ["", "## Runs left out", ""] + [f"- `{run}`: {why}" for run, why in left_out.items()]
     return "\n".join(lines) + "\n"
 
 
@@ -142,8 +145,10 @@ def write_campaign_summary(path, console: Console | None = None, *, n_boot: int 
         if console is not None:
             console.print(f"{path}: no finished run with jobs yet: no summary")
         return cells
-    doc = vdoc.document("campaign", cd.name, path, vdoc.campaign_cells(cells), document_warnings(cells),
-                        environment=_environment(cd))
+    left_out = dict(cd.data.left_out or {})  # said on stderr as the store read them; kept in the documents
+    doc = vdoc.document("campaign", cd.name, path, vdoc.campaign_cells(cells), document_warnings(cells) + [
+        vdoc.warning("runs_left_out", str(why), line=f"run {run} left out: {why}") for run, why in left_out.items()],
+        environment=_environment(cd))
     cells.attrs["verdicts"] = doc
     if console is not None:  # printed first: a full disk must not cost the table
         t = Table(title=f"{cd.name}: {len(cells)} cells")
@@ -153,13 +158,13 @@ def write_campaign_summary(path, console: Console | None = None, *, n_boot: int 
             t.add_row(*row)
         console.print(t)
         console.print(epsilon_line(cells), highlight=False)
-        for line in vdoc.printed_lines(doc["warnings"]):
+        for line in vdoc.printed_lines([w for w in doc["warnings"] if w["kind"] != "runs_left_out"]):
             console.print(f"[yellow]warning: {line}[/]", highlight=False)
     found = bd.splits(cd)
     if console is not None:
         for line in bd.lines(found):
             console.print(f"boards: {line}", highlight=False, soft_wrap=True)
-    safepath.write_text(path / "summary.md", to_markdown(cells, cd.name, bd.markdown(found)))
+    safepath.write_text(path / "summary.md", to_markdown(cells, cd.name, bd.markdown(found), left_out))
     safepath.write_text(path / "summary.json", to_json(cells))
     vdoc.write(path, doc)
     return cells

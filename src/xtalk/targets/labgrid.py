@@ -26,6 +26,13 @@ log (the power driver's output, the board's console, the SSH wait) is kept in
 the campaign calls it at its end, on failure and on interrupt. A host killed before that leaves
 the place acquired by this user and host: a resume finds it so and takes it over.
 
+A campaign's declared settings (docs/settings.md) are not read at its start (the board has
+not booted): `declare` hands them over, the board reads its settings over SSH after each boot
+(``log_dir/NAME-settings.jsonl``, one line per boot, with the declared ones it does not hold)
+and a run whose settings before it differ from the declared ones is marked invalid, the
+difference in its notes: left out of the analysis, named in the summary, the report and the
+evidence; the campaign goes on.
+
 labgrid's remote-place manager is one per process, bound to the event loop of the thread that
 first used it; every call into the labgrid library therefore runs on one thread of its own
 (``_labgrid``). Acquire and release use `labgrid-client`, the interface labgrid keeps stable.
@@ -35,6 +42,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import contextlib
+import json
 import math
 import os
 import re
@@ -51,6 +59,7 @@ from .. import safepath
 from ..errors import UsageError
 from ..trust import require_trusted
 from ..plan import Plan
+from . import settings as machine_settings
 from .base import Target, TargetOut, TargetUnreachable
 from .ssh import SshTarget, check_url_parts
 
@@ -110,6 +119,9 @@ class LabgridBoard(Target):
         self.notes: list[str] = []
         self._target = None  # the labgrid Target
         self._ssh: SshTarget | None = None
+        self.declared: machine_settings.SettingsFile | None = None  # the campaign's (declare)
+        self.differ: list[str] = []  # the declared settings it did not hold after its last boot
+        self._settings_log: list[dict] = []  # its boots' settings, not yet written (_write_settings)
         self._lock = threading.Lock()
 
     @classmethod
@@ -303,6 +315,7 @@ class LabgridBoard(Target):
             self._write_log()
         if path is not None:
             _on_labgrid(self._write_console)
+            self._write_settings()
 
     def _keep_log(self, kernel: str | None, attempts: list[str]) -> Path | None:
         text = [f"board {self.name} (place {self.place}), kernel {kernel or '(default)'}: {len(attempts)} boot attempts"]
@@ -349,6 +362,7 @@ class LabgridBoard(Target):
                 said = self._wait_ssh(ssh)
                 if not said:
                     self._ssh, self.booted = ssh, kernel
+                    self._boot_settings(ssh, kernel)
                     return ssh
                 attempts.append(f"ssh {where['user']}@{where['host']}:{where['port']}: {said}")
             log = self._keep_log(kernel, attempts)
@@ -360,6 +374,61 @@ class LabgridBoard(Target):
             except Exception:  # noqa: BLE001 - the board is out anyway; the release below matters
                 pass
             raise BoardFailed(self.failed)
+
+    def declare(self, declared: machine_settings.SettingsFile) -> None:
+        """The campaign's declared settings: read after each boot, and its runs marked where
+        they differ (module docstring), instead of a check at the campaign's start."""
+        self.declared = declared
+
+    def _boot_settings(self, ssh: SshTarget, kernel: str | None) -> None:
+        """The board's settings just after a boot, kept with its runs and compared with the
+        declared ones (only with declared settings: one SSH call more per boot)."""
+        if self.declared is None:
+            return
+        ssh.watch = self.watch
+        try:
+            snap = ssh.settings()
+        except TargetUnreachable as e:  # each run reads them again before it starts (and fails there)
+            self._settings_log.append({"t": round(time.time(), 3), "kernel": kernel, "error": str(e)})
+        else:
+            self.differ = machine_settings.violations(self.declared, snap)
+            self._settings_log.append({"t": round(time.time(), 3), "kernel": kernel, "settings": snap,
+                                       "differ": self.differ})
+            if self.differ:
+                note = (f"{self.name}: settings differ from the declared ones{f' (kernel {kernel})' if kernel else ''}: "
+                        f"{self.differ[0]}{f' (and {len(self.differ) - 1} more)' if len(self.differ) > 1 else ''}; "
+                        "its runs are marked invalid")
+                if note not in self.notes:
+                    self.notes.append(note)
+        self._write_settings()
+
+    def _write_settings(self) -> None:
+        """The boots' settings appended to ``log_dir/NAME-settings.jsonl`` (kept in memory until
+        the campaign gives the board its directory, as the console is)."""
+        if self._settings_log and self._log_dir is not None:
+            safepath.makedirs(self._log_dir)
+            fd = safepath.open_fd(self._log_dir / f"{self.name}-settings.jsonl", os.O_WRONLY | os.O_CREAT | os.O_APPEND,
+                                  0o600)
+            with os.fdopen(fd, "a") as f:
+                f.writelines(json.dumps(x, sort_keys=True) + "\n" for x in self._settings_log)
+            self._settings_log.clear()
+
+    def _mark(self, out, run_dir: Path):
+        """The run marked invalid when the board's settings before it (else after its boot)
+        differ from the declared ones: the difference in its notes."""
+        if self.declared is None or out is None:
+            return out
+        before = out.settings.before if out.settings is not None and out.settings.before else None
+        wrong = machine_settings.violations(self.declared, before) if before is not None else self.differ
+        if not wrong:
+            return out
+        from ..outcome import parse_outcome, write_outcome
+
+        doc = out.to_dict()
+        doc["notes"] = [*doc.get("notes", []), *(f"board {self.name}: {w}" for w in wrong)]
+        doc["invalid"] = doc.get("invalid") or (f"board {self.name}'s settings differ from the campaign's declared ones: "
+                                            f"{wrong[0]}" + (f" (and {len(wrong) - 1} more)" if len(wrong) > 1 else ""))
+        return write_outcome(run_dir, parse_outcome(doc))
 
     def close(self) -> None:
         """Power the board off and release its place (also after a failure or an interrupt)."""
@@ -393,7 +462,7 @@ class LabgridBoard(Target):
         plan = plan.model_copy(update={"labels": {**plan.labels, "board": self.name,
                                                   **({"kernel": self.booted} if self.booted else {})}})
         try:
-            return ssh.run(plan, run_dir)
+            return self._mark(ssh.run(plan, run_dir), run_dir)
         finally:
             _on_labgrid(self._drain_console)  # what the console said during the run, logged
 

@@ -113,6 +113,12 @@ def test_a_campaign_over_two_boards_with_a_kernel_axis(lab, tmp_path):
         assert b[0] == "stock" and ran <= set(b) and len(b) == len(set(b)), (p, b)
     assert not _acquired(lab, "board-a") and not _acquired(lab, "board-b")
     assert (d / "board-a" / "power").read_text().split()[-1] == "off"
+    # the journal's lines of each place: acquired, each boot's kernel as the board saw it, released
+    lab_lines = [e for e in map(json.loads, (store / "journal.jsonl").read_text().splitlines()) if "lab" in e]
+    for p in ("board-a", "board-b"):
+        mine = [e for e in lab_lines if e["board"] == p]
+        assert [e["lab"] for e in mine][0] == "acquired" and mine[-1]["lab"] == "released", mine
+        assert [e["kernel"] for e in mine if e["lab"] == "booted"] == boots[p], (mine, boots[p])
     summary = (store / "summary.md").read_text()
     assert "## Boards and kernels" in summary
 
@@ -181,8 +187,10 @@ def test_killing_the_campaign_host_then_resuming_takes_the_places_over_and_loses
         finally:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
-        assert _acquired(lab, "board-a") or _acquired(lab, "board-b")
+        held = [p for p in ("board-a", "board-b") if _acquired(lab, p)]
+        assert held
         (store,) = campaign_dirs(tmp_path / "res")
+        killed = len((store / "journal.jsonl").read_text().splitlines())
         out = run_xtalk("campaign", "resume", store, *targets, "--skip-feasibility", timeout=600)
     finally:
         plant.unlink()
@@ -193,6 +201,13 @@ def test_killing_the_campaign_host_then_resuming_takes_the_places_over_and_loses
     assert len(done) == 12 and len(set(done)) == 12  # none lost, none repeated
     assert len([r for r in (store / "runs").iterdir()]) == 12
     assert not _acquired(lab, "board-a") and not _acquired(lab, "board-b")
+    # the journal shows the places the first host acquired, and what the resume took over
+    events = [json.loads(x) for x in (store / "journal.jsonl").read_text().splitlines()]
+    before = [(e["board"], e["lab"]) for e in events[:killed] if "lab" in e]
+    after = [(e["board"], e["lab"]) for e in events[killed:] if "lab" in e]
+    assert {b for b, what in before if what == "acquired"} == set(held), before
+    assert {b for b, what in after if what == "taken over"} == set(held), after
+    assert {b for b, what in after if what == "released"} == {"board-a", "board-b"}, after
     # exactly board-b's runs marked, each with the difference; board-a's not
     runs = {r.name: load_outcome(r) for r in (store / "runs").iterdir()}
     on = {b: {n for n, r in runs.items() if r.labels()["board"] == b} for b in ("board-a", "board-b")}

@@ -75,12 +75,18 @@ def _first_kernel(targets, campaign_file: Path) -> None:
 
 def _board_logs(targets, store: Path) -> None:
     """A lab board that fails, in the checks before the runs too, keeps its boot log in the
-    campaign directory (targets/labgrid.py)."""
+    campaign directory (targets/labgrid.py), and journals its place's events."""
+    import functools
+
     from .executor import BOARDS
+    from .journal import append_lines
+    from .layout import JOURNAL
 
     for t in targets:
         if hasattr(t, "log_dir"):
             t.log_dir = store / BOARDS
+        if hasattr(t, "journal"):  # its place's events (acquired, taken over, released...) journalled
+            t.journal = functools.partial(append_lines, store / JOURNAL)
 
 
 def _cluster_options():

@@ -6,6 +6,10 @@ States: `planned` (written once for every run when the campaign is created), `ru
 `done` (completed), `failed` (failed or timed out; final, its partial data kept), `requeued`
 (its target did not answer; it goes back to the queue). The last line of a run wins.
 
+Lines without a run are the lab's: a board's place acquired, taken over, booted, failed or
+released (targets/labgrid.py, `append_lines`), so a resume's journal shows what it took over;
+`states` reads runs only.
+
 A `kill -9` can leave the last line torn; reading ignores a line that does not parse and the
 writer first cuts the file back to its last newline, so the journal never holds a corrupt line
 between two good ones. A line is durable once `append` returns (write + fsync).
@@ -53,6 +57,23 @@ def states(events: list[dict]) -> dict[str, dict]:
 
 def counts(events: list[dict]) -> Counter:
     return Counter(e["state"] for e in states(events).values())
+
+
+def append_lines(path: Path, events: list[dict]) -> bool:
+    """Append whole lines to an existing journal (one write, fsynced) beside the campaign's own
+    writer: an O_APPEND write of whole lines is not interleaved with its. False when there is
+    no journal (a campaign refused before its first run removed its directory)."""
+    data = "".join(json.dumps(e, separators=(",", ":")) + "\n" for e in events).encode()
+    try:
+        fd = safepath.open_fd(Path(path), os.O_WRONLY | os.O_APPEND)
+    except OSError:
+        return False
+    try:
+        os.write(fd, data)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    return True
 
 
 class Journal:

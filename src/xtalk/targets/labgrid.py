@@ -122,6 +122,8 @@ class LabgridBoard(Target):
         self.declared: machine_settings.SettingsFile | None = None  # the campaign's (declare)
         self.differ: list[str] = []  # the declared settings it did not hold after its last boot
         self._settings_log: list[dict] = []  # its boots' settings, not yet written (_write_settings)
+        self._journal = None  # writes lines to the campaign's journal (journal)
+        self._events: list[dict] = []  # its place's events, not yet journalled
         self._lock = threading.Lock()
 
     @classmethod
@@ -200,8 +202,11 @@ class LabgridBoard(Target):
         if out.returncode != 0 and "already acquired place" in said and "You have" in said:
             self.notes.append(f"{self.name}: place {self.place} was still acquired by this host (an interrupted "
                               "campaign): taken over")
+            self._event("taken over")
         elif out.returncode != 0:
             raise TargetUnreachable(f"{self.name}: cannot acquire place {self.place}: {said.splitlines()[-1] if said else out.returncode}")
+        else:
+            self._event("acquired")
         self.acquired = True
 
     def release(self) -> None:
@@ -209,6 +214,27 @@ class LabgridBoard(Target):
             return
         out = self._client("release")
         self.acquired = out.returncode != 0 and "not acquired" not in (out.stdout + out.stderr)
+        self._event("release failed" if self.acquired else "released")
+
+    # -- the place's events in the campaign's journal ----------------------------------------------
+    @property
+    def journal(self):
+        """What writes the place's events (acquired, taken over, booted, failed, released) to the
+        campaign's journal as lines without a run (campaign/journal.py `append_lines`: a list of
+        events -> written?); they are held in memory until the campaign sets it."""
+        return self._journal
+
+    @journal.setter
+    def journal(self, write) -> None:
+        self._journal = write
+        self._event(None)
+
+    def _event(self, what: str | None, **fields) -> None:
+        if what is not None:
+            self._events.append({"t": round(time.time(), 3), "lab": what, "board": self.name, "place": self.place,
+                                 **fields})
+        if self._events and self._journal is not None and self._journal(self._events):
+            self._events.clear()
 
     # -- power and boot -------------------------------------------------------------------------
     def _labgrid_target(self, kernel: str | None):
@@ -362,6 +388,7 @@ class LabgridBoard(Target):
                 said = self._wait_ssh(ssh)
                 if not said:
                     self._ssh, self.booted = ssh, kernel
+                    self._event("booted", kernel=kernel, attempts=len(attempts) + 1)
                     self._boot_settings(ssh, kernel)
                     return ssh
                 attempts.append(f"ssh {where['user']}@{where['host']}:{where['port']}: {said}")
@@ -369,6 +396,7 @@ class LabgridBoard(Target):
             self.failed = (f"{self.name}: did not boot{(' kernel ' + kernel) if kernel else ''} after a power cycle; "
                            f"out of this campaign{f' (boot log: {log})' if log else ''}: {attempts[-1].splitlines()[0]}")
             self.notes.append(self.failed)
+            self._event("failed", kernel=kernel, attempts=len(attempts))
             try:
                 _on_labgrid(self._power_off)
             except Exception:  # noqa: BLE001 - the board is out anyway; the release below matters

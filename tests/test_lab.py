@@ -151,6 +151,12 @@ def test_a_bad_labgrid_url_is_one_line_and_exit_2(lab, tmp_path):
                       (_url(lab, "board-a", boot_timeout=0), "boot_timeout must be")):
         out = run_xtalk("campaign", "run", f, "--results", tmp_path / "res", "--target", url)
         assert out.returncode == 2 and said in out.stderr + out.stdout, (url, out.stderr)
+    # a Dask worker would never release a place: refused before anything starts
+    out = run_xtalk("campaign", "run", f, "--results", tmp_path / "res", "--target", _url(lab, "board-a"),
+                    "--cluster", "local:1")
+    assert out.returncode == 2 and "--target labgrid://board-a: a lab board is driven by the campaign's own executor" \
+        in out.stderr + out.stdout, out.stderr
+    assert not _acquired(lab, "board-a")
     assert campaign_dirs(tmp_path / "res") == []
 
 

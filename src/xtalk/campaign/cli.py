@@ -89,6 +89,27 @@ def _board_logs(targets, store: Path) -> None:
             t.journal = functools.partial(append_lines, store / JOURNAL)
 
 
+def _no_boards_on_a_cluster(targets, cluster) -> None:
+    """--cluster with a labgrid:// target refused (exit 2): a Dask worker lives on past any run,
+    so nothing would power its board off and release its place (docs/lab.md)."""
+    board = next((t for t in targets if hasattr(t, "release")), None)
+    if cluster and board is not None:
+        raise UsageError(f"--target labgrid://{board.place}: a lab board is driven by the campaign's own executor, "
+                         "not by --cluster's workers (nothing would release its place); drop --cluster")
+
+
+def _take_over(targets) -> None:
+    """A resume acquires its lab boards' places at once: those a killed host left held are taken
+    over (journalled), and every one is released at the end, also a board given no run now.
+    A coordinator that does not answer is tried again when the board is first asked."""
+    from ..targets.base import TargetUnreachable
+
+    for t in targets:
+        if hasattr(t, "release"):
+            with contextlib.suppress(TargetUnreachable):
+                t.acquire()
+
+
 def _cluster_options():
     """The options that secure a cluster connection (shared by `run` and `resume`)."""
     return {
@@ -210,6 +231,7 @@ def run(file: Path = typer.Argument(..., help="campaign file (TOML)"),
     gating = gate_options(gate, baseline, max_regression, strict, junit)  # bad gate input: exit 2 before any run
     security = _security(cluster, tls_ca, tls_cert, tls_key, insecure_cluster)
     targets = _targets(target, lg_coordinator)
+    _no_boards_on_a_cluster(targets, cluster)
     _first_kernel(targets, file)
     with release_boards(targets):
         _run(file, targets, cluster, results, skip_feasibility, target_wait, security, gating)
@@ -266,6 +288,7 @@ def resume(store: Path = typer.Argument(..., help="campaign directory"),
     refuse_fixture("campaign resume")
     security = _security(cluster, tls_ca, tls_cert, tls_key, insecure_cluster)
     targets = _targets(target, lg_coordinator)
+    _no_boards_on_a_cluster(targets, cluster)
     _board_logs(targets, store)
     _first_kernel(targets, Path(store) / "campaign.toml")  # the file as given, kept by layout.create
     from . import settings as declared_settings
@@ -275,6 +298,7 @@ def resume(store: Path = typer.Argument(..., help="campaign directory"),
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         kept = None  # campaign.json unreadable: the executor names it
     with release_boards(targets):
+        _take_over(targets)
         if kept is not None:
             if cluster:
                 raise UsageError(f"{store}: the campaign declares settings, checked on each --target; resume it with --target")

@@ -223,3 +223,33 @@ def test_bad_input_is_one_line_exit_2_and_nothing_written(pair, tmp_path, case):
 class _Quiet:
     def print(self, *args, **kwargs):
         pass
+
+
+def test_two_lab_campaigns_compare_with_the_boards_split_from_the_kernel(tmp_path):
+    """The same pool of four boards (planted 0 %, +4 %, +8 %, +12 %) under the stock kernel,
+    then under rt (planted 15 % faster), as two campaigns: compare splits the boards' variation
+    from rt's effect, whose CI excludes 1; the same pool twice (nothing planted between the
+    two) claims no effect. Campaigns without boards get no split."""
+    boards = {"board-1": 1.0, "board-2": 1.04, "board-3": 1.08, "board-4": 1.12}
+    kw = dict(families=[], configurations=("fifo",), repetitions=3, jobs=60, boards=boards)
+    stock = write_campaign(tmp_path / "stock", kernels={"stock": 1.0}, **kw)
+    rt = write_campaign(tmp_path / "rt", kernels={"rt": 0.85}, **kw)
+    again = write_campaign(tmp_path / "again", kernels={"stock": 1.0}, **kw)
+    comp = cm.run([stock, rt], ["stock", "rt"], tmp_path / "out", console=_Quiet())
+    splits = {(c, sc, s.stat): s for c, sc, s in comp.board_splits}
+    median = splits[("aocs · fifo", "solo", "median")]
+    assert median.factor == "side" and set(median.boards) == set(boards) and median.board_concluded
+    assert median.offsets["board-4"] > median.offsets["board-1"]
+    (effect,) = median.effects
+    assert effect.level == "rt" and effect.reference == "stock" and effect.design == "within boards"
+    assert effect.significant and 0.8 < effect.ratio < 0.9 and effect.high < 0.95
+    md = (tmp_path / "out" / "compare.md").read_text()
+    assert "## Boards against results directories" in md and "aocs · fifo · solo: rt: " in md
+    doc = comp.to_dict()
+    assert {b["stat"] for b in doc["boards"]} == {"p99", "median"}
+    same = cm.run([stock, again], ["first", "again"], tmp_path / "out2", console=_Quiet())
+    assert same.board_splits and not any(e.significant for *_, s in same.board_splits for e in s.effects)
+    plain = cm.run([write_campaign(tmp_path / "p1", families=[], configurations=("fifo",)),
+                    write_campaign(tmp_path / "p2", families=[], configurations=("fifo",))], [], tmp_path / "out3",
+                   console=_Quiet())
+    assert plain.board_splits == [] and "Boards against" not in (tmp_path / "out3" / "compare.md").read_text()

@@ -18,6 +18,11 @@ runs of both sides and a word like pyperf's ("1.12× slower, significant" / "no 
 change", with the smallest change these runs could detect). Each label is given
 (``--label``) or derived from the environment the agent recorded in every run.json: the
 kernel release, ``rt`` or ``stock`` (PREEMPT_RT or not) and ``vm`` under a hypervisor.
+
+Campaigns run on lab boards (runs labelled ``board``, docs/lab.md) are also split per common
+cell into the board-to-board variation and each label's effect with a CI that accounts for it
+(analysis/boards.py, the labels as the factor): "rt is 12 % better" told from "board 3 is
+slower" across two campaigns, e.g. the pool under the stock kernel, then under PREEMPT_RT.
 """
 
 from __future__ import annotations
@@ -57,6 +62,9 @@ class Measured:
     samples: dict[tuple[str, str], list[np.ndarray]] = field(default_factory=dict)
     #: The victims measured ("name (body)"), to refuse comparing different ones.
     victims: frozenset[str] = frozenset()
+    #: A lab campaign's runs (labelled ``board``): one row per run, its cell, scenario, board
+    #: and the p99 and median of its response time (analysis/boards.per_run); None otherwise.
+    boards: pd.DataFrame | None = None
 
 
 #: (column, header) per label: response time of a periodic victim or a campaign cell.
@@ -240,7 +248,24 @@ def _campaign_cells(path: Path) -> Measured:
     name_of = dict(zip(c["group"].astype(str), cell))
     samples = {(name_of[g], sc): [v.astype(float) / 1e6 for v in d["response_ns"]]
                for (g, sc), d in cc.run_samples(cd.data).items() if g in name_of}
-    return Measured(path, "", "campaign", _stats(c, cell), samples=samples, victims=victims)
+    return Measured(path, "", "campaign", _stats(c, cell), samples=samples, victims=victims, boards=_board_runs(cd))
+
+
+def _board_runs(cd) -> pd.DataFrame | None:
+    """Each run on a lab board: its cell (as `_campaign_cells` names it), scenario, board and
+    statistics; None when no run carries a ``board`` label."""
+    from ..analysis.boards import per_run
+    from .boards import STATS as BOARD_STATS
+
+    labels = {r: {**lb, "_side": ""} for r, lb in cd.labels.items() if lb.get("board")}
+    if not labels or cd.data.measured.empty:
+        return None
+    runs = per_run(cd.data.measured, labels, factor="_side", stats_=BOARD_STATS).drop(columns="_side")
+    lb = [labels[r] for r in runs["run_id"]]
+    runs["cell"] = [_cell_name(x.get("application", ""), x.get("configuration", "default") or "default",
+                               x.get("variant", "default") or "default") for x in lb]
+    runs["scenario"] = [str(x.get("scenario", "")) for x in lb]
+    return runs
 
 
 def _campaign_latency_cells(path: Path) -> Measured | None:
@@ -306,6 +331,13 @@ class Comparison:
     changes: list[tuple[str, str, str, Change]] = field(default_factory=list)
     #: The quantity the changes are about (unit included).
     quantity: str = "response time (ms)"
+    #: Lab campaigns: per common cell and statistic, the boards' variation split from each
+    #: label's effect (analysis/boards.BoardSplit, the labels as its factor).
+    board_splits: list[tuple[str, str, object]] = field(default_factory=list)
+
+    def board_lines(self) -> list[str]:
+        """The board splits in words, each line prefixed by its cell."""
+        return [f"{c} · {sc}: {line}" for c, sc, split in self.board_splits for line in split.lines()]
 
     @property
     def stats(self) -> list[tuple[str, str]]:
@@ -368,6 +400,7 @@ class Comparison:
         return {"schema_version": 1, "kind": self.kind, "quantity": self.quantity, "labels": self.labels,
                 "baseline": self.labels[0], "paths": [str(p) for p in self.paths], "cells": cells,
                 "partial": [{"cell": c, "scenario": s, "labels": lbs} for c, s, lbs in self.partial],
+                "boards": [{"cell": c, "scenario": sc, **split.to_dict()} for c, sc, split in self.board_splits],
                 "note": DRIFT_NOTE}
 
 
@@ -415,7 +448,33 @@ def compare(measured: Sequence[Measured]) -> Comparison:
     for m in measured[1:]:
         other = m.table.loc[common, p99].to_numpy(dtype=float) if common else []
         out[comp.ratio_column(m.label)] = [b / a if a > 0 else math.nan for a, b in zip(first, other)]
+    comp.board_splits = _board_splits(measured, common)
     return comp
+
+
+def _board_splits(measured: Sequence[Measured], common: list) -> list:
+    """Per common cell and statistic, the boards' variation against the labels' effects, when
+    at least two labels' campaigns ran on lab boards (the first label the reference)."""
+    from ..analysis.boards import board_split
+    from .boards import STATS as BOARD_STATS
+
+    sides = [m.boards.assign(side=m.label) for m in measured if m.boards is not None and len(m.boards)]
+    if len(sides) < 2:
+        return []
+    runs = pd.concat(sides, ignore_index=True)
+    ref = next(m.label for m in measured if m.boards is not None and len(m.boards))
+    found = []
+    for c, sc in common:
+        rows = runs[(runs["cell"] == c) & (runs["scenario"] == sc)]
+        if rows["side"].nunique() < 2:
+            continue
+        for stat in BOARD_STATS:
+            try:
+                found.append((c, sc, board_split(rows.rename(columns={stat: "value"}), stat=stat, factor="side",
+                                                 reference=ref)))
+            except ValueError:  # no run with a positive value: nothing to split
+                continue
+    return found
 
 
 # --------------------------------------------------------------------------- output
@@ -454,6 +513,12 @@ def markdown(comp: Comparison) -> str:
            f"## Changes against {comp.labels[0]}", "",
            f"The {comp.quantity}'s median and p99, each label over {comp.labels[0]}, with the 95 % CI from the runs "
            "of both sides; significant when the CI excludes 1.", "", *[f"- {x}" for x in comp.change_lines()], ""]
+    if comp.board_splits:
+        out += ["## Boards against results directories", "",
+                "Lab boards: the between-board variation (a random effect, its SD with a 95 % CI) split from each "
+                f"label's effect against {comp.labels[0]} (95 % CI accounting for the boards), per cell, on the log "
+                "of each run's statistic of the response time (analysis/boards.py).", "",
+                *[f"- {x}" for x in comp.board_lines()], ""]
     lines = partial_lines(comp)
     out += ["## Cells not in every results directory", ""] + ([f"- {x}" for x in lines] or ["_(none)_"])
     if comp.overheads is not None:
@@ -540,6 +605,8 @@ def show(comp: Comparison, console) -> None:
         console.print(x, markup=False)
     for x in comp.change_lines():
         console.print(x, markup=False)
+    for x in comp.board_lines():
+        console.print(f"boards: {x}", markup=False)
     for x in partial_lines(comp):
         console.print(x, markup=False)
     if comp.overheads is not None:

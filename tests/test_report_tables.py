@@ -290,3 +290,14 @@ def test_a_groups_values_sorted_by_counting_or_by_numpy_are_the_same_floats(valu
 
 def test_groups_are_the_pairs_with_jobs_solo_first(data):
     assert tb.groups(data) == [("solo", "default"), ("solo-b", "default"), ("pi", "default")]
+
+
+@pytest.mark.parametrize("scenario", ["solo", "pi", "no-such-scenario"])
+def test_a_scenarios_first_runs_are_the_groupbys(data, scenario):
+    got = tb._leading_runs(data, scenario, "exec_ns", 2)
+    if scenario == "no-such-scenario":
+        assert got == []
+        return
+    sub = tb.subset(data, scenario, None, ["run_id", "exec_ns"])
+    want = [v.to_numpy(dtype=float) for _, v in sub.groupby("run_id", observed=True)["exec_ns"]][:2]
+    assert len(got) == 2 and all(g.dtype == np.float64 and np.array_equal(g, w) for g, w in zip(got, want))

@@ -190,32 +190,20 @@ def _cell_positions(j: pd.DataFrame) -> dict[tuple[str, str], np.ndarray]:
 
 
 def _miss_columns(j: pd.DataFrame) -> dict[str, np.ndarray]:
-    """What verdict.classify_misses(recorded=True)'s columns are computed from, every job:
-    ``missed`` (the flag) and the times ``release``, ``end``, ``period``, ``deadline`` (no copy
-    of the table; the lateness and the rest are computed per cell, :func:`_cell_misses`)."""
+    """verdict.classify_misses(recorded=True)'s columns of every job, from the columns (no copy
+    of the table): ``missed``, ``lateness_ns``, ``serious``, ``responsiveness``."""
     rel = j["release_ns"].to_numpy(dtype=np.int64)
     end = j["end_ns"].to_numpy(dtype=np.int64)
     per = j["period_ns"].to_numpy(dtype=np.int64)
     dl = j["deadline_ns"].to_numpy(dtype=np.int64) if "deadline_ns" in j.columns else per
-    return {"missed": vd.missed_flags(j, recorded=True), "release": rel, "end": end, "period": per, "deadline": dl}
-
-
-def _pieces(ix: np.ndarray) -> list[tuple[int, int]] | None:
-    """Rows ``ix`` (ascending) as (start, stop) of their contiguous stretches, or None where
-    there are many (rows interleaved row by row)."""
-    cut = np.flatnonzero(np.diff(ix) != 1) + 1
-    if cut.size > max(64, ix.size // 64):
-        return None
-    starts, ends = np.concatenate([[0], cut]), np.append(cut, ix.size)
-    return [(int(ix[a]), int(ix[b - 1]) + 1) for a, b in zip(starts, ends)]
+    return {"missed": vd.missed_flags(j, recorded=True), "lateness_ns": end - (rel + dl), "serious": end > rel + 2 * per,
+            "responsiveness": (end - rel) / dl}
 
 
 def _cell_misses(j: pd.DataFrame, ix: np.ndarray, miss: dict) -> tuple[int, int, int, int, float]:
     """(misses, lost jobs, serious misses with the lost jobs, largest lateness, largest
     responsiveness) of a cell's rows: verdict.deadline_misses per run (every row, a NaN run
-    id its own group) summed over the runs, from the columns. Computed stretch by stretch
-    of the rows (a cell's rows are its runs' stretches): no array of every job's lateness,
-    seriousness or responsiveness (at 10^7 jobs their fresh memory cost more than the sums)."""
+    id its own group) summed over the runs, from the columns."""
     lost = 0
     if "job" in j.columns:
         job = j["job"].to_numpy(dtype=np.int64)[ix]
@@ -224,20 +212,9 @@ def _cell_misses(j: pd.DataFrame, ix: np.ndarray, miss: dict) -> tuple[int, int,
             s = job[order[a:b]]
             distinct = s.size if s.size < 2 or bool(np.all(s[1:] > s[:-1])) else np.unique(s).size
             lost += int(s.max() - s.min() + 1 - distinct)
-    pieces = _pieces(ix) if ix.size else []
-    if pieces is None:  # interleaved rows: the cell's rows gathered once
-        miss, pieces = {k: v[ix] for k, v in miss.items()}, [(0, ix.size)]
-    missed = serious = 0
-    late, resp = None, np.nan
-    for a, b in pieces:
-        rel, end, per, dl = (miss[k][a:b] for k in ("release", "end", "period", "deadline"))
-        missed += int(np.count_nonzero(miss["missed"][a:b]))
-        serious += int(np.count_nonzero(end > rel + 2 * per))
-        lt = int((end - (rel + dl)).max())
-        late = lt if late is None else max(late, lt)
-        with np.errstate(divide="ignore", invalid="ignore"):  # a zero deadline: inf (or NaN), as pandas' max reads it
-            resp = np.fmax(resp, np.fmax.reduce((end - rel) / dl))  # NaN ignored, as pandas' max
-    return missed, lost, serious + lost, late, float(resp)
+    resp = pd.Series(miss["responsiveness"][ix])
+    return (int(miss["missed"][ix].sum()), lost, int(miss["serious"][ix].sum()) + lost,
+            int(miss["lateness_ns"][ix].max()), float(resp.max()))
 
 
 def _stat_of_sorted(v: np.ndarray, stat: str) -> float:

@@ -302,3 +302,29 @@ def test_a_planted_run_json_reader_in_the_report_fails_the_rule_and_a_stale_list
     # A module listed though it reads nothing is named too (the list only shrinks).
     stale = run_json_problems(real_run_json_lines(), owners, {**STILL_READING, "xtalk.report.markdown": "planted"})
     assert stale == ["xtalk.report.markdown no longer reads run.json: strike it from STILL_READING in tests/test_layers.py"]
+
+
+# -- who reads a run's job table and AOCS verdict -----------------------------------------------
+#: Files of a run directory the report takes from results/ (its tables) instead of reading them.
+RUN_FILES = {"jobs.parquet", "aocs.json"}
+#: Report modules that still name one, each with why.
+STILL_NAMING = {"xtalk.report.export": "the CSV export streams each run's jobs.parquet to csv/jobs.csv as it is"}
+
+
+def names_run_file(path: Path) -> int | None:
+    """The line where a module names one of RUN_FILES in code (a path built from it), or None."""
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value in RUN_FILES:
+            return node.lineno
+    return None
+
+
+def test_the_report_reads_no_job_table_nor_aocs_verdict_by_directory(tmp_path):
+    found = {m: line for m, p in modules(SRC).items() if m.startswith("xtalk.report")
+             and (line := names_run_file(p)) is not None}
+    assert set(found) == set(STILL_NAMING), found
+    # A planted reader is found.
+    victim = tmp_path / "victim_kinds.py"
+    victim.write_text((SRC / "xtalk" / "report" / "victim_kinds.py").read_text()
+                      + '\n\ndef _planted(d):\n    return (d / "aocs.json").read_text()\n')
+    assert names_run_file(victim) is not None

@@ -268,3 +268,36 @@ def test_culprits_rank_by_the_time_they_held_the_victim_off_and_are_queryable(da
     bare = write_results(tmp_path / "bare", [Scenario("solo")], repetitions=1, jobs=20)
     empty = xtalk.open(bare).culprits()
     assert empty.empty and {"run_id", "blocked_ns", "ns"} <= set(empty.columns)
+
+
+@pytest.mark.parametrize("values", [
+    [300, 100, 200, 100, 250],                       # a narrow span: counted
+    [-5, 3, -5, 0, 7, 7, 7],                         # negative: counted from the lowest
+    [1, 2**31 + 5, 3, 2**31 + 5],                    # wide span beyond int32: numpy's sort of int64
+    [10, 2_000_000_000, 20, 30],                     # wide span within int32: the int32 sort
+    [42],
+])
+def test_a_groups_values_sorted_by_counting_or_by_numpy_are_the_same_floats(values):
+    rng = np.random.default_rng(1)
+    v = np.array(values * 50, dtype=np.int64)
+    rng.shuffle(v)
+    got = tb._sorted_floats(pd.Series(v))
+    assert got.dtype == np.float64 and np.array_equal(got, np.sort(v.astype(float)))
+    f = pd.Series(v.astype(float))
+    f.iloc[3] = np.nan  # floats with a NaN: numpy's sort, NaN last
+    assert np.array_equal(tb._sorted_floats(f), np.sort(f.to_numpy()), equal_nan=True)
+
+
+def test_groups_are_the_pairs_with_jobs_solo_first(data):
+    assert tb.groups(data) == [("solo", "default"), ("solo-b", "default"), ("pi", "default")]
+
+
+@pytest.mark.parametrize("scenario", ["solo", "pi", "no-such-scenario"])
+def test_a_scenarios_first_runs_are_the_groupbys(data, scenario):
+    got = tb._leading_runs(data, scenario, "exec_ns", 2)
+    if scenario == "no-such-scenario":
+        assert got == []
+        return
+    sub = tb.subset(data, scenario, None, ["run_id", "exec_ns"])
+    want = [v.to_numpy(dtype=float) for _, v in sub.groupby("run_id", observed=True)["exec_ns"]][:2]
+    assert len(got) == 2 and all(g.dtype == np.float64 and np.array_equal(g, w) for g, w in zip(got, want))

@@ -6,6 +6,7 @@ leaves it out of the runs."""
 from __future__ import annotations
 
 import warnings
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -78,3 +79,26 @@ def test_a_damaged_run_is_left_out_of_the_outcomes_and_named(tmp_path):
 def test_open_refuses_a_directory_that_holds_no_results(tmp_path):
     with pytest.raises(FileNotFoundError, match="not an xtalk results directory"):
         xtalk.open(tmp_path)
+
+
+def test_the_aocs_verdicts_and_task_jobs_come_from_the_object_damaged_files_named_not_crashed(tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    root = write_results(tmp_path / "res", [Scenario("solo"), Scenario("pi", enemies=[{"kind": "pi"}])], repetitions=1, jobs=20)
+    res = xtalk.open(root)
+    runs = res.runs().sort_values("run_id").reset_index(drop=True)
+    first, second = (runs["dir"].iloc[i] for i in (0, 1))
+    (Path(first) / "aocs.json").write_text('{"compared": 40, "mismatches": 2, "first_mismatch_step": 7}')
+    (Path(second) / "aocs.json").write_text("[not a verdict")  # damaged: listed without counts
+    a = res.aocs().set_index("run_id")
+    assert a.loc[runs.run_id[0], ["compared", "mismatches", "first_mismatch_step"]].tolist() == [40, 2, 7]
+    assert pd.isna(a.loc[runs.run_id[1], "compared"]) and len(a) == len(runs)
+    # No task column: no task jobs; one run given a task index: its measured jobs, labelled.
+    assert res.task_jobs().empty
+    p = Path(first) / "jobs.parquet"
+    t = pq.read_table(p)
+    pq.write_table(t.append_column("task", pa.array([i % 2 for i in range(t.num_rows)], pa.int32())), p)
+    tj = res.task_jobs()
+    assert len(tj) == int((~t["warmup"].to_numpy(zero_copy_only=False)).sum()) and set(tj["task"]) == {0, 1}
+    assert set(tj["run_id"]) == {runs.run_id[0]} and set(tj["scenario"]) == {runs.scenario[0]}

@@ -57,6 +57,9 @@ def migrated_mask(jobs: pd.DataFrame) -> np.ndarray:
     """Jobs that ended on another CPU than they started on (both CPUs read); the agent's
     ``migrated`` flag where the table has no CPU columns."""
     if "cpu_start" in jobs and "cpu_end" in jobs:
+        if jobs["cpu_start"].dtype == np.int64 and jobs["cpu_end"].dtype == np.int64:  # the loader's (−1: not read)
+            a, b = jobs["cpu_start"].to_numpy(), jobs["cpu_end"].to_numpy()
+            return (a >= 0) & (b >= 0) & (a != b)
         a = pd.to_numeric(jobs["cpu_start"], errors="coerce").to_numpy(dtype=float)
         b = pd.to_numeric(jobs["cpu_end"], errors="coerce").to_numpy(dtype=float)
         return (a >= 0) & (b >= 0) & (a != b)

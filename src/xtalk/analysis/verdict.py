@@ -224,6 +224,8 @@ def missed_flags(jobs: pd.DataFrame, *, recorded: bool = False) -> np.ndarray:
     for col in ("release_ns", "end_ns", "period_ns"):
         if col not in jobs.columns:
             raise ValueError(f"jobs: missing column {col!r}")
+    if recorded and "missed" in jobs.columns and jobs["missed"].dtype == bool:  # a flag on every job: the times unread
+        return jobs["missed"].to_numpy(dtype=bool)
     rel = jobs["release_ns"].to_numpy(dtype=np.int64)
     end = jobs["end_ns"].to_numpy(dtype=np.int64)
     dl = jobs["deadline_ns" if "deadline_ns" in jobs.columns else "period_ns"].to_numpy(dtype=np.int64)

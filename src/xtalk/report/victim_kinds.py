@@ -18,16 +18,14 @@ numbers from the same code.
 
 from __future__ import annotations
 
-import json
 import math
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
-import pyarrow.parquet as pq
 
 from .. import catalog
 from ..analysis import verdict as vd
+from ..results.victim_tables import AOCS_COLUMNS, aocs_table, task_jobs  # noqa: F401 - the kinds' tables, re-exported
 from ..store import run_outcome
 from ..plan import Victim
 
@@ -47,7 +45,6 @@ LATENCY_COLUMNS = ["scenario", "configuration", "runs", "samples", "min_us", "av
 TASK_COLUMNS = ["scenario", "configuration", "task", "name", "jobs", "missed", "skipped", "dmr", "resp_p50_ms",
                 "resp_p99_ms", "resp_max_ms", "rta_bound_ms", "deadline_ms", "within_bound", "wcet_ms", "cpu_max_ms",
                 "rta_measured_ms", "delay_p50_ms", "delay_max_ms"]
-AOCS_COLUMNS = ["run_id", "scenario", "configuration", "status", "compared", "mismatches", "first_mismatch_step"]
 #: The task table's columns the terminal shows (the report and tables/tasks.csv have all).
 TERMINAL_TASK_COLUMNS = ["name", "jobs", "missed", "skipped", "resp_p50_ms", "resp_max_ms", "rta_bound_ms", "cpu_max_ms",
                          "rta_measured_ms"]
@@ -134,23 +131,6 @@ def latency_histogram_figure(jobs: pd.DataFrame, title: str):
 
 
 # --------------------------------------------------------------------------- task sets
-
-
-def task_jobs(runs: pd.DataFrame) -> pd.DataFrame:
-    """Measured jobs of a task-set victim with their task index and the run's labels."""
-    cols = ["job", "warmup", "task", "release_ns", "start_ns", "end_ns", "cpu_start", "cpu_time_ns", "missed"]
-    parts = []
-    for r in runs.itertuples():
-        p = Path(r.dir) / "jobs.parquet"
-        if not p.exists():
-            continue
-        names = pq.read_schema(p).names
-        df = pq.read_table(p, columns=[c for c in cols if c in names]).to_pandas()
-        if "task" not in df:
-            continue
-        parts.append(df[~df["warmup"].astype(bool)].assign(run_id=r.run_id, scenario=r.scenario,
-                                                           configuration=r.configuration))
-    return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=cols + ["run_id", "scenario", "configuration"])
 
 
 def rta_bounds(victim: Victim | None, wcet_ms: dict[int, float] | None = None) -> tuple[dict[int, float], str]:
@@ -272,21 +252,6 @@ def task_figure(table: pd.DataFrame, jobs: pd.DataFrame, title: str):
 
 
 # --------------------------------------------------------------------------- AOCS
-
-
-def aocs_table(runs: pd.DataFrame) -> pd.DataFrame:
-    """Per run: the comparer's verdict from aocs.json (steps compared, mismatches, first
-    mismatching step); a run without aocs.json is listed with its status and no counts."""
-    rows = []
-    for r in runs.itertuples():
-        try:
-            a = json.loads((Path(r.dir) / "aocs.json").read_text())
-        except (OSError, ValueError):
-            a = {}
-        rows.append({"run_id": r.run_id, "scenario": r.scenario, "configuration": r.configuration, "status": r.status,
-                     "compared": a.get("compared"), "mismatches": a.get("mismatches"),
-                     "first_mismatch_step": a.get("first_mismatch_step")})
-    return pd.DataFrame(rows, columns=AOCS_COLUMNS)
 
 
 def aocs_line(t: pd.DataFrame) -> str:

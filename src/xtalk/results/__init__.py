@@ -16,6 +16,7 @@ this package's public API; each takes a results directory, this object, or the
 - :mod:`xtalk.results.tables`: every table of the report (slowdown, misses, verdicts, pWCET...)
 - :mod:`xtalk.results.epsilon`: ε bounds as people write them
 - :mod:`xtalk.results.platform`: the machine the results were measured on, migrated jobs
+- :mod:`xtalk.results.victim_tables`: a task set's jobs per task, the AOCS comparer's verdicts
 - :mod:`xtalk.results.campaign_cells`, :mod:`xtalk.results.campaign_maps`: a campaign's cells and maps
 
 Only this package and `store/` read run.json (tests/test_layers.py keeps it so).
@@ -132,6 +133,19 @@ class Results:
         """The kernel trace of run ``run`` (its run_id or directory) as one DataFrame per event
         type, the shape of a LISA ``Trace`` (``df_event(name)``; trace/frames.py)."""
         return self.store.trace(run)
+
+    def task_jobs(self) -> pd.DataFrame:
+        """A task-set victim's measured jobs with their task index and run labels
+        (results/victim_tables.py); empty for another victim."""
+        from .victim_tables import task_jobs
+
+        return task_jobs(self.runs())
+
+    def aocs(self) -> pd.DataFrame:
+        """Per run: the AOCS comparer's steps compared and mismatches (aocs.json; results/victim_tables.py)."""
+        from .victim_tables import aocs_table
+
+        return aocs_table(self.runs())
 
     # -- what the report reads --------------------------------------------------------------
     @cached_property

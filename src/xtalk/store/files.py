@@ -18,11 +18,19 @@ class JobLogError(UsageError):
     short): damaged input, one line naming the file, exit code 2 where no reader handles it."""
 
 
-def write_parquet_atomic(df: pd.DataFrame, path: Path) -> None:
-    """Write Parquet so that readers see the whole file or none of it."""
+#: How a run's job table (jobs.parquet) is written: uncompressed (dictionary pages kept).
+#: Every report, summary and query decodes it whole, and Snappy's decompression was half of
+#: that (10^7 jobs, the report's columns: 1.3 s CPU with Snappy, 0.6 s without) for files a
+#: third smaller (490 against 640 MB). Tables written otherwise read the same.
+JOB_TABLE_WRITE = {"compression": "none"}
+
+
+def write_parquet_atomic(df: pd.DataFrame, path: Path, **kw) -> None:
+    """Write Parquet so that readers see the whole file or none of it (``kw``: pyarrow's
+    ``write_table`` options, e.g. JOB_TABLE_WRITE)."""
     import pyarrow as pa
 
-    safepath.write_parquet(pa.Table.from_pandas(df, preserve_index=False), path, fsync=True)
+    safepath.write_parquet(pa.Table.from_pandas(df, preserve_index=False), path, fsync=True, **kw)
 
 
 def parquet_damage(path: Path) -> str | None:

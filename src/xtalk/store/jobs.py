@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .files import JobLogError, read_parquet, write_parquet_atomic  # noqa: F401 (public here too)
+from .files import JOB_TABLE_WRITE, JobLogError, read_parquet, write_parquet_atomic  # noqa: F401 (public here too)
 
 MAGIC = b"XTJOBS01"
 HEADER = np.dtype([("magic", "S8"), ("version", "<u4"), ("record_size", "<u4"), ("capacity", "<u8"), ("count", "<u8"),
@@ -280,7 +280,7 @@ def convert_run(run_dir: Path) -> pd.DataFrame | None:
     df = pd.concat(parts, ignore_index=True) if len(parts) > 1 else df
     df["application"] = pd.Categorical(df["application"], categories=[m[0] for m in measured])
     df["cpu_end"] = df["cpu_end"].astype("Int64").mask(df["cpu_end"] < 0)  # -1: not read
-    write_parquet_atomic(df, dst)
+    write_parquet_atomic(df, dst, **JOB_TABLE_WRITE)
     return df
 
 

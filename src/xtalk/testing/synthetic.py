@@ -22,6 +22,7 @@ import pyarrow as pa
 from .. import safepath
 from ..outcome import RunOutcome, write_outcome
 from ..plan import Plan
+from ..store.files import JOB_TABLE_WRITE
 
 VICTIM_PID, CULPRIT_PID, NOISE_PID = 4242, 555, 77
 VICTIM_CPU = 1
@@ -146,7 +147,7 @@ def write_run(root: Path, run_id: str, scenario: str, repetition: int, jobs: pd.
     safepath.makedirs(d)
     labels = {"scenario": scenario, "configuration": "default", "repetition": repetition, **(labels or {})}
     write_outcome(d, outcome(run_id, labels, jobs, status=status, victim=victim))
-    safepath.write_parquet(pa.Table.from_pandas(jobs, preserve_index=False), d / "jobs.parquet")
+    safepath.write_parquet(pa.Table.from_pandas(jobs, preserve_index=False), d / "jobs.parquet", **JOB_TABLE_WRITE)
     if trace:
         safepath.write_text(d / "trace.txt", trace_text(jobs))
         safepath.write_parquet(pa.Table.from_pandas(culprit_rows(jobs), preserve_index=False), d / "culprits.parquet")

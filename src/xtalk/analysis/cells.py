@@ -38,7 +38,7 @@ from . import verdict as vd
 from .runorder import stretch_starts
 from .slowdown import SOLO, slowdowns
 
-__all__ = ["CELL_COLUMNS", "RUN_COLUMNS", "cells", "migrated_mask", "per_run", "summarize", "summary_view"]
+__all__ = ["CELL_COLUMNS", "RUN_COLUMNS", "cells", "migrated_mask", "per_run", "runs_of", "summarize", "summary_view"]
 
 METRICS = ("exec", "response")
 STATS = ("median", "max")
@@ -156,9 +156,11 @@ def _stretches(codes: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return order, np.concatenate([[0], cut]) if c.size else cut, np.append(cut, c.size)
 
 
-def _by_run(rid: pd.Series, ix: np.ndarray) -> list[tuple[object, np.ndarray]]:
-    """(run id, row positions in table order) of the rows ``ix`` per run, as
-    ``groupby("run_id", observed=True)`` gives each run's rows (NaN ids left out)."""
+def runs_of(rid: pd.Series, ix: np.ndarray) -> list[tuple[object, np.ndarray]]:
+    """(label, row positions in table order) of the rows ``ix`` per label of ``rid`` (a run
+    id, a configuration), as ``groupby(rid, observed=True)`` gives each group's rows (NaN
+    labels left out; the groups in code order: a categorical's categories', else first
+    appearance)."""
     codes, names = label_codes(rid)
     codes = codes[ix]
     order, starts, ends = _stretches(codes)
@@ -255,7 +257,7 @@ def cells(jobs: pd.DataFrame, runs: pd.DataFrame, *, reference: str = SOLO, n_bo
     col = {m: j[f"{m}_ns"].to_numpy(dtype=float) for m in METRICS}
     # Each run's jobs in run-id order (the bootstrap draws runs by position: every reader must
     # give them in the same order to get the same interval).
-    per = {k: {m: [col[m][p] for _, p in sorted(_by_run(j["run_id"], ix), key=lambda kv: str(kv[0]))] for m in METRICS}
+    per = {k: {m: [col[m][p] for _, p in sorted(runs_of(j["run_id"], ix), key=lambda kv: str(kv[0]))] for m in METRICS}
            for k, ix in parts.items()}
     miss = _miss_columns(j) if times else None
     rows = []

@@ -212,3 +212,34 @@ def test_each_cell_s_rows_are_the_groupby_s(layout, categorical):
     assert got.keys() == want.keys() and len(got) == 6
     for k in want:
         assert np.array_equal(got[k], want[k]), k
+
+
+@pytest.mark.parametrize("categorical", [False, True])
+def test_solo_spreads_from_the_runs_positions_are_the_groupby_s(categorical):
+    """report.summary.solo_spreads (the `ci_too_wide` guard's input) reads each solo run's
+    median from its rows' positions: the groupby's medians to the last bit, a NaN job and a
+    run of NaN left out as the groupby leaves them, a configuration with one solo run none."""
+    import statistics
+    from types import SimpleNamespace
+
+    from xtalk.report.summary import solo_spreads
+
+    rng = np.random.default_rng(4)
+    rows = []
+    for cfg, runs in (("iso", 4), ("shared", 3), ("one", 1)):
+        for r in range(runs):
+            for sc in ("solo", "pi"):
+                n = 301 + 2 * r  # odd and even counts: the mean of the two middle values too
+                rows += [(cfg, sc, f"{cfg}-{sc}-{r}", float(v)) for v in rng.integers(90_000, 110_000 + 5_000 * r, n)]
+    j = pd.DataFrame(rows, columns=["configuration", "scenario", "run_id", "exec_ns"])
+    j.loc[5, "exec_ns"] = np.nan
+    j.loc[j["run_id"] == "shared-solo-2", "exec_ns"] = np.nan
+    if categorical:
+        j = j.astype({"configuration": "category", "scenario": "category", "run_id": "category"})
+    want = {}
+    for cfg, g in j[j["scenario"] == "solo"].groupby("configuration", observed=True):
+        med = [float(x) for x in g.groupby("run_id", observed=True)["exec_ns"].median().dropna()]
+        if len(med) > 1:
+            want[str(cfg)] = statistics.stdev(med) / statistics.fmean(med)
+    got = solo_spreads(SimpleNamespace(measured=j))
+    assert got == want and set(got) == {"iso", "shared"}

@@ -243,3 +243,38 @@ def test_solo_spreads_from_the_runs_positions_are_the_groupby_s(categorical):
             want[str(cfg)] = statistics.stdev(med) / statistics.fmean(med)
     got = solo_spreads(SimpleNamespace(measured=j))
     assert got == want and set(got) == {"iso", "shared"}
+
+
+@pytest.mark.parametrize("layout", ["runs", "shuffled"])
+def test_a_cell_s_misses_stretch_by_stretch_are_those_of_its_rows(layout):
+    """analysis.cells counts a cell's misses and takes its largest lateness and
+    responsiveness stretch by stretch of its rows (or on its rows copied out, rows
+    interleaved): the numbers of the cell's rows taken whole, a 0/0 responsiveness (NaN)
+    left out as pandas' max leaves it, a flag that disagrees with the times winning."""
+    from xtalk.analysis import cells as ce
+
+    rng = np.random.default_rng(9)
+    parts = []
+    for r in range(6):
+        n = 500
+        release = 10**12 + np.arange(n) * 1_000_000
+        end = release + rng.integers(100_000, 2_400_000, n)
+        parts.append(pd.DataFrame({"run_id": f"r{r}", "scenario": "solo" if r % 2 == 0 else "pi", "job": np.arange(n),
+                                   "release_ns": release, "end_ns": end, "period_ns": 1_000_000,
+                                   "deadline_ns": 1_000_000, "missed": pd.array([None] * n, dtype="boolean")}))
+    j = pd.concat(parts, ignore_index=True)
+    j.loc[[3, 1700], "deadline_ns"] = 0
+    j.loc[1700, "end_ns"] = j.loc[1700, "release_ns"]  # 0 / 0
+    j.loc[[10, 11], "missed"] = [True, False]
+    j = j.drop(index=[40, 41]).reset_index(drop=True)  # two lost jobs in r0
+    if layout == "shuffled":
+        j = j.sample(frac=1.0, random_state=1).reset_index(drop=True)
+    miss = ce._miss_columns(j)
+    for (cfg, scen), ix in ce._cell_positions(j.assign(configuration="default")).items():
+        c = j.iloc[ix]
+        flags = c["missed"].astype(object).where(c["missed"].notna(), c["end_ns"] > c["release_ns"] + c["deadline_ns"])
+        lost = sum(int(g.max() - g.min() + 1 - g.nunique()) for _, g in c.groupby("run_id")["job"])
+        serious = int((c["end_ns"] > c["release_ns"] + 2 * c["period_ns"]).sum()) + lost
+        want = (int(flags.astype(bool).sum()), lost, serious, int((c["end_ns"] - (c["release_ns"] + c["deadline_ns"])).max()),
+                float(((c["end_ns"] - c["release_ns"]) / c["deadline_ns"]).max()))
+        assert ce._cell_misses(j, ix, miss) == want, (scen, layout)

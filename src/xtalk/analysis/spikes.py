@@ -102,11 +102,7 @@ def _spikes_at_once(df: pd.DataFrame, column: str, k: float) -> pd.DataFrame | N
     v = out[column].to_numpy(dtype=float)
     per_run = np.array([robust_threshold(v[a:a + n], k) for a, n in zip(first, lengths)]).reshape(-1, 3)
     med, scale, thr = (np.repeat(per_run[:, i], lengths) for i in range(3))
-    # The new columns set on the frame just taken (assign's columns, in its order): assign
-    # would copy every column of 10^7 rows once more.
-    out["baseline"], out["scale"], out["threshold"], out["excess"] = med, scale, thr, v - med
-    out["is_spike"] = (v > thr) & (scale > 0)
-    return out
+    return out.assign(baseline=med, scale=scale, threshold=thr, excess=v - med, is_spike=(v > thr) & (scale > 0))
 
 
 # --------------------------------------------------------------------------- periods

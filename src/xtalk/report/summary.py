@@ -208,7 +208,7 @@ def solo_spreads(data: ReportData) -> dict[str, float]:
     if not len(m) or "exec_ns" not in m:
         return {}
     solo = np.flatnonzero((m["scenario"] == SOLO_NAME).to_numpy())
-    v = m["exec_ns"].to_numpy(dtype=float)
+    v = m["exec_ns"].to_numpy(dtype=float, na_value=np.nan)
     out = {}
     # Each run's median from its rows' positions (cells.runs_of: the groupby's runs, no frame
     # per configuration and run; np.median of a run's values is the groupby's median).

@@ -199,6 +199,30 @@ def test_spikes_of_every_run_at_once_are_the_groupby_over_runs(monkeypatch, layo
     assert S._spikes_at_once(dup, "exec_ns", 5.0) is None
 
 
+@pytest.mark.parametrize("categorical", [False, True])
+def test_spike_periods_from_the_runs_stretches_are_the_groupby_over_runs(categorical):
+    """detect_spikes' table (runs in order, jobs in order) read run by run from its stretches
+    gives the groupby's rows, value for value: periodic runs with big and small spikes, a
+    run without a spike, runs out of name order; the same table shuffled goes the groupby's way."""
+    rng = np.random.default_rng(5)
+    parts = []
+    for r, planted in (("r10", True), ("r2", False), ("r1", True)):
+        exec_ns, _, _ = _planted(3000, 1_000_000, 37_000_000, rng, phase_ns=5_300_000) if planted else (np.full(3000, 900_000), None, None)
+        parts.append(_job_table(3000, 1_000_000, exec_ns, run_id=r))
+    jobs = pd.concat(parts, ignore_index=True)
+    if categorical:
+        jobs["run_id"] = pd.Categorical(jobs["run_id"], categories=["r2", "r10", "unused", "r1"])
+    d = S.detect_spikes(jobs)
+    codes, uniques = pd.factorize(d["run_id"], sort=True)
+    assert isinstance(S.run_job_order(codes, d["job"].to_numpy(), len(uniques)), slice)  # the stretch path
+    got = S.spike_periods(d)
+    shuffled = d.sample(frac=1.0, random_state=3)
+    want = S.spike_periods(shuffled)  # not in order: the groupby, each run sorted by job
+    pd.testing.assert_frame_equal(got, want, check_exact=True)
+    assert set(got.loc[got["periodic"] == True, "run_id"].astype(str)) == {"r10", "r1"}  # noqa: E712
+    assert (got.loc[got["run_id"].astype(str) == "r2", "n_spikes"] == 0).all()
+
+
 # --------------------------------------------------------------------------- issue 32: cost first, a culprit's period
 
 MS = 1_000_000

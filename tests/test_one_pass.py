@@ -212,3 +212,69 @@ def test_each_cell_s_rows_are_the_groupby_s(layout, categorical):
     assert got.keys() == want.keys() and len(got) == 6
     for k in want:
         assert np.array_equal(got[k], want[k]), k
+
+
+@pytest.mark.parametrize("categorical", [False, True])
+def test_solo_spreads_from_the_runs_positions_are_the_groupby_s(categorical):
+    """report.summary.solo_spreads (the `ci_too_wide` guard's input) reads each solo run's
+    median from its rows' positions: the groupby's medians to the last bit, a NaN job and a
+    run of NaN left out as the groupby leaves them, a configuration with one solo run none."""
+    import statistics
+    from types import SimpleNamespace
+
+    from xtalk.report.summary import solo_spreads
+
+    rng = np.random.default_rng(4)
+    rows = []
+    for cfg, runs in (("iso", 4), ("shared", 3), ("one", 1)):
+        for r in range(runs):
+            for sc in ("solo", "pi"):
+                n = 301 + 2 * r  # odd and even counts: the mean of the two middle values too
+                rows += [(cfg, sc, f"{cfg}-{sc}-{r}", float(v)) for v in rng.integers(90_000, 110_000 + 5_000 * r, n)]
+    j = pd.DataFrame(rows, columns=["configuration", "scenario", "run_id", "exec_ns"])
+    j.loc[5, "exec_ns"] = np.nan
+    j.loc[j["run_id"] == "shared-solo-2", "exec_ns"] = np.nan
+    if categorical:
+        j = j.astype({"configuration": "category", "scenario": "category", "run_id": "category"})
+    want = {}
+    for cfg, g in j[j["scenario"] == "solo"].groupby("configuration", observed=True):
+        med = [float(x) for x in g.groupby("run_id", observed=True)["exec_ns"].median().dropna()]
+        if len(med) > 1:
+            want[str(cfg)] = statistics.stdev(med) / statistics.fmean(med)
+    got = solo_spreads(SimpleNamespace(measured=j))
+    assert got == want and set(got) == {"iso", "shared"}
+
+
+@pytest.mark.parametrize("layout", ["runs", "shuffled"])
+def test_a_cell_s_misses_stretch_by_stretch_are_those_of_its_rows(layout):
+    """analysis.cells counts a cell's misses and takes its largest lateness and
+    responsiveness stretch by stretch of its rows (or on its rows copied out, rows
+    interleaved): the numbers of the cell's rows taken whole, a 0/0 responsiveness (NaN)
+    left out as pandas' max leaves it, a flag that disagrees with the times winning."""
+    from xtalk.analysis import cells as ce
+
+    rng = np.random.default_rng(9)
+    parts = []
+    for r in range(6):
+        n = 500
+        release = 10**12 + np.arange(n) * 1_000_000
+        end = release + rng.integers(100_000, 2_400_000, n)
+        parts.append(pd.DataFrame({"run_id": f"r{r}", "scenario": "solo" if r % 2 == 0 else "pi", "job": np.arange(n),
+                                   "release_ns": release, "end_ns": end, "period_ns": 1_000_000,
+                                   "deadline_ns": 1_000_000, "missed": pd.array([None] * n, dtype="boolean")}))
+    j = pd.concat(parts, ignore_index=True)
+    j.loc[[3, 1700], "deadline_ns"] = 0
+    j.loc[1700, "end_ns"] = j.loc[1700, "release_ns"]  # 0 / 0
+    j.loc[[10, 11], "missed"] = [True, False]
+    j = j.drop(index=[40, 41]).reset_index(drop=True)  # two lost jobs in r0
+    if layout == "shuffled":
+        j = j.sample(frac=1.0, random_state=1).reset_index(drop=True)
+    miss = ce._miss_columns(j)
+    for (cfg, scen), ix in ce._cell_positions(j.assign(configuration="default")).items():
+        c = j.iloc[ix]
+        flags = c["missed"].astype(object).where(c["missed"].notna(), c["end_ns"] > c["release_ns"] + c["deadline_ns"])
+        lost = sum(int(g.max() - g.min() + 1 - g.nunique()) for _, g in c.groupby("run_id")["job"])
+        serious = int((c["end_ns"] > c["release_ns"] + 2 * c["period_ns"]).sum()) + lost
+        want = (int(flags.astype(bool).sum()), lost, serious, int((c["end_ns"] - (c["release_ns"] + c["deadline_ns"])).max()),
+                float(((c["end_ns"] - c["release_ns"]) / c["deadline_ns"]).max()))
+        assert ce._cell_misses(j, ix, miss) == want, (scen, layout)

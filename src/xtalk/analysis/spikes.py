@@ -166,17 +166,10 @@ def spike_periods(
         if col not in spikes.columns:
             raise ValueError(f"spikes: missing column {col!r} (pass the output of detect_spikes)")
     keys = [b for b in by if b in spikes.columns]
+    timed = time_column in spikes.columns and "period_ns" in spikes.columns
+    tcol = time_column if timed else "job"
     rows = []
-    for key, g in (spikes.groupby(keys, sort=True, observed=True) if keys else [((), spikes)]):
-        g = _by_job(g)
-        if g.empty:
-            continue
-        base = dict(zip(keys, key if isinstance(key, tuple) else (key,)))
-        timed = time_column in g.columns and "period_ns" in g.columns
-        res = float(g["period_ns"].iloc[0]) if timed else 1.0
-        tcol = time_column if timed else "job"
-        span = (float(g[tcol].iloc[0]), float(g[tcol].iloc[-1]))
-        s = g[g["is_spike"]]
+    for base, res, span, s in _runs_spikes(spikes, keys, tcol, timed):
         big = split_big_small(s["excess"].to_numpy(), min_ratio=min_ratio)
         classes = [("all", np.ones(len(s), dtype=bool))]
         if big.any():
@@ -198,6 +191,37 @@ def spike_periods(
                          "coverage", "p_value", "confidence", "every_n", "small_between", "on_lattice",
                          "best_period_ns", "reason"]
     return pd.DataFrame(rows, columns=cols)
+
+
+def _runs_spikes(spikes: pd.DataFrame, keys: list[str], tcol: str, timed: bool):
+    """Per group of ``keys`` in the groupby's order: (its labels, the lattice step, (first,
+    last) time of its jobs in job order, its spike rows in job order). Rows of one run in
+    job order already (detect_spikes' table) are read from each run's stretch: only the
+    spike rows are copied, not a frame per run of every job."""
+    if keys == ["run_id"] and len(spikes) and spikes["job"].dtype.kind in "iu":
+        codes, uniques = pd.factorize(spikes["run_id"], sort=True)
+        if isinstance(run_job_order(codes, spikes["job"].to_numpy(), len(uniques)), slice):
+            first = stretch_starts(codes)
+            ends = np.append(first[1:], codes.size)
+            spike = spikes["is_spike"].to_numpy(dtype=bool)
+            at = np.flatnonzero(spike)
+            sub = spikes.iloc[at]
+            cut = np.searchsorted(at, ends)
+            tv = spikes[tcol].to_numpy()
+            per = spikes["period_ns"].to_numpy() if timed else None
+            lo = 0
+            for a, b, c in zip(first, ends, cut):
+                res = float(per[a]) if timed else 1.0
+                yield {"run_id": uniques[codes[a]]}, res, (float(tv[a]), float(tv[b - 1])), sub.iloc[lo:c]
+                lo = c
+            return
+    for key, g in (spikes.groupby(keys, sort=True, observed=True) if keys else [((), spikes)]):
+        g = _by_job(g)
+        if g.empty:
+            continue
+        res = float(g["period_ns"].iloc[0]) if timed else 1.0
+        yield (dict(zip(keys, key if isinstance(key, tuple) else (key,))), res,
+               (float(g[tcol].iloc[0]), float(g[tcol].iloc[-1])), g[g["is_spike"]])
 
 
 def _by_job(g: pd.DataFrame) -> pd.DataFrame:

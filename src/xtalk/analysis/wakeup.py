@@ -321,8 +321,9 @@ def fit_drift(
         raise ValueError(f"level: must be in (0, 1), got {level}")
     slope, icpt = _ols(k, y)
     r = y - (slope * k + icpt)
-    mad = 1.4826 * np.median(np.abs(r - np.median(r)))
-    keep = np.abs(r - np.median(r)) <= outlier_k * mad if mad > 0 else np.ones(k.size, bool)
+    dev = np.abs(r - np.median(r))  # once: the MAD and the cut read the same deviations
+    mad = 1.4826 * np.median(dev)
+    keep = dev <= outlier_k * mad if mad > 0 else np.ones(k.size, bool)
     n_out = int((~keep).sum())
     k2, y2 = k[keep], y[keep]
     slope, icpt = _ols(k2, y2)

@@ -258,6 +258,12 @@ class _Builder:
             dd = d[(d["scenario"] == sc) & (d["configuration"] == cf)] if len(d) else d
             s.figure(self.fig(fg.wakeup_curves(ser, dd, f"{sc} ({cf})"), f"wakeup_{i}", f"Wake-up curves, {sc} ({cf})",
                               f"Left: rel(k) per run with its fitted drift; right: Δw(k). At most {fg.MAX_RUNS_DRAWN} runs drawn."))
+        # No other section reads the groups' wake-up series (12 columns of every job: 0.9 GB
+        # at 10^7 jobs): let them go before the next section (the spikes, in the same
+        # process, would otherwise hold theirs beside them: the report's peak RSS).
+        ser = None
+        for key in [k for k in self.data.memo if isinstance(k, tuple) and k[:1] == ("wakeup",)]:
+            del self.data.memo[key]
         return s
 
     def spikes(self) -> Section:

@@ -16,7 +16,7 @@ from .. import output, safepath
 from ..units import rate_text
 from ..analysis import guards
 from ..analysis import verdict as vd
-from ..analysis.cells import summary_view
+from ..analysis.cells import runs_of, summary_view
 from ..errors import UsageError
 from ..store import run_outcome, run_outcomes
 from ..store import Results
@@ -207,10 +207,18 @@ def solo_spreads(data: ReportData) -> dict[str, float]:
     m = data.measured
     if not len(m) or "exec_ns" not in m:
         return {}
-    solo = m.loc[(m["scenario"] == SOLO_NAME).to_numpy(), ["configuration", "run_id", "exec_ns"]]
+    solo = np.flatnonzero((m["scenario"] == SOLO_NAME).to_numpy())
+    v = m["exec_ns"].to_numpy(dtype=float, na_value=np.nan)
     out = {}
-    for cfg, g in solo.groupby("configuration", observed=True):
-        med = [float(x) for x in g.groupby("run_id", observed=True)["exec_ns"].median().dropna()]
+    # Each run's median from its rows' positions (cells.runs_of: the groupby's runs, no frame
+    # per configuration and run; np.median of a run's values is the groupby's median).
+    for cfg, ix in runs_of(m["configuration"], solo):
+        med = []
+        for _, pos in runs_of(m["run_id"], ix):
+            x = v[pos]
+            x = x[~np.isnan(x)]
+            if x.size:
+                med.append(float(np.median(x)))
         if len(med) > 1 and statistics.fmean(med) > 0:
             out[str(cfg)] = statistics.stdev(med) / statistics.fmean(med)
     return out

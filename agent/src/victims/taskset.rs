@@ -350,9 +350,16 @@ mod tests {
         let per_ns = calibrate();
         assert!(per_ns > 0.0);
         let n = (2e6 * per_ns) as u64; // 2 ms
-        let c0 = thread_cpu_ns();
-        spin(n);
-        let took = (thread_cpu_ns() - c0) as f64;
-        assert!((took - 2e6).abs() < 0.5e6, "2 ms of busy loop took {took} ns");
+        // The calibration is a best of several trials, so the prediction is compared with the
+        // best of several: one trial beside a busy neighbour (a shared host) runs slower on the
+        // same CPU time, which says nothing about the calibration.
+        let took = (0..7)
+            .map(|_| {
+                let c0 = thread_cpu_ns();
+                std::hint::black_box(spin(n));
+                (thread_cpu_ns() - c0) as f64
+            })
+            .fold(f64::INFINITY, f64::min);
+        assert!((took - 2e6).abs() < 0.5e6, "2 ms of busy loop took {took} ns at best of 7");
     }
 }

@@ -84,7 +84,7 @@ def missing(m: Emulated, cache: Path, kernels: tuple[str, ...], agent: Path | No
         return (f"no {m.name} image in {cache} (kernels {', '.join(kernels)}): run 'make {m.name}' "
                 f"(XTALK_BOARD_DIR names another cache)")
     if agent is not None and not os.access(agent, os.X_OK):
-        return f"no agent at {agent}: run 'make setup' (this host's) or 'make agent-aarch64' (the board's, docs/board.md)"
+        return f"no agent at {agent}: 'make setup' builds this host's, 'make agent-aarch64' the board's (docs/board.md)"
     if os.geteuid() != 0:
         return f"the {m.name}'s image and key are root's (make {m.name})"
     return None

@@ -92,11 +92,12 @@ test: test-agent test-py
 # over them with a kernel axis. tests/test_lab.py: "boards" that are this machine behind an
 # sshd of their own (about 2 min on 2 CPUs); tests/test_lab_qemu.py: the emulated board of
 # `make board` as labgrid places powered by labgrid's QEMUDriver, two of them and a broken one,
-# both kernels (minutes of TCG; skipped, saying so, without `make board`). With the board's
-# image in place, the aarch64 agent it ships to the boards is built first.
+# both kernels (minutes of TCG; skipped, saying so, without `make board`); tests/test_lab_guest.py:
+# the x86 guest of `make guest` as a place, both its kernels (skipped without `make guest`).
+# With the board's image in place, the aarch64 agent it ships to the boards is built first.
 lab-test: setup
 	@if [ -s "$${XTALK_BOARD_DIR:-build/board}/rootfs.img" ]; then $(MAKE) --no-print-directory agent-aarch64; fi
-	$(BIN)/python -m pytest -q -rs tests/test_lab.py tests/test_lab_qemu.py
+	$(BIN)/python -m pytest -q -rs tests/test_lab.py tests/test_lab_qemu.py tests/test_lab_guest.py
 
 # The tests marked `slow`, left out of `make test`; .ci/run runs them as a step of their own.
 test-slow: setup
@@ -162,8 +163,8 @@ board-up:
 board-down:
 	board/board.sh down
 
-# The x86 guest (docs/board.md, seed 001 ch. 3): a Debian amd64 image with the PREEMPT_RT
-# kernel, booted by qemu-system-x86_64 (KVM where /dev/kvm is hardware KVM, TCG otherwise).
+# The x86 guest (docs/board.md, seed 001 ch. 3): a Debian amd64 image with the stock and PREEMPT_RT
+# kernels, booted by qemu-system-x86_64 (KVM where /dev/kvm is hardware KVM, TCG otherwise).
 # `make guest` installs what is missing (root) and builds the image once (cached beside the
 # board's, XTALK_BOARD_DIR); `make guest-test` runs examples/latency_guest.toml natively, in
 # the guest and in the guest under a SCHED_DEADLINE reservation, compares the three, checks,

@@ -5,8 +5,8 @@
 #
 #   board  the arm64 board: stock and PREEMPT_RT kernels; package maintainer scripts run under
 #          qemu-aarch64-static through binfmt_misc (board/board.sh boots it)
-#   guest  an amd64 KVM guest (seed 001 ch. 3): the PREEMPT_RT kernel only, built natively
-#          (board/guest.sh boots it)
+#   guest  an amd64 KVM guest (seed 001 ch. 3): stock and PREEMPT_RT kernels, built natively
+#          (board/guest.sh boots the RT one; its labgrid place either, docs/lab.md)
 #
 #   board/build-image.sh [--guest] [CACHE_DIR]     (default build/board; XTALK_BOARD_DIR overrides)
 #
@@ -31,8 +31,8 @@ case $flavour in
            packages="$common_packages,linux-image-arm64,linux-image-rt-arm64"
            tools="mmdebstrap arch-test mkfs.ext4 ssh-keygen qemu-aarch64-static" ;;
     # util-linux (chrt, taskset) is essential and comes with minbase.
-    guest) prefix="guest-" arch=amd64 kernels="rt" hostname=xtalk-guest
-           packages="$common_packages,linux-image-rt-amd64"
+    guest) prefix="guest-" arch=amd64 kernels="stock rt" hostname=xtalk-guest
+           packages="$common_packages,linux-image-amd64,linux-image-rt-amd64"
            tools="mmdebstrap mkfs.ext4 ssh-keygen" ;;
 esac
 

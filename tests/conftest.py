@@ -220,7 +220,7 @@ AGENT_MODULES = {
     "test_aocs.py", "test_blame_live.py", "test_calibrate_work.py", "test_campaign_examples.py",
     "test_campaign_resume.py", "test_campaign_run.py", "test_enemies.py", "test_enemies_errors.py",
     "test_enemies_external.py", "test_experiment_errors.py", "test_failure_propagation.py", "test_faults.py",
-    "test_feasibility.py", "test_guards.py", "test_ci_recipe.py", "test_lab.py", "test_input_bounds.py", "test_isolation.py", "test_latency.py",
+    "test_feasibility.py", "test_guards.py", "test_ci_recipe.py", "test_lab.py", "test_lab_guest.py", "test_input_bounds.py", "test_isolation.py", "test_latency.py",
     "test_preflight.py", "test_run_exit_codes.py", "test_security_host.py", "test_ssh_target.py",
     "test_taskset.py", "test_teardown.py", "test_agent_run.py", "test_trace.py", "test_security.py",
     "test_counters.py", "test_cli.py", "test_dask_cluster.py", "test_fuzz_inputs.py", "test_machine_fixtures.py",

@@ -80,8 +80,8 @@ def test_the_image_cache_and_its_keys_are_root_only(tmp_path):
     closes it and stops; building an image takes minutes)."""
     cache = tmp_path / "cache"
     cache.mkdir(mode=0o755)
-    names = ["guest-rootfs.img", "guest-vmlinuz-rt", "guest-initrd-rt", "guest-version-rt", "guest-host_key.pub",
-             "id_ed25519", "id_ed25519.pub"]
+    names = ["guest-rootfs.img", "guest-host_key.pub", "id_ed25519", "id_ed25519.pub",
+             *(f"guest-{f}-{k}" for k in ("stock", "rt") for f in ("vmlinuz", "initrd", "version"))]
     for n in names:
         (cache / n).write_text("x")
         (cache / n).chmod(0o644)

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import subprocess
 import time
@@ -31,62 +30,20 @@ import pytest
 
 from campaign_util import campaign_dirs, tiny
 from conftest import XTALK, wait_for, xtalk as run_xtalk
-from lab_util import acquired, coordinator_and_exporter, free_port
+from lab_util import (BOARD, acquired, booted as booted_kernels, coordinator_and_exporter, environment, free_port,
+                      known_hosts, lab_url, missing, qemus)
 from xtalk.outcome import load_outcome
 
 REPO = Path(__file__).resolve().parents[1]
 CACHE = Path(os.environ.get("XTALK_BOARD_DIR", REPO / "build" / "board")).resolve()
 AGENT = REPO / "agent" / "target" / "aarch64-unknown-linux-musl" / "release" / "xtalk-agent"
 GOOD, BROKEN = ("emu-1", "emu-2"), "emu-broken"
-#: The smallest board the tiny campaign runs on (a victim CPU and an enemy CPU); the board of
-#: `make board` has 4 cores and 1 GiB, which two TCG instances on this 2-vCPU host do not need.
-SMP, MEMORY = 2, "512M"
-BOOT_ARGS = "rootfstype=ext4 rw console=ttyAMA0 net.ifnames=0 systemd.unified_cgroup_hierarchy=1"
-
-# One target per place: labgrid's QEMUDriver boots the image's kernel of $LG_KERNEL (the run's
-# `kernel` label) with its initrd, the root disk as a snapshot, SSH forwarded to PORT. The
-# network card and the entropy source are board.sh's virtio-mmio ones (QEMUDriver's `nic`
-# takes PCI models, whose boot ROM Debian's qemu-system-arm does not install without ipxe-qemu).
-ENV_TARGET = """\
-  {place}:
-    resources:
-      RemotePlace: {{name: {place}}}
-    drivers:
-      QEMUDriver:
-        qemu_bin: qemu
-        machine: virt
-        cpu: cortex-a53,pmu=on
-        memory: {memory}
-        kernel: !template "vmlinuz-$LG_KERNEL"
-        disk: {disk}
-        disk_opts: snapshot=on
-        boot_args: "{boot_args}"
-        extra_args: !template "-smp {smp} -accel tcg,thread=multi -initrd {cache}/initrd-$LG_KERNEL -device virtio-rng-device
-          -netdev user,id=net,hostfwd=tcp:127.0.0.1:{port}-:22 -device virtio-net-device,netdev=net"
-"""
-
-
-def _missing() -> str | None:
-    try:
-        import labgrid  # noqa: F401
-    except ImportError:
-        return "labgrid is not installed: pip install 'xtalk[lab]'"
-    if not shutil.which("qemu-system-aarch64"):
-        return "qemu-system-aarch64 is missing: run 'make board' (as root: the tools, then the board's image)"
-    if not all((CACHE / f).is_file() for f in ("rootfs.img", "vmlinuz-stock", "vmlinuz-rt", "initrd-stock",
-                                                "initrd-rt", "host_key.pub", "id_ed25519")):
-        return f"no board image in {CACHE}: run 'make board' (XTALK_BOARD_DIR names another cache)"
-    if not os.access(AGENT, os.X_OK):
-        return "no aarch64 agent: run 'make agent-aarch64' (docs/board.md)"
-    if os.geteuid() != 0:
-        return "the board's image and key are root's (make board)"
-    return None
 
 
 @pytest.fixture(scope="module")
 def emulab(tmp_path_factory):
     """(coordinator address, environment file, lab directory, {place: port})."""
-    why = _missing()
+    why = missing(BOARD, CACHE, ("stock", "rt"), AGENT)
     if why:
         pytest.skip(why)
     d = tmp_path_factory.mktemp("emulab")
@@ -94,26 +51,18 @@ def emulab(tmp_path_factory):
     # A broken image: the kernels boot, the root disk holds no file system.
     with open(d / "broken.img", "wb") as f:
         f.truncate(64 << 20)
-    host_key = " ".join((CACHE / "host_key.pub").read_text().split()[:2])
-    (d / "known_hosts").write_text("".join(f"[127.0.0.1]:{port} {host_key}\n" for port in ports.values()))
+    (d / "known_hosts").write_text(known_hosts(BOARD, CACHE, ports.values()))
     exported = {p: {"NetworkService": {"address": "127.0.0.1", "username": "root", "port": port}}
                 for p, port in ports.items()}
     with coordinator_and_exporter(d, exported, dict(os.environ)) as addr:
-        text = "targets:\n" + "".join(
-            ENV_TARGET.format(place=p, port=port, disk="broken" if p == BROKEN else "rootfs", memory=MEMORY, smp=SMP,
-                              cache=CACHE, boot_args=BOOT_ARGS) for p, port in ports.items())
-        text += (f"images:\n  vmlinuz-stock: {CACHE}/vmlinuz-stock\n  vmlinuz-rt: {CACHE}/vmlinuz-rt\n"
-                 f"  rootfs: {CACHE}/rootfs.img\n  broken: {d}/broken.img\n"
-                 f"tools:\n  qemu: {REPO}/board/lab-qemu.sh\n"
-                 f"options:\n  coordinator_address: {addr}\n")
-        (d / "lab.yaml").write_text(text)
+        places = {p: (port, "broken" if p == BROKEN else "rootfs") for p, port in ports.items()}
+        (d / "lab.yaml").write_text(environment(BOARD, CACHE, places, {"broken": d / "broken.img"}, addr))
         yield addr, d / "lab.yaml", d, ports
 
 
 def _url(lab, place: str, **extra) -> str:
     _, env, d, _ = lab
-    q = {"env": env, "identity": CACHE / "id_ed25519", "known_hosts": d / "known_hosts", **extra}
-    return f"labgrid://{place}?" + "&".join(f"{k}={v}" for k, v in q.items())
+    return lab_url(place, env, CACHE / "id_ed25519", d / "known_hosts", **extra)
 
 
 def _board_kernel(store: Path) -> set[tuple[str, str]]:
@@ -122,12 +71,6 @@ def _board_kernel(store: Path) -> set[tuple[str, str]]:
 
 def _dedup(kernels: list[str]) -> list[str]:
     return [k for i, k in enumerate(kernels) if i == 0 or kernels[i - 1] != k]
-
-
-def _booted(console: str, versions: dict) -> list[str]:
-    """The kernels a board's console shows booting, in order (one `Linux version` line each)."""
-    return [k for line in console.splitlines() if "Linux version " in line for k in ("stock", "rt")
-            if line.split("Linux version ")[1].startswith(versions[k] + " ")]
 
 
 def check_campaign(store: Path, out: str, resumed_at: float, console_at_kill: dict) -> list[str]:
@@ -161,7 +104,7 @@ def check_campaign(store: Path, out: str, resumed_at: float, console_at_kill: di
         for life, text in ((0, console[:cut]), (1, console[cut:])):
             ran = [kernel_of[e["run"]] for e in events if e.get("state") == "running" and e.get("target") == p
                    and (e["t"] >= resumed_at) == bool(life)]
-            booted = _booted(text.decode(errors="replace"), versions)
+            booted = booted_kernels(text.decode(errors="replace"), versions)
             fits = [_dedup(ran), _dedup([first] + ran)]
             if life == 0:  # killed before the last boot asked for printed its first line
                 fits += [x[:-1] for x in fits]
@@ -183,19 +126,6 @@ def check_campaign(store: Path, out: str, resumed_at: float, console_at_kill: di
     for p in GOOD:
         assert [e["lab"] for e in lab if e["board"] == p][-1] == "released", lab
     return [x for x in console.splitlines() if "vda" in x or "initramfs" in x.lower()]
-
-
-def _qemus(ports: dict) -> list[int]:
-    """The qemu processes still forwarding one of the lab's ports."""
-    found = []
-    for pid in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-        except OSError:
-            continue
-        if "qemu-system-aarch64" in cmd and any(f"127.0.0.1:{p}-:22" in cmd for p in ports.values()):
-            found.append(int(pid))
-    return found
 
 
 @pytest.mark.slow
@@ -228,7 +158,7 @@ def test_a_campaign_over_two_emulated_boards_and_both_kernels_killed_and_resumed
     # nothing released the places; the qemus died with the host (their parent-death signal)
     held = [p for p in ports if acquired(addr, p)]
     assert set(GOOD) & set(held), held
-    assert wait_for(lambda: _qemus(ports) == [], timeout=30, step=0.5), _qemus(ports)
+    assert wait_for(lambda: qemus(BOARD, ports.values()) == [], timeout=30, step=0.5), qemus(BOARD, ports.values())
     console_at_kill = {p: (store / "boards" / f"{p}-console.log").stat().st_size
                        for p in GOOD if (store / "boards" / f"{p}-console.log").exists()}
     resumed_at = time.time()
@@ -237,7 +167,7 @@ def test_a_campaign_over_two_emulated_boards_and_both_kernels_killed_and_resumed
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     assert "taken over" in out.stdout, out.stdout[-3000:]
     said = check_campaign(store, (tmp_path / "first.log").read_text() + out.stdout, resumed_at, console_at_kill)
-    assert _qemus(ports) == []  # every QEMU powered off
+    assert qemus(BOARD, ports.values()) == []  # every QEMU powered off
     print(f"emulated lab: {BROKEN}'s console on its root disk: {said[-3:]}")
     print(f"emulated lab: campaign of 4 runs over {GOOD} + {BROKEN}: host killed at {killed_after:.0f} s "
           f"(places held: {held}), resumed and done at {took:.0f} s; boards and kernels {sorted(_board_kernel(store))}")

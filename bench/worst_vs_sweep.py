@@ -20,7 +20,7 @@ Run: PYTHONPATH=src .venv/bin/python bench/worst_vs_sweep.py
 Environment: XTALK_BENCH_VICTIM ("chase ½LLC", "chase 2×L2", "sum 4×LLC", "C pointer chase";
 default chase ½LLC), XTALK_BENCH_SEARCH_BUDGET (10m), XTALK_BENCH_SWEEP_REPS (5),
 XTALK_BENCH_KINDS (comma-separated: narrows both sides alike, to try the bench quickly).
-About (kinds × footprints + 1) × SWEEP_REPS runs of ~2 s plus the budget: 30-40 minutes on
+About (kinds × footprints + 1) × SWEEP_REPS runs of 1-2 s plus the search: 20-40 minutes on
 the 2-vCPU VM with the full catalog.
 """
 

@@ -83,13 +83,18 @@ def test_the_budget_holds_when_runs_are_slower_than_estimated():
 
 
 def test_the_seeded_singles_take_the_catalog_defaults():
-    """Each kind alone at its largest footprint and its other axes at the catalog's default:
-    a `buslock` seed splits its locks (the axis' first value, false, is the aligned control)."""
+    """Each kind alone at the seeds' footprint (2 × LLC, not the axis' largest 8 × LLC: a run
+    costs what a sweep run does) or the largest below it that the memory cap holds, and its
+    other axes at the catalog's default: a `buslock` seed splits its locks (the axis' first
+    value, false, is the aligned control)."""
     sp = space.build(catalog.current(), CACHES, [0], memory_cap=1 << 30)
     singles = {c.slots[0][0].kind: dict(c.slots[0][0].params) for c in sp.singles()}
     assert singles["buslock"]["split"] is True
     assert [a.values for a in sp.kinds["buslock"].axes if a.key == "split"][0][0] is False
-    assert singles["read"]["bytes"] == "8*llc"
+    assert singles["read"]["bytes"] == "2*llc"
+    assert "8*llc" in [a.values for a in sp.kinds["read"].axes if a.key == "bytes"][0]  # the random ones still draw it
+    tight = space.build(catalog.current(), CACHES, [0], memory_cap=CACHES["llc"] * 3 // 2)
+    assert {dict(c.slots[0][0].params).get("bytes") for c in tight.singles() if c.slots[0][0].kind == "read"} == {"llc"}
 
 
 def test_the_space_comes_from_the_catalog():

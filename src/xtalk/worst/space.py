@@ -32,6 +32,11 @@ from .. import catalog as catalog_mod
 
 #: Footprints as multiples of the machine's caches, smallest first (experiment-file expressions).
 FOOTPRINTS = ("l1d/2", "l2/2", "l2", "llc/2", "llc", "2*llc", "4*llc", "8*llc")
+#: The seeds' footprint: the smallest of FOOTPRINTS past the LLC. Measured here (docs/worst.md
+#: "Seeds at 2 × LLC"): every streaming enemy's rate is at its DRAM plateau from 2 × LLC on, and
+#: a larger buffer only lengthens the agent's start-up of the enemy (a run 1.67 s at 8 × LLC
+#: against 1.38 s at 2 × LLC); the random candidates still draw every footprint.
+SEED_FOOTPRINT = "2*llc"
 #: Sizes of access granules (strides, element sizes), bytes.
 GRANULES = (8, 64, 128, 4096)
 #: Duty cycles in percent of each 1 ms window (EnemySpec.intensity: 0 < x <= 100).
@@ -227,16 +232,18 @@ class Space:
         return p.default if p is not None and p.default in axis.values else axis.values[0]
 
     def singles(self) -> list[Candidate]:
-        """Each kind alone, the same on every CPU, at its largest footprint that fits and the
-        other axes at their default (`default`): the catalog's strongest single enemies, the
-        baseline a search must beat."""
+        """Each kind alone, the same on every CPU, at the largest footprint that fits up to
+        SEED_FOOTPRINT (its smallest where none does) and the other axes at their default
+        (`default`): the catalog's strongest single enemies, the baseline a search must beat,
+        at what a sweep run costs."""
         out = []
         for ks in self.kinds.values():
             params = []
             for a in ks.axes:
                 v = self.default(ks, a)
                 if a.key == "bytes":
-                    fits = [x for x in a.values if _size_value(str(x), self.caches) * len(self.cpus) <= self.memory_cap]
+                    most = min(_size_value(SEED_FOOTPRINT, self.caches), self.memory_cap // len(self.cpus))
+                    fits = [x for x in a.values if _size_value(str(x), self.caches) <= most]
                     v = fits[-1] if fits else a.values[0]
                 params.append((a.key, v))
             e = Enemy(ks.kind, self.within(ks, params), 100.0)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from .cells import STATS, _by_run, _cell_positions, _order, _runs
+from .cells import STATS, _cell_positions, _order, _runs, runs_of
 from .slowdown import SOLO, slowdowns
 
 __all__ = ["SEGMENT_COLUMNS", "segment_columns", "segment_cells"]
@@ -46,7 +46,7 @@ def segment_cells(jobs: pd.DataFrame, runs: pd.DataFrame, *, reference: str = SO
     for c in cols:
         v = pd.to_numeric(j[c], errors="coerce").to_numpy(dtype=float)
         # Each run's values in run-id order (the bootstrap draws runs by position), NA left out.
-        per = {k: [x[~np.isnan(x)] for x in (v[p] for _, p in sorted(_by_run(j["run_id"], ix), key=lambda kv: str(kv[0])))]
+        per = {k: [x[~np.isnan(x)] for x in (v[p] for _, p in sorted(runs_of(j["run_id"], ix), key=lambda kv: str(kv[0])))]
                for k, ix in parts.items()}
         for cfg, scen in _order(r, reference):
             ix = parts.get((cfg, scen))

@@ -63,17 +63,22 @@ def append_lines(path: Path, events: list[dict]) -> bool:
     """Append whole lines to an existing journal (one write, fsynced) beside the campaign's own
     writer: an O_APPEND write of whole lines is not interleaved with its. False when there is
     no journal (a campaign refused before its first run removed its directory)."""
-    data = "".join(json.dumps(e, separators=(",", ":")) + "\n" for e in events).encode()
     try:
         fd = safepath.open_fd(Path(path), os.O_WRONLY | os.O_APPEND)
     except OSError:
         return False
     try:
-        os.write(fd, data)
-        os.fsync(fd)
+        _write_lines(fd, events)
     finally:
         os.close(fd)
     return True
+
+
+def _write_lines(fd: int, events: list[dict]) -> None:
+    """``events`` as JSON lines in one write() on an O_APPEND descriptor, then fsync: one write
+    of whole lines is not interleaved with another writer's, and survives a power cut."""
+    os.write(fd, "".join(json.dumps(e, separators=(",", ":")) + "\n" for e in events).encode())
+    os.fsync(fd)
 
 
 class Journal:
@@ -114,9 +119,7 @@ class Journal:
     def append_many(self, events: list[dict]) -> None:
         """Write many events with one fsync (used for the initial `planned` lines)."""
         now = round(time.time(), 3)
-        data = "".join(json.dumps({"t": now, **e}, separators=(",", ":")) + "\n" for e in events).encode()
-        os.write(self._fd, data)
-        os.fsync(self._fd)
+        _write_lines(self._fd, [{"t": now, **e} for e in events])
 
     def events(self) -> list[dict]:
         return read(self.path)

@@ -262,8 +262,7 @@ class _Builder:
         # at 10^7 jobs): let them go before the next section (the spikes, in the same
         # process, would otherwise hold theirs beside them: the report's peak RSS).
         ser = None
-        for key in [k for k in self.data.memo if isinstance(k, tuple) and k[:1] == ("wakeup",)]:
-            del self.data.memo[key]
+        tb.forget(self.data, "wakeup")
         return s
 
     def spikes(self) -> Section:

@@ -130,6 +130,13 @@ def _memo(data: ReportData, key, compute):
     return data.memo[key]
 
 
+def forget(data: ReportData, kind: str) -> None:
+    """Let go of every cached table of ``kind`` (e.g. "wakeup": each group's series), once no
+    later reader needs them: they would otherwise be held beside the next section's."""
+    for key in [k for k in data.memo if isinstance(k, tuple) and k[:1] == (kind,)]:
+        del data.memo[key]
+
+
 # --------------------------------------------------------------------------- runs
 
 

@@ -6,7 +6,7 @@ Synthesizes a results directory (two scenarios, `--runs` runs in all, `--jobs` j
 Parquet written directly, periodic spikes and a slowdown planted), then times, `--repeat`
 times alternated and on the same data, each as a subprocess with its wall time, CPU time
 (user + system, its threads and children included: on a shared machine it moves much less
-than wall time) and peak RSS:
+than wall time) and peak RSS, with xtalk's bytecode compiled first, as pip does at install:
 
 - the peer: DuckDB over every run's jobs.parquet, the measured jobs' execution time
   described per scenario (count, mean, std, min, quartiles, max: pandas' `describe`, exact
@@ -91,6 +91,7 @@ def measure(argv: list[str]) -> tuple[float, float, float, str, str]:
     # this checkout's sources first, whatever else the caller's path holds (dependencies)
     src = str(Path(__file__).resolve().parents[1] / "src")
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [src, os.environ.get("PYTHONPATH")])))
+    env.pop("PYTHONDONTWRITEBYTECODE", None)  # measure the report as installed: bytecode compiled (see main)
     with tempfile.TemporaryDirectory() as d:
         res = Path(d) / "res.json"
         subprocess.run([sys.executable, "-c", LAUNCHER, str(res), *argv], env=env, check=True)
@@ -133,6 +134,10 @@ def main() -> None:
         else:
             n = synthesize(root, a.runs, a.jobs)
             print(f"synthesized {n:,} jobs in {a.runs} runs in {time.perf_counter() - t:.1f} s → {root}")
+        # pip compiles a package's bytecode at install; a checkout run with PYTHONDONTWRITEBYTECODE
+        # (set on some machines) would compile xtalk's sources again in every measured report.
+        subprocess.run([sys.executable, "-m", "compileall", "-q", str(Path(__file__).resolve().parents[1] / "src")],
+                       env={k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}, check=True)
         cases = [("peer", "DuckDB describe per scenario", None),
                  ("nocsv", "xtalk report --no-csv", ("--no-csv",))]
         if not a.no_csv_only:

@@ -3,6 +3,7 @@ columns; its frames are those of the former path (Arrow tables concatenated and 
 to pandas), and tables it does not take (a missing column, nulls) go the former way."""
 
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -65,7 +66,7 @@ def direct(path):
     """store.columns.direct_frames for the runs of ``path`` (None: the former path's)."""
     runs = frames.load_runs(path)
     cats = {c: list(dict.fromkeys(runs[c])) for c in ("run_id", "scenario", "configuration")}
-    heads = [(r, columns.open_job_table(__import__("pathlib").Path(r.dir), frames.BASE_COLUMNS)) for r in runs.itertuples()]
+    heads = [(r, columns.open_job_table(Path(r.dir), frames.BASE_COLUMNS)) for r in runs.itertuples()]
     heads = [(r, h) for r, h in heads if h is not None and h.rows]
     apps = []
     for _, h in heads:
@@ -116,3 +117,20 @@ def test_runs_the_direct_path_does_not_take_load_the_former_way(tmp_path, odd):
     same(data.measured, m)
     same(data.warmup, w)
     assert len(data.measured) == 8 and len(data.warmup) == 4
+
+
+def test_a_cut_short_job_table_is_left_out_and_the_others_load(tmp_path):
+    """A jobs.parquet cut short (its footer gone) is named among the left-out runs; the
+    other runs load by the direct path, as the former path gives them."""
+    run(tmp_path, "a", "solo")
+    bad = run(tmp_path, "b", "pi") / "jobs.parquet"
+    bad.write_bytes(bad.read_bytes()[:100])
+    (bad.parent / "jobs.bin").unlink()  # no log to convert again
+    with pytest.warns(Warning):
+        data = frames.load(tmp_path)
+    assert "b" in data.left_out and list(data.runs["run_id"]) == ["a"]
+    with pytest.warns(Warning):
+        assert direct(tmp_path) is not None
+    m, w = former(data)
+    same(data.measured, m)
+    same(data.warmup, w)

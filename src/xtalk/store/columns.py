@@ -43,7 +43,8 @@ def fresh(run_dir: Path) -> bool:
 class Head:
     """A run's opened job table: the columns to read, its warm-up flags and applications."""
 
-    file: pq.ParquetFile
+    path: Path
+    metadata: pq.FileMetaData
     names: list[str]
     rows: int
     warmup: pa.ChunkedArray | None
@@ -74,11 +75,18 @@ def open_job_table(run_dir: Path, base: list[str]) -> Head | None:
                 return None
         except JobLogError:
             return None  # an unreadable log: the run is listed, without jobs
-    f = pq.ParquetFile(run_dir / "jobs.parquet", pre_buffer=False)
-    names = [c for c in f.schema_arrow.names if c in base or c.startswith(PREFIXES)]
-    head = f.read(columns=[c for c in ("warmup", "application") if c in names]) if f.metadata.num_rows else None
-    col = (lambda c: head[c] if head is not None and c in head.column_names else None)
-    return Head(f, names, f.metadata.num_rows, col("warmup"), col("application"))
+    path = run_dir / "jobs.parquet"
+    with _open(path) as f:  # closed between the two reads: a campaign has thousands of runs
+        names = [c for c in f.schema_arrow.names if c in base or c.startswith(PREFIXES)]
+        head = f.read(columns=[c for c in ("warmup", "application") if c in names]) if f.metadata.num_rows else None
+        col = (lambda c: head[c] if head is not None and c in head.column_names else None)
+        return Head(path, f.metadata, names, f.metadata.num_rows, col("warmup"), col("application"))
+
+
+def _open(path: Path, metadata: pq.FileMetaData | None = None) -> pq.ParquetFile:
+    # pre_buffer (pyarrow's default) keeps the file's column chunks cached while the file is
+    # open, a second copy of every run's table.
+    return pq.ParquetFile(path, metadata=metadata, pre_buffer=False)
 
 
 def direct_frames(opened: list[tuple[object, Head]], cats: dict[str, list], apps: list[str], pool) -> tuple[pd.DataFrame, pd.DataFrame] | None:
@@ -114,7 +122,8 @@ def direct_frames(opened: list[tuple[object, Head]], cats: dict[str, list], apps
         r, h = opened[i]
         lead, flags = cuts[i]
         m0, w0 = starts[i]
-        t = h.file.read(columns=[c for c in h.names if c not in ("warmup", "application")])
+        with _open(h.path, h.metadata) as f:
+            t = f.read(columns=[c for c in h.names if c not in ("warmup", "application")])
         if t.schema.types != [types[c] for c in t.column_names]:
             raise _Odd
         values = {c: _numpy(t[c]) for c in t.column_names}
@@ -123,9 +132,10 @@ def direct_frames(opened: list[tuple[object, Head]], cats: dict[str, list], apps
         values["application"] = _application_codes(h.application, h.rows, apps)
         for c, v in values.items():
             _put(out, c, v, lead, m0, w0)
-        for c, cat in cats.items():
-            _fill(out, c, cat.index(getattr(r, c)), h.rows, lead, m0, w0)
-        _fill(out, "repetition", r.repetition, h.rows, lead, m0, w0)
+        m1, w1 = m0 + h.rows - warms[i], w0 + warms[i]
+        for c, value in [*((c, cat.index(getattr(r, c))) for c, cat in cats.items()), ("repetition", r.repetition)]:
+            out["m"][c][m0:m1] = value
+            out["w"][c][w0:w1] = value
 
     try:
         list(pool.map(copy, range(len(opened))))
@@ -147,7 +157,7 @@ def _layout(opened) -> tuple[list[str], dict[str, pa.DataType]]:
     it) and their Arrow types; _Odd unless every run has the same."""
     names = types = None
     for _, h in opened:
-        schema = h.file.schema_arrow
+        schema = h.metadata.schema.to_arrow_schema()
         cols = list(h.names)
         if "application" not in cols:
             cols.insert(cols.index("job") + 1 if "job" in cols else 0, "application")
@@ -211,14 +221,10 @@ def _put(out: dict, c: str, v: np.ndarray, lead, m0: int, w0: int) -> None:
     out["w"][c][w0:w0 + warm.size] = warm
 
 
-def _fill(out: dict, c: str, value, rows: int, lead, m0: int, w0: int) -> None:
-    warm = int(lead.sum()) if isinstance(lead, np.ndarray) else lead
-    out["m"][c][m0:m0 + rows - warm] = value
-    out["w"][c][w0:w0 + warm] = value
-
-
 def _codes_dtype(n: int) -> np.dtype:
-    """The codes' type pandas gives a categorical of ``n`` categories."""
-    from pandas.core.dtypes.cast import coerce_indexer_dtype
-
-    return coerce_indexer_dtype(np.empty(0, np.int64), range(n)).dtype
+    """The codes' type pandas gives a categorical of ``n`` categories (the smallest signed
+    integer holding them, as pandas' coerce_indexer_dtype picks it)."""
+    for t in (np.int8, np.int16, np.int32):
+        if n < np.iinfo(t).max:
+            return np.dtype(t)
+    return np.dtype(np.int64)

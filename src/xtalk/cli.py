@@ -387,7 +387,9 @@ def report(results: Path = typer.Argument(..., help="results directory of an exp
     (of a campaign: verdicts per cell, two-way views, worst cells, one page per group)."""
     results, out = _results_dir(results), (_checked(out, "--out") if out is not None else None)
     from .report.build import build
+    from .store.frames import reuse_freed_memory
 
+    reuse_freed_memory()  # the report's arrays of every job: freed memory reused, not faulted in afresh
     build(results, out, epsilon, csv=csv, console=_console(), cell_figures=cell_figures, map_stat=map_stat)
 
 

@@ -22,7 +22,7 @@ import pyarrow.parquet as pq
 
 from ..errors import UsageError
 from ..outcome import RunOutcome, read_outcome
-from . import Results
+from . import Results, columns
 from .check import experiment_doc
 from .jobs import DEFAULT_APPLICATION, JobLogError, convert_run
 
@@ -100,9 +100,7 @@ class ReportData:
         return out
 
 
-def _fresh(run_dir: Path) -> bool:
-    src, dst = run_dir / "jobs.bin", run_dir / "jobs.parquet"
-    return dst.exists() and (not src.exists() or dst.stat().st_mtime >= src.stat().st_mtime)
+_fresh = columns.fresh
 
 
 def _read_job_table(run_dir: Path) -> pa.Table | None:
@@ -181,45 +179,86 @@ def measured_jobs(runs: pd.DataFrame, columns: list[str]) -> pd.DataFrame:
 def load(path, runs: pd.DataFrame | None = None) -> ReportData:
     """Read a results directory (``runs``: its run table, when already read).
 
-    The runs' job tables are read as Arrow tables (in threads: Parquet decoding releases the
-    GIL), labelled with dictionary columns (a string column of 10^7 rows would cost seconds
-    to build and again to categorise), cut into warm-up and measured jobs (slices, no copy,
-    where the warm-up jobs lead the run as the agent writes them) and turned into pandas
-    once: a frame per run concatenated copied every job twice more."""
+    Each run's job table is decoded by pyarrow (in threads: Parquet decoding releases the
+    GIL) and copied once into columns allocated for every run's jobs (store/columns.py), the
+    labels written as categorical codes: no second copy of every job in Arrow buffers, no
+    conversion to pandas. Tables that do not fit that (a run without a column the others
+    have, nulls, other types) take the former path: Arrow tables labelled with dictionary
+    columns, cut into warm-up and measured jobs and converted to pandas once."""
     path = Path(path)
     runs = load_runs(path) if runs is None else runs
     _system_memory_pool()
     params = []
     cats = {c: list(dict.fromkeys(runs[c])) for c in ("run_id", "scenario", "configuration")}
-    with ThreadPoolExecutor(max_workers=min(4, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 2)) as pool:
-        tables = list(pool.map(lambda d: _read_job_table(Path(d)), runs["dir"]))
-    read: list[tuple[object, pa.Table]] = []
-    apps: list[str] = []  # every application name met, in order of appearance
-    outcomes = {}
-    for r, t in zip(runs.itertuples(), tables):
-        meta = read_outcome(Path(r.dir))
-        if meta is not None:
-            outcomes[str(r.run_id)] = meta
-        extra = {k: v for k, v in (meta.labels() if meta else {}).items() if k not in LABELS}
-        if extra:
-            params.append({"run_id": r.run_id, **extra})
-        if t is None or t.num_rows == 0:
-            continue
-        names = _application_names(t)
-        apps += [a for a in names if a not in apps]
-        read.append((r, t))
-    experiment = experiment_doc(path) if not (path / "campaign.json").is_file() else {}
-    cut = [_cut(_labelled(t, r, cats, apps)) for r, t in read]
-    measured, warmup = [m for m, _ in cut], [w for _, w in cut]
-    del tables, read, cut  # only the cut tables hold the buffers now: the conversion frees them
+    with ThreadPoolExecutor(max_workers=_workers()) as pool:
+        heads = list(pool.map(lambda d: columns.open_job_table(Path(d), BASE_COLUMNS), runs["dir"]))
+        apps: list[str] = []  # every application name met, in order of appearance
+        outcomes = {}
+        opened = []
+        for r, h in zip(runs.itertuples(), heads):
+            meta = read_outcome(Path(r.dir))
+            if meta is not None:
+                outcomes[str(r.run_id)] = meta
+            extra = {k: v for k, v in (meta.labels() if meta else {}).items() if k not in LABELS}
+            if extra:
+                params.append({"run_id": r.run_id, **extra})
+            if h is None or h.rows == 0:
+                continue
+            apps += [a for a in h.applications() if a not in apps]
+            opened.append((r, h))
+        experiment = experiment_doc(path) if not (path / "campaign.json").is_file() else {}
+        frames = columns.direct_frames(opened, cats, apps, pool) if opened else None
+    del heads, opened
     cats["application"] = apps
-    # The warm-up slices first: the measured ones share their buffers, which the measured
-    # conversion can then free column by column.
-    warm = _frame(warmup, cats)
-    data = ReportData(path, runs, _frame(measured, cats), warm, experiment, _numeric_where_possible(pd.DataFrame(params)),
+    if frames is None:
+        measured, warm = _former_frames(runs, cats, apps)
+    else:
+        measured, warm = frames
+    data = ReportData(path, runs, measured, warm, experiment, _numeric_where_possible(pd.DataFrame(params)),
                       left_out=dict(runs.attrs.get("left_out", {})), outcomes=outcomes)
     _return_freed_memory()
     return data
+
+
+def _workers() -> int:
+    return min(4, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 2)
+
+
+def _former_frames(runs: pd.DataFrame, cats: dict[str, list], apps: list[str]) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(measured, warm-up) jobs by way of Arrow tables converted to pandas: for job tables
+    the direct path does not take (``cats``: the labels' categories, application included)."""
+    labels = {c: cats[c] for c in ("run_id", "scenario", "configuration")}
+    with ThreadPoolExecutor(max_workers=_workers()) as pool:
+        tables = list(pool.map(lambda d: _read_job_table(Path(d)), runs["dir"]))
+    read = [(r, t) for r, t in zip(runs.itertuples(), tables) if t is not None and t.num_rows]
+    cut = [_cut(_labelled(t, r, labels, apps)) for r, t in read]
+    measured, warmup = [m for m, _ in cut], [w for _, w in cut]
+    del tables, read, cut  # only the cut tables hold the buffers now: the conversion frees them
+    # The warm-up slices first: the measured ones share their buffers, which the measured
+    # conversion can then free column by column.
+    warm = _frame(warmup, cats)
+    return _frame(measured, cats), warm
+
+
+#: glibc's mallopt parameters (malloc.h): M_TRIM_THRESHOLD, M_MMAP_MAX.
+_M_TRIM_THRESHOLD, _M_MMAP_MAX = -1, -4
+
+
+def reuse_freed_memory() -> None:
+    """Keep freed memory for the next allocation instead of handing it back to the system
+    (process-wide; the report calls it as it starts, its forked child inherits it): glibc
+    gives an allocation over its mmap threshold (dynamic, at most 32 MB) its own mapping,
+    unmapped when freed, so each of the report's arrays of 10^7 jobs was fresh memory,
+    faulted in and zeroed by the kernel (at 10^7 jobs the report's system time 8.0 -> 5.1 s,
+    docs/results.md). Without mmap they come from the heap, whose freed blocks are reused;
+    its top is returned only past 1 GiB (and by malloc_trim after the load).
+    Nothing where the C library has no mallopt."""
+    try:
+        libc = ctypes.CDLL(None)
+        libc.mallopt(_M_TRIM_THRESHOLD, 1 << 30)
+        libc.mallopt(_M_MMAP_MAX, 0)
+    except (OSError, AttributeError):
+        pass
 
 
 def _return_freed_memory() -> None:
@@ -238,18 +277,6 @@ def _system_memory_pool() -> None:
     on the development VM (fresh memory on huge pages), the system allocator about 1 s."""
     if "ARROW_DEFAULT_MEMORY_POOL" not in os.environ:
         pa.set_memory_pool(pa.system_memory_pool())
-
-
-def _application_names(t: pa.Table) -> list[str]:
-    """The application names of a run's table as pandas would list them: a dictionary
-    column's whole dictionary (a categorical's categories), else the values in order of
-    appearance; a table from before applications has the victim's default name."""
-    if "application" not in t.column_names:
-        return [DEFAULT_APPLICATION]
-    col = t["application"]
-    if pa.types.is_dictionary(col.type):
-        return [str(v) for v in (col.chunk(0).dictionary.to_pylist() if col.num_chunks else [])]
-    return [str(v) for v in pc.unique(col).to_pylist() if v is not None]
 
 
 def _labelled(t: pa.Table, r, cats: dict[str, list], apps: list[str]) -> pa.Table:

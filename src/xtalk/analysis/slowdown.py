@@ -30,14 +30,22 @@ MIN_RUN_SAMPLE = 200
 
 
 def _run_sample(v: np.ndarray, cap: int, rng: np.random.Generator) -> np.ndarray:
-    """At most ``cap`` values of one run for the bootstrap, its maximum always included."""
-    v = np.asarray(v, dtype=float)
+    """At most ``cap`` values of one run for the bootstrap, its maximum always included, as
+    floats. Integer values (a view of the job table's column) are picked as they are and only
+    the picks converted: the float's first maximum is the integer's where that maximum lies
+    within (−2^53, 2^53] (every smaller value then converts below it)."""
+    v = np.asarray(v)
+    if v.dtype.kind not in "iu":
+        v = np.asarray(v, dtype=float)
     if v.size <= cap:
-        return v
+        return v.astype(float, copy=False)
     top = int(np.argmax(v))
+    if v.dtype.kind in "iu" and not -2**53 < int(v[top]) <= 2**53:
+        v = v.astype(float)
+        top = int(np.argmax(v))
     pick = rng.choice(v.size - 1, size=cap - 1, replace=False)
     pick = pick + (pick >= top)  # skip the maximum, then add it back once
-    return np.concatenate([[v[top]], v[pick]])
+    return np.concatenate([[v[top]], v[pick]]).astype(float, copy=False)
 
 
 def slowdown(scenario: Sequence[np.ndarray], reference: Sequence[np.ndarray], stat: str = "median", *,
@@ -79,7 +87,8 @@ def slowdowns(scenario: Sequence[np.ndarray], reference: Sequence[np.ndarray], s
     out = {}
     for stat, ci in cis.items():
         f = np.median if stat == "median" else np.max
-        p = points[stat] if points.get(stat) is not None else float(f(np.concatenate(scenario)) / f(np.concatenate(reference)))
+        p = points[stat] if points.get(stat) is not None else \
+            float(f(np.concatenate(scenario).astype(float, copy=False)) / f(np.concatenate(reference).astype(float, copy=False)))
         lo, hi = ci.low, ci.high
         if ci.estimate > 0:
             lo, hi = lo * p / ci.estimate, hi * p / ci.estimate

@@ -160,12 +160,16 @@ def _is_sorted(x: np.ndarray) -> bool:
     return x.size < 2 or bool(np.all(x[1:] >= x[:-1]))
 
 
-def _draws_and_jack(x: np.ndarray, statistic: Statistic, n_boot: int, rng, need_jack: bool):
-    """(estimate, bootstrap draws, jackknife values or None) for one sample."""
+def _draws_and_jack(x: np.ndarray, statistic: Statistic, n_boot: int, rng, need_jack: bool, est: float | None = None):
+    """(estimate, bootstrap draws, jackknife values or None) for one sample; ``est``: the
+    estimate of a quantile statistic, ``x`` then sorted, as the caller computed it."""
     q = _quantile_level(statistic)
     if q is not None:
-        xs = x if _is_sorted(x) else np.sort(x)  # a sorted sample (the report's cache) is not sorted again
-        est = float(np.quantile(xs, q))
+        if est is not None:
+            xs = x
+        else:
+            xs = x if _is_sorted(x) else np.sort(x)  # a sorted sample (the report's cache) is not sorted again
+            est = float(np.quantile(xs, q))
         draws = _boot_quantile(xs, q, n_boot, rng)
         jack = _jack_quantile(xs, q) if need_jack else None
         return est, draws, jack
@@ -339,13 +343,19 @@ def ratio_ci(
     n_boot = 4000 if n_boot is None else n_boot
     method = "bca" if method is None else method
     _check_args(level, n_boot, method)
-    a = _clean(scenario, "scenario")
-    b = _clean(reference, "solo")
+    return _pooled_ratio_ci(_clean(scenario, "scenario"), _clean(reference, "solo"), stat, level, n_boot, method,
+                            _rng(seed))
+
+
+def _pooled_ratio_ci(a: np.ndarray, b: np.ndarray, stat: Statistic, level: float, n_boot: int, method: str,
+                     rng: np.random.Generator, known: tuple[float, float] | None = None) -> BootstrapCI:
+    """:func:`ratio_ci` of two clean pooled samples. ``known``: the statistic of each, both
+    samples sorted (a quantile statistic): what :func:`aa_noise_floor` computes once per
+    sample for the pairs it is in (the same numbers, the same draws)."""
     method = _effective_method(stat, method)
-    rng = _rng(seed)
     need = method == "bca"
-    est_a, d_a, j_a = _draws_and_jack(a, stat, n_boot, rng, need)
-    est_b, d_b, j_b = _draws_and_jack(b, stat, n_boot, rng, need)
+    est_a, d_a, j_a = _draws_and_jack(a, stat, n_boot, rng, need, None if known is None else known[0])
+    est_b, d_b, j_b = _draws_and_jack(b, stat, n_boot, rng, need, None if known is None else known[1])
     if est_b == 0:
         raise ValueError("solo: statistic is 0, the ratio is undefined")
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -420,23 +430,41 @@ def _resample_ranks(flat, sizes, offsets, k, m, stats, n_boot, step, rng, out) -
     n = k * m
     order = np.argsort(flat, kind="stable")
     sorted_v = flat[order]
-    rank_of = np.empty(flat.size, dtype=np.int16 if flat.size <= 2**15 else np.int32)
+    small = flat.size <= 2**15
+    rank_of = np.empty(flat.size, dtype=np.int16 if small else np.int32)
     rank_of[order] = np.arange(flat.size)
-    size32, off32 = sizes.astype(np.int32), offsets.astype(np.int32)
+    # The sizes as floats: u·size as numpy computes it for the int sizes (exact conversion),
+    # without a cast in the loop.
+    size_f, off32 = sizes.astype(np.float64), offsets.astype(np.int32)
     mid = [n // 2 - 1, n // 2] if n % 2 == 0 else [n // 2]
+    # A chunk's replicates are drawn and reduced a block of rows at a time, into buffers
+    # allocated once: the uniforms of consecutive blocks are those of one call (the generator
+    # fills them in order), and a block stays in the cache where a chunk's 32 MB of fresh
+    # uniforms cost more in page faults than in arithmetic.
+    rows = max(1, min(step, (1 << 18) // max(1, n)))
+    u_buf = np.empty((rows, k, m))
+    pick_buf = np.empty((rows, k, m), dtype=np.int32)
+    r_buf = np.empty((rows, n), dtype=rank_of.dtype)
     for lo in range(0, n_boot, step):
         b = min(step, n_boot - lo)
         runs = rng.integers(0, k, size=(b, k))
-        u = rng.random((b, k, m))
-        np.multiply(u, size32[runs][:, :, None], out=u)
-        pick = u.astype(np.int32)  # floor of u·size, as the int64 cast (below 2^31)
-        pick += off32[runs][:, :, None]
-        r = rank_of[pick.reshape(b, n)]
-        if "max" in stats:  # before the partition below reorders each row (not its maximum)
-            out["max"][lo:lo + b] = sorted_v[r.max(axis=1)]
-        if "median" in stats:
-            r.partition(mid, axis=1)
-            out["median"][lo:lo + b] = sorted_v[r[:, mid[0]]] if len(mid) == 1 else (sorted_v[r[:, mid[0]]] + sorted_v[r[:, mid[1]]]) / 2
+        for a in range(0, b, rows):
+            c = min(rows, b - a)
+            u, pick, r = u_buf[:c], pick_buf[:c], r_buf[:c]
+            rng.random(out=u)
+            np.multiply(u, size_f[runs[a:a + c]][:, :, None], out=u)
+            np.copyto(pick, u, casting="unsafe")  # floor of u·size, as the int64 cast (below 2^31)
+            pick += off32[runs[a:a + c]][:, :, None]
+            np.take(rank_of, pick.reshape(c, n), out=r)
+            at = slice(lo + a, lo + a + c)
+            if "max" in stats:  # before the selection below reorders each row (not its maximum)
+                out["max"][at] = sorted_v[r.max(axis=1)]
+            if "median" in stats:
+                if small:  # 16-bit ranks: numpy's radix sort, several times faster than a partition
+                    r.sort(axis=1, kind="stable")
+                else:
+                    r.partition(mid, axis=1)
+                out["median"][at] = sorted_v[r[:, mid[0]]] if len(mid) == 1 else (sorted_v[r[:, mid[0]]] + sorted_v[r[:, mid[1]]]) / 2
     return out
 
 
@@ -730,17 +758,24 @@ def aa_noise_floor(
     if len(samples) < 2:
         raise ValueError(f"samples: need at least 2 samples of the same scenario, got {len(samples)}")
     # Each sample sorted once (its pairs' bootstraps read the sorted values; a sample is in
-    # 2(k − 1) of the k(k − 1) pairs): the same values, hence the same draws and intervals.
+    # 2(k − 1) of the k(k − 1) pairs): the same values, hence the same draws and intervals,
+    # and its statistic computed once (np.quantile of 10^5 values is a partition; 2(k − 1)
+    # pairs read it).
     arrs = [_clean(s, f"samples[{i}]") for i, s in enumerate(samples)]
-    if _quantile_level(statistic) is not None:
+    q = _quantile_level(statistic)
+    est = None
+    if q is not None:
         arrs = [a if _is_sorted(a) else np.sort(a) for a in arrs]
+        est = [float(np.quantile(a, q)) for a in arrs]
+    _check_args(level, n_boot, method)
     rng = _rng(seed)
     rows = []
     for i in range(len(arrs)):
         for j in range(len(arrs)):
             if i == j:
                 continue
-            ci = ratio_ci(arrs[i], arrs[j], statistic, level=level, n_boot=n_boot, method=method, seed=rng)
+            ci = _pooled_ratio_ci(arrs[i], arrs[j], statistic, level, n_boot, method, rng,
+                                  None if est is None else (est[i], est[j]))
             rows.append({"i": i, "j": j, "ratio": ci.estimate, "ci_low": ci.low, "ci_high": ci.high})
     pairs = pd.DataFrame(rows)
     floor = float(np.max(np.maximum(np.abs(pairs["ci_low"] - 1.0), np.abs(pairs["ci_high"] - 1.0))))

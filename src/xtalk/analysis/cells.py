@@ -38,7 +38,8 @@ import pandas as pd
 
 from . import verdict as vd
 from .runorder import stretch_starts
-from .slowdown import SOLO, slowdowns
+from .slowdown import SOLO, slowdowns_many
+from .stats import quantile_of_sorted
 
 __all__ = ["CELL_COLUMNS", "RUN_COLUMNS", "cells", "migrated_mask", "per_run", "runs_of", "summarize", "summary_view"]
 
@@ -241,6 +242,15 @@ def runs_of(rid: pd.Series, ix: np.ndarray) -> list[tuple[object, np.ndarray]]:
     appearance)."""
     codes, names = label_codes(rid)
     codes = codes[ix]
+    if codes.size:
+        starts = _starts(codes)
+        if starts.size <= max(64, codes.size // 64):  # the rows come in runs: each label's rows are slices of ix
+            ends = np.append(starts[1:], codes.size)
+            parts: dict[int, list[np.ndarray]] = {}
+            for a, b, c in zip(starts.tolist(), ends.tolist(), codes[starts].tolist()):
+                if c >= 0:
+                    parts.setdefault(c, []).append(ix[a:b])
+            return [(names[c], p[0] if len(p) == 1 else np.concatenate(p)) for c, p in sorted(parts.items())]
     order, starts, ends = _stretches(codes)
     return [(names[codes[order[a]]], ix[order[a:b]]) for a, b in zip(starts, ends) if codes[order[a]] >= 0]
 
@@ -458,7 +468,7 @@ def cells(jobs: pd.DataFrame, runs: pd.DataFrame, *, reference: str = SOLO, n_bo
             else:
                 v = np.sort(np.asarray(cell.values(m), dtype=float))
             for name, q in (("median", 0.5), ("p99", 0.99), ("max", 1.0)):
-                row[f"{m}_{name}_ms"] = float(np.quantile(v, q)) / 1e6 if n else np.nan
+                row[f"{m}_{name}_ms"] = quantile_of_sorted(v, q) / 1e6 if n else np.nan  # np.quantile's, v sorted
         if n and times:
             k, lost, ser, max_late, max_resp = cell.misses()
             lo, hi = vd._wilson(k, n)
@@ -472,11 +482,13 @@ def cells(jobs: pd.DataFrame, runs: pd.DataFrame, *, reference: str = SOLO, n_bo
                        serious_ratio=np.nan, max_lateness_ns=np.nan, max_responsiveness=np.nan)
         sub = False
         cur, ref = (None if groups.get(k) is None else groups[k].runs for k in ((cfg, scen), (cfg, reference)))
-        for m in METRICS:
-            cis = {}
-            if scen != reference and cur is not None and ref is not None:  # both statistics from one set of replicates
-                points = {stat: _point(sorted_of, cfg, scen, reference, m, stat, cur[m], ref[m]) for stat in STATS}
-                cis = slowdowns(cur[m], ref[m], STATS, n_boot=n_boot, seed=seed, max_jobs=max_jobs, points=points)
+        every = [{}] * len(METRICS)
+        if scen != reference and cur is not None and ref is not None:
+            # Both statistics from one set of replicates, both metrics from one set of picks.
+            every = slowdowns_many([(cur[m], ref[m]) for m in METRICS], STATS, n_boot=n_boot, seed=seed, max_jobs=max_jobs,
+                                   points=[{stat: _point(sorted_of, cfg, scen, reference, m, stat, cur[m], ref[m])
+                                            for stat in STATS} for m in METRICS])
+        for m, cis in zip(METRICS, every):
             for stat in STATS:
                 if scen == reference:
                     p, lo, hi = 1.0, np.nan, np.nan

@@ -534,6 +534,11 @@ def _group_rows(data: ReportData, scenario: str, configuration: str | None) -> l
     return _memo(data, ("group_rows", scenario, configuration), compute)
 
 
+#: Values a group's counting sort gathers before each count (at least the span of values:
+#: the counts are then added at most twice as many times as there are values).
+COUNT_BUFFER = 1 << 20
+
+
 def _sorted_int_spans(v: np.ndarray, spans: list[tuple[int, int]]) -> np.ndarray:
     """:func:`_sorted_floats` of the int64 values ``v[a:b]`` of every span, the same floats:
     counted span by span (through a buffer of at least the span of values, so the counts are
@@ -546,7 +551,7 @@ def _sorted_int_spans(v: np.ndarray, spans: list[tuple[int, int]]) -> np.ndarray
     hi = max(int(v[a:b].max()) for a, b in spans)
     if hi - lo < COUNTING_SPAN * n and abs(lo) < 2**53 and abs(hi) < 2**53:
         counts = np.zeros(hi - lo + 1, dtype=np.int64)
-        buf = np.empty(min(n, max(hi - lo + 1, 1 << 20)), dtype=np.int64)
+        buf = np.empty(min(n, max(hi - lo + 1, COUNT_BUFFER)), dtype=np.int64)
         fill = 0
         for a, b in spans:
             while a < b:

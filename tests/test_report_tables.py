@@ -325,12 +325,14 @@ def test_a_groups_values_sorted_from_slices_are_the_subsets(monkeypatch, values,
 
 
 def test_sorted_values_and_leading_runs_from_slices_are_the_masks(data, monkeypatch):
-    """Every group's sorted values and the first solo runs read from the groups' stretches
-    equal those of the former path (a mask of the rows, a copy of the group)."""
+    """Every group's sorted values and the first runs of a scenario (as they are, and sorted)
+    read from the groups' stretches equal those of the former path (a mask of the rows, a
+    copy of the group, a sort)."""
     fast = {(sc, cf, col): tb._sorted_group(data, sc, cf, col) for sc, cf in tb.groups(data)
             for col in ("exec_ns", "response_ns")}
     fast[("pi", None, "exec_ns")] = tb._sorted_group(data, "pi", None, "exec_ns")
     runs = {sc: tb._leading_runs(data, sc, "exec_ns", 2) for sc in ("solo", "pi")}
+    ordered = {sc: tb._sorted_leading_runs(data, sc, "exec_ns", 3) for sc in ("solo", "pi", "no-such-scenario")}
     assert all(tb._group_rows(data, sc, cf) for sc, cf, _ in fast)
     monkeypatch.setattr(tb, "_group_rows", lambda *a: None)
     for (sc, cf, col), v in fast.items():
@@ -338,3 +340,7 @@ def test_sorted_values_and_leading_runs_from_slices_are_the_masks(data, monkeypa
     for sc, got in runs.items():
         want = tb._leading_runs(data, sc, "exec_ns", 2)
         assert len(got) == 2 and all(np.array_equal(a, b) for a, b in zip(got, want))
+    for sc, got in ordered.items():
+        want = [np.sort(v) for v in tb._leading_runs(data, sc, "exec_ns", 3)]
+        assert len(got) == len(want) == (0 if sc == "no-such-scenario" else 3)
+        assert all(a.dtype == np.float64 and np.array_equal(a, b) for a, b in zip(got, want))

@@ -248,7 +248,7 @@ def _noise_floor(data: ReportData, n_boot: int, seed: int) -> pd.DataFrame:
         else:
             # Sorted once for both statistics (aa_noise_floor sorts its samples, and a sorted one
             # is taken as it is: the same values, the same floor).
-            samples = [np.sort(v) for v in _leading_runs(data, SOLO, metric, AA_RUNS)]
+            samples = _sorted_leading_runs(data, SOLO, metric, AA_RUNS)
             source = "solo runs (no A/A pair in this experiment)"
         for stat in ("median", "max"):
             row = {"metric": metric.replace("_ns", ""), "statistic": stat, "source": source, "samples": len(samples)}
@@ -283,6 +283,20 @@ def _leading_runs(data: ReportData, scenario: str, column: str, k: int) -> list[
         return []
     first = np.flatnonzero(np.bincount(rid))[:k]
     return [values[rows[rid == c]].astype(float) for c in first]
+
+
+def _sorted_leading_runs(data: ReportData, scenario: str, column: str, k: int) -> list[np.ndarray]:
+    """``np.sort`` of each of :func:`_leading_runs`: each run's values counted from its slices
+    of an int64 column (:func:`_sorted_int_spans`, the same floats) where the runs come in
+    stretches; sorted copies otherwise."""
+    m = data.measured
+    runs = None
+    if not m.empty and scenario in m["scenario"].cat.categories and column in m.columns and m[column].dtype == np.int64:
+        runs = _run_spans(data, _group_rows(data, scenario, None))
+    if runs is None:
+        return [np.sort(v) for v in _leading_runs(data, scenario, column, k)]
+    v = m[column].to_numpy()
+    return [_sorted_int_spans(v, runs[c]) for c in sorted(c for c in runs if c >= 0)[:k]]
 
 
 def _run_spans(data: ReportData, spans: list[tuple[int, int]] | None) -> dict[int, list[tuple[int, int]]] | None:

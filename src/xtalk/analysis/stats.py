@@ -919,18 +919,54 @@ def _per_step_dense(jobs: pd.DataFrame, column: str, run: str) -> pd.DataFrame |
     v, job, rid = jobs[column], jobs["job"], jobs[run]
     if v.dtype.kind not in "iu" or job.dtype.kind not in "iu" or rid.dtype.kind not in "iu" or len(jobs) == 0:
         return None
-    ju, ji = _unique_ints(job.to_numpy())
-    ru, ri = _unique_ints(rid.to_numpy())
-    if ju.size * ru.size != len(jobs):
+    grid = _run_major(job.to_numpy(), rid.to_numpy())
+    if grid is not None:  # the rows are the matrix already: a view of the column
+        ju, n_runs = grid
+        m = v.to_numpy().reshape(n_runs, ju.size)
+    else:
+        ju, ji = _unique_ints(job.to_numpy())
+        ru, ri = _unique_ints(rid.to_numpy())
+        if ju.size * ru.size != len(jobs):
+            return None
+        cell = ri.astype(np.int64) * ju.size + ji
+        if np.bincount(cell, minlength=ju.size * ru.size).min() != 1:
+            return None  # a (run, job) twice, hence another one missing
+        m = np.empty(ju.size * ru.size, dtype=v.dtype)
+        m[cell] = v.to_numpy()
+        m = m.reshape(ru.size, ju.size)
+    return pd.DataFrame({"job": ju, "min_ns": m.min(axis=0), "median_ns": _column_medians(m),
+                         "max_ns": m.max(axis=0), "n_runs": np.full(ju.size, m.shape[0], dtype=np.int64)})
+
+
+def _run_major(job: np.ndarray, rid: np.ndarray) -> tuple[np.ndarray, int] | None:
+    """(the job indices, the number of runs) when the rows are run after run (run keys
+    increasing), each run the same increasing job indices: :func:`_unique_ints` of both and
+    the rows already in the matrix's order (a store's rows of one scenario, run codes as
+    keys). None otherwise."""
+    n = job.size
+    starts = np.flatnonzero(rid[1:] != rid[:-1]) + 1
+    runs = starts.size + 1
+    width = n // runs
+    if n % runs or not np.array_equal(starts, np.arange(1, runs) * width):
         return None
-    cell = ri.astype(np.int64) * ju.size + ji
-    if np.bincount(cell, minlength=ju.size * ru.size).min() != 1:
-        return None  # a (run, job) twice, hence another one missing
-    m = np.empty(ju.size * ru.size, dtype=v.dtype)
-    m[cell] = v.to_numpy()
-    m = m.reshape(ru.size, ju.size)
-    return pd.DataFrame({"job": ju, "min_ns": m.min(axis=0), "median_ns": np.median(m.astype(float), axis=0),
-                         "max_ns": m.max(axis=0), "n_runs": np.full(ju.size, ru.size, dtype=np.int64)})
+    heads, first = rid[::width], job[:width]
+    if np.any(heads[1:] <= heads[:-1]) or np.any(first[1:] <= first[:-1]) or not (job.reshape(runs, width) == first).all():
+        return None
+    return first.copy(), runs
+
+
+def _column_medians(m: np.ndarray) -> np.ndarray:
+    """``np.median(m.astype(float), axis=0)`` of an integer matrix (runs × jobs): each job's
+    runs sorted as integers in a row of the transpose (numpy sorts many short contiguous
+    rows several times faster than it partitions floats along the first axis), the middle
+    value, or the mean of the two middle ones, as floats (the conversion keeps the order, so
+    these are the middle floats)."""
+    x = np.ascontiguousarray(m.T)
+    x.sort(axis=1)
+    r = m.shape[0]
+    if r % 2:
+        return x[:, r // 2].astype(float)
+    return (x[:, r // 2 - 1].astype(float) + x[:, r // 2].astype(float)) / 2
 
 
 def sorted_quantiles(sorted_v: np.ndarray, qs) -> np.ndarray:

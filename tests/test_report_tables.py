@@ -344,3 +344,25 @@ def test_sorted_values_and_leading_runs_from_slices_are_the_masks(data, monkeypa
         want = [np.sort(v) for v in tb._leading_runs(data, sc, "exec_ns", 3)]
         assert len(got) == len(want) == (0 if sc == "no-such-scenario" else 3)
         assert all(a.dtype == np.float64 and np.array_equal(a, b) for a, b in zip(got, want))
+
+
+@pytest.mark.parametrize("layout", ["stretches", "categorical", "interleaved", "split", "nan"])
+def test_a_series_first_runs_as_a_slice_are_the_masks_rows(layout):
+    """The rows of the runs _first_runs keeps (quantisation's) taken as the leading slice
+    where each run is one stretch: the rows the mask of those runs gives (string and
+    categorical run ids); interleaved runs, a run in two stretches or a row without a run id
+    take the mask."""
+    rid = np.repeat(["r3", "r1", "r2", "r0"], [40, 25, 30, 50]).astype(object)
+    if layout == "interleaved":
+        rid = np.tile(["r3", "r1", "r2", "r0"], 37)[:145]
+    elif layout == "split":
+        rid = np.concatenate([rid[:20], rid[40:65], rid[20:40], rid[65:]])
+    elif layout == "nan":
+        rid[3] = None
+    g = pd.DataFrame({"run_id": rid, "interval_ns": np.arange(rid.size, dtype=float)})
+    g["run_id"] = g["run_id"].astype("category" if layout == "categorical" else "str")
+    for cap in (1, 40, 41, 64, 66, 1000):
+        want = g[g["run_id"].isin(tb._first_runs(g, cap, sort=False))]
+        got = tb._first_runs_rows(g, cap)
+        pd.testing.assert_frame_equal(got.reset_index(drop=True), want.reset_index(drop=True), check_exact=True)
+        assert list(got.index) == list(want.index)

@@ -880,7 +880,7 @@ def quantisation(x) -> pd.DataFrame:
         # The group's wake-up series (cached: the drift and the figures read it), its first
         # runs: the intervals do not depend on the columns the series has beyond these.
         ser = wakeup(data, scen, conf)
-        ser = ser[ser["run_id"].isin(_first_runs(ser, QUANT_JOBS, sort=False))]
+        ser = _first_runs_rows(ser, QUANT_JOBS)
         try:
             q = wk.period_quantisation(None, series=ser)
         except ValueError:
@@ -891,6 +891,23 @@ def quantisation(x) -> pd.DataFrame:
                      "pattern_ms": None if q.pattern is None else ", ".join(f"{p / 1e6:.3f}" for p in q.pattern),
                      "mean_interval_ns": q.mean_interval_ns, "period_ns": q.period_ns, "outliers": q.outliers})
     return pd.DataFrame(rows)
+
+
+def _first_runs_rows(g: pd.DataFrame, cap: int) -> pd.DataFrame:
+    """The rows of ``g`` of its runs :func:`_first_runs` (``sort`` False) keeps: where each
+    run is one stretch of rows (a wake-up series), the runs it keeps are the leading
+    stretches, so their rows are a slice (not a groupby of 5·10^6 labels, a mask and a
+    copy); a mask of the runs otherwise."""
+    rid = g["run_id"]
+    if len(g):
+        codes = ce.label_codes(rid)[0]  # a series' run ids are strings: their factorisation (a tenth of a groupby's)
+        starts = np.concatenate([[0], np.flatnonzero(codes[1:] != codes[:-1]) + 1])
+        heads = codes[starts]
+        if heads.min() >= 0 and np.unique(heads).size == heads.size:  # no NaN run id, each run one stretch
+            ends = np.append(starts[1:], len(g))
+            kept = int(np.count_nonzero(starts < cap))  # cumulative sizes before each run: its first row
+            return g.iloc[:int(ends[kept - 1])]
+    return g[rid.isin(_first_runs(g, cap, sort=False))]
 
 
 def _first_runs(g: pd.DataFrame, cap: int, sort: bool = True) -> list:

@@ -358,7 +358,7 @@ def test_aa_floor_with_each_samples_statistic_once_is_a_ratio_ci_per_pair():
         pd.testing.assert_frame_equal(got.pairs, want, check_exact=True)
 
 
-@pytest.mark.parametrize("runs", [3, 4])
+@pytest.mark.parametrize("runs", [1, 3, 4])
 def test_per_step_reference_of_rows_in_run_order_is_the_groupby(runs):
     """Rows run after run, each with the same increasing job indices (a store's scenario):
     the matrix is the column itself, each job's runs sorted as integers for the median; the
@@ -369,7 +369,11 @@ def test_per_step_reference_of_rows_in_run_order_is_the_groupby(runs):
                          "job": np.tile(np.arange(60) * 3 + 5, runs),
                          "exec_ns": g.integers(1000, 1100, 60 * runs)})  # ties across runs
     assert S._run_major(jobs["job"].to_numpy(), jobs["run_id"].to_numpy()) is not None
+    before = jobs.copy()
     pd.testing.assert_frame_equal(S.per_step_reference(jobs), _per_step_by_groupby(jobs), check_exact=True)
+    pd.testing.assert_frame_equal(jobs, before)  # the rows are read, not sorted in place
+    if runs == 1:
+        return
     for other in (jobs.iloc[np.r_[60:120, 0:60, 120:60 * runs]],  # runs not in key order
                   jobs.assign(job=np.concatenate([np.arange(60)[::-1] * 3 + 5, np.tile(np.arange(60) * 3 + 5, runs - 1)]))):
         assert S._run_major(other["job"].to_numpy(), other["run_id"].to_numpy()) is None

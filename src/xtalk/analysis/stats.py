@@ -961,7 +961,7 @@ def _column_medians(m: np.ndarray) -> np.ndarray:
     rows several times faster than it partitions floats along the first axis), the middle
     value, or the mean of the two middle ones, as floats (the conversion keeps the order, so
     these are the middle floats)."""
-    x = np.ascontiguousarray(m.T)
+    x = m.T.copy()  # a copy in C order always (m may be a view of the job table's column)
     x.sort(axis=1)
     r = m.shape[0]
     if r % 2:

@@ -306,3 +306,76 @@ def test_a_quantile_over_runs_is_the_quantile_of_the_same_draws():
     assert np.allclose(got["p90"], np.quantile(sample, 0.90, axis=1), rtol=0, atol=1e-9)
     ci = S.ratio_ci([g * 1.5 for g in groups], groups, "p99")
     assert ci.estimate == pytest.approx(1.5) and ci.low <= 1.5 <= ci.high
+
+
+def test_ranks_drawn_in_blocks_for_many_samples_are_each_samples_own():
+    """_resample_runs_shared draws the picks once (in cache-sized blocks of replicates, over
+    several chunks) for samples of the same run sizes: each sample's replicates are those of
+    its own _resample_runs_many from the same generator state, and both are the value path's
+    (16-bit ranks sorted; more pooled values than int16 holds, partitioned)."""
+    g = np.random.default_rng(11)
+    for sizes in ((200,) * 50, (3000, 2900, 3100) * 4):
+        samples = [[g.normal(2e5, 1e4, n).round() for n in sizes] for _ in range(3)]
+        shared = S._resample_runs_shared(samples, ("median", "max"), 900, np.random.default_rng(4))
+        for groups, got in zip(samples, shared):
+            own = S._resample_runs_many(groups, ("median", "max"), 900, np.random.default_rng(4))
+            for stat in ("median", "max"):
+                np.testing.assert_array_equal(got[stat], own[stat])
+                np.testing.assert_array_equal(own[stat], _resample_by_value(groups, stat, 900, np.random.default_rng(4)))
+
+
+def test_a_quantile_of_sorted_values_is_numpys():
+    """quantile_of_sorted reads np.quantile's two neighbours and interpolates as numpy does:
+    the same float for the report's levels and others, one or two values, ties, infinities;
+    NaN (sorted last) is numpy's own."""
+    g = np.random.default_rng(12)
+    for trial in range(3000):
+        n = int(g.integers(1, 12)) if trial % 2 else int(g.integers(1, 4000))
+        v = [g.normal(0, 1, n), g.integers(0, 50, n).astype(float), g.lognormal(12, 2, n)][trial % 3]
+        if trial % 7 == 0:
+            v[g.integers(0, n)] = np.inf
+        v.sort()
+        for q in (0.0, 0.5, 0.99, 0.999, 1.0, float(g.random())):
+            with np.errstate(invalid="ignore"):
+                want, got = float(np.quantile(v, q)), S.quantile_of_sorted(v, q)
+            assert got == want or (np.isnan(got) and np.isnan(want)), (n, q)
+    v = np.array([1.0, 2.0, np.nan])
+    assert np.isnan(S.quantile_of_sorted(v, 0.5))
+
+
+def test_aa_floor_with_each_samples_statistic_once_is_a_ratio_ci_per_pair():
+    """aa_noise_floor computes each sample's statistic once for the pairs it is in: the
+    pairs' ratios and intervals are those of a ratio_ci call per pair (the former path)."""
+    g = np.random.default_rng(13)
+    samples = [g.gamma(3, 1e4, 2000 + 100 * i).round() for i in range(4)]
+    for stat in ("median", "max", "p99", "mean"):
+        got = S.aa_noise_floor(samples, stat, n_boot=300, seed=5)
+        rng = np.random.default_rng(5)
+        arrs = [np.sort(s) for s in samples] if stat != "mean" else samples
+        rows = [(i, j, S.ratio_ci(arrs[i], arrs[j], stat, level=0.95, n_boot=300, method="percentile", seed=rng))
+                for i in range(4) for j in range(4) if i != j]
+        want = pd.DataFrame([{"i": i, "j": j, "ratio": c.estimate, "ci_low": c.low, "ci_high": c.high} for i, j, c in rows])
+        pd.testing.assert_frame_equal(got.pairs, want, check_exact=True)
+
+
+@pytest.mark.parametrize("runs", [1, 3, 4])
+def test_per_step_reference_of_rows_in_run_order_is_the_groupby(runs):
+    """Rows run after run, each with the same increasing job indices (a store's scenario):
+    the matrix is the column itself, each job's runs sorted as integers for the median; the
+    groupby's table, odd and even run counts. A run out of order, or one with another job
+    sequence, takes the general path, which agrees too."""
+    g = np.random.default_rng(14)
+    jobs = pd.DataFrame({"run_id": np.repeat(np.arange(runs) * 2 + 1, 60).astype(np.int8),
+                         "job": np.tile(np.arange(60) * 3 + 5, runs),
+                         "exec_ns": g.integers(1000, 1100, 60 * runs)})  # ties across runs
+    assert S._run_major(jobs["job"].to_numpy(), jobs["run_id"].to_numpy()) is not None
+    before = jobs.copy()
+    pd.testing.assert_frame_equal(S.per_step_reference(jobs), _per_step_by_groupby(jobs), check_exact=True)
+    pd.testing.assert_frame_equal(jobs, before)  # the rows are read, not sorted in place
+    if runs == 1:
+        return
+    for other in (jobs.iloc[np.r_[60:120, 0:60, 120:60 * runs]],  # runs not in key order
+                  jobs.assign(job=np.concatenate([np.arange(60)[::-1] * 3 + 5, np.tile(np.arange(60) * 3 + 5, runs - 1)]))):
+        assert S._run_major(other["job"].to_numpy(), other["run_id"].to_numpy()) is None
+        pd.testing.assert_frame_equal(S.per_step_reference(other).reset_index(drop=True),
+                                      _per_step_by_groupby(other).reset_index(drop=True), check_exact=True)

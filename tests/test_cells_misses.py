@@ -44,3 +44,69 @@ def test_misses_stretch_by_stretch_equal_the_whole_cells(order):
                 int((end - (rel + dl))[ix].max()), float(resp))
         assert got == want
     assert ce._cell_misses(j, np.flatnonzero(j["scenario"].to_numpy() == "solo"), miss)[4] == np.inf
+
+
+def _frame(layout: str) -> pd.DataFrame:
+    """Jobs of 6 runs in 2 configurations × 2 scenarios: each run one stretch ("runs"), run
+    "r1" cut in two stretches with another run between, or every row interleaved; a job
+    without a run id; categorical labels (the report's loader) with an unused category."""
+    rng = np.random.default_rng(3)
+    parts = []
+    for i, (cfg, scen) in enumerate([("a", "solo"), ("a", "pi"), ("b", "solo"), ("b", "pi"), ("a", "solo"), ("a", "pi")]):
+        n = 250 + 7 * i  # above the bootstrap's 200-job run subsample
+        rel = np.arange(n, dtype=np.int64) * 1_000_000
+        end = rel + rng.integers(100_000, 2_600_000, n)
+        parts.append(pd.DataFrame({"run_id": f"r{i}", "configuration": cfg, "scenario": scen, "job": np.arange(n),
+                                   "release_ns": rel, "end_ns": end, "period_ns": np.int64(1_000_000),
+                                   "deadline_ns": np.int64(1_000_000), "missed": end > rel + 1_000_000,
+                                   "exec_ns": rng.integers(200_000, 900_000, n), "response_ns": end - rel,
+                                   "cpu_start": rng.integers(-1, 3, n), "cpu_end": rng.integers(-1, 3, n)}))
+    j = pd.concat(parts, ignore_index=True)
+    j = j.drop(index=[30, 31])  # lost jobs in r0
+    if layout == "split":  # r1's second half after r2
+        r1 = j.index[j["run_id"] == "r1"]
+        j = pd.concat([j.loc[j["run_id"] == "r0"], j.loc[r1[:60]], j.loc[j["run_id"] == "r2"], j.loc[r1[60:]],
+                       j.loc[~j["run_id"].isin(["r0", "r1", "r2"])]])
+    elif layout == "interleaved":
+        j = j.iloc[np.argsort(j.groupby("run_id").cumcount().to_numpy(), kind="stable")]  # row by row
+    j = j.reset_index(drop=True)
+    j.loc[(j["run_id"] == "r0") & (j["job"] == 5), "run_id"] = None
+    for c in ("run_id", "configuration", "scenario"):
+        j[c] = pd.Categorical(j[c], categories=sorted(set(j[c].dropna())) + ["unused"])
+    return j
+
+
+_RUNS = pd.DataFrame({"run_id": [f"r{i}" for i in range(6)], "configuration": ["a", "a", "b", "b", "a", "a"],
+                      "scenario": ["solo", "pi", "solo", "pi", "solo", "pi"], "status": "completed"})
+
+
+@pytest.mark.parametrize("layout", ["runs", "split", "interleaved"])
+@pytest.mark.parametrize("max_jobs", [None, 300])
+def test_cells_from_stretches_are_the_cells_from_positions(monkeypatch, layout, max_jobs):
+    """The cells and the run table computed from the rows' stretches (slices of the columns,
+    int64 values handed to the bootstrap as they are) equal those from row positions (the
+    former path, float copies), bit for bit: one stretch per run, a run in two stretches, a
+    job without a run id, lost jobs, capped and uncapped bootstraps. Interleaved rows take
+    the positions."""
+    j = _frame(layout)
+    assert (ce._layout(ce._labels(j)) is None) == (layout == "interleaved")
+    fast, fast_runs = ce.cells(j, _RUNS, n_boot=300, max_jobs=max_jobs), ce.per_run(j, _RUNS)
+    monkeypatch.setattr(ce, "_layout", lambda _: None)
+    pd.testing.assert_frame_equal(fast, ce.cells(j, _RUNS, n_boot=300, max_jobs=max_jobs), check_exact=True)
+    pd.testing.assert_frame_equal(fast_runs, ce.per_run(j, _RUNS), check_exact=True)
+    # r0 lost jobs 30 and 31, and job 5 is in no run (no run id): three gaps in its indices.
+    assert fast.set_index(["configuration", "scenario"]).loc[("a", "solo"), "lost_jobs"] == 3
+
+
+@pytest.mark.parametrize("layout", ["runs", "split", "interleaved"])
+def test_runs_of_stretches_are_the_sorted_groups(layout):
+    """runs_of from the stretches of the codes (views of the positions) gives each run's
+    positions as the stable sort of the codes did, for any positions given."""
+    j = _frame(layout)
+    for ix in (np.arange(len(j)), np.flatnonzero(j["scenario"].to_numpy() == "pi"), np.arange(len(j))[::-1]):
+        codes = j["run_id"].cat.codes.to_numpy()[ix]
+        order = np.argsort(codes, kind="stable")
+        want = [(j["run_id"].cat.categories[c], ix[order[codes[order] == c]]) for c in np.unique(codes) if c >= 0]
+        got = ce.runs_of(j["run_id"], ix)
+        assert [k for k, _ in got] == [k for k, _ in want]
+        assert all(np.array_equal(a, b) for (_, a), (_, b) in zip(got, want))

@@ -301,3 +301,68 @@ def test_a_scenarios_first_runs_are_the_groupbys(data, scenario):
     sub = tb.subset(data, scenario, None, ["run_id", "exec_ns"])
     want = [v.to_numpy(dtype=float) for _, v in sub.groupby("run_id", observed=True)["exec_ns"]][:2]
     assert len(got) == 2 and all(g.dtype == np.float64 and np.array_equal(g, w) for g, w in zip(got, want))
+
+
+@pytest.mark.parametrize("values", [
+    [400_000, 400_003, 399_990, 400_001],            # narrow: counted
+    [-5, 3, -5, 0, 7, 7, 7],                         # negative: counted from the lowest
+    [1, 2**31 + 5, 3, 2**31 + 5],                    # wide span beyond int32: sorted as floats
+    [10, 2_000_000_000, 20, 30],                     # wide span within int32: the int32 sort
+])
+@pytest.mark.parametrize("buffer", [7, 1 << 20])
+def test_a_groups_values_sorted_from_slices_are_the_subsets(monkeypatch, values, buffer):
+    """_sorted_int_spans of a group's slices of the column (counted through a buffer
+    flushed many times, or once) gives _sorted_floats of the group's rows copied out."""
+    monkeypatch.setattr(tb, "COUNT_BUFFER", buffer)
+    rng = np.random.default_rng(2)
+    v = np.array(values * 40, dtype=np.int64)
+    rng.shuffle(v)
+    spans = [(0, 13), (20, 21), (30, 90), (100, len(v))]
+    want = tb._sorted_floats(pd.Series(np.concatenate([v[a:b] for a, b in spans])))
+    got = tb._sorted_int_spans(v, spans)
+    assert got.dtype == np.float64 and np.array_equal(got, want)
+    assert tb._sorted_int_spans(v, []).size == 0
+
+
+def test_sorted_values_and_leading_runs_from_slices_are_the_masks(data, monkeypatch):
+    """Every group's sorted values and the first runs of a scenario (as they are, and sorted)
+    read from the groups' stretches equal those of the former path (a mask of the rows, a
+    copy of the group, a sort)."""
+    fast = {(sc, cf, col): tb._sorted_group(data, sc, cf, col) for sc, cf in tb.groups(data)
+            for col in ("exec_ns", "response_ns")}
+    fast[("pi", None, "exec_ns")] = tb._sorted_group(data, "pi", None, "exec_ns")
+    runs = {sc: tb._leading_runs(data, sc, "exec_ns", 2) for sc in ("solo", "pi")}
+    ordered = {sc: tb._sorted_leading_runs(data, sc, "exec_ns", 3) for sc in ("solo", "pi", "no-such-scenario")}
+    assert all(tb._group_rows(data, sc, cf) for sc, cf, _ in fast)
+    monkeypatch.setattr(tb, "_group_rows", lambda *a: None)
+    for (sc, cf, col), v in fast.items():
+        assert np.array_equal(v, tb._sorted_floats(tb.subset(data, sc, cf, [col])[col]))
+    for sc, got in runs.items():
+        want = tb._leading_runs(data, sc, "exec_ns", 2)
+        assert len(got) == 2 and all(np.array_equal(a, b) for a, b in zip(got, want))
+    for sc, got in ordered.items():
+        want = [np.sort(v) for v in tb._leading_runs(data, sc, "exec_ns", 3)]
+        assert len(got) == len(want) == (0 if sc == "no-such-scenario" else 3)
+        assert all(a.dtype == np.float64 and np.array_equal(a, b) for a, b in zip(got, want))
+
+
+@pytest.mark.parametrize("layout", ["stretches", "categorical", "interleaved", "split", "nan"])
+def test_a_series_first_runs_as_a_slice_are_the_masks_rows(layout):
+    """The rows of the runs _first_runs keeps (quantisation's) taken as the leading slice
+    where each run is one stretch: the rows the mask of those runs gives (string and
+    categorical run ids); interleaved runs, a run in two stretches or a row without a run id
+    take the mask."""
+    rid = np.repeat(["r3", "r1", "r2", "r0"], [40, 25, 30, 50]).astype(object)
+    if layout == "interleaved":
+        rid = np.tile(["r3", "r1", "r2", "r0"], 37)[:145]
+    elif layout == "split":
+        rid = np.concatenate([rid[:20], rid[40:65], rid[20:40], rid[65:]])
+    elif layout == "nan":
+        rid[3] = None
+    g = pd.DataFrame({"run_id": rid, "interval_ns": np.arange(rid.size, dtype=float)})
+    g["run_id"] = g["run_id"].astype("category" if layout == "categorical" else "str")
+    for cap in (1, 40, 41, 64, 66, 1000):
+        want = g[g["run_id"].isin(tb._first_runs(g, cap, sort=False))]
+        got = tb._first_runs_rows(g, cap)
+        pd.testing.assert_frame_equal(got.reset_index(drop=True), want.reset_index(drop=True), check_exact=True)
+        assert list(got.index) == list(want.index)

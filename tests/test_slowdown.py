@@ -149,3 +149,34 @@ def test_both_statistics_at_once_are_a_call_each(max_jobs, shape):
     assert shape == "nan" or np.isfinite([both["median"].low, both["max"].high]).all()
     with pytest.raises(ValueError, match="stat"):
         slowdowns(cur, ref, ("median", "p1000"))
+
+
+@pytest.mark.parametrize("max_jobs", [None, 2_000])
+def test_pairs_sharing_their_picks_are_a_call_each(max_jobs):
+    """slowdowns_many draws the bootstrap picks once for pairs whose runs have the same sizes
+    (a cell's execution and response times) and apart for others (other sizes, a NaN: the
+    value path, no jobs): each pair's intervals are, bit for bit, those of its own
+    slowdowns call; integer runs (the job table's column as it is) are the floats'."""
+    import dataclasses
+
+    from xtalk.analysis.slowdown import slowdowns, slowdowns_many
+
+    g = np.random.default_rng(6)
+    sizes_c, sizes_r = (900, 850, 870, 910), (700, 720, 690, 705)
+    exec_c, exec_r = [g.gamma(4, 1e4, n).round() * 1.2 for n in sizes_c], [g.gamma(4, 1e4, n).round() for n in sizes_r]
+    resp_c = [v.astype(np.int64) + g.integers(0, 5e4, v.size) for v in exec_c]  # integers, same sizes
+    resp_r = [v.astype(np.int64) + g.integers(0, 5e4, v.size) for v in exec_r]
+    other = ([v[:-3] for v in exec_c], exec_r)  # other sizes: its own draws
+    nan = ([v.copy() for v in exec_c], exec_r)
+    nan[0][1][7] = np.nan
+    pairs = [(exec_c, exec_r), (resp_c, resp_r), other, nan] + ([([], exec_r)] if max_jobs is None else [])  # no jobs: NaN
+    points = [{"max": 1.5}] + [None] * (len(pairs) - 1)
+    many = slowdowns_many(pairs, ("median", "max"), n_boot=400, seed=3, max_jobs=max_jobs, points=points)
+    for (c, r), p, got in zip(pairs, points, many):
+        one = slowdowns(c, r, ("median", "max"), n_boot=400, seed=3, max_jobs=max_jobs, points=p)
+        floats = slowdowns([np.asarray(v, dtype=float) for v in c], [np.asarray(v, dtype=float) for v in r],
+                           ("median", "max"), n_boot=400, seed=3, max_jobs=max_jobs, points=p)
+        for stat in ("median", "max"):
+            np.testing.assert_equal(dataclasses.astuple(got[stat]), dataclasses.astuple(one[stat]))
+            np.testing.assert_equal(dataclasses.astuple(got[stat]), dataclasses.astuple(floats[stat]))
+    assert np.isfinite(many[1]["median"].low) and many[0]["max"].estimate == 1.5

@@ -31,12 +31,15 @@ The definitions, once:
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 import pandas as pd
 
 from . import verdict as vd
 from .runorder import stretch_starts
-from .slowdown import SOLO, slowdowns
+from .slowdown import SOLO, slowdowns_many
+from .stats import quantile_of_sorted
 
 __all__ = ["CELL_COLUMNS", "RUN_COLUMNS", "cells", "migrated_mask", "per_run", "runs_of", "summarize", "summary_view"]
 
@@ -56,16 +59,25 @@ CELL_COLUMNS = (["configuration", "scenario", "runs", "runs_ok", "runs_with_jobs
 def migrated_mask(jobs: pd.DataFrame) -> np.ndarray:
     """Jobs that ended on another CPU than they started on (both CPUs read); the agent's
     ``migrated`` flag where the table has no CPU columns."""
+    return _migrated_rows(jobs)(0, len(jobs))
+
+
+def _migrated_rows(jobs: pd.DataFrame):
+    """:func:`migrated_mask` of the rows ``lo:hi`` as a function of (lo, hi): on the loader's
+    int64 CPU columns it compares the stretch's views (no array of every job); otherwise the
+    mask of every job is computed once and sliced."""
     if "cpu_start" in jobs and "cpu_end" in jobs:
         if jobs["cpu_start"].dtype == np.int64 and jobs["cpu_end"].dtype == np.int64:  # the loader's (−1: not read)
             a, b = jobs["cpu_start"].to_numpy(), jobs["cpu_end"].to_numpy()
-            return (a >= 0) & (b >= 0) & (a != b)
+            return lambda lo, hi: (a[lo:hi] >= 0) & (b[lo:hi] >= 0) & (a[lo:hi] != b[lo:hi])
         a = pd.to_numeric(jobs["cpu_start"], errors="coerce").to_numpy(dtype=float)
         b = pd.to_numeric(jobs["cpu_end"], errors="coerce").to_numpy(dtype=float)
-        return (a >= 0) & (b >= 0) & (a != b)
-    if "migrated" in jobs:
-        return jobs["migrated"].fillna(False).to_numpy(dtype=bool)
-    return np.zeros(len(jobs), dtype=bool)
+        m = (a >= 0) & (b >= 0) & (a != b)
+    elif "migrated" in jobs:
+        m = jobs["migrated"].fillna(False).to_numpy(dtype=bool)
+    else:
+        m = np.zeros(len(jobs), dtype=bool)
+    return lambda lo, hi: m[lo:hi]
 
 
 def _missed(jobs: pd.DataFrame) -> np.ndarray:
@@ -111,8 +123,11 @@ def per_run(jobs: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
     """One row per run of ``runs`` (the store's run table): its labels, status, measured jobs,
     deadline misses and migrated jobs, by the definitions of this module."""
     j, r = _labels(jobs), _runs(runs)
-    missed, migrated = _missed(j), migrated_mask(j)
-    if isinstance(j["run_id"].dtype, pd.CategoricalDtype):
+    lay = _layout(j) if isinstance(j["run_id"].dtype, pd.CategoricalDtype) else None
+    if lay is not None:
+        counts = _run_counts(j, lay)
+    elif isinstance(j["run_id"].dtype, pd.CategoricalDtype):
+        missed, migrated = _missed(j), migrated_mask(j)
         # Counts of the category codes (a groupby's factorisation of 10^7 labels is not needed).
         codes, names = label_codes(j["run_id"])
         ok = codes >= 0
@@ -124,6 +139,7 @@ def per_run(jobs: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
                                "migrated_jobs": np.bincount(codes[ok & migrated], minlength=nc)[seen]},
                               index=pd.Index([str(x) for x in names[seen]], name="run_id"))
     else:
+        missed, migrated = _missed(j), migrated_mask(j)
         agg = pd.DataFrame({"run_id": j["run_id"], "missed": missed, "migrated": migrated})
         g = agg.groupby("run_id", sort=False, observed=True)
         counts = pd.DataFrame({"jobs": g.size(), "deadline_misses": g["missed"].sum(), "migrated_jobs": g["migrated"].sum()})
@@ -132,6 +148,23 @@ def per_run(jobs: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
     for c in ("jobs", "deadline_misses", "migrated_jobs"):
         out[c] = out[c].fillna(0).astype(int)
     return out.reset_index(drop=True)[RUN_COLUMNS]
+
+
+def _run_counts(j: pd.DataFrame, lay: "_Layout") -> pd.DataFrame:
+    """Measured jobs, misses and migrated jobs of each run code with jobs, summed stretch by
+    stretch of the rows (views of the columns: the counts of the codes, without a mask or a
+    copy of the codes per count)."""
+    missed, migrated = _missed(j), _migrated_rows(j)
+    nc = len(lay.run_names)
+    size, miss, mig = (np.zeros(nc, dtype=np.int64) for _ in range(3))
+    for a, b, c in zip(lay.first.tolist(), lay.end.tolist(), lay.run.tolist()):
+        if c >= 0:  # a job without a run id is in no run
+            size[c] += b - a
+            miss[c] += np.count_nonzero(missed[a:b])
+            mig[c] += np.count_nonzero(migrated(a, b))
+    seen = np.flatnonzero(size > 0)
+    return pd.DataFrame({"jobs": size[seen], "deadline_misses": miss[seen], "migrated_jobs": mig[seen]},
+                        index=pd.Index([str(x) for x in lay.run_names[seen]], name="run_id"))
 
 
 def _order(r: pd.DataFrame, reference: str) -> list[tuple[str, str]]:
@@ -159,6 +192,49 @@ def _stretches(codes: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return order, np.concatenate([[0], cut]) if c.size else cut, np.append(cut, c.size)
 
 
+class _Layout(NamedTuple):
+    """The rows as stretches with one configuration, scenario and run each: first row, end
+    row and the three label codes of each stretch (−1: no label), and the labels the codes
+    index."""
+    first: np.ndarray
+    end: np.ndarray
+    cfg: np.ndarray
+    scen: np.ndarray
+    run: np.ndarray
+    cfg_names: object
+    scen_names: object
+    run_names: object
+
+
+def _starts(x: np.ndarray) -> np.ndarray:
+    """Where each stretch of equal values of ``x`` begins (0 first; ``x`` not empty)."""
+    return np.concatenate([[0], np.flatnonzero(x[1:] != x[:-1]) + 1])
+
+
+def _layout(j: pd.DataFrame) -> _Layout | None:
+    """The stretches of ``j``'s rows (:class:`_Layout`), from the label codes: jobs come in
+    runs, so the labels change at a few hundred places of 10^7 rows, and a cell's rows, a
+    run's rows and their values are slices of the columns instead of positions and copies.
+    None when the rows are interleaved (more than max(64, rows / 64) stretches) or none."""
+    n = len(j)
+    if not n:
+        return None
+    limit = max(64, n // 64)
+    codes, names, starts = [], [], []
+    for c in ("configuration", "scenario", "run_id"):
+        k, nm = label_codes(j[c])
+        s = _starts(k)
+        if s.size > limit:
+            return None
+        codes.append(k)
+        names.append(nm)
+        starts.append(s)
+    first = np.unique(np.concatenate(starts))
+    if first.size > limit:
+        return None
+    return _Layout(first, np.append(first[1:], n), *(k[first] for k in codes), *names)
+
+
 def runs_of(rid: pd.Series, ix: np.ndarray) -> list[tuple[object, np.ndarray]]:
     """(label, row positions in table order) of the rows ``ix`` per label of ``rid`` (a run
     id, a configuration), as ``groupby(rid, observed=True)`` gives each group's rows (NaN
@@ -166,6 +242,15 @@ def runs_of(rid: pd.Series, ix: np.ndarray) -> list[tuple[object, np.ndarray]]:
     appearance)."""
     codes, names = label_codes(rid)
     codes = codes[ix]
+    if codes.size:
+        starts = _starts(codes)
+        if starts.size <= max(64, codes.size // 64):  # the rows come in runs: each label's rows are slices of ix
+            ends = np.append(starts[1:], codes.size)
+            parts: dict[int, list[np.ndarray]] = {}
+            for a, b, c in zip(starts.tolist(), ends.tolist(), codes[starts].tolist()):
+                if c >= 0:
+                    parts.setdefault(c, []).append(ix[a:b])
+            return [(names[c], p[0] if len(p) == 1 else np.concatenate(p)) for c, p in sorted(parts.items())]
     order, starts, ends = _stretches(codes)
     return [(names[codes[order[a]]], ix[order[a:b]]) for a, b in zip(starts, ends) if codes[order[a]] >= 0]
 
@@ -222,21 +307,28 @@ def _cell_misses(j: pd.DataFrame, ix: np.ndarray, miss: dict) -> tuple[int, int,
     if "job" in j.columns:
         job = j["job"].to_numpy(dtype=np.int64)[ix]
         order, starts, ends = _stretches(label_codes(j["run_id"])[0][ix])
-        for a, b in zip(starts, ends):
-            s = job[order[a:b]]
-            distinct = s.size if s.size < 2 or bool(np.all(s[1:] > s[:-1])) else np.unique(s).size
-            lost += int(s.max() - s.min() + 1 - distinct)
+        lost = sum(_lost(job[order[a:b]]) for a, b in zip(starts, ends))
     ranges = _ranges(ix)
     if len(ranges) > max(64, ix.size // 64):  # rows interleaved row by row: the cell's rows copied out once
-        ranges, cols = [(0, ix.size)], {k: v[ix] for k, v in miss.items()}
-    else:
-        cols = miss
+        ranges, miss = [(0, ix.size)], {k: v[ix] for k, v in miss.items()}
+    return _range_misses(miss, ranges, lost)
+
+
+def _lost(s: np.ndarray) -> int:
+    """Job indices missing between the first and the last of one run's indices ``s``."""
+    distinct = s.size if s.size < 2 or bool(np.all(s[1:] > s[:-1])) else np.unique(s).size
+    return int(s.max() - s.min() + 1 - distinct)
+
+
+def _range_misses(cols: dict, ranges, lost: int) -> tuple[int, int, int, int, float]:
+    """:func:`_cell_misses` of the rows ``ranges`` ((first, end) of each) of ``cols``
+    (:func:`_miss_columns`), ``lost`` jobs counted by the caller."""
     missed = serious = 0
     late, resp = None, np.nan
     for a, b in ranges:
         rel, end, dl = cols["release"][a:b], cols["end"][a:b], cols["deadline"][a:b]
-        missed += int(cols["missed"][a:b].sum())
-        serious += int((end > rel + 2 * cols["period"][a:b]).sum())
+        missed += int(np.count_nonzero(cols["missed"][a:b]))
+        serious += int(np.count_nonzero(end > rel + 2 * cols["period"][a:b]))
         m = int((end - (rel + dl)).max())
         late = m if late is None else max(late, m)
         with np.errstate(divide="ignore", invalid="ignore"):  # a deadline of 0: inf, or NaN left out
@@ -246,6 +338,78 @@ def _cell_misses(j: pd.DataFrame, ix: np.ndarray, miss: dict) -> tuple[int, int,
             m = float(r.max())
             resp = m if resp != resp else max(resp, m)
     return missed, lost, serious + lost, late, float(resp)
+
+
+def _take(v: np.ndarray, spans) -> np.ndarray:
+    """The rows ``spans`` ((first, end) of each, in table order) of ``v``: a view for one."""
+    return v[spans[0][0]:spans[0][1]] if len(spans) == 1 else np.concatenate([v[a:b] for a, b in spans])
+
+
+def _job_values(col: pd.Series) -> np.ndarray:
+    """A timing column as numpy values a run's sample can be a view of: the float64 column
+    itself, or the int64 one when its values lie within ±2^53 (each converts to its float
+    exactly, so their order, maxima and the values the bootstrap picks are the floats');
+    floats otherwise (NaN for a missing value)."""
+    if col.dtype == np.float64:
+        return col.to_numpy()
+    if col.dtype == np.int64 and len(col):
+        v = col.to_numpy()
+        if -2**53 < v.min() and v.max() <= 2**53:
+            return v
+    return col.to_numpy(dtype=float)
+
+
+class _Cell(NamedTuple):
+    """One cell's rows as the slowdowns, quantiles and misses read them."""
+    n: int
+    #: Per metric, each run's values (run-id order: the bootstrap draws runs by position).
+    runs: dict
+    #: The cell's values of a metric (table order).
+    values: object
+    #: :func:`_cell_misses` of the cell (None: the table has no times).
+    misses: object
+
+
+def _cells_by_positions(j: pd.DataFrame, times: bool) -> dict[tuple[str, str], _Cell]:
+    """The cells from each one's row positions (:func:`_cell_positions`, :func:`runs_of`):
+    rows in any order."""
+    parts = _cell_positions(j)
+    col = {m: j[f"{m}_ns"].to_numpy(dtype=float) for m in METRICS}
+    miss = _miss_columns(j) if times else None
+    out = {}
+    for key, ix in parts.items():
+        runs = sorted(runs_of(j["run_id"], ix), key=lambda kv: str(kv[0]))
+        out[key] = _Cell(len(ix), {m: [col[m][p] for _, p in runs] for m in METRICS}, lambda m, ix=ix: col[m][ix],
+                         (lambda ix=ix: _cell_misses(j, ix, miss)) if times else None)
+    return out
+
+
+def _cells_by_stretches(j: pd.DataFrame, lay: _Layout, times: bool) -> dict[tuple[str, str], _Cell]:
+    """:func:`_cells_by_positions` from the rows' stretches (:func:`_layout`): a run's values
+    are a slice of the column (a view, not a copy of each cell's 5·10^6 positions and values),
+    the misses are summed over the cell's stretches; the same runs in the same order, the
+    same values and counts."""
+    col = {m: _job_values(j[f"{m}_ns"]) for m in METRICS}
+    miss = _miss_columns(j) if times else None
+    job = j["job"].to_numpy(dtype=np.int64) if times and "job" in j.columns else None
+    spans: dict[tuple[int, int], list[tuple[int, int]]] = {}
+    by_run: dict[tuple[int, int], dict[int, list[tuple[int, int]]]] = {}
+    for a, b, c, s, r in zip(lay.first.tolist(), lay.end.tolist(), lay.cfg.tolist(), lay.scen.tolist(), lay.run.tolist()):
+        if c >= 0 and s >= 0:  # a NaN label is in no cell
+            spans.setdefault((c, s), []).append((a, b))
+            by_run.setdefault((c, s), {}).setdefault(r, []).append((a, b))
+
+    def misses(key):
+        lost = 0 if job is None else sum(_lost(_take(job, p)) for p in by_run[key].values())  # no run id: a group too
+        return _range_misses(miss, spans[key], lost)
+
+    out = {}
+    for key, sp in spans.items():
+        runs = sorted((str(lay.run_names[r]), r) for r in by_run[key] if r >= 0)  # runs_of's runs, sorted by name
+        out[(str(lay.cfg_names[key[0]]), str(lay.scen_names[key[1]]))] = _Cell(
+            sum(b - a for a, b in sp), {m: [_take(col[m], by_run[key][r]) for _, r in runs] for m in METRICS},
+            lambda m, sp=sp: _take(col[m], sp), (lambda key=key: misses(key)) if times else None)
+    return out
 
 
 def _stat_of_sorted(v: np.ndarray, stat: str) -> float:
@@ -284,33 +448,29 @@ def cells(jobs: pd.DataFrame, runs: pd.DataFrame, *, reference: str = SOLO, n_bo
     j, r = _labels(jobs), _runs(runs)
     pr = per_run(j, r) if per_run_table is None else per_run_table
     times = {"release_ns", "end_ns", "period_ns"} <= set(j.columns)
-    # Row positions of each cell (no frame per cell: at 10^7 jobs copying them cost seconds).
-    parts = _cell_positions(j) if len(j) else {}
-    col = {m: j[f"{m}_ns"].to_numpy(dtype=float) for m in METRICS}
-    # Each run's jobs in run-id order (the bootstrap draws runs by position: every reader must
-    # give them in the same order to get the same interval).
-    per = {k: {m: [col[m][p] for _, p in sorted(runs_of(j["run_id"], ix), key=lambda kv: str(kv[0]))] for m in METRICS}
-           for k, ix in parts.items()}
-    miss = _miss_columns(j) if times else None
+    # Each cell's rows as stretches, or row positions where the rows are interleaved (no
+    # frame per cell: at 10^7 jobs copying them cost seconds).
+    lay = _layout(j)
+    groups = _cells_by_stretches(j, lay, times) if lay is not None else _cells_by_positions(j, times) if len(j) else {}
     rows = []
     for cfg, scen in _order(r, reference):
         rr = pr[(pr["configuration"] == cfg) & (pr["scenario"] == scen)]
-        ix = parts.get((cfg, scen))
+        cell = groups.get((cfg, scen))
         row = {"configuration": cfg, "scenario": scen, "runs": len(rr), "runs_ok": int((rr["status"] == "completed").sum()),
                "runs_with_jobs": int((rr["jobs"] > 0).sum()), "jobs": int(rr["jobs"].sum()),
                "deadline_misses": int(rr["deadline_misses"].sum()), "migrated_jobs": int(rr["migrated_jobs"].sum())}
-        n = 0 if ix is None else len(ix)
+        n = 0 if cell is None else cell.n
         for m in METRICS:
             if not n:
                 v = np.zeros(0)
             elif sorted_of is not None:
                 v = sorted_of(cfg, scen, m)
             else:
-                v = np.sort(col[m][ix])
+                v = np.sort(np.asarray(cell.values(m), dtype=float))
             for name, q in (("median", 0.5), ("p99", 0.99), ("max", 1.0)):
-                row[f"{m}_{name}_ms"] = float(np.quantile(v, q)) / 1e6 if n else np.nan
+                row[f"{m}_{name}_ms"] = quantile_of_sorted(v, q) / 1e6 if n else np.nan  # np.quantile's, v sorted
         if n and times:
-            k, lost, ser, max_late, max_resp = _cell_misses(j, ix, miss)
+            k, lost, ser, max_late, max_resp = cell.misses()
             lo, hi = vd._wilson(k, n)
             row.update(deadline_misses=k, miss_ratio=k / n, miss_ci_low=lo, miss_ci_high=hi, serious_misses=ser,
                        lost_jobs=lost, serious_ratio=ser / (n + lost), max_lateness_ns=max_late,
@@ -321,12 +481,14 @@ def cells(jobs: pd.DataFrame, runs: pd.DataFrame, *, reference: str = SOLO, n_bo
             row.update(miss_ratio=k / n if n else np.nan, miss_ci_low=lo, miss_ci_high=hi, serious_misses=0, lost_jobs=0,
                        serious_ratio=np.nan, max_lateness_ns=np.nan, max_responsiveness=np.nan)
         sub = False
-        cur, ref = per.get((cfg, scen)), per.get((cfg, reference))
-        for m in METRICS:
-            cis = {}
-            if scen != reference and cur is not None and ref is not None:  # both statistics from one set of replicates
-                points = {stat: _point(sorted_of, cfg, scen, reference, m, stat, cur[m], ref[m]) for stat in STATS}
-                cis = slowdowns(cur[m], ref[m], STATS, n_boot=n_boot, seed=seed, max_jobs=max_jobs, points=points)
+        cur, ref = (None if groups.get(k) is None else groups[k].runs for k in ((cfg, scen), (cfg, reference)))
+        every = [{}] * len(METRICS)
+        if scen != reference and cur is not None and ref is not None:
+            # Both statistics from one set of replicates, both metrics from one set of picks.
+            every = slowdowns_many([(cur[m], ref[m]) for m in METRICS], STATS, n_boot=n_boot, seed=seed, max_jobs=max_jobs,
+                                   points=[{stat: _point(sorted_of, cfg, scen, reference, m, stat, cur[m], ref[m])
+                                            for stat in STATS} for m in METRICS])
+        for m, cis in zip(METRICS, every):
             for stat in STATS:
                 if scen == reference:
                     p, lo, hi = 1.0, np.nan, np.nan

@@ -160,12 +160,16 @@ def _is_sorted(x: np.ndarray) -> bool:
     return x.size < 2 or bool(np.all(x[1:] >= x[:-1]))
 
 
-def _draws_and_jack(x: np.ndarray, statistic: Statistic, n_boot: int, rng, need_jack: bool):
-    """(estimate, bootstrap draws, jackknife values or None) for one sample."""
+def _draws_and_jack(x: np.ndarray, statistic: Statistic, n_boot: int, rng, need_jack: bool, est: float | None = None):
+    """(estimate, bootstrap draws, jackknife values or None) for one sample; ``est``: the
+    estimate of a quantile statistic, ``x`` then sorted, as the caller computed it."""
     q = _quantile_level(statistic)
     if q is not None:
-        xs = x if _is_sorted(x) else np.sort(x)  # a sorted sample (the report's cache) is not sorted again
-        est = float(np.quantile(xs, q))
+        if est is not None:
+            xs = x
+        else:
+            xs = x if _is_sorted(x) else np.sort(x)  # a sorted sample (the report's cache) is not sorted again
+            est = float(np.quantile(xs, q))
         draws = _boot_quantile(xs, q, n_boot, rng)
         jack = _jack_quantile(xs, q) if need_jack else None
         return est, draws, jack
@@ -339,13 +343,19 @@ def ratio_ci(
     n_boot = 4000 if n_boot is None else n_boot
     method = "bca" if method is None else method
     _check_args(level, n_boot, method)
-    a = _clean(scenario, "scenario")
-    b = _clean(reference, "solo")
+    return _pooled_ratio_ci(_clean(scenario, "scenario"), _clean(reference, "solo"), stat, level, n_boot, method,
+                            _rng(seed))
+
+
+def _pooled_ratio_ci(a: np.ndarray, b: np.ndarray, stat: Statistic, level: float, n_boot: int, method: str,
+                     rng: np.random.Generator, known: tuple[float, float] | None = None) -> BootstrapCI:
+    """:func:`ratio_ci` of two clean pooled samples. ``known``: the statistic of each, both
+    samples sorted (a quantile statistic): what :func:`aa_noise_floor` computes once per
+    sample for the pairs it is in (the same numbers, the same draws)."""
     method = _effective_method(stat, method)
-    rng = _rng(seed)
     need = method == "bca"
-    est_a, d_a, j_a = _draws_and_jack(a, stat, n_boot, rng, need)
-    est_b, d_b, j_b = _draws_and_jack(b, stat, n_boot, rng, need)
+    est_a, d_a, j_a = _draws_and_jack(a, stat, n_boot, rng, need, None if known is None else known[0])
+    est_b, d_b, j_b = _draws_and_jack(b, stat, n_boot, rng, need, None if known is None else known[1])
     if est_b == 0:
         raise ValueError("solo: statistic is 0, the ratio is undefined")
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -387,8 +397,8 @@ def _resample_runs_many(groups: list[np.ndarray], stats: tuple[str, ...], n_boot
     out = {stat: np.empty(n_boot) for stat in stats}
     # Chunk the replicates to bound memory at large job counts.
     step = max(1, int(4e6 // max(1, k * m)))
-    if flat.size < 2**31 and not np.isnan(flat).any() and set(stats) <= {"median", "max"}:
-        return _resample_ranks(flat, sizes, offsets, k, m, stats, n_boot, step, rng, out)
+    if _ranks_apply(flat, stats):
+        return _resample_ranks([flat], sizes, offsets, k, m, stats, n_boot, step, rng)[0]
     for lo in range(0, n_boot, step):
         b = min(step, n_boot - lo)
         runs = rng.integers(0, k, size=(b, k))
@@ -410,34 +420,78 @@ def _rows_statistic(sample: np.ndarray, stat: str) -> np.ndarray:
     return np.quantile(sample, _quantile_level(stat), axis=1)
 
 
-def _resample_ranks(flat, sizes, offsets, k, m, stats, n_boot, step, rng, out) -> dict[str, np.ndarray]:
-    """:func:`_resample_runs_many` on the ranks of the pooled values: the same draws (the same
-    generator calls in the same order, the same picks), each replicate's median or maximum
-    selected among small integer ranks instead of float values, then read from the sorted
-    values. Ranks follow the values (ties broken by position), so the j-th smallest rank of a
-    replicate is the position of its j-th smallest value in the sorted values: the same
-    numbers as np.median (the mean of the two middle values of an even count) and max."""
+def _ranks_apply(flat: np.ndarray, stats) -> bool:
+    """Whether :func:`_resample_ranks` gives :func:`_resample_runs_many`'s numbers for the
+    pooled values ``flat``: the median and the maximum, no NaN, positions within int32."""
+    return flat.size < 2**31 and set(stats) <= {"median", "max"} and not np.isnan(flat).any()
+
+
+def _resample_runs_shared(samples: list[list[np.ndarray]], stats: tuple[str, ...], n_boot: int,
+                          rng: np.random.Generator) -> list[dict[str, np.ndarray]]:
+    """:func:`_resample_runs_many` of each of ``samples`` (per-run samples with the same run
+    sizes, :func:`_ranks_apply` to each), each from the generator's state at the call: the
+    picks depend on the sizes alone, so they are drawn once for all (a cell's execution and
+    response times), and each sample's numbers are those of a call of its own."""
+    sizes = np.array([len(g) for g in samples[0]])
+    m = int(np.median(sizes))
+    offsets = np.concatenate([[0], np.cumsum(sizes)[:-1]])
+    k = len(sizes)
+    step = max(1, int(4e6 // max(1, k * m)))
+    return _resample_ranks([np.concatenate(g) for g in samples], sizes, offsets, k, m, stats, n_boot, step, rng)
+
+
+def _resample_ranks(flats, sizes, offsets, k, m, stats, n_boot, step, rng) -> list[dict[str, np.ndarray]]:
+    """:func:`_resample_runs_many` on the ranks of the pooled values, for each of ``flats``
+    (pooled values of runs of ``sizes``): the same draws (the same generator calls in the
+    same order, the same picks), each replicate's median or maximum selected among small
+    integer ranks instead of float values, then read from the sorted values. Ranks follow
+    the values (ties broken by position), so the j-th smallest rank of a replicate is the
+    position of its j-th smallest value in the sorted values: the same numbers as np.median
+    (the mean of the two middle values of an even count) and max. The picks do not depend on
+    the values: one set serves every one of ``flats``."""
     n = k * m
-    order = np.argsort(flat, kind="stable")
-    sorted_v = flat[order]
-    rank_of = np.empty(flat.size, dtype=np.int16 if flat.size <= 2**15 else np.int32)
-    rank_of[order] = np.arange(flat.size)
-    size32, off32 = sizes.astype(np.int32), offsets.astype(np.int32)
+    small = flats[0].size <= 2**15
+    tables = []
+    for flat in flats:
+        order = np.argsort(flat, kind="stable")
+        rank_of = np.empty(flat.size, dtype=np.int16 if small else np.int32)
+        rank_of[order] = np.arange(flat.size)
+        tables.append((flat[order], rank_of, {stat: np.empty(n_boot) for stat in stats}))
+    # The sizes as floats: u·size as numpy computes it for the int sizes (exact conversion),
+    # without a cast in the loop.
+    size_f, off32 = sizes.astype(np.float64), offsets.astype(np.int32)
     mid = [n // 2 - 1, n // 2] if n % 2 == 0 else [n // 2]
+    # A chunk's replicates are drawn and reduced a block of rows at a time, into buffers
+    # allocated once: the uniforms of consecutive blocks are those of one call (the generator
+    # fills them in order), and a block stays in the cache where a chunk's 32 MB of fresh
+    # uniforms cost more in page faults than in arithmetic.
+    rows = max(1, min(step, (1 << 18) // max(1, n)))
+    u_buf = np.empty((rows, k, m))
+    pick_buf = np.empty((rows, k, m), dtype=np.int32)
+    r_buf = np.empty((rows, n), dtype=np.int16 if small else np.int32)
     for lo in range(0, n_boot, step):
         b = min(step, n_boot - lo)
         runs = rng.integers(0, k, size=(b, k))
-        u = rng.random((b, k, m))
-        np.multiply(u, size32[runs][:, :, None], out=u)
-        pick = u.astype(np.int32)  # floor of u·size, as the int64 cast (below 2^31)
-        pick += off32[runs][:, :, None]
-        r = rank_of[pick.reshape(b, n)]
-        if "max" in stats:  # before the partition below reorders each row (not its maximum)
-            out["max"][lo:lo + b] = sorted_v[r.max(axis=1)]
-        if "median" in stats:
-            r.partition(mid, axis=1)
-            out["median"][lo:lo + b] = sorted_v[r[:, mid[0]]] if len(mid) == 1 else (sorted_v[r[:, mid[0]]] + sorted_v[r[:, mid[1]]]) / 2
-    return out
+        for a in range(0, b, rows):
+            c = min(rows, b - a)
+            u, pick, r = u_buf[:c], pick_buf[:c], r_buf[:c]
+            rng.random(out=u)
+            np.multiply(u, size_f[runs[a:a + c]][:, :, None], out=u)
+            np.copyto(pick, u, casting="unsafe")  # floor of u·size, as the int64 cast (below 2^31)
+            pick += off32[runs[a:a + c]][:, :, None]
+            at = slice(lo + a, lo + a + c)
+            for sorted_v, rank_of, out in tables:
+                np.take(rank_of, pick.reshape(c, n), out=r)
+                if "max" in stats:  # before the selection below reorders each row (not its maximum)
+                    out["max"][at] = sorted_v[r.max(axis=1)]
+                if "median" in stats:
+                    if small:  # 16-bit ranks: numpy's radix sort, several times faster than a partition
+                        r.sort(axis=1, kind="stable")
+                    else:
+                        r.partition(mid, axis=1)
+                    out["median"][at] = sorted_v[r[:, mid[0]]] if len(mid) == 1 else \
+                        (sorted_v[r[:, mid[0]]] + sorted_v[r[:, mid[1]]]) / 2
+    return [out for _, _, out in tables]
 
 
 def _runs_ratio_ci(scenario: list, reference: list, stat: Statistic, *, n_boot: int, level: float,
@@ -466,19 +520,54 @@ def _runs_ratio_cis(scenario: list, reference: list, stat_names: Sequence[str], 
     """:func:`_runs_ratio_ci` of each of ``stat_names`` ("median", "max", "pNN") from one set of
     replicates: a call per statistic draws the same ones (the same generator, the same
     calls), so each interval is the one its own call gives, at the cost of one."""
+    return runs_ratio_cis_many([(scenario, reference)], stat_names, n_boot=n_boot, level=level, seed=seed)[0]
+
+
+def runs_ratio_cis_many(pairs: Sequence[tuple[list, list]], stat_names: Sequence[str], *, n_boot: int = 2000,
+                        level: float = 0.95, seed: SeedLike = 0) -> list[dict[str, BootstrapCI]]:
+    """:func:`ratio_cis` of each (scenario, reference) pair of per-run samples, the same
+    intervals as a call each. Pairs whose runs have the same sizes on each side (a cell's
+    execution and response times) draw the same replicates from the same seed, so with an
+    integer seed they are drawn once for all of them (:func:`_resample_runs_shared`)."""
     for stat in stat_names:
         if not isinstance(stat, str) or (stat not in ("median", "max", "mean") and _quantile_level(stat) is None):
             raise ValueError(f"stat: {stat!r} is not supported over runs; use 'median', 'max', 'mean' or 'pNN'")
     stat_names = tuple(dict.fromkeys(stat_names))
-    scenario = [np.asarray(g, dtype=float) for g in scenario if len(g)]
-    reference = [np.asarray(g, dtype=float) for g in reference if len(g)]
+    prepared = [([np.asarray(g, dtype=float) for g in scenario if len(g)],
+                 [np.asarray(g, dtype=float) for g in reference if len(g)]) for scenario, reference in pairs]
+    draws: list = [None] * len(prepared)
+    together: dict = {}
+    for i, (scenario, reference) in enumerate(prepared):
+        if min(sum(g.size for g in scenario), sum(g.size for g in reference)) < 2:
+            continue  # no statistic to resample
+        alike = len(prepared) > 1 and isinstance(seed, (int, np.integer)) and all(
+            _ranks_apply(np.concatenate(x), stat_names) for x in (scenario, reference))
+        key = (tuple(g.size for g in scenario), tuple(g.size for g in reference)) if alike else i
+        together.setdefault(key, []).append(i)
+    for key, idx in together.items():
+        rng = np.random.default_rng(seed)
+        if len(idx) == 1:
+            scenario, reference = prepared[idx[0]]
+            draws[idx[0]] = (_resample_runs_many(scenario, stat_names, n_boot, rng),
+                             _resample_runs_many(reference, stat_names, n_boot, rng))
+        else:
+            num = _resample_runs_shared([prepared[i][0] for i in idx], stat_names, n_boot, rng)
+            den = _resample_runs_shared([prepared[i][1] for i in idx], stat_names, n_boot, rng)
+            for i, a, b in zip(idx, num, den):
+                draws[i] = (a, b)
+    return [_runs_interval(scenario, reference, stat_names, d, n_boot, level)
+            for (scenario, reference), d in zip(prepared, draws)]
+
+
+def _runs_interval(scenario: list, reference: list, stat_names: tuple, draws, n_boot: int,
+                   level: float) -> dict[str, BootstrapCI]:
+    """Each statistic's point and percentile interval, widened for few runs, from the
+    replicates ``draws`` (numerator's, denominator's; None: too few jobs, NaN)."""
     sizes = (sum(g.size for g in scenario), sum(g.size for g in reference))
     runs = (len(scenario), len(reference))
-    if min(sizes) < 2:  # no jobs, or one job a side: no statistic to resample (the table says how many)
+    if draws is None:  # no jobs, or one job a side: no statistic to resample (the table says how many)
         return {stat: BootstrapCI(stat, np.nan, np.nan, np.nan, level, "runs", n_boot, sizes, runs) for stat in stat_names}
-    rng = np.random.default_rng(seed)
-    num = _resample_runs_many(scenario, stat_names, n_boot, rng)
-    den = _resample_runs_many(reference, stat_names, n_boot, rng)
+    num, den = draws
     a = (1 - level) / 2
     k = min(runs)
     out = {}
@@ -730,17 +819,24 @@ def aa_noise_floor(
     if len(samples) < 2:
         raise ValueError(f"samples: need at least 2 samples of the same scenario, got {len(samples)}")
     # Each sample sorted once (its pairs' bootstraps read the sorted values; a sample is in
-    # 2(k − 1) of the k(k − 1) pairs): the same values, hence the same draws and intervals.
+    # 2(k − 1) of the k(k − 1) pairs): the same values, hence the same draws and intervals,
+    # and its statistic computed once (np.quantile of 10^5 values is a partition; 2(k − 1)
+    # pairs read it).
     arrs = [_clean(s, f"samples[{i}]") for i, s in enumerate(samples)]
-    if _quantile_level(statistic) is not None:
+    q = _quantile_level(statistic)
+    est = None
+    if q is not None:
         arrs = [a if _is_sorted(a) else np.sort(a) for a in arrs]
+        est = [float(np.quantile(a, q)) for a in arrs]
+    _check_args(level, n_boot, method)
     rng = _rng(seed)
     rows = []
     for i in range(len(arrs)):
         for j in range(len(arrs)):
             if i == j:
                 continue
-            ci = ratio_ci(arrs[i], arrs[j], statistic, level=level, n_boot=n_boot, method=method, seed=rng)
+            ci = _pooled_ratio_ci(arrs[i], arrs[j], statistic, level, n_boot, method, rng,
+                                  None if est is None else (est[i], est[j]))
             rows.append({"i": i, "j": j, "ratio": ci.estimate, "ci_low": ci.low, "ci_high": ci.high})
     pairs = pd.DataFrame(rows)
     floor = float(np.max(np.maximum(np.abs(pairs["ci_low"] - 1.0), np.abs(pairs["ci_high"] - 1.0))))
@@ -823,18 +919,54 @@ def _per_step_dense(jobs: pd.DataFrame, column: str, run: str) -> pd.DataFrame |
     v, job, rid = jobs[column], jobs["job"], jobs[run]
     if v.dtype.kind not in "iu" or job.dtype.kind not in "iu" or rid.dtype.kind not in "iu" or len(jobs) == 0:
         return None
-    ju, ji = _unique_ints(job.to_numpy())
-    ru, ri = _unique_ints(rid.to_numpy())
-    if ju.size * ru.size != len(jobs):
+    grid = _run_major(job.to_numpy(), rid.to_numpy())
+    if grid is not None:  # the rows are the matrix already: a view of the column
+        ju, n_runs = grid
+        m = v.to_numpy().reshape(n_runs, ju.size)
+    else:
+        ju, ji = _unique_ints(job.to_numpy())
+        ru, ri = _unique_ints(rid.to_numpy())
+        if ju.size * ru.size != len(jobs):
+            return None
+        cell = ri.astype(np.int64) * ju.size + ji
+        if np.bincount(cell, minlength=ju.size * ru.size).min() != 1:
+            return None  # a (run, job) twice, hence another one missing
+        m = np.empty(ju.size * ru.size, dtype=v.dtype)
+        m[cell] = v.to_numpy()
+        m = m.reshape(ru.size, ju.size)
+    return pd.DataFrame({"job": ju, "min_ns": m.min(axis=0), "median_ns": _column_medians(m),
+                         "max_ns": m.max(axis=0), "n_runs": np.full(ju.size, m.shape[0], dtype=np.int64)})
+
+
+def _run_major(job: np.ndarray, rid: np.ndarray) -> tuple[np.ndarray, int] | None:
+    """(the job indices, the number of runs) when the rows are run after run (run keys
+    increasing), each run the same increasing job indices: :func:`_unique_ints` of both and
+    the rows already in the matrix's order (a store's rows of one scenario, run codes as
+    keys). None otherwise."""
+    n = job.size
+    starts = np.flatnonzero(rid[1:] != rid[:-1]) + 1
+    runs = starts.size + 1
+    width = n // runs
+    if n % runs or not np.array_equal(starts, np.arange(1, runs) * width):
         return None
-    cell = ri.astype(np.int64) * ju.size + ji
-    if np.bincount(cell, minlength=ju.size * ru.size).min() != 1:
-        return None  # a (run, job) twice, hence another one missing
-    m = np.empty(ju.size * ru.size, dtype=v.dtype)
-    m[cell] = v.to_numpy()
-    m = m.reshape(ru.size, ju.size)
-    return pd.DataFrame({"job": ju, "min_ns": m.min(axis=0), "median_ns": np.median(m.astype(float), axis=0),
-                         "max_ns": m.max(axis=0), "n_runs": np.full(ju.size, ru.size, dtype=np.int64)})
+    heads, first = rid[::width], job[:width]
+    if np.any(heads[1:] <= heads[:-1]) or np.any(first[1:] <= first[:-1]) or not (job.reshape(runs, width) == first).all():
+        return None
+    return first.copy(), runs
+
+
+def _column_medians(m: np.ndarray) -> np.ndarray:
+    """``np.median(m.astype(float), axis=0)`` of an integer matrix (runs × jobs): each job's
+    runs sorted as integers in a row of the transpose (numpy sorts many short contiguous
+    rows several times faster than it partitions floats along the first axis), the middle
+    value, or the mean of the two middle ones, as floats (the conversion keeps the order, so
+    these are the middle floats)."""
+    x = m.T.copy()  # a copy in C order always (m may be a view of the job table's column)
+    x.sort(axis=1)
+    r = m.shape[0]
+    if r % 2:
+        return x[:, r // 2].astype(float)
+    return (x[:, r // 2 - 1].astype(float) + x[:, r // 2].astype(float)) / 2
 
 
 def sorted_quantiles(sorted_v: np.ndarray, qs) -> np.ndarray:
@@ -845,6 +977,27 @@ def sorted_quantiles(sorted_v: np.ndarray, qs) -> np.ndarray:
     lo = np.floor(h).astype(np.int64)
     hi = np.minimum(lo + 1, n - 1)
     return sorted_v[lo] + (h - lo) * (sorted_v[hi] - sorted_v[lo])
+
+
+def quantile_of_sorted(sorted_v: np.ndarray, q: float) -> float:
+    """``np.quantile(sorted_v, q)`` (linear) of float values already sorted, bit for bit: numpy's
+    own steps (the virtual index (n − 1)·q, its neighbours, clipped at the ends, and its
+    two-sided interpolation) on the two values it reads, without the copy and the partition
+    of every value (a cell's 5·10^6 values: 30 ms a quantile). NaN (sorted last) goes to
+    np.quantile."""
+    n = sorted_v.size
+    if n == 0 or sorted_v.dtype != np.float64 or np.isnan(sorted_v[-1]) or not 0 <= q <= 1:
+        return float(np.quantile(sorted_v, q))
+    h = np.float64(n - 1) * np.float64(q)
+    if h >= n - 1:
+        prev = nxt = -1
+    else:
+        prev = int(np.floor(h))
+        nxt = prev + 1
+    gamma = h - np.float64(prev)
+    a, b = sorted_v[prev], sorted_v[nxt]
+    diff = b - a
+    return float(b - diff * (1 - gamma) if gamma >= 0.5 else a + diff * gamma)
 
 
 def quantile_name(q: float) -> str:

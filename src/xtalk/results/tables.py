@@ -246,7 +246,9 @@ def _noise_floor(data: ReportData, n_boot: int, seed: int) -> pd.DataFrame:
             samples = [sorted_values(data, s, None, metric) for s in (a, b)]  # sorted: the bootstrap's sort is cheap
             source = f"A/A {a} vs {b}"
         else:
-            samples = _leading_runs(data, SOLO, metric, AA_RUNS)
+            # Sorted once for both statistics (aa_noise_floor sorts its samples, and a sorted one
+            # is taken as it is: the same values, the same floor).
+            samples = _sorted_leading_runs(data, SOLO, metric, AA_RUNS)
             source = "solo runs (no A/A pair in this experiment)"
         for stat in ("median", "max"):
             row = {"metric": metric.replace("_ns", ""), "statistic": stat, "source": source, "samples": len(samples)}
@@ -268,15 +270,53 @@ def _leading_runs(data: ReportData, scenario: str, column: str, k: int) -> list[
     m = data.measured
     if m.empty or scenario not in m["scenario"].cat.categories:
         return []
+    col = m[column]
+    values = col.to_numpy() if isinstance(col.dtype, np.dtype) else col.to_numpy(dtype=float, na_value=np.nan)
+    runs = _run_spans(data, _group_rows(data, scenario, None))
+    if runs is not None:  # each run's rows are slices: only the k runs' values copied
+        return [np.concatenate([values[a:b] for a, b in runs[c]]).astype(float, copy=False)
+                for c in sorted(c for c in runs if c >= 0)[:k]]
     rows = np.flatnonzero(m["scenario"].cat.codes.to_numpy() == m["scenario"].cat.categories.get_loc(scenario))
     rid = m["run_id"].cat.codes.to_numpy()[rows]
     rows, rid = rows[rid >= 0], rid[rid >= 0]  # a job without a run id is in no run
     if not rows.size:
         return []
-    col = m[column]
-    values = col.to_numpy() if isinstance(col.dtype, np.dtype) else col.to_numpy(dtype=float, na_value=np.nan)
     first = np.flatnonzero(np.bincount(rid))[:k]
     return [values[rows[rid == c]].astype(float) for c in first]
+
+
+def _sorted_leading_runs(data: ReportData, scenario: str, column: str, k: int) -> list[np.ndarray]:
+    """``np.sort`` of each of :func:`_leading_runs`: each run's values counted from its slices
+    of an int64 column (:func:`_sorted_int_spans`, the same floats) where the runs come in
+    stretches; sorted copies otherwise."""
+    m = data.measured
+    runs = None
+    if not m.empty and scenario in m["scenario"].cat.categories and column in m.columns and m[column].dtype == np.int64:
+        runs = _run_spans(data, _group_rows(data, scenario, None))
+    if runs is None:
+        return [np.sort(v) for v in _leading_runs(data, scenario, column, k)]
+    v = m[column].to_numpy()
+    return [_sorted_int_spans(v, runs[c]) for c in sorted(c for c in runs if c >= 0)[:k]]
+
+
+def _run_spans(data: ReportData, spans: list[tuple[int, int]] | None) -> dict[int, list[tuple[int, int]]] | None:
+    """The rows ``spans`` (:func:`_group_rows`) cut where the run changes: (first, end) of
+    each stretch per run code (−1: no run id), in table order; None where ``spans`` is None
+    or the runs interleave (more than max(64, rows / 64) stretches)."""
+    if spans is None:
+        return None
+    rid = data.measured["run_id"].cat.codes.to_numpy()
+    out: dict[int, list[tuple[int, int]]] = {}
+    count, limit = 0, max(64, len(rid) // 64)
+    for a, b in spans:
+        c = rid[a:b]
+        bounds = [a, *(np.flatnonzero(c[1:] != c[:-1]) + 1 + a).tolist(), b]
+        count += len(bounds) - 1
+        if count > limit:
+            return None
+        for x, y in zip(bounds[:-1], bounds[1:]):
+            out.setdefault(int(rid[x]), []).append((x, y))
+    return out
 
 
 # --------------------------------------------------------------------------- misses
@@ -465,8 +505,87 @@ QUANTILES = (("p1", 0.01), ("p25", 0.25), ("median", 0.5), ("p75", 0.75), ("p90"
 def sorted_values(data: ReportData, scenario: str, configuration: str | None, column: str) -> np.ndarray:
     """``column`` of the measured jobs of a group, sorted (cached: every quantile, boxplot,
     ECDF and marker of the report reads it instead of sorting again)."""
-    return _memo(data, ("sorted", scenario, configuration, column),
-                 lambda: _sorted_floats(subset(data, scenario, configuration, [column])[column]))
+    return _memo(data, ("sorted", scenario, configuration, column), lambda: _sorted_group(data, scenario, configuration, column))
+
+
+def _sorted_group(data: ReportData, scenario: str, configuration: str | None, column: str) -> np.ndarray:
+    """:func:`_sorted_floats` of a group's values, read from the slices of the column where
+    the group's rows come in stretches and the column is int64 (no mask, copy or frame of
+    the group's 5·10^6 rows); :func:`subset`'s rows otherwise."""
+    m = data.measured
+    spans = _group_rows(data, scenario, configuration) if column in m.columns and m[column].dtype == np.int64 else None
+    if spans is None:
+        return _sorted_floats(subset(data, scenario, configuration, [column])[column])
+    return _sorted_int_spans(m[column].to_numpy(), spans)
+
+
+def _group_rows(data: ReportData, scenario: str, configuration: str | None) -> list[tuple[int, int]] | None:
+    """(first, end) of each stretch of the measured rows of a group (scenario, and
+    configuration unless None), in table order, from the label codes (cached: each group's
+    metrics read them); None where the rows are interleaved (more than max(64, rows / 64)
+    stretches)."""
+    def compute():
+        m = data.measured
+        n = len(m)
+        keep = np.ones(n, dtype=bool)
+        for name, label in (("scenario", scenario), ("configuration", configuration)):
+            if label is None:
+                continue
+            col = m[name]
+            if not isinstance(col.dtype, pd.CategoricalDtype):
+                return None
+            if label not in col.cat.categories:
+                return []
+            keep &= col.cat.codes.to_numpy() == col.cat.categories.get_loc(label)
+        if not n:
+            return []
+        edges = np.flatnonzero(keep[1:] != keep[:-1]) + 1
+        if edges.size > max(64, n // 64):
+            return None
+        bounds = [0, *edges.tolist(), n]
+        return [(a, b) for a, b in zip(bounds[:-1], bounds[1:]) if keep[a]]
+
+    return _memo(data, ("group_rows", scenario, configuration), compute)
+
+
+#: Values a group's counting sort gathers before each count (at least the span of values:
+#: the counts are then added at most twice as many times as there are values).
+COUNT_BUFFER = 1 << 20
+
+
+def _sorted_int_spans(v: np.ndarray, spans: list[tuple[int, int]]) -> np.ndarray:
+    """:func:`_sorted_floats` of the int64 values ``v[a:b]`` of every span, the same floats:
+    counted span by span (through a buffer of at least the span of values, so the counts are
+    added a few times, not once per run) where :func:`_sorted_floats` counts them, sorted as
+    int32 or as floats where it does."""
+    n = sum(b - a for a, b in spans)
+    if not n:
+        return np.zeros(0)
+    lo = min(int(v[a:b].min()) for a, b in spans)
+    hi = max(int(v[a:b].max()) for a, b in spans)
+    if hi - lo < COUNTING_SPAN * n and abs(lo) < 2**53 and abs(hi) < 2**53:
+        counts = np.zeros(hi - lo + 1, dtype=np.int64)
+        buf = np.empty(min(n, max(hi - lo + 1, COUNT_BUFFER)), dtype=np.int64)
+        fill = 0
+        for a, b in spans:
+            while a < b:
+                k = min(b - a, buf.size - fill)
+                np.subtract(v[a:a + k], lo, out=buf[fill:fill + k])
+                fill, a = fill + k, a + k
+                if fill == buf.size:
+                    counts += np.bincount(buf, minlength=counts.size)
+                    fill = 0
+        if fill:
+            counts += np.bincount(buf[:fill], minlength=counts.size)
+        return np.repeat(np.arange(lo, hi + 1, dtype=np.int64).astype(float), counts)
+    small = 0 <= lo and hi < 2**31
+    out = np.empty(n, dtype=np.int32 if small else np.float64)
+    at = 0
+    for a, b in spans:
+        out[at:at + b - a] = v[a:b]  # int32: exact below 2^31
+        at += b - a
+    out.sort()
+    return out.astype(float, copy=False)
 
 
 #: A counting sort of whole nanoseconds is used while the values span at most this many
@@ -761,7 +880,7 @@ def quantisation(x) -> pd.DataFrame:
         # The group's wake-up series (cached: the drift and the figures read it), its first
         # runs: the intervals do not depend on the columns the series has beyond these.
         ser = wakeup(data, scen, conf)
-        ser = ser[ser["run_id"].isin(_first_runs(ser, QUANT_JOBS, sort=False))]
+        ser = _first_runs_rows(ser, QUANT_JOBS)
         try:
             q = wk.period_quantisation(None, series=ser)
         except ValueError:
@@ -772,6 +891,23 @@ def quantisation(x) -> pd.DataFrame:
                      "pattern_ms": None if q.pattern is None else ", ".join(f"{p / 1e6:.3f}" for p in q.pattern),
                      "mean_interval_ns": q.mean_interval_ns, "period_ns": q.period_ns, "outliers": q.outliers})
     return pd.DataFrame(rows)
+
+
+def _first_runs_rows(g: pd.DataFrame, cap: int) -> pd.DataFrame:
+    """The rows of ``g`` of its runs :func:`_first_runs` (``sort`` False) keeps: where each
+    run is one stretch of rows (a wake-up series), the runs it keeps are the leading
+    stretches, so their rows are a slice (not a groupby of 5·10^6 labels, a mask and a
+    copy); a mask of the runs otherwise."""
+    rid = g["run_id"]
+    if len(g):
+        codes = ce.label_codes(rid)[0]  # a series' run ids are strings: their factorisation (a tenth of a groupby's)
+        starts = np.concatenate([[0], np.flatnonzero(codes[1:] != codes[:-1]) + 1])
+        heads = codes[starts]
+        if heads.min() >= 0 and np.unique(heads).size == heads.size:  # no NaN run id, each run one stretch
+            ends = np.append(starts[1:], len(g))
+            kept = int(np.count_nonzero(starts < cap))  # cumulative sizes before each run: its first row
+            return g.iloc[:int(ends[kept - 1])]
+    return g[rid.isin(_first_runs(g, cap, sort=False))]
 
 
 def _first_runs(g: pd.DataFrame, cap: int, sort: bool = True) -> list:

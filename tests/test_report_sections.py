@@ -141,7 +141,7 @@ def platform_report(tmp_path_factory):
     _patch_runs(root, environment=ENV, counters={
         "events": ["task-clock", "cpu-clock", "page-faults", "zero"], "core_pmu": None, "read_with": "read(2)",
         "skipped": [{"event": "cache-misses", "reason": "no hardware PMU"}]})
-    return build(root, csv=False, n_boot=200)
+    return build(root, csv=False, n_boot=200, svg=True)  # the tests read the figures' labels in the SVGs
 
 
 def test_platform_section_names_kernel_vm_pmu_skipped_counters_and_migrations(platform_report):
@@ -204,7 +204,7 @@ def portfolio_report(tmp_path_factory):
                    root / "runs" / "0-solo-r0" / "probes.parquet")
     pq.write_table(pa.Table.from_pandas(_probes(1, [100_000] * 3, [(1001, 9_000)] * 6)),
                    root / "runs" / "1-pi-r0" / "probes.parquet")
-    return build(root, csv=False, n_boot=200)
+    return build(root, csv=False, n_boot=200, svg=True)
 
 
 def test_probe_histograms_with_markers(portfolio_report):
@@ -266,7 +266,7 @@ def latency_root(tmp_path_factory):
 
 
 def test_latency_report_has_latency_section_not_execution_slowdown(latency_root):
-    html_path = build(latency_root, csv=False, n_boot=200)
+    html_path = build(latency_root, csv=False, n_boot=200, svg=True)
     html = html_path.read_text()
     assert "<h2>Timer latency</h2>" in html
     for generic in ("Slowdown, noise floor, misses", "Distributions", "pWCET", "Per-job time series"):

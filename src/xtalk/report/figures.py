@@ -46,31 +46,41 @@ plt.rcParams.update({"svg.fonttype": "none", "figure.dpi": 100, "savefig.dpi": 1
 
 @dataclass
 class Rendered:
-    """A figure written to disk: name, title, caption, the PNG bytes (for embedding)."""
+    """A figure written to disk: name, title, caption, the PNG bytes (for embedding), and the
+    SVG's path when one was written (else None)."""
 
     name: str
     title: str
     caption: str
     png: bytes
     png_path: Path
-    svg_path: Path
+    svg_path: Path | None
 
     def data_uri(self) -> str:
         return "data:image/png;base64," + base64.b64encode(self.png).decode("ascii")
 
 
-def render(fig, out_dir: Path, name: str, title: str, caption: str = "") -> Rendered:
-    """Write ``fig`` as NAME.png and NAME.svg under ``out_dir`` and close it."""
+def render(fig, out_dir: Path, name: str, title: str, caption: str = "", *, svg: bool = True) -> Rendered:
+    """Write ``fig`` as NAME.png (and NAME.svg with ``svg``) under ``out_dir`` and close it."""
     safepath.makedirs(out_dir)
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png")  # constrained layout already fits the labels: no second "tight" draw
-    png = buf.getvalue()
-    png_path, svg_path = out_dir / f"{name}.png", out_dir / f"{name}.svg"
-    safepath.write_bytes(png_path, png)
-    # The layout the PNG's draw solved holds for the SVG (same size; the SVG's text is the
-    # viewer's font anyway, svg.fonttype none): solving it again cost a second draw's worth.
-    fig.set_layout_engine("none")
-    safepath.save_figure(fig, svg_path, format="svg")
+    # The constrained layout is solved once, here; each file is then one draw. (savefig with
+    # a layout engine set draws twice: a pass that solves the layout, then the print.) The
+    # SVG keeps the PNG's layout: same size, and its text is the viewer's font anyway
+    # (svg.fonttype none).
+    engine = fig.get_layout_engine()
+    if engine is not None:
+        engine.execute(fig)
+    # Without a layout engine for the saves (rcParams would put one back when savefig
+    # restores the figure's "none").
+    with plt.rc_context({"figure.constrained_layout.use": False}):
+        fig.set_layout_engine(None)
+        buf = io.BytesIO()
+        fig.savefig(buf, format="png")
+        png = buf.getvalue()
+        png_path, svg_path = out_dir / f"{name}.png", (out_dir / f"{name}.svg" if svg else None)
+        safepath.write_bytes(png_path, png)
+        if svg_path is not None:
+            safepath.save_figure(fig, svg_path, format="svg")
     plt.close(fig)
     return Rendered(name, title, caption, png, png_path, svg_path)
 

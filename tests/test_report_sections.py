@@ -177,6 +177,16 @@ def test_constant_counters_are_explained_not_plotted_and_axes_have_units(platfor
     assert "page_faults (faults per job)" in (out / "figures" / "scatter_ctr_page_faults.svg").read_text()
 
 
+def test_log_axes_are_labelled_in_plain_text(platform_report):
+    """Log axes say 10⁰, 10¹… in Unicode superscripts (the labels matplotlib's mathtext would
+    typeset, without its parser), whichever module drew the figure."""
+    f = fg.PlainLogFormatter(10, labelOnlyBase=False)
+    assert [f(x) for x in (1e-3, 1.0, 100.0, 0.2, 3e5)] == ["10⁻³", "10⁰", "10²", "2×10⁻¹", "3×10⁵"]
+    for name in ("hist_exec_0", "ecdf_exec", "pwcet_0"):
+        svg = (platform_report.parent / "figures" / f"{name}.svg").read_text()
+        assert re.search("10[⁻⁰¹²³⁴⁵⁶⁷⁸⁹]+", svg) and "mathdefault" not in svg, name
+
+
 # --------------------------------------------------------------------------- defect 9: portfolio
 
 

@@ -14,6 +14,7 @@ import base64
 import colorsys
 import inspect
 import io
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -22,6 +23,7 @@ import matplotlib
 matplotlib.use("Agg")  # before pyplot: no display, no GUI toolkit
 import matplotlib.colors  # noqa: E402
 import matplotlib.patches  # noqa: E402
+import matplotlib.ticker  # noqa: E402
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
@@ -60,6 +62,34 @@ class Rendered:
         return "data:image/png;base64," + base64.b64encode(self.png).decode("ascii")
 
 
+class PlainLogFormatter(matplotlib.ticker.LogFormatterSciNotation):
+    """A log axis's labels (10⁻³, 2×10⁻¹) in Unicode superscripts, not mathtext: the same
+    text, without the pyparsing parse mathtext does anew for every figure (its cache is the
+    renderer's)."""
+
+    _SUPERSCRIPT = str.maketrans("-0123456789", "⁻⁰¹²³⁴⁵⁶⁷⁸⁹")
+    _MATH = re.compile(r"\$\\mathdefault\{(.*)\}\$")
+    _POWER = re.compile(r"\^\{(-?\d+)\}")
+
+    def __call__(self, x, pos=None):
+        label = super().__call__(x, pos)
+        m = self._MATH.fullmatch(label)
+        if m is None:
+            return label
+        plain = self._POWER.sub(lambda p: p.group(1).translate(self._SUPERSCRIPT), m.group(1))
+        return plain.replace("\\times", "×").replace("-", "−")
+
+
+def _plain_log_labels(fig) -> None:
+    """Every log axis of ``fig`` labelled by PlainLogFormatter (its state kept: the class of
+    matplotlib's own formatter is swapped, whichever module drew the figure)."""
+    for ax in fig.axes:
+        for axis in (ax.xaxis, ax.yaxis):
+            for f in (axis.get_major_formatter(), axis.get_minor_formatter()):
+                if type(f) is matplotlib.ticker.LogFormatterSciNotation:
+                    f.__class__ = PlainLogFormatter
+
+
 def render(fig, out_dir: Path, name: str, title: str, caption: str = "", *, svg: bool = True) -> Rendered:
     """Write ``fig`` as NAME.png (and NAME.svg with ``svg``) under ``out_dir`` and close it."""
     safepath.makedirs(out_dir)
@@ -67,6 +97,7 @@ def render(fig, out_dir: Path, name: str, title: str, caption: str = "", *, svg:
     # a layout engine set draws twice: a pass that solves the layout, then the print.) The
     # SVG keeps the PNG's layout: same size, and its text is the viewer's font anyway
     # (svg.fonttype none).
+    _plain_log_labels(fig)
     engine = fig.get_layout_engine()
     if engine is not None:
         engine.execute(fig)

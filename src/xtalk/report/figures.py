@@ -27,6 +27,8 @@ import matplotlib.ticker  # noqa: E402
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
+import PIL.Image  # noqa: E402  (matplotlib's own PNG writer)
+import PIL.PngImagePlugin  # noqa: E402
 
 from .. import safepath
 from ..analysis import stats as st  # noqa: E402
@@ -90,6 +92,25 @@ def _plain_log_labels(fig) -> None:
                     f.__class__ = PlainLogFormatter
 
 
+#: zlib level of the PNGs: 3 compresses the figures' flat colours within a few per cent of
+#: 6 (savefig's) in half the time.
+PNG_COMPRESSION = 3
+
+
+def _png(fig) -> bytes:
+    """``fig`` drawn once on its Agg canvas, as PNG bytes: RGB when every pixel is opaque
+    (the report's figures: a white face), a quarter less to compress than savefig's RGBA
+    for the same pixels; the same dpi and Software fields as savefig writes."""
+    fig.canvas.draw()
+    rgba = np.asarray(fig.canvas.buffer_rgba())
+    image = PIL.Image.fromarray(np.ascontiguousarray(rgba[..., :3]) if (rgba[..., 3] == 255).all() else rgba)
+    info = PIL.PngImagePlugin.PngInfo()
+    info.add_text("Software", f"Matplotlib version{matplotlib.__version__}, https://matplotlib.org/")
+    buf = io.BytesIO()
+    image.save(buf, format="png", compress_level=PNG_COMPRESSION, dpi=(fig.dpi, fig.dpi), pnginfo=info)
+    return buf.getvalue()
+
+
 def render(fig, out_dir: Path, name: str, title: str, caption: str = "", *, svg: bool = True) -> Rendered:
     """Write ``fig`` as NAME.png (and NAME.svg with ``svg``) under ``out_dir`` and close it."""
     safepath.makedirs(out_dir)
@@ -105,9 +126,7 @@ def render(fig, out_dir: Path, name: str, title: str, caption: str = "", *, svg:
     # restores the figure's "none").
     with plt.rc_context({"figure.constrained_layout.use": False}):
         fig.set_layout_engine(None)
-        buf = io.BytesIO()
-        fig.savefig(buf, format="png")
-        png = buf.getvalue()
+        png = _png(fig)
         png_path, svg_path = out_dir / f"{name}.png", (out_dir / f"{name}.svg" if svg else None)
         safepath.write_bytes(png_path, png)
         if svg_path is not None:

@@ -52,13 +52,45 @@ def test_report_files(report):
     out = report.parent
     assert report.name == "index.html" and out.name == "report"
     pngs = {p.stem for p in (out / "figures").glob("*.png")}
-    svgs = {p.stem for p in (out / "figures").glob("*.svg")}
-    assert pngs == svgs and {"box_exec", "ecdf_exec", "hist_exec_0", "series_0", "wakeup_0", "pwcet_0",
+    assert not list((out / "figures").glob("*.svg"))  # SVG only on request (--svg)
+    assert {"box_exec", "ecdf_exec", "hist_exec_0", "series_0", "wakeup_0", "pwcet_0",
                              "scatter_ctr_task_clock", "counter_correlation", "spikes_worst_run"} <= pngs
     for name in ("verdicts", "slowdown", "noise_floor", "misses", "distribution_exec", "pwcet", "counters"):
         assert (out / "tables" / f"{name}.csv").exists(), name
     md = (out / "summary.md").read_text()
     assert "## Verdicts" in md and "pi (default)" in md and "exec max ≤ 1.2× solo" in md
+
+
+def test_svg_on_request_beside_the_same_pngs(report, tmp_path):
+    """`--svg` adds an SVG beside every PNG and says so on the page and in the files list; the
+    PNGs are the same, byte for byte (one layout for both); without it, no SVG is named."""
+    html = build(report.parent.parent, tmp_path / "svg", epsilons=["exec:max:1.2x"], csv=False, svg=True)
+    figures, plain = html.parent / "figures", report.parent / "figures"
+    pngs = {p.name: p.read_bytes() for p in figures.glob("*.png")}
+    assert pngs and pngs == {p.name: p.read_bytes() for p in plain.glob("*.png")}
+    svgs = {p.stem: p.read_bytes() for p in figures.glob("*.svg")}
+    assert svgs.keys() == {n.removesuffix(".png") for n in pngs} and all(b"<svg" in v[:1000] for v in svgs.values())
+    text = html.read_text()
+    assert "figures/box_exec.png, .svg)" in text and "figures/*.png, figures/*.svg" in text
+    assert ".svg" not in report.read_text() and ".svg" not in (report.parent / "summary.md").read_text()
+
+
+def test_the_png_writer_keeps_savefigs_pixels():
+    """The report's own PNG writer (one draw, RGB when opaque, zlib level 3) gives the very
+    pixels matplotlib's savefig does, in a smaller file."""
+    import numpy as np
+    from PIL import Image
+
+    from xtalk.report import figures as fg
+
+    fig = fg.boxplots([("solo", np.arange(1, 200) * 1e5), ("pi", np.arange(1, 200) * 1.3e5)], "t", "execution time (ms)")
+    mine = fg._png(fig)
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png")
+    fg.plt.close(fig)
+    a, b = Image.open(io.BytesIO(mine)), Image.open(buf)
+    assert a.mode == "RGB" and a.size == b.size and a.info["dpi"] == b.info["dpi"]
+    assert np.array_equal(np.asarray(a), np.asarray(b.convert("RGB"))) and len(mine) < len(buf.getvalue())
 
 
 def test_the_wake_up_series_are_let_go_once_their_section_is_drawn(tmp_path):

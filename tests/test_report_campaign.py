@@ -269,13 +269,16 @@ def test_cell_figures_only_on_request(tmp_path):
     plain = build(root, tmp_path / "plain", csv=False)
     assert not (tmp_path / "plain" / "figures" / "cells").exists()
     assert all("<figure" not in p.read_text() for p in (tmp_path / "plain" / "cells").glob("*.html"))
-    r = xtalk("report", str(root), "-o", str(tmp_path / "figs"), "--no-csv", "--cell-figures")
+    assert not list((tmp_path / "plain" / "figures").glob("*.svg"))  # SVG on request only
+    r = xtalk("report", str(root), "-o", str(tmp_path / "figs"), "--no-csv", "--cell-figures", "--svg")
     assert r.returncode == 0, r.stderr
     cells = (tmp_path / "figs" / "tables" / "cells.csv").read_text().count("\n") - 1
     assert cells == 2 * 4  # two configurations × (solo, read, pi-n1, pi-n2)
     pages = list((tmp_path / "figs" / "cells").glob("*.html"))
     assert sum(p.read_text().count("<figure") for p in pages) == cells
     assert len(list((tmp_path / "figs" / "figures" / "cells").glob("*.png"))) == cells
+    assert {p.stem for p in (tmp_path / "figs" / "figures").rglob("*.svg")} == {
+        p.stem for p in (tmp_path / "figs" / "figures").rglob("*.png")}
     main = (tmp_path / "figs" / "index.html").read_text()
     # One view per configuration and the scenarios' map.
     assert main.count("<figure") == plain.read_text().count("<figure") == 3

@@ -25,7 +25,7 @@ def report(tmp_path_factory):
         tmp_path_factory.mktemp("cohab") / "res", APPS, configurations=("shared", "partitioned"), repetitions=3, jobs=120,
         perturb={(c, "aocs", "payload"): 1.6 for c in ("shared", "partitioned")}, faults=[("logger", "memhog")],
         fault_effect={("shared", "logger", "aocs"): 6.0})
-    html_path = build(load(root), root / "report", n_boot=300, csv=False)
+    html_path = build(load(root), root / "report", n_boot=300, csv=False, svg=True)
     return root / "report", html_path.read_text(), (root / "report" / "summary.md").read_text()
 
 

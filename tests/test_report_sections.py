@@ -141,7 +141,7 @@ def platform_report(tmp_path_factory):
     _patch_runs(root, environment=ENV, counters={
         "events": ["task-clock", "cpu-clock", "page-faults", "zero"], "core_pmu": None, "read_with": "read(2)",
         "skipped": [{"event": "cache-misses", "reason": "no hardware PMU"}]})
-    return build(root, csv=False, n_boot=200)
+    return build(root, csv=False, n_boot=200, svg=True)  # the tests read the figures' labels in the SVGs
 
 
 def test_platform_section_names_kernel_vm_pmu_skipped_counters_and_migrations(platform_report):
@@ -177,6 +177,16 @@ def test_constant_counters_are_explained_not_plotted_and_axes_have_units(platfor
     assert "page_faults (faults per job)" in (out / "figures" / "scatter_ctr_page_faults.svg").read_text()
 
 
+def test_log_axes_are_labelled_in_plain_text(platform_report):
+    """Log axes say 10⁰, 10¹… in Unicode superscripts (the labels matplotlib's mathtext would
+    typeset, without its parser), whichever module drew the figure."""
+    f = fg.PlainLogFormatter(10, labelOnlyBase=False)
+    assert [f(x) for x in (1e-3, 1.0, 100.0, 0.2, 3e5)] == ["10⁻³", "10⁰", "10²", "2×10⁻¹", "3×10⁵"]
+    for name in ("hist_exec_0", "ecdf_exec", "pwcet_0"):
+        svg = (platform_report.parent / "figures" / f"{name}.svg").read_text()
+        assert re.search("10[⁻⁰¹²³⁴⁵⁶⁷⁸⁹]+", svg) and "mathdefault" not in svg, name
+
+
 # --------------------------------------------------------------------------- defect 9: portfolio
 
 
@@ -204,7 +214,7 @@ def portfolio_report(tmp_path_factory):
                    root / "runs" / "0-solo-r0" / "probes.parquet")
     pq.write_table(pa.Table.from_pandas(_probes(1, [100_000] * 3, [(1001, 9_000)] * 6)),
                    root / "runs" / "1-pi-r0" / "probes.parquet")
-    return build(root, csv=False, n_boot=200)
+    return build(root, csv=False, n_boot=200, svg=True)
 
 
 def test_probe_histograms_with_markers(portfolio_report):
@@ -266,7 +276,7 @@ def latency_root(tmp_path_factory):
 
 
 def test_latency_report_has_latency_section_not_execution_slowdown(latency_root):
-    html_path = build(latency_root, csv=False, n_boot=200)
+    html_path = build(latency_root, csv=False, n_boot=200, svg=True)
     html = html_path.read_text()
     assert "<h2>Timer latency</h2>" in html
     for generic in ("Slowdown, noise floor, misses", "Distributions", "pWCET", "Per-job time series"):

@@ -382,7 +382,9 @@ def report(results: Path = typer.Argument(..., help="results directory of an exp
            map_stat: Optional[str] = typer.Option(None, "--map", metavar="STAT",
                                                   help="campaigns: the statistic the maps show: exec-median, exec-p99, "
                                                        "response-median, response-p99 or epsilon (default: the one with "
-                                                       "the strongest concluded effect)")):
+                                                       "the strongest concluded effect)"),
+           svg: bool = typer.Option(False, "--svg", help="also write every figure as SVG beside its PNG (a draw more each; "
+                                                         "index.html embeds the PNGs)")):
     """Write the HTML report (self-contained), figures, Markdown summary and CSV files of an experiment
     (of a campaign: verdicts per cell, two-way views, worst cells, one page per group)."""
     results, out = _results_dir(results), (_checked(out, "--out") if out is not None else None)
@@ -390,7 +392,7 @@ def report(results: Path = typer.Argument(..., help="results directory of an exp
     from .store.frames import reuse_freed_memory
 
     reuse_freed_memory()  # the report's arrays of every job: freed memory reused, not faulted in afresh
-    build(results, out, epsilon, csv=csv, console=_console(), cell_figures=cell_figures, map_stat=map_stat)
+    build(results, out, epsilon, csv=csv, console=_console(), cell_figures=cell_figures, map_stat=map_stat, svg=svg)
 
 
 @command

@@ -2,7 +2,7 @@
 
     RESULTS/report/index.html      self-contained (open it offline, mail it)
     RESULTS/report/summary.md      verdicts, slowdowns, noise floor, misses, pWCET
-    RESULTS/report/figures/        every figure as PNG and SVG
+    RESULTS/report/figures/        every figure as PNG (and SVG: `xtalk report --svg`)
     RESULTS/report/tables/         every table of the report as CSV
     RESULTS/report/csv/jobs.csv    one row per job (run labels on every row)
     RESULTS/report/csv/probes.csv  one row per probe sample (runs with probes only)
@@ -87,9 +87,11 @@ def slowdown_display(sl: pd.DataFrame, floor: pd.DataFrame | None = None) -> pd.
 
 
 class _Builder:
-    def __init__(self, data: ReportData, out: Path, epsilons: Sequence, n_boot: int):
+    def __init__(self, data: ReportData, out: Path, epsilons: Sequence, n_boot: int, svg: bool = False):
         self.data, self.out, self.epsilons, self.n_boot = data, out, list(epsilons), n_boot
         self.fig_dir = out / "figures"
+        #: Each figure also as SVG (a draw more each; the page embeds the PNG).
+        self.svg = svg
         #: Prefix of figure file names (an application's sections: its name).
         self.prefix = ""
         #: One execution-time histogram per scenario (not in an application's sections).
@@ -107,7 +109,7 @@ class _Builder:
     def fig(self, figure, name: str, title: str, caption: str = "") -> fg.Rendered | None:
         if figure is None:
             return None
-        r = fg.render(figure, self.fig_dir, self.prefix + name, title, caption)
+        r = fg.render(figure, self.fig_dir, self.prefix + name, title, caption, svg=self.svg)
         self.figures.append(r)
         return r
 
@@ -452,7 +454,7 @@ def _applications(b: _Builder, timings: dict) -> list[Section]:
     for app in apps:
         t = time.perf_counter()
         sub = _Builder(cohabitation.application_data(b.data, app), b.out,
-                       [*b.epsilons, *([app.epsilon] if app.epsilon is not None else [])], b.n_boot)
+                       [*b.epsilons, *([app.epsilon] if app.epsilon is not None else [])], b.n_boot, b.svg)
         sub.kind, sub.prefix, sub.histograms, sub.application = vk.PERIODIC, f"{app.name}_", False, app.name
         sub.warned = warned[warned["scenario"].astype(str).str.startswith(f"{app.name} · ")].reset_index(drop=True)
         detail = []
@@ -522,10 +524,11 @@ def result_guards(path: Path, data: ReportData | None = None, floor: float = mat
 
 
 def build(path, out: Path | None = None, epsilons: Sequence = (), *, csv: bool = True, n_boot: int = 2000,
-          console=None, cell_figures: bool = False, map_stat: str | None = None) -> Path:
+          console=None, cell_figures: bool = False, map_stat: str | None = None, svg: bool = False) -> Path:
     """Write the report of results directory ``path``; returns the HTML file. ``cell_figures``
     (campaigns): also one figure per cell on the group pages; ``map_stat`` (campaigns): the
-    statistic of the maps (results/campaign_maps.py)."""
+    statistic of the maps (results/campaign_maps.py); ``svg``: every figure also as SVG (PNG
+    only by default: index.html embeds the PNGs)."""
     t0 = time.perf_counter()
     for e in epsilons:  # bad ε input fails before any work
         if not isinstance(e, eps.EpsilonSpec):
@@ -538,7 +541,7 @@ def build(path, out: Path | None = None, epsilons: Sequence = (), *, csv: bool =
         from .campaign_report import build_campaign
 
         return build_campaign(path, out, epsilons, csv=csv, console=console, cell_figures=cell_figures,
-                              map_stat=map_stat)
+                              map_stat=map_stat, svg=svg)
     if map_stat:
         raise UsageError(f"--map: {path} is an experiment, not a campaign; --map picks the statistic of a campaign's "
                          "maps, drop it")
@@ -554,7 +557,7 @@ def build(path, out: Path | None = None, epsilons: Sequence = (), *, csv: bool =
                                     export_probes(runs, out / "csv" / "probes.csv"))) if csv else None
     data = path if isinstance(path, ReportData) else load(path, runs)
     timings = {"load": time.perf_counter() - t0}
-    b = _Builder(data, out, epsilons, n_boot)
+    b = _Builder(data, out, epsilons, n_boot, svg)
     sections = []
     multi = cohabitation.is_multi(data.measured)
     if multi:
@@ -584,7 +587,7 @@ def build(path, out: Path | None = None, epsilons: Sequence = (), *, csv: bool =
         timings["forked (waited)"] = time.perf_counter() - t
     sections += [done[n] for n in names if done.get(n) is not None]
     t = time.perf_counter()
-    files = ["index.html", "summary.md", "figures/*.png, figures/*.svg", "tables/*.csv"]
+    files = ["index.html", "summary.md", "figures/*.png, figures/*.svg" if svg else "figures/*.png", "tables/*.csv"]
     if b.pages:
         files.append(f"applications/*.html ({len(b.pages)} pages, each application's figures)")
     exports = Section("files", "Files")

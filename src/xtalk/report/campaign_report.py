@@ -7,7 +7,7 @@
                                guards and numbers
     REPORT/summary.md          the campaign summary (campaign_summary.py)
     REPORT/tables/*.csv        cells.csv, one grid_<family>_<group>.csv per two-way view
-    REPORT/figures/            every figure as PNG and SVG (cells/ for the detail pages)
+    REPORT/figures/            every figure as PNG, and SVG with ``svg`` (cells/ for the detail pages)
     REPORT/figures/cells/      with ``cell_figures`` (`xtalk report --cell-figures`) only: one
                                figure per cell (its execution time beside its group's solo)
     REPORT/csv/jobs.csv        one row per job
@@ -91,8 +91,8 @@ def verdict_matrix(cells: pd.DataFrame) -> str:
 
 class _CampaignBuilder:
     def __init__(self, cd: cc.CampaignData, out: Path, epsilons: Sequence, n_boot: int, cell_figures: bool = False,
-                 map_stat: cm.MapStat | None = None):
-        self.cd, self.out, self.epsilons, self.n_boot = cd, out, list(epsilons), n_boot
+                 map_stat: cm.MapStat | None = None, svg: bool = False):
+        self.cd, self.out, self.epsilons, self.n_boot, self.svg = cd, out, list(epsilons), n_boot, svg
         self.map_stat = map_stat
         self.cell_figures = cell_figures
         self.figures: list[fg.Rendered] = []
@@ -105,7 +105,7 @@ class _CampaignBuilder:
     def fig(self, figure, name: str, title: str, caption: str) -> fg.Rendered | None:
         if figure is None:
             return None
-        r = fg.render(figure, self.out / "figures", name, title, caption)
+        r = fg.render(figure, self.out / "figures", name, title, caption, svg=self.svg)
         self.figures.append(r)
         return r
 
@@ -197,7 +197,8 @@ class _CampaignBuilder:
         self.cell_figure_count += 1
         safepath.makedirs(self.out / "figures" / "cells")
         return fg.render(fig, self.out / "figures", f"cells/{slug(group)}_{slug(scenario)}",
-                         f"Execution time, {group} · {scenario}", "Beside its group's solo; the red dot is the maximum.")
+                         f"Execution time, {group} · {scenario}", "Beside its group's solo; the red dot is the maximum.",
+                         svg=self.svg)
 
     def all_cells(self) -> Section:
         s = Section("cells", "Every cell")
@@ -230,11 +231,12 @@ class _CampaignBuilder:
 
 
 def build_campaign(path, out: Path | None = None, epsilons: Sequence = (), *, csv: bool = True, n_boot: int = 1000,
-                   console=None, cell_figures: bool = False, map_stat: str | None = None) -> Path:
+                   console=None, cell_figures: bool = False, map_stat: str | None = None, svg: bool = False) -> Path:
     """Write the campaign report of campaign directory ``path``; returns index.html.
     ``cell_figures``: also one figure per cell on the group pages (off by default: 88 cells
     drawn cost a minute and megabytes, the tables say the same). ``map_stat``: the statistic
-    of the maps (campaign_maps.STATS; default: the strongest concluded effect)."""
+    of the maps (campaign_maps.STATS; default: the strongest concluded effect). ``svg``: each
+    figure also as SVG."""
     t0 = time.perf_counter()
     asked = cm.parse(map_stat)  # a bad name fails before any work
     root = Path(path)
@@ -243,7 +245,7 @@ def build_campaign(path, out: Path | None = None, epsilons: Sequence = (), *, cs
     cd = cc.load_campaign(root)
     timings = {"load": time.perf_counter() - t0}
     t = time.perf_counter()
-    b = _CampaignBuilder(cd, out, epsilons, n_boot, cell_figures, asked)
+    b = _CampaignBuilder(cd, out, epsilons, n_boot, cell_figures, asked, svg)
     timings["cells"] = time.perf_counter() - t
     sections = []
     for name in ("verdicts", "boards", "views", "worst", "warnings", "all_cells"):
@@ -256,10 +258,10 @@ def build_campaign(path, out: Path | None = None, epsilons: Sequence = (), *, cs
     pages = b.cell_pages()
     timings["cell pages"] = time.perf_counter() - t
     files = ["index.html", "summary.md", f"cells/*.html ({len(pages)} pages, one per group)",
-             "figures/*.png, figures/*.svg (one per two-way view, one for the explicit scenarios)",
+             f"figures/*.png{', figures/*.svg' if svg else ''} (one per two-way view, one for the explicit scenarios)",
              "tables/cells.csv, tables/grid_*.csv, tables/map_scenarios.csv"]
     if b.cell_figure_count:
-        files.append(f"figures/cells/*.png, *.svg ({b.cell_figure_count}, one per cell: --cell-figures)")
+        files.append(f"figures/cells/*.png{', *.svg' if svg else ''} ({b.cell_figure_count}, one per cell: --cell-figures)")
     if csv:
         n_jobs = export_jobs(cd.data.runs, out / "csv" / "jobs.csv")
         files.append(f"csv/jobs.csv ({n_jobs} rows, one per job)")

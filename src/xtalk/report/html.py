@@ -79,7 +79,8 @@ class Section:
             self.blocks.append(
                 f'<figure id="fig-{html.escape(fig.name)}"><img src="{fig.data_uri()}" alt="{html.escape(fig.title)}">'
                 f"<figcaption><b>{html.escape(fig.title)}.</b> {html.escape(fig.caption)}"
-                f' <span class="note">(files: figures/{html.escape(fig.name)}.png, .svg)</span></figcaption></figure>')
+                f' <span class="note">(files: figures/{html.escape(fig.name)}.png{", .svg" if fig.svg_path else ""})</span>'
+                "</figcaption></figure>")
         return self
 
     def raw(self, s: str) -> "Section":

@@ -686,21 +686,25 @@ def parameter_grid(x, value: str = "exec_ns", statistic: str = "median") -> pd.D
 
 def wakeup(data: ReportData, scenario: str, configuration: str) -> pd.DataFrame:
     """rel(k), Δw(k) and intervals of every run of a group, warm-up included (cached;
-    analysis.wakeup.wakeup_series)."""
+    analysis.wakeup.wakeup_series; its ``run_id`` a Categorical when taken run by run)."""
     cols = ["run_id", "job", "warmup", "wakeup_ns", "release_ns", "end_ns", "period_ns"]
 
-    def rows() -> pd.DataFrame:
+    def compute() -> pd.DataFrame:
+        # Run by run from the frames' stretches: no copy of the group's inputs in run order.
+        got = _group_runs(data, scenario, configuration, cols)
+        ser = wk.series_of_runs(got[0], got[1], ordered=got[2]) if got is not None else None
+        if ser is not None:
+            return ser
         ordered = group_in_run_order(data, scenario, configuration, cols)
-        return ordered if ordered is not None else subset(data, scenario, configuration, cols, warmup=True)
-    return _memo(data, ("wakeup", scenario, configuration), lambda: wk.wakeup_series(rows()))
+        return wk.wakeup_series(ordered if ordered is not None else subset(data, scenario, configuration, cols,
+                                                                           warmup=True))
+    return _memo(data, ("wakeup", scenario, configuration), compute)
 
 
-def group_in_run_order(data: ReportData, scenario: str, configuration: str, cols: list[str]) -> pd.DataFrame | None:
-    """``subset(..., warmup=True)`` in run, then job, order, each column copied once from
-    the runs' stretches of the measured and warm-up frames (a run's rows are contiguous in
-    each): no mask, concat and reorder of 10^7 rows. The stretches are put in run order
-    and first-job order; whether that is job order is for the caller to check (wakeup_series
-    does, and sorts otherwise). None where the frames are not made of such stretches."""
+def _group_pieces(data: ReportData, scenario: str, configuration: str, cols: list[str]):
+    """(frames, pieces, run categories) of a group: each piece a stretch of one run's rows in
+    the measured or warm-up frame, (run code, first job, frame, start, end), in run, then
+    first-job, order; None where the frames are not made of such stretches."""
     frames = [f for f in (data.measured, data.warmup) if len(f)]
     if not frames or any(c not in f.columns for f in frames for c in [*cols, "scenario", "configuration"]):
         return None
@@ -723,6 +727,45 @@ def group_in_run_order(data: ReportData, scenario: str, configuration: str, cols
         job = f["job"].to_numpy()
         pieces += [(rc[a], job[a], i, a, b) for a, b in zip(starts, ends) if mine[a] and rc[a] >= 0]
     pieces.sort(key=lambda p: (p[0], p[1]))
+    return frames, pieces, runs
+
+
+def _group_runs(data: ReportData, scenario: str, configuration: str, cols: list[str]):
+    """(runs, categories, ordered) for analysis.wakeup.series_of_runs: each run of the group
+    as (run code, its columns but run_id), in run order, a run's stretches joined in
+    first-job order (a view of the frame's column when the run is one stretch); None where
+    :func:`_group_pieces` is."""
+    got = _group_pieces(data, scenario, configuration, cols)
+    if got is None:
+        return None
+    frames, pieces, runs = got
+    arrays = [{c: f[c].to_numpy() for c in cols if c != "run_id"} for f in frames]
+    out = []
+    for p in pieces:
+        if out and out[-1][0] == p[0]:
+            out[-1][1].append(p)
+        else:
+            out.append((p[0], [p]))
+    per_run = []
+    for code, ps in out:
+        if len(ps) == 1:
+            _, _, i, a, b = ps[0]
+            per_run.append((int(code), {c: v[a:b] for c, v in arrays[i].items()}))
+        else:
+            per_run.append((int(code), {c: np.concatenate([arrays[i][c][a:b] for _, _, i, a, b in ps]) for c in arrays[0]}))
+    return per_run, runs, bool(frames[0]["run_id"].cat.ordered)
+
+
+def group_in_run_order(data: ReportData, scenario: str, configuration: str, cols: list[str]) -> pd.DataFrame | None:
+    """``subset(..., warmup=True)`` in run, then job, order, each column copied once from
+    the runs' stretches of the measured and warm-up frames (a run's rows are contiguous in
+    each): no mask, concat and reorder of 10^7 rows. The stretches are put in run order
+    and first-job order; whether that is job order is for the caller to check (wakeup_series
+    does, and sorts otherwise). None where the frames are not made of such stretches."""
+    got = _group_pieces(data, scenario, configuration, cols)
+    if got is None:
+        return None
+    frames, pieces, runs = got
     out = {}
     for c in cols:
         if c == "run_id":
@@ -760,8 +803,7 @@ def quantisation(x) -> pd.DataFrame:
     for scen, conf in groups(data):
         # The group's wake-up series (cached: the drift and the figures read it), its first
         # runs: the intervals do not depend on the columns the series has beyond these.
-        ser = wakeup(data, scen, conf)
-        ser = ser[ser["run_id"].isin(_first_runs(ser, QUANT_JOBS, sort=False))]
+        ser = _first_runs_rows(wakeup(data, scen, conf), QUANT_JOBS)
         try:
             q = wk.period_quantisation(None, series=ser)
         except ValueError:
@@ -772,6 +814,18 @@ def quantisation(x) -> pd.DataFrame:
                      "pattern_ms": None if q.pattern is None else ", ".join(f"{p / 1e6:.3f}" for p in q.pattern),
                      "mean_interval_ns": q.mean_interval_ns, "period_ns": q.period_ns, "outliers": q.outliers})
     return pd.DataFrame(rows)
+
+
+def _first_runs_rows(ser: pd.DataFrame, cap: int) -> pd.DataFrame:
+    """The rows of a wake-up series' :func:`_first_runs` (in the order the series holds
+    them): a leading slice of its run stretches when each run is one stretch, no mask of
+    every row."""
+    st = wk.run_stretches(ser)
+    if st is None:
+        return ser[ser["run_id"].isin(_first_runs(ser, cap, sort=False))]
+    starts, ends, _ = st
+    keep = np.flatnonzero(np.cumsum(ends - starts) - (ends - starts) < cap)
+    return ser.iloc[: int(ends[keep[-1]]) if keep.size else 0]
 
 
 def _first_runs(g: pd.DataFrame, cap: int, sort: bool = True) -> list:

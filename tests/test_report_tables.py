@@ -210,6 +210,17 @@ def test_spikes_and_their_period(data):
     assert np.allclose(clean.period_ns, SPIKE_EVERY * 1e6, rtol=0.02)
 
 
+def test_spikes_per_run_from_the_stretches_are_the_groupby(data, monkeypatch):
+    """The per-run spike table read from the detection's run stretches is the groupby's, row
+    for row; a detection table whose runs are not in their order goes the groupby's way."""
+    got = tb.spikes(data)
+    assert tb._spikes_by_stretch(tb.detected_spikes(data)) is not None
+    monkeypatch.setattr(tb, "_spikes_by_stretch", lambda d: None)
+    pd.testing.assert_frame_equal(got, tb.spikes(data), check_exact=True)
+    d = tb.detected_spikes(data)
+    assert tb._spikes_by_stretch(d.iloc[::-1]) is None and tb._spikes_by_stretch(d.iloc[::2]) is None
+
+
 def test_spike_attribution_names_the_planted_culprit(data):
     a = tb.spike_attribution(data)
     top = a[a.run_id == "2-pi-r0"].iloc[0]

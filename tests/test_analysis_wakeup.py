@@ -304,3 +304,21 @@ def test_quantisation_from_a_series_is_the_same():
     b = W.period_quantisation(None, series=W.wakeup_series(jobs))
     assert (a.pattern, a.pattern_period, a.step_ns, a.outliers) == (b.pattern, b.pattern_period, b.step_ns, b.outliers)
     pd.testing.assert_frame_equal(a.levels, b.levels)
+
+
+def test_clusters_from_sorted_values_are_the_argsorts():
+    """Labels from a search among the clusters' first values are those of the stable
+    argsort's running count of gaps: ties, gaps exactly min_gap wide, one cluster, none."""
+    def by_argsort(values, gap):
+        order = np.argsort(values, kind="stable")
+        labels = np.empty(values.size, dtype=np.int64)
+        labels[order] = np.concatenate([[0], np.cumsum(np.diff(values[order]) > gap)])
+        return labels
+
+    rng = np.random.default_rng(2)
+    v = np.concatenate([rng.choice([124e6, 128e6, 124e6 + 10], 500), rng.normal(125e6, 3e6, 50), [130e6, 130e6 + 5]])
+    rng.shuffle(v)
+    for gap in (5.0, 10.0, 0.5e6, 1e9, 0.0, -1.0):
+        assert np.array_equal(W._cluster_1d(v, gap), by_argsort(v, gap))
+    assert np.array_equal(W._cluster_1d(np.array([3.0]), 1.0), [0])
+    assert np.array_equal(W._cluster_1d(np.array([np.nan, 1.0, 5.0]), 1.0), by_argsort(np.array([np.nan, 1.0, 5.0]), 1.0))

@@ -110,6 +110,24 @@ def test_per_job_reference_is_the_minimum_over_runs(data):
     assert ref.n_runs.max() == 3
 
 
+def test_per_job_reference_from_the_runs_stretches_is_the_matrix_one(data):
+    """Min, median and max per job read run by run from the stretches are analysis.stats'
+    (its runs × jobs matrix), for every group; a run that lost a job, or runs out of their
+    stretches, go the matrix's (or the groupby's) way and give its numbers."""
+    from xtalk.analysis import stats as st
+
+    for sc, cf in tb.groups(data):
+        g = tb.subset(data, sc, cf, ["run_id", "job", "exec_ns"])
+        want = st.per_step_reference(g.assign(run_id=g["run_id"].cat.codes), column="exec_ns", by=("run_id",))
+        assert tb._reference_of_stretches(g, "exec_ns") is not None
+        pd.testing.assert_frame_equal(tb.per_job_reference(data, sc, "exec_ns", cf, rows=g), want, check_exact=True)
+        for other in (g.drop(index=g.index[5]), g.sample(frac=1.0, random_state=1)):
+            assert tb._reference_of_stretches(other, "exec_ns") is None
+            pd.testing.assert_frame_equal(tb.per_job_reference(data, sc, "exec_ns", cf, rows=other),
+                                          st.per_step_reference(other.assign(run_id=other["run_id"].cat.codes),
+                                                                column="exec_ns", by=("run_id",)), check_exact=True)
+
+
 def test_a_group_in_run_order_gives_the_wakeup_series_of_its_subset(data):
     """The wake-up series from the group's stretches, copied once in run order, is the one
     from the group's masked subset (warm-up included), row for row, for every group."""

@@ -416,7 +416,8 @@ def fit_drift(
     k = np.asarray(k, dtype=float)
     y = np.asarray(rel_ns, dtype=float)
     ok = np.isfinite(k) & np.isfinite(y)
-    k, y = k[ok], y[ok]
+    if not ok.all():  # (a copy of each only when something is left out)
+        k, y = k[ok], y[ok]
     if k.size < 10:
         raise ValueError(f"rel_ns: need at least 10 wake-ups to fit a drift, got {k.size}")
     if not 0.0 < level < 1.0:
@@ -427,7 +428,7 @@ def fit_drift(
     mad = 1.4826 * np.median(dev)
     keep = dev <= outlier_k * mad if mad > 0 else np.ones(k.size, bool)
     n_out = int((~keep).sum())
-    k2, y2 = k[keep], y[keep]
+    k2, y2 = (k[keep], y[keep]) if n_out else (k, y)
     slope, icpt = _ols(k2, y2)
     se = _newey_west_se(k2, y2 - (slope * k2 + icpt))
     z = stats.t.ppf(0.5 + level / 2.0, df=max(k2.size - 2, 1))
@@ -514,13 +515,20 @@ class Quantisation:
 
 
 def _cluster_1d(values: np.ndarray, min_gap: float) -> np.ndarray:
-    """Single-linkage clustering of 1-D values: split where sorted neighbours are > min_gap apart."""
-    order = np.argsort(values, kind="stable")
-    sv = values[order]
-    cuts = np.concatenate([[0], np.cumsum(np.diff(sv) > min_gap)])
-    labels = np.empty(values.size, dtype=np.int64)
-    labels[order] = cuts
-    return labels
+    """Single-linkage clustering of 1-D values: split where sorted neighbours are > min_gap apart.
+
+    A value's label is the number of splits at or below it: found by a search among the few
+    values that start a cluster, so the values are sorted, not argsorted (a stable argsort
+    of 10^6 intervals cost a third of a second). Equal values get one label whichever
+    order a sort leaves them in."""
+    if not min_gap >= 0 or np.isnan(values).any():  # ties split, or NaN last: the stable argsort's labels
+        order = np.argsort(values, kind="stable")
+        labels = np.empty(values.size, dtype=np.int64)
+        labels[order] = np.concatenate([[0], np.cumsum(np.diff(values[order]) > min_gap)])
+        return labels
+    sv = np.sort(values)
+    starts = sv[1:][np.diff(sv) > min_gap]  # the first value of each cluster but the lowest
+    return np.searchsorted(starts, values, side="right").astype(np.int64, copy=False)
 
 
 def _label_period(labels: np.ndarray, max_lag: int, min_match: float) -> tuple[int | None, float]:

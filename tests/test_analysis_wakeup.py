@@ -245,23 +245,19 @@ def test_series_at_once_is_the_loop_over_runs(categorical, layout):
     pd.testing.assert_frame_equal(W.wakeup_series(dup), _loop_series(dup), check_exact=True)
 
 
-def _runs_given(jobs, split):
+def _runs_given(jobs):
     """The runs of ``jobs`` as series_of_runs takes them: (code, columns) in code order,
-    each run's rows in job order, its columns joined from ``split`` stretches."""
+    each run's rows in job order."""
     cat = pd.Categorical(jobs["run_id"])
     out = []
-    for code, r in enumerate(cat.categories):
+    for code in range(len(cat.categories)):
         g = jobs[cat.codes == code].sort_values("job")
-        parts = [g.iloc[i::split] for i in range(split)] if split > 1 else [g]
-        cols = {c: np.concatenate([p[c].to_numpy() for p in parts])[np.argsort(np.concatenate(
-            [p["job"].to_numpy() for p in parts]), kind="stable")] for c in g.columns if c != "run_id"}
-        out.append((code, cols))
+        out.append((code, {c: g[c].to_numpy() for c in g.columns if c != "run_id"}))
     return out, cat.categories
 
 
-@pytest.mark.parametrize("split", [1, 2])
 @pytest.mark.parametrize("drop", [[], ["release_ns"], ["end_ns"], ["release_ns", "end_ns", "warmup"]])
-def test_series_run_by_run_is_wakeup_series(drop, split):
+def test_series_run_by_run_is_wakeup_series(drop):
     """series_of_runs, fed run by run, gives wakeup_series' table row for row (run_id a
     Categorical of the same ids): warm-up, lost jobs, backlog, an overloaded run, runs of
     other periods; without release, end or warm-up columns. A run whose indices do not
@@ -278,7 +274,7 @@ def test_series_run_by_run_is_wakeup_series(drop, split):
                           "end_ns": end, "period_ns": period})
         parts.append(d.drop(index=[40, 41, 150]))
     jobs = pd.concat(parts, ignore_index=True).drop(columns=drop)
-    runs, cats = _runs_given(jobs, split)
+    runs, cats = _runs_given(jobs)
     got = W.series_of_runs(runs, cats)
     assert isinstance(got["run_id"].dtype, pd.CategoricalDtype)
     want = W.wakeup_series(jobs)

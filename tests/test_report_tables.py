@@ -235,6 +235,11 @@ def test_spikes_per_run_from_the_stretches_are_the_groupby(data, monkeypatch):
     assert tb._spikes_by_stretch(tb.detected_spikes(data)) is not None
     monkeypatch.setattr(tb, "_spikes_by_stretch", lambda d: None)
     pd.testing.assert_frame_equal(got, tb.spikes(data), check_exact=True)
+    # The detection itself (integer times, run by run) is the groupby's too.
+    det = tb._detected_spikes(data, None, 5.0)
+    monkeypatch.setattr(tb.sp, "_spikes_at_once", lambda *a: None)
+    pd.testing.assert_frame_equal(det, tb._detected_spikes(data, None, 5.0), check_exact=True)
+    assert det["is_spike"].any()
     d = tb.detected_spikes(data)
     assert tb._spikes_by_stretch(d.iloc[::-1]) is None and tb._spikes_by_stretch(d.iloc[::2]) is None
 

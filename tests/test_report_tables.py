@@ -145,7 +145,7 @@ def test_a_group_in_run_order_gives_the_wakeup_series_of_its_subset(data):
 def test_a_groups_wakeup_series_run_by_run_is_the_one_of_its_subset(data):
     """The cached series, built run by run from the frames' stretches, holds the numbers of
     wakeup_series of the group's subset row for row (its run_id a Categorical of the same
-    ids); its runs, and the quantisation's first runs, are those a groupby gives."""
+    ids); its runs are those a groupby gives."""
     from xtalk.analysis import wakeup as wk
 
     cols = ["run_id", "job", "warmup", "wakeup_ns", "release_ns", "end_ns", "period_ns"]
@@ -156,9 +156,6 @@ def test_a_groups_wakeup_series_run_by_run_is_the_one_of_its_subset(data):
         pd.testing.assert_frame_equal(got.assign(run_id=got["run_id"].astype(str)), plain, check_exact=True,
                                       check_dtype=False)
         assert [(k, len(g)) for k, g in wk.runs_of_series(got)] == [(k, len(g)) for k, g in got.groupby("run_id", observed=True)]
-        for cap in (1, JOBS, JOBS + 1, 10**9):
-            old = got[got["run_id"].isin(tb._first_runs(got, cap, sort=False))]
-            pd.testing.assert_frame_equal(tb._first_runs_rows(got, cap).reset_index(drop=True), old.reset_index(drop=True))
 
 
 @pytest.mark.parametrize("limit", [1, JOBS, JOBS + 1, 10**9])

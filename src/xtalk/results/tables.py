@@ -837,7 +837,8 @@ def quantisation(x) -> pd.DataFrame:
     for scen, conf in groups(data):
         # The group's wake-up series (cached: the drift and the figures read it), its first
         # runs: the intervals do not depend on the columns the series has beyond these.
-        ser = _first_runs_rows(wakeup(data, scen, conf), QUANT_JOBS)
+        ser = wakeup(data, scen, conf)
+        ser = ser[ser["run_id"].isin(_first_runs(ser, QUANT_JOBS, sort=False))]
         try:
             q = wk.period_quantisation(None, series=ser)
         except ValueError:
@@ -848,18 +849,6 @@ def quantisation(x) -> pd.DataFrame:
                      "pattern_ms": None if q.pattern is None else ", ".join(f"{p / 1e6:.3f}" for p in q.pattern),
                      "mean_interval_ns": q.mean_interval_ns, "period_ns": q.period_ns, "outliers": q.outliers})
     return pd.DataFrame(rows)
-
-
-def _first_runs_rows(ser: pd.DataFrame, cap: int) -> pd.DataFrame:
-    """The rows of a wake-up series' :func:`_first_runs` (in the order the series holds
-    them): a leading slice of its run stretches when each run is one stretch, no mask of
-    every row."""
-    st = wk.run_stretches(ser)
-    if st is None:
-        return ser[ser["run_id"].isin(_first_runs(ser, cap, sort=False))]
-    starts, ends, _ = st
-    keep = np.flatnonzero(np.cumsum(ends - starts) - (ends - starts) < cap)
-    return ser.iloc[: int(ends[keep[-1]]) if keep.size else 0]
 
 
 def _first_runs(g: pd.DataFrame, cap: int, sort: bool = True) -> list:

@@ -5,7 +5,9 @@ never an order where a run repeats a job index."""
 import numpy as np
 import pytest
 
-from xtalk.analysis.runorder import _stretch_order, run_job_order
+import pandas as pd
+
+from xtalk.analysis.runorder import _increasing_within_runs, _stretch_order, run_codes, run_job_order
 
 
 def _store_like(rng):
@@ -56,3 +58,32 @@ def test_a_repeated_job_index_gets_no_order():
     assert run_job_order(codes, np.array([0, 1, 1, 0, 1]), 2) is None
     assert run_job_order(codes, np.array([0, 1, 2, 0, 1]).astype(float), 2) is None  # not integers
     assert run_job_order(codes, np.array([0, 1, 2, 0, 1]), 2) == slice(None)  # in order already
+
+
+@pytest.mark.parametrize("layout", ["store", "shuffled"])
+def test_the_stretch_check_is_the_masked_one(layout):
+    """Increasing job indices within each stretch of a run, checked stretch by stretch, says
+    what the masked comparison of every neighbour says: a decrease planted in one stretch
+    found; row by row (too many stretches) the masked comparison itself."""
+    rng = np.random.default_rng(3)
+    codes, job = _store_like(rng)
+    o = _want(codes, job)
+    p = rng.permutation(codes.size)
+    c, j = (codes[o], job[o]) if layout == "store" else (codes[p], job[p])
+    masked = lambda c, j: bool(np.all(j[1:][c[1:] == c[:-1]] > j[:-1][c[1:] == c[:-1]]))  # noqa: E731
+    for at in (None, 1, 150, j.size - 1):
+        jj = j.copy()
+        if at is not None:
+            jj[at] = jj[at - 1]
+        assert _increasing_within_runs(c, jj) == masked(c, jj)
+    assert _increasing_within_runs(c, j) == (layout == "store")
+
+
+def test_a_categoricals_run_codes_order_the_runs_as_factorize():
+    col = pd.Series(pd.Categorical(["b", "a", None, "b", "c"], categories=["c", "b", "unused", "a"]))
+    codes, cats = run_codes(col)
+    f_codes, f_uniques = pd.factorize(col, sort=True)
+    assert [cats[c] if c >= 0 else None for c in codes] == [f_uniques[c] if c >= 0 else None for c in f_codes]
+    assert np.array_equal(np.argsort(codes, kind="stable"), np.argsort(f_codes, kind="stable"))
+    plain = pd.Series(["b", "a", "b"])
+    assert [list(x) for x in run_codes(plain)] == [list(x) for x in pd.factorize(plain, sort=True)]

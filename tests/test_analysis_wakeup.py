@@ -245,6 +245,54 @@ def test_series_at_once_is_the_loop_over_runs(categorical, layout):
     pd.testing.assert_frame_equal(W.wakeup_series(dup), _loop_series(dup), check_exact=True)
 
 
+def _runs_given(jobs):
+    """The runs of ``jobs`` as series_of_runs takes them: (code, columns) in code order,
+    each run's rows in job order."""
+    cat = pd.Categorical(jobs["run_id"])
+    out = []
+    for code in range(len(cat.categories)):
+        g = jobs[cat.codes == code].sort_values("job")
+        out.append((code, {c: g[c].to_numpy() for c in g.columns if c != "run_id"}))
+    return out, cat.categories
+
+
+@pytest.mark.parametrize("drop", [[], ["release_ns"], ["end_ns"], ["release_ns", "end_ns", "warmup"]])
+def test_series_run_by_run_is_wakeup_series(drop):
+    """series_of_runs, fed run by run, gives wakeup_series' table row for row (run_id a
+    Categorical of the same ids): warm-up, lost jobs, backlog, an overloaded run, runs of
+    other periods; without release, end or warm-up columns. A run whose indices do not
+    increase, a run given twice or out of order, or runs with other columns: None."""
+    rng = np.random.default_rng(5)
+    parts = []
+    for r, period in (("r10", P), ("r2", P // 2), ("r3", P)):
+        n = 300
+        job = np.arange(n)
+        release = 10**12 + job * period
+        w = release + rng.integers(-5_000, 50_000, n)
+        end = w + (rng.integers(1, 3, n) * period if r == "r3" else rng.integers(1_000, period // 3, n))
+        d = pd.DataFrame({"run_id": r, "job": job, "warmup": job < 5, "release_ns": release, "wakeup_ns": w,
+                          "end_ns": end, "period_ns": period})
+        parts.append(d.drop(index=[40, 41, 150]))
+    jobs = pd.concat(parts, ignore_index=True).drop(columns=drop)
+    runs, cats = _runs_given(jobs)
+    got = W.series_of_runs(runs, cats)
+    assert isinstance(got["run_id"].dtype, pd.CategoricalDtype)
+    want = W.wakeup_series(jobs)
+    pd.testing.assert_frame_equal(got.assign(run_id=got["run_id"].astype(str)), want, check_exact=True)
+    got_runs = [(k, g.index[0], len(g)) for k, g in W.runs_of_series(got)]
+    assert got_runs == [(k, g.index[0], len(g)) for k, g in got.groupby("run_id", sort=True, observed=True)]
+    # The drift of each run is the same from either table.
+    for (ka, a), (kb, b) in zip(W.runs_of_series(got), W.runs_of_series(want)):
+        assert ka == kb and W.run_drift(a) == pytest.approx(W.run_drift(b), nan_ok=True)
+    bad = [(c, dict(r)) for c, r in runs]
+    bad[1][1]["job"] = bad[1][1]["job"][::-1].copy()
+    assert W.series_of_runs(bad, cats) is None
+    assert W.series_of_runs([runs[1], runs[0]], cats) is None
+    assert W.series_of_runs([runs[0], runs[0]], cats) is None
+    assert W.series_of_runs([runs[0], (runs[1][0], {"job": runs[1][1]["job"]})], cats) is None
+    assert W.series_of_runs([], cats) is None
+
+
 def test_quantisation_from_a_series_is_the_same():
     w = 10**9 + np.cumsum(np.tile([P - 1_000_000, P - 1_000_000, P - 1_000_000, P + 3_000_000], 100))
     jobs = _jobs_from_wakeups(w)
@@ -252,3 +300,21 @@ def test_quantisation_from_a_series_is_the_same():
     b = W.period_quantisation(None, series=W.wakeup_series(jobs))
     assert (a.pattern, a.pattern_period, a.step_ns, a.outliers) == (b.pattern, b.pattern_period, b.step_ns, b.outliers)
     pd.testing.assert_frame_equal(a.levels, b.levels)
+
+
+def test_clusters_from_sorted_values_are_the_argsorts():
+    """Labels from a search among the clusters' first values are those of the stable
+    argsort's running count of gaps: ties, gaps exactly min_gap wide, one cluster, none."""
+    def by_argsort(values, gap):
+        order = np.argsort(values, kind="stable")
+        labels = np.empty(values.size, dtype=np.int64)
+        labels[order] = np.concatenate([[0], np.cumsum(np.diff(values[order]) > gap)])
+        return labels
+
+    rng = np.random.default_rng(2)
+    v = np.concatenate([rng.choice([124e6, 128e6, 124e6 + 10], 500), rng.normal(125e6, 3e6, 50), [130e6, 130e6 + 5]])
+    rng.shuffle(v)
+    for gap in (5.0, 10.0, 0.5e6, 1e9, 0.0, -1.0):
+        assert np.array_equal(W._cluster_1d(v, gap), by_argsort(v, gap))
+    assert np.array_equal(W._cluster_1d(np.array([3.0]), 1.0), [0])
+    assert np.array_equal(W._cluster_1d(np.array([np.nan, 1.0, 5.0]), 1.0), by_argsort(np.array([np.nan, 1.0, 5.0]), 1.0))

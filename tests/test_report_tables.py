@@ -110,6 +110,24 @@ def test_per_job_reference_is_the_minimum_over_runs(data):
     assert ref.n_runs.max() == 3
 
 
+def test_per_job_reference_from_the_runs_stretches_is_the_matrix_one(data):
+    """Min, median and max per job read run by run from the stretches are analysis.stats'
+    (its runs × jobs matrix), for every group; a run that lost a job, or runs out of their
+    stretches, go the matrix's (or the groupby's) way and give its numbers."""
+    from xtalk.analysis import stats as st
+
+    for sc, cf in tb.groups(data):
+        g = tb.subset(data, sc, cf, ["run_id", "job", "exec_ns"])
+        want = st.per_step_reference(g.assign(run_id=g["run_id"].cat.codes), column="exec_ns", by=("run_id",))
+        assert tb._reference_of_stretches(g, "exec_ns") is not None
+        pd.testing.assert_frame_equal(tb.per_job_reference(data, sc, "exec_ns", cf, rows=g), want, check_exact=True)
+        for other in (g.drop(index=g.index[5]), g.sample(frac=1.0, random_state=1)):
+            assert tb._reference_of_stretches(other, "exec_ns") is None
+            pd.testing.assert_frame_equal(tb.per_job_reference(data, sc, "exec_ns", cf, rows=other),
+                                          st.per_step_reference(other.assign(run_id=other["run_id"].cat.codes),
+                                                                column="exec_ns", by=("run_id",)), check_exact=True)
+
+
 def test_a_group_in_run_order_gives_the_wakeup_series_of_its_subset(data):
     """The wake-up series from the group's stretches, copied once in run order, is the one
     from the group's masked subset (warm-up included), row for row, for every group."""
@@ -122,6 +140,22 @@ def test_a_group_in_run_order_gives_the_wakeup_series_of_its_subset(data):
         plain = tb.subset(data, sc, cf, cols, warmup=True)
         assert len(ordered) == len(plain) and set(ordered["run_id"].cat.categories) == set(plain["run_id"].cat.categories)
         pd.testing.assert_frame_equal(wk.wakeup_series(ordered), wk.wakeup_series(plain), check_exact=True)
+
+
+def test_a_groups_wakeup_series_run_by_run_is_the_one_of_its_subset(data):
+    """The cached series, built run by run from the frames' stretches, holds the numbers of
+    wakeup_series of the group's subset row for row (its run_id a Categorical of the same
+    ids); its runs are those a groupby gives."""
+    from xtalk.analysis import wakeup as wk
+
+    cols = ["run_id", "job", "warmup", "wakeup_ns", "release_ns", "end_ns", "period_ns"]
+    for sc, cf in tb.groups(data):
+        got = tb.wakeup(data, sc, cf)
+        assert isinstance(got["run_id"].dtype, pd.CategoricalDtype)
+        plain = wk.wakeup_series(tb.subset(data, sc, cf, cols, warmup=True))
+        pd.testing.assert_frame_equal(got.assign(run_id=got["run_id"].astype(str)), plain, check_exact=True,
+                                      check_dtype=False)
+        assert [(k, len(g)) for k, g in wk.runs_of_series(got)] == [(k, len(g)) for k, g in got.groupby("run_id", observed=True)]
 
 
 @pytest.mark.parametrize("limit", [1, JOBS, JOBS + 1, 10**9])
@@ -189,6 +223,22 @@ def test_spikes_and_their_period(data):
     clean = per[(per.run_id.isin(["5-pi-r1", "8-pi-r2"])) & (per.cls == "all")]
     assert np.allclose(clean.period_jobs, SPIKE_EVERY, rtol=0.02)
     assert np.allclose(clean.period_ns, SPIKE_EVERY * 1e6, rtol=0.02)
+
+
+def test_spikes_per_run_from_the_stretches_are_the_groupby(data, monkeypatch):
+    """The per-run spike table read from the detection's run stretches is the groupby's, row
+    for row; a detection table whose runs are not in their order goes the groupby's way."""
+    got = tb.spikes(data)
+    assert tb._spikes_by_stretch(tb.detected_spikes(data)) is not None
+    monkeypatch.setattr(tb, "_spikes_by_stretch", lambda d: None)
+    pd.testing.assert_frame_equal(got, tb.spikes(data), check_exact=True)
+    # The detection itself (integer times, run by run) is the groupby's too.
+    det = tb._detected_spikes(data, None, 5.0)
+    monkeypatch.setattr(tb.sp, "_spikes_at_once", lambda *a: None)
+    pd.testing.assert_frame_equal(det, tb._detected_spikes(data, None, 5.0), check_exact=True)
+    assert det["is_spike"].any()
+    d = tb.detected_spikes(data)
+    assert tb._spikes_by_stretch(d.iloc[::-1]) is None and tb._spikes_by_stretch(d.iloc[::2]) is None
 
 
 def test_spike_attribution_names_the_planted_culprit(data):

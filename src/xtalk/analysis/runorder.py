@@ -5,6 +5,7 @@ its parts cost seconds)."""
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 
 
 def run_job_order(codes: np.ndarray, job: np.ndarray, n_runs: int) -> np.ndarray | slice | None:
@@ -32,7 +33,21 @@ def stretch_starts(x: np.ndarray) -> np.ndarray:
     return np.flatnonzero(np.concatenate([[True], x[1:] != x[:-1]])) if x.size else np.zeros(0, dtype=np.int64)
 
 
+def run_codes(col: pd.Series) -> tuple[np.ndarray, object]:
+    """``pd.factorize(col, sort=True)``'s codes and labels for the functions above, a
+    Categorical's own codes and categories (the same order of runs, −1 for none) without
+    hashing every row; the labels then include categories no row uses."""
+    if isinstance(col.dtype, pd.CategoricalDtype):
+        return col.cat.codes.to_numpy(), col.cat.categories
+    return pd.factorize(col, sort=True)
+
+
 def _increasing_within_runs(c: np.ndarray, j: np.ndarray) -> bool:
+    starts = stretch_starts(c)
+    if starts.size <= max(64, c.size // 64):
+        # Stretch by stretch on views: no masked copies of every row.
+        ends = np.append(starts[1:], c.size)
+        return all(bool(np.all(j[a + 1:b] > j[a:b - 1])) for a, b in zip(starts, ends))
     same = c[1:] == c[:-1]
     return bool(np.all(j[1:][same] > j[:-1][same]))
 

@@ -19,7 +19,7 @@ from scipy import stats
 
 from ..trace.overlap import overlaps
 from .periodicity import Periodicity, periodicity
-from .runorder import run_job_order, stretch_starts
+from .runorder import run_codes, run_job_order, stretch_starts
 
 _MAD_TO_SD = 1.4826  # MAD of a normal sample × 1.4826 = its standard deviation
 
@@ -91,7 +91,7 @@ def _spikes_at_once(df: pd.DataFrame, column: str, k: float) -> pd.DataFrame | N
     groupby must decide: no integer job index, or one a run repeats."""
     if "job" not in df.columns or df.empty:
         return None
-    codes, uniques = pd.factorize(df["run_id"], sort=True)
+    codes, uniques = run_codes(df["run_id"])
     order = run_job_order(codes, df["job"].to_numpy(), len(uniques))
     c = codes[order] if order is not None else codes[:0]
     if c.size == 0:
@@ -99,10 +99,26 @@ def _spikes_at_once(df: pd.DataFrame, column: str, k: float) -> pd.DataFrame | N
     out = df.iloc[order].reset_index(drop=True)
     first = stretch_starts(c)
     lengths = np.diff(np.append(first, c.size))
-    v = out[column].to_numpy(dtype=float)
-    per_run = np.array([robust_threshold(v[a:a + n], k) for a, n in zip(first, lengths)]).reshape(-1, 3)
-    med, scale, thr = (np.repeat(per_run[:, i], lengths) for i in range(3))
-    return out.assign(baseline=med, scale=scale, threshold=thr, excess=v - med, is_spike=(v > thr) & (scale > 0))
+    # Each run's numbers written into the new columns at its rows, from its own float copy
+    # of the values: no float copy, difference or comparison of every job (at 10^7 jobs
+    # each is 10–80 MB of fresh memory, whose page faults cost more than the arithmetic).
+    vals = out[column].to_numpy()
+    n_rows = vals.size
+    med, scale, thr, excess = np.empty(n_rows), np.empty(n_rows), np.empty(n_rows), np.empty(n_rows)
+    spike = np.empty(n_rows, dtype=bool)
+    for a, n in zip(first, lengths):
+        b = a + n
+        v = vals[a:b].astype(float)
+        m_, s_, t_ = robust_threshold(v, k)
+        med[a:b], scale[a:b], thr[a:b] = m_, s_, t_
+        np.subtract(v, m_, out=excess[a:b])
+        np.greater(v, t_, out=spike[a:b])
+        if not s_ > 0:
+            spike[a:b] = False
+    # A new frame of the taken columns and the new ones, no copy (assign copies each new
+    # array: five of every job, a third of the detection's time at 10^7 jobs).
+    return pd.DataFrame({**{c: out[c] for c in out.columns}, "baseline": med, "scale": scale, "threshold": thr,
+                         "excess": excess, "is_spike": spike}, copy=False)
 
 
 # --------------------------------------------------------------------------- periods
@@ -199,7 +215,7 @@ def _runs_spikes(spikes: pd.DataFrame, keys: list[str], tcol: str, timed: bool):
     job order already (detect_spikes' table) are read from each run's stretch: only the
     spike rows are copied, not a frame per run of every job."""
     if keys == ["run_id"] and len(spikes) and spikes["job"].dtype.kind in "iu":
-        codes, uniques = pd.factorize(spikes["run_id"], sort=True)
+        codes, uniques = run_codes(spikes["run_id"])
         if isinstance(run_job_order(codes, spikes["job"].to_numpy(), len(uniques)), slice):
             first = stretch_starts(codes)
             ends = np.append(first[1:], codes.size)

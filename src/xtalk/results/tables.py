@@ -676,8 +676,42 @@ def per_job_reference(x, scenario: str = SOLO, column: str = "exec_ns", configur
     g = subset(data, scenario, configuration, ["run_id", "job", column]) if rows is None else rows
     if g.empty:
         return pd.DataFrame(columns=["job", "min_ns", "median_ns", "max_ns", "n_runs"])
+    same = _reference_of_stretches(g, column)
+    if same is not None:
+        return same
     g = g.assign(run_id=g["run_id"].cat.codes)  # integer run keys: nunique per job is much cheaper
     return st.per_step_reference(g, column=column, by=("run_id",))
+
+
+def _reference_of_stretches(g: pd.DataFrame, column: str) -> pd.DataFrame | None:
+    """:func:`per_job_reference` when each run is one stretch of the rows holding the same
+    increasing job indices as every other run (a group's runs as the store gives them), and
+    the values are integers: analysis.stats' runs × jobs matrix, reduced run by run (min,
+    max) and as a jobs × runs matrix, one run per column, its median taken along contiguous
+    rows in place. The same numbers (the middle values, or the mean of the two middle ones,
+    whatever the order of the runs); None otherwise."""
+    v, job = g[column].to_numpy(), g["job"].to_numpy()
+    if v.dtype.kind not in "iu" or job.dtype.kind not in "iu" or not isinstance(g["run_id"].dtype, pd.CategoricalDtype):
+        return None
+    codes = g["run_id"].cat.codes.to_numpy()
+    starts = stretch_starts(codes)
+    if (codes[starts] < 0).any() or np.unique(codes[starts]).size != starts.size:
+        return None
+    ends = np.append(starts[1:], codes.size)
+    n = int(ends[0] - starts[0])
+    ju = job[:n]
+    if (ends - starts != n).any() or not bool(np.all(ju[1:] > ju[:-1])):
+        return None
+    if not all(np.array_equal(job[a:b], ju) for a, b in zip(starts[1:], ends[1:])):
+        return None
+    lo, hi = v[:n].copy(), v[:n].copy()
+    m = np.empty((n, starts.size))
+    for i, (a, b) in enumerate(zip(starts, ends)):
+        np.minimum(lo, v[a:b], out=lo)
+        np.maximum(hi, v[a:b], out=hi)
+        m[:, i] = v[a:b]
+    return pd.DataFrame({"job": ju.copy(), "min_ns": lo, "median_ns": np.median(m, axis=1, overwrite_input=True),
+                         "max_ns": hi, "n_runs": np.full(n, starts.size, dtype=np.int64)})
 
 
 # --------------------------------------------------------------------------- counters
@@ -805,21 +839,25 @@ def parameter_grid(x, value: str = "exec_ns", statistic: str = "median") -> pd.D
 
 def wakeup(data: ReportData, scenario: str, configuration: str) -> pd.DataFrame:
     """rel(k), Δw(k) and intervals of every run of a group, warm-up included (cached;
-    analysis.wakeup.wakeup_series)."""
+    analysis.wakeup.wakeup_series; its ``run_id`` a Categorical when taken run by run)."""
     cols = ["run_id", "job", "warmup", "wakeup_ns", "release_ns", "end_ns", "period_ns"]
 
-    def rows() -> pd.DataFrame:
+    def compute() -> pd.DataFrame:
+        # Run by run from the frames' stretches: no copy of the group's inputs in run order.
+        got = _group_runs(data, scenario, configuration, cols)
+        ser = wk.series_of_runs(got[0], got[1], ordered=got[2]) if got is not None else None
+        if ser is not None:
+            return ser
         ordered = group_in_run_order(data, scenario, configuration, cols)
-        return ordered if ordered is not None else subset(data, scenario, configuration, cols, warmup=True)
-    return _memo(data, ("wakeup", scenario, configuration), lambda: wk.wakeup_series(rows()))
+        return wk.wakeup_series(ordered if ordered is not None else subset(data, scenario, configuration, cols,
+                                                                           warmup=True))
+    return _memo(data, ("wakeup", scenario, configuration), compute)
 
 
-def group_in_run_order(data: ReportData, scenario: str, configuration: str, cols: list[str]) -> pd.DataFrame | None:
-    """``subset(..., warmup=True)`` in run, then job, order, each column copied once from
-    the runs' stretches of the measured and warm-up frames (a run's rows are contiguous in
-    each): no mask, concat and reorder of 10^7 rows. The stretches are put in run order
-    and first-job order; whether that is job order is for the caller to check (wakeup_series
-    does, and sorts otherwise). None where the frames are not made of such stretches."""
+def _group_pieces(data: ReportData, scenario: str, configuration: str, cols: list[str]):
+    """(frames, pieces, run categories) of a group: each piece a stretch of one run's rows in
+    the measured or warm-up frame, (run code, first job, frame, start, end), in run, then
+    first-job, order; None where the frames are not made of such stretches."""
     frames = [f for f in (data.measured, data.warmup) if len(f)]
     if not frames or any(c not in f.columns for f in frames for c in [*cols, "scenario", "configuration"]):
         return None
@@ -842,6 +880,45 @@ def group_in_run_order(data: ReportData, scenario: str, configuration: str, cols
         job = f["job"].to_numpy()
         pieces += [(rc[a], job[a], i, a, b) for a, b in zip(starts, ends) if mine[a] and rc[a] >= 0]
     pieces.sort(key=lambda p: (p[0], p[1]))
+    return frames, pieces, runs
+
+
+def _group_runs(data: ReportData, scenario: str, configuration: str, cols: list[str]):
+    """(runs, categories, ordered) for analysis.wakeup.series_of_runs: each run of the group
+    as (run code, its columns but run_id), in run order, a run's stretches joined in
+    first-job order (a view of the frame's column when the run is one stretch); None where
+    :func:`_group_pieces` is."""
+    got = _group_pieces(data, scenario, configuration, cols)
+    if got is None:
+        return None
+    frames, pieces, runs = got
+    arrays = [{c: f[c].to_numpy() for c in cols if c != "run_id"} for f in frames]
+    out = []
+    for p in pieces:
+        if out and out[-1][0] == p[0]:
+            out[-1][1].append(p)
+        else:
+            out.append((p[0], [p]))
+    per_run = []
+    for code, ps in out:
+        if len(ps) == 1:
+            _, _, i, a, b = ps[0]
+            per_run.append((int(code), {c: v[a:b] for c, v in arrays[i].items()}))
+        else:
+            per_run.append((int(code), {c: np.concatenate([arrays[i][c][a:b] for _, _, i, a, b in ps]) for c in arrays[0]}))
+    return per_run, runs, bool(frames[0]["run_id"].cat.ordered)
+
+
+def group_in_run_order(data: ReportData, scenario: str, configuration: str, cols: list[str]) -> pd.DataFrame | None:
+    """``subset(..., warmup=True)`` in run, then job, order, each column copied once from
+    the runs' stretches of the measured and warm-up frames (a run's rows are contiguous in
+    each): no mask, concat and reorder of 10^7 rows. The stretches are put in run order
+    and first-job order; whether that is job order is for the caller to check (wakeup_series
+    does, and sorts otherwise). None where the frames are not made of such stretches."""
+    got = _group_pieces(data, scenario, configuration, cols)
+    if got is None:
+        return None
+    frames, pieces, runs = got
     out = {}
     for c in cols:
         if c == "run_id":
@@ -947,10 +1024,43 @@ def spikes(x, k: float = 5.0) -> pd.DataFrame:
     d = detected_spikes(data, k=k)
     if d.empty:
         return pd.DataFrame()
+    fast = _spikes_by_stretch(d)
+    if fast is not None:
+        return fast
     g = d.groupby("run_id", observed=True)
     out = pd.DataFrame({"scenario": g["scenario"].first().astype(str), "jobs": g.size(), "spikes": g["is_spike"].sum(),
                         "baseline_ns": g["baseline"].first(), "threshold_ns": g["threshold"].first(),
                         "max_excess_ns": g["excess"].max()}).reset_index()
+    out["run_id"] = out["run_id"].astype(str)
+    return out
+
+
+def _spikes_by_stretch(d: pd.DataFrame) -> pd.DataFrame | None:
+    """:func:`spikes`' table from the runs' stretches of the detection table (each run's
+    rows contiguous, the runs in their categories' order: detect_spikes' table), not a
+    groupby of every row; None where the groupby must decide (a run in pieces or out of
+    order, a missing label, a NaN its ``first`` or ``max`` would skip)."""
+    rc, sc = d["run_id"], d["scenario"]
+    if not (isinstance(rc.dtype, pd.CategoricalDtype) and isinstance(sc.dtype, pd.CategoricalDtype)):
+        return None
+    codes = rc.cat.codes.to_numpy()
+    starts = stretch_starts(codes)
+    first = codes[starts]
+    if first[0] < 0 or (first.size > 1 and not bool(np.all(first[1:] > first[:-1]))):
+        return None
+    ends = np.append(starts[1:], codes.size)
+    spike = d["is_spike"].to_numpy(dtype=bool)
+    excess = d["excess"].to_numpy()
+    base, thr, scen = d["baseline"].to_numpy()[starts], d["threshold"].to_numpy()[starts], sc.cat.codes.to_numpy()[starts]
+    top = np.array([excess[a:b].max() for a, b in zip(starts, ends)])
+    if np.isnan(base).any() or np.isnan(thr).any() or np.isnan(top).any() or (scen < 0).any():
+        return None
+    out = pd.DataFrame({
+        "run_id": pd.Categorical.from_codes(first, categories=rc.cat.categories, ordered=rc.cat.ordered),
+        "scenario": pd.Categorical.from_codes(scen, categories=sc.cat.categories, ordered=sc.cat.ordered).astype(str),
+        "jobs": (ends - starts).astype(np.int64),
+        "spikes": np.array([np.count_nonzero(spike[a:b]) for a, b in zip(starts, ends)], dtype=np.int64),
+        "baseline_ns": base, "threshold_ns": thr, "max_excess_ns": top})
     out["run_id"] = out["run_id"].astype(str)
     return out
 

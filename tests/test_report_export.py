@@ -70,3 +70,21 @@ def test_migration_table_counts_on_label_codes_as_on_strings(tmp_path):
     want = [(sc, cf, len(x), int(x["m"].sum())) for (sc, cf), x in g.groupby(["scenario", "configuration"], sort=False)]
     assert list(got[["scenario", "configuration", "jobs", "migrated"]].itertuples(index=False, name=None)) == want
     assert got["migrated"].sum() > 0 and platform.migration_table(data) is not data.memo["_migrations"]
+
+
+def test_migrated_jobs_from_integer_cpu_columns_as_from_coerced_ones():
+    """results.platform.migrated reads the loader's integer CPU columns as they are and
+    other columns coerced: the same mask, an unread CPU (-1, None, text) never migrated."""
+    import pandas as pd
+
+    from xtalk.results import platform
+
+    start = np.array([0, 1, 1, -1, 2, 3, 0], dtype=np.int64)
+    end = np.array([0, 0, -1, 1, 3, 3, 1], dtype=np.int64)
+    want = [False, True, False, False, True, False, True]
+    ints = pd.DataFrame({"cpu_start": start, "cpu_end": end})
+    assert platform.migrated(ints).tolist() == want
+    assert platform.migrated(ints.astype(np.int32)).tolist() == want
+    odd = pd.DataFrame({"cpu_start": [0, 1, None, "x", 2, 3, 0], "cpu_end": [0, 0, 1, 1, 3, 3, 1]}, dtype=object)
+    assert platform.migrated(odd).tolist() == [False, True, False, False, True, False, True]
+    assert platform.migrated(pd.DataFrame({"cpu_start": [1]})).tolist() == [False]

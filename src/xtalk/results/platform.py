@@ -37,9 +37,17 @@ def migrated(jobs: pd.DataFrame) -> np.ndarray:
     CPU was not read, or that never ran, is not counted as migrated)."""
     if "cpu_start" not in jobs or "cpu_end" not in jobs:
         return np.zeros(len(jobs), dtype=bool)
-    a = pd.to_numeric(jobs["cpu_start"], errors="coerce").to_numpy(dtype=float)
-    b = pd.to_numeric(jobs["cpu_end"], errors="coerce").to_numpy(dtype=float)
+    a, b = (_cpus(jobs[c]) for c in ("cpu_start", "cpu_end"))
     return (a >= 0) & (b >= 0) & (a != b)
+
+
+def _cpus(column: pd.Series) -> np.ndarray:
+    """A CPU column as numbers: integer columns as they are (the loader's: no float copy of
+    10^7 values), others coerced (a missing or unreadable CPU is NaN: never >= 0)."""
+    values = column.to_numpy()
+    if values.dtype.kind in "iu":
+        return values
+    return pd.to_numeric(column, errors="coerce").to_numpy(dtype=float)
 
 
 def exclude_migrated(jobs: pd.DataFrame) -> pd.DataFrame:

@@ -73,6 +73,9 @@ def test_svg_on_request_beside_the_same_pngs(report, tmp_path):
     text = html.read_text()
     assert "figures/box_exec.png, .svg)" in text and "figures/*.png, figures/*.svg" in text
     assert ".svg" not in report.read_text() and ".svg" not in (report.parent / "summary.md").read_text()
+    # A report without --svg into the same directory leaves no SVG of the earlier one behind.
+    build(report.parent.parent, tmp_path / "svg", epsilons=["exec:max:1.2x"], csv=False)
+    assert not list(figures.glob("*.svg")) and {p.name for p in figures.glob("*.png")} == pngs.keys()
 
 
 def test_the_png_writer_keeps_savefigs_pixels():

@@ -131,6 +131,8 @@ def render(fig, out_dir: Path, name: str, title: str, caption: str = "", *, svg:
         safepath.write_bytes(png_path, png)
         if svg_path is not None:
             safepath.save_figure(fig, svg_path, format="svg")
+        else:  # an SVG of an earlier `--svg` report would no longer be this figure
+            safepath.unlink(out_dir / f"{name}.svg")
     plt.close(fig)
     return Rendered(name, title, caption, png, png_path, svg_path)
 

@@ -293,6 +293,42 @@ def test_series_run_by_run_is_wakeup_series(drop):
     assert W.series_of_runs([], cats) is None
 
 
+@pytest.mark.parametrize("drop", [[], ["release_ns"], ["end_ns", "warmup"]])
+def test_series_of_some_columns_narrowed_is_the_full_ones(drop):
+    """series_of_runs with ``columns`` holds just those of the full table, in its order, the
+    same values; ``narrow`` makes k, rel_ns, period_ns and backlog_ns int32 while they fit
+    and int64 once a run's do not (a run far behind its release, a long backlog): the same
+    values either way, and each run's drift is the one of the full table."""
+    rng = np.random.default_rng(7)
+    parts = []
+    for r, period, late in (("r1", P, 0), ("r2", P, 3 * 10**9), ("r3", P // 2, 0)):
+        n = 300
+        job = np.arange(n)
+        release = 10**12 + job * period
+        w = release + rng.integers(-5_000, 50_000, n) + (job > 100) * late  # r2: 3 s late from job 101
+        end = w + (rng.integers(1, 3, n) * period if r == "r3" else rng.integers(1_000, period // 3, n))
+        d = pd.DataFrame({"run_id": r, "job": job, "warmup": job < 5, "release_ns": release, "wakeup_ns": w,
+                          "end_ns": end, "period_ns": period})
+        parts.append(d.drop(index=[40, 41, 150]))
+    jobs = pd.concat(parts, ignore_index=True).drop(columns=drop)
+    runs, cats = _runs_given(jobs)
+    full = W.series_of_runs(runs, cats)
+    cols = ["run_id", "k", "rel_ns", "dw_ns", "interval_ns", "period_ns", "warmup", "backlog_ns", "backlog"]
+    for narrow in (False, True):
+        got = W.series_of_runs(runs, cats, columns=cols[::-1], narrow=narrow)
+        assert list(got.columns) == cols
+        pd.testing.assert_frame_equal(got, full[cols], check_exact=True, check_dtype=False)
+        assert got["k"].dtype == (np.int32 if narrow else np.int64)
+        assert got["rel_ns"].dtype == np.int64  # r2's rel_ns passes 2^31 ns: widened from that run on
+        for (_, a), (_, b) in zip(W.runs_of_series(got), W.runs_of_series(full)):
+            assert W.run_drift(a) == W.run_drift(b) or pd.isna(W.run_drift(a)["slope_ns_per_job"])
+        q = W.period_quantisation(None, series=got)
+        assert q.levels.equals(W.period_quantisation(None, series=full).levels)
+    small = W.series_of_runs(runs[:1], cats, columns=cols, narrow=True)
+    assert small["rel_ns"].dtype == np.int32 and small["period_ns"].dtype == np.int32
+    pd.testing.assert_frame_equal(small, W.series_of_runs(runs[:1], cats)[cols], check_exact=True, check_dtype=False)
+
+
 def test_quantisation_from_a_series_is_the_same():
     w = 10**9 + np.cumsum(np.tile([P - 1_000_000, P - 1_000_000, P - 1_000_000, P + 3_000_000], 100))
     jobs = _jobs_from_wakeups(w)

@@ -153,8 +153,9 @@ def test_a_groups_wakeup_series_run_by_run_is_the_one_of_its_subset(data):
         got = tb.wakeup(data, sc, cf)
         assert isinstance(got["run_id"].dtype, pd.CategoricalDtype)
         plain = wk.wakeup_series(tb.subset(data, sc, cf, cols, warmup=True))
-        pd.testing.assert_frame_equal(got.assign(run_id=got["run_id"].astype(str)), plain, check_exact=True,
-                                      check_dtype=False)
+        assert list(got.columns) == list(tb.WAKEUP_COLUMNS)
+        pd.testing.assert_frame_equal(got.assign(run_id=got["run_id"].astype(str)), plain[list(got.columns)],
+                                      check_exact=True, check_dtype=False)
         assert [(k, len(g)) for k, g in wk.runs_of_series(got)] == [(k, len(g)) for k, g in got.groupby("run_id", observed=True)]
 
 

@@ -226,7 +226,14 @@ def _series_at_once(jobs: pd.DataFrame, period_ns: int | None, include_warmup: b
     return d
 
 
-def series_of_runs(runs: Sequence[tuple[int, dict]], categories: pd.Index, *, ordered: bool = False) -> pd.DataFrame | None:
+#: The columns of :func:`wakeup_series`' table, in its order (``latency_ns`` with a release column).
+SERIES_COLUMNS = ("run_id", "job", "k", "wakeup_ns", "rel_ns", "dw_ns", "interval_ns", "period_ns", "warmup",
+                  "backlog_ns", "backlog", "latency_ns")
+_I32 = np.iinfo(np.int32)
+
+
+def series_of_runs(runs: Sequence[tuple[int, dict]], categories: pd.Index, *, ordered: bool = False,
+                   columns: Sequence[str] | None = None, narrow: bool = False) -> pd.DataFrame | None:
     """:func:`wakeup_series` of runs handed over one by one, each run's numbers written
     into the table's columns at its rows: ``runs`` is (code into ``categories``, the run's
     columns ``job``, ``wakeup_ns``, ``period_ns`` and, when the job table has them,
@@ -234,9 +241,12 @@ def series_of_runs(runs: Sequence[tuple[int, dict]], categories: pd.Index, *, or
     numbers, row for row, as :func:`wakeup_series` of those rows, but ``run_id`` is a
     Categorical of ``categories`` (the runs given): codes, not a label per row, to build and
     to group. No copy of every job's inputs in run order, no temporary array of every job:
-    a run's temporaries are its own (10^5 jobs: in cache). None where the table's path must
-    decide: no run, job indices that are not increasing integers within a run, runs with
-    different columns."""
+    a run's temporaries are its own (10^5 jobs: in cache). ``columns``: only these of the
+    table (in its order; all by default): a column nobody reads is 40 MB of fresh memory a
+    group at 10^7 jobs. ``narrow``: the integer columns ``k``, ``rel_ns``, ``period_ns`` and
+    ``backlog_ns`` as int32 while every value fits (int64 from the run that does not on),
+    the same values read back. None where the table's path must decide: no run, job indices
+    that are not increasing integers within a run, runs with different columns."""
     runs = [(c, r) for c, r in runs if len(r["job"])]
     if not runs:
         return None
@@ -250,65 +260,84 @@ def series_of_runs(runs: Sequence[tuple[int, dict]], categories: pd.Index, *, or
         if j.dtype.kind not in "iu" or not bool(np.all(j[1:] > j[:-1])):
             return None
     has_release, has_end, has_warm = "release_ns" in names, "end_ns" in names, "warmup" in names
+    want = [c for c in SERIES_COLUMNS if (c != "latency_ns" or has_release) and (columns is None or c in columns)]
     n = sum(len(r["job"]) for _, r in runs)
-    i64 = lambda: np.empty(n, dtype=np.int64)  # noqa: E731
-    job, k, w, rel, back, p = i64(), i64(), i64(), i64(), i64(), i64()
-    late = i64() if has_release else None
-    dw, interval = np.empty(n), np.empty(n)
-    warm, backlog = np.zeros(n, dtype=bool), np.empty(n, dtype=bool)
-    # The runs given, 0, 1, ...: codes of the categories' used ones, as small as pandas keeps them.
-    codes = np.empty(n, dtype=np.int8 if len(runs) < 128 else np.int16 if len(runs) < 32768 else np.int32)
+    small = np.int32 if narrow else np.int64
+    kinds = {"job": np.int64, "k": small, "wakeup_ns": np.int64, "rel_ns": small, "dw_ns": float,
+             "interval_ns": float, "period_ns": small, "warmup": bool, "backlog_ns": small, "backlog": bool,
+             "latency_ns": np.int64}
+    out = {c: np.empty(n, dtype=kinds[c]) for c in want if c != "run_id"}
+
+    def put(c: str, a: int, b: int, v, lo, hi) -> None:
+        """v into column c's rows [a, b); an int32 column that v does not fit becomes int64."""
+        col = out.get(c)
+        if col is None:
+            return
+        if col.dtype == np.int32 and (lo < _I32.min or hi > _I32.max):
+            out[c] = col = col.astype(np.int64)  # (rows past b are written later)
+        col[a:b] = v
+
     a = 0
-    for code, (_, r) in enumerate(runs):
+    for _, r in runs:
         m = len(r["job"])
         b = a + m
-        codes[a:b] = code
-        jb, wb, kb, bk, bl = job[a:b], w[a:b], k[a:b], back[a:b], backlog[a:b]
-        jb[:] = r["job"]
-        wb[:] = r["wakeup_ns"]
+        jb = np.asarray(r["job"], dtype=np.int64)
+        wb = np.asarray(r["wakeup_ns"], dtype=np.int64)
         pr = int(r["period_ns"][0])
-        p[a:b] = pr
-        np.subtract(jb, jb[0], out=kb)
+        kb = jb - jb[0]
         if has_release:
             rl = np.asarray(r["release_ns"], dtype=np.int64)
-            lt = late[a:b]
         else:
             rl = kb * pr
             rl += wb[0]
-            lt = np.empty(m, dtype=np.int64)
-        np.subtract(wb, rl, out=lt)
+        lt = wb - rl
         dk = np.subtract(jb[1:], jb[:-1])
         dwi = np.subtract(wb[1:], wb[:-1])
         one = dk == 1
+        bk = np.empty(m, dtype=np.int64)
         bk[0] = 0
         if has_end:
             np.subtract(np.asarray(r["end_ns"], dtype=np.int64)[:-1], rl[1:], out=bk[1:])
             bk[1:] *= one & (bk[1:] > 0)
         else:
             bk[1:] = 0
-        np.greater(bk, 0, out=bl)
-        if has_warm:
-            warm[a:b] = r["warmup"]
-        wm = warm[a:b]
+        bl = bk > 0
+        wm = np.asarray(r["warmup"], dtype=bool) if has_warm else np.zeros(m, dtype=bool)
         pool = np.flatnonzero(~wm & ~bl)
         if pool.size == 0:
             pool = np.flatnonzero(~bl) if (~bl).any() else np.arange(m)
         ref = int(np.rint(np.median(lt[pool[:REFERENCE_JOBS]])))
-        np.subtract(lt, ref, out=rel[a:b])
-        dk *= pr  # Δw(k) = w(k) − w(j) − (k − j)·P
-        np.subtract(dwi, dk, out=dk)
-        dw[a] = np.nan
-        dw[a + 1:b] = dk
-        interval[a] = np.nan
-        iv = interval[a + 1:b]
-        iv[:] = dwi
-        iv[~one] = np.nan
+        put("latency_ns", a, b, lt, 0, 0)
+        put("job", a, b, jb, 0, 0)
+        put("wakeup_ns", a, b, wb, 0, 0)
+        put("k", a, b, kb, 0, int(kb[-1]))
+        put("period_ns", a, b, pr, pr, pr)
+        put("warmup", a, b, wm, 0, 0)
+        put("backlog", a, b, bl, 0, 0)
+        if "backlog_ns" in out:
+            put("backlog_ns", a, b, bk, 0, int(bk.max()))
+        if "rel_ns" in out:
+            lt -= ref
+            put("rel_ns", a, b, lt, int(lt.min()), int(lt.max()))
+        if "dw_ns" in out:
+            dw = out["dw_ns"]
+            dw[a] = np.nan
+            dw[a + 1:b] = dwi - dk * pr  # Δw(k) = w(k) − w(j) − (k − j)·P
+        if "interval_ns" in out:
+            iv = out["interval_ns"]
+            iv[a] = np.nan
+            ivr = iv[a + 1:b]
+            ivr[:] = dwi
+            ivr[~one] = np.nan
         a = b
-    rid = pd.Categorical.from_codes(codes, categories=categories[[c for c, _ in runs]], ordered=ordered)
-    cols = {"run_id": rid, "job": job, "k": k, "wakeup_ns": w, "rel_ns": rel, "dw_ns": dw, "interval_ns": interval,
-            "period_ns": p, "warmup": warm, "backlog_ns": back, "backlog": backlog}
-    if has_release:
-        cols["latency_ns"] = late
+    cols = {}
+    if "run_id" in want:
+        # The runs given, 0, 1, ...: codes of the categories' used ones, as small as pandas keeps them.
+        lengths = [len(r["job"]) for _, r in runs]
+        ctype = np.int8 if len(runs) < 128 else np.int16 if len(runs) < 32768 else np.int32
+        codes = np.repeat(np.arange(len(runs), dtype=ctype), lengths)
+        cols["run_id"] = pd.Categorical.from_codes(codes, categories=categories[[c for c, _ in runs]], ordered=ordered)
+    cols.update((c, out[c]) for c in want if c != "run_id")
     return pd.DataFrame(cols, copy=False)  # the arrays are this function's own
 
 

@@ -837,15 +837,24 @@ def parameter_grid(x, value: str = "exec_ns", statistic: str = "median") -> pd.D
 # --------------------------------------------------------------------------- wake-up
 
 
+#: The wake-up series' columns that its readers use (the drift, the quantisation, the
+#: section's figures): the others (job, wakeup_ns, latency_ns) are 120 MB of fresh memory
+#: a group at 10^7 jobs, which nobody reads.
+WAKEUP_COLUMNS = ("run_id", "k", "rel_ns", "dw_ns", "interval_ns", "period_ns", "warmup", "backlog_ns", "backlog")
+
+
 def wakeup(data: ReportData, scenario: str, configuration: str) -> pd.DataFrame:
     """rel(k), Δw(k) and intervals of every run of a group, warm-up included (cached;
-    analysis.wakeup.wakeup_series; its ``run_id`` a Categorical when taken run by run)."""
+    analysis.wakeup.wakeup_series' numbers; its ``run_id`` a Categorical when taken run by
+    run). When taken run by run it holds only ``WAKEUP_COLUMNS``, its integer columns int32
+    where every value fits (analysis.wakeup.series_of_runs, ``narrow``): the same values."""
     cols = ["run_id", "job", "warmup", "wakeup_ns", "release_ns", "end_ns", "period_ns"]
 
     def compute() -> pd.DataFrame:
         # Run by run from the frames' stretches: no copy of the group's inputs in run order.
         got = _group_runs(data, scenario, configuration, cols)
-        ser = wk.series_of_runs(got[0], got[1], ordered=got[2]) if got is not None else None
+        ser = (wk.series_of_runs(got[0], got[1], ordered=got[2], columns=WAKEUP_COLUMNS, narrow=True)
+               if got is not None else None)
         if ser is not None:
             return ser
         ordered = group_in_run_order(data, scenario, configuration, cols)

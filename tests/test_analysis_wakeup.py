@@ -329,6 +329,57 @@ def test_series_of_some_columns_narrowed_is_the_full_ones(drop):
     pd.testing.assert_frame_equal(small, W.series_of_runs(runs[:1], cats)[cols], check_exact=True, check_dtype=False)
 
 
+@pytest.mark.parametrize("n", [4096, 4097, 100_000, 100_001])
+def test_median_of_a_bracket_is_numpys(n):
+    """The drift fit's median, from the values between two sample quantiles, is np.median's
+    bit for bit: odd and even sizes, ties (few distinct values, all equal, a majority of
+    one value), heavy tails, sorted input; NaN gives NaN; small arrays go to np.median."""
+    rng = np.random.default_rng(11)
+    cases = [rng.normal(size=n), rng.integers(0, 3, n).astype(float), np.abs(rng.standard_cauchy(n)),
+             np.sort(rng.normal(size=n))[::-1].copy(), np.zeros(n),
+             np.r_[np.full(n // 2 + 5, 1.0), rng.normal(size=n - n // 2 - 5)]]
+    for a in cases:
+        assert np.float64(W._median(a)).tobytes() == np.median(a).tobytes()
+    a = cases[0].copy()
+    a[7] = np.nan
+    assert np.isnan(W._median(a))
+    assert W._median(np.array([3.0, 1.0, 2.0])) == 2.0
+
+
+def test_newey_west_in_one_buffer_is_the_former_sum():
+    """The HAC standard error with the lag products written into one buffer is the former
+    one (a fresh product array per lag), bit for bit."""
+    rng = np.random.default_rng(2)
+    k = np.arange(50_000, dtype=float)
+    resid = np.convolve(rng.normal(size=50_010), np.ones(10) / 10, mode="valid")[:50_000] * 1e3
+
+    def former(k, resid):
+        n = k.size
+        xc = k - k.mean()
+        sxx = np.sum(xc**2)
+        u = xc * resid
+        lag = int(np.floor(4.0 * (n / 100.0) ** (2.0 / 9.0)))
+        s = float((u * u).sum())
+        for l in range(1, min(lag, n - 1) + 1):
+            s += 2.0 * (1.0 - l / (lag + 1.0)) * float((u[l:] * u[:-l]).sum())
+        return float(np.sqrt(max(s, 0.0)) / sxx)
+
+    for m in (50_000, 12, 3):
+        assert W._newey_west_se(k[:m], resid[:m]) == former(k[:m], resid[:m])
+
+
+def test_drift_of_integers_is_the_drift_of_their_floats():
+    """Integer k and rel(k) (no finiteness check: every value is finite) fit the drift their
+    float copies fit; a NaN among floats is still left out."""
+    rng = np.random.default_rng(4)
+    k = np.arange(20_000, dtype=np.int32)
+    y = (k * -3 + rng.integers(-2_000, 2_000, k.size) + (k % 97 == 0) * 90_000).astype(np.int32)
+    assert W.fit_drift(k, y, P) == W.fit_drift(k.astype(float), y.astype(float), P)
+    yf = y.astype(float)
+    yf[5] = np.nan
+    assert W.fit_drift(k, yf, P).n == k.size - 1
+
+
 def test_quantisation_from_a_series_is_the_same():
     w = 10**9 + np.cumsum(np.tile([P - 1_000_000, P - 1_000_000, P - 1_000_000, P + 3_000_000], 100))
     jobs = _jobs_from_wakeups(w)

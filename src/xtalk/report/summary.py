@@ -201,7 +201,17 @@ def solo_spreads(data: ReportData) -> dict[str, float]:
     """Each configuration's run-to-run spread of the solo median (the coefficient of
     variation of its solo runs' median execution times, feasibility.noise_floor's), where it
     has two solo runs or more: what the `ci_too_wide` guard sizes its repetitions by, as the
-    end-of-run line of `xtalk run` does."""
+    end-of-run line of `xtalk run` does. Kept per ReportData: the report's guards and its
+    verdicts.json each compute the summary's table (100 medians of 10^5 jobs at 10^7 jobs)."""
+    memo = getattr(data, "memo", None)
+    if memo is None:
+        return _solo_spreads(data)
+    if "_solo_spreads" not in memo:
+        memo["_solo_spreads"] = _solo_spreads(data)
+    return dict(memo["_solo_spreads"])
+
+
+def _solo_spreads(data: ReportData) -> dict[str, float]:
     import statistics
 
     m = data.measured

@@ -218,15 +218,22 @@ def _solo_spreads(data: ReportData) -> dict[str, float]:
     if not len(m) or "exec_ns" not in m:
         return {}
     solo = np.flatnonzero((m["scenario"] == SOLO_NAME).to_numpy())
-    # The solo rows' values only, as floats (not every job's: 80 MB at 10^7 jobs).
-    v = m["exec_ns"].iloc[solo].to_numpy(dtype=float, na_value=np.nan)
+    col = m["exec_ns"]
+    if isinstance(col.dtype, np.dtype) and col.dtype.kind in "iuf":
+        # Each run's values taken from the column as it is, then as floats (not a float copy
+        # of every job's: 80 MB at 10^7 jobs).
+        raw = col.to_numpy()
+        values = lambda pos: raw[pos].astype(float)  # noqa: E731
+    else:
+        v = col.to_numpy(dtype=float, na_value=np.nan)
+        values = lambda pos: v[pos]  # noqa: E731
     out = {}
     # Each run's median from its rows' positions (cells.runs_of: the groupby's runs, no frame
     # per configuration and run; np.median of a run's values is the groupby's median).
     for cfg, ix in runs_of(m["configuration"], solo):
         med = []
         for _, pos in runs_of(m["run_id"], ix):
-            x = v[np.searchsorted(solo, pos)]  # solo is ascending: row position -> its index in v
+            x = values(pos)
             x = x[~np.isnan(x)]
             if x.size:
                 med.append(float(np.median(x)))

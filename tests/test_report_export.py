@@ -70,6 +70,12 @@ def test_migration_table_counts_on_label_codes_as_on_strings(tmp_path):
     want = [(sc, cf, len(x), int(x["m"].sum())) for (sc, cf), x in g.groupby(["scenario", "configuration"], sort=False)]
     assert list(got[["scenario", "configuration", "jobs", "migrated"]].itertuples(index=False, name=None)) == want
     assert got["migrated"].sum() > 0 and platform.migration_table(data) is not data.memo["_migrations"]
+    # Rows in runs are counted per stretch of labels, shuffled rows per job: the same table.
+    shuffled = m.sample(frac=1.0, random_state=2).reset_index(drop=True)
+    g = g.sample(frac=1.0, random_state=2).reset_index(drop=True)
+    want = [(sc, cf, len(x), int(x["m"].sum())) for (sc, cf), x in g.groupby(["scenario", "configuration"], sort=False)]
+    assert list(platform._migration_table(shuffled)[["scenario", "configuration", "jobs", "migrated"]]
+                .itertuples(index=False, name=None)) == want
 
 
 def test_migrated_jobs_from_integer_cpu_columns_as_from_coerced_ones():

@@ -440,3 +440,30 @@ def test_probe_portfolio_of_a_command_victim_on_the_agent(tmp_path):
     assert (st.best_us <= st.median_us).all() and (st.median_us <= st.worst_us).all() and (st.p99_us <= st.worst_us).all()
     figs = {p.stem for p in (res / "report" / "figures").glob("*.png")}
     assert {"probe_hist_1", "syscall_box", "syscall_timeline"} <= figs
+
+
+@pytest.mark.parametrize("values", [
+    np.sort(np.random.default_rng(3).normal(2e5, 1e4, 20_000)) / 1e6,      # a sorted group, as the report passes it
+    np.sort(np.random.default_rng(4).integers(0, 40, 5_000).astype(float)),  # many values on the edges
+    np.sort(np.r_[np.random.default_rng(5).random(300), [np.nan] * 4]),      # NaN sorted last
+    np.random.default_rng(6).random(300),                                    # not sorted
+    np.full(5, 3.0),                                                         # one value
+])
+def test_histogram_of_sorted_values_draws_the_bars_ax_hist_draws(values):
+    import matplotlib.pyplot as plt
+
+    for bins in (10, 120, 200):
+        fig, (mine, theirs) = plt.subplots(1, 2)
+        fg._hist(mine, values, bins)
+        theirs.hist(values, bins=bins)
+        assert [(p.get_x(), p.get_width(), p.get_height()) for p in mine.patches] == \
+            [(p.get_x(), p.get_width(), p.get_height()) for p in theirs.patches]
+        plt.close(fig)
+
+
+def test_quantiles_in_ms_are_those_of_the_converted_values_bit_for_bit():
+    from xtalk.analysis import stats as st
+
+    v = np.sort(np.random.default_rng(7).normal(2e5, 1e4, 10_001))
+    for qs in ([0.01, 0.25, 0.5, 0.75, 0.99], np.linspace(0, 1, 2000), [0.0, 1.0]):
+        assert np.array_equal(fg._ms_quantiles(v, qs), st.sorted_quantiles(v / 1e6, qs))

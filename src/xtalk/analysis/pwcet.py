@@ -38,6 +38,8 @@ import numpy as np
 import pandas as pd
 from scipy import optimize, stats
 
+from .stats import quantile_of_sorted
+
 DEFAULT_PROBABILITIES = tuple(10.0 ** -k for k in range(3, 13))
 
 
@@ -287,9 +289,10 @@ def threshold_scan(
 ) -> pd.DataFrame:
     """GPD fits over candidate thresholds (empirical quantiles at ``levels``), one row each."""
     v = _series(x, column)
+    sv = np.sort(v)  # one sort for the ten thresholds, np.quantile's values bit for bit
     rows = []
     for lv in levels:
-        u = float(np.quantile(v, lv))
+        u = quantile_of_sorted(sv, float(lv))
         exc = v[v > u] - u
         if exc.size < min_exceedances or np.ptp(exc) == 0:
             continue

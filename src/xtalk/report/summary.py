@@ -201,21 +201,39 @@ def solo_spreads(data: ReportData) -> dict[str, float]:
     """Each configuration's run-to-run spread of the solo median (the coefficient of
     variation of its solo runs' median execution times, feasibility.noise_floor's), where it
     has two solo runs or more: what the `ci_too_wide` guard sizes its repetitions by, as the
-    end-of-run line of `xtalk run` does."""
+    end-of-run line of `xtalk run` does. Kept per ReportData: the report's guards and its
+    verdicts.json each compute the summary's table (100 medians of 10^5 jobs at 10^7 jobs)."""
+    memo = getattr(data, "memo", None)
+    if memo is None:
+        return _solo_spreads(data)
+    if "_solo_spreads" not in memo:
+        memo["_solo_spreads"] = _solo_spreads(data)
+    return dict(memo["_solo_spreads"])
+
+
+def _solo_spreads(data: ReportData) -> dict[str, float]:
     import statistics
 
     m = data.measured
     if not len(m) or "exec_ns" not in m:
         return {}
     solo = np.flatnonzero((m["scenario"] == SOLO_NAME).to_numpy())
-    v = m["exec_ns"].to_numpy(dtype=float, na_value=np.nan)
+    col = m["exec_ns"]
+    if isinstance(col.dtype, np.dtype) and col.dtype.kind in "iuf":
+        # Each run's values taken from the column as it is, then as floats (not a float copy
+        # of every job's: 80 MB at 10^7 jobs).
+        raw = col.to_numpy()
+        values = lambda pos: raw[pos].astype(float)  # noqa: E731
+    else:
+        v = col.to_numpy(dtype=float, na_value=np.nan)
+        values = lambda pos: v[pos]  # noqa: E731
     out = {}
     # Each run's median from its rows' positions (cells.runs_of: the groupby's runs, no frame
     # per configuration and run; np.median of a run's values is the groupby's median).
     for cfg, ix in runs_of(m["configuration"], solo):
         med = []
         for _, pos in runs_of(m["run_id"], ix):
-            x = v[pos]
+            x = values(pos)
             x = x[~np.isnan(x)]
             if x.size:
                 med.append(float(np.median(x)))

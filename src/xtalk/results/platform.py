@@ -77,16 +77,33 @@ def _migration_table(j: pd.DataFrame) -> pd.DataFrame:
         return pd.DataFrame(columns=["scenario", "configuration", "jobs", "migrated", "migrated_pct"])
     sc_codes, sc = label_codes(j["scenario"])
     cf_codes, cf = label_codes(j["configuration"])
-    key = sc_codes.astype(np.int64) * len(cf) + cf_codes
     moved = migrated(j)
+    if (sc_codes >= 0).all() and (cf_codes >= 0).all():
+        # Jobs come in runs: count per stretch of one (scenario, configuration), not per job
+        # (no 10^7 keys, no bincount of them); a table whose labels change often is counted
+        # per job below. The same counts, the same order of first appearance.
+        starts = np.flatnonzero(np.concatenate([[True], (sc_codes[1:] != sc_codes[:-1]) | (cf_codes[1:] != cf_codes[:-1])]))
+        if starts.size <= max(64, sc_codes.size // 64):
+            skey = sc_codes[starts].astype(np.int64) * len(cf) + cf_codes[starts]
+            sizes = np.diff(np.append(starts, sc_codes.size))
+            n = np.bincount(skey, weights=sizes, minlength=len(sc) * len(cf)).astype(np.int64)
+            k = np.bincount(skey, weights=np.add.reduceat(moved, starts, dtype=np.int64),
+                            minlength=len(sc) * len(cf)).astype(np.int64)
+            return _migration_rows(sc, cf, n, k, skey)
+    key = sc_codes.astype(np.int64) * len(cf) + cf_codes
     labelled = (sc_codes >= 0) & (cf_codes >= 0)  # a job without a label is in no row
     if not labelled.all():
         key, moved = key[labelled], moved[labelled]
     n = np.bincount(key, minlength=len(sc) * len(cf))
     k = np.bincount(key, weights=moved, minlength=len(sc) * len(cf)).astype(np.int64)
-    # A key's first appearance is where the key changes (jobs come in runs): the order of
-    # first appearance from those few places instead of a sort of every job's key.
-    uniq, first = np.unique(key[stretch_starts(key)], return_index=True)
+    return _migration_rows(sc, cf, n, k, key[stretch_starts(key)])
+
+
+def _migration_rows(sc, cf, n: np.ndarray, k: np.ndarray, stretch_keys: np.ndarray) -> pd.DataFrame:
+    """The table's rows from the jobs (``n``) and migrated jobs (``k``) per key, in order of
+    first appearance: a key's first stretch (jobs come in runs: a few places, not a sort of
+    every job's key)."""
+    uniq, first = np.unique(stretch_keys, return_index=True)
     rows = [{"scenario": str(sc[uniq[i] // len(cf)]), "configuration": str(cf[uniq[i] % len(cf)]), "jobs": int(n[uniq[i]]),
              "migrated": int(k[uniq[i]]), "migrated_pct": 100.0 * k[uniq[i]] / n[uniq[i]]} for i in np.argsort(first, kind="stable")]
     return pd.DataFrame(rows)

@@ -17,7 +17,6 @@ import math
 from pathlib import Path
 from typing import Sequence
 
-import duckdb
 import pandas as pd
 
 #: Job indices are below this, so ``job * FILES + file_index`` orders by job then by run.
@@ -70,6 +69,8 @@ def group_quantiles(runs: pd.DataFrame, column: str, qs: Sequence[float], *,
                            else ("NULL",) * 4)
         selects.append(f"""SELECT {i} AS g, count({x}) {ok}, {mn}, quantile_cont({x}, {qlist}) {ok}, {mx}, {avg}, {sd}, {head}
             FROM read_parquet({_sql_list(files)}, union_by_name = true) {where}""")
+    import duckdb  # here: a report imports this module (results/tables.py) but never calls it
+
     con = duckdb.connect()
     try:
         if threads:

@@ -416,3 +416,44 @@ def test_a_series_first_runs_as_a_slice_are_the_masks_rows(layout):
         got = tb._first_runs_rows(g, cap)
         pd.testing.assert_frame_equal(got.reset_index(drop=True), want.reset_index(drop=True), check_exact=True)
         assert list(got.index) == list(want.index)
+
+
+@pytest.mark.parametrize("cols", [["run_id", "job", "exec_ns"], None, ["exec_ns", "no-such-column", "missed"]])
+def test_a_subset_from_the_groups_stretches_is_the_masks_rows(data, monkeypatch, cols):
+    """subset joined from the stretches of a group's rows gives the frame a mask of them
+    gives: the same columns, dtypes, values and index (a range for one stretch), warm-up
+    rows included; without stretches the mask decides."""
+    want = {}
+    got = {}
+    keys = [(sc, cf, w) for sc, cf in tb.groups(data) for w in (False, True)] + [("pi", None, False), ("nope", None, False)]
+    for sc, cf, w in keys:
+        got[sc, cf, w] = tb.subset(data, sc, cf, cols, warmup=w)
+    assert any(len(tb._group_rows(data, sc, cf) or ()) > 1 for sc, cf, _ in keys)
+    monkeypatch.setattr(tb, "_group_rows", lambda *a: None)
+    for key in keys:
+        want = tb.subset(data, key[0], key[1], cols, warmup=key[2])
+        pd.testing.assert_frame_equal(got[key], want, check_exact=True, check_index_type=True)
+        assert type(got[key].index) is type(want.index)
+
+
+def test_rows_of_spans_are_the_masks_rows_or_none():
+    """_rows_of_spans against the mask: several stretches, one (a range index), categorical
+    and bool columns; None for spans of single rows, no column, another index or an Arrow
+    column."""
+    n = 50
+    j = pd.DataFrame({"run_id": pd.Categorical(np.repeat(["a", "b", "c", "d", "e"], 10), categories=list("edcba")),
+                      "job": np.arange(n), "x": np.linspace(0, 1, n), "flag": np.arange(n) % 3 == 0,
+                      "rep": np.arange(n, dtype=np.int32)})
+    for spans in ([(0, 10), (20, 30), (45, 50)], [(10, 40)], [(0, 50)], [(3, 5), (7, 9)]):
+        keep = np.zeros(n, dtype=bool)
+        for a, b in spans:
+            keep[a:b] = True
+        for cols in (None, ["x", "run_id"], ["flag", "rep", "job"]):
+            got = tb._rows_of_spans(j, spans, cols)
+            want = j.loc[keep, cols] if cols is not None else j[keep]
+            pd.testing.assert_frame_equal(got, want, check_exact=True, check_index_type=True)
+            assert type(got.index) is type(want.index)
+    assert tb._rows_of_spans(j, [(0, 1), (2, 3), (4, 5)], None) is None
+    assert tb._rows_of_spans(j, [(0, 10)], []) is None
+    assert tb._rows_of_spans(j.set_index(np.arange(n) + 7), [(0, 10), (20, 30)], None) is None
+    assert tb._rows_of_spans(j.assign(s=pd.array(["x"] * n, dtype="string[pyarrow]")), [(0, 10), (20, 30)], None) is None

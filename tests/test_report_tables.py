@@ -457,3 +457,19 @@ def test_rows_of_spans_are_the_masks_rows_or_none():
     assert tb._rows_of_spans(j, [(0, 10)], []) is None
     assert tb._rows_of_spans(j.set_index(np.arange(n) + 7), [(0, 10), (20, 30)], None) is None
     assert tb._rows_of_spans(j.assign(s=pd.array(["x"] * n, dtype="string[pyarrow]")), [(0, 10), (20, 30)], None) is None
+
+
+@pytest.mark.parametrize("layout", ["stretches", "interleaved", "missing", "empty", "all"])
+def test_used_categories_from_stretches_are_pandas(layout):
+    """The categories a column uses, read from its stretches' first codes or counted, are
+    remove_unused_categories' (codes included), a row without a label among them."""
+    rng = np.random.default_rng(1)
+    cats = [f"r{i}" for i in range(9)]
+    labels = {"stretches": np.repeat(["r4", "r1", "r7", "r1"], [30, 20, 25, 10]),
+              "interleaved": rng.choice(["r0", "r3", "r8"], 500),
+              "missing": np.repeat(["r2", None, "r5"], [10, 5, 10]),
+              "empty": np.array([], dtype=object), "all": np.repeat(cats, 3)}[layout]
+    col = pd.Series(pd.Categorical(labels, categories=cats), name="run_id", index=np.arange(len(labels)) + 3)
+    got, want = tb._used_categories(col), col.cat.remove_unused_categories()
+    pd.testing.assert_series_equal(got, want, check_exact=True)
+    assert np.array_equal(got.cat.codes.to_numpy(), want.cat.codes.to_numpy())

@@ -132,7 +132,12 @@ def _rows_of_spans(j: pd.DataFrame, spans: list[tuple[int, int]], cols: Sequence
         a, b = spans[0]
         index = pd.RangeIndex(a, b)
     else:
-        index = pd.Index(np.concatenate([np.arange(a, b) for a, b in spans]))
+        pos = np.arange(sum(b - a for a, b in spans))  # one array: each span's positions shifted in place
+        o = 0
+        for a, b in spans:
+            pos[o:o + b - a] += a - o
+            o += b - a
+        index = pd.Index(pos)
     out = {}
     for c in names:
         col = j[c]

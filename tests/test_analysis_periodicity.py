@@ -136,3 +136,76 @@ def test_shared_null_gives_the_numbers_of_a_fresh_one():
     shared = [periodicity(t, resolution=1e6, start=0.0, end=4999e6) for t in series[::-1]][::-1]
     assert len(PM._NULLS) == 1
     assert [repr(x) for x in shared] == [repr(x) for x in fresh]  # repr: NaN fields compare equal
+
+
+def _former_h_statistic(x, k, length, cand, nyq, lp, max_harmonics):
+    """_h_statistic as it was: rfft's own zero padding of the counts minus their mean, the
+    power of the whole spectrum."""
+    from scipy import fft as sfft
+    x = x - k / x.shape[1]
+    spec = sfft.rfft(x, lp, axis=1)
+    power = (spec.real**2 + spec.imag**2) / (k * (1.0 - k / length))
+    z2 = np.zeros((x.shape[0], cand.size))
+    best = np.full((x.shape[0], cand.size), -np.inf)
+    best_m = np.zeros((x.shape[0], cand.size), dtype=np.int64)
+    for m in range(1, max_harmonics + 1):
+        q = int(np.searchsorted(cand, nyq // m, side="right"))
+        if q == 0:
+            break
+        z2[:, :q] += 2.0 * power[:, m * cand[:q]]
+        h = z2[:, :q] - (4.0 * m - 4.0)
+        better = h > best[:, :q]
+        np.maximum(best[:, :q], h, out=best[:, :q])
+        best_m[:, :q][better] = m
+    i = np.argmax(best, axis=1)
+    rows = np.arange(x.shape[0])
+    return best[rows, i], i, best_m[rows, i], power[:, cand]
+
+
+@pytest.mark.parametrize(("length", "k", "coarse", "lo", "top"),
+                         [(3000, 40, 1, 20, 900), (99990, 100, 15, 1069, 4221), (500, 7, 2, 3, 400)])
+def test_the_h_statistic_of_padded_rows_is_the_former_one(length, k, coarse, lo, top):
+    """Rows built padded in place and the power taken only at the bins read give the former
+    numbers bit for bit (the test's p-values and periods depend on them)."""
+    import xtalk.analysis.periodicity as P
+    rng = np.random.default_rng(length)
+    bins = -(-length // coarse)
+    lp = P.sfft.next_fast_len(2 * 8 * bins)
+    top = min(top, lp // 2)
+    cand = np.arange(lo, top + 1, dtype=np.int64)
+    rows = [rng.choice(length, k, replace=False) // coarse for _ in range(5)]
+    x = np.stack([P._counts(r, bins) for r in rows])
+    want = _former_h_statistic(x, k, length, cand, lp // 2, lp, 8)
+    got = P._h_statistic(P._centred(rows, k, bins, lp), k, length, cand, lp // 2, 8)
+    assert all(np.array_equal(a, b) for a, b in zip(got, want))
+    one = P._h_statistic(P._centred(rows[:1], k, bins, lp), k, length, cand, lp // 2, 8)
+    assert all(np.array_equal(a, b[:1]) for a, b in zip(one, want))
+
+
+def test_the_fundamental_searched_in_a_window_is_the_full_search():
+    """Consecutive candidates: the subharmonic found in a window around each target is the
+    one the search among all candidates finds (ties and targets on integers included)."""
+    import xtalk.analysis.periodicity as P
+
+    def full(power, cand, i, keep=0.5):
+        best = i
+        for j in range(2, 64):
+            target = cand[i] / j
+            if target < cand[0] - 1:
+                break
+            near = np.flatnonzero(np.abs(cand - target) <= 1.0)
+            if near.size:
+                c = int(near[np.argmax(power[near])])
+                if power[c] >= keep * power[i]:
+                    best = c
+        return best
+
+    rng = np.random.default_rng(3)
+    for lo, n in ((1, 400), (50, 3000), (1069, 3153), (7, 12)):
+        cand = np.arange(lo, lo + n, dtype=np.int64)
+        for _ in range(40):
+            power = rng.choice([0.0, 1.0, 2.0, 5.0], size=n) if rng.random() < 0.5 else rng.exponential(size=n)
+            i = int(rng.integers(n))
+            assert P._fundamental(power, cand, i) == full(power, cand, i)
+    gaps = np.array([3, 5, 8, 9, 20, 21, 40], dtype=np.int64)  # not consecutive: the full search
+    assert P._fundamental(np.ones(7), gaps, 6) == full(np.ones(7), gaps, 6)

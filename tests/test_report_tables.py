@@ -417,3 +417,60 @@ def test_a_series_first_runs_as_a_slice_are_the_masks_rows(layout):
         got = tb._first_runs_rows(g, cap)
         pd.testing.assert_frame_equal(got.reset_index(drop=True), want.reset_index(drop=True), check_exact=True)
         assert list(got.index) == list(want.index)
+
+
+@pytest.mark.parametrize("cols", [["run_id", "job", "exec_ns"], None, ["exec_ns", "no-such-column", "missed"]])
+def test_a_subset_from_the_groups_stretches_is_the_masks_rows(data, monkeypatch, cols):
+    """subset joined from the stretches of a group's rows gives the frame a mask of them
+    gives: the same columns, dtypes, values and index (a range for one stretch), warm-up
+    rows included; without stretches the mask decides."""
+    want = {}
+    got = {}
+    keys = [(sc, cf, w) for sc, cf in tb.groups(data) for w in (False, True)] + [("pi", None, False), ("nope", None, False)]
+    for sc, cf, w in keys:
+        got[sc, cf, w] = tb.subset(data, sc, cf, cols, warmup=w)
+    assert any(len(tb._group_rows(data, sc, cf) or ()) > 1 for sc, cf, _ in keys)
+    monkeypatch.setattr(tb, "_group_rows", lambda *a: None)
+    for key in keys:
+        want = tb.subset(data, key[0], key[1], cols, warmup=key[2])
+        pd.testing.assert_frame_equal(got[key], want, check_exact=True, check_index_type=True)
+        assert type(got[key].index) is type(want.index)
+
+
+def test_rows_of_spans_are_the_masks_rows_or_none():
+    """_rows_of_spans against the mask: several stretches, one (a range index), categorical
+    and bool columns; None for spans of single rows, no column, another index or an Arrow
+    column."""
+    n = 50
+    j = pd.DataFrame({"run_id": pd.Categorical(np.repeat(["a", "b", "c", "d", "e"], 10), categories=list("edcba")),
+                      "job": np.arange(n), "x": np.linspace(0, 1, n), "flag": np.arange(n) % 3 == 0,
+                      "rep": np.arange(n, dtype=np.int32)})
+    for spans in ([(0, 10), (20, 30), (45, 50)], [(10, 40)], [(0, 50)], [(3, 5), (7, 9)]):
+        keep = np.zeros(n, dtype=bool)
+        for a, b in spans:
+            keep[a:b] = True
+        for cols in (None, ["x", "run_id"], ["flag", "rep", "job"]):
+            got = tb._rows_of_spans(j, spans, cols)
+            want = j.loc[keep, cols] if cols is not None else j[keep]
+            pd.testing.assert_frame_equal(got, want, check_exact=True, check_index_type=True)
+            assert type(got.index) is type(want.index)
+    assert tb._rows_of_spans(j, [(0, 1), (2, 3), (4, 5)], None) is None
+    assert tb._rows_of_spans(j, [(0, 10)], []) is None
+    assert tb._rows_of_spans(j.set_index(np.arange(n) + 7), [(0, 10), (20, 30)], None) is None
+    assert tb._rows_of_spans(j.assign(s=pd.array(["x"] * n, dtype="string[pyarrow]")), [(0, 10), (20, 30)], None) is None
+
+
+@pytest.mark.parametrize("layout", ["stretches", "interleaved", "missing", "empty", "all"])
+def test_used_categories_from_stretches_are_pandas(layout):
+    """The categories a column uses, read from its stretches' first codes or counted, are
+    remove_unused_categories' (codes included), a row without a label among them."""
+    rng = np.random.default_rng(1)
+    cats = [f"r{i}" for i in range(9)]
+    labels = {"stretches": np.repeat(["r4", "r1", "r7", "r1"], [30, 20, 25, 10]),
+              "interleaved": rng.choice(["r0", "r3", "r8"], 500),
+              "missing": np.repeat(["r2", None, "r5"], [10, 5, 10]),
+              "empty": np.array([], dtype=object), "all": np.repeat(cats, 3)}[layout]
+    col = pd.Series(pd.Categorical(labels, categories=cats), name="run_id", index=np.arange(len(labels)) + 3)
+    got, want = tb._used_categories(col), col.cat.remove_unused_categories()
+    pd.testing.assert_series_equal(got, want, check_exact=True)
+    assert np.array_equal(got.cat.codes.to_numpy(), want.cat.codes.to_numpy())

@@ -146,8 +146,8 @@ def periodicity(
         return _none(n, k, "span too short for a period of 2 samples or more")
     cand = np.arange(lo, top + 1, dtype=np.int64)
 
-    obs = _counts(ep // coarse, bins)[None, :]
-    h_obs, i_obs, m_obs, p_cand = _h_statistic(obs, k, length, cand, nyq, lp, max_harmonics)
+    obs = _centred([ep // coarse], k, bins, lp)
+    h_obs, i_obs, m_obs, p_cand = _h_statistic(obs, k, length, cand, nyq, max_harmonics)
     i_best = _fundamental(p_cand[0], cand, int(i_obs[0]))
     null = _null_source((seed, length, k, coarse, bins, lp, lo, top, max_harmonics, shuffles))
     p = _null_rank(float(h_obs[0]), null.cursor(), lambda x: x, shuffles, alpha)
@@ -168,11 +168,18 @@ def _fundamental(power: np.ndarray, cand: np.ndarray, i: int, keep: float = 0.5)
     first harmonic can: events of period T have full power at 1/T itself, events of period
     T/2 have none there. So f/j is taken when its own power is ``keep`` of f's or more."""
     best = i
+    # Consecutive candidates (periodicity's): the few within 1 of a target are searched in a
+    # window around it, with the same test, not among all of them.
+    step = cand.size > 1 and bool(np.all(np.diff(cand) == 1))
     for j in range(2, 64):
         target = cand[i] / j
         if target < cand[0] - 1:
             break
-        near = np.flatnonzero(np.abs(cand - target) <= 1.0)
+        if step:
+            w = max(int(np.floor(target)) - 2 - int(cand[0]), 0)
+            near = np.flatnonzero(np.abs(cand[w:w + 6] - target) <= 1.0) + w
+        else:
+            near = np.flatnonzero(np.abs(cand - target) <= 1.0)
         if near.size:
             c = int(near[np.argmax(power[near])])
             if power[c] >= keep * power[i]:
@@ -227,10 +234,9 @@ class _NullDraws:
 
     def _chunk(self, i: int, b: int) -> np.ndarray:
         while len(self.chunks) <= i:
-            x = np.stack([_counts(self.rng.choice(self.length, self.k, replace=False) // self.coarse, self.bins)
-                          for _ in range(b)])
-            self.chunks.append(_h_statistic(x, self.k, self.length, self.cand, self.lp // 2, self.lp,
-                                            self.max_harmonics)[0])
+            x = _centred([self.rng.choice(self.length, self.k, replace=False) // self.coarse for _ in range(b)],
+                         self.k, self.bins, self.lp)
+            self.chunks.append(_h_statistic(x, self.k, self.length, self.cand, self.lp // 2, self.max_harmonics)[0])
         if self.chunks[i].size != b:
             raise AssertionError("null chunks are drawn in the same sizes by every caller")
         return self.chunks[i]
@@ -267,33 +273,57 @@ def _counts(bins: np.ndarray, size: int) -> np.ndarray:
     return np.bincount(bins, minlength=size).astype(float)
 
 
+def _centred(rows: list[np.ndarray], k: int, size: int, lp: int) -> np.ndarray:
+    """The event counts of each row of lattice bins (``size`` of them), minus their mean
+    ``k / size``, zero-padded to ``lp`` columns: written in place into one zeroed block (the
+    values of ``_counts(row, size) - k / size``; rfft's own padding copies every row again,
+    two thirds of a batch's transform time)."""
+    x = np.zeros((len(rows), lp))
+    mean = k / size
+    for i, r in enumerate(rows):
+        np.subtract(np.bincount(r, minlength=size), mean, out=x[i, :size])
+    return x
+
+
 #: Threads of each batch of transforms (the shuffles of the test are a batch of rows): the
 #: CPUs this process may run on (a pinned or cpuset-limited report sees fewer than the machine's).
 _WORKERS = max(1, min(4, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1))
 
 
-def _h_statistic(x: np.ndarray, k: int, length: int, cand: np.ndarray, nyq: int, lp: int, max_harmonics: int):
-    """(H, candidate index, m) of each row of event counts ``x``: de Jager's H over the
-    candidate frequency bins, harmonics m·f kept below ``nyq`` (above it they fold back onto
-    lower ones, or onto the lattice line where every event set has full power)."""
-    x = x - k / x.shape[1]  # minus the mean: the span's own transform (leakage near 0) drops out
-    spec = sfft.rfft(x, lp, axis=1, workers=_WORKERS)  # rows transformed apart: the same numbers on any count
-    power = (spec.real**2 + spec.imag**2) / (k * (1.0 - k / length))
+def _h_statistic(x: np.ndarray, k: int, length: int, cand: np.ndarray, nyq: int, max_harmonics: int):
+    """(H, candidate index, m, power at the candidates) of each row of :func:`_centred`
+    event counts ``x``: de Jager's H over the candidate frequency bins, harmonics m·f kept
+    below ``nyq`` (above it they fold back onto lower ones, or onto the lattice line where
+    every event set has full power). The power is computed only at the bins read (the
+    same numbers, element by element, as the whole spectrum's)."""
+    spec = sfft.rfft(x, axis=1, workers=_WORKERS)  # rows transformed apart: the same numbers on any count
+    norm = k * (1.0 - k / length)
+
+    def power(idx: np.ndarray) -> np.ndarray:
+        s = spec[:, idx]
+        return (s.real**2 + s.imag**2) / norm
+
     z2 = np.zeros((x.shape[0], cand.size))
     best = np.full((x.shape[0], cand.size), -np.inf)
     best_m = np.zeros((x.shape[0], cand.size), dtype=np.int64)
+    p_cand = None
     for m in range(1, max_harmonics + 1):
         q = int(np.searchsorted(cand, nyq // m, side="right"))  # candidates whose m·f is below nyq
         if q == 0:
             break
-        z2[:, :q] += 2.0 * power[:, m * cand[:q]]
+        pm = power(m * cand[:q])
+        if m == 1:
+            p_cand = pm if q == cand.size else None
+        z2[:, :q] += 2.0 * pm
         h = z2[:, :q] - (4.0 * m - 4.0)
         better = h > best[:, :q]
         np.maximum(best[:, :q], h, out=best[:, :q])
         best_m[:, :q][better] = m
+    if p_cand is None:
+        p_cand = power(cand)
     i = np.argmax(best, axis=1)
     rows = np.arange(x.shape[0])
-    return best[rows, i], i, best_m[rows, i], power[:, cand]
+    return best[rows, i], i, best_m[rows, i], p_cand
 
 
 def _refine(t: np.ndarray, period: float, t0: float, t1: float) -> tuple[float, float, float, float]:

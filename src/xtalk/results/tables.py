@@ -94,14 +94,57 @@ def subset(data: ReportData, scenario: str, configuration: str | None = None, co
     frames = [data.measured, data.warmup] if warmup else [data.measured]
     parts = []
     for j in frames:
-        mask = (j["scenario"] == scenario).to_numpy()
-        if configuration is not None:
-            mask = mask & (j["configuration"] == configuration).to_numpy()
-        parts.append(j.loc[mask, [c for c in cols if c in j.columns]] if cols is not None else j[mask])
+        spans = _group_rows(data, scenario, configuration) if j is data.measured else None
+        part = _rows_of_spans(j, spans, cols) if spans else None
+        if part is None:
+            mask = (j["scenario"] == scenario).to_numpy()
+            if configuration is not None:
+                mask = mask & (j["configuration"] == configuration).to_numpy()
+            part = j.loc[mask, [c for c in cols if c in j.columns]] if cols is not None else j[mask]
+        parts.append(part)
     out = parts[0] if len(parts) == 1 else pd.concat(parts)
     if "run_id" in out.columns:
         out = out.assign(run_id=_used_categories(out["run_id"]))
     return out
+
+
+def _rows_of_spans(j: pd.DataFrame, spans: list[tuple[int, int]], cols: Sequence[str] | None) -> pd.DataFrame | None:
+    """``j``'s rows ``a:b`` of every span (in order), only ``cols``: what a boolean mask of
+    those rows gives (the same columns, dtypes and index), each column joined from its
+    slices instead of a take of the mask's positions (a group's rows at 10^7 jobs are a few
+    dozen runs' stretches). None where the mask must decide: an index other than 0, 1, …,
+    n − 1, a column neither numpy nor categorical, no column, or spans of single rows (whose
+    index pandas may give as a range)."""
+    idx = j.index
+    if not (isinstance(idx, pd.RangeIndex) and idx.start == 0 and idx.step == 1):
+        return None
+    names = [c for c in cols if c in j.columns] if cols is not None else list(j.columns)
+    if not names or (len(spans) > 1 and all(b - a == 1 for a, b in spans)):
+        return None
+    cats = {}
+    for c in names:
+        dt = j[c].dtype
+        if isinstance(dt, pd.CategoricalDtype):
+            cats[c] = dt
+        elif not isinstance(dt, np.dtype):
+            return None
+    if len(spans) == 1:
+        a, b = spans[0]
+        index = pd.RangeIndex(a, b)
+    else:
+        pos = np.arange(sum(b - a for a, b in spans))  # one array: each span's positions shifted in place
+        o = 0
+        for a, b in spans:
+            pos[o:o + b - a] += a - o
+            o += b - a
+        index = pd.Index(pos)
+    out = {}
+    for c in names:
+        col = j[c]
+        v = col.cat.codes.to_numpy() if c in cats else col.to_numpy()
+        joined = np.concatenate([v[a:b] for a, b in spans])
+        out[c] = pd.Categorical.from_codes(joined, dtype=cats[c]) if c in cats else joined
+    return pd.DataFrame(out, index=index, columns=names, copy=False)
 
 
 def _used_categories(col: pd.Series) -> pd.Series:
@@ -109,7 +152,15 @@ def _used_categories(col: pd.Series) -> pd.Series:
     sort of every code (10^7 jobs: a sort per subset taken)."""
     codes = col.cat.codes.to_numpy()
     cats = col.cat.categories
-    used = np.bincount(codes[codes >= 0], minlength=len(cats)) > 0 if codes.size else np.zeros(len(cats), dtype=bool)
+    starts = stretch_starts(codes)
+    if starts.size <= max(64, codes.size // 64):
+        # Runs come in stretches: the codes used are those the stretches start with (a
+        # bincount converts every small code to a 64-bit index first: 80 MB at 10^7 jobs).
+        used = np.zeros(len(cats), dtype=bool)
+        first = codes[starts]
+        used[first[first >= 0]] = True
+    else:
+        used = np.bincount(codes[codes >= 0], minlength=len(cats)) > 0
     if used.all():
         return col
     new = np.cumsum(used) - 1

@@ -66,15 +66,22 @@ def application_names(col: pa.ChunkedArray | None) -> list[str]:
     return [str(v) for v in pc.unique(col).to_pylist() if v is not None]
 
 
+def job_table_ready(run_dir: Path) -> bool:
+    """Whether the run has a current jobs.parquet, converted first from its log when stale;
+    False for a run without one or with an unreadable log (listed, without jobs)."""
+    if fresh(run_dir):
+        return True
+    try:
+        return convert_run(run_dir) is not None
+    except JobLogError:
+        return False
+
+
 def open_job_table(run_dir: Path, base: list[str]) -> Head | None:
     """The run's job table opened (converted first when stale) with its warm-up and
     application columns read; None for a run without a readable job table."""
-    if not fresh(run_dir):
-        try:
-            if convert_run(run_dir) is None:
-                return None
-        except JobLogError:
-            return None  # an unreadable log: the run is listed, without jobs
+    if not job_table_ready(run_dir):
+        return None
     path = run_dir / "jobs.parquet"
     with _open(path) as f:  # closed between the two reads: a campaign has thousands of runs
         names = [c for c in f.schema_arrow.names if c in base or c.startswith(PREFIXES)]

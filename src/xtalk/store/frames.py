@@ -101,16 +101,13 @@ class ReportData:
 
 
 _fresh = columns.fresh
+_job_table_ready = columns.job_table_ready  # (measured_jobs' parameter `columns` hides the module)
 
 
 def _read_job_table(run_dir: Path) -> pa.Table | None:
     """The report's columns of a run's job table (converted first when stale), or None."""
-    if not _fresh(run_dir):
-        try:
-            if convert_run(run_dir) is None:
-                return None
-        except JobLogError:
-            return None  # an unreadable log: the run is listed, without jobs
+    if not _job_table_ready(run_dir):
+        return None
     path = run_dir / "jobs.parquet"
     names = pq.read_schema(path).names
     return pq.read_table(path, columns=[c for c in names if c in BASE_COLUMNS or c.startswith(("ctr_", "trace_", "seg_"))])
@@ -151,12 +148,8 @@ def measured_jobs(runs: pd.DataFrame, columns: list[str]) -> pd.DataFrame:
     parts = []
     for r in runs.itertuples():
         d = Path(r.dir)
-        if not _fresh(d):
-            try:
-                if convert_run(d) is None:
-                    continue
-            except JobLogError:
-                continue
+        if not _job_table_ready(d):
+            continue
         names = pq.read_schema(d / "jobs.parquet").names
         t = pq.read_table(d / "jobs.parquet", columns=[c for c in dict.fromkeys(["warmup", *columns]) if c in names])
         df = t.to_pandas()

@@ -193,6 +193,22 @@ def test_real_drift_recovered_despite_late_start_and_backlog():
     assert d["n_backlog"] >= 50
 
 
+def _runs_of_jobs(runs, n, lost, rng):
+    """Job tables of ``runs`` ((run id, period, lateness added from job 101), r3's jobs
+    overloaded: ends one or two periods on), ``n`` jobs each with ``lost`` ones dropped, the
+    first five warm-up."""
+    parts = []
+    for r, period, late in runs:
+        job = np.arange(n)
+        release = 10**12 + job * period
+        w = release + rng.integers(-5_000, 50_000, n) + (job > 100) * late
+        end = w + (rng.integers(1, 3, n) * period if r == "r3" else rng.integers(1_000, period // 3, n))
+        d = pd.DataFrame({"run_id": r, "job": job, "warmup": job < 5, "release_ns": release, "wakeup_ns": w,
+                          "end_ns": end, "period_ns": period})
+        parts.append(d.drop(index=lost))
+    return parts
+
+
 def _loop_series(jobs, **kw):
     """wakeup_series by its loop over runs (the at-once path switched off)."""
     fast = W._series_at_once
@@ -212,16 +228,7 @@ def test_series_at_once_is_the_loop_over_runs(categorical, layout):
     in a store's stretches (each run's measured jobs, then each run's warm-up: ordered
     stretch by stretch) or in stretches whose job ranges interleave (the full sort then)."""
     rng = np.random.default_rng(3)
-    parts = []
-    for r, period in (("r10", P), ("r2", P // 2), ("r1", P), ("r3", P)):
-        n = 400
-        job = np.arange(n)
-        release = 10**12 + job * period
-        w = release + rng.integers(-5_000, 50_000, n)
-        end = w + (rng.integers(1, 3, n) * period if r == "r3" else rng.integers(1_000, period // 3, n))
-        d = pd.DataFrame({"run_id": r, "job": job, "warmup": job < 5, "release_ns": release, "wakeup_ns": w,
-                          "end_ns": end, "period_ns": period})
-        parts.append(d.drop(index=[50, 51, 200]))  # lost jobs
+    parts = _runs_of_jobs((("r10", P, 0), ("r2", P // 2, 0), ("r1", P, 0), ("r3", P, 0)), 400, [50, 51, 200], rng)
     if layout == "shuffled":
         jobs = pd.concat(parts).sample(frac=1.0, random_state=1).reset_index(drop=True)
     elif layout == "stretches":
@@ -263,16 +270,7 @@ def test_series_run_by_run_is_wakeup_series(drop):
     other periods; without release, end or warm-up columns. A run whose indices do not
     increase, a run given twice or out of order, or runs with other columns: None."""
     rng = np.random.default_rng(5)
-    parts = []
-    for r, period in (("r10", P), ("r2", P // 2), ("r3", P)):
-        n = 300
-        job = np.arange(n)
-        release = 10**12 + job * period
-        w = release + rng.integers(-5_000, 50_000, n)
-        end = w + (rng.integers(1, 3, n) * period if r == "r3" else rng.integers(1_000, period // 3, n))
-        d = pd.DataFrame({"run_id": r, "job": job, "warmup": job < 5, "release_ns": release, "wakeup_ns": w,
-                          "end_ns": end, "period_ns": period})
-        parts.append(d.drop(index=[40, 41, 150]))
+    parts = _runs_of_jobs((("r10", P, 0), ("r2", P // 2, 0), ("r3", P, 0)), 300, [40, 41, 150], rng)
     jobs = pd.concat(parts, ignore_index=True).drop(columns=drop)
     runs, cats = _runs_given(jobs)
     got = W.series_of_runs(runs, cats)
@@ -300,16 +298,8 @@ def test_series_of_some_columns_narrowed_is_the_full_ones(drop):
     and int64 once a run's do not (a run far behind its release, a long backlog): the same
     values either way, and each run's drift is the one of the full table."""
     rng = np.random.default_rng(7)
-    parts = []
-    for r, period, late in (("r1", P, 0), ("r2", P, 3 * 10**9), ("r3", P // 2, 0)):
-        n = 300
-        job = np.arange(n)
-        release = 10**12 + job * period
-        w = release + rng.integers(-5_000, 50_000, n) + (job > 100) * late  # r2: 3 s late from job 101
-        end = w + (rng.integers(1, 3, n) * period if r == "r3" else rng.integers(1_000, period // 3, n))
-        d = pd.DataFrame({"run_id": r, "job": job, "warmup": job < 5, "release_ns": release, "wakeup_ns": w,
-                          "end_ns": end, "period_ns": period})
-        parts.append(d.drop(index=[40, 41, 150]))
+    # r2: 3 s late from job 101
+    parts = _runs_of_jobs((("r1", P, 0), ("r2", P, 3 * 10**9), ("r3", P // 2, 0)), 300, [40, 41, 150], rng)
     jobs = pd.concat(parts, ignore_index=True).drop(columns=drop)
     runs, cats = _runs_given(jobs)
     full = W.series_of_runs(runs, cats)

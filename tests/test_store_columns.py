@@ -2,6 +2,9 @@
 columns; its frames are those of the former path (Arrow tables concatenated and converted
 to pandas), and tables it does not take (a missing column, nulls) go the former way."""
 
+import os
+import subprocess
+import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -134,3 +137,12 @@ def test_a_cut_short_job_table_is_left_out_and_the_others_load(tmp_path):
     m, w = former(data)
     same(data.measured, m)
     same(data.warmup, w)
+
+
+def test_the_report_memory_setting_turns_numpys_huge_page_advice_off():
+    # In a child: the setting is process-wide (glibc's mallopt, numpy's switch).
+    code = ("from xtalk.store import frames; from xtalk.store.frames import _numpy_multiarray as m;"
+            "frames.reuse_freed_memory(); print(m()._get_madvise_hugepage())")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         env={**os.environ, "NUMPY_MADVISE_HUGEPAGE": "1"})
+    assert out.stdout.strip() == "False"

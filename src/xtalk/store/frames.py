@@ -245,13 +245,32 @@ def reuse_freed_memory() -> None:
     faulted in and zeroed by the kernel (at 10^7 jobs the report's system time 8.0 -> 5.1 s,
     docs/results.md). Without mmap they come from the heap, whose freed blocks are reused;
     its top is returned only past 1 GiB (and by malloc_trim after the load).
-    Nothing where the C library has no mallopt."""
+    Nothing where the C library has no mallopt.
+
+    Also stops numpy advising the kernel to back its arrays of 4 MB and more with transparent
+    huge pages (what NUMPY_MADVISE_HUGEPAGE=0 does at start-up): the report walks its arrays
+    once or twice, so fewer TLB misses gain it nothing measurable, while a huge page is fresh
+    memory zeroed 2 MB at a time: at 10^7 jobs on the development VM the report's system time
+    was 2.2-3.0 s with them, 1.1-1.2 s without, user time the same (docs/results.md)."""
     try:
         libc = ctypes.CDLL(None)
         libc.mallopt(_M_TRIM_THRESHOLD, 1 << 30)
         libc.mallopt(_M_MMAP_MAX, 0)
     except (OSError, AttributeError):
         pass
+    advise = getattr(_numpy_multiarray(), "_set_madvise_hugepage", None)
+    if advise is not None:
+        advise(False)
+
+
+def _numpy_multiarray():
+    """numpy's multiarray module, where its huge-page switch lives (numpy._core from 2.0,
+    numpy.core before)."""
+    try:
+        from numpy._core import multiarray
+    except ImportError:  # numpy 1.x
+        from numpy.core import multiarray
+    return multiarray
 
 
 def _return_freed_memory() -> None:

@@ -40,6 +40,55 @@ def test_robust_threshold_and_mad_zero_fallback():
     assert S.robust_threshold([7, 7, 7])[1] == 0.0
 
 
+def _numpy_threshold(values, k=5.0):
+    """robust_threshold as np.median gives it on the values' floats (the former code)."""
+    v = np.asarray(values, dtype=float)
+    med = float(np.median(v))
+    dev = np.abs(v - med)
+    scale = 1.4826 * float(np.median(dev))
+    if scale == 0.0:
+        scale = 1.2533 * float(dev.mean())
+    return med, scale, med + k * scale
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 4, 5, 10, 11, 999, 1000, 100_000, 100_001])
+def test_counted_median_and_mad_are_numpys_bit_for_bit(n):
+    rng = np.random.default_rng(n)
+    cases = [
+        260_000 + rng.integers(-5_000, 5_000, n),  # a run's execution times
+        rng.integers(0, 4, n),  # ties everywhere: every middle value repeated
+        np.full(n, 123_457),  # all equal: MAD 0, the mean-deviation fallback
+        -(10**9) + rng.integers(0, 3 * n + 7, n),  # negative, the widest span counted
+        np.where(rng.random(n) < 0.6, 5, rng.integers(0, 9, n)),  # a majority of one value
+        (1 << 49) - rng.integers(0, 50, n),  # large values, halves and quarters still exact
+        np.sort(rng.integers(0, 1000, n))[::-1],  # sorted, descending
+    ]
+    for x in cases:
+        for arr in (x.astype(np.int64), x.astype(np.int32) if abs(x).max() < 2**31 else x, x.astype(float)):
+            assert S.robust_threshold(arr, k=5) == _numpy_threshold(arr, k=5)
+        got = S.median_mad_of_ints(x.astype(np.int64))
+        assert (got is None) == (x.max() - x.min() > 4 * n + 1024)  # counted where the span allows
+        v = x.astype(float)
+        med = np.median(v)
+        assert got is None or got == (med, np.median(np.abs(v - med)))
+
+
+def test_counted_median_leaves_wide_spans_and_huge_values_to_numpy():
+    x = np.array([0, 5, 10**7, 3], dtype=np.int64)  # span ≫ 4n + 1024
+    assert S.median_mad_of_ints(x) is None
+    assert S.median_mad_of_ints(np.array([1 << 51, (1 << 51) + 1])) is None
+    assert S.median_mad_of_ints(np.array([], dtype=np.int64)) is None
+    for arr in (x, np.array([1 << 51, (1 << 51) + 1, (1 << 51) + 7])):
+        assert S.robust_threshold(arr) == _numpy_threshold(arr)
+    with pytest.raises(ValueError, match="no finite value"):
+        S.robust_threshold(np.array([], dtype=np.int64))
+    # Floats (NaN dropped) keep np.median's path.
+    assert S.robust_threshold([1.0, np.nan, 3.0, 2.0]) == _numpy_threshold([1.0, 3.0, 2.0])
+    # uint8 values near the type's ends (x − min done in 64 bits).
+    u = np.array([0, 255, 255, 1, 254], dtype=np.uint8)
+    assert S.robust_threshold(u) == _numpy_threshold(u)
+
+
 def test_detect_spikes_finds_planted_spikes_only():
     rng = np.random.default_rng(0)
     exec_ns, hit, _ = _planted(20_000, 50_000_000, 31_250_000_000, rng)

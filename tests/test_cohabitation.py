@@ -185,3 +185,16 @@ def test_a_mean_ratio_ci_resamples_runs_not_pooled_jobs():
         ci = ratio(scen, ref, stat, n_boot=500)
         assert ci.method == "runs" and ci.runs == (2, 2), ci
         assert ci.low < 1.0 < ci.high and ci.high - ci.low > 0.1, (stat, ci)
+
+
+def test_is_multi_on_label_codes_as_nunique():
+    """More than one application: from the categorical codes' extremes as from nunique, with
+    missing labels, unused categories, one label, none, and a column of strings."""
+    from xtalk.analysis.cohabitation import is_multi
+
+    cases = [["a", "a", "b"], ["a", "a"], ["a", None, "a"], [None, "b", None, "a"], [None, None], [], ["b", None]]
+    for labels in cases:
+        for col in (pd.Categorical(labels, categories=["a", "b", "c"]), pd.Series(labels, dtype=object)):
+            jobs = pd.DataFrame({"application": col})
+            assert is_multi(jobs) == (jobs["application"].nunique() > 1), labels
+    assert not is_multi(pd.DataFrame({"job": [1, 2]}))

@@ -94,3 +94,35 @@ def test_migrated_jobs_from_integer_cpu_columns_as_from_coerced_ones():
     odd = pd.DataFrame({"cpu_start": [0, 1, None, "x", 2, 3, 0], "cpu_end": [0, 0, 1, 1, 3, 3, 1]}, dtype=object)
     assert platform.migrated(odd).tolist() == [False, True, False, False, True, False, True]
     assert platform.migrated(pd.DataFrame({"cpu_start": [1]})).tolist() == [False]
+
+
+def test_tables_of_numbers_written_as_pandas_writes_them(tmp_path):
+    """Long tables of integers and of floats that are integers or halves (a per-job reference)
+    are written without pandas' writer, byte for byte its CSV; any other table (NaN, -0.0, a
+    third, 10^15, a string, a quoted name, a short table, an index) keeps pandas' writer."""
+    import pandas as pd
+
+    rng = np.random.default_rng(3)
+    n = export.NUMBERS_CSV_MIN_ROWS + 7
+    ref = pd.DataFrame({"job": np.arange(10, n + 10), "min_ns": rng.integers(-5, 10**12, n),
+                        "median_ns": rng.integers(0, 2 * 10**14, n) / 2, "max_ns": rng.integers(0, 9, n).astype(np.int32),
+                        "n_runs": np.full(n, 50, dtype=np.uint16)})
+    ref.loc[:3, "median_ns"] = [0.0, 0.5, 1.0, 999_999_999_999_999.5]
+    others = {
+        "nan": ref.assign(median_ns=ref["median_ns"].where(ref.index != 5)),
+        "minus_zero": ref.assign(median_ns=ref["median_ns"].where(ref.index != 5, -0.0)),
+        "third": ref.assign(median_ns=ref["median_ns"] + (ref.index == 9) / 3),
+        "e15": ref.assign(median_ns=ref["median_ns"].where(ref.index != 5, 1e15)),
+        "negative": ref.assign(median_ns=-ref["median_ns"]),
+        "text": ref.assign(job=ref["job"].astype(str)),
+        "quoted": ref.rename(columns={"job": "job, index"}),
+        "short": ref.head(50),
+    }
+    assert export._numbers_csv(ref) is not None
+    for name, df in others.items():
+        assert export._numbers_csv(df) is None, name
+    tables = {"ref": ref, **others, "indexed": ref.set_index("job")}
+    paths = export.export_tables(tables, tmp_path / "t")
+    for p in paths:
+        df = tables[p.stem]
+        assert p.read_text() == df.to_csv(index=not isinstance(df.index, pd.RangeIndex)), p.stem

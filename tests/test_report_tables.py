@@ -128,6 +128,26 @@ def test_per_job_reference_from_the_runs_stretches_is_the_matrix_one(data):
                                                                 column="exec_ns", by=("run_id",)), check_exact=True)
 
 
+@pytest.mark.parametrize("runs", [1, 2, 3, 4, 7, 50])
+def test_per_job_reference_median_of_sorted_integer_runs_is_numpys(runs):
+    """The median of each job's runs sorted as integers is np.median's of their floats, bit
+    for bit: odd and even numbers of runs, ties, negative and large values."""
+    from xtalk.analysis import stats as st
+
+    rng = np.random.default_rng(runs)
+    n = 301
+    for values in (260_000 + rng.integers(-3_000, 3_000, runs * n), rng.integers(0, 3, runs * n),
+                   (1 << 52) + rng.integers(-9, 9, runs * n), -rng.integers(0, 10**12, runs * n)):
+        g = pd.DataFrame({"run_id": pd.Categorical(np.repeat([f"r{i}" for i in range(runs)], n)),
+                          "job": np.tile(np.arange(2, n + 2), runs), "exec_ns": values.astype(np.int64)})
+        got = tb._reference_of_stretches(g, "exec_ns")
+        assert got is not None
+        want = np.median(values.reshape(runs, n).astype(float), axis=0)
+        assert np.array_equal(got["median_ns"].to_numpy(), want)
+        pd.testing.assert_frame_equal(got, st.per_step_reference(g.assign(run_id=g["run_id"].cat.codes),
+                                                                 column="exec_ns", by=("run_id",)), check_exact=True)
+
+
 def test_a_group_in_run_order_gives_the_wakeup_series_of_its_subset(data):
     """The wake-up series from the group's stretches, copied once in run order, is the one
     from the group's masked subset (warm-up included), row for row, for every group."""

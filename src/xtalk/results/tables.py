@@ -153,7 +153,8 @@ def _used_categories(col: pd.Series) -> pd.Series:
     codes = col.cat.codes.to_numpy()
     cats = col.cat.categories
     starts = stretch_starts(codes)
-    if starts.size <= max(64, codes.size // 64):
+    stretched = starts.size <= max(64, codes.size // 64)
+    if stretched:
         # Runs come in stretches: the codes used are those the stretches start with (a
         # bincount converts every small code to a 64-bit index first: 80 MB at 10^7 jobs).
         used = np.zeros(len(cats), dtype=bool)
@@ -164,7 +165,13 @@ def _used_categories(col: pd.Series) -> pd.Series:
     if used.all():
         return col
     new = np.cumsum(used) - 1
-    recoded = np.where(codes >= 0, new[np.maximum(codes, 0)], -1).astype(codes.dtype, copy=False)
+    if stretched:
+        # Each stretch's new code repeated over it, in the codes' own type (not a gather of
+        # 64-bit codes, a where and a conversion of every job).
+        recoded = np.repeat(np.where(first >= 0, new[np.maximum(first, 0)], -1).astype(codes.dtype),
+                            np.diff(np.append(starts, codes.size)))
+    else:
+        recoded = np.where(codes >= 0, new[np.maximum(codes, 0)], -1).astype(codes.dtype, copy=False)
     return pd.Series(pd.Categorical.from_codes(recoded, categories=cats[used], ordered=col.cat.ordered),
                      index=col.index, name=col.name)
 
@@ -756,12 +763,21 @@ def _reference_of_stretches(g: pd.DataFrame, column: str) -> pd.DataFrame | None
     if not all(np.array_equal(job[a:b], ju) for a, b in zip(starts[1:], ends[1:])):
         return None
     lo, hi = v[:n].copy(), v[:n].copy()
-    m = np.empty((n, starts.size))
+    m = np.empty((n, starts.size), dtype=v.dtype)
     for i, (a, b) in enumerate(zip(starts, ends)):
         np.minimum(lo, v[a:b], out=lo)
         np.maximum(hi, v[a:b], out=hi)
         m[:, i] = v[a:b]
-    return pd.DataFrame({"job": ju.copy(), "min_ns": lo, "median_ns": np.median(m, axis=1, overwrite_input=True),
+    # Each job's runs sorted as integers (numpy sorts short integer rows with a vectorised
+    # network: 5× faster than np.median's partition of float rows); the float conversion keeps
+    # the order, so the middle values are np.median's, and their mean is taken as it takes it.
+    m.sort(axis=1)
+    r = starts.size
+    median = m[:, r // 2].astype(float)
+    if r % 2 == 0:
+        median += m[:, r // 2 - 1]
+        median /= 2
+    return pd.DataFrame({"job": ju.copy(), "min_ns": lo, "median_ns": median,
                          "max_ns": hi, "n_runs": np.full(n, starts.size, dtype=np.int64)})
 
 

@@ -395,3 +395,24 @@ def test_clusters_from_sorted_values_are_the_argsorts():
         assert np.array_equal(W._cluster_1d(v, gap), by_argsort(v, gap))
     assert np.array_equal(W._cluster_1d(np.array([3.0]), 1.0), [0])
     assert np.array_equal(W._cluster_1d(np.array([np.nan, 1.0, 5.0]), 1.0), by_argsort(np.array([np.nan, 1.0, 5.0]), 1.0))
+
+
+def test_clusters_of_counted_integer_intervals_are_the_sorts():
+    """Long arrays of integer intervals take their distinct values from a count, not a sort:
+    the same labels as the sorted values', with ties, gaps exactly min_gap wide, negative
+    values, a half among integers and a span too wide (both sorted)."""
+    rng = np.random.default_rng(5)
+    n = 20_000
+    base = 1_000_000 + rng.choice([0, 0, 0, 4_000, 4_001, 9_000], n) + rng.integers(-50, 50, n)
+    cases = {"levels": base.astype(float), "negative": (base - 1_010_000).astype(float),
+             "half": np.append(base.astype(float), 1_002_000.5), "wide": np.append(base.astype(float), 9e12),
+             "short": base[:100].astype(float)}
+    for name, v in cases.items():
+        distinct = W._distinct_integers(v)
+        assert (distinct is None) == (name in ("half", "wide", "short")), name
+        if distinct is not None:
+            assert np.array_equal(distinct, np.unique(v)), name
+        for gap in (0.0, 1.0, 50.0, 0.005 * 1e6, 1e9):
+            sv = np.sort(v)
+            want = np.searchsorted(sv[1:][np.diff(sv) > gap], v, side="right")
+            assert np.array_equal(W._cluster_1d(v, gap), want), (name, gap)

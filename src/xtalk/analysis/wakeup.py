@@ -584,9 +584,30 @@ def _cluster_1d(values: np.ndarray, min_gap: float) -> np.ndarray:
         labels = np.empty(values.size, dtype=np.int64)
         labels[order] = np.concatenate([[0], np.cumsum(np.diff(values[order]) > min_gap)])
         return labels
-    sv = np.sort(values)
+    distinct = _distinct_integers(values)
+    if distinct is not None:
+        sv = distinct  # the same starts: a tie's difference (0) never splits
+    else:
+        sv = np.sort(values)
     starts = sv[1:][np.diff(sv) > min_gap]  # the first value of each cluster but the lowest
     return np.searchsorted(starts, values, side="right").astype(np.int64, copy=False)
+
+
+def _distinct_integers(values: np.ndarray) -> np.ndarray | None:
+    """The distinct values of a long float array of integers (intervals in ns) in increasing
+    order, as floats, from a count of each instead of a sort (10^6 intervals a group); None
+    when the array is short, holds a value that is not an integer below 2^50 in size, or
+    spans more than 4 values per element."""
+    if values.size < 4096:
+        return None
+    lo, hi = float(values.min()), float(values.max())
+    if not (-2.0**50 < lo and hi < 2.0**50 and hi - lo <= 4 * values.size):
+        return None
+    iv = values.astype(np.int64)
+    if not np.array_equal(iv, values):
+        return None
+    iv -= int(lo)
+    return np.flatnonzero(np.bincount(iv)).astype(float) + lo
 
 
 def _label_period(labels: np.ndarray, max_lag: int, min_match: float) -> tuple[int | None, float]:

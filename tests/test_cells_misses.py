@@ -110,3 +110,26 @@ def test_runs_of_stretches_are_the_sorted_groups(layout):
         got = ce.runs_of(j["run_id"], ix)
         assert [k for k, _ in got] == [k for k, _ in want]
         assert all(np.array_equal(a, b) for (_, a), (_, b) in zip(got, want))
+
+
+@pytest.mark.parametrize("deadline", ["none", "constant", "varying"])
+def test_misses_of_runs_with_one_deadline_equal_the_definitions(deadline):
+    """Runs with one deadline and one period take their numbers from the response times'
+    maximum: the same as the definitions on every row, with no deadline column (the period
+    then), a deadline other than the period, and a deadline that varies within a run."""
+    j = _jobs("runs").drop(index=[5, 6]).reset_index(drop=True)  # (two more lost jobs, in run a)
+    if deadline == "none":
+        j = j.drop(columns="deadline_ns")
+    elif deadline == "constant":
+        j["deadline_ns"] = 1_700_000
+    else:
+        j.loc[::7, "deadline_ns"] = 900_001
+    miss = ce._miss_columns(j)
+    rel, end, per = (j[c].to_numpy() for c in ("release_ns", "end_ns", "period_ns"))
+    dl = j["deadline_ns"].to_numpy() if "deadline_ns" in j.columns else per
+    for scen in ("solo", "pi"):
+        ix = np.flatnonzero(j["scenario"].to_numpy() == scen)
+        lost = 2
+        want = (int(j["missed"].to_numpy()[ix].sum()), lost, int((end > rel + 2 * per)[ix].sum()) + lost,
+                int((end - (rel + dl))[ix].max()), float(((end - rel) / dl)[ix].max()))
+        assert ce._cell_misses(j, ix, miss) == want

@@ -363,6 +363,23 @@ def test_groups_are_the_pairs_with_jobs_solo_first(data):
     assert tb.groups(data) == [("solo", "default"), ("solo-b", "default"), ("pi", "default")]
 
 
+@pytest.mark.parametrize("layout", ["runs", "shuffled", "one"])
+def test_groups_read_where_labels_change_are_every_jobs_pairs(data, layout):
+    """The pairs read where the scenario or configuration changes (jobs in runs), or of
+    every job (labels interleaved), are the groupby's pairs with jobs, unused categories
+    left out."""
+    import dataclasses
+
+    m = data.measured
+    m = {"runs": m, "shuffled": m.sample(frac=1.0, random_state=2), "one": m[m["scenario"] == "pi"]}[layout]
+    m = m.assign(configuration=pd.Categorical(np.where(np.arange(len(m)) % 3000 < 1500, "a", "b")))
+    other = dataclasses.replace(data, measured=m.reset_index(drop=True), memo={})
+    want = {(str(s), str(c)) for (s, c), g in m.groupby(["scenario", "configuration"], observed=True) if len(g)}
+    got = tb.groups(other)
+    assert set(got) == want and len(got) == len(want)
+    assert [s for s, _ in got] == sorted((s for s, _ in got), key=lambda s: [sc for sc in data.scenarios].index(s))
+
+
 @pytest.mark.parametrize("scenario", ["solo", "pi", "no-such-scenario"])
 def test_a_scenarios_first_runs_are_the_groupbys(data, scenario):
     got = tb._leading_runs(data, scenario, "exec_ns", 2)

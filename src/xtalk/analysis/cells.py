@@ -328,7 +328,19 @@ def _range_misses(cols: dict, ranges, lost: int) -> tuple[int, int, int, int, fl
     for a, b in ranges:
         rel, end, dl = cols["release"][a:b], cols["end"][a:b], cols["deadline"][a:b]
         missed += int(np.count_nonzero(cols["missed"][a:b]))
-        serious += int(np.count_nonzero(end > rel + 2 * cols["period"][a:b]))
+        per = cols["period"][a:b]
+        if b > a and dl[0] > 0 and dl.min() == dl.max() and (cols["period"] is cols["deadline"] or per.min() == per.max()):
+            # One deadline and one period over the rows (a run's): each number from the
+            # response times' maximum, the same integers and the same float (the division
+            # by one positive deadline and the conversion keep the order), in three passes.
+            span = end - rel
+            top, d0 = int(span.max()), int(dl[0])
+            serious += int(np.count_nonzero(span > 2 * int(per[0])))
+            late = top - d0 if late is None else max(late, top - d0)
+            m = float(top) / float(d0)
+            resp = m if resp != resp else max(resp, m)
+            continue
+        serious += int(np.count_nonzero(end > rel + 2 * per))
         m = int((end - (rel + dl)).max())
         late = m if late is None else max(late, m)
         with np.errstate(divide="ignore", invalid="ignore"):  # a deadline of 0: inf, or NaN left out

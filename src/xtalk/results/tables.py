@@ -75,7 +75,12 @@ def groups(data: ReportData) -> list[tuple[str, str]]:
         sc, cf = m["scenario"].cat.categories, m["configuration"].cat.categories
         s_codes, c_codes = m["scenario"].cat.codes.to_numpy(), m["configuration"].cat.codes.to_numpy()
         if s_codes.min() >= 0 and c_codes.min() >= 0:
-            pair = s_codes.astype(np.int64) * len(cf) + c_codes
+            # A pair first met where a stretch of equal pairs starts, so where a label changes:
+            # the pairs read there only (jobs come in runs), not a 64-bit pair code of every job.
+            at = np.union1d(stretch_starts(s_codes), stretch_starts(c_codes))
+            if at.size > max(64, s_codes.size // 64):  # labels interleaved: every job's pair
+                at = slice(None)
+            pair = s_codes[at].astype(np.int64) * len(cf) + c_codes[at]
             seen = np.flatnonzero(np.bincount(pair, minlength=len(sc) * len(cf)))
             codes = (seen // len(cf)) * 65536 + seen % len(cf)
         else:  # a row without a label: the pairs as they are, NaN codes among them

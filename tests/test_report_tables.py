@@ -196,6 +196,12 @@ def test_pwcet_sample_is_whole_runs_in_order_up_to_the_limit(data, monkeypatch, 
         n += len(r)
     assert total == len(j) and np.array_equal(v, np.concatenate(want))
     assert tb.pwcet_series(data, "pi", "default")[0] is v
+    fast = tb._first_runs_of_stretches(data, "pi", "default")  # what pwcet_series took: the stretches'
+    assert fast is not None and np.array_equal(fast[0], v) and fast[1] == total
+    monkeypatch.setattr(tb, "_first_runs_of_stretches", lambda *a: None)  # the subset's way: the same
+    data.memo.pop(("pwcet_series", "pi", "default"))
+    v2, total2 = tb.pwcet_series(data, "pi", "default")
+    assert total2 == total and np.array_equal(v2, v)
     data.memo.pop(("pwcet_series", "pi", "default"))
 
 

@@ -104,10 +104,11 @@ def test_tables_of_numbers_written_as_pandas_writes_them(tmp_path):
 
     rng = np.random.default_rng(3)
     n = export.NUMBERS_CSV_MIN_ROWS + 7
-    ref = pd.DataFrame({"job": np.arange(10, n + 10), "min_ns": rng.integers(-5, 10**12, n),
+    ref = pd.DataFrame({"job": np.arange(10, n + 10), "min_ns": rng.integers(-(10**6), 10**12, n),
                         "median_ns": rng.integers(0, 2 * 10**14, n) / 2, "max_ns": rng.integers(0, 9, n).astype(np.int32),
                         "n_runs": np.full(n, 50, dtype=np.uint16)})
     ref.loc[:3, "median_ns"] = [0.0, 0.5, 1.0, 999_999_999_999_999.5]
+    ref.loc[:5, "min_ns"] = [0, -1, -10, 9, -(2**63) + 1, 2**63 - 1]  # zero, signs, one digit, the ends
     others = {
         "nan": ref.assign(median_ns=ref["median_ns"].where(ref.index != 5)),
         "minus_zero": ref.assign(median_ns=ref["median_ns"].where(ref.index != 5, -0.0)),
@@ -117,11 +118,16 @@ def test_tables_of_numbers_written_as_pandas_writes_them(tmp_path):
         "text": ref.assign(job=ref["job"].astype(str)),
         "quoted": ref.rename(columns={"job": "job, index"}),
         "short": ref.head(50),
+        "int64_min": ref.assign(min_ns=ref["min_ns"].where(ref.index != 7, -(2**63))),
+        "uint64_top": ref.assign(n_runs=ref["n_runs"].astype(np.uint64).where(ref.index != 7, 2**63)),
     }
-    assert export._numbers_csv(ref) is not None
+    more = {"negatives": ref.assign(job=-ref["job"], max_ns=ref["max_ns"] - 4),
+            "bytes": ref.assign(n_runs=ref["n_runs"].astype(np.int8), job=ref["job"].astype(np.uint32))}
+    for name, df in {"ref": ref, **more}.items():
+        assert export._numbers_csv(df) is not None, name
     for name, df in others.items():
         assert export._numbers_csv(df) is None, name
-    tables = {"ref": ref, **others, "indexed": ref.set_index("job")}
+    tables = {"ref": ref, **more, **others, "indexed": ref.set_index("job")}
     paths = export.export_tables(tables, tmp_path / "t")
     for p in paths:
         df = tables[p.stem]

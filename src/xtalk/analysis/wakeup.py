@@ -434,10 +434,13 @@ def _median(a: np.ndarray) -> float:
     n = a.size
     if n < 4096:
         return np.median(a)
-    samp = np.sort(a[:: n // 1024])
+    samp = np.sort(a[:: n // 2048])
     m, half = samp.size, n // 2
     lo_rank = half - 1 if n % 2 == 0 else half  # the middle ranks np.median averages
-    margin = 4 * int(np.sqrt(m)) + 2  # a sample rank's spread is about sqrt(m)/2
+    # A sample rank's spread is about sqrt(m)/2: ±2·sqrt(m) ranks hold the middle but about
+    # once in 10^4 (then np.median), and a tenth of the values, whose copy and partition are
+    # most of the time (±4·sqrt(m) of 1000 picks took a quarter: 2.5× the time).
+    margin = 2 * int(np.sqrt(m)) + 2
     lo, hi = samp[max(0, m // 2 - margin)], samp[min(m - 1, m // 2 + margin)]
     below = int(np.count_nonzero(a < lo))
     above = int(np.count_nonzero(a > hi))

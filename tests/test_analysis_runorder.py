@@ -87,3 +87,17 @@ def test_a_categoricals_run_codes_order_the_runs_as_factorize():
     assert np.array_equal(np.argsort(codes, kind="stable"), np.argsort(f_codes, kind="stable"))
     plain = pd.Series(["b", "a", "b"])
     assert [list(x) for x in run_codes(plain)] == [list(x) for x in pd.factorize(plain, sort=True)]
+
+
+def test_stretch_starts_are_where_the_values_change():
+    """0, then every position whose value differs from the one before (NaN differs from
+    itself), as int64 positions; none for no value."""
+    from xtalk.analysis.runorder import stretch_starts
+
+    rng = np.random.default_rng(4)
+    x = np.repeat(rng.integers(0, 3, 200).astype(np.int8), rng.integers(1, 50, 200))
+    want = [i for i in range(x.size) if i == 0 or x[i] != x[i - 1]]
+    for got, exp in ((stretch_starts(x), want), (stretch_starts(np.array([7])), [0]),
+                     (stretch_starts(np.array([1.0, np.nan, np.nan, 1.0])), [0, 1, 2, 3]),
+                     (stretch_starts(np.zeros(0, dtype=np.int8)), [])):
+        assert got.dtype == np.int64 and got.tolist() == exp

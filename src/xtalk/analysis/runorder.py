@@ -30,7 +30,10 @@ def run_job_order(codes: np.ndarray, job: np.ndarray, n_runs: int) -> np.ndarray
 def stretch_starts(x: np.ndarray) -> np.ndarray:
     """Where each stretch of equal values of ``x`` begins (0 first when ``x`` is not empty):
     jobs come in runs, so a label column changes at a few hundred places of 10^7 rows."""
-    return np.flatnonzero(np.concatenate([[True], x[1:] != x[:-1]])) if x.size else np.zeros(0, dtype=np.int64)
+    if not x.size:
+        return np.zeros(0, dtype=np.int64)
+    # (the changes' positions found first, then 0 put before them: no copy of the mask of every row)
+    return np.concatenate([np.zeros(1, dtype=np.intp), np.flatnonzero(x[1:] != x[:-1]) + 1])
 
 
 def run_codes(col: pd.Series) -> tuple[np.ndarray, object]:

@@ -386,6 +386,29 @@ def test_groups_read_where_labels_change_are_every_jobs_pairs(data, layout):
     assert [s for s, _ in got] == sorted((s for s, _ in got), key=lambda s: [sc for sc in data.scenarios].index(s))
 
 
+@pytest.mark.parametrize("layout", ["runs", "split", "shuffled"])
+def test_a_groups_rows_read_where_labels_change_are_the_masks(data, layout):
+    """A group's stretches read where the scenario or configuration changes are those of the
+    mask of its rows (neighbouring stretches joined), for every group and a scenario alone;
+    None for interleaved rows either way."""
+    import dataclasses
+
+    m = data.measured
+    if layout == "split":  # a second configuration within runs: stretches of one group side by side
+        m = m.assign(configuration=pd.Categorical(np.where(np.arange(len(m)) % 700 < 300, "default", "other")))
+    elif layout == "shuffled":
+        m = m.sample(frac=1.0, random_state=3)
+    other = dataclasses.replace(data, measured=m.reset_index(drop=True), memo={})
+    keys = [(sc, cf) for sc in ("solo", "pi", "solo-b") for cf in ("default", "other", None)]
+    got = {k: tb._group_rows(other, *k) for k in keys}
+    assert (tb._label_changes(other) is None) == (layout == "shuffled")
+    other.memo.clear()
+    other.memo[("label_changes",)] = None  # the mask's way
+    want = {k: tb._group_rows(other, *k) for k in keys}
+    assert got == want
+    assert layout == "shuffled" or all(got[k] for k in keys if k[1] != "other" or layout == "split")
+
+
 @pytest.mark.parametrize("scenario", ["solo", "pi", "no-such-scenario"])
 def test_a_scenarios_first_runs_are_the_groupbys(data, scenario):
     got = tb._leading_runs(data, scenario, "exec_ns", 2)

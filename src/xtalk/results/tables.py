@@ -590,7 +590,6 @@ def _group_rows(data: ReportData, scenario: str, configuration: str | None) -> l
     def compute():
         m = data.measured
         n = len(m)
-        keep = np.ones(n, dtype=bool)
         for name, label in (("scenario", scenario), ("configuration", configuration)):
             if label is None:
                 continue
@@ -599,9 +598,12 @@ def _group_rows(data: ReportData, scenario: str, configuration: str | None) -> l
                 return None
             if label not in col.cat.categories:
                 return []
-            keep &= col.cat.codes.to_numpy() == col.cat.categories.get_loc(label)
         if not n:
             return []
+        at = _label_changes(data)
+        if at is not None:  # read where the labels change: no comparison of every row's codes
+            return _group_rows_at(m, at, scenario, configuration, n)
+        keep = _group_mask(m, scenario, configuration)
         edges = np.flatnonzero(keep[1:] != keep[:-1]) + 1
         if edges.size > max(64, n // 64):
             return None
@@ -609,6 +611,48 @@ def _group_rows(data: ReportData, scenario: str, configuration: str | None) -> l
         return [(a, b) for a, b in zip(bounds[:-1], bounds[1:]) if keep[a]]
 
     return _memo(data, ("group_rows", scenario, configuration), compute)
+
+
+def _group_mask(m: pd.DataFrame, scenario: str, configuration: str | None) -> np.ndarray:
+    """Whether each measured row is the group's (both labels categorical, known)."""
+    keep = np.ones(len(m), dtype=bool)
+    for name, label in (("scenario", scenario), ("configuration", configuration)):
+        if label is not None:
+            keep &= m[name].cat.codes.to_numpy() == m[name].cat.categories.get_loc(label)
+    return keep
+
+
+def _label_changes(data: ReportData) -> np.ndarray | None:
+    """Where the measured rows' (scenario, configuration) changes, 0 first (cached: every
+    group's rows are read from it); None where the labels change at more than
+    max(64, rows / 64) places."""
+    def compute():
+        m = data.measured
+        if not all(c in m.columns and isinstance(m[c].dtype, pd.CategoricalDtype) for c in ("scenario", "configuration")):
+            return None
+        at = np.union1d(stretch_starts(m["scenario"].cat.codes.to_numpy()),
+                        stretch_starts(m["configuration"].cat.codes.to_numpy()))
+        return at if at.size <= max(64, len(m) // 64) else None
+
+    return _memo(data, ("label_changes",), compute)
+
+
+def _group_rows_at(m: pd.DataFrame, at: np.ndarray, scenario: str, configuration: str | None,
+                   n: int) -> list[tuple[int, int]] | None:
+    """:func:`_group_rows` from the stretches of equal labels starting at ``at``: the group's
+    stretches, neighbours joined; None past max(64, n / 64) edges, as the mask's count."""
+    keep = m["scenario"].cat.codes.to_numpy()[at] == m["scenario"].cat.categories.get_loc(scenario)
+    if configuration is not None:
+        keep &= m["configuration"].cat.codes.to_numpy()[at] == m["configuration"].cat.categories.get_loc(configuration)
+    ends = np.append(at[1:], n)
+    spans: list[tuple[int, int]] = []
+    for a, b in zip(at[keep].tolist(), ends[keep].tolist()):
+        if spans and spans[-1][1] == a:
+            spans[-1] = (spans[-1][0], b)
+        else:
+            spans.append((a, b))
+    edges = sum((a > 0) + (b < n) for a, b in spans)
+    return None if edges > max(64, n // 64) else spans
 
 
 #: Values a group's counting sort gathers before each count (at least the span of values:

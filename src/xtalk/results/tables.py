@@ -77,8 +77,8 @@ def groups(data: ReportData) -> list[tuple[str, str]]:
         if s_codes.min() >= 0 and c_codes.min() >= 0:
             # A pair first met where a stretch of equal pairs starts, so where a label changes:
             # the pairs read there only (jobs come in runs), not a 64-bit pair code of every job.
-            at = np.union1d(stretch_starts(s_codes), stretch_starts(c_codes))
-            if at.size > max(64, s_codes.size // 64):  # labels interleaved: every job's pair
+            at = _label_changes(data)
+            if at is None:  # labels interleaved: every job's pair
                 at = slice(None)
             pair = s_codes[at].astype(np.int64) * len(cf) + c_codes[at]
             seen = np.flatnonzero(np.bincount(pair, minlength=len(sc) * len(cf)))
@@ -630,9 +630,14 @@ def _label_changes(data: ReportData) -> np.ndarray | None:
         m = data.measured
         if not all(c in m.columns and isinstance(m[c].dtype, pd.CategoricalDtype) for c in ("scenario", "configuration")):
             return None
-        at = np.union1d(stretch_starts(m["scenario"].cat.codes.to_numpy()),
-                        stretch_starts(m["configuration"].cat.codes.to_numpy()))
-        return at if at.size <= max(64, len(m) // 64) else None
+        limit = max(64, len(m) // 64)
+        parts = []
+        for c in ("scenario", "configuration"):
+            parts.append(stretch_starts(m[c].cat.codes.to_numpy()))
+            if parts[-1].size > limit:  # (before a union's sort of 10^7 positions)
+                return None
+        at = np.union1d(*parts)
+        return at if at.size <= limit else None
 
     return _memo(data, ("label_changes",), compute)
 

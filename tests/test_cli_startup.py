@@ -138,6 +138,11 @@ def test_summary_draws_nothing_and_loads_no_matplotlib(tmp_path):
     loaded = _imported(r.stderr)
     assert "pandas" in loaded  # the summary did its work (an early exit would load nothing)
     assert "matplotlib" not in loaded
+    # The guards read each enemy's recorded rate alone (enemy_alone.recorded) and the run
+    # outcomes' plans, not the experiment file's models or its expansion (25 ms of the report).
+    mine = _modules(r.stderr)
+    assert "xtalk.enemy_alone" in mine and "xtalk.plan" in mine, sorted(m for m in mine if m.startswith("xtalk"))
+    assert not mine & {"xtalk.config.experiment", "xtalk.config.expand"}, sorted(mine & {"xtalk.config.experiment", "xtalk.config.expand"})
 
 
 def test_report_imports_run_without_collections_and_are_frozen():

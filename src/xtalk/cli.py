@@ -690,12 +690,14 @@ def _cells(path: Path):
 
 @contextmanager
 def _imports_frozen():
-    """The analysis stack's imports (pandas, SciPy, Matplotlib, the models: ~170 000 objects
-    that live as long as the process) with the garbage collector off, then frozen: each full
-    collection during the imports walked every object loaded so far (three of them, ~0.15 s
-    CPU), and each one after walked them all again (~60 ms, in the report's forked child too,
-    whose walk also copied the pages it touched). The cycles the imports leave are kept, as
-    Python's docs advise before a fork (gc.freeze); collection resumes for what comes after."""
+    """The analysis stack's imports (pandas, SciPy, Matplotlib, the models) with the garbage
+    collector off, then frozen: each full collection during the imports walked every object
+    loaded so far (three of them, ~0.15 s CPU), and each one after walked them all again
+    (60-80 ms each, in the report's forked child too, whose walk also wrote to the pages it
+    shares with the parent). What the imports leave (~300 000 objects, the cycles they dropped
+    included; the report's peak memory measured the same) stays out of every later
+    collection, as Python's docs advise before a fork (gc.freeze); collection resumes for
+    what the command makes after."""
     import gc
 
     enabled = gc.isenabled()

@@ -697,16 +697,19 @@ def _imports_frozen():
     shares with the parent). What the imports leave (~300 000 objects, the cycles they dropped
     included; the report's peak memory measured the same) stays out of every later
     collection, as Python's docs advise before a fork (gc.freeze); collection resumes for
-    what the command makes after."""
+    what the command makes after. Nothing is done where pandas is loaded already (a caller
+    in-process, a test session): a freeze there would keep whatever garbage the caller's
+    objects have left uncollected."""
     import gc
 
-    enabled = gc.isenabled()
+    if "pandas" in sys.modules or not gc.isenabled():
+        yield
+        return
     gc.disable()
     try:
         yield
     finally:
-        if enabled:
-            gc.enable()
+        gc.enable()
     gc.freeze()
 
 

@@ -138,3 +138,35 @@ def test_summary_draws_nothing_and_loads_no_matplotlib(tmp_path):
     loaded = _imported(r.stderr)
     assert "pandas" in loaded  # the summary did its work (an early exit would load nothing)
     assert "matplotlib" not in loaded
+    # The guards read each enemy's recorded rate alone (enemy_alone.recorded) and the run
+    # outcomes' plans, not the experiment file's models or its expansion (25 ms of the report).
+    mine = _modules(r.stderr)
+    assert "xtalk.enemy_alone" in mine and "xtalk.plan" in mine, sorted(m for m in mine if m.startswith("xtalk"))
+    assert not mine & {"xtalk.config.experiment", "xtalk.config.expand"}, sorted(mine & {"xtalk.config.experiment", "xtalk.config.expand"})
+
+
+def test_report_imports_run_without_collections_and_are_frozen():
+    # `xtalk report`'s imports (cli._imports_frozen): no full collection walks the objects
+    # loaded so far while they load, and afterwards they are frozen, out of every later walk
+    # (the forked child's included); collection is back on for what the report makes.
+    code = """
+import gc, json
+from xtalk import cli
+before = gc.get_stats()[2]["collections"]
+with cli._imports_frozen():
+    import xtalk.report.build
+got = {"full": gc.get_stats()[2]["collections"] - before, "enabled": gc.isenabled(),
+       "frozen": gc.get_freeze_count(), "objects": len(gc.get_objects())}
+with cli._imports_frozen():  # the stack loaded already (a caller in-process): nothing frozen again
+    import xtalk.report.html
+got["again"] = gc.get_freeze_count() - got["frozen"]
+print(json.dumps(got))
+"""
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert r.returncode == 0, r.stderr[-2000:]
+    import json
+
+    got = json.loads(r.stdout)
+    assert got["full"] == 0 and got["enabled"], got
+    assert got["frozen"] > 50_000 and got["objects"] < got["frozen"] / 10, got  # the stack loaded, then frozen
+    assert got["again"] == 0, got

@@ -12,12 +12,15 @@ over one page every 10 ms, at SCHED_OTHER, on the victim's CPUs.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from .config.expand import RunSpec
 from .errors import UsageError
 from .units import rate_text
 from . import catalog
 from .plan import OtherSched, Plan, body_model
+
+if TYPE_CHECKING:  # the report reads the recorded rates (`recorded`) without the expansion's models
+    from .config.expand import RunSpec
 
 #: Jobs of the stand-in victim and its period: the enemy's pass lasts about this long.
 PASS_JOBS = 30

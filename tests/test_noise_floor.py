@@ -77,3 +77,5 @@ def test_the_machine_delay_separates_late_starts_and_stolen_time_from_the_jobs_o
     assert "2 job(s) lost more than the slack" in delay_text(d) and "the machine's" in delay_text(d)
     quiet = machine_delay([pd.DataFrame(rows[:4])], 10 * ms)
     assert quiet["over_slack"] == 0 and "expect solo misses" not in delay_text(quiet)
+    assert "up to 8 ms off the CPU without a context switch" in delay_text(d)
+    assert "never off the CPU without a context switch" in delay_text(quiet)  # none stolen: not "up to 0 ms"

@@ -106,9 +106,11 @@ def machine_delay(passes, deadline_ns: int) -> dict:
 
 def delay_text(d: dict) -> str:
     """One line: how much the machine delayed the solo jobs, against the slack."""
-    line = (f"machine delay over {d['jobs']} solo jobs: up to {d['max_late_start_ns'] / 1e6:.2g} ms late to start, up to "
-            f"{d['max_stolen_ns'] / 1e6:.2g} ms off the CPU without a context switch (p99 of both together "
-            f"{d['p99_lost_ns'] / 1e6:.2g} ms), against {d['slack_ns'] / 1e6:.3g} ms of slack")
+    # A job's stolen time is clipped at zero: none at all is said as such, not "up to 0 ms".
+    stolen = (f"up to {d['max_stolen_ns'] / 1e6:.2g} ms off the CPU without a context switch" if d["max_stolen_ns"] > 0
+              else "never off the CPU without a context switch")
+    line = (f"machine delay over {d['jobs']} solo jobs: up to {d['max_late_start_ns'] / 1e6:.2g} ms late to start, "
+            f"{stolen} (p99 of both together {d['p99_lost_ns'] / 1e6:.2g} ms), against {d['slack_ns'] / 1e6:.3g} ms of slack")
     if d["over_slack"]:
         line += (f"; {d['over_slack']} job(s) lost more than the slack: expect solo misses that are the machine's "
                  f"(other work on the victim's CPU in a non-preemptible kernel, or the hypervisor), not the victim's; "

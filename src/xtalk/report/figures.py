@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import base64
 import colorsys
+import contextlib
 import inspect
 import io
 import re
@@ -21,10 +22,12 @@ from pathlib import Path
 import matplotlib
 
 matplotlib.use("Agg")  # before pyplot: no display, no GUI toolkit
+import matplotlib.axis  # noqa: E402
 import matplotlib.colors  # noqa: E402
 import matplotlib.patches  # noqa: E402
 import matplotlib.ticker  # noqa: E402
 import matplotlib.pyplot as plt  # noqa: E402
+import matplotlib.text  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import PIL.Image  # noqa: E402  (matplotlib's own PNG writer)
@@ -111,6 +114,54 @@ def _png(fig) -> bytes:
     return buf.getvalue()
 
 
+@contextlib.contextmanager
+def measured_once():
+    """Within it, an axis's ticks and a text's layout are computed once for the same inputs.
+
+    Laying out and drawing a figure asks each axis for its ticks (locator, formatter, each
+    tick moved and relabelled) and for its tick labels' extents a dozen times (the layout's
+    two passes, each spine, the axis and title positions, the draw), each time from the same
+    view interval and axes box; and each label's layout (its font metrics) anew every time.
+    Here ``Axis._update_ticks`` returns the ticks it computed last for that axis when the
+    view interval, the axes box, the dpi and the tick lists are the same (the ticks then hold
+    what that computation set), and ``Text._get_layout`` is computed once per text, font,
+    alignment, rotation, dpi and renderer (a pure function of those: wrapped text is left
+    alone). The same ticks, the same extents, so the same pixels. Matplotlib's own methods
+    are restored on leaving; the report draws one figure at a time, in one thread."""
+    update_ticks, get_layout = matplotlib.axis.Axis._update_ticks, matplotlib.text.Text._get_layout
+    last: dict[int, tuple] = {}  # id(axis) -> (axis, inputs, ticks)
+    layouts: dict[tuple, tuple] = {}
+    renderers = []  # alive while their ids key layouts
+
+    def ticks_once(axis):
+        d = axis.__dict__
+        key = (tuple(axis.get_view_interval()), axis.axes.bbox.bounds, axis.get_figure(root=True).dpi,
+               id(d.get("majorTicks")), id(d.get("minorTicks")))
+        hit = last.get(id(axis))
+        if hit is None or hit[1] != key:
+            hit = last[id(axis)] = (axis, key, update_ticks(axis), d.get("majorTicks"), d.get("minorTicks"))
+        return list(hit[2])
+
+    def layout_once(text, renderer):
+        if text.get_wrap():
+            return get_layout(text, renderer)
+        key = (text.get_text(), hash(text._fontproperties), text.get_usetex(), text._parse_math, text._linespacing,
+               text._get_multialignment(), text.get_rotation(), text.get_rotation_mode(), text._horizontalalignment,
+               text._verticalalignment, text.get_figure(root=True).dpi, type(renderer), id(renderer))
+        hit = layouts.get(key)
+        if hit is None:
+            renderers.append(renderer)
+            hit = layouts[key] = get_layout(text, renderer)
+        bbox, lines, box = hit
+        return bbox.frozen(), lines, box
+
+    matplotlib.axis.Axis._update_ticks, matplotlib.text.Text._get_layout = ticks_once, layout_once
+    try:
+        yield
+    finally:
+        matplotlib.axis.Axis._update_ticks, matplotlib.text.Text._get_layout = update_ticks, get_layout
+
+
 def render(fig, out_dir: Path, name: str, title: str, caption: str = "", *, svg: bool = True) -> Rendered:
     """Write ``fig`` as NAME.png (and NAME.svg with ``svg``) under ``out_dir`` and close it."""
     safepath.makedirs(out_dir)
@@ -120,11 +171,11 @@ def render(fig, out_dir: Path, name: str, title: str, caption: str = "", *, svg:
     # (svg.fonttype none).
     _plain_log_labels(fig)
     engine = fig.get_layout_engine()
-    if engine is not None:
-        engine.execute(fig)
     # Without a layout engine for the saves (rcParams would put one back when savefig
     # restores the figure's "none").
-    with plt.rc_context({"figure.constrained_layout.use": False}):
+    with measured_once(), plt.rc_context({"figure.constrained_layout.use": False}):
+        if engine is not None:
+            engine.execute(fig)
         fig.set_layout_engine(None)
         png = _png(fig)
         png_path, svg_path = out_dir / f"{name}.png", (out_dir / f"{name}.svg" if svg else None)

@@ -23,6 +23,7 @@ import matplotlib
 
 matplotlib.use("Agg")  # before pyplot: no display, no GUI toolkit
 import matplotlib.axis  # noqa: E402
+import matplotlib.collections  # noqa: E402
 import matplotlib.colors  # noqa: E402
 import matplotlib.patches  # noqa: E402
 import matplotlib.ticker  # noqa: E402
@@ -292,7 +293,22 @@ def _hist(ax, v: np.ndarray, bins: int) -> None:
     edges = np.histogram_bin_edges(v[[0, -1]], bins, range=(v[0], v[-1]))
     below = np.searchsorted(v, edges[1:-1], "left")  # values < each inner edge
     counts = np.diff(np.concatenate(([0], below, [v.size])))
-    ax.hist(edges[:-1], bins=edges, weights=counts.astype(float), **style)
+    _bars(ax, edges, counts.astype(float), style["color"])
+
+
+def _bars(ax, edges: np.ndarray, heights: np.ndarray, color: str) -> None:
+    """The bars ``ax.hist(edges[:-1], bins=edges, weights=heights, color=color,
+    edgecolor="none")`` draws, as one PatchCollection: the same rectangles (ax.hist's bin
+    centres, then ax.bar's widths and left edges: the same floats), the same data limits and
+    sticky bottom, the same pixels; one artist to make and draw instead of one per bin (a
+    third of a histogram figure's CPU at 200 bins)."""
+    x = edges[:-1] + 0.5 * np.diff(edges)  # ax.hist's bin centres
+    width = (x[0] + np.diff(edges)) - x[0]  # ax.bar's widths, taken from the first centre
+    left = x - width / 2
+    rects = [matplotlib.patches.Rectangle((lo, 0.0), w, h) for lo, w, h in zip(left, width, heights)]
+    bars = matplotlib.collections.PatchCollection(rects, facecolor=color, edgecolor="none")
+    bars.sticky_edges.y.append(0.0)  # ax.bar's: the axis starts at the bars' bottom
+    ax.add_collection(bars)
 
 
 def _sorted(v) -> np.ndarray:

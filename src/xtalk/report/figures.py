@@ -153,7 +153,7 @@ def measured_once():
     alone). The same ticks, the same extents, so the same pixels. Matplotlib's own methods
     are restored on leaving; the report draws one figure at a time, in one thread."""
     update_ticks, get_layout = matplotlib.axis.Axis._update_ticks, matplotlib.text.Text._get_layout
-    last: dict[int, tuple] = {}  # id(axis) -> (axis, inputs, ticks)
+    last: dict[int, tuple] = {}  # id(axis) -> (axis, inputs, its ticks to draw, its tick lists)
     layouts: dict[tuple, tuple] = {}
     renderers = []  # alive while their ids key layouts
 

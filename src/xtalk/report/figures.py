@@ -152,15 +152,22 @@ def measured_once():
     alignment, rotation, dpi and renderer (a pure function of those: wrapped text is left
     alone). The same ticks, the same extents, so the same pixels. Matplotlib's own methods
     are restored on leaving; the report draws one figure at a time, in one thread."""
-    update_ticks, get_layout = matplotlib.axis.Axis._update_ticks, matplotlib.text.Text._get_layout
+    update_ticks = getattr(matplotlib.axis.Axis, "_update_ticks", None)
+    get_layout = getattr(matplotlib.text.Text, "_get_layout", None)
+    if update_ticks is None or get_layout is None:  # a matplotlib without these internals: as it draws
+        yield
+        return
     last: dict[int, tuple] = {}  # id(axis) -> (axis, inputs, its ticks to draw, its tick lists)
     layouts: dict[tuple, tuple] = {}
     renderers = []  # alive while their ids key layouts
 
     def ticks_once(axis):
         d = axis.__dict__
-        key = (tuple(axis.get_view_interval()), axis.axes.bbox.bounds, axis.get_figure(root=True).dpi,
-               id(d.get("majorTicks")), id(d.get("minorTicks")))
+        try:
+            key = (tuple(axis.get_view_interval()), axis.axes.bbox.bounds, axis.get_figure(root=True).dpi,
+                   id(d.get("majorTicks")), id(d.get("minorTicks")))
+        except (AttributeError, TypeError):  # another matplotlib's internals (root= is 3.10's): not cached
+            return update_ticks(axis)
         hit = last.get(id(axis))
         if hit is None or hit[1] != key:
             hit = last[id(axis)] = (axis, key, update_ticks(axis), d.get("majorTicks"), d.get("minorTicks"))
@@ -169,9 +176,12 @@ def measured_once():
     def layout_once(text, renderer):
         if text.get_wrap():
             return get_layout(text, renderer)
-        key = (text.get_text(), hash(text._fontproperties), text.get_usetex(), text._parse_math, text._linespacing,
-               text._get_multialignment(), text.get_rotation(), text.get_rotation_mode(), text._horizontalalignment,
-               text._verticalalignment, text.get_figure(root=True).dpi, type(renderer), id(renderer))
+        try:
+            key = (text.get_text(), hash(text._fontproperties), text.get_usetex(), text._parse_math, text._linespacing,
+                   text._get_multialignment(), text.get_rotation(), text.get_rotation_mode(), text._horizontalalignment,
+                   text._verticalalignment, text.get_figure(root=True).dpi, type(renderer), id(renderer))
+        except (AttributeError, TypeError):  # as above
+            return get_layout(text, renderer)
         hit = layouts.get(key)
         if hit is None:
             renderers.append(renderer)

@@ -72,6 +72,9 @@ def test_every_example_experiment_plans(tmp_path):
     files = sorted((ROOT / "examples").glob("*.toml"))
     with ThreadPoolExecutor(4) as pool:  # each is mostly a Python start-up: overlap them
         outs = list(pool.map(plan, files))
+    # SCHED_DEADLINE admission is machine-wide: a plan probing its deadline tasks while another
+    # file's probe holds bandwidth is refused (rightly: the line says so). Those plan again, alone.
+    outs = [plan(f) if out.returncode == 2 and "admission refused" in out.stderr else out for f, out in zip(files, outs)]
     for f, out in zip(files, outs):
         if f.name == "own-app-attach.toml":  # its pid is the reader's to give: 2 (kthreadd) is refused by name
             assert out.returncode == 2 and "victim.body.pid: process 2 is a kernel thread" in out.stderr \

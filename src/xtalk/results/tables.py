@@ -1401,28 +1401,16 @@ def _first_runs_series(data: ReportData, scen: str, conf: str) -> tuple[np.ndarr
     got = _first_runs_of_stretches(data, scen, conf)
     if got is not None:
         return got
-    m = data.measured
-    fast = isinstance(m.index, pd.RangeIndex) and m.index.start == 0 and m.index.step == 1
-    # The group's run labels first; its job indices and times only at the first runs' rows
-    # (whose positions in the measured frame the subset's index holds), not a copy of the
-    # group's 5·10^6 of each and a float copy of every time, of which a few runs are read.
-    g = subset(data, scen, conf, ["run_id"] if fast else ["run_id", "job", "exec_ns"])
+    # Interleaved groups, rows without a run, an index other than the rows' positions: the subset.
+    g = subset(data, scen, conf, ["run_id", "job", "exec_ns"])
     codes = g["run_id"].cat.codes.to_numpy()
     n_runs = len(g["run_id"].cat.categories)  # every one used (subset): the runs in groupby's order
     cum = np.cumsum(np.bincount(codes[codes >= 0], minlength=n_runs))
     k = min(int(np.searchsorted(cum, PWCET_JOBS)) + 1, n_runs)  # runs until PWCET_JOBS jobs are reached
     mine = (codes >= 0) & (codes < k)
-    if fast:
-        at = np.flatnonzero(mine)
-        pos = g.index.start + at * g.index.step if isinstance(g.index, pd.RangeIndex) else g.index.to_numpy()[at]
-        job, exec_ns = m["job"].to_numpy()[pos], m["exec_ns"].to_numpy()[pos]
-    else:
-        job, exec_ns = g["job"].to_numpy()[mine], g["exec_ns"].to_numpy()[mine]
-    order = run_job_order(codes[mine], job, k)
+    order = run_job_order(codes[mine], g["job"].to_numpy()[mine], k)
     if order is not None:
-        return exec_ns.astype(float)[order], len(g)
-    if fast:
-        g = subset(data, scen, conf, ["run_id", "job", "exec_ns"])
+        return g["exec_ns"].to_numpy(dtype=float)[mine][order], len(g)
     parts = [r.sort_values("job")["exec_ns"].to_numpy(dtype=float) for _, r in
              g[mine].groupby("run_id", observed=True, sort=True)]  # a repeated job index: pandas' sort
     return (np.concatenate(parts) if parts else np.zeros(0)), len(g)
